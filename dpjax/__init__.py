@@ -1,0 +1,22 @@
+"""dpjax: differential-privacy mechanisms as jit-compiled, vmap-batched JAX kernels.
+
+Float noise is for studies, training and benchmarks; dpjax is not a hardened release system.
+"""
+
+from dpjax import accounting, additive, noise, validation
+from dpjax.accounting import ZCDP, Accountant, ApproxDP, BudgetExceededError, PureDP, RangeBounded
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ZCDP",
+    "Accountant",
+    "ApproxDP",
+    "BudgetExceededError",
+    "PureDP",
+    "RangeBounded",
+    "accounting",
+    "additive",
+    "noise",
+    "validation",
+]

@@ -1,0 +1,22 @@
+"""Privacy guarantees, their composition and conversions, and the budget-keeping Accountant."""
+
+from dpjax.accounting.accountant import Accountant, BudgetExceededError, Reservation, Spend
+from dpjax.accounting.composition import compose
+from dpjax.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_epsilon
+from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
+
+__all__ = [
+    "ZCDP",
+    "Accountant",
+    "ApproxDP",
+    "BudgetExceededError",
+    "Guarantee",
+    "PureDP",
+    "RangeBounded",
+    "Reservation",
+    "Spend",
+    "bun_steinke_epsilon",
+    "compose",
+    "zcdp_delta",
+    "zcdp_epsilon",
+]

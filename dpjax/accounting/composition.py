@@ -1,0 +1,54 @@
+"""Composition of privacy guarantees.
+
+Basic (sequential) composition: epsilons and deltas add for pure and approximate DP (Dwork et al.
+2006); rho adds for zCDP (Bun and Steinke 2016, Lemma 2.3); epsilon adds for range-bounded
+mechanisms (Durfee and Rogers 2019, Lemma 3.2). Mixtures are composed in the strongest notion that
+every part implies: pure DP and range-bounded parts compose in zCDP when any part is zCDP, and
+everything composes as approximate DP once a part is only (epsilon, delta)-DP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
+
+
+def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> Guarantee:
+    """Sequential composition of guarantees.
+
+    Args:
+      guarantees: the guarantees of mechanisms run on the same data.
+      delta: needed only when zCDP parts are composed with (epsilon, delta)-DP parts: the zCDP block
+        is converted to (epsilon, delta)-DP at this delta before the basic composition.
+
+    Returns:
+      ``RangeBounded`` if every part is range-bounded, ``PureDP`` if every part is pure (or
+      range-bounded), ``ZCDP`` if every part implies zCDP and at least one is ``ZCDP``, otherwise
+      ``ApproxDP``.
+    """
+    parts = list(guarantees)
+    for g in parts:
+        if not isinstance(g, Guarantee):
+            raise TypeError(f"cannot compose {type(g).__name__}; expected a Guarantee.")
+    if not parts:
+        return PureDP(0.0)
+    if all(isinstance(g, RangeBounded) for g in parts):
+        return RangeBounded(sum(g.epsilon for g in parts))
+    if all(isinstance(g, PureDP | RangeBounded) for g in parts):
+        return PureDP(sum(g.to_pure().epsilon for g in parts))
+    if all(isinstance(g, PureDP | RangeBounded | ZCDP) for g in parts):
+        return ZCDP(sum(g.to_zcdp().rho for g in parts))
+    # Some part is (epsilon, delta)-DP only.
+    approx = [g for g in parts if isinstance(g, ApproxDP)]
+    concentrated = [g for g in parts if isinstance(g, ZCDP)]
+    pure = [g for g in parts if isinstance(g, PureDP | RangeBounded)]
+    eps = sum(g.epsilon for g in approx) + sum(g.to_pure().epsilon for g in pure)
+    total_delta = sum(g.delta for g in approx)
+    if concentrated:
+        if delta is None:
+            raise ValueError("composing zCDP with (epsilon, delta)-DP needs the delta argument.")
+        block = ZCDP(sum(g.rho for g in concentrated)).to_approx_dp(delta)
+        eps += block.epsilon
+        total_delta += block.delta
+    return ApproxDP(eps, min(total_delta, 1.0))

@@ -1,0 +1,134 @@
+"""Privacy guarantees as values.
+
+A mechanism's companion function returns one of these frozen dataclasses; the accountant composes
+and converts them. They carry no behaviour beyond validation and their standard conversions, in the
+spirit of ``dp_accounting.dp_event``: the math lives in :mod:`dpjax.accounting.conversions`.
+
+* ``PureDP(epsilon)``: epsilon-differential privacy (Dwork, McSherry, Nissim, Smith 2006).
+* ``ApproxDP(epsilon, delta)``: (epsilon, delta)-DP.
+* ``ZCDP(rho)``: rho-zero-concentrated DP (Bun and Steinke 2016, Def. 1.1).
+* ``RangeBounded(epsilon)``: epsilon-range-bounded (Durfee and Rogers 2019, Def. 3.1): the privacy
+  loss ranges over an interval of width epsilon. Implies epsilon-DP and epsilon^2/8-zCDP
+  (Cesar and Rogers 2021, Lemma 3.4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+
+def _check_nonnegative(name: str, value: float) -> float:
+    if isinstance(value, bool) or not hasattr(value, "__float__"):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value}.")
+    return value
+
+
+class Guarantee:
+    """Base class of the guarantee values (for ``isinstance`` checks and typing)."""
+
+    def to_zcdp(self) -> ZCDP:
+        """The rho-zCDP this guarantee implies; raises ``TypeError`` when it implies none."""
+        raise TypeError(f"{type(self).__name__} does not imply a zCDP guarantee.")
+
+    def to_pure(self) -> PureDP:
+        """The pure DP this guarantee implies; raises ``TypeError`` when it implies none."""
+        raise TypeError(f"{type(self).__name__} does not imply a pure DP guarantee.")
+
+    def to_approx_dp(self, delta: float) -> ApproxDP:
+        """An (epsilon, delta)-DP guarantee at the given delta."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class PureDP(Guarantee):
+    """epsilon-DP: Pr[M(x) in S] <= e^epsilon Pr[M(x') in S] for all neighbours and events."""
+
+    epsilon: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
+
+    def to_pure(self) -> PureDP:
+        return self
+
+    def to_zcdp(self) -> ZCDP:
+        """epsilon-DP implies epsilon^2/2-zCDP (Bun and Steinke 2016, Prop. 1.4)."""
+        return ZCDP(self.epsilon**2 / 2)
+
+    def to_approx_dp(self, delta: float = 0.0) -> ApproxDP:
+        return ApproxDP(self.epsilon, delta)
+
+
+@dataclasses.dataclass(frozen=True)
+class ApproxDP(Guarantee):
+    """(epsilon, delta)-DP: Pr[M(x) in S] <= e^epsilon Pr[M(x') in S] + delta."""
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
+        delta = _check_nonnegative("delta", self.delta)
+        if delta > 1:
+            raise ValueError(f"delta must be in [0, 1], got {delta}.")
+        object.__setattr__(self, "delta", delta)
+
+    def to_pure(self) -> PureDP:
+        if self.delta == 0:
+            return PureDP(self.epsilon)
+        return super().to_pure()
+
+    def to_approx_dp(self, delta: float | None = None) -> ApproxDP:
+        if delta is not None and delta < self.delta:
+            raise ValueError(f"cannot lower delta from {self.delta} to {delta}.")
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class ZCDP(Guarantee):
+    """rho-zCDP: the Renyi divergence of order alpha is at most rho*alpha for every alpha > 1."""
+
+    rho: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "rho", _check_nonnegative("rho", self.rho))
+
+    def to_zcdp(self) -> ZCDP:
+        return self
+
+    def to_approx_dp(self, delta: float) -> ApproxDP:
+        """The tightest standard conversion, Canonne, Kamath and Steinke (2020), Prop. 12."""
+        from dpjax.accounting.conversions import zcdp_epsilon
+
+        return ApproxDP(zcdp_epsilon(self.rho, delta), delta)
+
+
+@dataclasses.dataclass(frozen=True)
+class RangeBounded(Guarantee):
+    """epsilon-range-bounded (Durfee and Rogers 2019): the privacy loss spans at most epsilon."""
+
+    epsilon: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
+
+    def to_pure(self) -> PureDP:
+        """epsilon-range-bounded implies epsilon-DP."""
+        return PureDP(self.epsilon)
+
+    def to_zcdp(self) -> ZCDP:
+        """epsilon-range-bounded implies epsilon^2/8-zCDP (Cesar and Rogers 2021, Lemma 3.4)."""
+        return ZCDP(self.epsilon**2 / 8)
+
+    def to_approx_dp(self, delta: float = 0.0) -> ApproxDP:
+        if delta > 0:
+            return min(
+                ApproxDP(self.epsilon, delta),
+                self.to_zcdp().to_approx_dp(delta),
+                key=lambda g: g.epsilon,
+            )
+        return ApproxDP(self.epsilon, 0.0)

@@ -1,0 +1,74 @@
+"""Additive noise mechanisms: the Laplace and Gaussian mechanisms.
+
+* Laplace mechanism (Dwork, McSherry, Nissim, Smith 2006): ``value + Lap(sensitivity/epsilon)`` is
+  epsilon-DP when ``value`` has L1 sensitivity ``sensitivity`` under the chosen neighbouring relation.
+* Gaussian mechanism (Bun and Steinke 2016, Prop. 1.6): ``value + N(0, sigma^2)`` is
+  ``sensitivity^2 / (2 sigma^2)``-zCDP when ``value`` has L2 sensitivity ``sensitivity``.
+
+They are the reference points of the library (known exact privacy loss, used by the audit tests)
+and the last step of composite mechanisms such as the DP sum.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from dpjax import noise
+from dpjax.accounting import ZCDP, PureDP
+from dpjax.validation import check_array, check_epsilon, check_positive
+
+
+def laplace_mechanism(key, value, epsilon: float, *, sensitivity: float = 1.0) -> jax.Array:
+    """Releases ``value + Lap(sensitivity/epsilon)`` elementwise.
+
+    Guarantee: ``epsilon``-DP (see :func:`laplace_guarantee`) when the L1 sensitivity of ``value``
+    (summed over all its entries) is at most ``sensitivity``.
+
+    Args:
+      key: a ``jax.random`` key.
+      value: the exact statistic (any shape, finite).
+      epsilon: privacy parameter, > 0.
+      sensitivity: L1 sensitivity of ``value``, > 0.
+
+    Returns:
+      An array of ``value``'s shape, in a floating dtype.
+
+    Example:
+      >>> import jax
+      >>> release = laplace_mechanism(jax.random.key(0), 42.0, epsilon=1.0)
+    """
+    value = check_array(value, "value", ndim=None, allow_empty=True)
+    scale = check_positive(sensitivity, "sensitivity") / check_epsilon(epsilon)
+    dtype = value.dtype if jnp.issubdtype(value.dtype, jnp.floating) else None
+    return value + noise.laplace(key, value.shape, scale, dtype)
+
+
+def laplace_guarantee(epsilon: float, *, sensitivity: float = 1.0) -> PureDP:
+    """The Laplace mechanism's guarantee: pure ``epsilon``-DP."""
+    check_positive(sensitivity, "sensitivity")
+    return PureDP(check_epsilon(epsilon))
+
+
+def gaussian_mechanism(key, value, sigma: float, *, sensitivity: float = 1.0) -> jax.Array:
+    """Releases ``value + N(0, sigma^2)`` elementwise.
+
+    Guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP (see :func:`gaussian_guarantee`) when the L2
+    sensitivity of ``value`` is at most ``sensitivity``.
+    """
+    value = check_array(value, "value", ndim=None, allow_empty=True)
+    check_positive(sensitivity, "sensitivity")
+    sigma = check_positive(sigma, "sigma")
+    dtype = value.dtype if jnp.issubdtype(value.dtype, jnp.floating) else None
+    return value + noise.gaussian(key, value.shape, sigma, dtype)
+
+
+def gaussian_guarantee(sigma: float, *, sensitivity: float = 1.0) -> ZCDP:
+    """The Gaussian mechanism's guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP."""
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    return ZCDP(sensitivity**2 / (2 * check_positive(sigma, "sigma") ** 2))
+
+
+def gaussian_sigma_for_zcdp(rho: float, *, sensitivity: float = 1.0) -> float:
+    """The noise scale that makes the Gaussian mechanism exactly ``rho``-zCDP."""
+    return check_positive(sensitivity, "sensitivity") / (2 * check_positive(rho, "rho")) ** 0.5

@@ -1,0 +1,1 @@
+"""Study definitions, one module per mechanism family; imported by ``registry.studies()``."""
