@@ -56,19 +56,38 @@ def _prepare(shape, scale, dtype, mode):
 def _sign_and_half_uniform(key, shape, dtype):
     """A fair sign bit and W uniform on (0, 1/2] with resolution 2^-64 near zero."""
     hi, lo = jax.random.bits(key, (2, *shape), jnp.uint32)
+    return sign_and_half_uniform_from_bits(hi, lo, dtype)
+
+
+def sign_and_half_uniform_from_bits(hi, lo, dtype):
+    """The deterministic map behind ``mode="high"``: two uint32 words to (sign, W).
+
+    The top bit of ``hi`` is the sign; ``W = (h + (l + 1/2) 2^-32) 2^-32`` with ``h`` the other 31
+    bits of ``hi`` and ``l = lo``, so ``P(W < w) = 2w`` down to ``w`` of about 2^-64. Exposed so the
+    tail can be checked exactly, pattern by pattern, in the tests.
+    """
     sign = (hi >> 31).astype(jnp.bool_)
     hi31 = (hi & jnp.uint32(0x7FFFFFFF)).astype(dtype)
     lo32 = lo.astype(dtype) + jnp.asarray(0.5, dtype)
-    two_m32 = jnp.asarray(2.0**-32, dtype)
-    w = (hi31 + lo32 * two_m32) * jnp.asarray(2.0**-32, dtype)
+    w = (hi31 + lo32 * jnp.asarray(2.0**-32, dtype)) * jnp.asarray(2.0**-32, dtype)
     return sign, w
+
+
+def exponential_from_sign_and_half_uniform(upper_half, w):
+    """Exp(1) from (sign, W): ``-log W`` on the upper half, ``-log1p(-W)`` on the lower half."""
+    return jnp.where(upper_half, -jnp.log(w), -jnp.log1p(-w))
+
+
+def laplace_from_sign_and_half_uniform(negative, w):
+    """Laplace(1) from (sign, W): ``|Z| = -log(2W)``, 2W being uniform on (0, 1] and fine near 0."""
+    magnitude = -jnp.log(2 * w)
+    return jnp.where(negative, -magnitude, magnitude)
 
 
 def standard_exponential(key, shape: Sequence[int] | int = (), dtype=None) -> jax.Array:
     """Exp(1) variates with both tails exact to about 44 (see the module docstring)."""
     shape, _, dtype = _prepare(shape, 1.0, dtype, "high")
-    upper_half, w = _sign_and_half_uniform(key, shape, dtype)
-    return jnp.where(upper_half, -jnp.log(w), -jnp.log1p(-w))
+    return exponential_from_sign_and_half_uniform(*_sign_and_half_uniform(key, shape, dtype))
 
 
 def exponential(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.Array:
@@ -104,10 +123,7 @@ def laplace(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.
     shape, scale, dtype = _prepare(shape, scale, dtype, mode)
     if mode == "low":
         return scale * jax.random.laplace(key, shape, dtype)
-    negative, w = _sign_and_half_uniform(key, shape, dtype)
-    # |Z| = -log(U) with U uniform on (0, 1): U = 2W is uniform on (0, 1], fine near 0.
-    magnitude = -jnp.log(2 * w)
-    return scale * jnp.where(negative, -magnitude, magnitude)
+    return scale * laplace_from_sign_and_half_uniform(*_sign_and_half_uniform(key, shape, dtype))
 
 
 def gaussian(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.Array:

@@ -1,0 +1,1 @@
+"""dpjax benchmarks: run from the repository root as ``python -m benchmarks.<name>``."""
