@@ -4,6 +4,7 @@ from dpjax.accounting.accountant import Accountant, BudgetExceededError, Reserva
 from dpjax.accounting.composition import compose
 from dpjax.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
+from dpjax.accounting.pay_what_you_get import PayWhatYouGet as PayWhatYouGet
 
 __all__ = [
     "ZCDP",

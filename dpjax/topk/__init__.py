@@ -1,0 +1,26 @@
+"""Top-k selection over unknown domains with pay-what-you-get composition (Durfee and Rogers 2019).
+
+* :func:`limited_domain` -- Algorithm 1: noisy top-k of the true top-kbar with a noisy ⊥ threshold.
+* :func:`strictly_limited_domain` -- Algorithm 5: only items strictly above ``h_(kbar+1)``.
+* :func:`private_kbar` -- Algorithm 6: kbar chosen privately by one more exponential mechanism.
+* :func:`fixed_threshold` -- Algorithm 8: an unordered set above a fixed (non-noisy) threshold.
+
+Their accounting (Theorem 1, Theorem 2 and the pay-what-you-get accountant of Algorithm 2) lives in
+:mod:`dpjax.accounting.pay_what_you_get`.
+"""
+
+from dpjax.topk.limited_domain import (
+    TopKResult,
+    limited_domain,
+    limited_domain_guarantee,
+    strictly_limited_domain,
+    threshold_offset,
+)
+
+__all__ = [
+    "TopKResult",
+    "limited_domain",
+    "limited_domain_guarantee",
+    "strictly_limited_domain",
+    "threshold_offset",
+]
