@@ -1,0 +1,68 @@
+"""The sparse vector family: AboveThreshold, sparse vector, and the free-gap sparse vectors.
+
+* :func:`above_threshold` (Durfee 2023, Algorithm 1) with Laplace, Gumbel or Exponential noise, a
+  blocked form for long streams, and :func:`above_threshold_guarantee` (general, monotonic, zCDP).
+* :func:`sparse_vector` (Dwork and Roth 2014, Algorithm 2): up to ``c`` answers, resampled threshold.
+* :func:`sparse_vector_with_gap` and :func:`adaptive_sparse_vector_with_gap` (Ding, Wang, Zhang,
+  Kifer 2019, Algorithm 2), with integer cost accounting.
+
+Each keyed kernel has a ``*_from_noise`` core that takes the noise as arrays, for exact tests.
+"""
+
+from dpjax.svt.above_threshold import (
+    NOISES,
+    above_threshold,
+    above_threshold_blocked,
+    above_threshold_from_noise,
+    above_threshold_guarantee,
+    gumbel_halting_log_probabilities,
+)
+from dpjax.svt.gap import (
+    BRANCH_BOTTOM,
+    BRANCH_MIDDLE,
+    BRANCH_TOP,
+    BRANCH_UNPROCESSED,
+    GapBudget,
+    GapResult,
+    adaptive_sparse_vector_with_gap,
+    adaptive_sparse_vector_with_gap_from_noise,
+    adaptive_sparse_vector_with_gap_guarantee,
+    default_theta,
+    gap_budget,
+    sparse_vector_with_gap,
+    sparse_vector_with_gap_from_noise,
+    sparse_vector_with_gap_guarantee,
+)
+from dpjax.svt.sparse_vector import (
+    SparseVectorResult,
+    sparse_vector,
+    sparse_vector_from_noise,
+    sparse_vector_guarantee,
+)
+
+__all__ = [
+    "BRANCH_BOTTOM",
+    "BRANCH_MIDDLE",
+    "BRANCH_TOP",
+    "BRANCH_UNPROCESSED",
+    "NOISES",
+    "GapBudget",
+    "GapResult",
+    "SparseVectorResult",
+    "above_threshold",
+    "above_threshold_blocked",
+    "above_threshold_from_noise",
+    "above_threshold_guarantee",
+    "adaptive_sparse_vector_with_gap",
+    "adaptive_sparse_vector_with_gap_from_noise",
+    "adaptive_sparse_vector_with_gap_guarantee",
+    "default_theta",
+    "gap_budget",
+    "gumbel_halting_log_probabilities",
+    "sparse_vector",
+    "sparse_vector_from_noise",
+    "sparse_vector_guarantee",
+    "sparse_vector_with_gap",
+    "sparse_vector_with_gap_from_noise",
+    "sparse_vector_with_gap_guarantee",
+]

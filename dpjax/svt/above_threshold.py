@@ -1,0 +1,230 @@
+"""AboveThreshold with Laplace, Gumbel or Exponential noise, and its guarantee companion.
+
+Durfee, "Unbounded Differentially Private Quantile and Maximum Estimation", Algorithm 1: the threshold
+is noised once, ``T + Noise(sensitivity/epsilon1)``, every query gets fresh ``Noise(sensitivity/epsilon2)``,
+and the mechanism releases the first query whose noisy value reaches the noisy threshold (the
+transcript ``⊥^(k-1) ⊤``). Privacy (any neighbouring relation under which each query has sensitivity
+``sensitivity``): Lemma 3.1 / Corollary 3.1 / Lemma 3.2 give ``epsilon1 + 2*epsilon2``-DP for general
+queries and ``epsilon1 + epsilon2``-DP for monotonic ones (Def. 3.1); Theorem 1 gives
+``1/2*(epsilon1/2 + epsilon2)^2``-zCDP for monotonic queries. Gumbel noise needs ``epsilon1 == epsilon2``.
+
+Vectorization: the halting index is the first true entry of ``(q - T) + nu >= eta``, so the whole
+stream is one comparison and one ``argmax``; under ``vmap`` over keys ``q - T`` is computed once.
+:func:`above_threshold_blocked` walks a long stream block by block and stops at the first hit; the
+noise of query ``i`` depends only on the key and ``i``, so its result does not depend on the block size.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dpjax import noise as noise_lib
+from dpjax.accounting import ZCDP, PureDP
+from dpjax.validation import check_array, check_choice, check_epsilon, check_int, check_positive
+
+NOISES = ("laplace", "gumbel", "exponential")
+NOTIONS = ("pure", "zcdp")
+
+
+def check_noise_epsilons(noise: str, epsilon1, epsilon2) -> tuple[float, float]:
+    """Validates the noise family and the two budgets (Gumbel needs ``epsilon1 == epsilon2``)."""
+    check_choice(noise, "noise", NOISES)
+    epsilon1 = check_epsilon(epsilon1, "epsilon1")
+    epsilon2 = check_epsilon(epsilon2, "epsilon2")
+    if noise == "gumbel" and epsilon1 != epsilon2:
+        raise ValueError(
+            "Gumbel AboveThreshold requires epsilon1 == epsilon2 (Lemma 3.2), "
+            f"got epsilon1={epsilon1} and epsilon2={epsilon2}."
+        )
+    return epsilon1, epsilon2
+
+
+def centered_queries(queries, threshold, name: str = "queries") -> jax.Array:
+    """Validates a 1-D query vector and returns ``queries - threshold`` in a floating dtype.
+
+    Comparing ``(q - T) + nu >= eta`` rather than ``q + nu >= T + eta`` keeps large counts exact in
+    the subtraction (counts above 2^24 need ``jax_enable_x64`` in any case).
+    """
+    queries = check_array(queries, name, ndim=1)
+    threshold = check_array(threshold, "threshold", ndim=0, allow_empty=True)
+    dtype = jnp.result_type(queries.dtype, threshold.dtype, float)
+    return queries.astype(dtype) - threshold.astype(dtype)
+
+
+def first_true(mask: jax.Array) -> jax.Array:
+    """0-based index of the first true entry of a 1-D mask, or -1 when there is none (int32)."""
+    return jnp.where(mask.any(), jnp.argmax(mask), -1).astype(jnp.int32)
+
+
+def above_threshold_from_noise(queries, threshold, threshold_noise, query_noise) -> jax.Array:
+    """AboveThreshold on given (already scaled) noise: the pure core of :func:`above_threshold`.
+
+    Returns the 0-based index of the first ``i`` with ``(queries[i] - threshold) + query_noise[i] >=
+    threshold_noise``, or -1. Used to test the kernel against a sequential reference bit for bit.
+    """
+    centered = centered_queries(queries, threshold)
+    return first_true(centered + jnp.asarray(query_noise, centered.dtype) >= threshold_noise)
+
+
+def above_threshold(
+    key,
+    queries,
+    threshold,
+    epsilon1: float,
+    epsilon2: float,
+    *,
+    noise: str = "laplace",
+    sensitivity: float = 1.0,
+) -> jax.Array:
+    """AboveThreshold (Durfee 2023, Algorithm 1; Dwork and Roth 2014, Algorithm 1 for Laplace).
+
+    Neighbouring relation: any under which every query changes by at most ``sensitivity``.
+    Guarantee (see :func:`above_threshold_guarantee`): ``epsilon1 + 2*epsilon2``-DP in general,
+    ``epsilon1 + epsilon2``-DP and ``1/2*(epsilon1/2 + epsilon2)^2``-zCDP for monotonic queries.
+
+    Args:
+      key: a ``jax.random`` key.
+      queries: query answers ``f_1(x), ..., f_n(x)``, shape ``(n,)``, n >= 1.
+      threshold: the public threshold ``T`` (scalar).
+      epsilon1: budget of the threshold noise (scale ``sensitivity/epsilon1``).
+      epsilon2: budget of the query noise (scale ``sensitivity/epsilon2``).
+      noise: "laplace", "gumbel" (needs ``epsilon1 == epsilon2``) or "exponential" (one-sided).
+      sensitivity: per-query sensitivity, > 0.
+
+    Returns:
+      int32 scalar: the 0-based index of the first query whose noisy value reaches the noisy
+      threshold, or -1 when none does (stopping after ``n`` queries is post-processing).
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> i = above_threshold(jax.random.key(0), jnp.array([1.0, 5.0, 90.0]), 50.0, 0.5, 0.5)
+      >>> keys = jax.random.split(jax.random.key(1), 1000)
+      >>> idx = jax.vmap(lambda k: above_threshold(k, jnp.arange(100.0), 50.0, 0.5, 0.5))(keys)
+    """
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    centered = centered_queries(queries, threshold)
+    threshold_key, query_key = jax.random.split(key)
+    dtype = centered.dtype
+    eta = noise_lib.sample(noise, threshold_key, (), sensitivity / epsilon1, dtype)
+    nu = noise_lib.sample(noise, query_key, centered.shape, sensitivity / epsilon2, dtype)
+    return first_true(centered + nu >= eta)
+
+
+def blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.Array:
+    """Noise of queries ``start, ..., start+size-1`` of a blocked stream: query ``i`` uses
+    ``fold_in(key, i)``, so a query's noise does not depend on how the stream is cut into blocks."""
+    index = start + jnp.arange(size, dtype=jnp.uint32)
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
+    return jax.vmap(lambda k: noise_lib.sample(noise, k, (), scale, dtype))(keys)
+
+
+@functools.partial(jax.jit, static_argnames=("noise", "block_size"))
+def _blocked(key, centered, scale1, scale2, *, noise, block_size):
+    n = centered.shape[0]
+    n_blocks = -(-n // block_size)
+    padded = jnp.pad(centered, (0, n_blocks * block_size - n))
+    threshold_key, query_key = jax.random.split(key)
+    eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
+
+    def not_done(carry):
+        block, found = carry
+        return (found < 0) & (block < n_blocks)
+
+    def step(carry):
+        block, _ = carry
+        start = block * block_size
+        values = lax.dynamic_slice(padded, (start,), (block_size,))
+        nu = blocked_query_noise(noise, query_key, start.astype(jnp.uint32), block_size, scale2, values.dtype)
+        in_stream = start + jnp.arange(block_size) < n
+        hit = first_true((values + nu >= eta) & in_stream)
+        return block + 1, jnp.where(hit >= 0, start + hit, -1).astype(jnp.int32)
+
+    return lax.while_loop(not_done, step, (jnp.int32(0), jnp.int32(-1)))[1]
+
+
+def above_threshold_blocked(
+    key,
+    queries,
+    threshold,
+    epsilon1: float,
+    epsilon2: float,
+    *,
+    noise: str = "laplace",
+    sensitivity: float = 1.0,
+    block_size: int = 1024,
+) -> jax.Array:
+    """AboveThreshold over a long stream, ``block_size`` queries at a time, stopping at the first hit.
+
+    Same mechanism, guarantee and output as :func:`above_threshold` (Durfee 2023, Algorithm 1), but
+    query ``i``'s noise is drawn from ``fold_in(query_key, i)``: for a given key the result is the
+    same for every ``block_size`` (it is *not* the same draw as :func:`above_threshold`, whose noise
+    is drawn in one piece). Work stops after the block that holds the first hit, which pays off when
+    the halting index is typically far below ``n``; under ``vmap`` the loop runs until every batch
+    member has halted.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> i = above_threshold_blocked(jax.random.key(0), jnp.arange(10_000.0), 30.0, 1.0, 1.0,
+      ...                             noise="exponential", block_size=256)
+    """
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    block_size = check_int(block_size, "block_size", minimum=1)
+    centered = centered_queries(queries, threshold)
+    return _blocked(
+        key, centered, sensitivity / epsilon1, sensitivity / epsilon2, noise=noise, block_size=block_size
+    )
+
+
+def above_threshold_guarantee(
+    epsilon1: float,
+    epsilon2: float,
+    *,
+    monotonic: bool = False,
+    notion: str = "pure",
+    noise: str = "laplace",
+) -> PureDP | ZCDP:
+    """The guarantee of one AboveThreshold run (Durfee 2023, Lemmas 3.1, 3.2, Cor. 3.1, Theorem 1).
+
+    Args:
+      epsilon1: threshold budget; epsilon2: query budget (both > 0).
+      monotonic: the queries are monotonic (Def. 3.1): for every neighbouring pair they all move
+        in the same direction (e.g. counting queries ``|{x_j < t_i}|`` under swap).
+      notion: "pure" -> ``PureDP(epsilon1 + 2*epsilon2)``, or ``PureDP(epsilon1 + epsilon2)`` when
+        monotonic; "zcdp" -> ``ZCDP(1/2*(epsilon1/2 + epsilon2)^2)`` when monotonic (Theorem 1, via the
+        ``(epsilon1 + 2*epsilon2)``-range-bounded property), else ``ZCDP(1/2*(epsilon1 + 2*epsilon2)^2)``.
+      noise: the noise family; "gumbel" requires ``epsilon1 == epsilon2``.
+
+    Example:
+      >>> above_threshold_guarantee(0.5, 0.5, monotonic=True)
+      PureDP(epsilon=1.0)
+      >>> above_threshold_guarantee(0.5, 0.5, monotonic=True, notion="zcdp")
+      ZCDP(rho=0.28125)
+    """
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
+    check_choice(notion, "notion", NOTIONS)
+    if notion == "pure":
+        return PureDP(epsilon1 + (epsilon2 if monotonic else 2 * epsilon2))
+    if monotonic:
+        return ZCDP(0.5 * (epsilon1 / 2 + epsilon2) ** 2)
+    return ZCDP(0.5 * (epsilon1 + 2 * epsilon2) ** 2)
+
+
+def gumbel_halting_log_probabilities(queries, threshold, epsilon: float, *, sensitivity: float = 1.0):
+    """Exact log-law of Gumbel AboveThreshold with ``epsilon1 = epsilon2 = epsilon`` (Durfee 2023,
+    Lemma 3.3), as a NumPy array of length ``n + 1``: entry ``i`` is ``log P(index = i)`` for
+    ``i < n`` and the last entry is ``log P(index = -1)``. A test oracle, computed in float64."""
+    epsilon = check_epsilon(epsilon)
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    q = np.asarray(queries, dtype=np.float64) * (epsilon / sensitivity)
+    t = float(threshold) * (epsilon / sensitivity)
+    # log(e^t + sum_{i<=k} e^{q_i}) for k = 0..n (k = 0: e^t alone).
+    log_den = np.logaddexp.accumulate(np.concatenate([[t], q]))
+    log_halt = q + t - log_den[1:] - log_den[:-1]
+    return np.concatenate([log_halt, [t - log_den[-1]]])
