@@ -2,3 +2,4 @@
 with separate noisy measurements (Ding, Wang, Zhang, Kifer, "Free Gap Information from the
 Differentially Private Sparse Vector and Noisy Max Mechanisms", PVLDB 2019). Post-processing of
 released values costs no privacy."""
+from dpjax.postprocess import svt_gap as svt_gap

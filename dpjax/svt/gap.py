@@ -49,6 +49,7 @@ class GapResult(NamedTuple):
         sparse vector with gap and ``2k - 1`` for the adaptive version.
       gaps: float ``(m,)``, the released noisy gap ``q_i + noise_i - T~`` of each ⊤, NaN padded
         (>= 0 in the middle branch, >= sigma in the top branch).
+      answer_branches: int8 ``(m,)``, the branch of each ⊤ (1 top, 2 middle), -1 padded.
       branch: int8 ``(n,)``: -1 not processed, 0 ⊥, 1 top branch ⊤, 2 middle branch ⊤.
       units_used: int32, the budget used by the queries in units of ``eps2 = eps1/2`` (<= 2k).
       epsilon_spent: ``eps0 + units_used*eps2`` (<= epsilon).
@@ -58,6 +59,7 @@ class GapResult(NamedTuple):
 
     indices: jax.Array
     gaps: jax.Array
+    answer_branches: jax.Array
     branch: jax.Array
     units_used: jax.Array
     epsilon_spent: jax.Array
@@ -137,12 +139,16 @@ def _gap_core(centered, threshold_noise, top_noise, middle_noise, sigma, eps0, e
     (indices,) = jnp.nonzero(processed & (top | middle), size=size, fill_value=-1)
     indices = indices.astype(jnp.int32)
     gap = jnp.where(top, top_gap, middle_gap)
-    gaps = jnp.where(indices >= 0, gap[jnp.maximum(indices, 0)], jnp.nan)
+    valid = indices >= 0
+    gaps = jnp.where(valid, gap[jnp.maximum(indices, 0)], jnp.nan)
+    answer_branches = jnp.where(valid, branch[jnp.maximum(indices, 0)], BRANCH_UNPROCESSED).astype(jnp.int8)
     units_used = jnp.where(processed, units, 0).sum().astype(jnp.int32)
     eps2 = jnp.asarray(eps2, centered.dtype)
     spent = jnp.asarray(eps0, centered.dtype) + units_used.astype(centered.dtype) * eps2
     left = (2 * k - units_used).astype(centered.dtype) * eps2
-    return GapResult(indices, gaps, branch, units_used, spent, left, processed.sum().astype(jnp.int32))
+    return GapResult(
+        indices, gaps, answer_branches, branch, units_used, spent, left, processed.sum().astype(jnp.int32)
+    )
 
 
 def _noise_like(noise, centered, name):
