@@ -9,6 +9,7 @@ Their accounting (Theorem 1, Theorem 2 and the pay-what-you-get accountant of Al
 :mod:`dpjax.accounting.pay_what_you_get`.
 """
 
+from dpjax.topk.fixed_threshold import FixedThresholdResult, fixed_threshold, fixed_threshold_guarantee
 from dpjax.topk.limited_domain import (
     TopKResult,
     limited_domain,
@@ -16,11 +17,18 @@ from dpjax.topk.limited_domain import (
     strictly_limited_domain,
     threshold_offset,
 )
+from dpjax.topk.private_kbar import PrivateKbarResult, private_kbar, private_kbar_guarantee
 
 __all__ = [
+    "FixedThresholdResult",
+    "PrivateKbarResult",
     "TopKResult",
+    "fixed_threshold",
+    "fixed_threshold_guarantee",
     "limited_domain",
     "limited_domain_guarantee",
+    "private_kbar",
+    "private_kbar_guarantee",
     "strictly_limited_domain",
     "threshold_offset",
 ]

@@ -188,7 +188,7 @@ def limited_domain_guarantee(k: int, epsilon: float, delta: float, *, delta_prim
 
     Example:
       >>> g = limited_domain_guarantee(10, 0.1, 1e-8, delta_prime=1e-6)
-      >>> round(g.epsilon, 5), g.delta
+      >>> round(g.epsilon, 5), round(g.delta, 12)
       (0.88113, 1.01e-06)
     """
     k = check_int(k, "k", minimum=1)

@@ -1,0 +1,110 @@
+"""The fixed-threshold top-kbar set (Durfee and Rogers 2019, Algorithm 8, Appendix F).
+
+Each item strictly above ``h_(kbar+1)`` is reported independently when its count plus
+``Lap(1/epsilon)`` noise exceeds the fixed threshold ``tau = h_(kbar+1) + 1 + ln(kbar/(2 delta))
+/epsilon`` ("truncated randomized response", Def. F.1). The output is an unordered set: no ranking,
+no pay-what-you-get composition; the paper recommends it when kbar is small and ⊥ is preferred to an
+item outside the true top-kbar.
+
+The constant ``ln(kbar/(2 delta))`` is rebuilt (the paper's formula was lost in extraction; spec
+``seed-003`` §4.4, [R/D]): an item in only one of two neighbours' strict domains has count
+``h_(kbar+1) + 1``, so it is reported with probability ``exp(-epsilon(tau - h_(kbar+1) - 1))/2 =
+delta/kbar``, and each item is ``(epsilon, delta/kbar)``-DP (Cor. F.1). The exact enumeration audit
+in ``tests/test_topk_privacy.py`` checks the resulting guarantee.
+
+Neighbours: add/remove one user. Guarantee (Theorem 5): ``(kbar epsilon, delta)``-DP, and
+``(kbar epsilon tanh(epsilon/2) + epsilon sqrt(2 kbar ln(1/delta')), delta + delta')``-DP by
+advanced composition over the kbar items.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from dpjax import noise
+from dpjax.accounting import ApproxDP
+from dpjax.accounting.pay_what_you_get import advanced_composition_epsilon
+from dpjax.topk._histogram import check_counts, check_privacy, float_dtype, top_counts
+from dpjax.validation import check_int, check_probability
+
+
+class FixedThresholdResult(NamedTuple):
+    """The output of :func:`fixed_threshold`.
+
+    Attributes:
+      indices: ``[..., kbar]`` int32 the reported items in increasing index order (a set: the order
+        carries no information), ``-1`` after ``num_returned``.
+      num_returned: ``[...]`` int32 the size of the set.
+    """
+
+    indices: jax.Array
+    num_returned: jax.Array
+
+
+@functools.partial(jax.jit, static_argnames=("kbar",))
+def _kernel(key, counts, epsilon, threshold, *, kbar):
+    ids, values = top_counts(counts, kbar + 1)
+    dtype = float_dtype()
+    gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
+    keep = (gaps > 0) & (epsilon * gaps + noise.laplace(key, gaps.shape, dtype=dtype) > threshold)
+    missing = jnp.iinfo(jnp.int32).max
+    members = jnp.sort(jnp.where(keep, ids[..., :kbar], missing), axis=-1)
+    return FixedThresholdResult(jnp.where(members == missing, -1, members), keep.sum(-1, dtype=jnp.int32))
+
+
+def fixed_threshold(key, counts, kbar: int, epsilon: float, delta: float) -> FixedThresholdResult:
+    """The items of the true top-kbar above a fixed threshold (Durfee and Rogers 2019, Algorithm 8).
+
+    Reports ``{i : h_i > h_(kbar+1) and h_i + Lap(1/epsilon) > h_(kbar+1) + 1 +
+    ln(kbar/(2 delta))/epsilon}``, an unordered set of at most kbar items. Neighbours: add/remove
+    one user.
+
+    Guarantee: ``(kbar epsilon, delta)``-DP, or with advanced composition over kbar items
+    ``(kbar epsilon tanh(epsilon/2) + epsilon sqrt(2 kbar ln(1/delta')), delta + delta')``
+    (Theorem 5, :func:`fixed_threshold_guarantee`).
+
+    Args:
+      key: a ``jax.random`` key.
+      counts: ``[..., d]`` histogram(s) of non-negative integer counts.
+      kbar: the limited domain size (the paper requires k = kbar here).
+      epsilon: per-item privacy parameter (Laplace scale ``1/epsilon``), > 0.
+      delta: the total bad-event probability, in (0, 1).
+
+    Returns:
+      A :class:`FixedThresholdResult` ``(indices [..., kbar], num_returned [...])``.
+
+    Example:
+      >>> import jax
+      >>> res = fixed_threshold(jax.random.key(0), [3, 95, 2, 90, 1], kbar=2, epsilon=1.0, delta=1e-6)
+      >>> [int(i) for i in res.indices]
+      [1, 3]
+    """
+    counts = check_counts(counts)
+    kbar = check_int(kbar, "kbar", minimum=1)
+    epsilon, delta = check_privacy(epsilon, delta)
+    dtype = float_dtype()
+    threshold = epsilon + math.log(kbar / (2 * delta))  # epsilon * (tau - h_(kbar+1))
+    return _kernel(key, counts, jnp.asarray(epsilon, dtype), jnp.asarray(threshold, dtype), kbar=kbar)
+
+
+def fixed_threshold_guarantee(
+    kbar: int, epsilon: float, delta: float, *, delta_prime: float = 0.0
+) -> ApproxDP:
+    """Theorem 5: ``(advanced_composition_epsilon(kbar, epsilon, delta'), delta + delta')``-DP.
+
+    With ``delta' = 0`` this is ``(kbar epsilon, delta)``. There is no range-bounded improvement:
+    the per-item mechanisms are epsilon-DP but not epsilon-range-bounded.
+
+    Example:
+      >>> fixed_threshold_guarantee(5, 0.2, 1e-6)
+      ApproxDP(epsilon=1.0, delta=1e-06)
+    """
+    kbar = check_int(kbar, "kbar", minimum=1)
+    epsilon, delta = check_privacy(epsilon, delta)
+    delta_prime = check_probability(delta_prime, "delta_prime", open_high=True)
+    return ApproxDP(advanced_composition_epsilon(kbar, epsilon, delta_prime), min(delta + delta_prime, 1.0))

@@ -1,0 +1,141 @@
+"""Limited-domain top-k with a privately chosen kbar (Durfee and Rogers 2019, Algorithm 6, Sec. 6.3).
+
+The threshold of Algorithm 1 is ``h_(j+1) + 1 + ln(min(Delta, j)/delta)/epsilon`` for a limited
+domain of size j: a larger domain lowers ``h_(j+1)`` but raises ``ln(j/delta)``. Algorithm 6 picks
+``j`` in ``k..kbar_max`` by one exponential mechanism with quality
+``q_j = -(h_(j+1) + ln(min(Delta, j)/delta)/epsilon)`` (sensitivity 1 and monotone by Lemma 5.1, so
+epsilon-DP and epsilon-range-bounded with weights ``exp(epsilon q_j)``), then runs Algorithm 1 with
+``kbar = j``. The chosen kbar is released at no extra cost.
+
+Neighbours: add/remove one user. Guarantee: ``(epsilon_star(k + 1, epsilon, delta'), delta +
+delta')``-DP (k replaced by k + 1 in Theorem 1); a pay-what-you-get call is charged
+``num_returned + bottom + 1`` outcomes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dpjax import noise
+from dpjax.accounting import ApproxDP
+from dpjax.accounting.pay_what_you_get import epsilon_star
+from dpjax.topk._histogram import (
+    check_counts,
+    check_k_kbar,
+    check_max_contributions,
+    check_privacy,
+    float_dtype,
+    top_counts,
+)
+from dpjax.validation import check_int, check_probability
+
+
+class PrivateKbarResult(NamedTuple):
+    """The output of :func:`private_kbar` (arrays with the batch shape of ``counts``).
+
+    Attributes:
+      indices: ``[..., k]`` int32 item indices in noisy order, ``-1`` after ``num_returned``.
+      num_returned: ``[...]`` int32 number of indices returned.
+      bottom: ``[...]`` bool, whether the output ended with ⊥.
+      kbar: ``[...]`` int32 the privately chosen limited-domain size, in ``k..kbar_max``.
+    """
+
+    indices: jax.Array
+    num_returned: jax.Array
+    bottom: jax.Array
+    kbar: jax.Array
+
+    @property
+    def outcomes(self) -> jax.Array:
+        """The pay-what-you-get charge: ``num_returned + bottom + 1`` (the choice of kbar costs one)."""
+        return self.num_returned + self.bottom.astype(self.num_returned.dtype) + 1
+
+
+@functools.partial(jax.jit, static_argnames=("k", "kbar_max"))
+def _kernel(key, counts, epsilon, log_terms, *, k, kbar_max):
+    ids, values = top_counts(counts, kbar_max + 1)
+    dtype = float_dtype()
+    # Exact integer gaps to the smallest kept count: a common shift of every score.
+    gaps = (values - values[..., kbar_max:]).astype(dtype)  # [..., kbar_max + 1], rank r = h_(r+1)
+    choice_key, item_key, bottom_key = jax.random.split(key, 3)
+    # EM over j in k..kbar_max with epsilon * q_j = -epsilon h_(j+1) - ln(min(Delta, j)/delta).
+    quality = -epsilon * gaps[..., k:] - log_terms
+    chosen = k + jnp.argmax(quality + noise.gumbel(choice_key, quality.shape, dtype=dtype), axis=-1)
+    chosen = chosen.astype(jnp.int32)
+    ranks = jnp.arange(kbar_max)
+    scores = epsilon * gaps[..., :kbar_max] + noise.gumbel(item_key, gaps[..., :kbar_max].shape, dtype=dtype)
+    scores = jnp.where(ranks < chosen[..., None], scores, -jnp.inf)
+    next_gap = jnp.take_along_axis(gaps, chosen[..., None], axis=-1)[..., 0]
+    log_term = jnp.take(log_terms, chosen - k)
+    threshold = epsilon * next_gap + epsilon + log_term + noise.gumbel(bottom_key, chosen.shape, dtype=dtype)
+    noisy, positions = lax.top_k(scores, k)
+    above = noisy > threshold[..., None]
+    num_returned = above.sum(-1, dtype=jnp.int32)
+    indices = jnp.where(above, jnp.take_along_axis(ids[..., :kbar_max], positions, axis=-1), -1)
+    return PrivateKbarResult(indices, num_returned, num_returned < k, chosen)
+
+
+def private_kbar(
+    key, counts, k: int, kbar_max: int, epsilon: float, delta: float, *, max_contributions=None
+) -> PrivateKbarResult:
+    """Algorithm 1 with kbar chosen privately in ``k..kbar_max`` (Durfee and Rogers 2019, Alg. 6).
+
+    Picks ``j`` by the exponential mechanism (Gumbel-max) on ``-(h_(j+1) + ln(min(Delta, j)/delta)
+    /epsilon)``, i.e. the limited domain with the lowest threshold, then runs
+    :func:`~dpjax.topk.limited_domain` with ``kbar = j``. Only the true top-(kbar_max+1) counts are
+    used. Neighbours: add/remove one user (with ``max_contributions=Delta``, at most Delta counts
+    change).
+
+    Guarantee: ``(epsilon_star(k + 1, epsilon, delta'), delta + delta')``-DP
+    (:func:`private_kbar_guarantee`); pay-what-you-get charge ``result.outcomes``.
+
+    Args:
+      key: a ``jax.random`` key.
+      counts: ``[..., d]`` histogram(s) of non-negative integer counts (padded with zero-count items
+        ``d, d+1, ...`` when ``d <= kbar_max``).
+      k: maximum number of indices returned, ``1 <= k <= kbar_max``.
+      kbar_max: the largest limited domain considered.
+      epsilon: per-step privacy parameter, > 0.
+      delta: the threshold's bad-event probability, in (0, 1).
+      max_contributions: Delta, or ``None`` (unrestricted).
+
+    Returns:
+      A :class:`PrivateKbarResult` ``(indices [..., k], num_returned, bottom, kbar)``.
+
+    Example:
+      >>> import jax
+      >>> counts = [900, 800, 700, 20, 19, 18, 17, 16]
+      >>> res = private_kbar(jax.random.key(0), counts, k=2, kbar_max=6, epsilon=1.0, delta=1e-6)
+      >>> [int(i) for i in res.indices], 2 <= int(res.kbar) <= 6
+      ([0, 1], True)
+    """
+    counts = check_counts(counts)
+    k, kbar_max = check_k_kbar(k, kbar_max, "kbar_max")
+    epsilon, delta = check_privacy(epsilon, delta)
+    delta_cap = check_max_contributions(max_contributions)
+    sizes = np.arange(k, kbar_max + 1)
+    if delta_cap is not None:
+        sizes = np.minimum(sizes, delta_cap)
+    dtype = float_dtype()
+    log_terms = jnp.asarray([math.log(m / delta) for m in sizes], dtype)
+    return _kernel(key, counts, jnp.asarray(epsilon, dtype), log_terms, k=k, kbar_max=kbar_max)
+
+
+def private_kbar_guarantee(k: int, epsilon: float, delta: float, *, delta_prime: float = 0.0) -> ApproxDP:
+    """Algorithm 6: ``(epsilon_star(k + 1, epsilon, delta'), delta + delta')``-DP (Sec. 6.3).
+
+    Example:
+      >>> round(private_kbar_guarantee(9, 0.1, 1e-8, delta_prime=1e-6).epsilon, 5)
+      0.88113
+    """
+    k = check_int(k, "k", minimum=1)
+    epsilon, delta = check_privacy(epsilon, delta)
+    delta_prime = check_probability(delta_prime, "delta_prime", open_high=True)
+    return ApproxDP(epsilon_star(k + 1, epsilon, delta_prime), min(delta + delta_prime, 1.0))
