@@ -5,6 +5,7 @@ from dpjax.accounting.composition import compose
 from dpjax.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
 from dpjax.accounting.pay_what_you_get import PayWhatYouGet as PayWhatYouGet
+from dpjax.accounting.per_user import PerUserLedger
 
 __all__ = [
     "ZCDP",
@@ -12,6 +13,7 @@ __all__ = [
     "ApproxDP",
     "BudgetExceededError",
     "Guarantee",
+    "PerUserLedger",
     "PureDP",
     "RangeBounded",
     "Reservation",

@@ -1,0 +1,36 @@
+"""Adaptive per-user privacy budgeting by iterative elimination (Liang and Yi, "Adaptive Privacy Budgeting").
+
+* :mod:`~dpjax.budgeting.filters`: per-user filter state and rules (eqs. 7 and 10).
+* :mod:`~dpjax.budgeting.pie`: PIE-NI (Algorithm 4) and PIE-k (Algorithm 5).
+* :mod:`~dpjax.budgeting.multi_query`: Algorithm 3, reinvesting savings over m queries.
+* applications: :mod:`~dpjax.budgeting.range_count`, :mod:`~dpjax.budgeting.kde`,
+  :mod:`~dpjax.budgeting.knn`, :mod:`~dpjax.budgeting.threshold` (Appendix C).
+* the host-side ledger is :class:`dpjax.accounting.per_user.PerUserLedger`.
+"""
+
+from dpjax.budgeting.bounds import tail_radius
+from dpjax.budgeting.filters import (
+    FilterState,
+    approx_gp_capacity,
+    approx_gp_filter_step,
+    filter_step,
+    init_filter,
+)
+from dpjax.budgeting.pie import PIEResult, charged, pie_guarantee, pie_k, pie_ni, user_noise
+from dpjax.budgeting.splits import split_schedule
+
+__all__ = [
+    "FilterState",
+    "PIEResult",
+    "approx_gp_capacity",
+    "approx_gp_filter_step",
+    "charged",
+    "filter_step",
+    "init_filter",
+    "pie_guarantee",
+    "pie_k",
+    "pie_ni",
+    "split_schedule",
+    "tail_radius",
+    "user_noise",
+]

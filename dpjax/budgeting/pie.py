@@ -1,0 +1,364 @@
+"""Private iterative elimination: PIE-NI (Algorithm 4) and PIE-k (Algorithm 5) of Liang and Yi.
+
+Every user ``i`` in ``G_0 = {i : r_i > 0}`` splits its per-query allotment ``r_i`` into ``c`` rounds
+(``r_{i,j} = r_i frac_j``, :mod:`dpjax.budgeting.splits`). In round ``j`` each still-active user
+releases a fresh Gaussian value ``v = u + Z / sqrt(2 r_{i,j})`` (the CGP mechanism of Lemma 3.4 with
+K = 1, cost ``r_{i,j}``); the analyst keeps the inverse-variance running mean of the releases
+(Fact 6.2: it has the noise of one release at the cumulative budget), a running estimate ``g`` of
+the 1-Lipschitz score and the half-width
+
+    h = lambda(d_eff, beta0 / (c |G_{j-1}|)) / sqrt(2 r_i cumfrac_j)          (Lemma 6.1)
+
+with ``|G_{j-1}|`` the number of users active *before* the round's eliminations (spec erratum 10).
+
+* **PIE-NI** moves user ``i`` to ``S_1`` when ``est < nu_low - h``, to ``S_0`` when
+  ``est > nu_high + h``, and otherwise keeps it; it stops after ``c`` rounds or when nobody is left.
+  Lemma 5.2: with probability >= 1 - beta0 every decision is right.
+* **PIE-k** keeps ``{i active : est_i - h_i <= U_k}``, ``U_k`` the k-th smallest upper end
+  ``est + h`` (equivalent to Algorithm 5, lines 8-14, spec section 2.3); it stops after ``c``
+  rounds or when exactly ``k`` users are left. Lemma 5.3: with probability >= 1 - beta0 the true k
+  smallest stay active.
+
+Two modes: **point** (``score_fn`` given, ``data`` (n, d); the users release noisy points and the
+analyst scores the weighted mean point: the triple (M(.,.;f_id), g_0, h_0), d_eff = d) and
+**distance** (``score_fn=None``, ``data`` (n,) holds each user's locally computed score phi(x_i);
+the users release noisy scores: the triple (M(.,.;phi), g_1, h_1), d_eff = 1).
+
+Privacy (per user, neighbouring inputs at distance dist <= Lambda in the user's metric): the
+releases of user ``i`` cost at most ``r_i`` in CGP (``r_i``-CGP, i.e. ``D_alpha <= r_i alpha
+dist^2``), whatever the stopping time (Thm 4.4); eliminated users are charged only
+``r_i cumfrac[e_i]`` for the ``e_i`` rounds they released in, and keep the rest as savings. The
+analyst's decisions use only releases and public parameters: the raw data enter only
+:func:`_user_release`.
+
+Noise and chunking: the Gaussian of user ``i`` in round ``j`` is drawn (through
+:mod:`dpjax.noise`) from ``fold_in(fold_in(key, j), i // BLOCK)``; it depends only on the key, the
+round and the user's index. Rounds are element-wise over users except two exact reductions (the
+active count and, for PIE-k, ``U_k``, merged from per-chunk top-k), so ``chunk_size`` (which only
+bounds the per-round working memory) never changes the result.
+
+Memory: per user and query, ``4 (d + 1)`` bytes of data and allotment, ``4 d`` of running mean,
+4 of running estimate, 1 of status and 2 of rounds (float32): 27 bytes in 2-D point mode, 19 in
+distance mode, plus the per-chunk noise (see ``benchmarks/README.md`` for measured peaks).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dpjax import noise
+from dpjax.accounting import ZCDP
+from dpjax.budgeting.bounds import tail_radius_from_log
+from dpjax.budgeting.splits import running_mean_weights, split_schedule
+from dpjax.validation import (
+    check_array,
+    check_choice,
+    check_int,
+    check_positive,
+    check_probability,
+    is_traced,
+)
+
+BLOCK = 128  # users per noise key; chunk sizes are rounded up to a multiple of it
+
+OUT, S1, S0, ACTIVE = 0, 1, 2, 3  # status codes; ACTIVE after the loop means "survivor" (in G_jhat)
+
+
+class PIEResult(NamedTuple):
+    """Per-user outcome of one PIE run (n users, c rounds).
+
+    Attributes:
+      status: (n,) int8: 0 = not in G_0 (r_i = 0), 1 = S_1 (confidently phi < nu_low), 2 = S_0
+        (PIE-NI: confidently phi > nu_high; PIE-k: eliminated), 3 = survivor (in G_jhat).
+      rounds: (n,) int16 ``e_i``: the rounds user i released in; its charge is ``r_i cumfrac[e_i]``.
+      mean: (n,) or (n, d): the weighted mean of user i's releases (x-bar or y-bar; 0 if not in G_0).
+      estimate: (n,): the running estimate g at user i's last round (phi of the mean in point mode).
+      half_width: (n,): the half-width h at user i's last round (+inf if not in G_0).
+      rounds_run: int32 ``jhat``, the number of rounds executed.
+      active_counts: (c,) int32 ``|G_{j-1}|`` at the start of each executed round (0 afterwards).
+    """
+
+    status: jax.Array
+    rounds: jax.Array
+    mean: jax.Array
+    estimate: jax.Array
+    half_width: jax.Array
+    rounds_run: jax.Array
+    active_counts: jax.Array
+
+
+def round_noise(key, round_index, first_block, num_blocks: int, dshape=(), dtype=None, mode="high"):
+    """Standard Gaussians of users from ``first_block * BLOCK`` on in round ``round_index`` (0-based).
+
+    Returns (num_blocks * BLOCK, *dshape); block b is drawn from ``fold_in(fold_in(key, round), b)``.
+    """
+    rkey = jax.random.fold_in(key, round_index)
+    blocks = first_block + jnp.arange(num_blocks, dtype=jnp.uint32)
+    z = jax.vmap(
+        lambda b: noise.gaussian(jax.random.fold_in(rkey, b), (BLOCK, *dshape), 1.0, dtype, mode=mode)
+    )(blocks)
+    return z.reshape((num_blocks * BLOCK, *dshape))
+
+
+def user_noise(key, round_index: int, n: int, dshape=(), dtype=None, mode: str = "high") -> jax.Array:
+    """The (n, *dshape) standard Gaussians PIE uses for users 0..n-1 in round ``round_index`` (0-based).
+
+    Exposed for audits: a test can rebuild every release from it.
+    """
+    return round_noise(key, round_index, 0, -(-n // BLOCK), tuple(dshape), dtype, mode)[:n]
+
+
+def _user_release(x, r_round, z):
+    """User side: ``x + Z/sqrt(2 r)``: the only function that sees raw data."""
+    scale = lax.rsqrt(2 * jnp.where(r_round > 0, r_round, 1))
+    return x + z * scale.reshape(scale.shape + (1,) * (z.ndim - scale.ndim))
+
+
+def _expand(mask, like):
+    return mask.reshape(mask.shape + (1,) * (like.ndim - mask.ndim))
+
+
+@functools.partial(
+    jax.jit, static_argnames=("score_fn", "c", "beta0", "k", "split", "chunk", "n_chunks", "noise_mode")
+)
+def _pie_kernel(key, data, r, nu, score_params, *, score_fn, c, beta0, k, split, chunk, n_chunks, noise_mode):
+    n = r.shape[0]
+    dtype = data.dtype
+    dshape = data.shape[1:]
+    point = score_fn is not None
+    d_eff = dshape[0] if point else 1
+    n_pad = chunk * n_chunks
+    bpc = chunk // BLOCK
+    frac64, cum64 = split_schedule(c, split)
+    frac = jnp.asarray(frac64, dtype)
+    cum = jnp.asarray(cum64, dtype)
+    weight = jnp.asarray(running_mean_weights(cum64), dtype)
+    log_c_over_beta = float(np.log(c) - np.log(beta0))
+
+    data = jnp.pad(data, [(0, n_pad - n)] + [(0, 0)] * len(dshape)).reshape((n_chunks, chunk, *dshape))
+    r = jnp.pad(r, (0, n_pad - n)).reshape(n_chunks, chunk)
+    status = jnp.where(r > 0, ACTIVE, OUT).astype(jnp.int8)
+    mean = jnp.zeros_like(data)
+    est = jnp.zeros(r.shape, dtype)
+    rounds = jnp.zeros(r.shape, jnp.int16)
+    nact = jnp.sum(status == ACTIVE, dtype=jnp.int32)
+    stop_at = 0 if k is None else k
+
+    def score(m):
+        return score_fn(m, score_params) if point else m
+
+    def body(carry):
+        j, nact, counts, mean, est, status, rounds = carry
+        lam = tail_radius_from_log(d_eff, jnp.asarray(log_c_over_beta, dtype) + jnp.log(nact.astype(dtype)))
+        fj, wj, cj = frac[j], weight[j], cum[j + 1]
+
+        def chunk_round(q, x, rq, m, e, s, rd):
+            active = s == ACTIVE
+            v = _user_release(x, rq * fj, round_noise(key, j, q * bpc, bpc, dshape, dtype, noise_mode))
+            m = jnp.where(_expand(active, m), m + wj * (v - m), m)
+            e = jnp.where(active, score(m), e)
+            h = lam * lax.rsqrt(2 * jnp.where(active, rq * cj, 1))
+            rd = jnp.where(active, (j + 1).astype(jnp.int16), rd)
+            if k is None:
+                to1 = active & (e < nu[0] - h)
+                to0 = active & ~to1 & (e > nu[1] + h)
+                s = jnp.where(to1, S1, jnp.where(to0, S0, s)).astype(jnp.int8)
+                return (m, e, s, rd), jnp.zeros((0,), dtype)
+            upper = jnp.where(active, e + h, jnp.inf)
+            return (m, e, s, rd), -lax.top_k(-upper, min(k, chunk))[0]
+
+        if n_chunks == 1:
+            state, cand = chunk_round(0, data[0], r[0], mean[0], est[0], status[0], rounds[0])
+            mean, est, status, rounds = (a[None] for a in state)
+        else:
+            state, cand = lax.map(
+                lambda a: chunk_round(*a),
+                (jnp.arange(n_chunks, dtype=jnp.uint32), data, r, mean, est, status, rounds),
+            )
+            mean, est, status, rounds = state
+        if k is not None:
+            u_k = -lax.top_k(-cand.reshape(-1), k)[0][k - 1]
+            active = status == ACTIVE
+            h = lam * lax.rsqrt(2 * jnp.where(active, r * cj, 1))
+            status = jnp.where(active & (est - h > u_k), S0, status).astype(jnp.int8)
+        counts = counts.at[j].set(nact)
+        nact = jnp.sum(status == ACTIVE, dtype=jnp.int32)
+        return j + 1, nact, counts, mean, est, status, rounds
+
+    def cond(carry):
+        return (carry[0] < c) & (carry[1] > stop_at)
+
+    init = (jnp.int32(0), nact, jnp.zeros(c, jnp.int32), mean, est, status, rounds)
+    j, _, counts, mean, est, status, rounds = lax.while_loop(cond, body, init)
+
+    flat = lambda a: a.reshape((n_pad, *a.shape[2:]))[:n]  # noqa: E731
+    mean, est, status, rounds, r = flat(mean), flat(est), flat(status), flat(rounds), flat(r)
+    last = jnp.maximum(rounds.astype(jnp.int32) - 1, 0)
+    lam_last = tail_radius_from_log(
+        d_eff, jnp.asarray(log_c_over_beta, dtype) + jnp.log(jnp.maximum(counts[last], 1).astype(dtype))
+    )
+    took_part = rounds > 0
+    half = jnp.where(took_part, lam_last * lax.rsqrt(2 * jnp.where(took_part, r * cum[rounds], 1)), jnp.inf)
+    return PIEResult(status, rounds, mean, est, half, j, counts)
+
+
+def _prepare(data, r, *, point: bool, c, beta0, chunk_size, split, noise_mode):
+    """Validates the common inputs (before any randomness) and returns (data, r, statics)."""
+    c = check_int(c, "c", minimum=1)
+    beta0 = check_probability(beta0, "beta0", open_low=True, open_high=True)
+    check_choice(noise_mode, "noise_mode", ("high", "low"))
+    split_schedule(c, split)  # validates c and the split kind
+    data = check_array(data, "data", ndim=2 if point else 1)
+    dtype = data.dtype if jnp.issubdtype(data.dtype, jnp.floating) else jnp.result_type(float)
+    data = data.astype(dtype)
+    n = data.shape[0]
+    r = _per_user(r, n, dtype)
+    chunk = -(-n // BLOCK) * BLOCK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
+    chunk = -(-min(chunk, -(-n // BLOCK) * BLOCK) // BLOCK) * BLOCK
+    statics = dict(c=c, beta0=beta0, split=split, chunk=chunk, n_chunks=-(-n // chunk), noise_mode=noise_mode)
+    return data, r, statics
+
+
+def _per_user(r, n: int, dtype):
+    """Per-user allotments: a scalar > 0 (everyone) or an (n,) array >= 0 (0 = not in G_0)."""
+    if np.ndim(r) == 0 and not is_traced(r):
+        return jnp.full(n, check_positive(r, "rho"), dtype)
+    r = check_array(r, "rho", ndim=1, nonnegative=True)
+    if r.shape[0] != n:
+        raise ValueError(f"rho must be a scalar or have shape ({n},) to match the data, got {r.shape}.")
+    return r.astype(dtype)
+
+
+def pie_ni(
+    key,
+    data,
+    rho,
+    *,
+    c: int,
+    beta0: float,
+    nu_low=-np.inf,
+    nu_high=np.inf,
+    score_fn: Callable | None = None,
+    score_params=None,
+    split: str = "even",
+    chunk_size: int | None = None,
+    noise_mode: str = "high",
+) -> PIEResult:
+    """PIE-NI, private iterative elimination against fixed thresholds (Liang and Yi, Algorithm 4).
+
+    Local model; neighbouring relation: one user's datum moves by ``dist`` in its metric. Privacy:
+    user ``i`` is ``rho_i``-CGP (see :func:`pie_guarantee`) and is charged only
+    ``rho_i * cumfrac[result.rounds[i]]`` (settle with
+    :meth:`dpjax.accounting.per_user.PerUserLedger.settle`).
+
+    Args:
+      key: a ``jax.random`` key.
+      data: (n, d) points (point mode, ``score_fn`` given) or (n,) user-side scores phi(x_i)
+        (distance mode). Finite (checked when concrete).
+      rho: per-user allotment for this query: a scalar > 0 or an (n,) array >= 0 (0: not queried).
+      c: number of rounds, 1 <= c <= 32767.
+      beta0: total failure probability of the elimination decisions, in (0, 1).
+      nu_low, nu_high: thresholds, ``nu_low <= nu_high`` (may be -inf / +inf; scalars, may be traced).
+      score_fn: point mode only: a 1-Lipschitz ``score_fn(points (m, d), score_params) -> (m,)``
+        (e.g. :func:`dpjax.budgeting.geometry.box_signed_distance`); hashable (static under jit).
+      score_params: pytree of arrays passed to ``score_fn`` (may be traced, e.g. vmap over queries).
+      split: "even" or "doubling" (:func:`dpjax.budgeting.splits.split_schedule`).
+      chunk_size: users per chunk of the round loop (rounded up to a multiple of ``BLOCK``); bounds
+        working memory and never changes the result.
+      noise_mode: "high" (tail-exact, default) or "low" (plain ``jax.random``, faster).
+
+    Returns:
+      A :class:`PIEResult`.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> scores = jnp.array([-50.0, 3.0, 80.0])       # e.g. signed distances to a range, in metres
+      >>> res = pie_ni(jax.random.key(0), scores, 1e-2, c=4, beta0=0.1, nu_low=0.0, nu_high=0.0)
+      >>> res.status.shape
+      (3,)
+    """
+    if not is_traced(nu_low) and not is_traced(nu_high):
+        if np.isnan(nu_low) or np.isnan(nu_high):
+            raise ValueError("nu_low and nu_high must not be NaN.")
+        if float(nu_low) > float(nu_high):
+            raise ValueError(f"nu_low must be <= nu_high, got {nu_low} > {nu_high}.")
+    data, r, statics = _prepare(
+        data,
+        rho,
+        point=score_fn is not None,
+        c=c,
+        beta0=beta0,
+        chunk_size=chunk_size,
+        split=split,
+        noise_mode=noise_mode,
+    )
+    nu = jnp.stack([jnp.asarray(nu_low, data.dtype), jnp.asarray(nu_high, data.dtype)])
+    return _pie_kernel(key, data, r, nu, score_params, score_fn=score_fn, k=None, **statics)
+
+
+def pie_k(
+    key,
+    data,
+    rho,
+    *,
+    k: int,
+    c: int,
+    beta0: float,
+    score_fn: Callable | None = None,
+    score_params=None,
+    split: str = "even",
+    chunk_size: int | None = None,
+    noise_mode: str = "high",
+) -> PIEResult:
+    """PIE-k, private iterative elimination keeping the k smallest scores (Liang and Yi, Algorithm 5).
+
+    Same privacy, modes and arguments as :func:`pie_ni`, with ``1 <= k <= n`` instead of thresholds.
+    If ``|G_0| <= k`` no round runs and nobody is charged. Survivors have status 3; eliminated users
+    status 2. Lemma 5.3: with probability >= 1 - beta0 the k users with the smallest scores survive.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> dist = jnp.array([1.0, 50.0, 2.0, 90.0])      # user-side distances to a query point
+      >>> res = pie_k(jax.random.key(0), dist, 1.0, k=2, c=8, beta0=0.1)
+      >>> int((res.status == 3).sum()) >= 2
+      True
+    """
+    data, r, statics = _prepare(
+        data,
+        rho,
+        point=score_fn is not None,
+        c=c,
+        beta0=beta0,
+        chunk_size=chunk_size,
+        split=split,
+        noise_mode=noise_mode,
+    )
+    k = check_int(k, "k", minimum=1, maximum=data.shape[0])
+    nu = jnp.zeros(2, data.dtype)
+    return _pie_kernel(key, data, r, nu, score_params, score_fn=score_fn, k=k, **statics)
+
+
+def pie_guarantee(rho) -> ZCDP:
+    """Per-user worst case of one PIE query: ``max_i rho_i``-CGP.
+
+    Returned as ``ZCDP(rho)``: in the user's metric this is rho-CGP (``D_alpha <= rho alpha
+    dist^2``); with the Hamming metric and Lambda = 1 (central model) it is exactly rho-zCDP.
+    """
+    rho = np.asarray(rho, dtype=np.float64)
+    if rho.size == 0 or not np.all(np.isfinite(rho)) or np.any(rho < 0) or not np.any(rho > 0):
+        raise ValueError("rho must be finite, >= 0 and positive for some user.")
+    return ZCDP(float(rho.max()))
+
+
+def charged(result: PIEResult, rho, c: int, split: str = "even") -> jax.Array:
+    """Each user's charge ``rho_i * cumfrac[e_i]`` in the kernel dtype (the ledger recomputes it in f64)."""
+    _, cum = split_schedule(c, split)
+    rho = jnp.broadcast_to(jnp.asarray(rho, result.estimate.dtype), result.rounds.shape)
+    return jnp.minimum(rho * jnp.asarray(cum, rho.dtype)[result.rounds], rho)
