@@ -112,10 +112,15 @@ def check_array(
     """
     if isinstance(x, str | bytes) or x is None:
         raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}.")
-    try:
-        arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{name} must be an array of numbers: {err}") from None
+    if not isinstance(x, jax.Array):
+        try:
+            host = np.asarray(x)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"{name} must be an array of numbers: {err}") from None
+        if host.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must have a real numeric dtype, got {host.dtype}.")
+        x = jnp.asarray(host)
+    arr = x
     dtype = arr.dtype
     if kind == "float" and not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"{name} must have a floating dtype, got {dtype}.")

@@ -55,13 +55,17 @@ def monte_carlo(
     n_chunks = -(-trials // chunk_size)
     if progress is None:
         progress = n_chunks > 1 and sys.stderr.isatty()
-    batched = jax.jit(jax.vmap(f))
+
+    @jax.jit
+    def run_chunk(start):
+        indices = start + jnp.arange(chunk_size, dtype=jnp.uint32)
+        return jax.vmap(lambda i: f(jax.random.fold_in(key, i)))(indices)
+
     pieces = []
     with tqdm(total=trials, desc=description, disable=not progress, leave=False) as bar:
         for start in range(0, trials, chunk_size):
             stop = min(start + chunk_size, trials)
-            keys = trial_keys(key, start, start + chunk_size)
-            out = batched(keys)
+            out = run_chunk(jnp.uint32(start))
             pieces.append(jax.tree.map(lambda a, n=stop - start: np.asarray(a[:n]), out))
             bar.update(stop - start)
     return jax.tree.map(lambda *leaves: np.concatenate(leaves, axis=0), *pieces)

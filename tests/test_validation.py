@@ -1,0 +1,102 @@
+"""Shared validation: each bad input gets a clear error naming the argument."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpjax import validation as v
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, -math.inf])
+def test_epsilon_must_be_positive_and_finite(bad):
+    with pytest.raises(ValueError, match="epsilon"):
+        v.check_epsilon(bad)
+
+
+def test_epsilon_accepts_numbers_and_refuses_other_kinds():
+    assert v.check_epsilon(1) == 1.0
+    assert v.check_epsilon(np.float32(0.5)) == 0.5
+    assert v.check_epsilon(0.0, allow_zero=True) == 0.0
+    with pytest.raises(TypeError, match="epsilon"):
+        v.check_epsilon("1.0")
+    with pytest.raises(TypeError, match="epsilon"):
+        v.check_epsilon(True)
+    with pytest.raises(ValueError, match="scalar"):
+        v.check_epsilon(np.ones(2))
+
+
+def test_epsilon_refused_as_tracer():
+    with pytest.raises(TypeError, match="traced"):
+        jax.jit(lambda e: v.check_epsilon(e))(1.0)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan])
+def test_probability_bounds(bad):
+    with pytest.raises(ValueError, match=r"q must be in \[0, 1\]"):
+        v.check_probability(bad, "q")
+
+
+def test_probability_open_ends():
+    assert v.check_probability(1.0, "q", open_low=True) == 1.0
+    with pytest.raises(ValueError, match=r"q must be in \(0, 1\]"):
+        v.check_probability(0.0, "q", open_low=True)
+    with pytest.raises(ValueError, match=r"delta must be in \(0, 1\)"):
+        v.check_probability(1.0, "delta", open_low=True, open_high=True)
+
+
+def test_int_checks():
+    assert v.check_int(np.int64(3), "k", minimum=1, maximum=5) == 3
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        v.check_int(0, "k", minimum=1)
+    with pytest.raises(ValueError, match="k must be <= 4"):
+        v.check_int(5, "k", maximum=4)
+    with pytest.raises(TypeError, match="k must be an integer"):
+        v.check_int(2.0, "k")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([1.0, np.nan], "x contains NaN"),
+        ([1.0, np.inf], "x contains infinite"),
+        ([], "x must not be empty"),
+        ([[1.0, 2.0]], "x must have rank 1"),
+        (["a", "b"], "x must"),
+        ([1 + 2j], "real numeric dtype"),
+    ],
+)
+def test_array_checks(data, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        v.check_array(np.asarray(data) if data != ["a", "b"] else data, "x", ndim=1)
+
+
+def test_array_kind_and_sign_checks():
+    with pytest.raises(ValueError, match="counts must have an integer dtype"):
+        v.check_array(np.ones(3), "counts", kind="int")
+    with pytest.raises(ValueError, match="x must have a floating dtype"):
+        v.check_array(np.ones(3, int), "x", kind="float")
+    with pytest.raises(ValueError, match="counts must be non-negative"):
+        v.check_array([1, -1], "counts", nonnegative=True)
+    assert v.check_array([], "x", allow_empty=True).size == 0
+    with pytest.raises(TypeError, match="x must be an array"):
+        v.check_array(None, "x")
+
+
+def test_array_value_checks_are_skipped_under_jit_but_shapes_are_not():
+    @jax.jit
+    def f(x):
+        return v.check_array(x, "x", ndim=1).sum()
+
+    assert np.isnan(float(f(jnp.array([1.0, jnp.nan]))))  # values unknown while tracing
+    with pytest.raises(ValueError, match="rank 1"):
+        f(jnp.ones((2, 2)))
+
+
+def test_choice_and_same_shape():
+    with pytest.raises(ValueError, match="noise must be one of"):
+        v.check_choice("cauchy", "noise", {"laplace", "gumbel"})
+    with pytest.raises(ValueError, match="a and b must have the same shape"):
+        v.check_same_shape(np.ones(2), "a", np.ones(3), "b")
