@@ -1,0 +1,30 @@
+"""Statistical privacy auditing of any mechanism (StatDP / dp_auditorium style), vmapped.
+
+* :func:`audit` runs a mechanism on two neighbours, searches output events on one half of the runs
+  and bounds the privacy loss from below on the other half (Clopper–Pearson, Bonferroni).
+* :mod:`dpjax.audit.neighbours`: neighbour generators and the specs' worst-case pairs.
+* :mod:`dpjax.audit.reference`: mechanisms with exactly known loss (randomized response, SVT).
+* :mod:`dpjax.audit.broken`: DELIBERATELY BROKEN mechanisms, negative controls for tests only.
+"""
+
+from dpjax.audit import broken, neighbours, reference
+from dpjax.audit.binomial import clopper_pearson, loss_p_value, privacy_loss_lower_bound
+from dpjax.audit.events import Event, candidate_events, features
+from dpjax.audit.procedure import DEFAULT_ALPHA, DEFAULT_TRIALS, AuditResult, TestedEvent, audit
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_TRIALS",
+    "AuditResult",
+    "Event",
+    "TestedEvent",
+    "audit",
+    "broken",
+    "candidate_events",
+    "clopper_pearson",
+    "features",
+    "loss_p_value",
+    "neighbours",
+    "privacy_loss_lower_bound",
+    "reference",
+]

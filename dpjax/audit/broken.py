@@ -1,0 +1,111 @@
+"""DELIBERATELY BROKEN mechanisms — negative controls for the audit tests. NEVER use them on data.
+
+Each function below is a known-wrong variant of a correct mechanism (its correct counterpart is in
+:mod:`dpjax.audit.reference` or the library) and claims the correct mechanism's epsilon. The audit
+suite (``tests/test_audit_suite.py``) checks that :func:`dpjax.audit.audit` refutes every claim
+with the default number of trials, on the worst-case neighbours of :mod:`dpjax.audit.neighbours`:
+
+* :func:`svt_without_threshold_noise` — sparse vector with an exact threshold (Lyu, Su, Li 2017,
+  §3: the threshold noise is what pays for all the ⊥ answers at once); true loss grows with the
+  number of queries.
+* :func:`svt_noisy_answers` — sparse vector that releases the noisy answer ``q_i + nu_i`` of each
+  query above threshold (Lyu, Su, Li 2017, Alg. 3, from Roth's lecture notes): not eps'-DP for any
+  finite eps'.
+* :func:`svt_threshold_not_resampled` — sparse vector whose threshold noise is drawn once from a
+  fixed key and reused by every release instead of being resampled per release: the noisy threshold
+  is then a constant, and the ⊥ answers leak as if it had no noise (Lyu, Su, Li 2017, §3).
+* :func:`noisy_max_monotone_scale` — Noisy-Max-with-Gap with the monotone scale ``1/eps`` used on
+  non-monotone queries (seed-002 §6 O9: the ratio tends to ``e^{2 eps}``).
+* :func:`limit_domain_without_plus_one` — limited-domain top-1 with the "+1" dropped from the ⊥
+  threshold (seed-003 §9.2 mutation test: hockey-stick 1.76 delta, so (eps, delta) fails).
+* :func:`laplace_half_scale` — the Laplace mechanism with half the noise it needs (true loss
+  ``2 eps``), the simplest "wrong noise scale" bug (seed-000 §6 O6).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from dpjax import noise
+from dpjax.audit.reference import gap_max, limit_domain_core, svt_outputs
+from dpjax.validation import check_array, check_epsilon, check_int
+
+
+def _svt_checks(queries, epsilon, cutoff):
+    return (
+        check_array(queries, "queries", ndim=1),
+        check_epsilon(epsilon),
+        check_int(cutoff, "cutoff", minimum=1),
+    )
+
+
+def svt_without_threshold_noise(key, queries, epsilon: float, threshold: float, *, cutoff: int = 1):
+    """DELIBERATELY BROKEN: sparse vector with no threshold noise (claims eps-DP; is not).
+
+    Same as :func:`dpjax.audit.reference.sparse_vector` (query noise ``Lap(4c/eps)``) but compares
+    against the exact threshold. Output: int8 vector, 1 above, 0 below, -1 not processed.
+    """
+    queries, epsilon, cutoff = _svt_checks(queries, epsilon, cutoff)
+    nu = noise.laplace(key, queries.shape, 4.0 * cutoff / epsilon, queries.dtype)
+    return svt_outputs(queries + nu >= threshold, cutoff)
+
+
+def svt_noisy_answers(key, queries, epsilon: float, threshold: float, *, cutoff: int = 1):
+    """DELIBERATELY BROKEN: sparse vector releasing ``q_i + nu_i`` above threshold (Lyu et al. Alg. 3).
+
+    Threshold noise ``Lap(2/eps)``, query noise ``Lap(2c/eps)`` as in Alg. 3 (claims eps-DP; it is not
+    eps'-DP for any eps'). Output: ``(pattern, answers)``: the int8 pattern of
+    :func:`dpjax.audit.reference.svt_outputs` and a float vector with the noisy answer where the
+    pattern is 1 and NaN elsewhere.
+    """
+    queries, epsilon, cutoff = _svt_checks(queries, epsilon, cutoff)
+    k_threshold, k_queries = jax.random.split(key)
+    noisy_threshold = threshold + noise.laplace(k_threshold, (), 2.0 / epsilon, queries.dtype)
+    answers = queries + noise.laplace(k_queries, queries.shape, 2.0 * cutoff / epsilon, queries.dtype)
+    pattern = svt_outputs(answers >= noisy_threshold, cutoff)
+    return pattern, jnp.where(pattern == 1, answers, jnp.nan)
+
+
+def svt_threshold_not_resampled(
+    key, queries, epsilon: float, threshold: float, *, cutoff: int = 1, threshold_key=None
+):
+    """DELIBERATELY BROKEN: sparse vector whose threshold noise is not resampled between releases.
+
+    The threshold noise ``Lap(2/eps)`` comes from ``threshold_key`` (default ``jax.random.key(0)``), a
+    key that does not change from one release to the next — the classic key-reuse bug — so every
+    release compares against the same noisy threshold; only the query noise ``Lap(4c/eps)`` is
+    fresh. Claims eps-DP; the loss grows with the number of ⊥ answers. Output as
+    :func:`svt_without_threshold_noise`.
+    """
+    queries, epsilon, cutoff = _svt_checks(queries, epsilon, cutoff)
+    threshold_key = jax.random.key(0) if threshold_key is None else threshold_key
+    noisy_threshold = threshold + noise.laplace(threshold_key, (), 2.0 / epsilon, queries.dtype)
+    nu = noise.laplace(key, queries.shape, 4.0 * cutoff / epsilon, queries.dtype)
+    return svt_outputs(queries + nu >= noisy_threshold, cutoff)
+
+
+def noisy_max_monotone_scale(key, queries, epsilon: float):
+    """DELIBERATELY BROKEN: Noisy-Max-with-Gap with ``Lap(1/eps)`` on general (non-monotone) queries.
+
+    Claims eps-DP (the monotone-query guarantee); on q = (0, 0) vs (1, -1) the loss tends to 2 eps
+    (seed-002 §6 O9). Output: ``(index, gap)``.
+    """
+    queries = check_array(queries, "queries", ndim=1)
+    return gap_max(key, queries, 1.0 / check_epsilon(epsilon))
+
+
+def limit_domain_without_plus_one(key, counts, epsilon: float, delta: float, *, kbar: int):
+    """DELIBERATELY BROKEN: limited-domain top-1 whose ⊥ threshold lacks the "+1" (seed-003 §9.2).
+
+    Claims (eps, delta)-DP like :func:`dpjax.audit.reference.limit_domain_top1`; a new item entering
+    the top-k̄ is then reported with probability above delta. Output: item id or -1 (⊥).
+    """
+    return limit_domain_core(key, counts, epsilon, delta, kbar, plus_one=0.0)
+
+
+def laplace_half_scale(key, value, epsilon: float):
+    """DELIBERATELY BROKEN: ``value + Lap(1/(2 eps))`` for a sensitivity-1 value; claims eps, is 2 eps."""
+    value = check_array(value, "value", allow_empty=True)
+    dtype = value.dtype if jnp.issubdtype(value.dtype, jnp.floating) else None
+    return value + noise.laplace(key, value.shape, 0.5 / check_epsilon(epsilon), dtype)
