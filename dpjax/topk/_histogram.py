@@ -22,18 +22,23 @@ def float_dtype():
 
 
 def check_counts(counts) -> jax.Array:
-    """A histogram (or a batch ``[..., d]`` of them): finite, non-negative, integer-valued counts."""
-    counts = check_array(counts, "counts", ndim=None, nonnegative=True)
-    if counts.ndim == 0:
-        raise ValueError(f"counts must have at least one axis (items), got shape {counts.shape}.")
+    """A histogram (or a batch ``[..., d]`` of them): finite, non-negative, integer-valued counts.
+
+    Concrete counts are checked even inside ``jit`` (e.g. closed over by a Monte Carlo trial
+    function): the value checks run at trace time under ``jax.ensure_compile_time_eval``.
+    """
+    with jax.ensure_compile_time_eval():
+        counts = check_array(counts, "counts", ndim=None, nonnegative=True)
+        if counts.ndim == 0:
+            raise ValueError(f"counts must have at least one axis (items), got shape {counts.shape}.")
+        if (
+            not is_traced(counts)
+            and jnp.issubdtype(counts.dtype, jnp.floating)
+            and not bool(jnp.all(counts == jnp.round(counts)))
+        ):
+            raise ValueError("counts must be integer-valued (distinct-user counts).")
     if counts.dtype == jnp.bool_:
         counts = counts.astype(jnp.int32)
-    if (
-        not is_traced(counts)
-        and jnp.issubdtype(counts.dtype, jnp.floating)
-        and not bool(jnp.all(counts == jnp.round(counts)))
-    ):
-        raise ValueError("counts must be integer-valued (distinct-user counts).")
     return counts
 
 
