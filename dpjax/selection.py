@@ -61,7 +61,9 @@ def _selection_scale(epsilon, sensitivity, monotonic, k: int = 1) -> float:
 
 
 def _scores(scores, name: str) -> jax.Array:
-    return check_array(scores, name, ndim=1)
+    # Concrete scores closed over by a jitted caller are still checked, eagerly.
+    with jax.ensure_compile_time_eval():
+        return check_array(scores, name, ndim=1)
 
 
 def _units(scores: jax.Array, scale: float) -> jax.Array:

@@ -66,8 +66,9 @@ def blue_estimate(measurements, gaps, lam) -> jax.Array:
       >>> import jax.numpy as jnp
       >>> beta = blue_estimate(jnp.array([105.0, 88.0, 71.0]), jnp.array([14.0, 18.0, 3.0]), lam=1.0)
     """
-    alpha = check_array(measurements, "measurements", ndim=None, kind="float")
-    gaps = check_array(gaps, "gaps", ndim=None, kind="float")
+    with jax.ensure_compile_time_eval():  # concrete inputs of a jitted caller are still checked
+        alpha = check_array(measurements, "measurements", ndim=None, kind="float")
+        gaps = check_array(gaps, "gaps", ndim=None, kind="float")
     if alpha.ndim == 0:
         raise ValueError("measurements must have a trailing axis of size k.")
     k = alpha.shape[-1]
@@ -130,5 +131,6 @@ def gap_lower_confidence_bound(gaps, scale: float, confidence: float = 0.95) -> 
       >>> import jax.numpy as jnp
       >>> lower = gap_lower_confidence_bound(jnp.array([12.0, 3.5]), scale=20.0)
     """
-    gaps = check_array(gaps, "gaps", ndim=None, kind="float")
+    with jax.ensure_compile_time_eval():
+        gaps = check_array(gaps, "gaps", ndim=None, kind="float")
     return gaps - jnp.asarray(gap_confidence_radius(scale, confidence), gaps.dtype)
