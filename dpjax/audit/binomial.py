@@ -71,7 +71,7 @@ def clopper_pearson(successes, trials, level) -> tuple[np.ndarray, np.ndarray]:
 def _padded(fn, *columns):
     """Calls the jitted ``fn`` on float64 copies padded to a power-of-two length (few compilations)."""
     shape = columns[0].shape
-    size = max(8, 1 << (max(columns[0].size, 1) - 1).bit_length())
+    size = max(64, 1 << (max(columns[0].size, 1) - 1).bit_length())
     padded = []
     for column in columns:
         flat = np.ones(size, np.float64)

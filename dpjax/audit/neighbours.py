@@ -20,7 +20,9 @@ from dpjax.validation import check_array, check_int
 
 
 def _host(x, name: str) -> np.ndarray:
-    return np.asarray(check_array(x, name, ndim=1, allow_empty=True))
+    """``x`` as a 1-D NumPy array of its own dtype (validated like any data array)."""
+    check_array(x, name, ndim=1, allow_empty=True)
+    return np.asarray(x)
 
 
 def swap(x, index: int, value) -> np.ndarray:
