@@ -120,7 +120,9 @@ def test_false_alarm_rate_is_at_most_alpha(mechanism, x, x_prime, repeats):
     """
     alpha = 0.2
     failures = sum(
-        not audit(mechanism, x, x_prime, epsilon=1.0, trials=2000, alpha=alpha, key=jax.random.key(100 + i)).passed
+        not audit(
+            mechanism, x, x_prime, epsilon=1.0, trials=2000, alpha=alpha, key=jax.random.key(100 + i)
+        ).passed
         for i in range(repeats)
     )
     assert failures <= st.binom.ppf(1 - 1e-4, repeats, alpha), failures
@@ -139,7 +141,10 @@ def test_audit_pytree_outputs_and_add_remove_shapes():
 
     def mean_and_count(key, data):
         k1, k2 = jax.random.split(key)
-        return {"sum": jnp.sum(data) + 2.0 * jax.random.laplace(k1), "count": data.size + 2.0 * jax.random.laplace(k2)}
+        return {
+            "sum": jnp.sum(data) + 2.0 * jax.random.laplace(k1),
+            "count": data.size + 2.0 * jax.random.laplace(k2),
+        }
 
     x = np.array([0.2, 0.5, 0.9])
     result = audit(mean_and_count, x, neighbours.add(x, 1.0), epsilon=1.0, trials=20_000)

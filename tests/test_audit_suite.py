@@ -1,0 +1,231 @@
+"""The audit suite: every mechanism the library exports passes a statistical privacy audit on the
+specs' worst-case neighbours, and every deliberately broken variant (dpjax.audit.broken) is caught.
+
+Each audit has false-alarm probability <= alpha = 1e-3 (DEFAULT_ALPHA) and fixed keys, so a correct
+mechanism fails here only if its privacy claim is wrong. Positive audits use 200,000 runs per input;
+negative controls use the default number of trials (DEFAULT_TRIALS = 500,000), as the acceptance
+criterion asks. The claim audited is the mechanism's own guarantee companion, converted to
+(epsilon, delta) (range-bounded -> pure; zCDP -> (epsilon, 1e-3)).
+"""
+
+import jax
+import numpy as np
+import pytest
+
+from dpjax import additive, quantiles, selection, svt, topk
+from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
+from dpjax.audit import audit, broken, neighbours, reference
+
+POSITIVE_TRIALS = 200_000
+ZCDP_DELTA = 1e-3
+
+
+def claim(guarantee) -> tuple[float, float]:
+    """The (epsilon, delta) a guarantee companion promises."""
+    if isinstance(guarantee, PureDP):
+        return guarantee.epsilon, 0.0
+    if isinstance(guarantee, RangeBounded):
+        return guarantee.to_pure().epsilon, 0.0
+    if isinstance(guarantee, ApproxDP):
+        return guarantee.epsilon, guarantee.delta
+    if isinstance(guarantee, ZCDP):
+        approx = guarantee.to_approx_dp(ZCDP_DELTA)
+        return approx.epsilon, approx.delta
+    raise TypeError(guarantee)
+
+
+EPS = 1.0
+NMAX = neighbours.noisy_max_worst_case()
+NMAX_MONO = neighbours.noisy_max_worst_case(monotone=True)
+TOP2 = (np.zeros(4), np.array([1.0, 1.0, -1.0, -1.0]))
+SVT = neighbours.svt_worst_case(8)
+SVT_MONO = neighbours.svt_worst_case(8, monotone=True)
+QUANT = neighbours.quantile_worst_case(8, 0.0, 1.0)
+HIST = neighbours.histogram_worst_case(5, 2)
+DELTA = 0.05  # large enough for delta-events to be measurable
+
+POSITIVE = {
+    # additive
+    "laplace": (
+        lambda k, v: additive.laplace_mechanism(k, v, EPS),
+        0.0,
+        1.0,
+        additive.laplace_guarantee(EPS),
+    ),
+    "laplace_vector": (
+        lambda k, v: additive.laplace_mechanism(k, v, EPS),
+        np.zeros(2),
+        np.array([0.5, -0.5]),
+        additive.laplace_guarantee(EPS),
+    ),
+    "gaussian": (
+        lambda k, v: additive.gaussian_mechanism(k, v, 2.0),
+        0.0,
+        1.0,
+        additive.gaussian_guarantee(2.0),
+    ),
+    # reference mechanisms of the audit package
+    "randomized_response": (
+        lambda k, v: reference.randomized_response(k, v, EPS),
+        True,
+        False,
+        reference.randomized_response_guarantee(EPS),
+    ),
+    "reference_sparse_vector_c2": (
+        lambda k, v: reference.sparse_vector(k, v, EPS, 0.0, cutoff=2),
+        *SVT,
+        reference.sparse_vector_guarantee(EPS, cutoff=2),
+    ),
+    "reference_noisy_max_with_gap": (
+        lambda k, v: reference.noisy_max_with_gap(k, v, EPS),
+        *NMAX,
+        PureDP(EPS),
+    ),
+    "reference_limit_domain_top1": (
+        lambda k, v: reference.limit_domain_top1(k, v, EPS, DELTA, kbar=2),
+        *HIST,
+        ApproxDP(EPS, DELTA),
+    ),
+    # selection
+    "exponential_mechanism": (
+        lambda k, v: selection.exponential_mechanism(k, v, EPS),
+        *NMAX,
+        selection.exponential_mechanism_guarantee(EPS),
+    ),
+    "report_noisy_max_laplace": (
+        lambda k, v: selection.report_noisy_max(k, v, EPS, noise="laplace"),
+        *NMAX,
+        selection.report_noisy_max_guarantee(EPS, noise="laplace"),
+    ),
+    "report_noisy_max_exponential_monotonic": (
+        lambda k, v: selection.report_noisy_max(k, v, EPS, noise="exponential", monotonic=True),
+        *NMAX_MONO,
+        selection.report_noisy_max_guarantee(EPS, noise="exponential", monotonic=True),
+    ),
+    "noisy_max_with_gap": (
+        lambda k, v: selection.noisy_max_with_gap(k, v, EPS),
+        *NMAX,
+        selection.noisy_max_with_gap_guarantee(EPS),
+    ),
+    "noisy_max_with_gap_monotonic": (
+        lambda k, v: selection.noisy_max_with_gap(k, v, EPS, monotonic=True),
+        *NMAX_MONO,
+        selection.noisy_max_with_gap_guarantee(EPS, monotonic=True),
+    ),
+    "gumbel_top_k": (
+        lambda k, v: selection.gumbel_top_k(k, v, 2, EPS),
+        *TOP2,
+        selection.gumbel_top_k_guarantee(2, EPS),
+    ),
+    "noisy_top_k_with_gap": (
+        lambda k, v: selection.noisy_top_k_with_gap(k, v, 2, EPS),
+        *TOP2,
+        selection.noisy_top_k_with_gap_guarantee(2, EPS),
+    ),
+    # svt
+    "above_threshold": (
+        lambda k, v: svt.above_threshold(k, v, 0.0, EPS / 2, EPS / 2),
+        *SVT,
+        svt.above_threshold_guarantee(EPS / 2, EPS / 2),
+    ),
+    "above_threshold_exponential_monotonic": (
+        lambda k, v: svt.above_threshold(k, v, 0.0, EPS / 2, EPS / 2, noise="exponential"),
+        *SVT_MONO,
+        svt.above_threshold_guarantee(EPS / 2, EPS / 2, monotonic=True, noise="exponential"),
+    ),
+    "sparse_vector": (
+        lambda k, v: svt.sparse_vector(k, v, 0.0, EPS / 2, EPS / 2, c=2),
+        *SVT,
+        svt.sparse_vector_guarantee(EPS / 2, EPS / 2, c=2),
+    ),
+    "sparse_vector_with_gap": (
+        lambda k, v: svt.sparse_vector_with_gap(k, v, 0.0, EPS, k=2),
+        *SVT,
+        svt.sparse_vector_with_gap_guarantee(EPS, k=2),
+    ),
+    "adaptive_sparse_vector_with_gap": (
+        lambda k, v: svt.adaptive_sparse_vector_with_gap(k, v, 0.0, EPS, k=2),
+        *SVT,
+        svt.adaptive_sparse_vector_with_gap_guarantee(EPS, k=2),
+    ),
+    # top-k over unknown domains
+    "limited_domain": (
+        lambda k, v: topk.limited_domain(k, v, 1, 2, EPS, DELTA),
+        *HIST,
+        topk.limited_domain_guarantee(1, EPS, DELTA),
+    ),
+    "fixed_threshold": (
+        lambda k, v: topk.fixed_threshold(k, v, 2, EPS, DELTA),
+        *HIST,
+        topk.fixed_threshold_guarantee(2, EPS, DELTA),
+    ),
+    "private_kbar": (
+        lambda k, v: topk.private_kbar(k, v, 1, 3, EPS, DELTA),
+        *HIST,
+        topk.private_kbar_guarantee(1, EPS, DELTA),
+    ),
+    # quantiles
+    "emq": (
+        lambda k, v: quantiles.emq(k, v, 0.5, EPS, bounds=(0.0, 1.0)),
+        *QUANT,
+        quantiles.emq_guarantee(EPS),
+    ),
+    "ind_exp": (
+        lambda k, v: quantiles.ind_exp(k, v, (0.25, 0.75), EPS, bounds=(0.0, 1.0)),
+        *QUANT,
+        quantiles.ind_exp_guarantee(EPS),
+    ),
+    "agg_tree": (
+        lambda k, v: quantiles.agg_tree(k, v, (0.5,), EPS, bounds=(0.0, 1.0), branching=2, height=3),
+        *QUANT,
+        quantiles.agg_tree_guarantee(EPS),
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(POSITIVE))
+def test_library_mechanism_passes_its_audit(name):
+    mechanism, x, x_prime, guarantee = POSITIVE[name]
+    epsilon, delta = claim(guarantee)
+    result = audit(mechanism, x, x_prime, epsilon=epsilon, delta=delta, trials=POSITIVE_TRIALS)
+    assert result.passed, f"{name}: {result}"
+
+
+NEGATIVE = {
+    "svt_without_threshold_noise": (
+        lambda k, v: broken.svt_without_threshold_noise(k, v, EPS, 0.0),
+        *neighbours.svt_worst_case(10),
+        EPS,
+        0.0,
+    ),
+    "svt_noisy_answers": (
+        lambda k, v: broken.svt_noisy_answers(k, v, EPS, 0.0),
+        *neighbours.svt_worst_case(10),
+        EPS,
+        0.0,
+    ),
+    "svt_threshold_not_resampled": (
+        lambda k, v: broken.svt_threshold_not_resampled(k, v, EPS, 0.0),
+        *neighbours.svt_worst_case(10),
+        EPS,
+        0.0,
+    ),
+    "noisy_max_monotone_scale": (lambda k, v: broken.noisy_max_monotone_scale(k, v, EPS), *NMAX, EPS, 0.0),
+    "limit_domain_without_plus_one": (
+        lambda k, v: broken.limit_domain_without_plus_one(k, v, EPS, DELTA, kbar=2),
+        *HIST,
+        EPS,
+        DELTA,
+    ),
+    "laplace_half_scale": (lambda k, v: broken.laplace_half_scale(k, v, EPS), 0.0, 1.0, EPS, 0.0),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(NEGATIVE))
+def test_negative_control_is_caught_with_default_trials(name):
+    mechanism, x, x_prime, epsilon, delta = NEGATIVE[name]
+    result = audit(mechanism, x, x_prime, epsilon=epsilon, delta=delta, key=jax.random.key(7))
+    assert not result.passed, f"{name}: {result}"
+    assert result.p_value < result.alpha
