@@ -90,11 +90,12 @@ def _kernel(key, counts, epsilon, bottom_score, *, k, kbar, strict):
     ids, values = top_counts(counts, kbar + 1)
     dtype = float_dtype()
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)  # exact: h_i - h_(kbar+1) >= 0
-    item_key, bottom_key = jax.random.split(key)
-    scores = epsilon * gaps + noise.gumbel(item_key, gaps.shape, dtype=dtype)
+    # One draw of kbar + 1 independent Gumbels (one sampler call keeps compilation cheap).
+    gumbels = noise.gumbel(key, values.shape, dtype=dtype)
+    scores = epsilon * gaps + gumbels[..., :kbar]
     if strict:  # Algorithm 5: only items strictly above h_(kbar+1)
         scores = jnp.where(gaps > 0, scores, -jnp.inf)
-    threshold = bottom_score + noise.gumbel(bottom_key, gaps.shape[:-1], dtype=dtype)
+    threshold = bottom_score + gumbels[..., kbar]
     noisy, positions = lax.top_k(scores, k)
     above = noisy > threshold[..., None]  # a prefix: the noisy values are sorted
     num_returned = above.sum(-1, dtype=jnp.int32)

@@ -64,17 +64,20 @@ def _kernel(key, counts, epsilon, log_terms, *, k, kbar_max):
     dtype = float_dtype()
     # Exact integer gaps to the smallest kept count: a common shift of every score.
     gaps = (values - values[..., kbar_max:]).astype(dtype)  # [..., kbar_max + 1], rank r = h_(r+1)
-    choice_key, item_key, bottom_key = jax.random.split(key, 3)
+    # One draw of independent Gumbels, cut into the choice of kbar, the items and the threshold.
+    gumbels = noise.gumbel(key, (*gaps.shape[:-1], 2 * kbar_max + 2 - k), dtype=dtype)
+    choice_noise, item_noise, bottom_noise = (
+        gumbels[..., : kbar_max + 1 - k],
+        gumbels[..., kbar_max + 1 - k : 2 * kbar_max + 1 - k],
+        gumbels[..., -1],
+    )
     # EM over j in k..kbar_max with epsilon * q_j = -epsilon h_(j+1) - ln(min(Delta, j)/delta).
     quality = -epsilon * gaps[..., k:] - log_terms
-    chosen = k + jnp.argmax(quality + noise.gumbel(choice_key, quality.shape, dtype=dtype), axis=-1)
-    chosen = chosen.astype(jnp.int32)
+    chosen = (k + jnp.argmax(quality + choice_noise, axis=-1)).astype(jnp.int32)
     ranks = jnp.arange(kbar_max)
-    scores = epsilon * gaps[..., :kbar_max] + noise.gumbel(item_key, gaps[..., :kbar_max].shape, dtype=dtype)
-    scores = jnp.where(ranks < chosen[..., None], scores, -jnp.inf)
+    scores = jnp.where(ranks < chosen[..., None], epsilon * gaps[..., :kbar_max] + item_noise, -jnp.inf)
     next_gap = jnp.take_along_axis(gaps, chosen[..., None], axis=-1)[..., 0]
-    log_term = jnp.take(log_terms, chosen - k)
-    threshold = epsilon * next_gap + epsilon + log_term + noise.gumbel(bottom_key, chosen.shape, dtype=dtype)
+    threshold = epsilon * next_gap + epsilon + jnp.take(log_terms, chosen - k) + bottom_noise
     noisy, positions = lax.top_k(scores, k)
     above = noisy > threshold[..., None]
     num_returned = above.sum(-1, dtype=jnp.int32)
