@@ -41,9 +41,9 @@ from dpjax.validation import check_choice, check_positive, check_probability
 _NOTIONS = ("cgp", "gp", "approx_gp")
 
 
-def _g_delta(s, delta):
-    """g_delta(s) = s/(s-1) * 2 sqrt(log(2/((s+1) delta))) of eq. (10)."""
-    return s / (s - 1) * 2 * np.sqrt(np.maximum(np.log(2 / ((s + 1) * delta)), 0.0))
+def _g_delta(t, delta):
+    """g_delta(s) = s/(s-1) * 2 sqrt(log(2/((s+1) delta))) of eq. (10), at s = 1 + exp(t)."""
+    return (1 + np.exp(-t)) * 2 * np.sqrt(np.maximum(np.log(2 / ((2 + np.exp(t)) * delta)), 0.0))
 
 
 def approx_gp_epsilon(rho, delta: float, lam: float):
@@ -75,16 +75,14 @@ def approx_gp_epsilon(rho, delta: float, lam: float):
     lo = np.full(rho.shape, -60.0)  # log(s - 1)
     hi = np.full(rho.shape, math.log(2 / delta - 2))
     sq = np.sqrt(rho)
-    for _ in range(200):
+    for _ in range(64):
         mid = 0.5 * (lo + hi)
-        s = 1 + np.exp(mid)
-        above = _g_delta(s, delta) * sq > s * lam * rho
+        above = _g_delta(mid, delta) * sq > (1 + np.exp(mid)) * lam * rho
         lo = np.where(above, mid, lo)
         hi = np.where(above, hi, mid)
-    s_lo, s_hi = 1 + np.exp(lo), 1 + np.exp(hi)
     eps = np.minimum(
-        np.maximum(_g_delta(s_lo, delta) * sq, s_lo * lam * rho),
-        np.maximum(_g_delta(s_hi, delta) * sq, s_hi * lam * rho),
+        np.maximum(_g_delta(lo, delta) * sq, (1 + np.exp(lo)) * lam * rho),
+        np.maximum(_g_delta(hi, delta) * sq, (1 + np.exp(hi)) * lam * rho),
     )
     eps = np.where(rho == 0, 0.0, eps)
     return float(eps) if eps.ndim == 0 else eps
@@ -104,10 +102,14 @@ def approx_gp_rho_star(budget, delta: float, lam: float):
     budget = np.asarray(budget, dtype=np.float64)
     if np.any(~np.isfinite(budget)) or np.any(budget <= 0):
         raise ValueError("budget must be finite and > 0.")
+    if budget.ndim > 0:
+        unique, inverse = np.unique(budget, return_inverse=True)
+        if unique.size < budget.size:
+            return np.asarray(approx_gp_rho_star(unique, delta, lam))[inverse].reshape(budget.shape)
     # epsilon(rho) >= rho * Lambda, hence rho* <= B / Lambda; and epsilon <= closed form.
     lo = np.zeros(budget.shape)
     hi = budget / check_positive(lam, "Lambda") * (1 + 1e-12)
-    for _ in range(100):
+    for _ in range(64):
         mid = 0.5 * (lo + hi)
         ok = approx_gp_epsilon(mid, delta, lam) <= budget
         lo = np.where(ok, mid, lo)
@@ -180,8 +182,7 @@ class PerUserLedger:
         if notion == "approx_gp":
             self.delta = check_probability(delta, "delta", open_low=True, open_high=True)
             self.lam = check_positive(lam, "Lambda")
-            unique, inverse = np.unique(budget, return_inverse=True)
-            self.capacity = np.asarray(approx_gp_rho_star(unique, self.delta, self.lam))[inverse]
+            self.capacity = np.asarray(approx_gp_rho_star(budget, self.delta, self.lam))
         else:
             self.capacity = budget.copy()
         self.spent = np.zeros_like(budget)

@@ -125,6 +125,39 @@ def _expand(mask, like):
     return mask.reshape(mask.shape + (1,) * (like.ndim - mask.ndim))
 
 
+def _analyst_round(v, rq, m, e, s, rd, *, j, wj, cj, lam, nu, score, k):
+    """Analyst side of one round for a chunk: sees the releases ``v`` and public parameters only.
+
+    Updates the running mean ``m``, estimate ``e``, status ``s`` and rounds ``rd`` of the active
+    users; returns the new state and (PIE-k) the chunk's k smallest upper ends.
+    """
+    active = s == ACTIVE
+    m = jnp.where(_expand(active, m), m + wj * (v - m), m)
+    e = jnp.where(active, score(m), e)
+    h = lam * lax.rsqrt(2 * jnp.where(active, rq * cj, 1))
+    rd = jnp.where(active, (j + 1).astype(jnp.int16), rd)
+    if k is None:
+        to1 = active & (e < nu[0] - h)
+        to0 = active & ~to1 & (e > nu[1] + h)
+        s = jnp.where(to1, S1, jnp.where(to0, S0, s)).astype(jnp.int8)
+        return (m, e, s, rd), jnp.zeros((0,), e.dtype)
+    upper = jnp.where(active, e + h, jnp.inf)
+    return (m, e, s, rd), -lax.top_k(-upper, min(k, upper.shape[0]))[0]
+
+
+def keep_k_smallest(estimate, half_width, active, k: int):
+    """PIE-k's elimination rule (Algorithm 5, lines 8-14) in vectorised form.
+
+    Keeps ``{i active : est_i - h_i <= U_k}`` with ``U_k`` the k-th smallest upper end ``est + h``
+    among the active users (needs more than k active). Equivalent to the literal rule "the k smallest
+    upper ends plus every interval meeting the k-th one's interval", ties included: a user whose
+    interval lies wholly left of ``I_{t_k}`` has an upper end below ``U_k`` and is one of the k.
+    """
+    upper = jnp.where(active, estimate + half_width, jnp.inf)
+    u_k = -lax.top_k(-upper, k)[0][k - 1]
+    return active & (estimate - half_width <= u_k)
+
+
 @functools.partial(
     jax.jit, static_argnames=("score_fn", "c", "beta0", "k", "split", "chunk", "n_chunks", "noise_mode")
 )
@@ -160,19 +193,9 @@ def _pie_kernel(key, data, r, nu, score_params, *, score_fn, c, beta0, k, split,
         fj, wj, cj = frac[j], weight[j], cum[j + 1]
 
         def chunk_round(q, x, rq, m, e, s, rd):
-            active = s == ACTIVE
-            v = _user_release(x, rq * fj, round_noise(key, j, q * bpc, bpc, dshape, dtype, noise_mode))
-            m = jnp.where(_expand(active, m), m + wj * (v - m), m)
-            e = jnp.where(active, score(m), e)
-            h = lam * lax.rsqrt(2 * jnp.where(active, rq * cj, 1))
-            rd = jnp.where(active, (j + 1).astype(jnp.int16), rd)
-            if k is None:
-                to1 = active & (e < nu[0] - h)
-                to0 = active & ~to1 & (e > nu[1] + h)
-                s = jnp.where(to1, S1, jnp.where(to0, S0, s)).astype(jnp.int8)
-                return (m, e, s, rd), jnp.zeros((0,), dtype)
-            upper = jnp.where(active, e + h, jnp.inf)
-            return (m, e, s, rd), -lax.top_k(-upper, min(k, chunk))[0]
+            z = round_noise(key, j, q * bpc, bpc, dshape, dtype, noise_mode)
+            v = _user_release(x, rq * fj, z)  # user side
+            return _analyst_round(v, rq, m, e, s, rd, j=j, wj=wj, cj=cj, lam=lam, nu=nu, score=score, k=k)
 
         if n_chunks == 1:
             state, cand = chunk_round(0, data[0], r[0], mean[0], est[0], status[0], rounds[0])
