@@ -109,10 +109,14 @@ def above_threshold(
     epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
     sensitivity = check_positive(sensitivity, "sensitivity")
     centered = centered_queries(queries, threshold)
+    return _keyed(key, centered, sensitivity / epsilon1, sensitivity / epsilon2, noise=noise)
+
+
+@functools.partial(jax.jit, static_argnames=("noise",))
+def _keyed(key, centered, scale1, scale2, *, noise):
     threshold_key, query_key = jax.random.split(key)
-    dtype = centered.dtype
-    eta = noise_lib.sample(noise, threshold_key, (), sensitivity / epsilon1, dtype)
-    nu = noise_lib.sample(noise, query_key, centered.shape, sensitivity / epsilon2, dtype)
+    eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
+    nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
     return first_true(centered + nu >= eta)
 
 

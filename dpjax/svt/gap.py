@@ -216,12 +216,30 @@ def adaptive_sparse_vector_with_gap_from_noise(
     return _run(budget, centered, threshold_noise, top, middle, True)
 
 
-def _draw(key, budget, shape, dtype, adaptive):
+@functools.partial(jax.jit, static_argnames=("k", "size", "adaptive"))
+def _keyed(key, centered, scales, sigma, eps0, eps2, *, k, size, adaptive):
+    threshold_scale, top_scale, middle_scale = scales
     threshold_key, top_key, middle_key = jax.random.split(key, 3)
-    eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, dtype)
-    xi = noise_lib.laplace(top_key, shape, budget.top_scale, dtype) if adaptive else None
-    nu = noise_lib.laplace(middle_key, shape, budget.middle_scale, dtype)
-    return eta, xi, nu
+    eta = noise_lib.laplace(threshold_key, (), threshold_scale, centered.dtype)
+    xi = noise_lib.laplace(top_key, centered.shape, top_scale, centered.dtype) if adaptive else None
+    nu = noise_lib.laplace(middle_key, centered.shape, middle_scale, centered.dtype)
+    return _gap_core(centered, eta, xi, nu, sigma, eps0, eps2, k=k, size=size, adaptive=adaptive)
+
+
+def _run_keyed(key, budget, centered, adaptive):
+    scales = (budget.threshold_scale, budget.top_scale, budget.middle_scale)
+    size = 2 * budget.k - 1 if adaptive else budget.k
+    return _keyed(
+        key,
+        centered,
+        scales,
+        budget.sigma,
+        budget.eps0,
+        budget.eps2,
+        k=budget.k,
+        size=size,
+        adaptive=adaptive,
+    )
 
 
 def sparse_vector_with_gap(
@@ -265,8 +283,7 @@ def sparse_vector_with_gap(
     """
     budget = gap_budget(epsilon, k, theta=theta, monotonic=monotonic, sensitivity=sensitivity)
     centered = centered_queries(queries, threshold)
-    eta, _, nu = _draw(key, budget, centered.shape, centered.dtype, adaptive=False)
-    return _run(budget, centered, eta, None, nu, False)
+    return _run_keyed(key, budget, centered, adaptive=False)
 
 
 def adaptive_sparse_vector_with_gap(
@@ -310,8 +327,7 @@ def adaptive_sparse_vector_with_gap(
     """
     budget = gap_budget(epsilon, k, theta=theta, monotonic=monotonic, sigma=sigma, sensitivity=sensitivity)
     centered = centered_queries(queries, threshold)
-    eta, xi, nu = _draw(key, budget, centered.shape, centered.dtype, adaptive=True)
-    return _run(budget, centered, eta, xi, nu, True)
+    return _run_keyed(key, budget, centered, adaptive=True)
 
 
 def sparse_vector_with_gap_guarantee(epsilon: float, *, k: int = 1) -> PureDP:

@@ -122,10 +122,14 @@ def sparse_vector(
     sensitivity = check_positive(sensitivity, "sensitivity")
     c = check_int(c, "c", minimum=1)
     centered = centered_queries(queries, threshold)
+    return _keyed(key, centered, sensitivity / epsilon1, sensitivity / epsilon2, noise=noise, c=c)
+
+
+@functools.partial(jax.jit, static_argnames=("noise", "c"))
+def _keyed(key, centered, scale1, scale2, *, noise, c):
     threshold_key, query_key = jax.random.split(key)
-    dtype = centered.dtype
-    eta = noise_lib.sample(noise, threshold_key, (c,), sensitivity / epsilon1, dtype)
-    nu = noise_lib.sample(noise, query_key, centered.shape, sensitivity / epsilon2, dtype)
+    eta = noise_lib.sample(noise, threshold_key, (c,), scale1, centered.dtype)
+    nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
     return _sparse_core(centered, eta, nu, c=c)
 
 
