@@ -1,2 +1,13 @@
 """Differentially private quantiles: the unbounded quantile mechanism (Durfee 2023), JointExp
 (Gillenwater, Joseph, Kulesza 2021) and the baselines the papers compare against."""
+
+from dpjax.quantiles.agg_tree import agg_tree as agg_tree
+from dpjax.quantiles.agg_tree import agg_tree_guarantee as agg_tree_guarantee
+from dpjax.quantiles.exp_mech import emq as emq
+from dpjax.quantiles.exp_mech import emq_guarantee as emq_guarantee
+from dpjax.quantiles.exp_mech import ind_exp as ind_exp
+from dpjax.quantiles.exp_mech import ind_exp_guarantee as ind_exp_guarantee
+from dpjax.quantiles.joint_exp import joint_exp as joint_exp
+from dpjax.quantiles.joint_exp import joint_exp_guarantee as joint_exp_guarantee
+from dpjax.quantiles.joint_exp import joint_exp_log_normalizer as joint_exp_log_normalizer
+from dpjax.quantiles.joint_exp import joint_exp_tables as joint_exp_tables

@@ -1,0 +1,112 @@
+"""The discretization shared by the bounded exponential-mechanism quantiles (IndExp, JointExp).
+
+The data are clamped to user bounds ``[a, b]`` and sorted, ``x_1 <= ... <= x_n``; with ``x_0 = a``
+and ``x_{n+1} = b`` the real line inside the bounds splits into the ``n + 1`` gaps
+``[x_i, x_{i+1}]``, ``i = 0..n`` (Smith 2011; Gillenwater, Joseph, Kulesza 2021, Sec. 3). Every
+output inside gap ``i`` has exactly ``i`` data points below it, so the utilities are constant on a
+gap, and a gap is chosen with weight ``width * exp(score)``: ``log width = -inf`` for the zero-width
+gaps of duplicates (and of points clamped onto a bound), which therefore have probability 0.
+
+This module also holds the input checks those mechanisms share (bounds, quantile levels, the
+neighbouring relation), so each one validates before it draws any randomness.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax import noise
+from dpjax.validation import check_array, check_choice, is_traced
+
+NEIGHBORS = ("swap", "add_remove")
+
+
+def check_bounds(bounds) -> tuple[float, float]:
+    """``bounds = (a, b)``: two concrete finite numbers with ``a < b``."""
+    try:
+        items = list(bounds)
+    except TypeError:
+        items = []
+    if any(is_traced(v) for v in items):
+        raise TypeError("bounds must be concrete numbers, not traced values.")
+    try:
+        lower, upper = (float(v) for v in items)
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be a pair (a, b) of numbers, got {bounds!r}.") from None
+    if not (math.isfinite(lower) and math.isfinite(upper)):
+        raise ValueError(f"bounds must be finite, got {(lower, upper)}.")
+    if not lower < upper:
+        raise ValueError(f"bounds (a, b) must satisfy a < b, got {(lower, upper)}.")
+    return lower, upper
+
+
+def check_quantiles(qs, name: str = "qs") -> np.ndarray:
+    """Concrete quantile levels: a non-empty 1-D, strictly increasing sequence in [0, 1] (float64)."""
+    if is_traced(qs):
+        raise TypeError(f"{name} must be concrete numbers, not traced values.")
+    levels = np.asarray(qs, dtype=np.float64)
+    if levels.ndim == 0:
+        levels = levels[None]
+    if levels.ndim != 1 or levels.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D sequence, got shape {levels.shape}.")
+    if not np.all(np.isfinite(levels)) or np.any(levels < 0) or np.any(levels > 1):
+        raise ValueError(f"{name} must lie in [0, 1], got {levels}.")
+    if np.any(np.diff(levels) <= 0):
+        raise ValueError(f"{name} must be strictly increasing, got {levels}.")
+    return levels
+
+
+def check_neighbors(neighbors: str) -> str:
+    """The neighbouring relation: ``"swap"`` (replace one record) or ``"add_remove"``."""
+    return check_choice(neighbors, "neighbors", NEIGHBORS)
+
+
+def check_data(x) -> jax.Array:
+    """The data: a 1-D real array (may be empty), finite (value check skipped for traced data).
+
+    The finiteness check runs in NumPy, so it also works on concrete data closed over by a
+    ``jit``-ed function (``check_array``'s own check would stage a traced ``jnp.isfinite`` there).
+    """
+    arr = check_array(x, "x", ndim=1, allow_empty=True, finite=False)
+    if not is_traced(arr) and not np.all(np.isfinite(np.asarray(arr))):
+        raise ValueError("x contains NaN or infinite values.")
+    return arr
+
+
+def float_dtype(x):
+    """The float dtype of the computation: ``x``'s if it is floating, else the default float."""
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return x.dtype
+    return jax.dtypes.canonicalize_dtype(jnp.float64)
+
+
+def gaps(x, lower: float, upper: float):
+    """Gap end points and log widths of the clamped sorted data.
+
+    Returns:
+      ``(edges, log_width)``: ``edges`` of shape ``(n + 2,)`` is ``[a, x_1, ..., x_n, b]`` and
+      ``log_width[i] = log(edges[i + 1] - edges[i])`` (``-inf`` for a zero-width gap), shape ``(n + 1,)``.
+    """
+    dtype = float_dtype(x)
+    data = jnp.sort(jnp.clip(x.astype(dtype), lower, upper))
+    edges = jnp.concatenate([jnp.full((1,), lower, dtype), data, jnp.full((1,), upper, dtype)])
+    with jax.numpy_dtype_promotion("standard"):
+        log_width = jnp.log(jnp.diff(edges))
+    return edges, log_width
+
+
+def uniform_in_gaps(key, edges, index) -> jax.Array:
+    """One uniform draw inside each chosen gap ``[edges[i], edges[i + 1]]`` (``index`` any shape)."""
+    left, right = edges[index], edges[index + 1]
+    u = jax.random.uniform(key, jnp.shape(index), edges.dtype)
+    # Clip: left + u * (right - left) may round above right.
+    return jnp.minimum(left + u * (right - left), right)
+
+
+def gumbel_argmax(key, logits, axis: int = -1) -> jax.Array:
+    """Index of ``argmax(logits + Gumbel)``: an exact draw from ``softmax(logits)`` ("racing")."""
+    return jnp.argmax(logits + noise.gumbel(key, logits.shape, 1.0, logits.dtype), axis=axis)

@@ -1,0 +1,177 @@
+"""JointExp: all ``m`` quantiles from one exponential mechanism (pure epsilon-DP, no budget split).
+
+Gillenwater, Joseph, Kulesza, "Differentially Private Quantiles", ICML 2021, Alg. 1 (with the
+typos listed in spec seed-001 Sec. 3 fixed). The output ``o_1 <= ... <= o_m`` in ``[a, b]`` has density
+
+    f(o) ∝ exp(epsilon u(X, o) / (2 Delta)),
+    u(X, o) = -sum_{j=1}^{m+1} | n(o_{j-1}, o_j) - (q_j - q_{j-1}) n |,
+
+(``o_0 = a``, ``o_{m+1} > b``, half-open counts), with ``Delta = 2`` under swap and
+``2 (1 - min_j (q_j - q_{j-1}))`` under add/remove (the minimum includes the end gaps ``q_1`` and
+``1 - q_m``). It is sampled exactly: a nondecreasing sequence of gaps between sorted clamped points
+is drawn with weight ``exp(c u) prod tau(i_j) / prod_runs k!`` by a forward pass
+(:mod:`dpjax.quantiles.joint_exp_tables`, log-space Toeplitz convolutions,
+:mod:`dpjax.quantiles.joint_exp_toeplitz`) and an exact two-stage backward pass (gap, then run
+length, each by Gumbel-max); each ``o_j`` is then uniform in its gap, and the output is sorted.
+Zero-width gaps (duplicates) have probability exactly 0.
+
+Under ``vmap`` over keys the forward tables (sorting, ``O(m n)`` memory, ``O(m n log n + m^2 n)``
+time) are computed once; each key costs one backward pass, ``O(m (n + m))``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dpjax.accounting import PureDP
+from dpjax.quantiles.intervals import (
+    check_bounds,
+    check_data,
+    check_neighbors,
+    check_quantiles,
+    gaps,
+    gumbel_argmax,
+    uniform_in_gaps,
+)
+from dpjax.quantiles.joint_exp_tables import Tables, forward, log_normalizer, log_phi
+from dpjax.quantiles.joint_exp_toeplitz import METHODS
+from dpjax.validation import check_choice, check_epsilon
+
+DEFAULT_METHOD = "scan"
+
+
+def joint_exp_sensitivity(qs, neighbors: str = "swap") -> float:
+    """``Delta`` of JointExp's utility: 2 (swap); ``2 (1 - min gap of [0, q_1..q_m, 1])`` (add/remove)."""
+    if neighbors == "swap":
+        return 2.0
+    levels = np.asarray(qs, dtype=np.float64)
+    return 2.0 * (1.0 - float(np.min(np.diff(np.concatenate([[0.0], levels, [1.0]])))))
+
+
+def _validated(x, qs, epsilon, bounds, neighbors, method):
+    bounds = check_bounds(bounds)
+    qs = check_quantiles(qs)
+    epsilon = check_epsilon(epsilon, allow_zero=True)
+    neighbors = check_neighbors(neighbors)
+    check_choice(method, "method", METHODS)
+    x = check_data(x)
+    return x, qs, epsilon, bounds, neighbors
+
+
+def joint_exp_tables(x, qs, epsilon: float, *, bounds, neighbors: str = "swap", method: str = DEFAULT_METHOD):
+    """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`)."""
+    x, qs, epsilon, bounds, neighbors = _validated(x, qs, epsilon, bounds, neighbors, method)
+    edges, log_width = gaps(x, *bounds)
+    c = epsilon / (2.0 * joint_exp_sensitivity(qs, neighbors))
+    return forward(edges, log_width, qs, c, method)
+
+
+def joint_exp_log_normalizer(
+    x, qs, epsilon: float, *, bounds, neighbors: str = "swap", method=DEFAULT_METHOD
+):
+    """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``."""
+    tables = joint_exp_tables(x, qs, epsilon, bounds=bounds, neighbors=neighbors, method=method)
+    return log_normalizer(tables)
+
+
+def sample_gaps(key, tables: Tables) -> jax.Array:
+    """One exact draw of the nondecreasing gap sequence ``(i_1, ..., i_m)`` (Alg. 1 lines 14-17).
+
+    Two-stage backward sampling (spec seed-001 Sec. 4.3): at each step the gap of the last open run
+    is drawn from ``alphahat(j, i) phi_{j+1}(hi - i)`` (``i <= hi`` at the first step, ``i < hi``
+    after), then its run length ``k <= j`` from ``alpha(j, i, k)``; at most ``m`` steps.
+    """
+    m, size = tables.log_total.shape
+    n = size - 1
+    dtype = tables.log_width.dtype
+    gap_index = jnp.arange(size, dtype=jnp.int32)
+    run = jnp.arange(1, m + 1, dtype=jnp.int32)
+    log_fact = jnp.asarray([float(np.sum(np.log(np.arange(1, k + 1)))) for k in range(1, m + 1)], dtype)
+    positions = jnp.arange(1, m + 1, dtype=jnp.int32)
+
+    def body(step, carry):
+        remaining, hi, sequence = carry
+        gap_key, run_key = jax.random.split(jax.random.fold_in(key, step))
+        row = jnp.maximum(remaining - 1, 0)
+        allowed = jnp.where(step == 0, gap_index <= hi, gap_index < hi)
+        edge = log_phi(tables.c, (hi - gap_index).astype(dtype), tables.nu[row + 1])
+        gap_logits = jnp.where(allowed, tables.log_total[row] + edge, -jnp.inf)
+        gap = gumbel_argmax(gap_key, gap_logits).astype(jnp.int32)
+        column = tables.log_first[:, gap]
+        start = jnp.clip(remaining - run, 0, m - 1)  # 0-based row of alpha(j - k + 1, ., 1)
+        run_logits = (
+            column[start]
+            + tables.shift[start]
+            - tables.shift[row]
+            + jnp.where(run > 1, (run - 1) * tables.log_width[gap], 0)
+            - log_fact
+        )
+        run_logits = jnp.where(run <= remaining, run_logits, -jnp.inf)
+        length = gumbel_argmax(run_key, run_logits).astype(jnp.int32) + 1
+        active = remaining > 0
+        fill = active & (positions > remaining - length) & (positions <= remaining)
+        sequence = jnp.where(fill, gap, sequence)
+        remaining = jnp.where(active, remaining - length, remaining)
+        hi = jnp.where(active, gap, hi)
+        return remaining, hi, sequence
+
+    start = (jnp.int32(m), jnp.int32(n), jnp.zeros(m, jnp.int32))
+    return lax.fori_loop(0, m, body, start)[2]
+
+
+def sample_outputs(key, tables: Tables) -> jax.Array:
+    """One JointExp release from precomputed tables: gaps, uniform draws inside them, sorted."""
+    gap_key, uniform_key = jax.random.split(key)
+    sequence = sample_gaps(gap_key, tables)
+    return jnp.sort(uniform_in_gaps(uniform_key, tables.edges, sequence))
+
+
+def joint_exp(
+    key, x, qs, epsilon: float, *, bounds, neighbors: str = "swap", method: str = DEFAULT_METHOD
+) -> jax.Array:
+    """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
+
+    Neighbouring relation: ``"swap"`` (default, the paper's; ``Delta = 2``) or ``"add_remove"``
+    (``Delta = 2 (1 - min_j (q_j - q_{j-1}))`` over the ``m + 1`` gaps of ``[0, q_1, ..., q_m, 1]``).
+    Guarantee: pure ``epsilon``-DP for the whole vector (:func:`joint_exp_guarantee`), with no
+    split of epsilon over quantiles. ``epsilon = 0`` is allowed (0-DP: sorted iid uniforms on the
+    bounds, whatever the data).
+
+    The forward pass's Toeplitz step is ``method="scan"`` (default: exact log-space recurrences,
+    accurate in float32) or ``"fft"`` (the paper's max-shifted FFT; needs float64 data under
+    ``jax_enable_x64`` to be accurate). See ``benchmarks/README.md`` for the measurements behind
+    the default. Under ``jit``, data values cannot be checked (NaN data is then not detected).
+
+    Args:
+      key: a ``jax.random`` key.
+      x: data, shape ``(n,)`` (may be empty); clamped to ``bounds``. Computation is in ``x``'s
+        float dtype (the default float for integer data).
+      qs: ``m`` strictly increasing levels in [0, 1] (concrete; ``m`` is static).
+      epsilon: privacy parameter, >= 0.
+      bounds: ``(a, b)`` with ``a < b``, data independent.
+      neighbors: ``"swap"`` or ``"add_remove"``.
+      method: ``"scan"`` or ``"fft"``.
+
+    Returns:
+      Shape ``(m,)``: the estimates, sorted, in ``[a, b]``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> x = 5 * jax.random.normal(jax.random.key(1), (1000,))
+      >>> deciles = joint_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-100, 100))
+      >>> many = jax.vmap(lambda k: joint_exp(k, x, [0.25, 0.5, 0.75], 1.0, bounds=(-100, 100)))(
+      ...     jax.random.split(jax.random.key(2), 1000))  # tables computed once
+    """
+    tables = joint_exp_tables(x, qs, epsilon, bounds=bounds, neighbors=neighbors, method=method)
+    return sample_outputs(key, tables)
+
+
+def joint_exp_guarantee(epsilon: float) -> PureDP:
+    """JointExp's guarantee: pure ``epsilon``-DP for all ``m`` quantiles together (Thm. 1)."""
+    return PureDP(check_epsilon(epsilon, allow_zero=True))
+
+
+__all__ = ["joint_exp", "joint_exp_guarantee", "joint_exp_log_normalizer", "joint_exp_tables"]
