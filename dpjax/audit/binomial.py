@@ -89,11 +89,11 @@ def _loss_bound(k_p, n_p, k_q, n_q, level, delta):
 
 
 @jax.jit
-def _loss_bound_jit(k_p, n_p, k_q, n_q, level, delta):
-    return (_loss_bound(k_p, n_p, k_q, n_q, level, delta),)
+def _loss_statistics(k_p, n_p, k_q, n_q, level, epsilon, delta):
+    """Both the loss bound at ``level`` and the critical level for ``epsilon`` (one compilation)."""
+    return _loss_bound(k_p, n_p, k_q, n_q, level, delta), _critical_level(k_p, n_p, k_q, n_q, epsilon, delta)
 
 
-@jax.jit
 def _critical_level(k_p, n_p, k_q, n_q, epsilon, delta):
     """Smallest one-sided level at which the loss bound exceeds ``epsilon``.
 
@@ -119,7 +119,7 @@ def _critical_level(k_p, n_p, k_q, n_q, epsilon, delta):
 
     _, hi = jax.lax.fori_loop(0, _BISECTIONS, step, (jnp.zeros_like(k_p) + delta, jnp.ones_like(k_p)))
     never = (k_p == 0) | (k_q == n_q)  # the bound is -inf, resp. log(P_low - delta) <= 0
-    return (jnp.where(never, 0.5, jnp.clip(level_p(hi), 0.0, 0.5)),)
+    return jnp.where(never, 0.5, jnp.clip(level_p(hi), 0.0, 0.5))
 
 
 def privacy_loss_lower_bound(k_p, n_p, k_q, n_q, level, delta: float = 0.0) -> np.ndarray:
@@ -131,8 +131,7 @@ def privacy_loss_lower_bound(k_p, n_p, k_q, n_q, level, delta: float = 0.0) -> n
     least ``1 - 2 level`` (Clopper–Pearson bounds ``P_low``, ``Q_high`` at ``level`` each; union
     bound, so the two samples need not be independent). ``-inf`` when ``P_low <= delta``.
     """
-    arrays = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in (k_p, n_p, k_q, n_q, level, delta)))
-    return _padded(_loss_bound_jit, *arrays)[0]
+    return loss_statistics(k_p, n_p, k_q, n_q, level, 0.0, delta)[0]
 
 
 def loss_p_value(k_p, n_p, k_q, n_q, epsilon: float, delta: float = 0.0) -> np.ndarray:
@@ -141,5 +140,13 @@ def loss_p_value(k_p, n_p, k_q, n_q, epsilon: float, delta: float = 0.0) -> np.n
     It is a valid p-value for the null hypothesis "the mechanism is (epsilon, delta)-DP" (for this
     one event): under the null, ``P[p_value <= a] <= a``. Capped at 1.
     """
-    arrays = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in (k_p, n_p, k_q, n_q, epsilon, delta)))
-    return np.minimum(1.0, 2.0 * _padded(_critical_level, *arrays)[0])
+    return loss_statistics(k_p, n_p, k_q, n_q, 0.25, epsilon, delta)[1]
+
+
+def loss_statistics(k_p, n_p, k_q, n_q, level, epsilon, delta) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`privacy_loss_lower_bound` at ``level`` and :func:`loss_p_value` for ``epsilon``, at once."""
+    arrays = np.broadcast_arrays(
+        *(np.asarray(a, np.float64) for a in (k_p, n_p, k_q, n_q, level, epsilon, delta))
+    )
+    bound, critical = _padded(_loss_statistics, *arrays)
+    return bound, np.minimum(1.0, 2.0 * critical)

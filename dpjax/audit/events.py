@@ -20,7 +20,7 @@ the other half, so the choice of events cannot bias the final bounds.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import numpy as np
@@ -85,6 +85,16 @@ class _Layout:
 
     discrete: np.ndarray  # column indices
     continuous: np.ndarray
+    _recent: list = field(default_factory=list, compare=False)  # [(y, unique keys, inverse)], last 4
+
+    def member(self, y: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Whether each run's outcome key is in ``keys`` (outcome ids of ``y`` are computed once)."""
+        for seen, unique, inverse in self._recent:
+            if seen is y:
+                return np.isin(unique, keys)[inverse]
+        unique, inverse = np.unique(_row_keys(self.strata_matrix(y)), return_inverse=True)
+        self._recent[:] = [*self._recent[-3:], (y, unique, inverse.ravel())]
+        return np.isin(unique, keys)[inverse.ravel()]
 
     def strata_matrix(self, y: np.ndarray) -> np.ndarray:
         return np.concatenate([y[:, self.discrete], np.isnan(y[:, self.continuous]).astype(np.float64)], 1)
@@ -115,7 +125,7 @@ def _from_features(label: str, on_features: Callable) -> Event:
 
 def _outcome_event(layout: _Layout, rows: np.ndarray, label: str) -> Event:
     keys = _row_keys(rows)
-    return _from_features(label, lambda y: np.isin(_row_keys(layout.strata_matrix(y)), keys))
+    return _from_features(label, lambda y: layout.member(y, keys))
 
 
 def _threshold_event(layout, column, stratum_row, low, high) -> Event:
@@ -131,7 +141,7 @@ def _threshold_event(layout, column, stratum_row, low, high) -> Event:
     def on_features(y):
         inside = (y[:, column] > low) & (y[:, column] <= high)
         if key is not None:
-            inside &= _row_keys(layout.strata_matrix(y)) == key[0]
+            inside &= layout.member(y, key)
         return inside
 
     return _from_features(label, on_features)

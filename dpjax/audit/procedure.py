@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.audit.binomial import loss_p_value, privacy_loss_lower_bound
+from dpjax.audit.binomial import loss_statistics
 from dpjax.audit.events import Event, candidate_events, features
 from dpjax.validation import check_epsilon, check_int, check_probability
 
@@ -266,8 +266,8 @@ def audit(
         counts.append((in_x, in_xp) if direction == "x" else (in_xp, in_x))
     k_p = np.array([c[0] for c in counts], np.float64)
     k_q = np.array([c[1] for c in counts], np.float64)
-    bounds = privacy_loss_lower_bound(k_p, n, k_q, n, level, delta)
-    p_values = np.minimum(1.0, len(chosen) * loss_p_value(k_p, n, k_q, n, epsilon, delta))
+    bounds, p_values = loss_statistics(k_p, n, k_q, n, level, epsilon, delta)
+    p_values = np.minimum(1.0, len(chosen) * p_values)
     tested = tuple(
         TestedEvent(e, d, c, n, float(b), float(p))
         for (e, d), c, b, p in zip(chosen, counts, bounds, p_values, strict=True)
