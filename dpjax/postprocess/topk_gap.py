@@ -68,11 +68,11 @@ def blue_estimate(measurements, gaps, lam) -> jax.Array:
     """
     with jax.ensure_compile_time_eval():  # concrete inputs of a jitted caller are still checked
         alpha = check_array(measurements, "measurements", ndim=None, kind="float")
-        gaps = check_array(gaps, "gaps", ndim=None, kind="float")
+        gaps = check_array(gaps, "gaps", ndim=None, kind="float", allow_empty=True)  # k = 1
     if alpha.ndim == 0:
         raise ValueError("measurements must have a trailing axis of size k.")
     k = alpha.shape[-1]
-    if gaps.shape[-1] not in (k, k - 1) or gaps.shape[:-1] != alpha.shape[:-1]:
+    if gaps.ndim == 0 or gaps.shape[-1] not in (k, k - 1) or gaps.shape[:-1] != alpha.shape[:-1]:
         raise ValueError(
             f"gaps must have shape {alpha.shape} or {(*alpha.shape[:-1], k - 1)}, got {gaps.shape}."
         )
