@@ -1,0 +1,152 @@
+"""Audit throughput and power: how many mechanism runs per second an audit processes, and the
+smallest epsilon violation it detects at 10^6 runs per input.
+
+Run from the repository root: ``python -m benchmarks.bench_audit [--quick]``.
+
+* Throughput: ``dpjax.audit.audit`` at 10^6 runs per input on the Laplace mechanism, randomized
+  response and a 10-query sparse vector (Lyu et al. Alg. 1), warm (mechanism already compiled) and
+  cold, split into sampling and event search/test; beside it the jax.random floor for the same number
+  of Laplace variates and a StatDP-style NumPy loop (one Python call of the mechanism per run).
+  Runs per second count the runs on both inputs (2 * trials).
+* Power: the Laplace mechanism and randomized response with true epsilon (1 + g) audited against a
+  claim of epsilon = 1 at 10^6 runs per input, over several keys; the detection rate per gap g.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.harness import print_machine, print_table, rng_floor
+from dpjax import noise
+from dpjax.audit import audit, neighbours, reference
+
+
+def laplace_scaled(key, data):
+    """value + Lap(1/eps) with (value, eps) as data, so one compilation serves every eps."""
+    value, epsilon = data
+    return value + noise.laplace(key, (), 1.0) / epsilon
+
+
+def rr_scaled(key, data):
+    bit, epsilon = data
+    return jnp.where(jax.random.bernoulli(key, jax.nn.sigmoid(epsilon)), bit, ~bit)
+
+
+def svt10(key, queries):
+    return reference.sparse_vector(key, queries, 1.0, 0.0)
+
+
+def numpy_svt(rng, queries, epsilon=1.0):
+    """One run of Lyu et al. Alg. 1 (c = 1) in NumPy, as a per-run Python call (StatDP style)."""
+    threshold = rng.laplace(0.0, 2.0 / epsilon)
+    out = np.full(queries.size, -1, np.int8)
+    for i, q in enumerate(queries):
+        above = q + rng.laplace(0.0, 4.0 / epsilon) >= threshold
+        out[i] = above
+        if above:
+            break
+    return out
+
+
+def numpy_laplace(rng, value, epsilon=1.0):
+    return value + rng.laplace(0.0, 1.0 / epsilon)
+
+
+def throughput(trials: int) -> list[dict]:
+    rows = []
+    svt_x, svt_xp = neighbours.svt_worst_case(10)
+    cases = [
+        ("laplace", laplace_scaled, (0.0, 1.0), (1.0, 1.0), 1, numpy_laplace, 0.0),
+        ("randomized_response", rr_scaled, (True, 1.0), (False, 1.0), 1, None, None),
+        ("sparse_vector_10", svt10, svt_x, svt_xp, 11, numpy_svt, svt_x),
+    ]
+    for name, mechanism, x, x_prime, variates, numpy_mech, numpy_data in cases:
+        start = time.perf_counter()
+        audit(mechanism, x, x_prime, epsilon=1.0, trials=trials)
+        cold = time.perf_counter() - start
+        result = audit(mechanism, x, x_prime, epsilon=1.0, trials=trials, key=jax.random.key(1))
+        warm = result.seconds
+        batched = jax.jit(jax.vmap(mechanism, in_axes=(0, None)))
+        keys = jax.random.split(jax.random.key(2), trials)
+        jax.block_until_ready(batched(keys, x))
+        start = time.perf_counter()
+        jax.block_until_ready(batched(keys, x))
+        jax.block_until_ready(batched(keys, x_prime))
+        sampling = time.perf_counter() - start
+        floor = rng_floor("laplace", 2 * trials * variates)
+        row = {
+            "mechanism": name,
+            "runs": 2 * trials,
+            "cold s": cold,
+            "warm s": warm,
+            "runs/s (warm)": 2 * trials / warm,
+            "sampling s": sampling,
+            "laplace floor s": floor,
+            "lower bound": result.epsilon_lower_bound,
+        }
+        if numpy_mech is not None:
+            rng = np.random.default_rng(0)
+            n_loop = 20_000
+            start = time.perf_counter()
+            for _ in range(n_loop):
+                numpy_mech(rng, numpy_data)
+            per_run = (time.perf_counter() - start) / n_loop
+            row["numpy loop runs/s"] = 1.0 / per_run
+            row["speed-up vs loop"] = (2 * trials / warm) * per_run
+        rows.append(row)
+    return rows
+
+
+def power(trials: int, gaps, seeds: int) -> list[dict]:
+    rows = []
+    for name, mechanism, x, x_prime in (
+        ("laplace", laplace_scaled, 0.0, 1.0),
+        ("randomized_response", rr_scaled, True, False),
+    ):
+        for gap in gaps:
+            true_epsilon = 1.0 + gap
+            results = [
+                audit(
+                    mechanism,
+                    (x, true_epsilon),
+                    (x_prime, true_epsilon),
+                    epsilon=1.0,
+                    trials=trials,
+                    key=jax.random.key(1000 + s),
+                )
+                for s in range(seeds)
+            ]
+            rows.append(
+                {
+                    "mechanism": name,
+                    "true eps": true_epsilon,
+                    "claimed eps": 1.0,
+                    "detected": f"{sum(not r.passed for r in results)}/{seeds}",
+                    "median lower bound": float(np.median([r.epsilon_lower_bound for r in results])),
+                }
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10^5 runs and fewer keys (smoke test)")
+    args = parser.parse_args()
+    trials = 100_000 if args.quick else 1_000_000
+    seeds = 2 if args.quick else 5
+    print_machine()
+    print(f"runs per input: {trials}; alpha = 1e-3; 8 candidate events (Bonferroni)")
+    print_table("Audit throughput (claim eps = 1, true eps = 1)", throughput(trials))
+    print_table(
+        f"Smallest detectable violation at {trials} runs per input ({seeds} keys each)",
+        power(trials, (0.0, 0.01, 0.02, 0.03, 0.05, 0.1), seeds),
+    )
+
+
+if __name__ == "__main__":
+    main()
