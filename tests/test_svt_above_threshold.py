@@ -1,0 +1,226 @@
+"""AboveThreshold: exact halting laws (Lemma 3.3 for Gumbel, 1-D quadrature for Laplace and
+Exponential), the blocked form, batching, guarantees and bad input."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from dpjax import ZCDP, PureDP, svt
+from dpjax import noise as noise_lib
+from dpjax.svt.above_threshold import blocked_query_noise
+
+P_MIN = 1e-4  # chi-square p-value floor (seeds are fixed; a correct kernel fails < 1e-4 of seeds)
+
+# ----------------------------------------------------------------------------- exact laws
+
+
+def _survival(noise, u, scale):
+    """P(nu >= u) for the query noise."""
+    if noise == "laplace":
+        return 0.5 * math.exp(-u / scale) if u > 0 else 1 - 0.5 * math.exp(u / scale)
+    return math.exp(-u / scale) if u > 0 else 1.0  # exponential
+
+
+def _density(noise, v, scale):
+    if noise == "laplace":
+        return math.exp(-abs(v) / scale) / (2 * scale)
+    return math.exp(-v / scale) / scale if v >= 0 else 0.0
+
+
+def halting_law(noise, queries, threshold, epsilon1, epsilon2, sensitivity=1.0):
+    """P(index = i), i = 0..n-1, then P(index = -1), by quadrature over the threshold noise v
+    (spec seed-000, oracle O3): P(i) = int p(v) prod_{j<i} (1 - S(v - c_j)) S(v - c_i) dv."""
+    if noise == "gumbel":
+        return np.exp(
+            svt.gumbel_halting_log_probabilities(queries, threshold, epsilon1, sensitivity=sensitivity)
+        )
+    c = np.asarray(queries, float) - threshold
+    b1, b2 = sensitivity / epsilon1, sensitivity / epsilon2
+    lo = 0.0 if noise == "exponential" else min(c.min(), 0) - 60 * b1
+    hi = max(c.max(), 0) + 60 * max(b1, b2)
+    points = sorted({float(x) for x in c if lo < x < hi} | ({0.0} if lo < 0 else set()))
+
+    def prob(i):
+        def f(v):
+            p = _density(noise, v, b1)
+            for j in range(i if i >= 0 else len(c)):
+                p *= 1 - _survival(noise, v - c[j], b2)
+            return p * (_survival(noise, v - c[i], b2) if i >= 0 else 1.0)
+
+        return integrate.quad(f, lo, hi, points=points, limit=400, epsabs=1e-13, epsrel=1e-10)[0]
+
+    return np.array([prob(i) for i in range(len(c))] + [prob(-1)])
+
+
+def _histogram(indices, n):
+    indices = np.asarray(indices)
+    return np.bincount(np.where(indices < 0, n, indices), minlength=n + 1)
+
+
+def _chi_square_pvalue(counts, probs):
+    expected = probs * counts.sum()
+    keep = expected > 5
+    observed = np.append(counts[keep], counts[~keep].sum())
+    expected = np.append(expected[keep], expected[~keep].sum())
+    if expected[-1] == 0:
+        observed, expected = observed[:-1], expected[:-1]
+    return stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue
+
+
+QUERIES = np.array([-1.5, 0.5, -0.5, 1.0, 0.0, 2.0])
+TRIALS = 200_000
+
+
+def test_law_oracle_sums_to_one():
+    for noise in svt.NOISES:
+        assert halting_law(noise, QUERIES, 1.0, 0.8, 0.8).sum() == pytest.approx(1.0, abs=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("noise", "epsilon1", "epsilon2"),
+    [("gumbel", 0.8, 0.8), ("laplace", 0.5, 1.2), ("exponential", 1.1, 0.6)],
+)
+def test_halting_law_matches_closed_form(noise, epsilon1, epsilon2):
+    keys = jax.random.split(jax.random.key(1), TRIALS)
+    run = jax.jit(jax.vmap(lambda k: svt.above_threshold(k, QUERIES, 1.0, epsilon1, epsilon2, noise=noise)))
+    counts = _histogram(run(keys), len(QUERIES))
+    probs = halting_law(noise, QUERIES, 1.0, epsilon1, epsilon2)
+    assert _chi_square_pvalue(counts, probs) > P_MIN
+
+
+def test_halting_law_with_sensitivity_and_x64(x64):
+    """Sensitivity 2 scales both noises; float64 path."""
+    keys = jax.random.split(jax.random.key(2), TRIALS)
+    q = 2 * QUERIES
+    run = jax.jit(
+        jax.vmap(lambda k: svt.above_threshold(k, q, 2.0, 0.7, 0.7, noise="laplace", sensitivity=2.0))
+    )
+    counts = _histogram(run(keys), len(q))
+    assert _chi_square_pvalue(counts, halting_law("laplace", q, 2.0, 0.7, 0.7, sensitivity=2.0)) > P_MIN
+
+
+def test_blocked_halting_law():
+    keys = jax.random.split(jax.random.key(3), TRIALS // 2)
+    run = jax.jit(
+        jax.vmap(
+            lambda k: svt.above_threshold_blocked(
+                k, QUERIES, 1.0, 0.9, 0.9, noise="exponential", block_size=4
+            )
+        )
+    )
+    counts = _histogram(run(keys), len(QUERIES))
+    assert _chi_square_pvalue(counts, halting_law("exponential", QUERIES, 1.0, 0.9, 0.9)) > P_MIN
+
+
+# ----------------------------------------------------------------------------- blocked form, batching
+
+
+def test_blocked_result_does_not_depend_on_block_size():
+    noise = "laplace"
+    q = np.linspace(-20.0, 10.0, 40)
+    keys = jax.random.split(jax.random.key(4), 300)
+    results = [
+        np.asarray(
+            jax.jit(
+                jax.vmap(
+                    lambda k, b=b: svt.above_threshold_blocked(k, q, 0.0, 0.3, 0.3, noise=noise, block_size=b)
+                )
+            )(keys)
+        )
+        for b in (1, 7)
+    ]
+    assert (results[0] >= 0).any() and (results[0] < 0).any()
+    np.testing.assert_array_equal(results[0], results[1])
+
+    def core(k):  # the same noise, assembled in one piece, through the plain core
+        kt, kq = jax.random.split(k)
+        eta = noise_lib.sample(noise, kt, (), 1 / 0.3)
+        nu = blocked_query_noise(noise, kq, jnp.uint32(0), 40, 1 / 0.3, jnp.float32)
+        return svt.above_threshold_from_noise(q, 0.0, eta, nu)
+
+    np.testing.assert_array_equal(results[0], jax.jit(jax.vmap(core))(keys))
+
+
+def test_vmap_over_query_vectors_equals_separate_calls():
+    rng = np.random.default_rng(0)
+    qs = rng.normal(0, 3, (16, 30))
+    key = jax.random.key(5)
+    batched = jax.jit(jax.vmap(lambda q: svt.above_threshold(key, q, 2.0, 0.5, 0.5)))(qs)
+    single = jax.jit(lambda q: svt.above_threshold(key, q, 2.0, 0.5, 0.5))
+    np.testing.assert_array_equal(batched, [int(single(q)) for q in qs])
+
+
+def test_deterministic_limit_and_output_type(float_dtype):
+    q = np.array([0.0, 3.0, 9.0, 12.0, 20.0], dtype=float_dtype)
+    for noise in svt.NOISES:
+        i = svt.above_threshold(jax.random.key(0), q, 10.0, 1e6, 1e6, noise=noise)
+        assert i.dtype == jnp.int32 and int(i) == 3
+        assert int(svt.above_threshold(jax.random.key(0), q, 50.0, 1e6, 1e6, noise=noise)) == -1
+    assert int(svt.above_threshold_blocked(jax.random.key(0), q, 10.0, 1e6, 1e6, block_size=2)) == 3
+
+
+def test_integer_counts_are_accepted():
+    counts = np.array([1, 5, 900, 3], dtype=np.int32)
+    assert int(svt.above_threshold(jax.random.key(0), counts, 100, 1.0, 1.0)) == 2
+
+
+# ----------------------------------------------------------------------------- guarantees
+
+
+def test_guarantee_values():
+    assert svt.above_threshold_guarantee(0.5, 0.25) == PureDP(1.0)
+    assert svt.above_threshold_guarantee(0.5, 0.25, monotonic=True) == PureDP(0.75)
+    assert svt.above_threshold_guarantee(0.5, 0.5, monotonic=True, notion="zcdp") == ZCDP(0.5 * 0.75**2)
+    assert svt.above_threshold_guarantee(0.5, 0.5, notion="zcdp") == ZCDP(0.5 * 1.5**2)
+    # Theorem 1 beats Prop. 1 applied to the pure bound: 9/32 eps^2 vs 1/2 eps^2 at eps1 = eps2 = eps/2.
+    rho = svt.above_threshold_guarantee(0.5, 0.5, monotonic=True, notion="zcdp").rho
+    assert rho == pytest.approx(9 / 32) and rho < PureDP(1.0).to_zcdp().rho
+    assert svt.sparse_vector_guarantee(0.5, 0.5, c=3, monotonic=True) == PureDP(3.0)
+    assert svt.sparse_vector_guarantee(0.5, 0.5, c=4, monotonic=True, notion="zcdp").rho == pytest.approx(
+        4 * 9 / 32
+    )
+    assert svt.above_threshold_guarantee(0.3, 0.3, noise="gumbel").epsilon == pytest.approx(0.9)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"queries": []}, "queries"),
+        ({"queries": [[1.0, 2.0]]}, "queries"),
+        ({"queries": [1.0, float("nan")]}, "queries"),
+        ({"threshold": [1.0, 2.0]}, "threshold"),
+        ({"epsilon1": 0.0}, "epsilon1"),
+        ({"epsilon2": -1.0}, "epsilon2"),
+        ({"noise": "gaussian"}, "noise"),
+        ({"noise": "gumbel", "epsilon1": 0.5, "epsilon2": 0.6}, "epsilon1 == epsilon2"),
+        ({"sensitivity": 0.0}, "sensitivity"),
+    ],
+)
+def test_bad_input_is_refused(kwargs, match):
+    args = {"queries": [1.0, 2.0], "threshold": 1.0, "epsilon1": 0.5, "epsilon2": 0.5} | kwargs
+    positional = [args.pop(name) for name in ("queries", "threshold", "epsilon1", "epsilon2")]
+    for fn in (svt.above_threshold, svt.above_threshold_blocked):
+        with pytest.raises(ValueError, match=match):
+            fn(jax.random.key(0), *positional, **args)
+
+
+def test_bad_input_guarantees_and_sparse_vector():
+    with pytest.raises(ValueError, match="epsilon1 == epsilon2"):
+        svt.above_threshold_guarantee(0.5, 0.4, noise="gumbel")
+    with pytest.raises(ValueError, match="notion"):
+        svt.above_threshold_guarantee(0.5, 0.4, notion="renyi")
+    with pytest.raises(ValueError, match="c"):
+        svt.sparse_vector(jax.random.key(0), [1.0], 0.0, 1.0, 1.0, c=0)
+    with pytest.raises(ValueError, match="block_size"):
+        svt.above_threshold_blocked(jax.random.key(0), [1.0], 0.0, 1.0, 1.0, block_size=0)
+    with pytest.raises(ValueError, match="query_noise"):
+        svt.sparse_vector_from_noise([1.0, 2.0], 0.0, [0.0], [0.0], c=1)
+    with pytest.raises(ValueError, match="threshold_noise"):
+        svt.sparse_vector_from_noise([1.0, 2.0], 0.0, [0.0, 0.0], [0.0, 0.0], c=1)
