@@ -8,6 +8,8 @@ Run from the repository root: ``python -m benchmarks.bench_audit [--quick]``.
   cold, split into sampling and event search/test; beside it the jax.random floor for the same number
   of Laplace variates and a StatDP-style NumPy loop (one Python call of the mechanism per run).
   Runs per second count the runs on both inputs (2 * trials).
+* False alarms: the share of audits (2 * 10^4 runs per input, alpha = 0.05 and 0.2, 200 keys) that
+  refute the exact epsilon of randomized response and of the Laplace mechanism (must be <= alpha).
 * Power: the Laplace mechanism and randomized response with true epsilon (1 + g) audited against a
   claim of epsilon = 1 at 10^6 runs per input, over several keys; the detection rate per gap g.
 """
@@ -71,13 +73,7 @@ def throughput(trials: int) -> list[dict]:
         cold = time.perf_counter() - start
         result = audit(mechanism, x, x_prime, epsilon=1.0, trials=trials, key=jax.random.key(1))
         warm = result.seconds
-        batched = jax.jit(jax.vmap(mechanism, in_axes=(0, None)))
-        keys = jax.random.split(jax.random.key(2), trials)
-        jax.block_until_ready(batched(keys, x))
-        start = time.perf_counter()
-        jax.block_until_ready(batched(keys, x))
-        jax.block_until_ready(batched(keys, x_prime))
-        sampling = time.perf_counter() - start
+        sampling = result.sampling_seconds
         floor = rng_floor("laplace", 2 * trials * variates)
         row = {
             "mechanism": name,
@@ -133,6 +129,31 @@ def power(trials: int, gaps, seeds: int) -> list[dict]:
     return rows
 
 
+def false_alarms(repeats: int) -> list[dict]:
+    rows = []
+    for name, mechanism, x, x_prime in (
+        ("laplace", laplace_scaled, (0.0, 1.0), (1.0, 1.0)),
+        ("randomized_response", rr_scaled, (True, 1.0), (False, 1.0)),
+    ):
+        for alpha in (0.05, 0.2):
+            failures = sum(
+                not audit(
+                    mechanism, x, x_prime, epsilon=1.0, trials=20_000, alpha=alpha, key=jax.random.key(s)
+                ).passed
+                for s in range(repeats)
+            )
+            rows.append(
+                {
+                    "mechanism": name,
+                    "alpha": alpha,
+                    "audits": repeats,
+                    "false alarms": failures,
+                    "rate": failures / repeats,
+                }
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10^5 runs and fewer keys (smoke test)")
@@ -142,6 +163,9 @@ def main() -> None:
     print_machine()
     print(f"runs per input: {trials}; alpha = 1e-3; 8 candidate events (Bonferroni)")
     print_table("Audit throughput (claim eps = 1, true eps = 1)", throughput(trials))
+    print_table(
+        "False alarms at the exact epsilon (2*10^4 runs per input)", false_alarms(50 if args.quick else 200)
+    )
     print_table(
         f"Smallest detectable violation at {trials} runs per input ({seeds} keys each)",
         power(trials, (0.0, 0.01, 0.02, 0.03, 0.05, 0.1), seeds),

@@ -15,6 +15,8 @@ import pytest
 from dpjax import additive, quantiles, selection, svt, topk
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
 from dpjax.audit import audit, broken, neighbours, reference
+from dpjax.quantiles.joint_exp import joint_exp, joint_exp_guarantee
+from dpjax.quantiles.unbounded import unbounded, unbounded_guarantee
 
 POSITIVE_TRIALS = 200_000
 ZCDP_DELTA = 1e-3
@@ -41,6 +43,7 @@ TOP2 = (np.zeros(4), np.array([1.0, 1.0, -1.0, -1.0]))
 SVT = neighbours.svt_worst_case(8)
 SVT_MONO = neighbours.svt_worst_case(8, monotone=True)
 QUANT = neighbours.quantile_worst_case(8, 0.0, 1.0)
+QUANT_WIDE = neighbours.quantile_worst_case(8, 0.0, 10.0)
 HIST = neighbours.histogram_worst_case(5, 2)
 DELTA = 0.05  # large enough for delta-events to be measurable
 
@@ -180,7 +183,18 @@ POSITIVE = {
         *QUANT,
         quantiles.agg_tree_guarantee(EPS),
     ),
+    "joint_exp": (
+        lambda k, v: joint_exp(k, v, (0.25, 0.75), EPS, bounds=(0.0, 1.0)),
+        *QUANT,
+        joint_exp_guarantee(EPS),
+    ),
+    "unbounded_quantile": (
+        lambda k, v: unbounded(k, v, 0.5, EPS, beta=1.5, max_queries=30),
+        *QUANT_WIDE,
+        unbounded_guarantee(EPS),
+    ),
 }
+TRIALS = {"joint_exp": 50_000}  # the slowest kernel per run; 50,000 runs keep the suite in budget
 
 
 @pytest.mark.slow
@@ -188,7 +202,8 @@ POSITIVE = {
 def test_library_mechanism_passes_its_audit(name):
     mechanism, x, x_prime, guarantee = POSITIVE[name]
     epsilon, delta = claim(guarantee)
-    result = audit(mechanism, x, x_prime, epsilon=epsilon, delta=delta, trials=POSITIVE_TRIALS)
+    trials = TRIALS.get(name, POSITIVE_TRIALS)
+    result = audit(mechanism, x, x_prime, epsilon=epsilon, delta=delta, trials=trials)
     assert result.passed, f"{name}: {result}"
 
 
