@@ -12,13 +12,14 @@ import pytest
 from scipy import integrate, special, stats
 
 from dpjax.quantiles.unbounded import _halting_kernel
-from dpjax.quantiles.unbounded_bins import Counts, cumulative_counts, max_index
+from dpjax.quantiles.unbounded_bins import Counts, cumulative_counts
 from dpjax.quantiles.unbounded_halting import split_threshold
 
 TRIALS = 20_000
+CAP = 2000  # one static cap for every test, so compiled kernels are shared
 
 
-PAD = 256  # every count vector is padded to this length, so the kernels compile once per configuration
+PAD = 1024  # every count vector is padded to this length, so the kernels compile once per configuration
 
 
 def _counts(f):
@@ -46,10 +47,10 @@ def _batch(keys, f, base, frac, scale1, scale2, *, noise, method, cap, first):
     )(keys)
 
 
-def _sample(f, threshold, eps1, eps2, noise, *, method="fast", cap=None, first=1, trials=TRIALS, seed=0):
+def _sample(f, threshold, eps1, eps2, noise, *, method="fast", cap=CAP, first=1, trials=TRIALS, seed=0):
     f = np.asarray(f)
     f = np.concatenate([f, np.full(max(PAD - f.size, 0), f[-1])])
-    cap = max_index(1.001, jnp.float32) if cap is None else cap
+
     base, frac = split_threshold(threshold)
     keys = jax.random.split(jax.random.key(seed), trials)
     k, truncated = _batch(
@@ -130,10 +131,9 @@ def quadrature_law(f, threshold, eps1, eps2, noise, k0):
     return probs
 
 
-@pytest.mark.parametrize("method", ["fast", "literal"])
-def test_gumbel_law_lemma_3_3(method):
+def test_gumbel_law_lemma_3_3():
     threshold, eps, k0 = 4.0, 1.0, 12
-    k, _ = _sample(F_SMALL, threshold, eps, eps, "gumbel", method=method, cap=400)
+    k, _ = _sample(F_SMALL, threshold, eps, eps, "gumbel")
     probs = gumbel_law(F_SMALL, threshold, eps, k0)
     assert _chi2_pvalue(k, probs) > 1e-4
 
@@ -160,7 +160,7 @@ def test_overshoot_tail_law(split, ms):
     n, q, eps = 100, 0.99, 0.1
     eps1, eps2 = split * eps, (1 - split) * eps
     k, truncated = _sample([0] + [n] * 3, q * n, eps1, eps2, "exponential")
-    assert not truncated.any()
+    assert truncated.mean() < 0.002  # only beyond the cap of 2000 queries
     r = eps1 / eps2
     for m in ms:
         p = math.exp(
@@ -174,25 +174,25 @@ def test_closed_tail_matches_literal_sampler():
     """Closed-form tail (fast and blocks) vs drawing every query, on data whose maximum is hit early."""
     f = [0, 3, 5, 9, 10]
     args = (f, 9.5, 0.3, 0.3, "exponential")
-    literal, lit_trunc = _sample(*args, method="literal", cap=600, trials=8000, seed=1)
-    k0 = 120
+    literal, lit_trunc = _sample(*args, method="literal", trials=8000, seed=1)
+    k0 = 40
     probs = quadrature_law(f, 9.5, 0.3, 0.3, "exponential", k0)
     for method in ("fast", "blocks"):
-        k, _ = _sample(*args, method=method, cap=600, trials=8000, seed=2)
+        k, _ = _sample(*args, method=method, trials=8000, seed=2)
         table = np.array([np.bincount(np.minimum(s, k0 + 1), minlength=k0 + 2)[1:] for s in (k, literal)])
         table = table[:, table.sum(axis=0) >= 10]
         assert stats.chi2_contingency(table).pvalue > 1e-4
         assert _chi2_pvalue(k, probs) > 1e-4
     assert _chi2_pvalue(literal, probs) > 1e-4
-    assert lit_trunc.mean() < 0.005  # P(G > 590) is about 0.0015
+    assert lit_trunc.mean() < 0.002  # P(G > 1996) is about 4e-4
 
 
 def test_blocks_equal_literal_before_the_tail():
     """Same key: the block sampler and the literal sampler draw the same noise on the data region."""
     f = np.concatenate([[0], np.arange(1, 600), [600]])
     args = (f, 580.5, 0.5, 0.5, "exponential")
-    blocks, _ = _sample(*args, method="blocks", cap=2000, trials=2000)
-    literal, _ = _sample(*args, method="literal", cap=2000, trials=2000)
+    blocks, _ = _sample(*args, method="blocks", trials=2000)
+    literal, _ = _sample(*args, method="literal", trials=2000)
     before_tail = blocks < 600
     assert before_tail.mean() > 0.9
     np.testing.assert_array_equal(blocks[before_tail], literal[before_tail])

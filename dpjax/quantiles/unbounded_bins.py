@@ -83,14 +83,15 @@ def bin_index(z, beta: float, cap: int) -> jax.Array:
 
 
 def static_size(x, lower: float, beta: float, cap: int, *, negate: bool = False) -> int:
-    """How many query indices to tabulate: just past the data maximum for concrete data (a cheap
-    NumPy upper bound, so the histogram is small), ``cap + 1`` for traced data."""
+    """How many query indices to tabulate: past the data maximum for concrete data (a cheap NumPy
+    upper bound, so the histogram is small), ``cap + 1`` for traced data."""
     if is_traced(x):
         return cap + 1
     z = (-1.0 if negate else 1.0) * np.asarray(x, dtype=np.float64) - lower
     z = z[np.isfinite(z) & (z > 0)]
     top = float(np.log1p(z.max()) / log_beta(beta)) if z.size else 0.0
-    return int(min(cap + 1, math.floor(top) + 3))
+    # Rounded up to a power of two (at least 64) so that kernels compiled for one dataset are reused.
+    return int(min(cap + 1, max(64, 1 << (math.floor(top) + 2).bit_length())))
 
 
 @functools.partial(jax.jit, static_argnames=("lower", "size", "beta", "cap", "dtype", "negate"))

@@ -106,8 +106,11 @@ def _thinning(key, counts: Counts, start, stop, nu_threshold, base, frac, scale2
         slot = jnp.searchsorted(log_w, log_v, side="left").astype(jnp.int32)
         outside = slot >= a_end
         y = jnp.exp((gap_f[jnp.minimum(slot, f.shape[0] - 1)] - nu_threshold) / s2)
-        hazard = {"exponential": -jnp.log1p(-y), "laplace": -jnp.log1p(-0.5 * y), "gumbel": y}[noise]
-        accept = jnp.exp(-e_accept) * _KAPPA[noise] * y < hazard  # exp(-Exp(1)) is uniform
+        if noise == "gumbel":  # the hazard is exactly y: every proposal is a halt (y may overflow)
+            accept = jnp.asarray(True)
+        else:
+            hazard = -jnp.log1p(-y) if noise == "exponential" else -jnp.log1p(-0.5 * y)
+            accept = jnp.exp(-e_accept) * _KAPPA[noise] * y < hazard  # exp(-Exp(1)) is uniform
         found = jnp.where(~outside & accept, slot, -1)
         return it + 1, log_v, found, outside | accept
 
