@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from dpjax import additive, quantiles, selection, svt, topk
+from dpjax import additive, budgeting, quantiles, selection, svt, topk
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
 from dpjax.audit import audit, broken, neighbours, reference
 from dpjax.quantiles.joint_exp import joint_exp, joint_exp_guarantee
@@ -193,8 +193,16 @@ POSITIVE = {
         *QUANT_WIDE,
         unbounded_guarantee(EPS),
     ),
+    # adaptive per-user budgeting: one user whose score moves by 1 (the metric's unit)
+    "pie_ni": (
+        lambda k, v: budgeting.pie_ni(k, v, 0.5, c=4, beta0=0.1, nu_low=0.5, nu_high=0.5),
+        np.array([0.0]),
+        np.array([1.0]),
+        budgeting.pie_guarantee(0.5),
+    ),
 }
-TRIALS = {"joint_exp": 50_000}  # the slowest kernel per run; 50,000 runs keep the suite in budget
+# The slowest kernels per run get fewer runs, to keep the suite in its CI budget.
+TRIALS = {"joint_exp": 50_000, "pie_ni": 100_000}
 
 
 @pytest.mark.slow
