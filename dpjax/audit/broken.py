@@ -5,15 +5,16 @@ Each function below is a known-wrong variant of a correct mechanism (its correct
 suite (``tests/test_audit_suite.py``) checks that :func:`dpjax.audit.audit` refutes every claim
 with the default number of trials, on the worst-case neighbours of :mod:`dpjax.audit.neighbours`:
 
-* :func:`svt_without_threshold_noise` — sparse vector with an exact threshold (Lyu, Su, Li 2017,
-  §3: the threshold noise is what pays for all the ⊥ answers at once); true loss grows with the
-  number of queries.
+* :func:`svt_without_threshold_noise` — sparse vector with an exact threshold (in Lyu, Su, Li 2017's
+  analysis the threshold noise is what pays for all the ⊥ answers at once); the true loss grows with
+  the number of queries.
 * :func:`svt_noisy_answers` — sparse vector that releases the noisy answer ``q_i + nu_i`` of each
   query above threshold (Lyu, Su, Li 2017, Alg. 3, from Roth's lecture notes): not eps'-DP for any
   finite eps'.
 * :func:`svt_threshold_not_resampled` — sparse vector whose threshold noise is drawn once from a
   fixed key and reused by every release instead of being resampled per release: the noisy threshold
-  is then a constant, and the ⊥ answers leak as if it had no noise (Lyu, Su, Li 2017, §3).
+  is then a constant, and the ⊥ answers leak as if it had no noise. (Resampling *within* a release,
+  after each ⊤, is not needed: Lyu, Su, Li 2017, Alg. 1 draws the threshold noise once per release.)
 * :func:`noisy_max_monotone_scale` — Noisy-Max-with-Gap with the monotone scale ``1/eps`` used on
   non-monotone queries (seed-002 §6 O9: the ratio tends to ``e^{2 eps}``).
 * :func:`limit_domain_without_plus_one` — limited-domain top-1 with the "+1" dropped from the ⊥
