@@ -16,6 +16,7 @@ from test_topk_oracle import (
 )
 
 from dpjax import noise, topk
+from dpjax.topk._histogram import float32_exact, top_counts
 
 N_DRAWS = 100_000
 P_MIN = 1e-4
@@ -101,12 +102,27 @@ def test_fixed_threshold_law(float_dtype):
 
 
 @pytest.mark.slow
-def test_large_counts_keep_float32_precision():
-    # Counts near 10^7 are beyond float32's integer resolution for noise of scale ~1: the kernel
-    # works with exact integer gaps to h_(kbar+1), so the law is the one of the small counts.
+@pytest.mark.parametrize("base", [10_000_000, 2**30])
+def test_large_counts_keep_float32_precision(base):
+    # Counts near 10^7 (below 2^24: float32 selection keys) and 2^30 (native int32 selection) are
+    # beyond float32's resolution for noise of scale ~1: the kernel works with exact integer gaps to
+    # h_(kbar+1), so the law is the one of the small counts.
     small = [9, 6, 10, 7, 9]
-    res = draws(topk.limited_domain, np.add(small, 10_000_000), 2, 4, 0.7, 0.2, n=50_000)
+    res = draws(topk.limited_domain, np.add(small, base, dtype=np.int32), 2, 4, 0.7, 0.2, n=50_000)
     assert chi_square(sequences(res), limited_domain_law(small, 2, 4, 0.7, 0.2)) > P_MIN
+
+
+def test_top_counts_float32_keys_are_exact():
+    rng = np.random.default_rng(4)
+    counts = jnp.asarray(rng.integers(0, 4, (50, 300)), jnp.int32).at[3, 7].set(2**24 + 3)
+    want_ids, want_values = np.asarray(jax.lax.top_k(counts, 41)[1]), np.asarray(jax.lax.top_k(counts, 41)[0])
+    small = counts.at[3, 7].set(5)
+    for hist, hint in ((counts, None), (counts, False), (small, None), (small, True)):
+        ids, values = jax.jit(top_counts, static_argnums=(1, 2))(hist, 41, hint)
+        ref_values, ref_ids = jax.lax.top_k(hist, 41)
+        assert np.array_equal(ids, ref_ids) and np.array_equal(values, ref_values)
+    assert float32_exact(small) and not float32_exact(counts)
+    assert want_values[3, 0] == 2**24 + 3 and want_ids[3, 0] == 7
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from dpjax import noise
 from dpjax.accounting import ApproxDP
 from dpjax.accounting.pay_what_you_get import advanced_composition_epsilon
-from dpjax.topk._histogram import check_counts, check_privacy, float_dtype, top_counts
+from dpjax.topk._histogram import check_counts, check_privacy, float32_exact, float_dtype, top_counts
 from dpjax.validation import check_int, check_probability
 
 
@@ -46,9 +46,9 @@ class FixedThresholdResult(NamedTuple):
     num_returned: jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("kbar",))
-def _kernel(key, counts, epsilon, threshold, *, kbar):
-    ids, values = top_counts(counts, kbar + 1)
+@functools.partial(jax.jit, static_argnames=("kbar", "exact_in_float32"))
+def _kernel(key, counts, epsilon, threshold, *, kbar, exact_in_float32):
+    ids, values = top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
     dtype = float_dtype()
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
     keep = (gaps > 0) & (epsilon * gaps + noise.laplace(key, gaps.shape, dtype=dtype) > threshold)
@@ -89,7 +89,8 @@ def fixed_threshold(key, counts, kbar: int, epsilon: float, delta: float) -> Fix
     epsilon, delta = check_privacy(epsilon, delta)
     dtype = float_dtype()
     threshold = epsilon + math.log(kbar / (2 * delta))  # epsilon * (tau - h_(kbar+1))
-    return _kernel(key, counts, jnp.asarray(epsilon, dtype), jnp.asarray(threshold, dtype), kbar=kbar)
+    eps, threshold = jnp.asarray(epsilon, dtype), jnp.asarray(threshold, dtype)
+    return _kernel(key, counts, eps, threshold, kbar=kbar, exact_in_float32=float32_exact(counts))
 
 
 def fixed_threshold_guarantee(

@@ -39,6 +39,7 @@ from dpjax.topk._histogram import (
     check_k_kbar,
     check_max_contributions,
     check_privacy,
+    float32_exact,
     float_dtype,
     top_counts,
 )
@@ -85,9 +86,9 @@ def threshold_offset(
     return 1.0 + math.log(m / delta) / epsilon
 
 
-@functools.partial(jax.jit, static_argnames=("k", "kbar", "strict"))
-def _kernel(key, counts, epsilon, bottom_score, *, k, kbar, strict):
-    ids, values = top_counts(counts, kbar + 1)
+@functools.partial(jax.jit, static_argnames=("k", "kbar", "strict", "exact_in_float32"))
+def _kernel(key, counts, epsilon, bottom_score, *, k, kbar, strict, exact_in_float32):
+    ids, values = top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
     dtype = float_dtype()
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)  # exact: h_i - h_(kbar+1) >= 0
     # One draw of kbar + 1 independent Gumbels (one sampler call keeps compilation cheap).
@@ -110,7 +111,8 @@ def _run(key, counts, k, kbar, epsilon, delta, max_contributions, strict):
     offset = threshold_offset(kbar, epsilon, delta, max_contributions=max_contributions)
     dtype = float_dtype()
     eps, bottom_score = jnp.asarray(epsilon, dtype), jnp.asarray(epsilon * offset, dtype)
-    return _kernel(key, counts, eps, bottom_score, k=k, kbar=kbar, strict=strict)
+    exact = float32_exact(counts)
+    return _kernel(key, counts, eps, bottom_score, k=k, kbar=kbar, strict=strict, exact_in_float32=exact)
 
 
 def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float, *, max_contributions=None):

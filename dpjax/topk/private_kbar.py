@@ -31,6 +31,7 @@ from dpjax.topk._histogram import (
     check_k_kbar,
     check_max_contributions,
     check_privacy,
+    float32_exact,
     float_dtype,
     top_counts,
 )
@@ -58,9 +59,9 @@ class PrivateKbarResult(NamedTuple):
         return self.num_returned + self.bottom.astype(self.num_returned.dtype) + 1
 
 
-@functools.partial(jax.jit, static_argnames=("k", "kbar_max"))
-def _kernel(key, counts, epsilon, log_terms, *, k, kbar_max):
-    ids, values = top_counts(counts, kbar_max + 1)
+@functools.partial(jax.jit, static_argnames=("k", "kbar_max", "exact_in_float32"))
+def _kernel(key, counts, epsilon, log_terms, *, k, kbar_max, exact_in_float32):
+    ids, values = top_counts(counts, exact_in_float32=exact_in_float32, size=kbar_max + 1)
     dtype = float_dtype()
     # Exact integer gaps to the smallest kept count: a common shift of every score.
     gaps = (values - values[..., kbar_max:]).astype(dtype)  # [..., kbar_max + 1], rank r = h_(r+1)
@@ -128,7 +129,8 @@ def private_kbar(
         sizes = np.minimum(sizes, delta_cap)
     dtype = float_dtype()
     log_terms = jnp.asarray([math.log(m / delta) for m in sizes], dtype)
-    return _kernel(key, counts, jnp.asarray(epsilon, dtype), log_terms, k=k, kbar_max=kbar_max)
+    eps, exact = jnp.asarray(epsilon, dtype), float32_exact(counts)
+    return _kernel(key, counts, eps, log_terms, k=k, kbar_max=kbar_max, exact_in_float32=exact)
 
 
 def private_kbar_guarantee(k: int, epsilon: float, delta: float, *, delta_prime: float = 0.0) -> ApproxDP:
