@@ -3,6 +3,9 @@
 
 from dpjax.quantiles.agg_tree import agg_tree as agg_tree
 from dpjax.quantiles.agg_tree import agg_tree_guarantee as agg_tree_guarantee
+from dpjax.quantiles.app_ind_exp import app_ind_exp as app_ind_exp
+from dpjax.quantiles.app_ind_exp import app_ind_exp_guarantee as app_ind_exp_guarantee
+from dpjax.quantiles.app_ind_exp import optimal_composition_epsilon as optimal_composition_epsilon
 from dpjax.quantiles.exp_mech import emq as emq
 from dpjax.quantiles.exp_mech import emq_guarantee as emq_guarantee
 from dpjax.quantiles.exp_mech import ind_exp as ind_exp
@@ -11,3 +14,5 @@ from dpjax.quantiles.joint_exp import joint_exp as joint_exp
 from dpjax.quantiles.joint_exp import joint_exp_guarantee as joint_exp_guarantee
 from dpjax.quantiles.joint_exp import joint_exp_log_normalizer as joint_exp_log_normalizer
 from dpjax.quantiles.joint_exp import joint_exp_tables as joint_exp_tables
+from dpjax.quantiles.smooth import csmooth as csmooth
+from dpjax.quantiles.smooth import csmooth_guarantee as csmooth_guarantee

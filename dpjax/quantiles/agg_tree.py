@@ -30,7 +30,7 @@ from dpjax.accounting import PureDP
 from dpjax.quantiles.intervals import check_bounds, check_data, check_neighbors, check_quantiles, float_dtype
 from dpjax.validation import check_epsilon, check_int
 
-DEFAULT_BRANCHING = 10
+DEFAULT_BRANCHING = 8
 DEFAULT_HEIGHT = 3
 MAX_LEAVES = 2**24
 
@@ -142,7 +142,8 @@ def agg_tree(
       epsilon: privacy parameter, > 0.
       bounds: ``(a, b)`` with ``a < b``.
       branching: b >= 2 (static). The paper tuned b and h on N(0, 1) data without reporting them;
-        the defaults ``b = 10, h = 3`` (1,000 buckets) were tuned the same way here.
+        the defaults ``b = 8, h = 3`` (512 buckets) were tuned the same way here (best mean
+        error on N(0, 1), n = 1000, bounds [-100, 100], epsilon = 1, m = 1 and 5).
       height: h >= 1 (static), with ``b^h <= 2^24`` leaves.
       neighbors: ``"swap"`` or ``"add_remove"``.
 
