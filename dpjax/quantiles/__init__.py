@@ -16,3 +16,10 @@ from dpjax.quantiles.joint_exp import joint_exp_log_normalizer as joint_exp_log_
 from dpjax.quantiles.joint_exp import joint_exp_tables as joint_exp_tables
 from dpjax.quantiles.smooth import csmooth as csmooth
 from dpjax.quantiles.smooth import csmooth_guarantee as csmooth_guarantee
+from dpjax.quantiles.unbounded import fully_unbounded as fully_unbounded
+from dpjax.quantiles.unbounded import fully_unbounded_guarantee as fully_unbounded_guarantee
+from dpjax.quantiles.unbounded import unbounded as unbounded
+from dpjax.quantiles.unbounded import unbounded_guarantee as unbounded_guarantee
+from dpjax.quantiles.unbounded import unbounded_result as unbounded_result
+from dpjax.quantiles.unbounded_many import unbounded_many as unbounded_many
+from dpjax.quantiles.unbounded_many import unbounded_many_guarantee as unbounded_many_guarantee
