@@ -12,7 +12,8 @@ Protocol (paper §6.3 with the spec's §5.7 reading of what the paper leaves ope
   releases; the cell is the mean over samples of the per-sample MAE, with the std across samples;
 * UQE: q = 0.99, beta = 1.001, Expo noise, epsilon1 = epsilon2 = eps/2, lower 0; then the sum clipped to
   [0, bound] + Lap(bound/eps): :func:`dpjax.aggregates.clipped_sum` with ``epsilon = 2 eps``;
-* EMQ and AT (aggregate tree with Honaker aggregation, height 3, branching 10 as in the paper): bound on [0, 10000] with eps, then the same
+* EMQ and AT (aggregate tree with Honaker aggregation, height 3, branching 10 as in the paper):
+  bound on [0, 10000] with eps, then the same
   clipped sum + Lap(bound/eps); the best q in {0.95, ..., 0.99} per cell, chosen post hoc as in the paper.
 """
 
