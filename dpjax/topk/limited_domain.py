@@ -131,7 +131,12 @@ def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float,
     Guarantee: ``(epsilon_star(k, epsilon, delta'), delta + delta')``-DP for any ``delta' >= 0``
     (Theorem 1, :func:`limited_domain_guarantee`); the pay-what-you-get charge is
     ``result.outcomes``. Counts must be distinct-user counts (integers); value checks are skipped
-    under ``jit``.
+    for traced counts.
+
+    Speed: pass many queries as the leading axes of ``counts`` (one call) rather than ``vmap`` over
+    histograms; ``vmap`` over keys with the counts fixed does the top-(kbar+1) extraction once.
+    Passing only the true top-(kbar+1) counts, sorted by (count desc, item id asc), gives the same
+    law with indices into that short array (the paper's "blackbox top-kbar solver" interface).
 
     Args:
       key: a ``jax.random`` key.
