@@ -66,7 +66,8 @@ from dpjax.validation import (
     is_traced,
 )
 
-BLOCK = 128  # users per noise key; chunk sizes are rounded up to a multiple of it
+DEFAULT_CHUNK = 1 << 16  # users processed at once within a round (bounds the noise temporaries)
+MIN_LEVEL = 2048  # smallest compacted working set
 
 OUT, S1, S0, ACTIVE = 0, 1, 2, 3  # status codes; ACTIVE after the loop means "survivor" (in G_jhat)
 
@@ -94,25 +95,21 @@ class PIEResult(NamedTuple):
     active_counts: jax.Array
 
 
-def round_noise(key, round_index, first_block, num_blocks: int, dshape=(), dtype=None, mode="high"):
-    """Standard Gaussians of users from ``first_block * BLOCK`` on in round ``round_index`` (0-based).
-
-    Returns (num_blocks * BLOCK, *dshape); block b is drawn from ``fold_in(fold_in(key, round), b)``.
-    """
-    rkey = jax.random.fold_in(key, round_index)
-    blocks = first_block + jnp.arange(num_blocks, dtype=jnp.uint32)
-    z = jax.vmap(
-        lambda b: noise.gaussian(jax.random.fold_in(rkey, b), (BLOCK, *dshape), 1.0, dtype, mode=mode)
-    )(blocks)
-    return z.reshape((num_blocks * BLOCK, *dshape))
+def _user_gaussians(round_key, users, dshape, dtype, mode):
+    """Standard Gaussians (len(users), *dshape): user i's from ``fold_in(round_key, i)``."""
+    return jax.vmap(
+        lambda i: noise.gaussian(jax.random.fold_in(round_key, i), dshape, 1.0, dtype, mode=mode)
+    )(users)
 
 
 def user_noise(key, round_index: int, n: int, dshape=(), dtype=None, mode: str = "high") -> jax.Array:
     """The (n, *dshape) standard Gaussians PIE uses for users 0..n-1 in round ``round_index`` (0-based).
 
-    Exposed for audits: a test can rebuild every release from it.
+    User i's noise in round j comes from ``fold_in(fold_in(key, j), i)``: it depends on nothing
+    else (not on n, the chunking or which other users are still active). Exposed for audits.
     """
-    return round_noise(key, round_index, 0, -(-n // BLOCK), tuple(dshape), dtype, mode)[:n]
+    users = jnp.arange(n, dtype=jnp.uint32)
+    return _user_gaussians(jax.random.fold_in(key, round_index), users, tuple(dshape), dtype, mode)
 
 
 def _user_release(x, r_round, z):
@@ -140,7 +137,7 @@ def _analyst_round(v, rq, m, e, s, rd, *, j, wj, cj, lam, nu, score, k):
         to1 = active & (e < nu[0] - h)
         to0 = active & ~to1 & (e > nu[1] + h)
         s = jnp.where(to1, S1, jnp.where(to0, S0, s)).astype(jnp.int8)
-        return (m, e, s, rd), jnp.zeros((0,), e.dtype)
+        return (m, e, s, rd), jnp.full((0,), jnp.inf, e.dtype)
     upper = jnp.where(active, e + h, jnp.inf)
     return (m, e, s, rd), -lax.top_k(-upper, min(k, upper.shape[0]))[0]
 
@@ -158,71 +155,103 @@ def keep_k_smallest(estimate, half_width, active, k: int):
     return active & (estimate - half_width <= u_k)
 
 
-@functools.partial(
-    jax.jit, static_argnames=("score_fn", "c", "beta0", "k", "split", "chunk", "n_chunks", "noise_mode")
-)
-def _pie_kernel(key, data, r, nu, score_params, *, score_fn, c, beta0, k, split, chunk, n_chunks, noise_mode):
+def _levels(n: int, floor: int) -> list[int]:
+    """Static sizes of the compacted working sets: n, then about a quarter at a time."""
+    caps = [n]
+    while caps[-1] // 4 >= max(MIN_LEVEL, floor):
+        caps.append(caps[-1] // 4)
+    return caps
+
+
+@functools.partial(jax.jit, static_argnames=("score_fn", "c", "beta0", "k", "split", "chunk", "noise_mode"))
+def _pie_kernel(key, data, r, nu, score_params, *, score_fn, c, beta0, k, split, chunk, noise_mode):
     n = r.shape[0]
     dtype = data.dtype
     dshape = data.shape[1:]
     point = score_fn is not None
     d_eff = dshape[0] if point else 1
-    n_pad = chunk * n_chunks
-    bpc = chunk // BLOCK
     frac64, cum64 = split_schedule(c, split)
     frac = jnp.asarray(frac64, dtype)
     cum = jnp.asarray(cum64, dtype)
     weight = jnp.asarray(running_mean_weights(cum64), dtype)
     log_c_over_beta = float(np.log(c) - np.log(beta0))
-
-    data = jnp.pad(data, [(0, n_pad - n)] + [(0, 0)] * len(dshape)).reshape((n_chunks, chunk, *dshape))
-    r = jnp.pad(r, (0, n_pad - n)).reshape(n_chunks, chunk)
-    status = jnp.where(r > 0, ACTIVE, OUT).astype(jnp.int8)
-    mean = jnp.zeros_like(data)
-    est = jnp.zeros(r.shape, dtype)
-    rounds = jnp.zeros(r.shape, jnp.int16)
-    nact = jnp.sum(status == ACTIVE, dtype=jnp.int32)
     stop_at = 0 if k is None else k
 
     def score(m):
         return score_fn(m, score_params) if point else m
 
-    def body(carry):
-        j, nact, counts, mean, est, status, rounds = carry
+    def one_round(j, nact, fixed, work):
+        """Round j over a working set: ``fixed = (x, r, users)`` (data, allotments, global indices)
+        stays out of the loop carry; ``work = (mean, est, status, rounds)`` is updated."""
         lam = tail_radius_from_log(d_eff, jnp.asarray(log_c_over_beta, dtype) + jnp.log(nact.astype(dtype)))
         fj, wj, cj = frac[j], weight[j], cum[j + 1]
+        rkey = jax.random.fold_in(key, j)
+        size = fixed[1].shape[0]
+        cs = min(chunk, size)
+        n_chunks = -(-size // cs)
 
-        def chunk_round(q, x, rq, m, e, s, rd):
-            z = round_noise(key, j, q * bpc, bpc, dshape, dtype, noise_mode)
-            v = _user_release(x, rq * fj, z)  # user side
-            return _analyst_round(v, rq, m, e, s, rd, j=j, wj=wj, cj=cj, lam=lam, nu=nu, score=score, k=k)
-
-        if n_chunks == 1:
-            state, cand = chunk_round(0, data[0], r[0], mean[0], est[0], status[0], rounds[0])
-            mean, est, status, rounds = (a[None] for a in state)
-        else:
-            state, cand = lax.map(
-                lambda a: chunk_round(*a),
-                (jnp.arange(n_chunks, dtype=jnp.uint32), data, r, mean, est, status, rounds),
+        def chunk_round(q, work, best):
+            # the last chunk is shifted back to fit; users already done in chunk q-1 are masked out
+            start = jnp.minimum(q * cs, size - cs)
+            x, rq, ids, m, e, s, rd = (lax.dynamic_slice_in_dim(a, start, cs) for a in (*fixed, *work))
+            fresh = start + jnp.arange(cs) >= q * cs
+            s_masked = jnp.where(fresh, s, OUT).astype(jnp.int8)
+            v = _user_release(x, rq * fj, _user_gaussians(rkey, ids, dshape, dtype, noise_mode))  # user side
+            (m2, e2, s2, rd2), cand = _analyst_round(
+                v, rq, m, e, s_masked, rd, j=j, wj=wj, cj=cj, lam=lam, nu=nu, score=score, k=k
             )
-            mean, est, status, rounds = state
+            s2 = jnp.where(fresh, s2, s).astype(jnp.int8)
+            new = [
+                lax.dynamic_update_slice_in_dim(a, b, start, 0)
+                for a, b in zip(work, (m2, e2, s2, rd2), strict=True)
+            ]
+            if k is not None:
+                best = -lax.top_k(-jnp.concatenate([best, cand]), k)[0]
+            return tuple(new), best
+
+        best = jnp.full((0 if k is None else k,), jnp.inf, dtype)
+        if n_chunks == 1:
+            work, best = chunk_round(0, work, best)
+        else:
+            work, best = lax.fori_loop(0, n_chunks, lambda q, wb: chunk_round(q, *wb), (work, best))
+        m, e, s, rd = work
         if k is not None:
-            u_k = -lax.top_k(-cand.reshape(-1), k)[0][k - 1]
-            active = status == ACTIVE
-            h = lam * lax.rsqrt(2 * jnp.where(active, r * cj, 1))
-            status = jnp.where(active & (est - h > u_k), S0, status).astype(jnp.int8)
-        counts = counts.at[j].set(nact)
-        nact = jnp.sum(status == ACTIVE, dtype=jnp.int32)
-        return j + 1, nact, counts, mean, est, status, rounds
+            active = s == ACTIVE
+            h = lam * lax.rsqrt(2 * jnp.where(active, fixed[1] * cj, 1))
+            s = jnp.where(active & (e - h > best[k - 1]), S0, s).astype(jnp.int8)
+        return (m, e, s, rd)
 
-    def cond(carry):
-        return (carry[0] < c) & (carry[1] > stop_at)
+    status = jnp.where(r > 0, ACTIVE, OUT).astype(jnp.int8)
+    state = [jnp.zeros_like(data), jnp.zeros(n, dtype), status, jnp.zeros(n, jnp.int16)]  # m, e, s, rd
+    j, nact, counts = jnp.int32(0), jnp.sum(status == ACTIVE, dtype=jnp.int32), jnp.zeros(c, jnp.int32)
+    caps = _levels(n, stop_at)
+    for level, cap in enumerate(caps):
+        next_cap = caps[level + 1] if level + 1 < len(caps) else -1
+        if level == 0:
+            fixed, work = (data, r, jnp.arange(n, dtype=jnp.uint32)), tuple(state)
+        else:  # compaction: gather the (at most cap) active users
+            idx = jnp.nonzero(state[2] == ACTIVE, size=cap, fill_value=n)[0]
+            gather = lambda a, fill=0, idx=idx: a.at[idx].get(mode="fill", fill_value=fill)  # noqa: E731
+            fixed = (gather(data), gather(r), idx.astype(jnp.uint32))
+            work = (gather(state[0]), gather(state[1]), gather(state[2], OUT), gather(state[3]))
 
-    init = (jnp.int32(0), nact, jnp.zeros(c, jnp.int32), mean, est, status, rounds)
-    j, _, counts, mean, est, status, rounds = lax.while_loop(cond, body, init)
+        def cond(carry, next_cap=next_cap):
+            j, nact = carry[0], carry[1]
+            return (j < c) & (nact > stop_at) & (nact > next_cap)
 
-    flat = lambda a: a.reshape((n_pad, *a.shape[2:]))[:n]  # noqa: E731
-    mean, est, status, rounds, r = flat(mean), flat(est), flat(status), flat(rounds), flat(r)
+        def body(carry, fixed=fixed):
+            j, nact, counts, work = carry
+            work = one_round(j, nact, fixed, work)
+            counts = counts.at[j].set(nact)
+            return j + 1, jnp.sum(work[2] == ACTIVE, dtype=jnp.int32), counts, work
+
+        j, nact, counts, work = lax.while_loop(cond, body, (j, nact, counts, work))
+        if level == 0:
+            state = list(work)
+        else:  # scatter the working set back (fill indices n are dropped)
+            state = [a.at[idx].set(w, mode="drop") for a, w in zip(state, work, strict=True)]
+
+    mean, est, status, rounds = state
     last = jnp.maximum(rounds.astype(jnp.int32) - 1, 0)
     lam_last = tail_radius_from_log(
         d_eff, jnp.asarray(log_c_over_beta, dtype) + jnp.log(jnp.maximum(counts[last], 1).astype(dtype))
@@ -243,9 +272,8 @@ def _prepare(data, r, *, point: bool, c, beta0, chunk_size, split, noise_mode):
     data = data.astype(dtype)
     n = data.shape[0]
     r = _per_user(r, n, dtype)
-    chunk = -(-n // BLOCK) * BLOCK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
-    chunk = -(-min(chunk, -(-n // BLOCK) * BLOCK) // BLOCK) * BLOCK
-    statics = dict(c=c, beta0=beta0, split=split, chunk=chunk, n_chunks=-(-n // chunk), noise_mode=noise_mode)
+    chunk = DEFAULT_CHUNK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
+    statics = dict(c=c, beta0=beta0, split=split, chunk=chunk, noise_mode=noise_mode)
     return data, r, statics
 
 
