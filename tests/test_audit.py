@@ -169,6 +169,8 @@ def test_audit_rejects_bad_arguments():
         audit(_laplace, 0.0, 1.0, epsilon=1.0, events=[])
     with pytest.raises(TypeError, match="callable"):
         audit(None, 0.0, 1.0, epsilon=1.0)
+    with pytest.raises(ValueError, match="same structure and shapes"):
+        audit(_laplace, np.zeros(2), np.zeros(3), epsilon=1.0, trials=200)
 
 
 # ---------------------------------------------------------------- neighbours

@@ -209,8 +209,11 @@ def audit(
     See the module docstring for the procedure and its false-alarm guarantee (at most ``alpha``).
 
     Args:
-      mechanism: ``mechanism(key, data) -> pytree of arrays`` (fixed shapes), jit- and vmap-able in
-        ``key``. Close over every parameter, e.g. ``lambda k, v: laplace_mechanism(k, v, 1.0)``.
+      mechanism: ``mechanism(key, data) -> pytree of arrays`` (fixed shapes, the same on both
+        inputs), jit- and vmap-able in ``key``. Close over every parameter, e.g.
+        ``lambda k, v: laplace_mechanism(k, v, 1.0)``. The automatic events cost time linear in the
+        output's size: for outputs with hundreds of coordinates, reduce them in the wrapper or pass
+        ``events``.
       x, x_prime: neighbouring inputs under the mechanism's relation (any pytrees; they may differ
         in shape, e.g. for add/remove).
       epsilon: the claimed epsilon, >= 0.
@@ -250,6 +253,12 @@ def audit(
     out_x = _sample(batched, x, jax.random.fold_in(key, 0), trials, chunk_size)
     out_xp = _sample(batched, x_prime, jax.random.fold_in(key, 1), trials, chunk_size)
     sampling_seconds = time.perf_counter() - start
+    shapes = [jax.tree.map(lambda a: a.shape[1:], out) for out in (out_x, out_xp)]
+    if jax.tree.structure(out_x) != jax.tree.structure(out_xp) or shapes[0] != shapes[1]:
+        raise ValueError(
+            "the mechanism's outputs on x and x_prime must have the same structure and shapes, got "
+            f"{shapes[0]} and {shapes[1]}."
+        )
     if events is not None and len(events) <= candidates:
         test_x, test_xp = out_x, out_xp
         chosen = [(e, d) for e in events for d in ("x", "x_prime")]
