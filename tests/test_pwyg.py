@@ -76,9 +76,13 @@ def _kov_direct(k, eps, delta):
     """Lemma A.1 term by term (float64, no running sums), for small k."""
     best = (k * eps, 0.0)
     for i in range(1, k // 2 + 1):
-        d_i = sum(
-            math.comb(k, l) * (math.exp((k - l) * eps) - math.exp((k - 2 * i + l) * eps)) for l in range(i)
-        ) / (1 + math.exp(eps)) ** k
+        d_i = (
+            sum(
+                math.comb(k, l) * (math.exp((k - l) * eps) - math.exp((k - 2 * i + l) * eps))
+                for l in range(i)
+            )
+            / (1 + math.exp(eps)) ** k
+        )
         if d_i <= delta:
             best = ((k - 2 * i) * eps, d_i)
     return best

@@ -47,8 +47,9 @@ def test_law_sums_to_one():
 @pytest.mark.slow
 def test_kernel_matches_law():
     counts, eps, delta, cap, n = [6, 3, 5, 2, 1], 0.7, 0.2, 2, 100_000
-    res = laplace_limited_domain(jax.random.key(0), jnp.tile(jnp.asarray(counts), (n, 1)), 1, 3, eps, delta,
-                                 max_contributions=cap)
+    res = laplace_limited_domain(
+        jax.random.key(0), jnp.tile(jnp.asarray(counts), (n, 1)), 1, 3, eps, delta, max_contributions=cap
+    )
     first = np.asarray(res.indices[:, 0])
     law = laplace_law_k1(counts, 3, eps, delta, cap)
     outcomes = sorted(law, key=str)
