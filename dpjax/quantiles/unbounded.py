@@ -92,9 +92,11 @@ def check_finite(value, name: str) -> float:
 def check_data(x, name: str = "x") -> jax.Array:
     """1-D non-empty real data; NaN is refused, +-inf allowed (-inf is below every candidate, +inf
     above every candidate). Value checks are skipped under ``jit`` (NaN then counts as +inf)."""
-    x = check_array(x, name, ndim=1, finite=False)
-    # NumPy, not jnp: inside jit even a concrete (closed-over) array's jnp results are traced.
-    if not is_traced(x) and np.isnan(np.asarray(x, dtype=np.float64)).any():
+    if is_traced(x):
+        return check_array(x, name, ndim=1, finite=False)
+    with jax.ensure_compile_time_eval():  # NumPy data inside jit stays concrete (binned once, eagerly)
+        x = check_array(x, name, ndim=1, finite=False)
+    if np.isnan(np.asarray(x, dtype=np.float64)).any():
         raise ValueError(f"{name} contains NaN.")
     return x
 
