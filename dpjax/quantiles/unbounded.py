@@ -6,9 +6,10 @@ UQE runs AboveThreshold with threshold ``T = q*n`` over the counting queries
 is the first query whose noisy count reaches the noisy threshold. No upper bound is needed.
 
 Kernel design (spec §4.2): one O(n) pass bins the data on the geometric grid exactly
-(:mod:`dpjax.quantiles.unbounded_bins`); each trial then draws query noise only up to its halting
-point, and the constant stretch beyond the data maximum is sampled in closed form
-(:mod:`dpjax.quantiles.unbounded_halting`). Under ``vmap`` over keys the binning is done once.
+(:mod:`dpjax.quantiles.unbounded_bins`); each trial then samples the halting query exactly in
+O(log bins) expected time (thinning far below the threshold, literal draws near it, and the constant
+stretch beyond the data maximum in closed form; :mod:`dpjax.quantiles.unbounded_halting`), so no
+trial runs long. Under ``vmap`` over keys the binning is done once.
 
 Privacy (swap neighbours, Def. 2.1, the paper's default): the counts are monotonic with
 sensitivity 1 (Lemma 4.1), so UQE is ``(epsilon1 + epsilon2)``-DP (Lemma 3.1, Cor. 3.1, Lemma 3.2)
