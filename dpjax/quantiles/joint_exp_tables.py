@@ -23,6 +23,7 @@ offsets are kept so the log normaliser is exact too.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -69,7 +70,14 @@ def _normalise(state, total):
 
 
 def forward(edges, log_width, levels: np.ndarray, c: float, method: str) -> Tables:
-    """Runs the forward pass for the concrete levels ``levels`` (shape ``(m,)``)."""
+    """Runs the forward pass for the concrete levels ``levels`` (shape ``(m,)``), compiled once per
+    (levels, method, shapes); ``c`` may be traced."""
+    return _forward(edges, log_width, tuple(float(q) for q in levels), c, method)
+
+
+@functools.partial(jax.jit, static_argnames=("levels", "method"))
+def _forward(edges, log_width, levels: tuple, c, method: str) -> Tables:
+    levels = np.asarray(levels, np.float64)
     dtype = log_width.dtype
     size = log_width.shape[0]
     n = size - 1

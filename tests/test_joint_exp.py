@@ -1,0 +1,274 @@
+"""JointExp against the math: brute-force enumeration, closed forms, invariants and a privacy audit."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import enable_x64
+from scipy import stats
+
+from dpjax.accounting import PureDP
+from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
+from dpjax.quantiles.exp_mech import gap_logits
+from dpjax.quantiles.intervals import gaps
+from dpjax.quantiles.joint_exp import joint_exp_sensitivity, sample_gaps
+
+WORKED_X = [0.1, 0.1, 0.4, 0.9]
+WORKED_Q = [0.25, 0.5, 0.75]
+
+
+def brute_force(x, lower, upper, qs, epsilon, neighbors="swap"):
+    """Every nondecreasing gap sequence with its weight exp(c u) prod tau / gamma (spec Sec. 2)."""
+    x = np.sort(np.clip(np.asarray(x, np.float64), lower, upper))
+    n, m = x.size, len(qs)
+    tau = np.diff(np.concatenate([[lower], x, [upper]]))
+    nu = np.diff(np.concatenate([[0.0], qs, [1.0]])) * n
+    c = epsilon / (2 * joint_exp_sensitivity(qs, neighbors))
+    weights = {}
+    for seq in itertools.combinations_with_replacement(range(n + 1), m):
+        path = [0, *seq, n]
+        utility = -sum(abs(path[j + 1] - path[j] - nu[j]) for j in range(m + 1))
+        weight = math.exp(c * utility) * np.prod(tau[list(seq)])
+        for gap in set(seq):
+            weight /= math.factorial(seq.count(gap))
+        weights[seq] = weight
+    return weights
+
+
+def utility(x, lower, upper, qs, o):
+    """u_Q(X, o) by direct counting (half-open intervals, o_0 = a, o_{m+1} = b + 1)."""
+    x = np.clip(np.asarray(x, np.float64), lower, upper)
+    ends = np.concatenate([[lower], o, [upper + 1]])
+    counts = np.array([np.sum((x >= ends[j]) & (x < ends[j + 1])) for j in range(len(o) + 1)])
+    targets = np.diff(np.concatenate([[0.0], qs, [1.0]])) * x.size
+    return -np.sum(np.abs(counts - targets))
+
+
+def random_case(rng):
+    n = int(rng.integers(0, 7))
+    m = int(rng.integers(1, 4))
+    x = np.round(rng.uniform(-1.4, 1.4, n), 1)  # duplicates and points outside [-1, 1]
+    qs = np.sort(rng.choice(np.linspace(0, 1, 11), m, replace=False))
+    return x, qs, float(rng.uniform(0, 4))
+
+
+@pytest.mark.parametrize("method", ["scan", "fft"])
+def test_log_normalizer_matches_brute_force_x64(method):
+    rng = np.random.default_rng(1)
+    with enable_x64():
+        for _ in range(6):
+            x, qs, eps = random_case(rng)
+            for neighbors in ("swap", "add_remove"):
+                want = math.log(sum(brute_force(x, -1, 1, qs, eps, neighbors).values()))
+                got = joint_exp_log_normalizer(
+                    jnp.asarray(x, jnp.float64), qs, eps, bounds=(-1, 1), neighbors=neighbors, method=method
+                )
+                assert abs(float(got) - want) < 1e-9, (x, qs, eps, neighbors)
+
+
+def test_log_normalizer_float32_scan_close():
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        x, qs, eps = random_case(rng)
+        want = math.log(sum(brute_force(x, -1, 1, qs, eps).values()))
+        got = joint_exp_log_normalizer(jnp.asarray(x, jnp.float32), qs, eps, bounds=(-1, 1))
+        assert abs(float(got) - want) < 1e-5
+
+
+def test_worked_example():
+    with enable_x64():
+        got = joint_exp_log_normalizer(jnp.asarray(WORKED_X), WORKED_Q, 2.0, bounds=(0, 1))
+    assert abs(float(got) - (-3.137969095175098)) < 1e-12
+
+
+def _chi_square_sequences(x, qs, eps, dtype, draws=40_000, seed=0, bounds=(0.0, 1.0)):
+    weights = brute_force(x, *bounds, qs, eps)
+    total = sum(weights.values())
+    tables = joint_exp_tables(jnp.asarray(x, dtype), qs, eps, bounds=bounds)
+    keys = jax.random.split(jax.random.key(seed), draws)
+    seqs = np.asarray(jax.jit(jax.vmap(lambda k: sample_gaps(k, tables)))(keys))
+    seen = {}
+    for s in map(tuple, seqs):
+        seen[s] = seen.get(s, 0) + 1
+    assert all(weights.get(s, 0) > 0 for s in seen), "sampled a zero-probability sequence"
+    expected = np.array([w / total * draws for w in weights.values() if w > 0])
+    observed = np.array([seen.get(s, 0) for s, w in weights.items() if w > 0])
+    big = expected >= 5
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    if exp[-1] < 5:
+        obs, exp = obs[:-1], exp[:-1] * obs[:-1].sum() / exp[:-1].sum()
+    return stats.chisquare(obs, exp).pvalue
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_sampled_sequences_match_exact_probabilities(x64):
+    with enable_x64(x64):
+        dtype = jnp.float64 if x64 else jnp.float32
+        assert _chi_square_sequences(WORKED_X, WORKED_Q, 2.0, dtype) > 1e-4
+        x = [0.05, 0.3, 0.3, 0.35, 0.8, 1.5]  # a duplicate and a point clamped onto b
+        assert _chi_square_sequences(x, [0.2, 0.7], 0.7, dtype, seed=3) > 1e-4
+
+
+def test_repeat_factor_epsilon_zero():
+    # X = [0.5], m = 2, epsilon = 0: P(0,0) = P(1,1) = 1/4, P(0,1) = 1/2 (1/3 each without 1/k!).
+    tables = joint_exp_tables(jnp.asarray([0.5]), [0.3, 0.6], 0.0, bounds=(0, 1))
+    seqs = np.asarray(jax.vmap(lambda k: sample_gaps(k, tables))(jax.random.split(jax.random.key(4), 20_000)))
+    counts = [np.sum((seqs == s).all(axis=1)) for s in ([0, 0], [0, 1], [1, 1])]
+    assert stats.chisquare(counts, [5000, 10000, 5000]).pvalue > 1e-4
+
+
+def test_m1_equals_ind_exp():
+    rng = np.random.default_rng(5)
+    with enable_x64():
+        for neighbors in ("swap", "add_remove"):
+            for _ in range(3):
+                x = np.round(rng.uniform(-2.2, 2.2, int(rng.integers(1, 9))), 1)
+                q, eps = float(rng.choice([0.0, 0.3, 0.5, 0.8, 1.0])), float(rng.uniform(0.1, 3))
+                _, log_width = gaps(jnp.asarray(x), -2.0, 2.0)
+                logits = gap_logits(log_width, q, eps, neighbors)
+                tables = joint_exp_tables(jnp.asarray(x), [q], eps, bounds=(-2, 2), neighbors=neighbors)
+                # P(i) ∝ alpha(1, i, 1) phi_2(n - i): compare the two pmfs exactly.
+                n = x.size
+                last = -tables.c * jnp.abs(n - jnp.arange(n + 1) - tables.nu[-1])
+                joint = jax.nn.softmax(tables.log_total[0] + last)
+                np.testing.assert_allclose(joint, jax.nn.softmax(logits), atol=1e-12)
+
+
+def test_ind_exp_pmf_spec_example():
+    with enable_x64():
+        _, log_width = gaps(jnp.asarray([0.3, -1.2, 0.7, 0.7, 2.0, -0.1]), -2.0, 2.0)
+        pmf = jax.nn.softmax(gap_logits(log_width, 0.4, 1.3))
+    want = [0.117558, 0.309633, 0.215678, 0.189386, 0, 0.167745, 0]
+    np.testing.assert_allclose(pmf, want, atol=1e-6)
+
+
+def test_epsilon_zero_gives_sorted_uniforms():
+    m, lower, upper = 3, -2.0, 6.0
+    x = jnp.asarray([0.0, 0.0, 1.0, 2.5, 5.0])
+    with enable_x64():
+        x64 = jnp.asarray(x, jnp.float64)
+        lz = joint_exp_log_normalizer(x64, [0.2, 0.5, 0.9], 0.0, bounds=(lower, upper))
+        assert abs(float(lz) - (m * math.log(upper - lower) - math.log(6))) < 1e-12
+    out = jax.jit(jax.vmap(lambda k: joint_exp(k, x, [0.2, 0.5, 0.9], 0.0, bounds=(lower, upper))))(
+        jax.random.split(jax.random.key(6), 4000)
+    )
+    u = (np.asarray(out, np.float64) - lower) / (upper - lower)
+    for j in range(m):
+        assert stats.kstest(u[:, j], stats.beta(j + 1, m - j).cdf).pvalue > 1e-4
+
+
+def test_empty_data_and_all_equal():
+    keys = jax.random.split(jax.random.key(7), 2000)
+    out = jax.vmap(lambda k: joint_exp(k, jnp.zeros(0), [0.25, 0.75], 1.0, bounds=(0, 1)))(keys)
+    assert out.shape == (2000, 2) and np.all(np.diff(out, axis=1) >= 0)
+    assert stats.kstest(np.asarray(out[:, 0], np.float64), stats.beta(1, 2).cdf).pvalue > 1e-4
+    out = jax.vmap(lambda k: joint_exp(k, jnp.full(50, -1.0), [0.1, 0.5, 0.9], 1.0, bounds=(-1, 1)))(keys)
+    assert np.all(np.isfinite(out)) and np.all(out > -1) and np.all(out <= 1)
+
+
+def test_outputs_sorted_in_bounds_not_in_empty_gaps():
+    x = jnp.asarray([-3.0, 0.5, 0.5, 0.5, 1.0, 2.0, 2.0, 9.0])
+    out = jax.vmap(lambda k: joint_exp(k, x, [0.1, 0.4, 0.6, 0.9], 3.0, bounds=(-1, 4)))(
+        jax.random.split(jax.random.key(8), 3000)
+    )
+    assert out.shape == (3000, 4)
+    assert np.all(np.diff(out, axis=1) >= 0) and np.all(out >= -1) and np.all(out <= 4)
+
+
+def test_invariances_same_key():
+    rng = np.random.default_rng(9)
+    x = rng.normal(0, 1, 40)
+    key = jax.random.key(10)
+    qs = [0.2, 0.5, 0.8]
+    with enable_x64():
+        base = joint_exp(key, jnp.asarray(x), qs, 1.0, bounds=(-3, 3))
+        shuffled = joint_exp(key, jnp.asarray(rng.permutation(x)), qs, 1.0, bounds=(-3, 3))
+        clamped = joint_exp(key, jnp.asarray(np.clip(x, -3, 3)), qs, 1.0, bounds=(-3, 3))
+        affine = joint_exp(key, jnp.asarray(2 * x + 1), qs, 1.0, bounds=(-5, 7))
+    np.testing.assert_array_equal(base, shuffled)
+    np.testing.assert_array_equal(base, clamped)
+    np.testing.assert_allclose(affine, 2 * base + 1, atol=1e-9)
+
+
+def test_scan_and_fft_agree_and_float32_scan_accurate():
+    rng = np.random.default_rng(11)
+    x = rng.normal(0, 5, 300)
+    qs = np.linspace(0, 1, 9)[1:-1]
+
+    def probs(tables):
+        t = np.asarray(tables.log_total, np.float64)
+        p = np.exp(t - t.max(axis=1, keepdims=True))
+        return p / p.sum(axis=1, keepdims=True)
+
+    with enable_x64():
+        ref = probs(joint_exp_tables(jnp.asarray(x), qs, 1.0, bounds=(-100, 100), method="scan"))
+        fft = probs(joint_exp_tables(jnp.asarray(x), qs, 1.0, bounds=(-100, 100), method="fft"))
+    scan32 = probs(joint_exp_tables(jnp.asarray(x, jnp.float32), qs, 1.0, bounds=(-100, 100)))
+    assert 0.5 * np.abs(ref - fft).sum(axis=1).max() < 1e-10
+    assert 0.5 * np.abs(ref - scan32).sum(axis=1).max() < 1e-5
+
+
+def test_density_ratio_privacy_audit():
+    rng = np.random.default_rng(12)
+    worst = 0.0
+    with enable_x64():
+        for neighbors in ("swap", "add_remove"):
+            for _ in range(5):
+                n, m = int(rng.integers(2, 7)), int(rng.integers(1, 4))
+                qs = np.sort(rng.choice(np.linspace(0.05, 0.95, 19), m, replace=False))
+                eps = float(rng.uniform(0.2, 3))
+                x = rng.uniform(-1.2, 1.2, n)
+                if neighbors == "swap":
+                    y = x.copy()
+                    y[rng.integers(n)] = rng.uniform(-1.2, 1.2)
+                else:
+                    y = np.append(x, rng.uniform(-1.2, 1.2))
+                c = eps / (2 * joint_exp_sensitivity(qs, neighbors))
+                lz_x = float(
+                    joint_exp_log_normalizer(jnp.asarray(x), qs, eps, bounds=(-1, 1), neighbors=neighbors)
+                )
+                lz_y = float(
+                    joint_exp_log_normalizer(jnp.asarray(y), qs, eps, bounds=(-1, 1), neighbors=neighbors)
+                )
+                for o in np.sort(rng.uniform(-1, 1, (40, m)), axis=1):
+                    log_fx = c * utility(x, -1, 1, qs, o) - lz_x
+                    log_fy = c * utility(y, -1, 1, qs, o) - lz_y
+                    worst = max(worst, abs(log_fx - log_fy) / eps)
+    assert worst <= 1 + 1e-9
+
+
+def test_guarantee():
+    assert joint_exp_guarantee(1.5) == PureDP(1.5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"epsilon": float("nan")}, "epsilon"),
+        ({"bounds": (1.0, 1.0)}, "a < b"),
+        ({"bounds": (2.0, 1.0)}, "a < b"),
+        ({"qs": [0.5, 0.2]}, "increasing"),
+        ({"qs": [0.5, 0.5]}, "increasing"),
+        ({"qs": [0.5, 1.2]}, r"\[0, 1\]"),
+        ({"x": [0.1, float("nan")]}, "NaN"),
+        ({"x": [[0.1]]}, "rank"),
+        ({"neighbors": "bounded"}, "neighbors"),
+        ({"method": "dense"}, "method"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    args = {"x": [0.1, 0.4], "qs": [0.5], "epsilon": 1.0, "bounds": (0.0, 1.0)}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        joint_exp(
+            jax.random.key(0),
+            args.pop("x"),
+            args.pop("qs"),
+            args.pop("epsilon"),
+            **args,
+        )
