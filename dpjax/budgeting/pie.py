@@ -31,15 +31,19 @@ dist^2``), whatever the stopping time (Thm 4.4); eliminated users are charged on
 analyst's decisions use only releases and public parameters: the raw data enter only
 :func:`_user_release`.
 
-Noise and chunking: the Gaussian of user ``i`` in round ``j`` is drawn (through
-:mod:`dpjax.noise`) from ``fold_in(fold_in(key, j), i // BLOCK)``; it depends only on the key, the
-round and the user's index. Rounds are element-wise over users except two exact reductions (the
-active count and, for PIE-k, ``U_k``, merged from per-chunk top-k), so ``chunk_size`` (which only
-bounds the per-round working memory) never changes the result.
+Noise, chunking and compaction: the Gaussian of user ``i`` in round ``j`` is drawn (through
+:mod:`dpjax.noise`) from ``fold_in(fold_in(key, j), i)``: it depends only on the key, the round and
+the user's index. Rounds are element-wise over users except two exact reductions (the active count
+and, for PIE-k, ``U_k``, merged from per-chunk top-k), so ``chunk_size`` (which only bounds the
+per-round working memory) never changes the result. Noise is drawn for active users only: whenever
+the active set falls to a quarter of the working set, the active users are gathered into a smaller
+static working set (n, n/4, n/16, ... down to 2048), so late rounds cost what their survivors cost.
 
-Memory: per user and query, ``4 (d + 1)`` bytes of data and allotment, ``4 d`` of running mean,
-4 of running estimate, 1 of status and 2 of rounds (float32): 27 bytes in 2-D point mode, 19 in
-distance mode, plus the per-chunk noise (see ``benchmarks/README.md`` for measured peaks).
+Memory: per user and query (float32), the inputs ``4 d + 4`` bytes (data and allotment), the state
+and outputs ``4 d`` (mean) + 4 (estimate) + 4 (half-width) + 1 (status) + 2 (rounds), plus the
+compacted working sets (at most a quarter of that again) and one chunk of noise temporaries: XLA's
+compiled memory analysis gives about 43 bytes per user in distance mode and 56 in 2-D point mode at
+n = 10^6 (``benchmarks/bench_budgeting.py``).
 """
 
 from __future__ import annotations
