@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from dpjax import additive, budgeting, quantiles, selection, svt, topk
+from dpjax import additive, aggregates, budgeting, quantiles, selection, svt, topk
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
 from dpjax.audit import audit, broken, neighbours, reference
 from dpjax.quantiles.joint_exp import joint_exp, joint_exp_guarantee
@@ -192,6 +192,12 @@ POSITIVE = {
         lambda k, v: unbounded(k, v, 0.5, EPS, beta=1.5, max_queries=30),
         *QUANT_WIDE,
         unbounded_guarantee(EPS),
+    ),
+    # DP sum with a UQE clipping bound (the bound and the truncation flag are released too)
+    "dp_sum": (
+        lambda k, v: aggregates.clipped_sum(k, v, 2 * EPS, q=0.9, beta=1.5, max_queries=30),
+        *QUANT_WIDE,
+        aggregates.sum_guarantee(2 * EPS),
     ),
     # adaptive per-user budgeting: one user whose score moves by 1 (the metric's unit)
     "pie_ni": (
