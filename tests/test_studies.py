@@ -86,8 +86,20 @@ def test_registry_has_the_foundation_studies():
 
 
 def test_cli_study_writes_table_and_files(tmp_path, capsys):
-    code = main(["study", "--trials", "200", "--study", "laplace_clipped_mean", "--epsilon", "0.5", "2",
-                 "--out", str(tmp_path)])
+    code = main(
+        [
+            "study",
+            "--trials",
+            "200",
+            "--study",
+            "laplace_clipped_mean",
+            "--epsilon",
+            "0.5",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "laplace_clipped_mean" in printed and "MAE" in printed
@@ -123,3 +135,18 @@ def test_cli_unknown_study_and_list(capsys):
     assert "unknown study nope" in capsys.readouterr().err
     assert main(["study", "--list"]) == 0
     assert "laplace_clipped_mean" in capsys.readouterr().out
+
+
+def test_cli_reports_a_failing_study_and_still_runs_the_others(capsys, monkeypatch):
+    from dpjax.studies import registry
+
+    def broken(key, data, epsilon, trials):
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(registry._STUDIES, "zz_broken", registry.Study(
+        "zz_broken", "test", ("normal",), "always fails", broken))
+    code = main(["study", "--trials", "50", "--study", "laplace_clipped_mean", "zz_broken"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "zz_broken on normal at epsilon 1: RuntimeError: boom" in captured.err
+    assert "laplace_clipped_mean" in captured.out

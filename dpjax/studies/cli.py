@@ -181,7 +181,7 @@ def run_study(args: argparse.Namespace) -> int:
         flush=True,
     )
     key = jax.random.key(args.seed)
-    rows = []
+    rows, failures = [], []
     for s in selected.values():
         for d_name in s.datasets:
             if args.dataset and d_name not in args.dataset:
@@ -191,7 +191,16 @@ def run_study(args: argparse.Namespace) -> int:
                 # Independent noise per (study, dataset, epsilon), stable across runs and selections.
                 run_key = jax.random.fold_in(key, zlib.crc32(f"{s.name}/{d_name}/{eps!r}".encode()))
                 start = time.perf_counter()
-                results = s.run(run_key, data, eps, args.trials)
+                try:
+                    results = s.run(run_key, data, eps, args.trials)
+                except Exception as err:  # report, run the other studies, exit non-zero
+                    failures.append(f"{s.name} on {d_name} at epsilon {eps:g}")
+                    print(
+                        f"dpjax study: error: {failures[-1]}: {type(err).__name__}: {err}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    continue
                 seconds = time.perf_counter() - start
                 for r in results:
                     rows.append(
@@ -211,6 +220,9 @@ def run_study(args: argparse.Namespace) -> int:
     if args.out:
         _write_outputs(rows, args.out)
         print(f"wrote {args.out / 'results.csv'}, results.json and results.png")
+    if failures:
+        print(f"dpjax study: {len(failures)} run(s) failed: {'; '.join(failures)}", file=sys.stderr)
+        return 1
     return 0
 
 
