@@ -120,7 +120,7 @@ def test_range_count_elimination_is_correct_and_saves():
     """Lemma 5.2 for the range count and Cor 6.3; savings > 0; PM error is close to BM error."""
     truth = int(np.sum(np.all(np.abs(X - np.asarray(CENTER)) < np.asarray(HALF), axis=1)))
     phi = np.asarray(geometry.box_signed_distance(jnp.asarray(X), (CENTER, HALF)))
-    keys = jax.random.split(jax.random.key(2), 200)
+    keys = jax.random.split(jax.random.key(2), 100)
 
     def run(key):
         count, res = range_count(key, X, 1e-4, CENTER, HALF, c=8, beta0=0.025)
@@ -128,7 +128,7 @@ def test_range_count_elimination_is_correct_and_saves():
 
     count, status, rounds, est, mean = (np.asarray(a) for a in jax.jit(jax.vmap(run))(keys))
     wrong = ((status == 1) & (phi >= 0)) | ((status == 2) & (phi <= 0))
-    assert np.any(wrong, axis=1).sum() <= stats.binom.ppf(1 - 1e-4, 200, 0.025)
+    assert np.any(wrong, axis=1).sum() <= stats.binom.ppf(1 - 1e-4, 100, 0.025)
     saving = 1 - rounds.mean() / 8
     assert saving > 0.3
     # point mode: the estimate is Proj of the weighted mean point
@@ -206,3 +206,12 @@ def test_applications_reject_bad_input():
         threshold_query(key, 10.0, 0.0, q=0.5, n_records=100, c=2, beta0=0.1)
     with pytest.raises(ValueError, match="count"):
         threshold_query(key, -1.0, 0.1, q=0.5, n_records=100, c=2, beta0=0.1)
+
+
+def test_guarantee_companions_are_the_worst_case():
+    from dpjax.budgeting import kde_guarantee, knn_guarantee, range_count_guarantee
+
+    for companion in (range_count_guarantee, kde_guarantee, knn_guarantee):
+        assert companion(np.array([1e-4, 5e-4, 0.0])).rho == 5e-4
+        with pytest.raises(ValueError, match="rho"):
+            companion(np.array([-1e-4]))

@@ -50,8 +50,8 @@ def test_approx_gp_filter_step_equals_eq10_rule():
     state = filters.init_filter(jnp.full(50, budget))
     total = np.zeros(50)
     halted = np.zeros(50, bool)
-    for _ in range(12):
-        req = rng.uniform(0, 0.004, 50) * (rng.random(50) < 0.8)
+    for _ in range(6):
+        req = rng.uniform(0, 0.008, 50) * (rng.random(50) < 0.8)
         released, state = filters.approx_gp_filter_step(state, jnp.asarray(req), delta, lam)
         literal_ok = approx_gp_epsilon(total + req, delta, lam) <= budget
         expect = ~halted & (req > 0) & literal_ok

@@ -16,21 +16,41 @@ from dpjax.budgeting.filters import (
     filter_step,
     init_filter,
 )
+from dpjax.budgeting.kde import kde, kde_baseline, kde_guarantee
+from dpjax.budgeting.knn import knn, knn_baseline, knn_guarantee
+from dpjax.budgeting.multi_query import allotment, gamma_schedule, run_multi_query
 from dpjax.budgeting.pie import PIEResult, charged, pie_guarantee, pie_k, pie_ni, user_noise
+from dpjax.budgeting.range_count import range_count, range_count_baseline, range_count_guarantee
 from dpjax.budgeting.splits import split_schedule
+from dpjax.budgeting.threshold import threshold_baseline, threshold_guarantee, threshold_query
 
 __all__ = [
     "FilterState",
     "PIEResult",
+    "allotment",
     "approx_gp_capacity",
     "approx_gp_filter_step",
     "charged",
     "filter_step",
+    "gamma_schedule",
     "init_filter",
+    "kde",
+    "kde_baseline",
+    "kde_guarantee",
+    "knn",
+    "knn_baseline",
+    "knn_guarantee",
     "pie_guarantee",
     "pie_k",
     "pie_ni",
+    "range_count",
+    "range_count_baseline",
+    "range_count_guarantee",
+    "run_multi_query",
     "split_schedule",
     "tail_radius",
+    "threshold_baseline",
+    "threshold_guarantee",
+    "threshold_query",
     "user_noise",
 ]

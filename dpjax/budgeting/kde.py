@@ -19,7 +19,7 @@ import numpy as np
 
 from dpjax.budgeting._common import baseline_release, check_mode
 from dpjax.budgeting.geometry import distance_to
-from dpjax.budgeting.pie import ACTIVE, S0, PIEResult, _per_user, pie_ni
+from dpjax.budgeting.pie import ACTIVE, S0, PIEResult, _per_user, pie_guarantee, pie_ni
 from dpjax.validation import check_array, check_positive
 
 ELIMINATED_BIAS = float(np.exp(-18.0))  # exp(-(6b)^2 / (2 b^2))
@@ -100,3 +100,11 @@ def kde_baseline(key, x, rho, p, *, bandwidth: float, mode: str = "point", noise
     else:
         dist = baseline_release(key, distance_to(x, p), r, noise_mode)
     return jnp.sum(jnp.where(r > 0, _kernel(dist, b), 0)) / x.shape[0]
+
+
+def kde_guarantee(rho):
+    """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
+
+    Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
+    """
+    return pie_guarantee(rho)

@@ -19,7 +19,7 @@ from jax import lax
 
 from dpjax.budgeting._common import baseline_release, check_mode
 from dpjax.budgeting.geometry import distance_to
-from dpjax.budgeting.pie import ACTIVE, PIEResult, _per_user, pie_k
+from dpjax.budgeting.pie import ACTIVE, PIEResult, _per_user, pie_guarantee, pie_k
 from dpjax.validation import check_array, check_int
 
 
@@ -98,3 +98,11 @@ def knn_baseline(key, x, rho, p, *, k: int, mode: str = "distance", noise_mode: 
     else:
         est = baseline_release(key, distance_to(x, p), r, noise_mode)
     return _smallest(est, r > 0, k)
+
+
+def knn_guarantee(rho):
+    """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
+
+    Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
+    """
+    return pie_guarantee(rho)

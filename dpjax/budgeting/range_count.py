@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from dpjax.budgeting._common import baseline_release, check_mode
 from dpjax.budgeting.geometry import box_signed_distance, eta_shift
-from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, _per_user, pie_ni
+from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, _per_user, pie_guarantee, pie_ni
 from dpjax.validation import check_array
 
 
@@ -112,3 +112,11 @@ def range_count_baseline(
     else:
         inside = baseline_release(key, box_signed_distance(x, box), r, noise_mode) < _eta(r, box, shift)
     return jnp.sum(inside & (r > 0), dtype=jnp.int32)
+
+
+def range_count_guarantee(rho):
+    """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
+
+    Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
+    """
+    return pie_guarantee(rho)
