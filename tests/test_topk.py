@@ -242,6 +242,28 @@ def test_vmap_over_keys_and_histograms_matches_loop():
             assert np.array_equal(getattr(batched, field)[b], getattr(single, field))
 
 
+def test_private_kbar_vmap_matches_loop():
+    # Dynamic kbar is handled by masks: a vmapped batch equals the individual calls bit for bit.
+    rng = np.random.default_rng(3)
+    batch = jnp.asarray(rng.integers(0, 20, (4, 12)), jnp.float32)
+    keys = jax.random.split(jax.random.key(6), 4)
+    batched = jax.vmap(lambda key, c: topk.private_kbar(key, c, 2, 6, 0.4, 1e-3))(keys, batch)
+    for b in range(4):
+        single = topk.private_kbar(keys[b], batch[b], 2, 6, 0.4, 1e-3)
+        for field in topk.PrivateKbarResult._fields:
+            assert np.array_equal(getattr(batched, field)[b], getattr(single, field))
+
+
+def test_accuracy_lemma_8_1():
+    # Lemma 8.1(1): P[some returned i has h_i < h_(k) - ln(k kbar/beta)/eps] <= beta.
+    eps, delta, beta, k, kbar = 0.5, 1e-3, 0.05, 3, 10
+    counts = np.array([40, 30, 30, 29, 28, 20, 20, 19, 18, 17, 3])  # 17 < h_(k) - alpha = 17.7
+    alpha = math.log(k * kbar / beta) / eps
+    res = draws(topk.limited_domain, counts, k, kbar, eps, delta, n=4000)
+    bad = np.any((res.indices >= 0) & (counts[np.maximum(res.indices, 0)] < 30 - alpha), axis=-1)
+    assert stats.binomtest(int(bad.sum()), len(bad), beta, alternative="greater").pvalue > P_MIN
+
+
 def test_leading_batch_axis_gives_independent_queries():
     counts = jnp.tile(jnp.asarray([9, 6, 10, 7, 9]), (4000, 1))
     res = topk.limited_domain(jax.random.key(0), counts, 2, 4, 0.7, 0.2)
