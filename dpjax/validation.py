@@ -139,11 +139,13 @@ def check_array(
         raise ValueError(f"{name} must not be empty.")
     if is_traced(arr) or arr.size == 0:
         return arr
-    if finite and jnp.issubdtype(dtype, jnp.floating) and not bool(jnp.all(jnp.isfinite(arr))):
-        bad = "NaN" if bool(jnp.any(jnp.isnan(arr))) else "infinite values"
-        raise ValueError(f"{name} contains {bad}.")
-    if nonnegative and not bool(jnp.all(arr >= 0)):
-        raise ValueError(f"{name} must be non-negative.")
+    # A concrete array closed over by a jitted function is still checked: evaluate eagerly.
+    with jax.ensure_compile_time_eval():
+        if finite and jnp.issubdtype(dtype, jnp.floating) and not bool(jnp.all(jnp.isfinite(arr))):
+            bad = "NaN" if bool(jnp.any(jnp.isnan(arr))) else "infinite values"
+            raise ValueError(f"{name} contains {bad}.")
+        if nonnegative and not bool(jnp.all(arr >= 0)):
+            raise ValueError(f"{name} must be non-negative.")
     return arr
 
 

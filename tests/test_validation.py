@@ -100,3 +100,12 @@ def test_choice_and_same_shape():
         v.check_choice("cauchy", "noise", {"laplace", "gumbel"})
     with pytest.raises(ValueError, match="a and b must have the same shape"):
         v.check_same_shape(np.ones(2), "a", np.ones(3), "b")
+
+
+def test_concrete_arrays_closed_over_by_jit_are_still_checked():
+    data = jnp.array([1.0, jnp.nan])
+    with pytest.raises(ValueError, match="data contains NaN"):
+        jax.jit(lambda: v.check_array(data, "data").sum())()
+    counts = jnp.array([1, -2])
+    with pytest.raises(ValueError, match="counts must be non-negative"):
+        jax.jit(lambda: v.check_array(counts, "counts", nonnegative=True).sum())()
