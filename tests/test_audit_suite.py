@@ -15,8 +15,6 @@ import pytest
 from dpjax import additive, aggregates, budgeting, quantiles, selection, svt, topk
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
 from dpjax.audit import audit, broken, neighbours, reference
-from dpjax.quantiles.joint_exp import joint_exp, joint_exp_guarantee
-from dpjax.quantiles.unbounded import unbounded, unbounded_guarantee
 
 POSITIVE_TRIALS = 200_000
 ZCDP_DELTA = 1e-3
@@ -44,6 +42,7 @@ SVT = neighbours.svt_worst_case(8)
 SVT_MONO = neighbours.svt_worst_case(8, monotone=True)
 QUANT = neighbours.quantile_worst_case(8, 0.0, 1.0)
 QUANT_WIDE = neighbours.quantile_worst_case(8, 0.0, 10.0)
+QUANT_SIGNED = neighbours.quantile_worst_case(8, -10.0, 10.0)
 HIST = neighbours.histogram_worst_case(5, 2)
 DELTA = 0.05  # large enough for delta-events to be measurable
 
@@ -184,14 +183,35 @@ POSITIVE = {
         quantiles.agg_tree_guarantee(EPS),
     ),
     "joint_exp": (
-        lambda k, v: joint_exp(k, v, (0.25, 0.75), EPS, bounds=(0.0, 1.0)),
+        lambda k, v: quantiles.joint_exp(k, v, (0.25, 0.75), EPS, bounds=(0.0, 1.0)),
         *QUANT,
-        joint_exp_guarantee(EPS),
+        quantiles.joint_exp_guarantee(EPS),
     ),
     "unbounded_quantile": (
-        lambda k, v: unbounded(k, v, 0.5, EPS, beta=1.5, max_queries=30),
+        lambda k, v: quantiles.unbounded(k, v, 0.5, EPS, beta=1.5, max_queries=30),
         *QUANT_WIDE,
-        unbounded_guarantee(EPS),
+        quantiles.unbounded_guarantee(EPS),
+    ),
+    "fully_unbounded_quantile": (
+        lambda k, v: quantiles.fully_unbounded(k, v, 0.5, EPS, beta=1.5, max_queries=30),
+        *QUANT_SIGNED,
+        quantiles.fully_unbounded_guarantee(EPS),
+    ),
+    "unbounded_many": (
+        lambda k, v: quantiles.unbounded_many(k, v, (0.25, 0.75), EPS, beta=1.5, max_queries=30),
+        *QUANT_WIDE,
+        quantiles.unbounded_many_guarantee(2, EPS),
+    ),
+    "app_ind_exp": (
+        lambda k, v: quantiles.app_ind_exp(k, v, (0.25, 0.75), EPS, bounds=(0.0, 1.0)),
+        *QUANT,
+        quantiles.app_ind_exp_guarantee(EPS),
+    ),
+    # t is given: its default is tuned with NumPy at call time, which fails when x is traced
+    "csmooth": (
+        lambda k, v: quantiles.csmooth(k, v, (0.5,), EPS, bounds=(0.0, 1.0), t=(1.0,)),
+        *QUANT,
+        quantiles.csmooth_guarantee(EPS),
     ),
     # DP sum with a UQE clipping bound (the bound and the truncation flag are released too)
     "dp_sum": (
@@ -208,7 +228,14 @@ POSITIVE = {
     ),
 }
 # The slowest kernels per run get fewer runs, to keep the suite in its CI budget.
-TRIALS = {"joint_exp": 50_000, "pie_ni": 100_000}
+TRIALS = {
+    "joint_exp": 50_000,
+    "pie_ni": 100_000,
+    "fully_unbounded_quantile": 100_000,
+    "unbounded_many": 100_000,
+    "app_ind_exp": 100_000,
+    "csmooth": 100_000,
+}
 
 
 @pytest.mark.slow
