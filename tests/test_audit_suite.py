@@ -15,6 +15,7 @@ import pytest
 from dpjax import additive, aggregates, budgeting, quantiles, selection, svt, topk
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
 from dpjax.audit import audit, broken, neighbours, reference
+from dpjax.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
 
 POSITIVE_TRIALS = 200_000
 ZCDP_DELTA = 1e-3
@@ -165,6 +166,11 @@ POSITIVE = {
         lambda k, v: topk.private_kbar(k, v, 1, 3, EPS, DELTA),
         *HIST,
         topk.private_kbar_guarantee(1, EPS, DELTA),
+    ),
+    "laplace_limited_domain_experimental": (
+        lambda k, v: laplace_limited_domain(k, v, 2, 2, EPS, 1e-3, max_contributions=1),
+        *HIST,
+        laplace_limited_domain_guarantee(EPS, 1e-3, max_contributions=1),
     ),
     # quantiles
     "emq": (
