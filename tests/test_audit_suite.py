@@ -2,10 +2,11 @@
 specs' worst-case neighbours, and every deliberately broken variant (dpjax.audit.broken) is caught.
 
 Each audit has false-alarm probability <= alpha = 1e-3 (DEFAULT_ALPHA) and fixed keys, so a correct
-mechanism fails here only if its privacy claim is wrong. Positive audits use 200,000 runs per input;
-negative controls use the default number of trials (DEFAULT_TRIALS = 500,000), as the acceptance
-criterion asks. The claim audited is the mechanism's own guarantee companion, converted to
-(epsilon, delta) (range-bounded -> pure; zCDP -> (epsilon, 1e-3)).
+mechanism fails here only if its privacy claim is wrong. Positive audits use 200,000 runs per input
+(50,000-100,000 for the slowest kernels, see TRIALS); negative controls use the default number of
+trials (DEFAULT_TRIALS = 500,000), as the acceptance criterion asks. The claim audited is the
+mechanism's own guarantee companion, converted to (epsilon, delta) (range-bounded -> pure;
+zCDP -> (epsilon, 1e-3)).
 """
 
 import jax
