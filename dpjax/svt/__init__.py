@@ -6,7 +6,9 @@
 * :func:`sparse_vector_with_gap` and :func:`adaptive_sparse_vector_with_gap` (Ding, Wang, Zhang,
   Kifer 2019, Algorithm 2), with integer cost accounting.
 
-Each keyed kernel has a ``*_from_noise`` core that takes the noise as arrays, for exact tests.
+Each keyed kernel has a ``*_from_noise`` core that takes the (scaled) noise as arrays; the cores
+equal a sequential loop of the paper's pseudocode bit for bit. Inside a keyed kernel XLA may fuse
+``scale*E + q`` into one FMA, so a released gap can differ from the core's in the last bit.
 """
 
 from dpjax.svt.above_threshold import (
