@@ -102,8 +102,15 @@ def test_k_fold_composition_in_zcdp_beats_linear():
 
 
 @pytest.mark.parametrize(
-    "make", [lambda: PureDP(-1), lambda: PureDP(math.inf), lambda: ZCDP(math.nan),
-             lambda: ApproxDP(1.0, 1.5), lambda: ApproxDP(1.0, -1e-9), lambda: RangeBounded(-0.1)]
+    "make",
+    [
+        lambda: PureDP(-1),
+        lambda: PureDP(math.inf),
+        lambda: ZCDP(math.nan),
+        lambda: ApproxDP(1.0, 1.5),
+        lambda: ApproxDP(1.0, -1e-9),
+        lambda: RangeBounded(-0.1),
+    ],
 )
 def test_invalid_guarantees(make):
     with pytest.raises(ValueError):

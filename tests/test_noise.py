@@ -88,7 +88,8 @@ def test_naive_float32_gumbel_is_truncated_and_ours_is_not():
     assert naive_max < 16.7
     # The largest value our map can produce (W at its smallest) is far beyond 30.
     sign, w = noise.sign_and_half_uniform_from_bits(
-        jnp.zeros(1, jnp.uint32), jnp.zeros(1, jnp.uint32), jnp.float32)
+        jnp.zeros(1, jnp.uint32), jnp.zeros(1, jnp.uint32), jnp.float32
+    )
     assert float(-jnp.log(noise.exponential_from_sign_and_half_uniform(sign, w))[0]) > 44
 
 
