@@ -255,6 +255,8 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--users", type=int, default=20_000)
     parser.add_argument("--plot", default=None, help="write a summary figure (PNG) here")
+    parser.add_argument("--parts", nargs="+", default=["range", "kde", "knn", "multi"])
+    parser.add_argument("--knn-rows", type=int, default=1000, help="candidate rows for kNN")
     args = parser.parse_args(argv)
     print_machine()
     x, centres = hotspots(args.users)
