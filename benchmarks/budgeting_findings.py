@@ -262,29 +262,28 @@ def main(argv=None) -> None:
     x, centres = hotspots(args.users)
     rhos = (1e-6, 1e-5, 1e-4, 1e-3)
 
-    rc = range_counting(x, centres[:5], args.reps, rhos, (4, 64))
-    print_table("Range counting (square 2 km x 2 km at hotspots): CountErr and PrivSav", rc)
-    print(
-        f"log-log slope of BM0 CountErr vs rho: {slope(rc, 'CountErr', 'BM0'):.3f} (rho^-1/2 -> -0.5 "
-        "while the error is not saturated)"
-    )
+    rc = []
+    if "range" in args.parts:
+        rc = range_counting(x, centres[:5], args.reps, rhos, (4, 64))
+        print_table("Range counting (square 2 km x 2 km at hotspots): CountErr and PrivSav", rc)
+        slope_rc = slope(rc, "CountErr", "BM0")
+        print(f"log-log slope of BM0 CountErr vs rho: {slope_rc:.3f} (-0.5 while the error is not saturated)")
+    if "kde" in args.parts:
+        kd = kde_study(x, centres, args.reps, rhos, 64)
+        print_table(f"Gaussian KDE at hotspot centres (b = {BANDWIDTH} m): l1-Err and PrivSav", kd)
+        print(f"log-log slope of BM1 l1-Err vs rho: {slope(kd, 'l1-Err', 'BM1'):.3f}")
+    if "multi" in args.parts:
+        mq = multi_query(x, centres, max(args.reps // 10, 3), (4, 16, 56), 1e-4, 16)
+        print_table("Multiple range counts (Algorithm 3, PM1-c16) vs uniform B/m (same PSA)", mq)
+    if "knn" in args.parts:
+        pts, name, krhos = load_knn_data(args.data_dir)
+        if pts is None:
+            print("\nkNN: skipped (scikit-learn is not installed and mnist_5k.csv.gz is not in --data-dir).")
+        else:
+            kn = knn_study(pts[: args.knn_rows], max(args.reps // 2, 5), krhos, (1, 10), (4, 16), queries=5)
+            print_table(f"kNN on {name} (first {args.knn_rows} rows): DistErr and PrivSav", kn)
 
-    kd = kde_study(x, centres, args.reps, rhos, 64)
-    print_table(f"Gaussian KDE at hotspot centres (b = {BANDWIDTH} m): l1-Err and PrivSav", kd)
-    print(f"log-log slope of BM1 l1-Err vs rho: {slope(kd, 'l1-Err', 'BM1'):.3f}")
-
-    pts, name, krhos = load_knn_data(args.data_dir)
-    kn = []
-    if pts is None:
-        print("\nkNN: skipped (scikit-learn is not installed and mnist_5k.csv.gz is not in --data-dir).")
-    else:
-        kn = knn_study(pts, max(args.reps // 5, 10), krhos, (1, 10), (4, 64))
-        print_table(f"kNN on {name}: DistErr and PrivSav", kn)
-
-    mq = multi_query(x, centres, max(args.reps // 10, 3), (4, 16, 56), 1e-4, 16)
-    print_table("Multiple range counts (Algorithm 3, PM1-c16) vs uniform B/m (BM-style, same PSA)", mq)
-
-    if args.plot:
+    if args.plot and rc:
         import matplotlib
 
         matplotlib.use("Agg")
