@@ -84,6 +84,7 @@ def test_law_oracle_sums_to_one():
     ("noise", "epsilon1", "epsilon2"),
     [("gumbel", 0.8, 0.8), ("laplace", 0.5, 1.2), ("exponential", 1.1, 0.6)],
 )
+@pytest.mark.slow
 def test_halting_law_matches_closed_form(noise, epsilon1, epsilon2):
     keys = jax.random.split(jax.random.key(1), TRIALS)
     run = jax.jit(jax.vmap(lambda k: svt.above_threshold(k, QUERIES, 1.0, epsilon1, epsilon2, noise=noise)))
@@ -119,6 +120,7 @@ def test_blocked_halting_law():
 # ----------------------------------------------------------------------------- blocked form, batching
 
 
+@pytest.mark.slow
 def test_blocked_result_does_not_depend_on_block_size():
     noise = "laplace"
     q = np.linspace(-20.0, 10.0, 40)

@@ -39,6 +39,7 @@ def test_adaptive_invariants():
     assert (res.num_processed[~stopped] == len(STREAM)).all()
 
 
+@pytest.mark.slow
 def test_sigma_inf_equals_sparse_vector_with_gap_for_the_same_key():
     k, epsilon = 3, 0.7
     adaptive = jax.jit(
@@ -152,6 +153,7 @@ def test_combine_is_the_inverse_variance_average():
     np.testing.assert_allclose(beta, [(108 / 3 + 110) / (1 / 3 + 1), (98 / 3 + 104) / (1 / 3 + 1)], rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("monotonic", [True, False])
 def test_gap_with_measures_reduction_and_coverage(monotonic):
     """Paper §6.2 protocol at epsilon = 0.7, k = 10, queries far from the threshold: the MSE drops by

@@ -99,12 +99,14 @@ def _at(noise):
 AT = {noise: _at(noise) for noise in svt.NOISES}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", svt.NOISES)
 def test_above_threshold_passes_statistical_check(noise):
     for (q, q_prime), claim in ((MONO, 2.0), (GENERAL, 3.0)):
         assert max_log_ratio_lower_bound(*run_both(AT[noise], q, q_prime, 200_000, 1)) <= claim
 
 
+@pytest.mark.slow
 def test_negative_control_no_threshold_noise_is_caught():
     """T~ = T: every ⊥ leaks (2 - e^-eps2) in likelihood; P(all ⊥) ratio ~ 1.63^8 = 50 > e^2."""
 
@@ -117,6 +119,7 @@ def test_negative_control_no_threshold_noise_is_caught():
     assert max_log_ratio_lower_bound(*run_both(broken, q, q_prime, 100_000, 2)) > 2.0
 
 
+@pytest.mark.slow
 def test_negative_control_releasing_the_noisy_answer_is_caught():
     """Releasing q_i + nu_i with the ⊤ bounds the noisy threshold from above, so every ⊥ before it
     leaks e^eps2 (Lyu et al. Alg. 3): the event {halt at 5, value <= 1/2} has ratio ~ e^8 >> e^3."""
@@ -137,6 +140,7 @@ def test_negative_control_releasing_the_noisy_answer_is_caught():
     assert max_log_ratio_lower_bound(*run_both(broken, q, q_prime, 1_000_000, 3)) > 3.0
 
 
+@pytest.mark.slow
 def test_negative_control_no_threshold_resampling_is_caught():
     """One noisy threshold, per-AboveThreshold query noise, answering on after each ⊤ and claimed at
     one AboveThreshold's epsilon1 + 2*epsilon2 (Lyu et al. Alg. 6): general pairs leak per query.
@@ -163,6 +167,7 @@ def _gap_code(result, n):
     return pattern * 4**bins.size + jnp.sum(bins * 4 ** jnp.arange(bins.size))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("monotonic", [False, True])
 def test_gap_mechanisms_pass_statistical_check(monotonic):
     q = np.zeros(3)
