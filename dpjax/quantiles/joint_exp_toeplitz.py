@@ -16,12 +16,15 @@ of the log vector ``x`` (length ``n + 1``) with a two-sided exponential kernel.
   ``L = floor(nu)`` the far part (``g > L``, weight ``e^{-c(g - nu)}``) is a decaying causal filter
   ``z[k] = logaddexp(z[k-1] - c, x[k])``; the near part (``1 <= g <= L``, weight ``e^{-c(nu - g)}``)
   is a window of length ``L`` computed by the van Herk / Gil-Werman block trick (an in-block
-  suffix filter and an in-block prefix sum, never a subtraction). All three are segmented
-  ``lax.associative_scan``s, so the step has depth ``O(log n)``, and ``L`` may be a traced value
-  (the steps of ``lax.scan`` over quantiles share one compiled body).
+  suffix filter and an in-block prefix sum, never a subtraction). All three are first-order
+  log-space recurrences (segments restart where the decay is ``-inf``), run as blocked scans of
+  ``O(sqrt(n))`` sequential steps over vectors of ``O(sqrt(n))`` (small programs, fast to compile),
+  and ``L`` may be a traced value (the steps of ``lax.scan`` over quantiles share one body).
 """
 
 from __future__ import annotations
+
+import math
 
 import jax.numpy as jnp
 from jax import lax
@@ -48,18 +51,36 @@ def toeplitz_fft(x, c, nu):
     return y.at[0].set(-jnp.inf)
 
 
-def _combine(earlier, later):
-    """Composition of the maps ``z -> logaddexp(z + a, b)``, with a segment-start flag ``f``."""
-    a1, b1, f1 = earlier
-    a2, b2, f2 = later
-    a = jnp.where(f2, a2, a1 + a2)
-    b = jnp.where(f2, b2, jnp.logaddexp(b1 + a2, b2))
-    return a, b, f1 | f2
+def _filter(decay, values):
+    """``z[k] = logaddexp(z[k-1] + decay[k], values[k])`` (``z[-1] = -inf``; ``decay = -inf`` restarts).
 
+    A blocked scan with blocks of about ``sqrt(size)``: a ``lax.scan`` along the block positions,
+    vectorized over blocks, then a scan over the block carries and a fix-up. Every quantity is a
+    log of a sum of positive terms; nothing is subtracted.
+    """
+    size = values.shape[0]
+    block = max(1, math.isqrt(size - 1) + 1) if size > 1 else 1
+    blocks = -(-size // block)
+    pad = blocks * block - size
+    decay = jnp.concatenate([decay, jnp.zeros((pad,), decay.dtype)]).reshape(blocks, block).T
+    values = jnp.concatenate([values, jnp.full((pad,), -jnp.inf, values.dtype)]).reshape(blocks, block).T
 
-def _filter(decay, values, starts):
-    """``z[k] = logaddexp(z[k-1] + decay[k], values[k])``, restarting (``z[k] = values[k]``) at ``starts``."""
-    return lax.associative_scan(_combine, (decay, values, starts))[1]
+    def along(carry, column):
+        local, total = carry
+        a, b = column
+        local = jnp.logaddexp(local + a, b)
+        total = total + a
+        return (local, total), (local, total)
+
+    start = (jnp.full((blocks,), -jnp.inf, values.dtype), jnp.zeros((blocks,), values.dtype))
+    _, (local, total) = lax.scan(along, start, (decay, values))  # (block, blocks)
+
+    def across(entering, last):
+        local_end, total_end = last
+        return jnp.logaddexp(entering + total_end, local_end), entering
+
+    _, entering = lax.scan(across, jnp.asarray(-jnp.inf, values.dtype), (local[-1], total[-1]))
+    return jnp.logaddexp(local, entering[None, :] + total).T.reshape(-1)[:size]
 
 
 def _shift_right(v, shift):
@@ -74,10 +95,9 @@ def toeplitz_scan(x, c, nu):
     size = x.shape[0]
     dtype = x.dtype
     neg = jnp.full((size,), -jnp.inf, dtype)
-    no_starts = jnp.zeros((size,), bool)
     window = jnp.floor(nu).astype(jnp.int32)
     # Far part, g >= L + 1.
-    z = _filter(jnp.full((size,), -c, dtype), x, no_starts)
+    z = _filter(jnp.full((size,), -c, dtype), x)
     far = _shift_right(z, window + 1) - c * (window + 1 - nu)
     # Near part, 1 <= g <= L: y[i] = w[i] - c (nu - L) with w[k] = LSE_{h<L} xp[k + h] - c h over
     # xp = x shifted right by L (so the window [i - L, i - 1] of x starts at xp[i]).
@@ -86,10 +106,11 @@ def toeplitz_scan(x, c, nu):
     pos = jnp.arange(2 * size, dtype=jnp.int32)
     offset = pos % length
     offset_f = offset.astype(dtype)
-    suffix = _filter(jnp.full((2 * size,), -c, dtype), xp[::-1], (offset == length - 1)[::-1])[
-        ::-1
-    ]  # LSE_{k <= u < block end} xp[u] - c (u - k)
-    prefix = _filter(jnp.zeros((2 * size,), dtype), xp - c * offset_f, offset == 0)  # from block start
+    # LSE_{k <= u < block end} xp[u] - c (u - k), and LSE_{block start <= u <= e} xp[u] - c (u - start):
+    # the recurrences restart (decay -inf) at block ends going backward, at block starts going forward.
+    back_decay = jnp.where(offset == length - 1, -jnp.inf, -c).astype(dtype)
+    suffix = _filter(back_decay[::-1], xp[::-1])[::-1]
+    prefix = _filter(jnp.where(offset == 0, -jnp.inf, 0).astype(dtype), xp - c * offset_f)
     tail_index = jnp.minimum(pos[:size] + length - 1, 2 * size - 1)
     tail = prefix[tail_index] - c * (length - offset_f[:size])
     w = jnp.where(offset[:size] == 0, suffix[:size], jnp.logaddexp(suffix[:size], tail))

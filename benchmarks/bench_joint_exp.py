@@ -1,0 +1,128 @@
+"""Speed of JointExp: dpjax (scan and FFT forward passes) against a NumPy reference of the paper's
+algorithm (FFT per quantile, dense ``m x (n+1) x m`` table as in Alg. 1), side by side.
+
+Run from the repository root:
+
+    /work/venv/bin/python -m benchmarks.bench_joint_exp [--sizes 1000:30 100000:29 1000000:30]
+        [--vmapped 10000:29:1000] [--x64]
+
+Prints machine info, then per size: seconds per release for each method, the speedup over NumPy,
+and the process's peak resident memory after each size; then the cost of 1,000 vmapped releases
+(forward tables computed once). The NumPy reference is skipped when its table would exceed 2 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.special import logsumexp
+
+from benchmarks.harness import print_machine, print_table, time_call
+
+
+def numpy_joint_exp(rng, x, qs, epsilon, lower, upper):
+    """The paper's Alg. 1 in NumPy (float64): FFT Toeplitz step per quantile, dense table, racing."""
+    x = np.sort(np.clip(x, lower, upper))
+    n, m = x.size, len(qs)
+    edges = np.concatenate([[lower], x, [upper]])
+    with np.errstate(divide="ignore"):
+        log_tau = np.log(np.diff(edges))
+    c = epsilon / 4.0
+    nu = np.diff(np.concatenate([[0.0], qs, [1.0]])) * n
+    gaps = np.arange(n + 1)
+    size = 1 << (2 * (n + 1) - 2).bit_length()
+    table = np.full((m, n + 1, m), -np.inf)
+    table[0, :, 0] = log_tau - c * np.abs(gaps - nu[0])
+    for j in range(1, m):
+        prev = logsumexp(table[j - 1], axis=1)
+        kernel = np.where(gaps >= 1, -c * np.abs(gaps - nu[j]), -np.inf)
+        km, xm = kernel.max(), prev[np.isfinite(prev)].max()
+        conv = np.fft.irfft(
+            np.fft.rfft(np.exp(kernel - km), size) * np.fft.rfft(np.exp(prev - xm), size), size
+        )
+        with np.errstate(divide="ignore"):
+            table[j, :, 0] = log_tau + np.log(np.maximum(conv[: n + 1], 0)) + km + xm
+        table[j, 0, 0] = -np.inf
+        ks = np.arange(2, j + 2)
+        table[j, :, 1 : j + 1] = (log_tau - c * nu[j])[:, None] + table[j - 1, :, :j] - np.log(ks)[None, :]
+    out, j, hi, first = np.zeros(m, int), m, n, True
+    while j > 0:
+        w = table[j - 1, : hi + 1, :j] - c * np.abs(hi - gaps[: hi + 1] - nu[j])[:, None]
+        if not first:
+            w[hi] = -np.inf
+        flat = np.argmax(w.ravel() - np.log(-np.log(rng.uniform(size=w.size))))
+        i, k = divmod(flat, j)
+        out[j - k - 1 : j] = i
+        j, hi, first = j - k - 1, i, False
+    return np.sort(edges[out] + rng.uniform(size=m) * (edges[out + 1] - edges[out]))
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=["1000:30", "100000:29", "1000000:30"])
+    parser.add_argument("--vmapped", default="10000:29:1000", help="n:m:releases")
+    parser.add_argument("--x64", action="store_true", help="float64 (the FFT path needs it)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if args.x64:
+        jax.config.update("jax_enable_x64", True)
+    from dpjax.quantiles import joint_exp
+
+    print_machine()
+    dtype = jnp.float64 if args.x64 else jnp.float32
+    rng = np.random.default_rng(0)
+    rows = []
+    for spec in args.sizes:
+        n, m = (int(v) for v in spec.split(":"))
+        x = rng.normal(0.0, 5.0, n)
+        qs = np.arange(1, m + 1) / (m + 1)
+        row = {"n": n, "m": m, "dtype": jnp.dtype(dtype).name}
+        for method in ("scan", "fft"):
+            fn = jax.jit(
+                lambda k, x, method=method, qs=qs: joint_exp(k, x, qs, 1.0, bounds=(-100, 100), method=method)
+            )
+            row[f"{method} s"] = time_call(fn, jax.random.key(0), jnp.asarray(x, dtype), repeats=args.repeats)
+        if m * (n + 1) * m * 8 <= 2e9:
+            start = time.perf_counter()
+            numpy_joint_exp(rng, x, qs, 1.0, -100.0, 100.0)
+            row["numpy s"] = time.perf_counter() - start
+            row["numpy/scan"] = row["numpy s"] / row["scan s"]
+            row["numpy/fft"] = row["numpy s"] / row["fft s"]
+        row["peak RSS MB"] = peak_mb()
+        rows.append(row)
+    print_table("JointExp, seconds per release (N(0,5) data, bounds [-100,100], epsilon 1)", rows)
+
+    n, m, releases = (int(v) for v in args.vmapped.split(":"))
+    x = jnp.asarray(rng.normal(0.0, 5.0, n), dtype)
+    qs = np.arange(1, m + 1) / (m + 1)
+    batched = jax.jit(jax.vmap(lambda k: joint_exp(k, x, qs, 1.0, bounds=(-100, 100))))
+    keys = jax.random.split(jax.random.key(1), releases)
+    total = time_call(batched, keys, repeats=1)
+    single = time_call(jax.jit(lambda k: joint_exp(k, x, qs, 1.0, bounds=(-100, 100))), keys[0], repeats=1)
+    print_table(
+        "vmapped releases (forward tables computed once)",
+        [
+            {
+                "n": n,
+                "m": m,
+                "releases": releases,
+                "total s": total,
+                "one release s": single,
+                "total / one": total / single,
+                "peak RSS MB": peak_mb(),
+            }
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
