@@ -3,7 +3,20 @@
 Float noise is for studies, training and benchmarks; dpjax is not a hardened release system.
 """
 
-from dpjax import accounting, additive, noise, validation
+from dpjax import (
+    accounting,
+    additive,
+    aggregates,
+    audit,
+    budgeting,
+    noise,
+    postprocess,
+    quantiles,
+    selection,
+    svt,
+    topk,
+    validation,
+)
 from dpjax.accounting import ZCDP, Accountant, ApproxDP, BudgetExceededError, PureDP, RangeBounded
 
 __version__ = "0.1.0"
@@ -17,6 +30,14 @@ __all__ = [
     "RangeBounded",
     "accounting",
     "additive",
+    "aggregates",
+    "audit",
+    "budgeting",
     "noise",
+    "postprocess",
+    "quantiles",
+    "selection",
+    "svt",
+    "topk",
     "validation",
 ]
