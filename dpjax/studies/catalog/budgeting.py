@@ -18,14 +18,14 @@ from dpjax.studies.registry import accuracy_row, register
 from dpjax.studies.runner import monte_carlo
 
 C, BETA0 = 8, 0.025
-USERS = 1000  # the range count uses the first 1,000 values as users, to keep the study to seconds
+USERS = 300  # the range count uses the first 300 values as users, to keep the study to seconds
 
 
 @register(
     "pie_range_count",
     family="budgeting",
     datasets=("normal", "uniform"),
-    description="count of 1,000 users in [-2, 2]: PIE-NI distance privatization (PM1, c=8) vs one-shot BM1, "
+    description="count of 300 users in [-2, 2]: PIE-NI distance privatization (PM1, c=8) vs one-shot BM1, "
     "rho = eps^2/2 per user (local CGP)",
 )
 def _range_count(key, data, epsilon, trials):
