@@ -77,6 +77,11 @@ def lln_parameters(epsilon_each: float, t: float) -> tuple[float, float]:
 def csmooth_default_t(n: int, qs: tuple[float, ...], epsilon_each: float, bounds: tuple[float, float]):
     """Per-quantile ``t`` tuned on N(0, 1) data (data independent; see the module docstring)."""
     sigmas, log_s = np.array([lln_parameters(epsilon_each, t) for t in T_GRID]).T
+    with jax.ensure_compile_time_eval():  # concrete even when csmooth is being traced
+        return _tune(n, qs, sigmas, log_s, bounds)
+
+
+def _tune(n, qs, sigmas, log_s, bounds):
     rng = np.random.default_rng(0)
     chosen = np.zeros(len(qs))
     for _ in range(TUNING_DATASETS):
