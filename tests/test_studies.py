@@ -42,6 +42,13 @@ def test_data_is_closed_over_and_vmapped_once():
     np.testing.assert_allclose(out, 45.0)
 
 
+def test_data_passed_as_arguments_equals_closure():
+    x = jnp.linspace(0.0, 1.0, 1000)
+    by_arg = monte_carlo(lambda k, data: data.mean() + noise.laplace(k), jax.random.key(3), 50, args=(x,))
+    by_closure = monte_carlo(lambda k: x.mean() + noise.laplace(k), jax.random.key(3), 50)
+    np.testing.assert_allclose(by_arg, by_closure, rtol=1e-6)
+
+
 def test_bad_runner_arguments():
     with pytest.raises(ValueError, match="trials must be >= 1"):
         monte_carlo(_mechanism, jax.random.key(0), 0)
@@ -143,8 +150,11 @@ def test_cli_reports_a_failing_study_and_still_runs_the_others(capsys, monkeypat
     def broken(key, data, epsilon, trials):
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(registry._STUDIES, "zz_broken", registry.Study(
-        "zz_broken", "test", ("normal",), "always fails", broken))
+    monkeypatch.setitem(
+        registry._STUDIES,
+        "zz_broken",
+        registry.Study("zz_broken", "test", ("normal",), "always fails", broken),
+    )
     code = main(["study", "--trials", "50", "--study", "laplace_clipped_mean", "zz_broken"])
     captured = capsys.readouterr()
     assert code == 1

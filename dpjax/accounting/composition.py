@@ -22,6 +22,11 @@ def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> G
       delta: needed only when zCDP parts are composed with (epsilon, delta)-DP parts: the zCDP block
         is converted to (epsilon, delta)-DP at this delta before the basic composition.
 
+    Composition loses what a single value cannot carry: k ``RangeBounded(eps)`` parts compose to
+    ``RangeBounded(k eps)``, whose zCDP conversion (k eps)^2/8 is looser than the k eps^2/8 of
+    converting each part first. Compose ``[g.to_zcdp() for g in parts]`` for the latter, or let the
+    :class:`~dpjax.accounting.Accountant` charge the parts one by one (it converts each).
+
     Returns:
       ``RangeBounded`` if every part is range-bounded, ``PureDP`` if every part is pure (or
       range-bounded), ``ZCDP`` if every part implies zCDP and at least one is ``ZCDP``, otherwise
