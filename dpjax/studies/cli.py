@@ -126,32 +126,35 @@ def _write_outputs(rows: list[dict], out: Path) -> None:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
+    """Horizontal bars of mean absolute error (log scale), one row per study/dataset/statistic."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r['study']}\n{r['dataset']}·{r['statistic']}" for r in rows]
+    labels = list(dict.fromkeys(f"{r['study']} · {r['dataset']} · {r['statistic']}" for r in rows))
+    position = {label: i for i, label in enumerate(labels)}
     epsilons = sorted({r["epsilon"] for r in rows})
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(rows) + 2), 4.5))
-    width = 0.8 / len(epsilons)
-    positions = {label: i for i, label in enumerate(dict.fromkeys(labels))}
+    height = 0.8 / len(epsilons)
+    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.22 * len(labels) * len(epsilons)))
     for j, eps in enumerate(epsilons):
-        xs, ys, es = [], [], []
-        for label, r in zip(labels, rows, strict=True):
-            if r["epsilon"] == eps and math.isfinite(r.get("mean_abs_error", math.nan)):
-                xs.append(positions[label] + j * width)
-                ys.append(r["mean_abs_error"])
-                es.append(r.get("std_error", 0.0))
-        ax.bar(xs, ys, width, yerr=es, label=f"ε = {eps:g}")
-    ax.set_xticks([p + 0.4 - width / 2 for p in positions.values()])
-    ax.set_xticklabels(list(positions), rotation=60, ha="right", fontsize=7)
-    ax.set_yscale("log")
-    ax.set_ylabel("mean absolute error")
-    ax.set_title("dpjax study: error of each mechanism against the truth")
-    ax.legend()
+        ys, xs, errs = [], [], []
+        for r in rows:
+            mae = r.get("mean_abs_error", math.nan)
+            if r["epsilon"] == eps and math.isfinite(mae) and mae > 0:
+                ys.append(position[f"{r['study']} · {r['dataset']} · {r['statistic']}"] + j * height)
+                xs.append(mae)
+                errs.append(r.get("std_error", 0.0))
+        ax.barh(ys, xs, height, xerr=errs, label=f"ε = {eps:g}")
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(labels))])
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("mean absolute error against the truth (log scale; exact rows omitted)")
+    ax.set_title("dpjax study")
+    ax.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
