@@ -215,3 +215,19 @@ def test_guarantee_companions_are_the_worst_case():
         assert companion(np.array([1e-4, 5e-4, 0.0])).rho == 5e-4
         with pytest.raises(ValueError, match="rho"):
             companion(np.array([-1e-4]))
+
+
+@pytest.mark.parametrize("mode", ["point", "distance"])
+def test_vmap_over_query_points_equals_one_call_per_query(mode):
+    """Range counts of several boxes in one vmapped call equal the calls made one query at a time."""
+    centers = jnp.asarray([[1000.0, 1000.0], [2000.0, 2000.0], [3000.0, 1500.0]], jnp.float32)
+    key = jax.random.key(7)
+
+    def count(center):
+        return range_count(key, X, 1e-4, center, HALF, c=4, beta0=0.025, mode=mode)[0]
+
+    batched = np.asarray(jax.jit(jax.vmap(count))(centers))
+    one_by_one = [int(jax.jit(count)(c)) for c in centers]
+    np.testing.assert_array_equal(batched, one_by_one)
+    truth = [int(np.sum(np.all(np.abs(X - np.asarray(c)) <= HALF, axis=1))) for c in centers]
+    assert len(set(truth)) > 1  # the boxes really differ
