@@ -21,7 +21,7 @@ from dpjax.quantiles import (
     ind_exp,
     optimal_composition_epsilon,
 )
-from dpjax.quantiles.agg_tree import honaker
+from dpjax.quantiles.agg_tree import _descend, _level_counts, _noisy_levels, agg_tree_sensitivity, honaker
 from dpjax.quantiles.app_ind_exp import composition_delta
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps
@@ -121,6 +121,139 @@ def test_honaker_exact_counts_are_fixed_point():
     combined = honaker(counts, jnp.asarray(8.0), 0.0, 2.0, 2)
     for got, want in zip(combined, counts, strict=True):
         np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def _level_matrices(branching, height):
+    """0/1 matrices mapping the leaf counts to the counts of levels 1..h."""
+    return [
+        np.kron(np.eye(branching**level), np.ones((1, branching ** (height - level))))
+        for level in range(1, height + 1)
+    ]
+
+
+def _honaker_closed_form_variances(var, root_var, branching, height):
+    """Honaker (2015) variances of t* per level 1..h (spec §7.7 formulas, written independently)."""
+    below = [var]
+    for _ in range(height - 1):
+        below.insert(0, 1 / (1 / var + 1 / (branching * below[0])))
+    above, star = root_var, []
+    for level in range(height):
+        outside = above + (branching - 1) * below[level]
+        star.append(1 / (1 / below[level] + 1 / outside))
+        above = 1 / (1 / var + 1 / outside)
+    return star
+
+
+@pytest.mark.parametrize("neighbors", ["swap", "add_remove"])
+def test_honaker_is_the_least_squares_consistent_tree(neighbors):
+    # Honaker's two passes give the least-squares fit A x of a consistent tree to the noisy counts
+    # (n fixed under swap, the noisy root one more equally weighted observation under add/remove).
+    branching, height = 3, 3
+    rng = np.random.default_rng(11)
+    A = _level_matrices(branching, height)
+    leaves = rng.integers(0, 10, branching**height).astype(float)
+    noisy = [a @ leaves + rng.laplace(0, 2.0, a.shape[0]) for a in A]
+    stacked, y = np.vstack(A), np.concatenate(noisy)
+    ones = np.ones((1, branching**height))
+    if neighbors == "swap":
+        root, root_var = leaves.sum(), 0.0
+        kkt = np.block([[stacked.T @ stacked, ones.T], [ones, np.zeros((1, 1))]])
+        fit = np.linalg.solve(kkt, np.concatenate([stacked.T @ y, [root]]))[:-1]
+    else:
+        root, root_var = leaves.sum() + rng.laplace(0, 2.0), 8.0
+        design = np.vstack([ones, stacked])
+        fit = np.linalg.lstsq(design, np.concatenate([[root], y]), rcond=None)[0]
+    combined = honaker([jnp.asarray(v) for v in noisy], jnp.asarray(root), root_var, 8.0, branching)
+    for got, a in zip(combined, A, strict=True):
+        np.testing.assert_allclose(got, a @ fit, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize(("neighbors", "branching", "height"), [("swap", 4, 3), ("add_remove", 2, 4)])
+def test_honaker_unbiased_with_closed_form_variance(neighbors, branching, height):
+    # t* is linear in the noise and exact counts are a fixed point, so E t* = t; its covariance is
+    # var * J J^T with J the Jacobian wrt the noisy counts (and the noisy root under add/remove).
+    var = 2.0
+    root_var = 0.0 if neighbors == "swap" else var
+    sizes = [branching**level for level in range(1, height + 1)]
+
+    def flat_estimates(flat):
+        root = flat[0] if neighbors == "add_remove" else jnp.asarray(0.0)
+        levels = jnp.split(flat[1:], np.cumsum(sizes)[:-1])
+        return jnp.concatenate(honaker(list(levels), root, root_var, var, branching))
+
+    jacobian = np.asarray(jax.jacfwd(flat_estimates)(jnp.zeros(1 + sum(sizes))), np.float64)
+    if neighbors == "swap":
+        jacobian = jacobian[:, 1:]
+    variance = var * np.sum(jacobian**2, axis=1)
+    want = _honaker_closed_form_variances(var, root_var, branching, height)
+    np.testing.assert_allclose(variance, np.repeat(want, sizes), rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_agg_tree_noise_scale_matches_budget_split():
+    # Every node of every level gets Laplace noise of scale (swap sensitivity 2h) / epsilon:
+    # epsilon / h per level, and a swap moves at most 2 counts per level by 1.
+    branching, height, epsilon = 3, 3, 0.7
+    counts = _level_counts(jnp.asarray([0.1, 0.5, 0.52, 0.9]), 0.0, 1.0, branching, height, jnp.float32)
+    scale = agg_tree_sensitivity(height) / epsilon
+    assert scale == 2 * height / epsilon
+    keys = jax.random.split(jax.random.key(12), (4000, height))
+    draws = jax.vmap(lambda k: _noisy_levels(k, counts, scale))(keys)
+    for level, (noisy, exact) in enumerate(zip(draws, counts, strict=True)):
+        residual = np.asarray(noisy - exact).ravel()
+        assert residual.size == 4000 * branching ** (level + 1)
+        assert stats.kstest(residual, stats.laplace(scale=scale).cdf).pvalue > 1e-4
+
+
+def test_agg_tree_sensitivity_brute_force():
+    branching, height = 3, 2
+    x = np.array([0.05, 0.2, 0.21, 0.6, 0.97])
+    grid = (np.arange(branching**height) + 0.5) / branching**height
+
+    def flat(data):
+        levels = _level_counts(jnp.asarray(data, jnp.float32), 0.0, 1.0, branching, height, jnp.float32)
+        return np.concatenate([[len(data)], *map(np.asarray, levels)])
+
+    base = flat(x)
+    swaps = [np.abs(flat(np.where(np.arange(5) == i, v, x)) - base).sum() for i in range(5) for v in grid]
+    removes = [np.abs(flat(np.delete(x, i)) - base).sum() for i in range(5)]
+    assert max(swaps) == agg_tree_sensitivity(height, "swap") == 2 * height
+    assert max(removes) == agg_tree_sensitivity(height, "add_remove") == height + 1
+
+
+def test_descend_exact_counts_gives_interpolated_quantile():
+    # With exact counts the descent inverts the leaf histogram's piecewise-linear CDF: first leaf
+    # whose cumulative count reaches q n, then linear interpolation inside it.
+    branching, height, lower, upper = 4, 3, -2.0, 2.0
+    x = np.random.default_rng(13).normal(0, 0.6, 500)
+    levels = _level_counts(jnp.asarray(x, jnp.float32), lower, upper, branching, height, jnp.float32)
+    leaves = np.asarray(levels[-1], np.float64)
+    cumulative, width = np.cumsum(leaves), (upper - lower) / branching**height
+    for q in np.linspace(0.013, 0.987, 37):
+        leaf = int(np.argmax(cumulative >= q * x.size))
+        before = cumulative[leaf] - leaves[leaf]
+        want = lower + width * (leaf + (q * x.size - before) / leaves[leaf])
+        assert abs(float(_descend(levels, q, lower, upper, branching)) - want) < 1e-4
+
+
+@pytest.mark.slow
+def test_agg_tree_high_quantile_stays_with_concentrated_data():
+    # Durfee (2023) Table 1 regime: all n points in the first leaf of [0, 10^4] with b = 10, h = 3.
+    # The t* are consistent and n is public (swap), so on the first node of every level the descent
+    # targets q n exactly and enters the first child unless its t* < q n: the release leaves the
+    # first leaf with probability <= sum_l Var(t*_l) / ((1 - q) n)^2 by Chebyshev (about 0.07).
+    # Clipping the counts at 0 before the descent moved it out of the first leaf in 97% of draws.
+    n, q, epsilon, branching, height = 1000, 0.95, 1.0, 10, 3
+    x = jnp.linspace(3.0, 4.5, n)
+    keys = jax.random.split(jax.random.key(14), 1000)
+    out = np.asarray(
+        jax.vmap(
+            lambda k: agg_tree(k, x, [q], epsilon, bounds=(0, 10_000), branching=branching, height=height)
+        )(keys)
+    )
+    var = 2 * (agg_tree_sensitivity(height) / epsilon) ** 2
+    bound = sum(_honaker_closed_form_variances(var, 0.0, branching, height)) / ((1 - q) * n) ** 2
+    assert np.mean(out > 10) <= bound + 3 * math.sqrt(bound / keys.shape[0])
 
 
 def test_agg_tree_nearly_noiseless_is_accurate():

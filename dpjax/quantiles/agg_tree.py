@@ -10,10 +10,15 @@ root is noised too and the L1 sensitivity is ``h + 1``. (The paper's ``Lap(h/eps
 add/remove count without the root; the authors' code uses ``2h`` under swap, as here.)
 
 The noisy counts are then made consistent by Honaker's (2015) two-pass weighted averaging
-("from below", "from above", combined), and each quantile is read by descending the tree: at a
-node, the child holding the remaining fraction of the node's (clipped at 0) mass is entered, and at
-the last level the position is interpolated linearly inside the node's range. Everything after the
-noise is post-processing, so any number of quantiles is released for the same ``epsilon``.
+("from below", "from above", combined), which is the least-squares (best linear unbiased) fit of a
+consistent tree to the noisy counts. Each quantile is read by descending the tree as dp_multiq's
+``compute_quantile`` does: at a node, the first child whose cumulative aggregated count reaches the
+remaining fraction of the node's count is entered, and at the last level the position is
+interpolated linearly inside the node's range. The counts are used as they are, negative ones
+included: a cumulative count is then an unbiased estimate of a rank, whereas clipping each node at
+0 adds the positive part of the noise of every empty node and pushes high quantiles far past the
+data when the bounds are loose. Everything after the noise is post-processing, so any number of
+quantiles is released for the same ``epsilon``.
 
 Under ``vmap`` over keys the bucket counts are computed once; only the noise and the aggregation
 and queries (``O(b^h)``) run per key.
@@ -49,6 +54,12 @@ def _level_counts(x, lower, upper, branching, height, dtype):
     for _ in range(height - 1):
         counts.append(counts[-1].reshape(-1, branching).sum(axis=1))
     return counts[::-1]
+
+
+def _noisy_levels(keys, counts, scale):
+    """Every node of levels 1..h plus its own Laplace(``scale``) noise, one scale for all levels
+    (Sec. 5.1): the budget is split evenly, ``epsilon / h`` per level of swap sensitivity 2."""
+    return [c + noise.laplace(k, c.shape, scale, c.dtype) for c, k in zip(counts, keys, strict=True)]
 
 
 def _sibling_rest(t, branching):
@@ -93,13 +104,19 @@ def honaker(noisy, root, root_var, var, branching):
 
 
 def _descend(levels, q, lower, upper, branching):
-    """Reads the ``q``-quantile from consistent level counts (clipped at 0) by tree descent."""
+    """Reads the ``q``-quantile from consistent level counts by tree descent (dp_multiq ``tree.py``).
+
+    The counts are not clipped at 0: the entered child is the first whose cumulative count reaches
+    ``frac * total`` (tolerance 1e-6), so its count is positive (up to the tolerance) and the
+    fraction inside it lies in [0, 1]. When the children's total is not positive the descent stops
+    and interpolates inside the current node.
+    """
     dtype = levels[0].dtype
     node = jnp.int32(0)
     left, width, frac = jnp.asarray(lower, dtype), jnp.asarray(upper - lower, dtype), jnp.asarray(q, dtype)
     stopped = jnp.bool_(False)
     for counts in levels:
-        children = jnp.maximum(lax.dynamic_slice(counts, (node * branching,), (branching,)), 0)
+        children = lax.dynamic_slice(counts, (node * branching,), (branching,))
         cumulative = jnp.cumsum(children)
         total = cumulative[-1]
         target = frac * total
@@ -169,7 +186,7 @@ def agg_tree(
     scale = agg_tree_sensitivity(height, neighbors) / epsilon
     var = 2.0 * scale**2
     level_keys = jax.random.split(key, height + 1)
-    noisy = [c + noise.laplace(k, c.shape, scale, dtype) for c, k in zip(counts, level_keys[1:], strict=True)]
+    noisy = _noisy_levels(level_keys[1:], counts, scale)
     n = jnp.asarray(x.shape[0], dtype)
     if neighbors == "swap":
         root, root_var = n, 0.0
