@@ -7,7 +7,10 @@ between the release and the true ("lower") quantile, averaged over trials. Datas
 U(-5, 5), and the Goodreads ratings and page counts / 100 when ``books.csv`` is in the data dir.
 
     /work/venv/bin/python -m benchmarks.joint_exp_accuracy [DATA_DIR] [--ms 1 3 5 9 15 29]
-        [--trials 20] [--out benchmarks/joint_exp_accuracy.png]
+        [--trials 20] [--out benchmarks/joint_exp_accuracy.png] [--csv PATH]
+
+The paper's code runs ``m = 1..29``. Progress (seconds per method) is printed per (m, dataset);
+``--csv`` also writes each cell's mean and standard error over trials.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import pathlib
+import time
 
 import jax
 import matplotlib
@@ -65,43 +69,83 @@ def samplers(data_dir):
     return out
 
 
+def compile_methods(qs):
+    """Each method as ``fn(key, x)`` for the levels ``qs`` (CSmooth tunes in Python, so it is not jitted)."""
+
+    def bind(fn):
+        return lambda k, x: fn(k, x, qs, EPSILON, bounds=BOUNDS)
+
+    return {name: bind(fn) if name == "CSmooth" else jax.jit(bind(fn)) for name, fn in METHODS.items()}
+
+
+def missed_points(x, release, truth):
+    """Mean over quantiles of the number of sorted points ``x`` between release and true quantile."""
+    return np.abs(np.searchsorted(x, np.asarray(release)) - np.searchsorted(x, truth)).mean()
+
+
+def run_cell(methods, sample, qs, trials):
+    """Per-trial errors of every method on fresh samples (seeded per cell) and seconds per method."""
+    rng = np.random.default_rng(0)
+    errors, seconds = {name: [] for name in methods}, dict.fromkeys(methods, 0.0)
+    for trial in range(trials):
+        x = np.sort(sample(rng))
+        truth = np.quantile(x, qs, method="lower")
+        key = jax.random.key(trial)
+        for name, fn in methods.items():
+            start = time.perf_counter()
+            release = jax.block_until_ready(fn(key, x))
+            seconds[name] += time.perf_counter() - start
+            errors[name].append(missed_points(x, release, truth))
+    return errors, seconds
+
+
+def write_csv(path, per_trial, ms):
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["dataset", "m", "method", "mean", "stderr", "trials"])
+        for d, by_m in per_trial.items():
+            for m in ms:
+                for name, errs in by_m[m].items():
+                    se = np.std(errs, ddof=1) / np.sqrt(len(errs)) if len(errs) > 1 else float("nan")
+                    writer.writerow([d, m, name, f"{np.mean(errs):.4f}", f"{se:.4f}", len(errs)])
+
+
+def plot(path, errors, ms):
+    datasets = list(errors)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 3.6), squeeze=False)
+    for ax, d in zip(axes[0], datasets, strict=True):
+        for name in METHODS:
+            ax.plot(ms, errors[d][name], marker="o", label=name)
+        ax.set_yscale("log")
+        ax.set_title(d)
+        ax.set_xlabel("number of quantiles m")
+    axes[0][0].set_ylabel("missed points per quantile")
+    axes[0][0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", nargs="?", default="../shared/data")
     parser.add_argument("--ms", type=int, nargs="+", default=[1, 3, 5, 9, 15, 29])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--out", default="benchmarks/joint_exp_accuracy.png")
+    parser.add_argument("--csv", default=None, help="also write mean and standard error per cell")
     args = parser.parse_args()
     print_machine()
     datasets = samplers(pathlib.Path(args.data_dir))
-    errors = {d: {name: [] for name in METHODS} for d in datasets}
+    per_trial = {d: {} for d in datasets}
     for m in args.ms:
         qs = np.arange(1, m + 1) / (m + 1)
-        compiled = {
-            name: (
-                fn
-                if name == "CSmooth"
-                else jax.jit(lambda k, x, fn=fn, qs=qs: fn(k, x, qs, EPSILON, bounds=BOUNDS))
-            )
-            for name, fn in METHODS.items()
-        }
+        methods = compile_methods(qs)
         for d, sample in datasets.items():
-            rng = np.random.default_rng(0)
-            totals = dict.fromkeys(METHODS, 0.0)
-            for trial in range(args.trials):
-                x = np.sort(sample(rng))
-                truth = np.quantile(x, qs, method="lower")
-                key = jax.random.key(trial)
-                for name, fn in compiled.items():
-                    if name == "CSmooth":
-                        release = fn(key, x, qs, EPSILON, bounds=BOUNDS)
-                    else:
-                        release = fn(key, x)
-                    missed = np.abs(np.searchsorted(x, np.asarray(release)) - np.searchsorted(x, truth))
-                    totals[name] += missed.mean() / args.trials
-            for name in METHODS:
-                errors[d][name].append(totals[name])
-        print(f"m = {m} done", flush=True)
+            per_trial[d][m], seconds = run_cell(methods, sample, qs, args.trials)
+            timing = ", ".join(f"{name} {s:.1f}s" for name, s in seconds.items())
+            print(f"m = {m}, {d}: {timing}", flush=True)
+    errors = {
+        d: {name: [np.mean(per_trial[d][m][name]) for m in args.ms] for name in METHODS} for d in datasets
+    }
     rows = []
     for d in datasets:
         for j, m in enumerate(args.ms):
@@ -110,17 +154,10 @@ def main():
             row["best other / JointExp"] = others / max(errors[d]["JointExp"][j], 1e-12)
             rows.append(row)
     print_table(f"mean missed points per quantile (n={N}, epsilon={EPSILON}, {args.trials} trials)", rows)
-    fig, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 3.6), squeeze=False)
-    for ax, d in zip(axes[0], datasets, strict=True):
-        for name in METHODS:
-            ax.plot(args.ms, errors[d][name], marker="o", label=name)
-        ax.set_yscale("log")
-        ax.set_title(d)
-        ax.set_xlabel("number of quantiles m")
-    axes[0][0].set_ylabel("missed points per quantile")
-    axes[0][0].legend()
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
+    if args.csv:
+        write_csv(args.csv, per_trial, args.ms)
+        print(f"csv: {args.csv}")
+    plot(args.out, errors, args.ms)
     print(f"figure: {args.out}")
 
 
