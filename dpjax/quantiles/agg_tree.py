@@ -160,7 +160,9 @@ def agg_tree(
       bounds: ``(a, b)`` with ``a < b``.
       branching: b >= 2 (static). The paper tuned b and h on N(0, 1) data without reporting them;
         the defaults ``b = 8, h = 3`` (512 buckets) were tuned the same way here (best mean
-        error on N(0, 1), n = 1000, bounds [-100, 100], epsilon = 1, m = 1 and 5).
+        error on N(0, 1), n = 1000, bounds [-100, 100], epsilon = 1, m = 1 and 5; re-checked
+        over b in 2..32 after the unclipped descent: 8.8 / 11.4 missed points per quantile,
+        next b = 10, h = 3 with 10.3 / 13.0, Durfee's (2023) "generally best" choice).
       height: h >= 1 (static), with ``b^h <= 2^24`` leaves.
       neighbors: ``"swap"`` or ``"add_remove"``.
 
