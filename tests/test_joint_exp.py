@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 from jax import enable_x64
 from scipy import stats
+from scipy.special import logsumexp
 
 from dpjax.accounting import PureDP
 from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps
-from dpjax.quantiles.joint_exp import joint_exp_sensitivity, sample_gaps
+from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, padded_totals, sample_gaps
+from dpjax.quantiles.joint_exp_tables import sampling_block
+from dpjax.quantiles.joint_exp_toeplitz import log_filter, toeplitz_scan
 
 WORKED_X = [0.1, 0.1, 0.4, 0.9]
 WORKED_Q = [0.25, 0.5, 0.75]
@@ -272,3 +275,120 @@ def test_bad_input(kwargs, match):
             args.pop("epsilon"),
             **args,
         )
+
+
+# --- The vectorised kernels at sizes where they block and recurse (n in the hundreds to thousands) ---
+
+
+def test_log_filter_matches_the_sequential_recurrence():
+    rng = np.random.default_rng(20)
+    with enable_x64():
+        for size in (1, 15, 16, 17, 300, 5000):
+            decay = rng.choice([-0.7, 0.4, -np.inf], size=(2, size), p=[0.6, 0.3, 0.1])
+            values = np.where(rng.random((2, size)) < 0.2, -np.inf, 5 * rng.normal(size=(2, size)))
+            want = np.empty_like(values)
+            for r in range(2):
+                acc = -np.inf
+                for k in range(size):
+                    acc = np.logaddexp(acc + decay[r, k], values[r, k])
+                    want[r, k] = acc
+            got = np.asarray(log_filter(jnp.asarray(decay), jnp.asarray(values)))
+            np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+            np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=0, atol=1e-10)
+
+
+def dense_toeplitz(x, c, nu):
+    i = np.arange(x.size)
+    kernel = np.where(i[None, :] < i[:, None], -c * np.abs(i[:, None] - i[None, :] - nu), -np.inf)
+    return logsumexp(kernel + x[None, :], axis=1)
+
+
+@pytest.mark.parametrize("size", [1, 2, 17, 300, 2500])
+def test_toeplitz_scan_matches_dense_log_sum_exp(size):
+    rng = np.random.default_rng(size)
+    step = jax.jit(toeplitz_scan)  # c and nu traced: one compilation per size and dtype
+    for nu in (0.0, 0.4, 1.0, 2.5, size / 3, size - 0.5, size + 2.0):
+        for c in (0.05, 1.5):
+            x = np.where(rng.random(size) < 0.15, -np.inf, 4 * rng.normal(size=size))
+            want = dense_toeplitz(x, c, nu)
+            finite = np.isfinite(want)
+            with enable_x64():
+                got = np.asarray(step(jnp.asarray(x), c, nu))
+            np.testing.assert_array_equal(np.isfinite(got), finite)
+            np.testing.assert_allclose(got[finite], want[finite], rtol=0, atol=1e-9)
+            got32 = np.asarray(step(jnp.asarray(x, jnp.float32), c, nu), np.float64)
+            near = finite & (want > want[finite].max(initial=0) - 30)
+            np.testing.assert_allclose(got32[near], want[near], rtol=0, atol=2e-3)
+
+
+def dense_alphahat(x, lower, upper, qs, epsilon):
+    """Alg. 1's forward table with the explicit run-length axis, exact LSE Toeplitz (float64)."""
+    x = np.sort(np.clip(x, lower, upper))
+    n, m = x.size, len(qs)
+    with np.errstate(divide="ignore"):
+        log_tau = np.log(np.diff(np.concatenate([[lower], x, [upper]])))
+    c = epsilon / 4.0
+    nu = np.diff(np.concatenate([[0.0], qs, [1.0]])) * n
+    gaps = np.arange(n + 1)
+    table = np.full((m, n + 1, m), -np.inf)
+    table[0, :, 0] = log_tau - c * np.abs(gaps - nu[0])
+    for j in range(1, m):
+        table[j, :, 0] = log_tau + dense_toeplitz(logsumexp(table[j - 1], axis=1), c, nu[j])
+        for k in range(1, j + 1):
+            table[j, :, k] = log_tau - c * nu[j] + table[j - 1, :, k - 1] - np.log(k + 1)
+    return logsumexp(table, axis=2), c, nu
+
+
+def test_forward_tables_match_dense_reference_with_runs():
+    rng = np.random.default_rng(21)
+    x = np.round(rng.normal(0, 1, 400), 2)  # many ties (zero-width gaps)
+    qs = [0.1, 0.11, 0.5, 0.52, 0.9]  # close levels: runs of equal gaps carry mass
+    with enable_x64():
+        tables = joint_exp_tables(jnp.asarray(x), qs, 0.3, bounds=(-5, 5))
+    want, c, nu = dense_alphahat(x, -5.0, 5.0, qs, 0.3)
+    got = np.asarray(tables.log_total) + np.asarray(tables.offsets)[:, None]
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=0, atol=1e-8)
+    last = -c * np.abs(x.size - np.arange(x.size + 1) - nu[-1])
+    with enable_x64():
+        lz = joint_exp_log_normalizer(jnp.asarray(x), qs, 0.3, bounds=(-5, 5))
+    assert abs(float(lz) - logsumexp(want[-1] + last)) < 1e-8
+
+
+def test_block_sampler_draws_the_exact_conditional():
+    """draw_gap (block masses + one block) against the exact pmf, at the kink, at block edges."""
+    rng = np.random.default_rng(22)
+    x = rng.normal(0, 1, 500)
+    tables = joint_exp_tables(jnp.asarray(x, jnp.float32), [0.2, 0.5, 0.8], 0.05, bounds=(-4, 4))
+    size = x.size + 1
+    block = sampling_block(size)
+    padded = padded_totals(tables)
+    draw = jax.jit(jax.vmap(draw_gap, in_axes=(0, None, None, None, None, None)))
+    keys = jax.random.split(jax.random.key(23), 20_000)
+    cases = ((2, 500, True), (1, 3 * block, False), (1, 3 * block - 1, True), (0, 140, False))
+    for row, hi, inclusive in cases:
+        logits = np.asarray(tables.log_total[row], np.float64) - float(tables.c) * np.abs(
+            hi - np.arange(size) - float(tables.nu[row + 1])
+        )
+        logits[np.arange(size) > hi if inclusive else np.arange(size) >= hi] = -np.inf
+        pmf = np.exp(logits - logsumexp(logits))
+        counts = np.bincount(np.asarray(draw(keys, tables, padded, row, hi, inclusive)), minlength=size)
+        assert counts[pmf == 0].sum() == 0
+        expected = pmf * keys.shape[0]
+        big = expected >= 5
+        obs = np.append(counts[big], counts[~big].sum())
+        exp = np.append(expected[big], expected[~big].sum())
+        if exp[-1] < 5:
+            obs, exp = obs[:-1], exp[:-1] * obs[:-1].sum() / exp[:-1].sum()
+        assert stats.chisquare(obs, exp).pvalue > 1e-6, (row, hi, inclusive)
+
+
+def test_vmapped_releases_equal_single_releases():
+    x = jnp.asarray(np.random.default_rng(24).normal(0, 5, 3000), jnp.float32)
+    qs = np.arange(1, 8) / 8
+    keys = jax.random.split(jax.random.key(25), 5)
+    release = jax.jit(lambda k, x: joint_exp(k, x, qs, 1.0, bounds=(-100, 100)))
+    batched = jax.vmap(release, in_axes=(0, None))(keys, x)
+    for key, row in zip(keys, batched, strict=True):
+        np.testing.assert_array_equal(release(key, x), row)

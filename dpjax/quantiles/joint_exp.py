@@ -15,8 +15,8 @@ is drawn with weight ``exp(c u) prod tau(i_j) / prod_runs k!`` by a forward pass
 length, each by Gumbel-max); each ``o_j`` is then uniform in its gap, and the output is sorted.
 Zero-width gaps (duplicates) have probability exactly 0.
 
-Under ``vmap`` over keys the forward tables (sorting, ``O(m n)`` memory, ``O(m n log n + m^2 n)``
-time) are computed once; each key costs one backward pass, ``O(m (n + m))``.
+Under ``vmap`` over keys the forward tables (sorting, ``O(m n)`` memory, ``O(n log n + m^2 n)``
+time) are computed once; each key costs one backward pass, ``O(m (sqrt(n) + m))``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,14 @@ from dpjax.quantiles.intervals import (
     gumbel_argmax,
     uniform_in_gaps,
 )
-from dpjax.quantiles.joint_exp_tables import Tables, forward, log_normalizer, log_phi
+from dpjax.quantiles.joint_exp_tables import (
+    Tables,
+    forward,
+    log_factorials,
+    log_normalizer,
+    log_phi,
+    sampling_block,
+)
 from dpjax.quantiles.joint_exp_toeplitz import METHODS
 from dpjax.validation import check_choice, check_epsilon
 
@@ -77,35 +84,85 @@ def joint_exp_log_normalizer(
     return log_normalizer(tables)
 
 
+def _block_logits(tables: Tables, padded, row, block_index, hi, inclusive, target):
+    """Exact logits ``log_total[row, i] - c |hi - i - target|`` of the ``B`` gaps of one block,
+    ``-inf`` past ``hi`` (past or at ``hi`` if not ``inclusive``)."""
+    block = padded.shape[1] // tables.block_left.shape[1]
+    start = block_index * block
+    gap = start + jnp.arange(block, dtype=jnp.int32)
+    values = lax.dynamic_slice_in_dim(padded[row], start, block)
+    logits = values + log_phi(tables.c, (hi - gap).astype(values.dtype), target)
+    allowed = jnp.where(inclusive, gap <= hi, gap < hi)
+    return jnp.where(allowed, logits, -jnp.inf)
+
+
+def draw_gap(key, tables: Tables, padded, row, hi, inclusive):
+    """One exact draw of ``i`` with probability ``∝ alphahat(row, i) phi_{row+1}(hi - i)`` over
+    ``i <= hi`` (``inclusive``) or ``i < hi``, in ``O(sqrt(n))``.
+
+    Two levels, each by Gumbel-max: first a block of ``B`` gaps with its total mass, then a gap in
+    it. Left of the kink ``hi - nu`` the edge weight is ``exp(-c (hi - i - nu))``, right of it
+    ``exp(-c (i - hi + nu))``: for a block on one side the mass is a precomputed per-block
+    log-sum-exp (``block_left`` / ``block_right``) plus a constant. Only the block holding the
+    kink and the block holding ``hi`` (the mask edge) are summed gap by gap.
+    """
+    target = tables.nu[row + 1]
+    blocks = tables.block_left.shape[1]
+    block = padded.shape[1] // blocks
+    n = tables.log_width.shape[0] - 1
+    dtype = tables.log_width.dtype
+    index = jnp.arange(blocks, dtype=jnp.int32)
+    distance = (hi - index * block).astype(dtype) - target  # hi - start - nu
+    kink = jnp.clip(jnp.floor(hi - target), 0, n).astype(jnp.int32) // block
+    last = hi // block
+    masses = jnp.where(
+        index < kink,
+        tables.block_left[row] - tables.c * distance,
+        tables.block_right[row] + tables.c * distance,
+    )
+    masses = jnp.where(index > last, -jnp.inf, masses)
+    for edge in (kink, last):
+        exact = jax.nn.logsumexp(_block_logits(tables, padded, row, edge, hi, inclusive, target))
+        masses = masses.at[edge].set(exact)
+    block_key, gap_key = jax.random.split(key)
+    chosen = gumbel_argmax(block_key, masses).astype(jnp.int32)
+    inside = gumbel_argmax(gap_key, _block_logits(tables, padded, row, chosen, hi, inclusive, target))
+    return chosen * block + inside.astype(jnp.int32)
+
+
+def padded_totals(tables: Tables) -> jax.Array:
+    """``log_total`` padded with ``-inf`` to whole sampling blocks, the layout :func:`draw_gap` reads."""
+    size = tables.log_total.shape[1]
+    width = tables.block_left.shape[1] * sampling_block(size)
+    return jnp.pad(tables.log_total, ((0, 0), (0, width - size)), constant_values=-jnp.inf)
+
+
 def sample_gaps(key, tables: Tables) -> jax.Array:
     """One exact draw of the nondecreasing gap sequence ``(i_1, ..., i_m)`` (Alg. 1 lines 14-17).
 
     Two-stage backward sampling (spec seed-001 Sec. 4.3): at each step the gap of the last open run
     is drawn from ``alphahat(j, i) phi_{j+1}(hi - i)`` (``i <= hi`` at the first step, ``i < hi``
-    after), then its run length ``k <= j`` from ``alpha(j, i, k)``; at most ``m`` steps.
+    after; :func:`draw_gap`, ``O(sqrt(n))``), then its run length ``k <= j`` from
+    ``alpha(j, i, k)`` by the closed form; at most ``m`` steps.
     """
     m, size = tables.log_total.shape
-    n = size - 1
     dtype = tables.log_width.dtype
-    gap_index = jnp.arange(size, dtype=jnp.int32)
+    padded = padded_totals(tables)
     run = jnp.arange(1, m + 1, dtype=jnp.int32)
-    log_fact = jnp.asarray([float(np.sum(np.log(np.arange(1, k + 1)))) for k in range(1, m + 1)], dtype)
+    log_fact = jnp.asarray(log_factorials(m)[1:], dtype)  # log k!, k = 1..m
     positions = jnp.arange(1, m + 1, dtype=jnp.int32)
 
     def body(step, carry):
         remaining, hi, sequence = carry
         gap_key, run_key = jax.random.split(jax.random.fold_in(key, step))
         row = jnp.maximum(remaining - 1, 0)
-        allowed = jnp.where(step == 0, gap_index <= hi, gap_index < hi)
-        edge = log_phi(tables.c, (hi - gap_index).astype(dtype), tables.nu[row + 1])
-        gap_logits = jnp.where(allowed, tables.log_total[row] + edge, -jnp.inf)
-        gap = gumbel_argmax(gap_key, gap_logits).astype(jnp.int32)
-        column = tables.log_first[:, gap]
-        start = jnp.clip(remaining - run, 0, m - 1)  # 0-based row of alpha(j - k + 1, ., 1)
+        gap = draw_gap(gap_key, tables, padded, row, hi, step == 0)
+        # Run of k copies: alpha(row, gap, k) = first(row - k + 1, gap) + S[row, row - k + 1]
+        # + (k - 1) log tau(gap) - log k!.
+        start = jnp.clip(row - run + 1, 0, m - 1)
         run_logits = (
-            column[start]
-            + tables.shift[start]
-            - tables.shift[row]
+            tables.log_first[start, gap]
+            + tables.run_shift[row, start]
             + jnp.where(run > 1, (run - 1) * tables.log_width[gap], 0)
             - log_fact
         )
@@ -118,6 +175,7 @@ def sample_gaps(key, tables: Tables) -> jax.Array:
         hi = jnp.where(active, gap, hi)
         return remaining, hi, sequence
 
+    n = size - 1
     start = (jnp.int32(m), jnp.int32(n), jnp.zeros(m, jnp.int32))
     return lax.fori_loop(0, m, body, start)[2]
 

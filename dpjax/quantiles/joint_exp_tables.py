@@ -10,20 +10,24 @@ seed-001 Sec. 3): ``alpha(j, i, k)`` is the mass of the length-``j`` prefixes en
     alphahat(j, i) = sum_k alpha(j, i, k),
 
 with ``phi_j(g) = exp(-c |g - nu_j|)``, ``nu_j = (q_j - q_{j-1}) n``. Instead of the paper's
-``m x (n+1) x m`` table, a ``lax.scan`` over ``j`` carries the current ``alpha(j, :, 1..m)`` and
-emits two ``m x (n+1)`` tables, ``log alpha(j, :, 1)`` and ``log alphahat(j, :)``. Any
-``alpha(j, i, k)`` is recovered from the first by the closed form (spec Sec. 4.3)
+``m x (n+1) x m`` table, only two ``m x (n+1)`` tables are kept, ``log alpha(j, :, 1)`` and
+``log alphahat(j, :)``: any ``alpha(j, i, k)`` follows from the first by the closed form (spec
+Sec. 4.3)
 
     log alpha(j, i, k) = log alpha(j-k+1, i, 1) + (k-1) log tau(i) - c (N_j - N_{j-k+1}) - log k!
 
-(``N_l = nu_1 + ... + nu_l``), which is what the backward sampler needs. Each row is renormalised
-by its maximum (``offsets``), which is exact for sampling and keeps float32 logs near 0; the
-offsets are kept so the log normaliser is exact too.
+(``N_l = nu_1 + ... + nu_l``), which gives ``alphahat(j, :)`` as one fused log-sum-exp over the
+earlier rows of the first table (``O(m n)`` reads per step, ``O(m^2 n)`` in all, no ``m x (n+1)``
+run-length state) and is what the backward sampler uses. Each row is renormalised by its maximum
+(``offsets``), which is exact for sampling and keeps float32 logs near 0; the offsets are kept so
+the log normaliser is exact too. The differences ``N_j - N_l`` are formed in float64 before the
+cast, so float32 keeps their relative precision even at ``n = 10^6``.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -42,20 +46,27 @@ class Tables(NamedTuple):
       log_width: ``log tau``, shape ``(n + 1,)``.
       log_first: ``log alpha(j, :, 1) - D_j``, shape ``(m, n + 1)``.
       log_total: ``log alphahat(j, :) - D_j``, shape ``(m, n + 1)``.
-      shift: ``G_j = D_j + c N_j``, shape ``(m,)`` (the closed form's per-row constant).
+      run_shift: ``S[j, l] = D_l - D_j - c (N_j - N_l)`` for ``l <= j`` (the closed form's constant
+        for a run of ``j - l + 1`` copies ending at row ``j``), shape ``(m, m)``.
       offsets: ``D_j``, the cumulative renormalisation, shape ``(m,)``.
       c: ``epsilon / (2 Delta)``.
       nu: the targets ``nu_1..nu_{m+1}``, shape ``(m + 1,)``.
+      block_left: ``LSE_{t < B} log_total[j, bB + t] + c t``, shape ``(m, blocks)``.
+      block_right: ``LSE_{t < B} log_total[j, bB + t] - c t``, shape ``(m, blocks)``; with
+        ``block_left`` these give the mass of a whole block of gaps under the backward edge
+        weight ``exp(-c |hi - i - nu|)`` in ``O(1)`` (see :func:`sampling_block`).
     """
 
     edges: jax.Array
     log_width: jax.Array
     log_first: jax.Array
     log_total: jax.Array
-    shift: jax.Array
+    run_shift: jax.Array
     offsets: jax.Array
     c: jax.Array
     nu: jax.Array
+    block_left: jax.Array
+    block_right: jax.Array
 
 
 def log_phi(c, gap, nu):
@@ -63,10 +74,19 @@ def log_phi(c, gap, nu):
     return -c * jnp.abs(gap - nu)
 
 
-def _normalise(state, total):
-    top = jnp.max(total)
-    top = jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
-    return state - top, total - top, top
+def sampling_block(size: int) -> int:
+    """Gaps per block of the backward sampler: about ``sqrt(n)``, so a step costs ``O(sqrt(n))``."""
+    return max(8, math.isqrt(max(size - 1, 0)) + 1)
+
+
+def _safe_max(v, axis=None):
+    top = jnp.max(v, axis=axis)
+    return jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
+
+
+def log_factorials(m: int) -> np.ndarray:
+    """``log k!`` for ``k = 0..m``."""
+    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, m + 1, dtype=np.float64)))])
 
 
 def forward(edges, log_width, levels: np.ndarray, c: float, method: str) -> Tables:
@@ -83,31 +103,67 @@ def _forward(edges, log_width, levels: tuple, c, method: str) -> Tables:
     n = size - 1
     m = levels.size
     nu_np = np.diff(np.concatenate([[0.0], levels, [1.0]])) * n
+    cum_nu = np.concatenate([[0.0], np.cumsum(nu_np[:m])])  # N_0..N_m (float64, exact differences)
+    rows = np.arange(m)
+    # Static part of the run weights: run_gap[j, l] = N_j - N_l, run_len[j, l] = j - l = k - 1.
+    run_gap = jnp.asarray(cum_nu[rows + 1, None] - cum_nu[None, rows + 1], dtype)
+    run_len = rows[:, None] - rows[None, :]
+    log_fact = jnp.asarray(log_factorials(m + 1)[np.clip(run_len + 1, 0, m)], dtype)
+    # Rows l >= j are masked by a -inf weight; a length of 1 there keeps 0 * -inf (NaN) out.
+    run_len = jnp.asarray(np.maximum(run_len, 1), dtype)
     nu = jnp.asarray(nu_np, dtype)
     c_arr = jnp.asarray(c, dtype)
     gaps = jnp.arange(size, dtype=dtype)
-    log_run = jnp.asarray(np.log(np.arange(2, m + 1, dtype=np.float64)), dtype)[:, None]  # log k, k >= 2
 
     first = log_width + log_phi(c_arr, gaps, nu[0])
-    state = jnp.full((m, size), -jnp.inf, dtype).at[0].set(first)
-    state, total, top = _normalise(state, first)
+    top = _safe_max(first)
+    firsts = jnp.full((m, size), -jnp.inf, dtype).at[0].set(first - top)
+    offsets = jnp.zeros((m,), dtype).at[0].set(top)
 
-    def step(carry, nu_j):
-        state, total, offset = carry
-        new_first = (log_width + toeplitz(method, total, c_arr, nu_j)).at[0].set(-jnp.inf)
-        repeat = log_width - c_arr * nu_j
-        longer = jnp.where(jnp.isfinite(repeat), state[:-1] + repeat - log_run, -jnp.inf)
-        state = jnp.concatenate([new_first[None], longer])
-        state, total, top = _normalise(state, jax.nn.logsumexp(state, axis=0))
-        offset = offset + top
-        return (state, total, offset), (state[0], total, offset)
+    def step(carry, j):
+        firsts, total, offsets = carry
+        # New runs: Toeplitz step from the previous row (relative to D_{j-1}), none at gap 0.
+        new_first = jnp.where(gaps == 0, -jnp.inf, log_width + toeplitz(method, total, c_arr, nu[j]))
+        # Runs of k = j - l + 1 >= 2 copies of gap i (closed form, spec Sec. 4.3), relative to D_{j-1}.
+        weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
+        weight = jnp.where(rows < j, weight, -jnp.inf)
+        repeats = [firsts[l] + weight[l] + run_len[j, l] * log_width for l in range(m)]
+        total = _logsumexp_rows(new_first, repeats)
+        top = _safe_max(total)
+        firsts = lax.dynamic_update_index_in_dim(firsts, new_first - top, j, 0)
+        offsets = offsets.at[j].set(offsets[j - 1] + top)
+        return (firsts, total - top, offsets), total - top
 
-    _, (firsts, totals, offsets) = lax.scan(step, (state, total, top), nu[1:m])
-    log_first = jnp.concatenate([state[:1], firsts])
-    log_total = jnp.concatenate([total[None], totals])
-    offsets = jnp.concatenate([top[None], offsets])
-    shift = offsets + c_arr * jnp.asarray(np.cumsum(nu_np[:m]), dtype)
-    return Tables(edges, log_width, log_first, log_total, shift, offsets, c_arr, nu)
+    (firsts, _, offsets), totals = lax.scan(step, (firsts, firsts[0], offsets), jnp.arange(1, m))
+    log_total = jnp.concatenate([firsts[:1], totals])
+    run_shift = offsets[None, :] - offsets[:, None] - c_arr * run_gap
+    block_left, block_right = _block_masses(log_total, c_arr)
+    return Tables(edges, log_width, firsts, log_total, run_shift, offsets, c_arr, nu, block_left, block_right)
+
+
+def _logsumexp_rows(first, rows):
+    """Elementwise ``LSE(first, *rows)`` (``-inf`` rows allowed), as unrolled elementwise max and
+    sum chains: XLA CPU fuses these into one pass over each row, several times faster than a
+    reduction over a stacked ``(len(rows) + 1, n)`` array."""
+    top = first
+    for row in rows:
+        top = jnp.maximum(top, row)
+    top = jnp.where(jnp.isfinite(top), top, 0)
+    total = jnp.exp(first - top)
+    for row in rows:
+        total = total + jnp.exp(row - top)
+    return top + jnp.log(total)
+
+
+def _block_masses(log_total, c):
+    """Per block of :func:`sampling_block` gaps, ``LSE log_total + c t`` and ``LSE log_total - c t``."""
+    m, size = log_total.shape
+    block = sampling_block(size)
+    blocks = -(-size // block)
+    padded = jnp.pad(log_total, ((0, 0), (0, blocks * block - size)), constant_values=-jnp.inf)
+    padded = padded.reshape(m, blocks, block)
+    ramp = c * jnp.arange(block, dtype=log_total.dtype)
+    return jax.nn.logsumexp(padded + ramp, axis=2), jax.nn.logsumexp(padded - ramp, axis=2)
 
 
 def log_normalizer(tables: Tables) -> jax.Array:

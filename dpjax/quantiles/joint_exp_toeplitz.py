@@ -12,24 +12,29 @@ of the log vector ``x`` (length ``n + 1``) with a two-sided exponential kernel.
   multiply in Fourier space (zero-padded to a power of two, so the convolution is linear), clamp
   round-off below 0, take the log. ``O(n log n)``; entries below about ``unit roundoff * max`` are
   lost (become noise or ``-inf``), which in float32 costs up to ~1e-4 in total variation.
-* ``"scan"``: exact ``O(n)`` log-space recurrences (spec seed-001 Sec. 4.2, option B). With
-  ``L = floor(nu)`` the far part (``g > L``, weight ``e^{-c(g - nu)}``) is a decaying causal filter
-  ``z[k] = logaddexp(z[k-1] - c, x[k])``; the near part (``1 <= g <= L``, weight ``e^{-c(nu - g)}``)
-  is a window of length ``L`` computed by the van Herk / Gil-Werman block trick (an in-block
-  suffix filter and an in-block prefix sum, never a subtraction). All three are first-order
-  log-space recurrences (segments restart where the decay is ``-inf``), run as blocked scans of
-  ``O(sqrt(n))`` sequential steps over vectors of ``O(sqrt(n))`` (small programs, fast to compile),
-  and ``L`` may be a traced value (the steps of ``lax.scan`` over quantiles share one body).
+* ``"scan"``: exact ``O(n)`` log-space recurrences (spec seed-001 Sec. 4.2, option B), every entry
+  accurate relative to itself. With ``L = floor(nu)`` and ``f = nu - L``:
+
+  - far part (``g > L``): ``z[k] = LSE_{u <= k} x[u] - c (k - u)``, a decaying causal filter, and
+    ``y_far[i] = z[i - L - 1] - c (1 - f)``;
+  - near part (``1 <= g <= L``): ``y_near[i] = W[i] - c f`` with the window
+    ``W[i] = LSE_{i - L <= u < i} x[u] - c (u - i + L)``, computed without subtraction by the van
+    Herk / Gil-Werman trick: in blocks of length ``L`` aligned at multiples of ``L`` the window is
+    an in-block suffix filter (restarting at block ends) plus an in-block prefix filter (growing by
+    ``c``, restarting at block starts) of the next block.
+
+  The three filters run together as one batched first-order log-space recurrence
+  (:func:`log_filter`), and ``L`` may be a traced value, so the steps of the ``lax.scan`` over
+  quantiles share one body.
 """
 
 from __future__ import annotations
-
-import math
 
 import jax.numpy as jnp
 from jax import lax
 
 METHODS = ("scan", "fft")
+FILTER_BLOCK = 16
 
 
 def _safe_max(v):
@@ -51,36 +56,64 @@ def toeplitz_fft(x, c, nu):
     return y.at[0].set(-jnp.inf)
 
 
-def _filter(decay, values):
-    """``z[k] = logaddexp(z[k-1] + decay[k], values[k])`` (``z[-1] = -inf``; ``decay = -inf`` restarts).
-
-    A blocked scan with blocks of about ``sqrt(size)``: a ``lax.scan`` along the block positions,
-    vectorized over blocks, then a scan over the block carries and a fix-up. Every quantity is a
-    log of a sum of positive terms; nothing is subtracted.
-    """
-    size = values.shape[0]
-    block = max(1, math.isqrt(size - 1) + 1) if size > 1 else 1
+def _to_blocks(v, block: int, fill):
+    """``(rows, size)`` -> ``(block, rows, blocks)``: element ``t`` of block ``b`` at ``[t, :, b]``."""
+    rows, size = v.shape
     blocks = -(-size // block)
-    pad = blocks * block - size
-    decay = jnp.concatenate([decay, jnp.zeros((pad,), decay.dtype)]).reshape(blocks, block).T
-    values = jnp.concatenate([values, jnp.full((pad,), -jnp.inf, values.dtype)]).reshape(blocks, block).T
+    v = jnp.pad(v, ((0, 0), (0, blocks * block - size)), constant_values=fill)
+    return jnp.moveaxis(v.reshape(rows, blocks, block), 2, 0)
 
-    def along(carry, column):
+
+def _from_blocks(v, size: int):
+    """Inverse of :func:`_to_blocks`, materialised row by row (``lax.map``) so that XLA does not
+    fuse the transpose into the consumers, which would recompute strided indices per element."""
+    rows = lax.map(lambda row: row.T.reshape(-1), jnp.moveaxis(v, 1, 0))
+    return rows[:, :size]
+
+
+def _filter_blocks(decay, values):
+    """:func:`log_filter` on the block layout of :func:`_to_blocks` (padding: decay 0, value -inf).
+
+    Both passes are ``lax.scan`` over the position in the block rather than whole-array
+    expressions: XLA would otherwise fuse the layout transposes into the elementwise work and read
+    memory with a cache-hostile stride, several times slower.
+    """
+    _, rows, blocks = values.shape
+    dtype = values.dtype
+
+    def within(carry, column):
         local, total = carry
-        a, b = column
-        local = jnp.logaddexp(local + a, b)
-        total = total + a
-        return (local, total), (local, total)
+        step_decay, value = column
+        local = jnp.logaddexp(local + step_decay, value)
+        return (local, total + step_decay), local
 
-    start = (jnp.full((blocks,), -jnp.inf, values.dtype), jnp.zeros((blocks,), values.dtype))
-    _, (local, total) = lax.scan(along, start, (decay, values))  # (block, blocks)
+    start = (jnp.full((rows, blocks), -jnp.inf, dtype), jnp.zeros((rows, blocks), dtype))
+    (local_end, total_end), local = lax.scan(within, start, (decay, values))
+    if blocks == 1:
+        return local
+    ends = log_filter(total_end, local_end)
+    entering = jnp.concatenate([jnp.full((rows, 1), -jnp.inf, dtype), ends[:, :-1]], axis=1)
 
-    def across(entering, last):
-        local_end, total_end = last
-        return jnp.logaddexp(entering + total_end, local_end), entering
+    def incoming(total, column):
+        step_decay, local_value = column
+        total = total + step_decay
+        return total, jnp.logaddexp(local_value, entering + total)
 
-    _, entering = lax.scan(across, jnp.asarray(-jnp.inf, values.dtype), (local[-1], total[-1]))
-    return jnp.logaddexp(local, entering[None, :] + total).T.reshape(-1)[:size]
+    return lax.scan(incoming, jnp.zeros((rows, blocks), dtype), (decay, local))[1]
+
+
+def log_filter(decay, values):
+    """Row-wise ``z[k] = logaddexp(z[k-1] + decay[k], values[k])``, ``z[-1] = -inf``.
+
+    ``decay = -inf`` restarts the recurrence. Shapes ``(rows, size)``. The sequence is cut into
+    blocks of ``FILTER_BLOCK``: a ``lax.scan`` over the position in the block runs the recurrence
+    inside every block at once, the block ends are filtered recursively, and a second scan adds each
+    block's incoming value. Only sums of positive terms are formed (no subtraction), so every output
+    is accurate relative to itself; ``O(size)`` work, ``O(FILTER_BLOCK log size)`` sequential steps.
+    """
+    size = values.shape[1]
+    blocked = _filter_blocks(_to_blocks(decay, FILTER_BLOCK, 0), _to_blocks(values, FILTER_BLOCK, -jnp.inf))
+    return _from_blocks(blocked, size)
 
 
 def _shift_right(v, shift):
@@ -91,31 +124,43 @@ def _shift_right(v, shift):
 
 
 def toeplitz_scan(x, c, nu):
-    """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` exactly, by segmented log-space scans."""
+    """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` exactly, by three log-space filters."""
     size = x.shape[0]
     dtype = x.dtype
-    neg = jnp.full((size,), -jnp.inf, dtype)
     window = jnp.floor(nu).astype(jnp.int32)
-    # Far part, g >= L + 1.
-    z = _filter(jnp.full((size,), -c, dtype), x)
-    far = _shift_right(z, window + 1) - c * (window + 1 - nu)
-    # Near part, 1 <= g <= L: y[i] = w[i] - c (nu - L) with w[k] = LSE_{h<L} xp[k + h] - c h over
-    # xp = x shifted right by L (so the window [i - L, i - 1] of x starts at xp[i]).
+    frac = (nu - window).astype(dtype)
     length = jnp.maximum(window, 1)
-    xp = _shift_right(jnp.concatenate([x, neg]), window)
-    pos = jnp.arange(2 * size, dtype=jnp.int32)
-    offset = pos % length
-    offset_f = offset.astype(dtype)
-    # LSE_{k <= u < block end} xp[u] - c (u - k), and LSE_{block start <= u <= e} xp[u] - c (u - start):
-    # the recurrences restart (decay -inf) at block ends going backward, at block starts going forward.
-    back_decay = jnp.where(offset == length - 1, -jnp.inf, -c).astype(dtype)
-    suffix = _filter(back_decay[::-1], xp[::-1])[::-1]
-    prefix = _filter(jnp.where(offset == 0, -jnp.inf, 0).astype(dtype), xp - c * offset_f)
-    tail_index = jnp.minimum(pos[:size] + length - 1, 2 * size - 1)
-    tail = prefix[tail_index] - c * (length - offset_f[:size])
-    w = jnp.where(offset[:size] == 0, suffix[:size], jnp.logaddexp(suffix[:size], tail))
-    near = jnp.where(window >= 1, w - c * (nu - window), neg)
-    return jnp.logaddexp(near, far).at[0].set(-jnp.inf)
+    # The three filters' inputs are built directly in the block layout (position k = b * block + t).
+    values = _to_blocks(jnp.stack([x, x[::-1], x]), FILTER_BLOCK, -jnp.inf)
+    block, _, blocks = values.shape
+    position = (
+        jnp.arange(blocks, dtype=jnp.int32)[None, :] * block + jnp.arange(block, dtype=jnp.int32)[:, None]
+    )
+    c = jnp.asarray(c, dtype)
+    # Row 0: far filter z[k] = LSE_{u <= k} x[u] - c (k - u).
+    # Row 1, on the reversed sequence: suffix filter LSE_{k <= u <= block end} x[u] - c (u - k).
+    # Row 2: prefix filter LSE_{block start <= u <= k} x[u] + c (k - u).
+    suffix_restart = (size - 1 - position) % length == length - 1
+    prefix_restart = position % length == 0
+    decay = jnp.stack(
+        [
+            jnp.broadcast_to(-c, position.shape),
+            jnp.where(suffix_restart, -jnp.inf, -c),
+            jnp.where(prefix_restart, -jnp.inf, c),
+        ],
+        axis=1,
+    )
+    z, suffix, prefix = _from_blocks(_filter_blocks(decay, values), size)
+    suffix = suffix[::-1]
+    far = _shift_right(z, window + 1) - c * (1 - frac)
+    # W[i] = suffix[i - L] (u in the block of i - L) (+) prefix[i - 1] - c (L - 1) (u in the block
+    # of i, present unless i is block-aligned).
+    aligned = jnp.arange(size, dtype=jnp.int32) % length == 0
+    head = _shift_right(suffix, window)
+    tail = jnp.where(aligned, -jnp.inf, _shift_right(prefix, 1) - c * (window - 1))
+    near = jnp.where(window >= 1, jnp.logaddexp(head, tail) - c * frac, -jnp.inf)
+    # A select, not ``.at[0].set``: XLA CPU emits the fused dynamic-update-slice form as a slow loop.
+    return jnp.where(jnp.arange(size) == 0, -jnp.inf, jnp.logaddexp(near, far))
 
 
 def toeplitz(method: str, x, c, nu):
