@@ -14,7 +14,7 @@ from scipy.special import logsumexp
 from dpjax.accounting import PureDP
 from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
 from dpjax.quantiles.exp_mech import gap_logits
-from dpjax.quantiles.intervals import gaps
+from dpjax.quantiles.intervals import gaps, sort_floats
 from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, padded_totals, sample_gaps
 from dpjax.quantiles.joint_exp_tables import sampling_block
 from dpjax.quantiles.joint_exp_toeplitz import log_filter, toeplitz_scan
@@ -392,3 +392,13 @@ def test_vmapped_releases_equal_single_releases():
     batched = jax.vmap(release, in_axes=(0, None))(keys, x)
     for key, row in zip(keys, batched, strict=True):
         np.testing.assert_array_equal(release(key, x), row)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_sort_floats_equals_numpy_sort(x64):
+    rng = np.random.default_rng(26)
+    values = np.concatenate([rng.normal(0, 1e3, 5000), [0.0, -0.0, 1e-40, -1e-40, 3.0, 3.0, -np.inf, np.inf]])
+    with enable_x64(x64):
+        dtype = jnp.float64 if x64 else jnp.float32
+        x = jnp.asarray(rng.permutation(values), dtype)
+        np.testing.assert_array_equal(np.asarray(sort_floats(x)), np.sort(np.asarray(x)))
