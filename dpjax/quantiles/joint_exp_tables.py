@@ -127,8 +127,9 @@ def _forward(edges, log_width, levels: tuple, c, method: str) -> Tables:
         # Runs of k = j - l + 1 >= 2 copies of gap i (closed form, spec Sec. 4.3), relative to D_{j-1}.
         weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
         weight = jnp.where(rows < j, weight, -jnp.inf)
-        repeats = [firsts[l] + weight[l] + run_len[j, l] * log_width for l in range(m)]
-        total = _logsumexp_rows(new_first, repeats)
+        total = _logsumexp_earlier_rows(
+            new_first, lambda l: firsts[l] + weight[l] + run_len[j, l] * log_width, j, m
+        )
         top = _safe_max(total)
         firsts = lax.dynamic_update_index_in_dim(firsts, new_first - top, j, 0)
         offsets = offsets.at[j].set(offsets[j - 1] + top)
@@ -141,17 +142,32 @@ def _forward(edges, log_width, levels: tuple, c, method: str) -> Tables:
     return Tables(edges, log_width, firsts, log_total, run_shift, offsets, c_arr, nu, block_left, block_right)
 
 
-def _logsumexp_rows(first, rows):
-    """Elementwise ``LSE(first, *rows)`` (``-inf`` rows allowed), as unrolled elementwise max and
-    sum chains: XLA CPU fuses these into one pass over each row, several times faster than a
-    reduction over a stacked ``(len(rows) + 1, n)`` array."""
-    top = first
-    for row in rows:
-        top = jnp.maximum(top, row)
+ROW_CHUNK = 8
+
+
+def _logsumexp_earlier_rows(first, row, j, m: int):
+    """Elementwise ``LSE(first, row(0), ..., row(j - 1))`` for a traced ``j <= m``.
+
+    Written as unrolled elementwise max and exp-sum chains, which XLA CPU fuses into one pass per
+    row (several times faster than a reduction over a stacked ``(m, n)`` array), over chunks of
+    :data:`ROW_CHUNK` rows; a chunk that starts at or after row ``j`` (all ``-inf``) is skipped by
+    ``lax.cond``, so step ``j`` reads about ``j`` rows rather than ``m``."""
+    chunks = [range(start, min(start + ROW_CHUNK, m)) for start in range(0, m, ROW_CHUNK)]
+
+    def over_chunks(value, combine):
+        for chunk in chunks:
+
+            def fold(value, chunk=chunk):
+                for l in chunk:
+                    value = combine(value, row(l))
+                return value
+
+            value = lax.cond(chunk[0] < j, fold, lambda value: value, value)
+        return value
+
+    top = over_chunks(first, jnp.maximum)
     top = jnp.where(jnp.isfinite(top), top, 0)
-    total = jnp.exp(first - top)
-    for row in rows:
-        total = total + jnp.exp(row - top)
+    total = over_chunks(jnp.exp(first - top), lambda acc, r: acc + jnp.exp(r - top))
     return top + jnp.log(total)
 
 
