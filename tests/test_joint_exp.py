@@ -15,8 +15,8 @@ from dpjax.accounting import PureDP
 from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps, sort_floats
-from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, padded_totals, sample_gaps
-from dpjax.quantiles.joint_exp_tables import sampling_block
+from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, sample_gaps
+from dpjax.quantiles.joint_exp_tables import pad_to_blocks, sampling_block
 from dpjax.quantiles.joint_exp_toeplitz import log_filter, toeplitz_scan
 
 WORKED_X = [0.1, 0.1, 0.4, 0.9]
@@ -363,7 +363,7 @@ def test_block_sampler_draws_the_exact_conditional():
     tables = joint_exp_tables(jnp.asarray(x, jnp.float32), [0.2, 0.5, 0.8], 0.05, bounds=(-4, 4))
     size = x.size + 1
     block = sampling_block(size)
-    padded = padded_totals(tables)
+    padded = pad_to_blocks(tables.log_total)
     draw = jax.jit(jax.vmap(draw_gap, in_axes=(0, None, None, None, None, None)))
     keys = jax.random.split(jax.random.key(23), 20_000)
     cases = ((2, 500, True), (1, 3 * block, False), (1, 3 * block - 1, True), (0, 140, False))

@@ -42,7 +42,7 @@ from dpjax.quantiles.joint_exp_tables import (
     log_factorials,
     log_normalizer,
     log_phi,
-    sampling_block,
+    pad_to_blocks,
 )
 from dpjax.quantiles.joint_exp_toeplitz import METHODS
 from dpjax.validation import check_choice, check_epsilon
@@ -130,13 +130,6 @@ def draw_gap(key, tables: Tables, padded, row, hi, inclusive):
     return chosen * block + inside.astype(jnp.int32)
 
 
-def padded_totals(tables: Tables) -> jax.Array:
-    """``log_total`` padded with ``-inf`` to whole sampling blocks, the layout :func:`draw_gap` reads."""
-    size = tables.log_total.shape[1]
-    width = tables.block_left.shape[1] * sampling_block(size)
-    return jnp.pad(tables.log_total, ((0, 0), (0, width - size)), constant_values=-jnp.inf)
-
-
 def sample_gaps(key, tables: Tables) -> jax.Array:
     """One exact draw of the nondecreasing gap sequence ``(i_1, ..., i_m)`` (Alg. 1 lines 14-17).
 
@@ -147,7 +140,7 @@ def sample_gaps(key, tables: Tables) -> jax.Array:
     """
     m, size = tables.log_total.shape
     dtype = tables.log_width.dtype
-    padded = padded_totals(tables)
+    padded = pad_to_blocks(tables.log_total)  # the layout draw_gap reads
     run = jnp.arange(1, m + 1, dtype=jnp.int32)
     log_fact = jnp.asarray(log_factorials(m)[1:], dtype)  # log k!, k = 1..m
     positions = jnp.arange(1, m + 1, dtype=jnp.int32)

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax.quantiles.joint_exp_toeplitz import toeplitz
+from dpjax.quantiles.joint_exp_toeplitz import safe_max, toeplitz
 
 
 class Tables(NamedTuple):
@@ -79,11 +79,6 @@ def sampling_block(size: int) -> int:
     return max(8, math.isqrt(max(size - 1, 0)) + 1)
 
 
-def _safe_max(v, axis=None):
-    top = jnp.max(v, axis=axis)
-    return jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
-
-
 def log_factorials(m: int) -> np.ndarray:
     """``log k!`` for ``k = 0..m``."""
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, m + 1, dtype=np.float64)))])
@@ -116,7 +111,7 @@ def _forward(edges, log_width, levels: tuple, c, method: str) -> Tables:
     gaps = jnp.arange(size, dtype=dtype)
 
     first = log_width + log_phi(c_arr, gaps, nu[0])
-    top = _safe_max(first)
+    top = safe_max(first)
     firsts = jnp.full((m, size), -jnp.inf, dtype).at[0].set(first - top)
     offsets = jnp.zeros((m,), dtype).at[0].set(top)
 
@@ -130,7 +125,7 @@ def _forward(edges, log_width, levels: tuple, c, method: str) -> Tables:
         total = _logsumexp_earlier_rows(
             new_first, lambda l: firsts[l] + weight[l] + run_len[j, l] * log_width, j, m
         )
-        top = _safe_max(total)
+        top = safe_max(total)
         firsts = lax.dynamic_update_index_in_dim(firsts, new_first - top, j, 0)
         offsets = offsets.at[j].set(offsets[j - 1] + top)
         return (firsts, total - top, offsets), total - top
@@ -171,13 +166,19 @@ def _logsumexp_earlier_rows(first, row, j, m: int):
     return top + jnp.log(total)
 
 
+def pad_to_blocks(log_total):
+    """``log_total`` padded with ``-inf`` to whole blocks of :func:`sampling_block` gaps."""
+    size = log_total.shape[1]
+    block = sampling_block(size)
+    width = -(-size // block) * block
+    return jnp.pad(log_total, ((0, 0), (0, width - size)), constant_values=-jnp.inf)
+
+
 def _block_masses(log_total, c):
     """Per block of :func:`sampling_block` gaps, ``LSE log_total + c t`` and ``LSE log_total - c t``."""
-    m, size = log_total.shape
-    block = sampling_block(size)
-    blocks = -(-size // block)
-    padded = jnp.pad(log_total, ((0, 0), (0, blocks * block - size)), constant_values=-jnp.inf)
-    padded = padded.reshape(m, blocks, block)
+    block = sampling_block(log_total.shape[1])
+    padded = pad_to_blocks(log_total)
+    padded = padded.reshape(padded.shape[0], -1, block)
     ramp = c * jnp.arange(block, dtype=log_total.dtype)
     return jax.nn.logsumexp(padded + ramp, axis=2), jax.nn.logsumexp(padded - ramp, axis=2)
 

@@ -37,7 +37,8 @@ METHODS = ("scan", "fft")
 FILTER_BLOCK = 16
 
 
-def _safe_max(v):
+def safe_max(v):
+    """``max(v)``, or 0 when it is not finite (an all ``-inf`` vector): a safe shift for log values."""
     top = jnp.max(v)
     return jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
 
@@ -48,7 +49,7 @@ def toeplitz_fft(x, c, nu):
     dtype = x.dtype
     gap = jnp.arange(size, dtype=dtype)
     kernel = jnp.where(gap >= 1, -c * jnp.abs(gap - nu), -jnp.inf)
-    k_max, x_max = _safe_max(kernel), _safe_max(x)
+    k_max, x_max = safe_max(kernel), safe_max(x)
     fft_size = 1 << max(1, (2 * size - 1 - 1).bit_length())
     product = jnp.fft.rfft(jnp.exp(kernel - k_max), fft_size) * jnp.fft.rfft(jnp.exp(x - x_max), fft_size)
     linear = jnp.fft.irfft(product, fft_size)[:size].astype(dtype)
