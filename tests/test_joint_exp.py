@@ -16,7 +16,13 @@ from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normal
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps, sort_floats
 from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, sample_gaps
-from dpjax.quantiles.joint_exp_tables import pad_to_blocks, sampling_block
+from dpjax.quantiles.joint_exp_tables import (
+    OMITTED_MASS,
+    forward_tables,
+    log_normalizer,
+    pad_to_blocks,
+    sampling_block,
+)
 from dpjax.quantiles.joint_exp_toeplitz import log_filter, toeplitz_scan
 
 WORKED_X = [0.1, 0.1, 0.4, 0.9]
@@ -87,10 +93,13 @@ def test_worked_example():
     assert abs(float(got) - (-3.137969095175098)) < 1e-12
 
 
-def _chi_square_sequences(x, qs, eps, dtype, draws=40_000, seed=0, bounds=(0.0, 1.0)):
-    weights = brute_force(x, *bounds, qs, eps)
+def _chi_square_sequences(
+    x, qs, eps, dtype, draws=40_000, seed=0, bounds=(0.0, 1.0), tables=None, weights=None
+):
+    weights = brute_force(x, *bounds, qs, eps) if weights is None else weights
     total = sum(weights.values())
-    tables = joint_exp_tables(jnp.asarray(x, dtype), qs, eps, bounds=bounds)
+    if tables is None:
+        tables = joint_exp_tables(jnp.asarray(x, dtype), qs, eps, bounds=bounds)
     keys = jax.random.split(jax.random.key(seed), draws)
     seqs = np.asarray(jax.jit(jax.vmap(lambda k: sample_gaps(k, tables)))(keys))
     seen = {}
@@ -402,3 +411,88 @@ def test_sort_floats_equals_numpy_sort(x64):
         dtype = jnp.float64 if x64 else jnp.float32
         x = jnp.asarray(rng.permutation(values), dtype)
         np.testing.assert_array_equal(np.asarray(sort_floats(x)), np.sort(np.asarray(x)))
+
+
+def maximal_runs(seq):
+    """``(j, l)`` (0-based rows) of every maximal run of ``k >= 2`` equal gaps in ``seq``."""
+    runs, start = [], 0
+    for j in range(1, len(seq) + 1):
+        if j == len(seq) or seq[j] != seq[start]:
+            if j - 1 > start:
+                runs.append((j - 1, start))
+            start = j
+    return runs
+
+
+def test_omitted_runs_give_the_restricted_law_within_the_certified_bound():
+    """Forced omission (no restart): the tables are exactly the mechanism restricted to sequences
+    without the omitted runs, and the left-out probability is below ``exp(log_omitted)``."""
+    rng = np.random.default_rng(30)
+    omitted_any = False
+    with enable_x64():
+        for case in range(8):
+            x, qs, eps = random_case(rng)
+            if len(qs) == 1:
+                qs = np.array([0.3, 0.4, 0.8])
+            edges, log_width = gaps(jnp.asarray(x, jnp.float64), -1.0, 1.0)
+            tables = forward_tables(
+                edges,
+                log_width,
+                tuple(qs),
+                eps / 4,
+                "scan",
+                margin_nats=-40.0 * (case % 3),
+                restart_above=np.inf,
+            )
+            kept = np.isfinite(np.asarray(tables.run_shift))
+            weights = brute_force(x, -1, 1, qs, eps)
+            restricted = {s: w for s, w in weights.items() if all(kept[j, l] for j, l in maximal_runs(s))}
+            omitted_any |= len(restricted) < len(weights)
+            z, z_kept = sum(weights.values()), sum(restricted.values())
+            assert abs(float(log_normalizer(tables)) - math.log(z_kept)) < 1e-9
+            assert (z - z_kept) / z <= math.exp(float(tables.log_omitted)) * (1 + 1e-9) + 1e-300
+            if case == 1:
+                assert (
+                    _chi_square_sequences(
+                        x, qs, eps, jnp.float64, bounds=(-1.0, 1.0), tables=tables, weights=restricted
+                    )
+                    > 1e-4
+                )
+    assert omitted_any
+
+
+def test_failed_certificate_restarts_without_omission():
+    x = np.zeros(5)  # all points equal: runs in the two wide end gaps carry the mass
+    qs = [0.3, 0.5, 0.6]
+    with enable_x64():
+        edges, log_width = gaps(jnp.asarray(x), -1.0, 1.0)
+        tables = forward_tables(edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0)
+        lz = float(log_normalizer(tables))
+        unchecked = forward_tables(
+            edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0, restart_above=np.inf
+        )
+    assert float(unchecked.log_omitted) > math.log(OMITTED_MASS)  # so the first pass failed its certificate
+    assert float(tables.log_omitted) == -np.inf
+    assert np.isfinite(np.asarray(tables.run_shift)[np.tril_indices(3)]).all()
+    assert abs(lz - math.log(sum(brute_force(x, -1, 1, qs, 1.0).values()))) < 1e-9
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_certified_omission_at_large_n_matches_the_dense_reference(x64):
+    """n / m >> 1 / c: every run is omitted, the bound is certified, and the normaliser and every
+    table entry within 200 nats of its row maximum agree with the exact dense Alg. 1."""
+    x = np.random.default_rng(31).normal(0, 1, 3000)
+    qs = [0.2, 0.4, 0.6, 0.8]
+    want, c, nu = dense_alphahat(x, -5.0, 5.0, qs, 8.0)
+    last = -c * np.abs(x.size - np.arange(x.size + 1) - nu[-1])
+    with enable_x64(x64):
+        dtype = jnp.float64 if x64 else jnp.float32
+        tables = joint_exp_tables(jnp.asarray(x, dtype), qs, 8.0, bounds=(-5, 5))
+        lz = float(log_normalizer(tables))
+    assert not np.isfinite(np.asarray(tables.run_shift)[np.tril_indices(4, -1)]).any()
+    assert float(tables.log_omitted) <= math.log(OMITTED_MASS)
+    got = np.asarray(tables.log_total, np.float64) + np.asarray(tables.offsets, np.float64)[:, None]
+    near = want > want.max(axis=1, keepdims=True) - 200
+    tol = 1e-8 if x64 else 2e-3
+    np.testing.assert_allclose(got[near], want[near], rtol=0, atol=tol * np.abs(want[near]).max())
+    assert abs(lz - logsumexp(want[-1] + last)) < tol * abs(lz)

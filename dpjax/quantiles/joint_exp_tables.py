@@ -18,7 +18,10 @@ Sec. 4.3)
 
 (``N_l = nu_1 + ... + nu_l``), which gives ``alphahat(j, :)`` as one fused log-sum-exp over the
 earlier rows of the first table (``O(m n)`` reads per step, ``O(m^2 n)`` in all, no ``m x (n+1)``
-run-length state) and is what the backward sampler uses. Each row is renormalised by its maximum
+run-length state) and is what the backward sampler uses. Runs that are provably negligible (a run
+of ``k`` quantiles in one gap costs about ``c (k - 1) n / m`` nats) are omitted under a certified
+total-variation bound of :data:`OMITTED_MASS`, which removes the ``O(m^2 n)`` term at large ``n``
+(:func:`forward_tables`). Each row is renormalised by its maximum
 (``offsets``), which is exact for sampling and keeps float32 logs near 0; the offsets are kept so
 the log normaliser is exact too. The differences ``N_j - N_l`` are formed in float64 before the
 cast, so float32 keeps their relative precision even at ``n = 10^6``.
@@ -47,7 +50,8 @@ class Tables(NamedTuple):
       log_first: ``log alpha(j, :, 1) - D_j``, shape ``(m, n + 1)``.
       log_total: ``log alphahat(j, :) - D_j``, shape ``(m, n + 1)``.
       run_shift: ``S[j, l] = D_l - D_j - c (N_j - N_l)`` for ``l <= j`` (the closed form's constant
-        for a run of ``j - l + 1`` copies ending at row ``j``), shape ``(m, m)``.
+        for a run of ``j - l + 1`` copies ending at row ``j``; ``-inf`` for omitted runs), shape
+        ``(m, m)``.
       offsets: ``D_j``, the cumulative renormalisation, shape ``(m,)``.
       c: ``epsilon / (2 Delta)``.
       nu: the targets ``nu_1..nu_{m+1}``, shape ``(m + 1,)``.
@@ -55,6 +59,8 @@ class Tables(NamedTuple):
       block_right: ``LSE_{t < B} log_total[j, bB + t] - c t``, shape ``(m, blocks)``; with
         ``block_left`` these give the mass of a whole block of gaps under the backward edge
         weight ``exp(-c |hi - i - nu|)`` in ``O(1)`` (see :func:`sampling_block`).
+      log_omitted: log of a certified upper bound on the probability of the gap sequences left out
+        by omitted runs (``-inf`` when none are), see :func:`forward_tables`.
     """
 
     edges: jax.Array
@@ -67,6 +73,7 @@ class Tables(NamedTuple):
     nu: jax.Array
     block_left: jax.Array
     block_right: jax.Array
+    log_omitted: jax.Array
 
 
 def log_phi(c, gap, nu):
@@ -92,6 +99,34 @@ def forward(edges, log_width, levels: np.ndarray, c: float, method: str) -> Tabl
 
 @functools.partial(jax.jit, static_argnames=("levels", "method"))
 def _forward(edges, log_width, levels: tuple, c, method: str) -> Tables:
+    return forward_tables(edges, log_width, levels, c, method)
+
+
+OMITTED_MASS = 2.0**-64
+"""Certified upper bound on the probability of the gap sequences that the forward pass leaves out
+(:func:`forward_tables`), so a release's law is within this total variation of the exact one."""
+
+
+def forward_tables(
+    edges, log_width, levels: tuple, c, method: str, margin_nats=None, restart_above: float = OMITTED_MASS
+) -> Tables:
+    """The forward tables for the levels ``levels`` (a tuple of floats), traceable.
+
+    Step ``j`` leaves out the runs from rows ``l < j`` whose weight is provably below
+    ``max(new runs of row j) - margin_j`` at every gap, where ``margin_j`` allows for
+    ``log(1 / OMITTED_MASS)``, the ``n + 1`` gaps and the ``m - 1 - j`` quantiles still to place
+    (tests override it with ``margin_nats`` and raise ``restart_above``). When ``n / m >> 1 / c``
+    this drops the whole ``O(m^2 n)`` run term: ``k`` quantiles in one gap cost ``c (N_j - N_l)``, about
+    ``c (k - 1) n / m`` nats. Omitted pairs get ``run_shift = -inf``, so tables and sampler describe
+    exactly the mechanism restricted to the sequences without those runs, and ``log_omitted`` bounds
+    the probability of the others: the first omitted run of a left-out sequence has restricted
+    prefix mass times run weight at most ``exp(D_{j-1} + bound_jl)`` at each gap, and any
+    completion of the ``m - 1 - j`` later quantiles weighs at most the volume
+    ``(b - a)^{m-1-j} / (m-1-j)!`` (every ``phi <= 1``); the sum is divided by the restricted
+    normaliser ``Z' <= Z``. If that bound exceeds ``restart_above`` (e.g. data whose widths make runs
+    likely), the pass restarts with nothing omitted: one ``lax.while_loop`` over the rows, so the
+    tables are updated in place and the restart costs nothing unless taken.
+    """
     levels = np.asarray(levels, np.float64)
     dtype = log_width.dtype
     size = log_width.shape[0]
@@ -109,55 +144,106 @@ def _forward(edges, log_width, levels: tuple, c, method: str) -> Tables:
     nu = jnp.asarray(nu_np, dtype)
     c_arr = jnp.asarray(c, dtype)
     gaps = jnp.arange(size, dtype=dtype)
+    # Certificate terms: log(n + 1) + log of the completion volume (b - a)^r / r!, r = m - 1 - j.
+    log_range = jax.nn.logsumexp(log_width)
+    later = jnp.asarray(m - 1 - rows, dtype)
+    completion = math.log(size) + later * log_range - jnp.asarray(log_factorials(m)[m - 1 - rows], dtype)
+    if margin_nats is None:
+        positive = jnp.isfinite(log_width)
+        typical = jnp.sum(jnp.where(positive, log_width, 0)) / jnp.maximum(jnp.sum(positive), 1)
+        margin = -math.log(OMITTED_MASS) + math.log(m * size) + later * jnp.maximum(log_range - typical, 0)
+    else:
+        margin = jnp.full((m,), margin_nats, dtype)
+    max_log_width = jnp.max(log_width)
+    last_edge = log_phi(c_arr, n - gaps, nu[-1])
 
     first = log_width + log_phi(c_arr, gaps, nu[0])
     top = safe_max(first)
     firsts = jnp.full((m, size), -jnp.inf, dtype).at[0].set(first - top)
+    first_max = jnp.full((m,), -jnp.inf, dtype).at[0].set(jnp.max(first) - top)
     offsets = jnp.zeros((m,), dtype).at[0].set(top)
 
-    def step(carry, j):
-        firsts, total, offsets = carry
+    def step(state):
+        j, omit, firsts, log_total, first_max, offsets, run_weight, log_omitted = state
         # New runs: Toeplitz step from the previous row (relative to D_{j-1}), none at gap 0.
-        new_first = jnp.where(gaps == 0, -jnp.inf, log_width + toeplitz(method, total, c_arr, nu[j]))
+        previous = log_total[j - 1]
+        new_first = jnp.where(gaps == 0, -jnp.inf, log_width + toeplitz(method, previous, c_arr, nu[j]))
         # Runs of k = j - l + 1 >= 2 copies of gap i (closed form, spec Sec. 4.3), relative to D_{j-1}.
         weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
-        weight = jnp.where(rows < j, weight, -jnp.inf)
-        total = _logsumexp_earlier_rows(
-            new_first, lambda l: firsts[l] + weight[l] + run_len[j, l] * log_width, j, m
-        )
+        bound = weight + first_max + run_len[j] * max_log_width
+        reference = jnp.max(new_first)
+        kept = (rows < j) & ~(omit & (bound < reference - margin[j]))
+        dropped = jnp.where((rows < j) & ~kept, offsets[j - 1] + bound, -jnp.inf)
+        log_omitted = jnp.logaddexp(log_omitted, jax.nn.logsumexp(dropped) + completion[j])
+        weight = jnp.where(kept, weight, -jnp.inf)
+        total = _logsumexp_recent_rows(new_first, firsts, weight, log_width, j, m)
         top = safe_max(total)
         firsts = lax.dynamic_update_index_in_dim(firsts, new_first - top, j, 0)
+        log_total = lax.dynamic_update_index_in_dim(log_total, total - top, j, 0)
+        first_max = first_max.at[j].set(reference - top)
         offsets = offsets.at[j].set(offsets[j - 1] + top)
-        return (firsts, total - top, offsets), total - top
+        run_weight = run_weight.at[j].set(weight)
+        # After the last row: certify (log_omitted relative to log Z') or restart without omitting.
+        log_omitted = lax.cond(
+            j == m - 1,
+            lambda: log_omitted - offsets[j] - jax.nn.logsumexp(total - top + last_edge),
+            lambda: log_omitted,
+        )
+        restart = (j == m - 1) & omit & (log_omitted > math.log(restart_above))
+        log_omitted = jnp.where(restart, -jnp.inf, log_omitted)
+        j = jnp.where(restart, 1, j + 1)
+        return j, omit & ~restart, firsts, log_total, first_max, offsets, run_weight, log_omitted
 
-    (firsts, _, offsets), totals = lax.scan(step, (firsts, firsts[0], offsets), jnp.arange(1, m))
-    log_total = jnp.concatenate([firsts[:1], totals])
-    run_shift = offsets[None, :] - offsets[:, None] - c_arr * run_gap
+    run_weight = jnp.full((m, m), -jnp.inf, dtype)
+    start = (1, True, firsts, firsts, first_max, offsets, run_weight, jnp.asarray(-jnp.inf, dtype))
+    _, _, firsts, log_total, _, offsets, run_weight, log_omitted = lax.while_loop(
+        lambda state: state[0] < m, step, start
+    )
+    kept = jnp.isfinite(run_weight) | (rows[:, None] == rows[None, :])
+    run_shift = jnp.where(kept, offsets[None, :] - offsets[:, None] - c_arr * run_gap, -jnp.inf)
     block_left, block_right = _block_masses(log_total, c_arr)
-    return Tables(edges, log_width, firsts, log_total, run_shift, offsets, c_arr, nu, block_left, block_right)
+    return Tables(
+        edges,
+        log_width,
+        firsts,
+        log_total,
+        run_shift,
+        offsets,
+        c_arr,
+        nu,
+        block_left,
+        block_right,
+        log_omitted,
+    )
 
 
-ROW_CHUNK = 8
+ROW_CHUNK = 4
 
 
-def _logsumexp_earlier_rows(first, row, j, m: int):
-    """Elementwise ``LSE(first, row(0), ..., row(j - 1))`` for a traced ``j <= m``.
+def _logsumexp_recent_rows(first, firsts, weight, log_width, j, m: int):
+    """Elementwise ``LSE(first, firsts[l] + weight[l] + (j - l) log_width)`` over rows ``l < j``.
 
-    Written as unrolled elementwise max and exp-sum chains, which XLA CPU fuses into one pass per
-    row (several times faster than a reduction over a stacked ``(m, n)`` array), over chunks of
-    :data:`ROW_CHUNK` rows; a chunk that starts at or after row ``j`` (all ``-inf``) is skipped by
-    ``lax.cond``, so step ``j`` reads about ``j`` rows rather than ``m``."""
-    chunks = [range(start, min(start + ROW_CHUNK, m)) for start in range(0, m, ROW_CHUNK)]
+    Rows are visited backwards from ``l = j - 1`` in chunks of :data:`ROW_CHUNK` (offsets
+    ``t = j - 1 - l`` are static, so each chunk is an unrolled elementwise max and exp-sum chain that
+    XLA CPU fuses into one pass); a chunk whose rows all have ``-inf`` weight (omitted, or before
+    row 0) is skipped by ``lax.cond``."""
+    chunks = [range(start, min(start + ROW_CHUNK, m - 1)) for start in range(0, m - 1, ROW_CHUNK)]
+    back = jnp.clip(j - 1 - jnp.arange(m - 1), 0, m - 1)
+    live = (jnp.arange(m - 1) < j) & jnp.isfinite(weight[back])
+
+    def row(t):
+        l = back[t]
+        return firsts[l] + weight[l] + (t + 1) * log_width
 
     def over_chunks(value, combine):
         for chunk in chunks:
 
             def fold(value, chunk=chunk):
-                for l in chunk:
-                    value = combine(value, row(l))
+                for t in chunk:
+                    value = combine(value, jnp.where(live[t], row(t), -jnp.inf))
                 return value
 
-            value = lax.cond(chunk[0] < j, fold, lambda value: value, value)
+            value = lax.cond(jnp.any(live[chunk[0] : chunk[-1] + 1]), fold, lambda value: value, value)
         return value
 
     top = over_chunks(first, jnp.maximum)
