@@ -226,7 +226,7 @@ def _logsumexp_recent_rows(first, firsts, weight, log_width, j, m: int):
     Rows are visited backwards from ``l = j - 1`` in chunks of :data:`ROW_CHUNK` (offsets
     ``t = j - 1 - l`` are static, so each chunk is an unrolled elementwise max and exp-sum chain that
     XLA CPU fuses into one pass); a chunk whose rows all have ``-inf`` weight (omitted, or before
-    row 0) is skipped by ``lax.cond``."""
+    row 0) is skipped by ``lax.cond``, and so is the whole pass when every row is."""
     chunks = [range(start, min(start + ROW_CHUNK, m - 1)) for start in range(0, m - 1, ROW_CHUNK)]
     back = jnp.clip(j - 1 - jnp.arange(m - 1), 0, m - 1)
     live = (jnp.arange(m - 1) < j) & jnp.isfinite(weight[back])
@@ -246,10 +246,12 @@ def _logsumexp_recent_rows(first, firsts, weight, log_width, j, m: int):
             value = lax.cond(jnp.any(live[chunk[0] : chunk[-1] + 1]), fold, lambda value: value, value)
         return value
 
-    top = over_chunks(first, jnp.maximum)
-    top = jnp.where(jnp.isfinite(top), top, 0)
-    total = over_chunks(jnp.exp(first - top), lambda acc, r: acc + jnp.exp(r - top))
-    return top + jnp.log(total)
+    def with_runs(first):
+        top = over_chunks(first, jnp.maximum)
+        top = jnp.where(jnp.isfinite(top), top, 0)
+        return top + jnp.log(over_chunks(jnp.exp(first - top), lambda acc, r: acc + jnp.exp(r - top)))
+
+    return lax.cond(jnp.any(live), with_runs, lambda first: first, first)
 
 
 def pad_to_blocks(log_total):

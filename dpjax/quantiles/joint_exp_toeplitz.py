@@ -157,11 +157,18 @@ def toeplitz_scan(x, c, nu):
     # W[i] = suffix[i - L] (u in the block of i - L) (+) prefix[i - 1] - c (L - 1) (u in the block
     # of i, present unless i is block-aligned).
     aligned = jnp.arange(size, dtype=jnp.int32) % length == 0
-    head = _shift_right(suffix, window)
-    tail = jnp.where(aligned, -jnp.inf, _shift_right(prefix, 1) - c * (window - 1))
-    near = jnp.where(window >= 1, jnp.logaddexp(head, tail) - c * frac, -jnp.inf)
+    head = jnp.where(window >= 1, _shift_right(suffix, window) - c * frac, -jnp.inf)
+    tail = jnp.where(aligned | (window < 1), -jnp.inf, _shift_right(prefix, 1) - c * (window - 1 + frac))
     # A select, not ``.at[0].set``: XLA CPU emits the fused dynamic-update-slice form as a slow loop.
-    return jnp.where(jnp.arange(size) == 0, -jnp.inf, jnp.logaddexp(near, far))
+    return jnp.where(jnp.arange(size) == 0, -jnp.inf, _log_sum_exp3(head, tail, far))
+
+
+def _log_sum_exp3(a, b, d):
+    """Elementwise ``log(e^a + e^b + e^d)`` with one log (vs two ``logaddexp``: 2.5x faster on XLA
+    CPU); exact up to rounding since the shifted sum lies in ``[1, 3]``, ``-inf`` if all are."""
+    top = jnp.maximum(jnp.maximum(a, b), d)
+    top = jnp.where(jnp.isfinite(top), top, 0)
+    return top + jnp.log(jnp.exp(a - top) + jnp.exp(b - top) + jnp.exp(d - top))
 
 
 def toeplitz(method: str, x, c, nu):
