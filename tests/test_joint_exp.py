@@ -20,7 +20,6 @@ from dpjax.quantiles.joint_exp_tables import (
     OMITTED_MASS,
     forward_tables,
     log_normalizer,
-    pad_to_blocks,
     sampling_block,
 )
 from dpjax.quantiles.joint_exp_toeplitz import log_filter, toeplitz_scan
@@ -146,7 +145,7 @@ def test_m1_equals_ind_exp():
                 # P(i) ∝ alpha(1, i, 1) phi_2(n - i): compare the two pmfs exactly.
                 n = x.size
                 last = -tables.c * jnp.abs(n - jnp.arange(n + 1) - tables.nu[-1])
-                joint = jax.nn.softmax(tables.log_total[0] + last)
+                joint = jax.nn.softmax(tables.log_total[0, : n + 1] + last)
                 np.testing.assert_allclose(joint, jax.nn.softmax(logits), atol=1e-12)
 
 
@@ -212,7 +211,7 @@ def test_scan_and_fft_agree_and_float32_scan_accurate():
     qs = np.linspace(0, 1, 9)[1:-1]
 
     def probs(tables):
-        t = np.asarray(tables.log_total, np.float64)
+        t = np.asarray(tables.log_total, np.float64)[:, : x.size + 1]
         p = np.exp(t - t.max(axis=1, keepdims=True))
         return p / p.sum(axis=1, keepdims=True)
 
@@ -355,7 +354,7 @@ def test_forward_tables_match_dense_reference_with_runs():
     with enable_x64():
         tables = joint_exp_tables(jnp.asarray(x), qs, 0.3, bounds=(-5, 5))
     want, c, nu = dense_alphahat(x, -5.0, 5.0, qs, 0.3)
-    got = np.asarray(tables.log_total) + np.asarray(tables.offsets)[:, None]
+    got = np.asarray(tables.log_total)[:, : x.size + 1] + np.asarray(tables.offsets)[:, None]
     finite = np.isfinite(want)
     np.testing.assert_array_equal(np.isfinite(got), finite)
     np.testing.assert_allclose(got[finite], want[finite], rtol=0, atol=1e-8)
@@ -372,17 +371,18 @@ def test_block_sampler_draws_the_exact_conditional():
     tables = joint_exp_tables(jnp.asarray(x, jnp.float32), [0.2, 0.5, 0.8], 0.05, bounds=(-4, 4))
     size = x.size + 1
     block = sampling_block(size)
-    padded = pad_to_blocks(tables.log_total)
-    draw = jax.jit(jax.vmap(draw_gap, in_axes=(0, None, None, None, None, None)))
+    assert tables.log_total.shape[1] % block == 0
+    assert np.all(np.asarray(tables.log_total)[:, size:] == -np.inf)
+    draw = jax.jit(jax.vmap(draw_gap, in_axes=(0, None, None, None, None)))
     keys = jax.random.split(jax.random.key(23), 20_000)
     cases = ((2, 500, True), (1, 3 * block, False), (1, 3 * block - 1, True), (0, 140, False))
     for row, hi, inclusive in cases:
-        logits = np.asarray(tables.log_total[row], np.float64) - float(tables.c) * np.abs(
+        logits = np.asarray(tables.log_total[row, :size], np.float64) - float(tables.c) * np.abs(
             hi - np.arange(size) - float(tables.nu[row + 1])
         )
         logits[np.arange(size) > hi if inclusive else np.arange(size) >= hi] = -np.inf
         pmf = np.exp(logits - logsumexp(logits))
-        counts = np.bincount(np.asarray(draw(keys, tables, padded, row, hi, inclusive)), minlength=size)
+        counts = np.bincount(np.asarray(draw(keys, tables, row, hi, inclusive)), minlength=size)
         assert counts[pmf == 0].sum() == 0
         expected = pmf * keys.shape[0]
         big = expected >= 5
@@ -491,7 +491,10 @@ def test_certified_omission_at_large_n_matches_the_dense_reference(x64):
         lz = float(log_normalizer(tables))
     assert not np.isfinite(np.asarray(tables.run_shift)[np.tril_indices(4, -1)]).any()
     assert float(tables.log_omitted) <= math.log(OMITTED_MASS)
-    got = np.asarray(tables.log_total, np.float64) + np.asarray(tables.offsets, np.float64)[:, None]
+    got = (
+        np.asarray(tables.log_total, np.float64)[:, : x.size + 1]
+        + np.asarray(tables.offsets, np.float64)[:, None]
+    )
     near = want > want.max(axis=1, keepdims=True) - 200
     tol = 1e-8 if x64 else 2e-3
     np.testing.assert_allclose(got[near], want[near], rtol=0, atol=tol * np.abs(want[near]).max())

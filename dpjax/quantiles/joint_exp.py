@@ -42,7 +42,6 @@ from dpjax.quantiles.joint_exp_tables import (
     log_factorials,
     log_normalizer,
     log_phi,
-    pad_to_blocks,
 )
 from dpjax.quantiles.joint_exp_toeplitz import METHODS
 from dpjax.validation import check_choice, check_epsilon
@@ -84,19 +83,19 @@ def joint_exp_log_normalizer(
     return log_normalizer(tables)
 
 
-def _block_logits(tables: Tables, padded, row, block_index, hi, inclusive, target):
+def _block_logits(tables: Tables, row, block_index, hi, inclusive, target):
     """Exact logits ``log_total[row, i] - c |hi - i - target|`` of the ``B`` gaps of one block,
     ``-inf`` past ``hi`` (past or at ``hi`` if not ``inclusive``)."""
-    block = padded.shape[1] // tables.block_left.shape[1]
+    block = tables.log_total.shape[1] // tables.block_left.shape[1]
     start = block_index * block
     gap = start + jnp.arange(block, dtype=jnp.int32)
-    values = lax.dynamic_slice_in_dim(padded[row], start, block)
+    values = lax.dynamic_slice_in_dim(tables.log_total[row], start, block)
     logits = values + log_phi(tables.c, (hi - gap).astype(values.dtype), target)
     allowed = jnp.where(inclusive, gap <= hi, gap < hi)
     return jnp.where(allowed, logits, -jnp.inf)
 
 
-def draw_gap(key, tables: Tables, padded, row, hi, inclusive):
+def draw_gap(key, tables: Tables, row, hi, inclusive):
     """One exact draw of ``i`` with probability ``∝ alphahat(row, i) phi_{row+1}(hi - i)`` over
     ``i <= hi`` (``inclusive``) or ``i < hi``, in ``O(sqrt(n))``.
 
@@ -108,7 +107,7 @@ def draw_gap(key, tables: Tables, padded, row, hi, inclusive):
     """
     target = tables.nu[row + 1]
     blocks = tables.block_left.shape[1]
-    block = padded.shape[1] // blocks
+    block = tables.log_total.shape[1] // blocks
     n = tables.log_width.shape[0] - 1
     dtype = tables.log_width.dtype
     index = jnp.arange(blocks, dtype=jnp.int32)
@@ -122,11 +121,11 @@ def draw_gap(key, tables: Tables, padded, row, hi, inclusive):
     )
     masses = jnp.where(index > last, -jnp.inf, masses)
     for edge in (kink, last):
-        exact = jax.nn.logsumexp(_block_logits(tables, padded, row, edge, hi, inclusive, target))
+        exact = jax.nn.logsumexp(_block_logits(tables, row, edge, hi, inclusive, target))
         masses = masses.at[edge].set(exact)
     block_key, gap_key = jax.random.split(key)
     chosen = gumbel_argmax(block_key, masses).astype(jnp.int32)
-    inside = gumbel_argmax(gap_key, _block_logits(tables, padded, row, chosen, hi, inclusive, target))
+    inside = gumbel_argmax(gap_key, _block_logits(tables, row, chosen, hi, inclusive, target))
     return chosen * block + inside.astype(jnp.int32)
 
 
@@ -138,9 +137,9 @@ def sample_gaps(key, tables: Tables) -> jax.Array:
     after; :func:`draw_gap`, ``O(sqrt(n))``), then its run length ``k <= j`` from
     ``alpha(j, i, k)`` by the closed form; at most ``m`` steps.
     """
-    m, size = tables.log_total.shape
+    m = tables.log_total.shape[0]
+    size = tables.log_width.shape[0]
     dtype = tables.log_width.dtype
-    padded = pad_to_blocks(tables.log_total)  # the layout draw_gap reads
     run = jnp.arange(1, m + 1, dtype=jnp.int32)
     log_fact = jnp.asarray(log_factorials(m)[1:], dtype)  # log k!, k = 1..m
     positions = jnp.arange(1, m + 1, dtype=jnp.int32)
@@ -149,7 +148,7 @@ def sample_gaps(key, tables: Tables) -> jax.Array:
         remaining, hi, sequence = carry
         gap_key, run_key = jax.random.split(jax.random.fold_in(key, step))
         row = jnp.maximum(remaining - 1, 0)
-        gap = draw_gap(gap_key, tables, padded, row, hi, step == 0)
+        gap = draw_gap(gap_key, tables, row, hi, step == 0)
         # Run of k copies: alpha(row, gap, k) = first(row - k + 1, gap) + S[row, row - k + 1]
         # + (k - 1) log tau(gap) - log k!.
         start = jnp.clip(row - run + 1, 0, m - 1)

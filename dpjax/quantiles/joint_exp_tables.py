@@ -48,7 +48,8 @@ class Tables(NamedTuple):
       edges: gap end points ``[a, x_1, ..., x_n, b]``, shape ``(n + 2,)``.
       log_width: ``log tau``, shape ``(n + 1,)``.
       log_first: ``log alpha(j, :, 1) - D_j``, shape ``(m, n + 1)``.
-      log_total: ``log alphahat(j, :) - D_j``, shape ``(m, n + 1)``.
+      log_total: ``log alphahat(j, :) - D_j``, shape ``(m, W)``: ``n + 1`` gaps padded with ``-inf``
+        to ``W``, a whole number of :func:`sampling_block` blocks (the layout the sampler reads).
       run_shift: ``S[j, l] = D_l - D_j - c (N_j - N_l)`` for ``l <= j`` (the closed form's constant
         for a run of ``j - l + 1`` copies ending at row ``j``; ``-inf`` for omitted runs), shape
         ``(m, m)``.
@@ -160,13 +161,18 @@ def forward_tables(
     first = log_width + log_phi(c_arr, gaps, nu[0])
     top = safe_max(first)
     firsts = jnp.full((m, size), -jnp.inf, dtype).at[0].set(first - top)
+    block = sampling_block(size)
+    width = padded_width(size)
+    log_total = jnp.full((m, width), -jnp.inf, dtype).at[0, :size].set(first - top)
+    # Block masses are computed row by row while the row is in cache (one pass over (m, n) saved).
+    masses = jnp.zeros((2, m, width // block), dtype).at[:, 0].set(_block_masses(log_total[0], c_arr, block))
     first_max = jnp.full((m,), -jnp.inf, dtype).at[0].set(jnp.max(first) - top)
     offsets = jnp.zeros((m,), dtype).at[0].set(top)
 
     def step(state):
-        j, omit, firsts, log_total, first_max, offsets, run_weight, log_omitted = state
+        j, omit, firsts, log_total, masses, first_max, offsets, run_weight, log_omitted = state
         # New runs: Toeplitz step from the previous row (relative to D_{j-1}), none at gap 0.
-        previous = log_total[j - 1]
+        previous = lax.dynamic_index_in_dim(log_total, j - 1, 0, keepdims=False)[:size]
         new_first = jnp.where(gaps == 0, -jnp.inf, log_width + toeplitz(method, previous, c_arr, nu[j]))
         # Runs of k = j - l + 1 >= 2 copies of gap i (closed form, spec Sec. 4.3), relative to D_{j-1}.
         weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
@@ -179,7 +185,9 @@ def forward_tables(
         total = _logsumexp_recent_rows(new_first, firsts, weight, log_width, j, m)
         top = safe_max(total)
         firsts = lax.dynamic_update_index_in_dim(firsts, new_first - top, j, 0)
-        log_total = lax.dynamic_update_index_in_dim(log_total, total - top, j, 0)
+        row = jnp.pad(total - top, (0, width - size), constant_values=-jnp.inf)
+        log_total = lax.dynamic_update_index_in_dim(log_total, row, j, 0)
+        masses = lax.dynamic_update_index_in_dim(masses, _block_masses(row, c_arr, block), j, 1)
         first_max = first_max.at[j].set(reference - top)
         offsets = offsets.at[j].set(offsets[j - 1] + top)
         run_weight = run_weight.at[j].set(weight)
@@ -192,16 +200,15 @@ def forward_tables(
         restart = (j == m - 1) & omit & (log_omitted > math.log(restart_above))
         log_omitted = jnp.where(restart, -jnp.inf, log_omitted)
         j = jnp.where(restart, 1, j + 1)
-        return j, omit & ~restart, firsts, log_total, first_max, offsets, run_weight, log_omitted
+        return j, omit & ~restart, firsts, log_total, masses, first_max, offsets, run_weight, log_omitted
 
     run_weight = jnp.full((m, m), -jnp.inf, dtype)
-    start = (1, True, firsts, firsts, first_max, offsets, run_weight, jnp.asarray(-jnp.inf, dtype))
-    _, _, firsts, log_total, _, offsets, run_weight, log_omitted = lax.while_loop(
+    start = (1, True, firsts, log_total, masses, first_max, offsets, run_weight, jnp.asarray(-jnp.inf, dtype))
+    _, _, firsts, log_total, masses, _, offsets, run_weight, log_omitted = lax.while_loop(
         lambda state: state[0] < m, step, start
     )
     kept = jnp.isfinite(run_weight) | (rows[:, None] == rows[None, :])
     run_shift = jnp.where(kept, offsets[None, :] - offsets[:, None] - c_arr * run_gap, -jnp.inf)
-    block_left, block_right = _block_masses(log_total, c_arr)
     return Tables(
         edges,
         log_width,
@@ -211,8 +218,8 @@ def forward_tables(
         offsets,
         c_arr,
         nu,
-        block_left,
-        block_right,
+        masses[0],
+        masses[1],
         log_omitted,
     )
 
@@ -254,21 +261,17 @@ def _logsumexp_recent_rows(first, firsts, weight, log_width, j, m: int):
     return lax.cond(jnp.any(live), with_runs, lambda first: first, first)
 
 
-def pad_to_blocks(log_total):
-    """``log_total`` padded with ``-inf`` to whole blocks of :func:`sampling_block` gaps."""
-    size = log_total.shape[1]
+def padded_width(size: int) -> int:
+    """``size`` rounded up to a whole number of :func:`sampling_block` blocks."""
     block = sampling_block(size)
-    width = -(-size // block) * block
-    return jnp.pad(log_total, ((0, 0), (0, width - size)), constant_values=-jnp.inf)
+    return -(-size // block) * block
 
 
-def _block_masses(log_total, c):
-    """Per block of :func:`sampling_block` gaps, ``LSE log_total + c t`` and ``LSE log_total - c t``."""
-    block = sampling_block(log_total.shape[1])
-    padded = pad_to_blocks(log_total)
-    padded = padded.reshape(padded.shape[0], -1, block)
-    ramp = c * jnp.arange(block, dtype=log_total.dtype)
-    return jax.nn.logsumexp(padded + ramp, axis=2), jax.nn.logsumexp(padded - ramp, axis=2)
+def _block_masses(row, c, block: int):
+    """Per block of ``block`` gaps of a padded row, ``LSE row + c t`` and ``LSE row - c t`` (stacked)."""
+    padded = row.reshape(-1, block)
+    ramp = c * jnp.arange(block, dtype=row.dtype)
+    return jnp.stack([jax.nn.logsumexp(padded + ramp, axis=1), jax.nn.logsumexp(padded - ramp, axis=1)])
 
 
 def log_normalizer(tables: Tables) -> jax.Array:
@@ -276,4 +279,4 @@ def log_normalizer(tables: Tables) -> jax.Array:
     n = tables.log_width.shape[0] - 1
     gaps = jnp.arange(n + 1, dtype=tables.log_width.dtype)
     last = log_phi(tables.c, n - gaps, tables.nu[-1])
-    return tables.offsets[-1] + jax.nn.logsumexp(tables.log_total[-1] + last)
+    return tables.offsets[-1] + jax.nn.logsumexp(tables.log_total[-1, : n + 1] + last)
