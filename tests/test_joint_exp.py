@@ -202,7 +202,7 @@ def test_invariances_same_key():
         affine = joint_exp(key, jnp.asarray(2 * x + 1), qs, 1.0, bounds=(-5, 7))
     np.testing.assert_array_equal(base, shuffled)
     np.testing.assert_array_equal(base, clamped)
-    np.testing.assert_allclose(affine, 2 * base + 1, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(affine), 2 * np.asarray(base) + 1, atol=1e-9)
 
 
 def test_scan_and_fft_agree_and_float32_scan_accurate():
