@@ -499,3 +499,38 @@ def test_certified_omission_at_large_n_matches_the_dense_reference(x64):
     tol = 1e-8 if x64 else 2e-3
     np.testing.assert_allclose(got[near], want[near], rtol=0, atol=tol * np.abs(want[near]).max())
     assert abs(lz - logsumexp(want[-1] + last)) < tol * abs(lz)
+
+
+def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():
+    """All points equal: runs are the only way to place three quantiles in the two gaps of positive
+    width, so the default pass keeps them. Forced omission (``margin_nats=-100``) fails the
+    certificate and restarts exactly, also inside ``vmap`` over datasets next to one whose omission
+    is certified."""
+    n, qs, eps = 2000, (0.25, 0.5, 0.75), 8.0
+    c = eps / 4
+    nu = np.diff(np.concatenate([[0.0], qs, [1.0]])) * n
+    want = -np.inf  # k quantiles in gap 0 (width 1) and 3 - k in gap n (width 1)
+    for k in range(4):
+        path = [0] * (k + 1) + [n] * (4 - k)
+        utility = -sum(abs(path[j + 1] - path[j] - nu[j]) for j in range(4))
+        want = np.logaddexp(want, c * utility - math.lgamma(k + 1) - math.lgamma(4 - k))
+
+    def forced(x, restart_above=OMITTED_MASS):
+        edges, log_width = gaps(x, -1.0, 1.0)
+        return forward_tables(
+            edges, log_width, qs, c, "scan", margin_nats=-100.0, restart_above=restart_above
+        )
+
+    with enable_x64():
+        data = jnp.stack([jnp.zeros(n), jnp.asarray(np.random.default_rng(32).normal(0, 0.3, n))])
+        default = joint_exp_tables(data[0], qs, eps, bounds=(-1, 1))
+        batched = jax.vmap(forced)(data)
+        got = np.asarray(jax.vmap(log_normalizer)(batched))
+        single = [float(log_normalizer(forced(x))) for x in data]
+        first_pass = forced(data[0], restart_above=np.inf)
+        default_lz = float(log_normalizer(default))
+    assert float(default.log_omitted) == -np.inf and abs(default_lz - want) < 1e-9
+    assert float(first_pass.log_omitted) > math.log(OMITTED_MASS)  # so the batched pass restarted
+    assert float(batched.log_omitted[0]) == -np.inf and abs(got[0] - want) < 1e-9
+    assert -np.inf < float(batched.log_omitted[1]) <= math.log(OMITTED_MASS)
+    np.testing.assert_allclose(got, single, rtol=0, atol=1e-9)
