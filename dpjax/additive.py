@@ -16,7 +16,8 @@ import jax.numpy as jnp
 
 from dpjax import noise
 from dpjax.accounting import ZCDP, PureDP
-from dpjax.validation import check_array, check_epsilon, check_positive
+from dpjax.accounting.elementwise import elementwise
+from dpjax.validation import Checks, check_epsilon, check_positive, float_dtype
 
 
 def laplace_mechanism(key, value, epsilon: float, *, sensitivity: float = 1.0) -> jax.Array:
@@ -28,24 +29,28 @@ def laplace_mechanism(key, value, epsilon: float, *, sensitivity: float = 1.0) -
     Args:
       key: a ``jax.random`` key.
       value: the exact statistic (any shape, finite).
-      epsilon: privacy parameter, > 0.
-      sensitivity: L1 sensitivity of ``value``, > 0.
+      epsilon: privacy parameter, > 0 (may be traced).
+      sensitivity: L1 sensitivity of ``value``, > 0 (may be traced).
 
     Returns:
-      An array of ``value``'s shape, in a floating dtype.
+      An array of ``value``'s shape, in a floating dtype (NaN where a traced input is invalid).
 
     Example:
       >>> import jax
       >>> release = laplace_mechanism(jax.random.key(0), 42.0, epsilon=1.0)
     """
-    value = check_array(value, "value", ndim=None, allow_empty=True)
-    scale = check_positive(sensitivity, "sensitivity") / check_epsilon(epsilon)
-    dtype = value.dtype if jnp.issubdtype(value.dtype, jnp.floating) else None
-    return value + noise.laplace(key, value.shape, scale, dtype)
+    checks = Checks()
+    value = checks.array(value, "value", ndim=None, allow_empty=True)
+    epsilon = checks.epsilon(epsilon)
+    sensitivity = checks.positive(sensitivity, "sensitivity")
+    dtype = float_dtype(value)
+    scale = jnp.asarray(sensitivity, dtype) / jnp.asarray(epsilon, dtype)
+    return checks.guard(value + noise.laplace(key, value.shape, scale, dtype))
 
 
+@elementwise("epsilon", "sensitivity")
 def laplace_guarantee(epsilon: float, *, sensitivity: float = 1.0) -> PureDP:
-    """The Laplace mechanism's guarantee: pure ``epsilon``-DP."""
+    """The Laplace mechanism's guarantee: pure ``epsilon``-DP (whatever the stated sensitivity)."""
     check_positive(sensitivity, "sensitivity")
     return PureDP(check_epsilon(epsilon))
 
@@ -54,15 +59,18 @@ def gaussian_mechanism(key, value, sigma: float, *, sensitivity: float = 1.0) ->
     """Releases ``value + N(0, sigma^2)`` elementwise.
 
     Guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP (see :func:`gaussian_guarantee`) when the L2
-    sensitivity of ``value`` is at most ``sensitivity``.
+    sensitivity of ``value`` is at most ``sensitivity``. ``sigma`` and ``sensitivity`` may be
+    traced; an invalid traced value makes the output NaN.
     """
-    value = check_array(value, "value", ndim=None, allow_empty=True)
-    check_positive(sensitivity, "sensitivity")
-    sigma = check_positive(sigma, "sigma")
-    dtype = value.dtype if jnp.issubdtype(value.dtype, jnp.floating) else None
-    return value + noise.gaussian(key, value.shape, sigma, dtype)
+    checks = Checks()
+    value = checks.array(value, "value", ndim=None, allow_empty=True)
+    checks.positive(sensitivity, "sensitivity")
+    sigma = checks.positive(sigma, "sigma")
+    dtype = float_dtype(value)
+    return checks.guard(value + noise.gaussian(key, value.shape, jnp.asarray(sigma, dtype), dtype))
 
 
+@elementwise("sigma", "sensitivity")
 def gaussian_guarantee(sigma: float, *, sensitivity: float = 1.0) -> ZCDP:
     """The Gaussian mechanism's guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP."""
     sensitivity = check_positive(sensitivity, "sensitivity")

@@ -1,12 +1,20 @@
 """Input validation shared by every dpjax mechanism.
 
-Every check raises a ``ValueError`` (``TypeError`` for a wrong kind of object) whose message names
-the offending argument, and every mechanism calls these checks *before* it draws any randomness.
+Two contracts, one per side of the host/device line:
 
-Under ``jax.jit`` array values are tracers and cannot be inspected: the checks then validate what is
-static (shape, rank, dtype) and skip value checks, which is documented by each mechanism. Privacy
-parameters (epsilon, delta, q, k, ...) are expected to be concrete Python or NumPy scalars; passing
-them as tracers is refused, because a mechanism's guarantee must be known before it runs.
+* **Mechanisms** validate through a :class:`Checks` recorder. A concrete value (a Python or NumPy
+  number, a concrete ``jax.Array``) is checked eagerly and a bad one raises a ``ValueError`` naming
+  the argument before any randomness is used. A traced value (inside ``jit``, ``vmap``, ``scan``)
+  cannot be inspected on the host, so the check is recorded in the graph instead, and
+  :meth:`Checks.guard` makes the mechanism's output say "invalid": every floating output becomes
+  NaN and every integer output ``-1`` (the library's "no index" marker). A bad privacy parameter
+  (NaN, infinite, out of range) or NaN data therefore never yields a confident answer. Under
+  :func:`jax.experimental.checkify.checkify` the same recorded checks raise, naming the argument.
+  Only shape-fixing arguments (``k``, ``m``, ``c``, caps, sizes) must be concrete.
+* **Guarantee companions** run on the host for the accountant: they use the plain ``check_*``
+  functions below, which require concrete numbers and refuse tracers with a clear message.
+
+Every check raises a ``ValueError`` (``TypeError`` for a wrong kind of object).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import numbers
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
 
 
 def is_traced(x) -> bool:
@@ -27,8 +36,8 @@ def is_traced(x) -> bool:
 def _concrete_scalar(name: str, value) -> float:
     if is_traced(value):
         raise TypeError(
-            f"{name} must be a concrete number, not a traced value: privacy parameters are fixed "
-            "before a mechanism runs (mark it static, e.g. with functools.partial)."
+            f"{name} must be a concrete number, not a traced value: guarantees are computed on "
+            "the host for the accountant (pass numbers, or an array of them for a grid)."
         )
     if isinstance(value, bool) or not isinstance(value, numbers.Real | np.ndarray | jax.Array):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
@@ -155,3 +164,163 @@ def check_same_shape(a, a_name: str, b, b_name: str) -> None:
         raise ValueError(
             f"{a_name} and {b_name} must have the same shape, got {jnp.shape(a)} and {jnp.shape(b)}."
         )
+
+
+def float_dtype(*arrays) -> np.dtype:
+    """The floating dtype a mechanism computes in: that of its floating inputs, at least float32.
+
+    With no floating input it is the default float (float32, or float64 under
+    ``jax_enable_x64``). This is the one dtype rule of the library.
+    """
+    floats = [jnp.result_type(a) for a in arrays if jnp.issubdtype(jnp.result_type(a), jnp.floating)]
+    dtype = jnp.result_type(*floats) if floats else jax.dtypes.canonicalize_dtype(jnp.dtype(float))
+    return np.dtype(jnp.promote_types(dtype, jnp.float32))
+
+
+class Checks:
+    """Validates a mechanism's inputs: eagerly when concrete, in the graph when traced.
+
+    Use one per mechanism call::
+
+        checks = Checks()
+        eps = checks.epsilon(epsilon)                 # float if concrete, else a traced scalar
+        x = checks.array(x, "x", ndim=1)
+        ...
+        return checks.guard(result)                   # NaN / -1 where a traced check failed
+
+    When every checked value is concrete nothing is recorded and :meth:`guard` returns its
+    argument unchanged (no cost). Each recorded check is also a
+    :func:`jax.experimental.checkify.debug_check`, so ``checkify.checkify(mechanism)`` reports
+    the failing argument; plain ``jit`` ignores it.
+    """
+
+    def __init__(self):
+        self._valid: list[jax.Array] = []
+
+    @property
+    def traced(self) -> bool:
+        """Whether any check was deferred to the graph."""
+        return bool(self._valid)
+
+    def record(self, valid, message: str) -> None:
+        """Records a traced boolean condition that must hold for the output to be meaningful."""
+        valid = jnp.all(jnp.asarray(valid, bool))
+        checkify.debug_check(valid, message)
+        self._valid.append(valid)
+
+    def valid(self) -> jax.Array | bool:
+        """The conjunction of the recorded conditions (``True`` when none was recorded)."""
+        if not self._valid:
+            return True
+        return jnp.all(jnp.stack(self._valid))
+
+    def _scalar(self, value, name: str, host_check, condition, requirement: str):
+        if not is_traced(value):
+            return host_check(value)
+        value = jnp.asarray(value)
+        if value.ndim != 0:
+            raise ValueError(f"{name} must be a scalar, got shape {value.shape}.")
+        if not jnp.issubdtype(value.dtype, jnp.floating):
+            value = value.astype(float_dtype())
+        self.record(condition(value), f"{name} must be {requirement}.")
+        return value
+
+    def epsilon(self, value, name: str = "epsilon", *, allow_zero: bool = False):
+        """A privacy parameter: finite and > 0 (>= 0 with ``allow_zero``)."""
+        if allow_zero:
+            return self._scalar(
+                value, name, lambda v: check_epsilon(v, name, allow_zero=True),
+                lambda v: jnp.isfinite(v) & (v >= 0), "finite and >= 0",
+            )
+        return self._scalar(
+            value, name, lambda v: check_epsilon(v, name), lambda v: jnp.isfinite(v) & (v > 0),
+            "finite and > 0",
+        )
+
+    def positive(self, value, name: str):
+        """A finite, strictly positive real (a sensitivity, a scale, a budget)."""
+        return self.epsilon(value, name)
+
+    def probability(self, value, name: str, *, open_low: bool = False, open_high: bool = False):
+        """A probability in [0, 1]; ``open_low``/``open_high`` exclude the end points."""
+
+        def condition(p):
+            low = p > 0 if open_low else p >= 0
+            high = p < 1 if open_high else p <= 1
+            return low & high
+
+        interval = ("(" if open_low else "[") + "0, 1" + (")" if open_high else "]")
+        return self._scalar(
+            value, name, lambda v: check_probability(v, name, open_low=open_low, open_high=open_high),
+            condition, f"in {interval}",
+        )
+
+    def real(self, value, name: str, *, minimum: float | None = None, open_minimum: bool = False):
+        """A finite real (a threshold, a bound), optionally ``>= minimum`` (``>`` if open)."""
+
+        def host(v):
+            v = check_real(v, name)
+            if minimum is not None and (v <= minimum if open_minimum else v < minimum):
+                raise ValueError(f"{name} must be {'>' if open_minimum else '>='} {minimum}, got {v}.")
+            return v
+
+        def condition(v):
+            ok = jnp.isfinite(v)
+            if minimum is not None:
+                ok &= v > minimum if open_minimum else v >= minimum
+            return ok
+
+        requirement = "finite" if minimum is None else f"finite and {'>' if open_minimum else '>='} {minimum}"
+        return self._scalar(value, name, host, condition, requirement)
+
+    def array(self, x, name: str, **kwargs) -> jax.Array:
+        """A data array, as :func:`check_array` (same keyword arguments).
+
+        Shape, rank and dtype are always checked eagerly; the value checks (``finite``,
+        ``nonnegative``) are eager for concrete data and recorded for traced data. With
+        ``finite=False`` NaN is still refused (infinities are allowed).
+        """
+        with jax.ensure_compile_time_eval():
+            arr = check_array(x, name, **kwargs)
+        if not is_traced(arr) or arr.size == 0:
+            if not kwargs.get("finite", True) and jnp.issubdtype(arr.dtype, jnp.floating) and arr.size:
+                with jax.ensure_compile_time_eval():
+                    if bool(jnp.any(jnp.isnan(arr))):
+                        raise ValueError(f"{name} contains NaN.")
+            return arr
+        if jnp.issubdtype(arr.dtype, jnp.floating):
+            if kwargs.get("finite", True):
+                self.record(jnp.isfinite(arr), f"{name} must be finite (no NaN or infinity).")
+            else:
+                self.record(~jnp.isnan(arr), f"{name} must not contain NaN.")
+        if kwargs.get("nonnegative", False):
+            self.record(arr >= 0, f"{name} must be non-negative.")
+        return arr
+
+    def guard(self, output):
+        """``output`` with every floating leaf NaN and every integer leaf -1 if a check failed.
+
+        Boolean leaves are left as they are: every mechanism whose output has a boolean leaf
+        also returns an index or a float that carries the marker (documented per mechanism).
+        """
+        if not self._valid:
+            return output
+        valid = self.valid()
+
+        def mark(leaf):
+            leaf = jnp.asarray(leaf)
+            if jnp.issubdtype(leaf.dtype, jnp.floating):
+                return jnp.where(valid, leaf, jnp.asarray(jnp.nan, leaf.dtype))
+            if jnp.issubdtype(leaf.dtype, jnp.integer):
+                return jnp.where(valid, leaf, jnp.asarray(-1, leaf.dtype))
+            return leaf
+
+        return jax.tree.map(mark, output)
+
+
+def check_real(value, name: str) -> float:
+    """A finite real number (a threshold, a bound). Returns it as a float."""
+    v = _concrete_scalar(name, value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}.")
+    return v

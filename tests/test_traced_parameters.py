@@ -1,0 +1,145 @@
+"""Registry-driven tests: every public mechanism takes traced parameters and never answers
+confidently on invalid traced input (see :class:`dpjax.validation.Checks`)."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from mechanism_registry import all_mechanisms, leaves
+
+MECHANISMS = all_mechanisms()
+KEY = jax.random.key(7)
+INVALID = (-1.0, 0.0, math.nan, math.inf)
+
+
+def _ids(cases):
+    return [f"{m.name}-{p}" for m, p in cases]
+
+
+PARAM_CASES = [(m, p) for m in MECHANISMS for p in m.params]
+PRIVACY_CASES = [(m, p) for m in MECHANISMS for p in m.privacy]
+NAN_DATA_CASES = [(m, d) for m in MECHANISMS for d in m.float_data()]
+GUARANTEE_CASES = [m for m in MECHANISMS if m.guarantee is not None]
+
+
+def assert_same_output(got, want):
+    """Integer and boolean leaves bit-identical, floating leaves within 1 ulp (NaN where NaN)."""
+    got, want = leaves(got), leaves(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        if np.issubdtype(g.dtype, np.floating):
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+            finite = ~np.isnan(g)
+            np.testing.assert_array_max_ulp(g[finite], w[finite], maxulp=1)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def assert_invalid(output):
+    """Every floating leaf NaN and every integer leaf -1 (boolean leaves are not markers)."""
+    marked = 0
+    for leaf in leaves(output):
+        if np.issubdtype(leaf.dtype, np.floating):
+            assert np.isnan(leaf).all(), leaf
+            marked += 1
+        elif np.issubdtype(leaf.dtype, np.integer):
+            assert (leaf == -1).all(), leaf
+            marked += 1
+    assert marked, "the output has no floating or integer leaf to carry the invalid marker"
+
+
+def _slice(output, i):
+    return jax.tree.map(lambda leaf: leaf[i], output)
+
+
+def _as_array(values):
+    return jnp.asarray(np.asarray(values, dtype=jax.dtypes.canonicalize_dtype(float)))
+
+
+@pytest.mark.parametrize(("mechanism", "param"), PARAM_CASES, ids=_ids(PARAM_CASES))
+def test_vmap_over_a_parameter_equals_separate_calls(mechanism, param):
+    values = mechanism.params[param]
+    swept = jax.jit(
+        jax.vmap(lambda data, v: mechanism.call(KEY, data, **{param: v}), in_axes=(None, 0))
+    )(mechanism.data, _as_array(values))
+    for i, value in enumerate(values):
+        assert_same_output(_slice(swept, i), mechanism.call(KEY, **{param: value}))
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS, ids=[m.name for m in MECHANISMS])
+def test_vmap_over_epsilon_equals_separate_calls_in_x64(mechanism, x64):
+    param = mechanism.privacy[0]
+    data = {
+        name: np.asarray(value, np.float64) if name in mechanism.float_data() else value
+        for name, value in mechanism.data.items()
+    }
+    values = mechanism.params[param]
+    swept = jax.jit(
+        jax.vmap(lambda data, v: mechanism.call(KEY, data, **{param: v}), in_axes=(None, 0))
+    )(data, _as_array(values))
+    for i, value in enumerate(values):
+        assert_same_output(_slice(swept, i), mechanism.call(KEY, data, **{param: value}))
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS, ids=[m.name for m in MECHANISMS])
+def test_jit_compiles_once_for_every_parameter_value(mechanism):
+    step = jax.jit(lambda key, data, params: mechanism.call(key, data, **params))
+    for i in range(2):
+        params = {p: _as_array(values[i % len(values)]) for p, values in mechanism.params.items()}
+        got = step(KEY, mechanism.data, params)
+    assert step._cache_size() == 1
+    want = mechanism.call(KEY, **{p: values[1 % len(values)] for p, values in mechanism.params.items()})
+    assert_same_output(got, want)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS, ids=[m.name for m in MECHANISMS])
+def test_scan_carries_a_traced_privacy_parameter(mechanism):
+    param = mechanism.privacy[0]
+    first, second = mechanism.params[param][:2]
+    keys = jax.random.split(KEY, 2)
+
+    def step(value, key):
+        return jnp.asarray(second, value.dtype), mechanism.call(key, **{param: value})
+
+    _, outputs = jax.jit(lambda v: lax.scan(step, v, keys))(_as_array(first))
+    for i, value in enumerate((first, second)):
+        assert_same_output(_slice(outputs, i), mechanism.call(keys[i], **{param: value}))
+
+
+@pytest.mark.parametrize(("mechanism", "param"), PRIVACY_CASES, ids=_ids(PRIVACY_CASES))
+def test_invalid_privacy_parameter_raises_eagerly_and_marks_output_under_jit(mechanism, param):
+    for bad in INVALID:
+        with pytest.raises(ValueError, match=param):
+            mechanism.call(KEY, **{param: bad})
+    outputs = jax.jit(jax.vmap(lambda v: mechanism.call(KEY, **{param: v})))(
+        _as_array((mechanism.params[param][0], *INVALID))
+    )
+    assert_same_output(_slice(outputs, 0), mechanism.call(KEY))
+    for i in range(1, len(INVALID) + 1):
+        assert_invalid(_slice(outputs, i))
+
+
+@pytest.mark.parametrize(("mechanism", "name"), NAN_DATA_CASES, ids=_ids(NAN_DATA_CASES))
+def test_nan_data_raises_eagerly_and_marks_output_under_jit(mechanism, name):
+    data = dict(mechanism.data)
+    poisoned = np.array(data[name], copy=True)
+    poisoned.flat[poisoned.size // 2] = np.nan
+    data[name] = poisoned
+    with pytest.raises(ValueError, match=name):
+        mechanism.call(KEY, data)
+    assert_invalid(jax.jit(lambda data: mechanism.call(KEY, data))(data))
+
+
+@pytest.mark.parametrize("mechanism", GUARANTEE_CASES, ids=[m.name for m in GUARANTEE_CASES])
+def test_guarantee_takes_a_grid_and_refuses_traced_values(mechanism):
+    param = next(p for p in mechanism.guarantee_args if p in mechanism.params)
+    values = mechanism.params[param]
+    grid = mechanism.call_guarantee(**{param: np.asarray(values)})
+    assert isinstance(grid, np.ndarray) and grid.shape == (len(values),)
+    assert list(grid) == [mechanism.call_guarantee(**{param: v}) for v in values]
+    with pytest.raises(TypeError, match="host"):
+        jax.jit(lambda v: mechanism.call_guarantee(**{param: v}))(values[0])
