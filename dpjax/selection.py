@@ -29,13 +29,22 @@ Ties of the noisy values have probability zero in exact arithmetic; ``lax.top_k`
 break float ties toward the lower index (data independent). Float noise is not hardened against
 floating-point side channels (Mironov 2012).
 
-Array checks (NaN, infinities) are skipped under ``jit`` for traced scores; shapes, k, epsilon and
-the options are checked eagerly and must be concrete. Pass large score arrays to a jitted Monte Carlo
-as arguments (``jax.vmap(f, in_axes=(0, None))``) rather than closing over them: XLA constant-folds
-closed-over arrays, which takes seconds at 10^6 candidates.
+Parameters. ``epsilon`` and ``sensitivity`` may be traced (``jax.vmap`` over epsilon sweeps a grid
+in one compiled call and gives, for the same key, exactly what separate calls give); ``k`` fixes the
+output shape and is static; ``noise`` and ``monotonic`` are static options (a string, a Python
+bool). Concrete inputs are checked eagerly, before any randomness: NaN or infinite scores, an empty
+or non-vector score array, ``epsilon`` or ``sensitivity`` not finite and > 0, and a bad ``k`` raise a
+``ValueError`` naming the argument (concrete scores closed over by a jitted caller are still checked
+eagerly). Traced values are checked in the graph (:class:`dpjax.validation.Checks`): an invalid
+traced ``epsilon`` or ``sensitivity`` (<= 0, NaN, inf) or a non-finite traced score makes every index
+output ``-1`` and every float output NaN, never a confident answer. Pass large score arrays to a
+jitted Monte Carlo as arguments (``jax.vmap(f, in_axes=(0, None))``) rather than closing over them:
+XLA constant-folds closed-over arrays, which takes seconds at 10^6 candidates.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -43,7 +52,8 @@ from jax import lax
 
 from dpjax import noise as _noise
 from dpjax.accounting import ZCDP, PureDP, RangeBounded
-from dpjax.validation import check_array, check_choice, check_epsilon, check_int, check_positive
+from dpjax.accounting.elementwise import elementwise
+from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
 NOISES = ("gumbel", "exponential", "laplace")
 _NOTIONS = ("range_bounded", "zcdp")
@@ -55,27 +65,67 @@ def _check_flag(value, name: str) -> bool:
     return value
 
 
-def _selection_scale(epsilon, sensitivity, monotonic, k: int = 1) -> float:
-    """The noise scale ``c * k * sensitivity / epsilon`` (c = 1 monotonic, 2 otherwise), validated."""
+def _check_guarantee_args(epsilon, sensitivity, monotonic) -> float:
+    """Host-side checks of a guarantee companion's arguments; returns epsilon as a float."""
     epsilon = check_epsilon(epsilon)
-    sensitivity = check_positive(sensitivity, "sensitivity")
-    return (1 if _check_flag(monotonic, "monotonic") else 2) * k * sensitivity / epsilon
+    check_positive(sensitivity, "sensitivity")
+    _check_flag(monotonic, "monotonic")
+    return epsilon
 
 
-def _scores(scores, name: str) -> jax.Array:
-    # Concrete scores closed over by a jitted caller are still checked, eagerly.
-    with jax.ensure_compile_time_eval():
-        return check_array(scores, name, ndim=1)
+def _scale(checks: Checks, epsilon, sensitivity, monotonic, k: int, dtype) -> jax.Array:
+    """The noise scale ``c * k * sensitivity / epsilon`` (c = 1 monotonic, 2 otherwise) in ``dtype``.
+
+    Computed with jnp in ``dtype`` whether the parameters are concrete or traced, so a ``vmap``
+    over epsilon gives exactly the separate calls' scales.
+    """
+    epsilon = checks.epsilon(epsilon)
+    sensitivity = checks.positive(sensitivity, "sensitivity")
+    c = 1 if _check_flag(monotonic, "monotonic") else 2
+    return jnp.asarray(c * k, dtype) * jnp.asarray(sensitivity, dtype) / jnp.asarray(epsilon, dtype)
 
 
-def _units(scores: jax.Array, scale: float) -> jax.Array:
-    """``(scores - max(scores)) / scale`` in a float dtype: same argmax/top-k law, better precision."""
+@functools.partial(jax.jit, static_argnames=("noise", "k"))
+def _noisy_top(key, units, *, noise: str, k: int | None):
+    """The argmax (``k=None``) or the top-k ``(values, indices)`` of ``units + noise(1)``.
+
+    One compiled kernel for eager and traced calls alike, so that an eager call and the same call
+    inside ``jit``/``vmap``/``scan`` evaluate the noise with the same code (XLA's fused ``log`` can
+    differ from the unfused one by an ulp, which the gaps would amplify).
+    """
+    noisy = units + _noise.sample(noise, key, units.shape, 1.0, units.dtype)
+    if k is None:
+        return jnp.argmax(noisy).astype(jnp.int32)
+    values, indices = lax.top_k(noisy, k)
+    return values, indices.astype(jnp.int32)
+
+
+def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name):
+    check_choice(noise, "noise", NOISES)
+    checks = Checks()
+    units, _, _ = _prepare(checks, scores, epsilon, sensitivity, monotonic, name=name)
+    return checks.guard(_noisy_top(key, units, noise=noise, k=None))
+
+
+def _units(scores: jax.Array, scale: jax.Array) -> jax.Array:
+    """``(scores - max(scores)) / scale`` in ``scale``'s dtype: same argmax/top-k law, better precision."""
     if scores.dtype == jnp.bool_:
         scores = scores.astype(jnp.int32)
-    dtype = scores.dtype if jnp.issubdtype(scores.dtype, jnp.floating) else jnp.result_type(float)
-    dtype = jnp.promote_types(dtype, jnp.float32)
     # max - scores >= 0 is exact in integer arithmetic (large counts, unsigned dtypes included).
-    return -(jnp.max(scores) - scores).astype(dtype) / jnp.asarray(scale, dtype)
+    return -(jnp.max(scores) - scores).astype(scale.dtype) / scale
+
+
+def _prepare(
+    checks: Checks, scores, epsilon, sensitivity, monotonic, k: int | None = None, *, gap=False, name="scores"
+):
+    """Validates a selection's inputs and returns ``(units, scale, k)``; ``k=None`` means one winner."""
+    scores = checks.array(scores, name, ndim=1)
+    if gap and scores.shape[0] < 2:
+        raise ValueError("scores must have at least 2 entries: the gaps need k + 1 candidates.")
+    if k is not None:
+        k = check_int(k, "k", minimum=1, maximum=scores.shape[0] - (1 if gap else 0))
+    scale = _scale(checks, epsilon, sensitivity, monotonic, k if gap else 1, float_dtype(scores))
+    return _units(scores, scale), scale, k
 
 
 def exponential_mechanism(
@@ -94,28 +144,30 @@ def exponential_mechanism(
     Args:
       key: a ``jax.random`` key.
       utilities: shape [n], finite, one utility per candidate (higher is better).
-      epsilon: privacy parameter, > 0.
-      sensitivity: bound on how much any one utility changes between neighbours, > 0.
-      monotonic: all utilities move in the same direction between neighbours.
+      epsilon: privacy parameter, > 0 (may be traced).
+      sensitivity: bound on how much any one utility changes between neighbours, > 0 (may be traced).
+      monotonic: all utilities move in the same direction between neighbours (static bool).
 
     Returns:
-      The selected index, an int32 scalar in [0, n).
+      The selected index, an int32 scalar in [0, n); ``-1`` when a traced input is invalid.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> i = exponential_mechanism(jax.random.key(0), jnp.array([3.0, 10.0, 1.0]), epsilon=1.0)
     """
-    return report_noisy_max(
-        key, utilities, epsilon, noise="gumbel", sensitivity=sensitivity, monotonic=monotonic
-    )
+    return _noisy_argmax(key, utilities, epsilon, "gumbel", sensitivity, monotonic, "utilities")
 
 
+@elementwise("epsilon", "sensitivity")
 def exponential_mechanism_guarantee(
     epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
 ) -> RangeBounded:
-    """The exponential mechanism's guarantee: ``RangeBounded(epsilon)`` (so epsilon-DP)."""
-    _selection_scale(epsilon, sensitivity, monotonic)
-    return RangeBounded(float(epsilon))
+    """The exponential mechanism's guarantee: ``RangeBounded(epsilon)`` (so epsilon-DP).
+
+    Host-side, for the accountant: concrete numbers, or arrays of them for a grid (an object array
+    of guarantees); traced values are refused.
+    """
+    return RangeBounded(_check_guarantee_args(epsilon, sensitivity, monotonic))
 
 
 def report_noisy_max(
@@ -144,25 +196,23 @@ def report_noisy_max(
     Args:
       key: a ``jax.random`` key.
       scores: shape [n], finite.
-      epsilon: privacy parameter, > 0.
-      noise: "gumbel", "exponential" or "laplace".
-      sensitivity: per-score sensitivity, > 0.
-      monotonic: see above.
+      epsilon: privacy parameter, > 0 (may be traced).
+      noise: "gumbel", "exponential" or "laplace" (static).
+      sensitivity: per-score sensitivity, > 0 (may be traced).
+      monotonic: see above (static bool).
 
     Returns:
-      The index of the noisy maximum, an int32 scalar in [0, n). The noisy values are not returned.
+      The index of the noisy maximum, an int32 scalar in [0, n); ``-1`` when a traced input is
+      invalid. The noisy values are not returned.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> i = report_noisy_max(jax.random.key(0), jnp.array([5, 9, 2]), 1.0, noise="exponential")
     """
-    check_choice(noise, "noise", NOISES)
-    scale = _selection_scale(epsilon, sensitivity, monotonic)
-    units = _units(_scores(scores, "scores"), scale)
-    noisy = units + _noise.sample(noise, key, units.shape, 1.0, units.dtype)
-    return jnp.argmax(noisy).astype(jnp.int32)
+    return _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, "scores")
 
 
+@elementwise("epsilon", "sensitivity")
 def report_noisy_max_guarantee(
     epsilon: float, *, noise: str = "gumbel", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP | RangeBounded:
@@ -172,8 +222,8 @@ def report_noisy_max_guarantee(
     others convert as pure DP (epsilon^2/2-zCDP).
     """
     check_choice(noise, "noise", NOISES)
-    _selection_scale(epsilon, sensitivity, monotonic)
-    return RangeBounded(float(epsilon)) if noise == "gumbel" else PureDP(float(epsilon))
+    epsilon = _check_guarantee_args(epsilon, sensitivity, monotonic)
+    return RangeBounded(epsilon) if noise == "gumbel" else PureDP(epsilon)
 
 
 def gumbel_top_k(
@@ -195,24 +245,25 @@ def gumbel_top_k(
       key: a ``jax.random`` key.
       scores: shape [n], finite.
       k: number of indices, 1 <= k <= n (static).
-      epsilon: privacy parameter of each selection, > 0.
-      sensitivity: per-score sensitivity, > 0.
-      monotonic: all scores move in the same direction between neighbours (counts, add/remove).
+      epsilon: privacy parameter of each selection, > 0 (may be traced).
+      sensitivity: per-score sensitivity, > 0 (may be traced).
+      monotonic: all scores move in the same direction between neighbours (counts, add/remove;
+        static bool).
 
     Returns:
-      int32 indices of shape [k], distinct, in decreasing noisy order.
+      int32 indices of shape [k], distinct, in decreasing noisy order; all ``-1`` when a traced
+      input is invalid.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> top = gumbel_top_k(jax.random.key(0), jnp.arange(100), k=5, epsilon=1.0, monotonic=True)
     """
-    scores = _scores(scores, "scores")
-    k = check_int(k, "k", minimum=1, maximum=scores.shape[0])
-    units = _units(scores, _selection_scale(epsilon, sensitivity, monotonic))
-    noisy = units + _noise.gumbel(key, units.shape, 1.0, units.dtype)
-    return lax.top_k(noisy, k)[1].astype(jnp.int32)
+    checks = Checks()
+    units, _, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k)
+    return checks.guard(_noisy_top(key, units, noise="gumbel", k=k)[1])
 
 
+@elementwise("epsilon", "sensitivity")
 def gumbel_top_k_guarantee(
     k: int,
     epsilon: float,
@@ -229,10 +280,10 @@ def gumbel_top_k_guarantee(
     """
     check_choice(notion, "notion", _NOTIONS)
     k = check_int(k, "k", minimum=1)
-    _selection_scale(epsilon, sensitivity, monotonic)
+    epsilon = _check_guarantee_args(epsilon, sensitivity, monotonic)
     if notion == "zcdp":
-        return ZCDP(k * float(epsilon) ** 2 / 8)
-    return RangeBounded(k * float(epsilon))
+        return ZCDP(k * epsilon**2 / 8)
+    return RangeBounded(k * epsilon)
 
 
 def noisy_top_k_with_gap_scale(
@@ -240,9 +291,14 @@ def noisy_top_k_with_gap_scale(
 ) -> float:
     """The Laplace scale of :func:`noisy_top_k_with_gap`: ``2k sensitivity/epsilon`` (``k ...`` monotone).
 
-    The gap estimators of :mod:`dpjax.postprocess.topk_gap` take it as their ``scale``.
+    The gap estimators of :mod:`dpjax.postprocess.topk_gap` take it as their ``scale``. ``k`` is
+    static; ``epsilon`` and ``sensitivity`` may be traced. Returns a scalar in the default float
+    dtype, computed as the mechanism computes it; NaN when a traced input is invalid (concrete
+    invalid inputs raise).
     """
-    return _selection_scale(epsilon, sensitivity, monotonic, check_int(k, "k", minimum=1))
+    k = check_int(k, "k", minimum=1)
+    checks = Checks()
+    return checks.guard(_scale(checks, epsilon, sensitivity, monotonic, k, float_dtype()))
 
 
 def noisy_top_k_with_gap(
@@ -265,34 +321,32 @@ def noisy_top_k_with_gap(
       key: a ``jax.random`` key.
       scores: shape [n] with n >= k + 1, finite.
       k: number of winners, 1 <= k <= n - 1 (static).
-      epsilon: privacy parameter, > 0.
-      sensitivity: per-score sensitivity, > 0.
-      monotonic: see above.
+      epsilon: privacy parameter, > 0 (may be traced).
+      sensitivity: per-score sensitivity, > 0 (may be traced).
+      monotonic: see above (static bool).
 
     Returns:
-      ``(indices, gaps)``: int32 indices [k] in decreasing noisy order and float gaps [k], > 0.
+      ``(indices, gaps)``: int32 indices [k] in decreasing noisy order and float gaps [k], > 0;
+      indices ``-1`` and gaps NaN when a traced input is invalid.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> idx, gaps = noisy_top_k_with_gap(jax.random.key(0), jnp.arange(20), 3, 1.0, monotonic=True)
     """
-    scores = _scores(scores, "scores")
-    if scores.shape[0] < 2:
-        raise ValueError("scores must have at least 2 entries: the gaps need k + 1 candidates.")
-    k = check_int(k, "k", minimum=1, maximum=scores.shape[0] - 1)
-    scale = noisy_top_k_with_gap_scale(k, epsilon, sensitivity=sensitivity, monotonic=monotonic)
-    units = _units(scores, scale)
-    values, indices = lax.top_k(units + _noise.laplace(key, units.shape, 1.0, units.dtype), k + 1)
-    gaps = (values[:-1] - values[1:]) * jnp.asarray(scale, units.dtype)
-    return indices[:k].astype(jnp.int32), gaps
+    checks = Checks()
+    units, scale, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k, gap=True)
+    values, indices = _noisy_top(key, units, noise="laplace", k=k + 1)
+    gaps = (values[:-1] - values[1:]) * scale
+    return checks.guard((indices[:k], gaps))
 
 
+@elementwise("epsilon", "sensitivity")
 def noisy_top_k_with_gap_guarantee(
     k: int, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
     """Noisy-Top-K-with-Gap's guarantee: ``PureDP(epsilon)`` (Ding et al. 2019, Theorem 2)."""
-    noisy_top_k_with_gap_scale(k, epsilon, sensitivity=sensitivity, monotonic=monotonic)
-    return PureDP(float(epsilon))
+    check_int(k, "k", minimum=1)
+    return PureDP(_check_guarantee_args(epsilon, sensitivity, monotonic))
 
 
 def noisy_max_with_gap(
@@ -302,9 +356,11 @@ def noisy_max_with_gap(
 
     Ding et al. (2019), Algorithm 1 with k = 1: Laplace(2 sensitivity/epsilon) noise (half with
     ``monotonic=True``); releases the noisy argmax and its gap to the runner-up. epsilon-DP.
+    ``epsilon`` and ``sensitivity`` may be traced; ``monotonic`` is a static bool.
 
     Returns:
-      ``(index, gap)``: an int32 scalar and a positive float scalar.
+      ``(index, gap)``: an int32 scalar and a positive float scalar; ``(-1, NaN)`` when a traced
+      input is invalid.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -316,6 +372,7 @@ def noisy_max_with_gap(
     return indices[0], gaps[0]
 
 
+@elementwise("epsilon", "sensitivity")
 def noisy_max_with_gap_guarantee(
     epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:

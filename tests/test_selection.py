@@ -402,5 +402,23 @@ def test_wrong_types_are_refused():
         selection.gumbel_top_k(KEY, SCORES, 1.5, 1.0)
     with pytest.raises(TypeError, match="monotonic"):
         selection.exponential_mechanism(KEY, SCORES, 1.0, monotonic="yes")
-    with pytest.raises(TypeError, match="epsilon"):
-        jax.jit(lambda e: selection.exponential_mechanism(KEY, SCORES, e))(1.0)
+    with pytest.raises(TypeError, match="monotonic"):  # a static option: a Python bool
+        selection.gumbel_top_k(KEY, SCORES, 2, 1.0, monotonic=np.bool_(True))
+
+
+def test_traced_epsilon_is_used_and_checked_in_the_graph():
+    """A traced epsilon gives the eager release; NaN scores or a bad epsilon under jit give -1/NaN,
+    never index 0 (argmax of NaN) or the first k indices (top_k of NaN), for every key."""
+    keys = jax.random.split(KEY, 16)
+    em = jax.jit(jax.vmap(selection.exponential_mechanism, in_axes=(0, None, None)))
+    np.testing.assert_array_equal(
+        em(keys, SCORES, 0.3), [selection.exponential_mechanism(key, SCORES, 0.3) for key in keys]
+    )
+    poisoned = jnp.asarray([1.0, jnp.nan, 2.0, 0.5])
+    assert (np.asarray(em(keys, poisoned, 1.0)) == -1).all()
+    assert (np.asarray(em(keys, SCORES, -1.0)) == -1).all()
+    top = jax.jit(jax.vmap(lambda key, s: selection.gumbel_top_k(key, s, 3, 1.0), in_axes=(0, None)))
+    assert (np.asarray(top(keys, poisoned)) == -1).all()
+    gap = jax.vmap(lambda key, e: selection.noisy_top_k_with_gap(key, SCORES, 2, e), in_axes=(0, None))
+    index, gaps = jax.jit(gap)(keys, jnp.nan)
+    assert (np.asarray(index) == -1).all() and np.isnan(gaps).all()

@@ -13,6 +13,7 @@ from dpjax.postprocess import svt_gap
 
 KEYS = jax.random.split(jax.random.key(0), 2000)
 RNG = np.random.default_rng(0)
+BRANCHES = jnp.asarray([svt.BRANCH_TOP, svt.BRANCH_MIDDLE])
 STREAM = np.concatenate([RNG.normal(0, 30, 40), RNG.normal(120, 30, 10)])[RNG.permutation(50)]
 
 
@@ -123,11 +124,34 @@ def test_lemma5_margins_match_spec_values():
     assert svt_gap.gap_confidence_margin(0.3, 0.1) == pytest.approx(24.195, abs=1e-3)
     assert svt_gap.gap_confidence_margin(0.2, 0.2) == pytest.approx(16.359, abs=1e-3)
     assert svt_gap.gap_confidence_margin(0.05, 0.5) == pytest.approx(46.253, abs=1e-3)
-    # The equal-rate branch and the general formula agree near equal rates (no 0/0 blow-up).
+    # Equal rates give 1 - (2 + a t)/4 e^{-a t}, and nearby rates stay close (no 0/0 blow-up).
+    equal = float(svt_gap.gap_tail_probability(7.0, 0.2, 0.2))
+    assert equal == pytest.approx(1 - (2 + 1.4) / 4 * math.exp(-1.4), rel=1e-6)
     for rel in (2e-6, 1e-4):
-        assert svt_gap.gap_tail_probability(7.0, 0.2, 0.2 * (1 + rel)) == pytest.approx(
-            svt_gap.gap_tail_probability(7.0, 0.2, 0.2), abs=10 * rel
+        assert float(svt_gap.gap_tail_probability(7.0, 0.2, 0.2 * (1 + rel))) == pytest.approx(
+            equal, abs=10 * rel
         )
+
+
+def test_lemma5_estimators_take_traced_parameters():
+    """vmap over the confidence and the rates gives the separate calls; invalid traced input gives NaN."""
+    confidences = jnp.asarray([0.9, 0.95, 0.99])
+    margins = jax.jit(jax.vmap(lambda c: svt_gap.gap_confidence_margin(0.2, 0.1, c)))(confidences)
+    for margin, c in zip(np.asarray(margins), [0.9, 0.95, 0.99], strict=True):
+        np.testing.assert_array_max_ulp(margin, np.asarray(svt_gap.gap_confidence_margin(0.2, 0.1, c)), 1)
+    rates = jnp.asarray([0.1, 0.3])
+    tails = jax.jit(jax.vmap(lambda b: svt_gap.gap_tail_probability(5.0, 0.2, b)))(rates)
+    want = [svt_gap.gap_tail_probability(5.0, 0.2, b) for b in (0.1, 0.3)]
+    np.testing.assert_allclose(tails, want, rtol=1e-6)
+    bad = jax.jit(jax.vmap(lambda c, b: svt_gap.gap_confidence_margin(0.2, b, c)))(
+        jnp.asarray([0.4, 0.95, 0.95, jnp.nan]), jnp.asarray([0.1, -0.1, jnp.nan, 0.1])
+    )
+    assert np.isnan(np.asarray(bad)).all()
+    budget = svt.gap_budget(1.0, 2, monotonic=True)
+    gaps = jnp.asarray([3.0, 1.0])
+    lcb = jax.jit(lambda c: svt_gap.gap_lower_confidence_bound(gaps, 2.0, budget, BRANCHES, c))
+    np.testing.assert_allclose(lcb(0.9), svt_gap.gap_lower_confidence_bound(gaps, 2.0, budget, BRANCHES, 0.9))
+    assert np.isnan(np.asarray(lcb(1.5))).all()
 
 
 def test_lemma5_tail_matches_monte_carlo():

@@ -110,14 +110,46 @@ def test_blue_error_ratio_and_unbiasedness_on_separated_scores(monotonic, lam, x
     assert np.all(np.abs(err_beta.mean(axis=0)) < 4.5 * se)
 
 
-def test_confidence_radius_solves_the_tail_equation():
+def test_confidence_radius_solves_the_tail_equation(x64):
     for b in (0.5, 1.0, 28.6):
-        for confidence in (0.5, 0.8, 0.95, 0.999):
-            t = topk_gap.gap_confidence_radius(b, confidence)
+        for confidence in (0.5, 0.8, 0.95, 0.999, 1 - 1e-12):
+            t = float(topk_gap.gap_confidence_radius(b, confidence))
             assert laplace_difference_tail(t, b) == pytest.approx(1 - confidence, rel=1e-10, abs=1e-15)
-            assert topk_gap.gap_confidence_radius(b, 1 - confidence) == pytest.approx(-t)
-    assert topk_gap.gap_confidence_radius(1.0, 0.95) == pytest.approx(3.27181206, rel=1e-8)
-    assert topk_gap.gap_confidence_radius(3.0, 0.95) == pytest.approx(3 * 3.27181206, rel=1e-8)
+            assert float(topk_gap.gap_confidence_radius(b, 1 - confidence)) == pytest.approx(-t)
+        t = float(topk_gap.gap_confidence_radius(b, 1e-300))  # far in the lower tail
+        assert laplace_difference_tail(-t, b) == pytest.approx(1e-300, rel=1e-10)
+    assert float(topk_gap.gap_confidence_radius(1.0, 0.95)) == pytest.approx(3.27181206, rel=1e-8)
+    assert float(topk_gap.gap_confidence_radius(3.0, 0.95)) == pytest.approx(3 * 3.27181206, rel=1e-8)
+
+
+def test_confidence_radius_in_float32():
+    radius = topk_gap.gap_confidence_radius(1.0, 0.95)
+    assert radius.dtype == jnp.float32 and float(radius) == pytest.approx(3.27181206, rel=3e-7)
+
+
+def test_gap_estimators_take_traced_parameters():
+    """vmap over epsilon through the scale, lam and the confidence equals separate calls; an invalid
+    traced value gives NaN."""
+    gaps = jnp.asarray([12.0, 3.5])
+    epsilons = [0.5, 1.0, 2.0]
+
+    def bounds(epsilon, confidence):
+        scale = selection.noisy_top_k_with_gap_scale(2, epsilon)
+        return topk_gap.gap_lower_confidence_bound(gaps, scale, confidence)
+
+    swept = jax.jit(jax.vmap(bounds, in_axes=(0, None)))(jnp.asarray(epsilons), 0.9)
+    for got, epsilon in zip(np.asarray(swept), epsilons, strict=True):
+        np.testing.assert_array_max_ulp(got, np.asarray(bounds(epsilon, 0.9)), 1)
+    assert np.isnan(np.asarray(jax.jit(bounds)(-1.0, 0.9))).all()
+    assert np.isnan(np.asarray(jax.jit(bounds)(1.0, jnp.nan))).all()
+    alpha, lams = jnp.asarray([105.0, 88.0, 71.0]), [0.0, 1.0, 4.0]
+    betas = jax.jit(jax.vmap(topk_gap.blue_estimate, in_axes=(None, None, 0)))(alpha, gaps, jnp.asarray(lams))
+    for got, lam in zip(np.asarray(betas), lams, strict=True):
+        np.testing.assert_array_max_ulp(got, np.asarray(topk_gap.blue_estimate(alpha, gaps, lam)), 1)
+    assert np.isnan(np.asarray(jax.jit(topk_gap.blue_estimate)(alpha, gaps, -1.0))).all()
+    ratio = jax.jit(topk_gap.variance_ratio)
+    assert float(ratio(20.0, 10.0)) == 4.0 and np.isnan(ratio(20.0, 0.0))
+    assert float(jax.jit(lambda lam: topk_gap.blue_mse_ratio(10, lam))(1.0)) == pytest.approx(0.55)
 
 
 @pytest.mark.slow

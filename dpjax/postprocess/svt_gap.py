@@ -15,16 +15,22 @@ releases the gap ``gamma_i = q_i + nu_i - (T + eta)``, so ``gamma_i + T`` estima
 Caveats (spec seed-002 §3.2): queries close to the threshold are selected with upward-biased noise,
 and gaps of one run share ``eta`` (covariance ``2*b_T^2``), so sums of the estimates need care.
 Post-processing of released values costs no privacy.
+
+Parameters. Every numeric parameter (the threshold, the variances, the Laplace rates, the fields of
+the :class:`~dpjax.svt.gap.GapBudget`, ``confidence``) may be traced, e.g. under a ``jax.vmap`` over
+the run's epsilon; only ``k`` and ``iterations`` are static. The computations are in JAX, in the
+working dtype (that of the inputs, at least float32). Concrete rates and confidences are checked
+eagerly (a ``ValueError`` naming the argument); invalid traced ones make the result NaN.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+from jax import lax
 
 from dpjax.svt.gap import BRANCH_MIDDLE, BRANCH_TOP, GapBudget
-from dpjax.validation import check_int, check_probability
+from dpjax.validation import Checks, check_int, float_dtype, is_traced
 
 
 def gap_variance(budget: GapBudget, branch) -> jax.Array:
@@ -77,35 +83,75 @@ def svt_measure_reduction(k: int, *, monotonic: bool) -> float:
     return k**2 / (k**2 + (1.0 + c) ** 3)
 
 
+def _rates(checks: Checks, threshold_rate, query_rate):
+    """The two Laplace rates as arrays of one float dtype, checked finite and > 0."""
+    rates = []
+    for value, name in ((threshold_rate, "threshold_rate"), (query_rate, "query_rate")):
+        rate = checks.array(value, name, ndim=None)
+        if is_traced(rate):
+            checks.record(rate > 0, f"{name} must be > 0.")
+        else:
+            with jax.ensure_compile_time_eval():
+                if not bool(jnp.all(rate > 0)):
+                    raise ValueError(f"{name} must be > 0.")
+        rates.append(rate)
+    dtype = float_dtype(*rates)
+    return (rate.astype(dtype) for rate in rates)
+
+
+def _lower_tail(t, a, b):
+    """``P(nu - eta < -t)``, written without cancellation (no special case for ``a == b``):
+    ``exp(-a t)/2 + a^2 t/(2 (a + b)) * exp(-min(a, b) t) * r(-|a - b| t)``, ``r(z) = expm1(z)/z``."""
+    z = -jnp.abs(a - b) * t
+    safe_z = jnp.where(z == 0, -1, z)
+    r = jnp.where(z == 0, 1, jnp.expm1(safe_z) / safe_z)
+    return jnp.exp(-a * t) / 2 + a**2 * t / (2 * (a + b)) * jnp.exp(-jnp.minimum(a, b) * t) * r
+
+
 def gap_tail_probability(t, threshold_rate, query_rate):
     """``P(nu - eta >= -t)`` for ``t >= 0``, ``eta ~ Lap(1/threshold_rate)``, ``nu ~ Lap(1/query_rate)``
-    (Ding et al. 2019, Lemma 5); the rates are the inverse Laplace scales. NumPy, float64."""
-    t = np.asarray(t, np.float64)
-    a = np.asarray(threshold_rate, np.float64)
-    b = np.asarray(query_rate, np.float64)
-    equal = np.abs(a - b) <= 1e-6 * np.maximum(a, b)
-    safe_b = np.where(equal, 2 * a, b)  # any value != a; the equal-rate formula is used there
-    lower = (a**2 * np.exp(-safe_b * t) - safe_b**2 * np.exp(-a * t)) / (2 * (a**2 - safe_b**2))
-    lower_equal = (2 + a * t) / 4 * np.exp(-a * t)
-    return 1.0 - np.where(equal, lower_equal, lower)
+    (Ding et al. 2019, Lemma 5); the rates are the inverse Laplace scales, > 0.
+
+    Lemma 5's ``1 - (a^2 e^{-bt} - b^2 e^{-at}) / (2 (a^2 - b^2))`` (``a``, ``b`` the threshold and
+    query rates), rewritten with ``expm1`` so that it is exact as ``b -> a`` (where it tends to
+    ``1 - (2 + a t)/4 e^{-a t}``). Broadcasts; every argument may be traced (NaN where a traced
+    rate is invalid).
+    """
+    checks = Checks()
+    a, b = _rates(checks, threshold_rate, query_rate)
+    t = jnp.asarray(t, a.dtype)
+    return checks.guard(1 - _lower_tail(t, a, b))
 
 
 def gap_confidence_margin(threshold_rate, query_rate, confidence: float = 0.95, *, iterations: int = 200):
-    """The ``t`` of Lemma 5 with ``P(nu - eta >= -t) = confidence``, by bisection on
-    ``[0, sqrt(Var/(2*(1 - confidence)))]`` (Chebyshev plus symmetry). E.g. ``t = 16.359`` for rates
-    0.2 and 0.2 at 95%."""
-    confidence = check_probability(confidence, "confidence", open_low=True, open_high=True)
-    if confidence <= 0.5:
-        raise ValueError(f"confidence must be > 0.5 for a lower bound below the estimate, got {confidence}.")
-    a = np.asarray(threshold_rate, np.float64)
-    b = np.asarray(query_rate, np.float64)
-    lo = np.zeros(np.broadcast(a, b).shape)
-    hi = np.sqrt((2 / a**2 + 2 / b**2) / (2 * (1 - confidence))) + lo
-    for _ in range(iterations):
+    """The ``t`` of Lemma 5 with ``P(nu - eta >= -t) = confidence``, by bisection (``iterations``
+    steps, static) on ``[0, sqrt(Var/(2*(1 - confidence)))]`` (Chebyshev plus symmetry). E.g.
+    ``t = 16.359`` for rates 0.2 and 0.2 at 95%.
+
+    The rates (> 0, broadcast) and ``confidence`` (in (1/2, 1)) may be traced; the margin is NaN
+    where a traced one is invalid.
+    """
+    checks = Checks()
+    iterations = check_int(iterations, "iterations", minimum=1)
+    confidence = checks.probability(confidence, "confidence", open_low=True, open_high=True)
+    message = "confidence must be > 0.5 for a lower bound below the estimate"
+    if is_traced(confidence):
+        checks.record(confidence > 0.5, message + ".")
+    elif confidence <= 0.5:
+        raise ValueError(f"{message}, got {confidence}.")
+    a, b = _rates(checks, threshold_rate, query_rate)
+    target = 1 - jnp.asarray(confidence, a.dtype)  # the lower tail at the margin
+    lo = jnp.zeros(jnp.broadcast_shapes(a.shape, b.shape), a.dtype)
+    hi = jnp.sqrt((2 / a**2 + 2 / b**2) / (2 * target)) + lo
+
+    def step(_, bracket):
+        lo, hi = bracket
         mid = (lo + hi) / 2
-        below = gap_tail_probability(mid, a, b) < confidence
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return (lo + hi) / 2
+        below = _lower_tail(mid, a, b) > target  # P(nu - eta >= -mid) < confidence
+        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+
+    lo, hi = lax.fori_loop(0, iterations, step, (lo, hi))
+    return checks.guard((lo + hi) / 2)
 
 
 def gap_lower_confidence_bound(gaps, threshold, budget: GapBudget, branch, confidence: float = 0.95):
@@ -114,7 +160,9 @@ def gap_lower_confidence_bound(gaps, threshold, budget: GapBudget, branch, confi
     ``branch`` gives each gap's branch (top or middle), which sets the query-noise rate; with the
     monotonic scales the rates are ``eps1``/``eps2``, with the general ones ``eps1/2``/``eps2/2``.
     Each bound holds with probability ``confidence`` (marginally, per query; away from the threshold,
-    where the selection does not bias the noise). NaN where ``branch`` is not a ⊤.
+    where the selection does not bias the noise). NaN where ``branch`` is not a ⊤, and everywhere
+    when a traced ``confidence`` or budget scale is invalid. ``threshold``, ``confidence`` and the
+    budget's scales may be traced.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -124,9 +172,11 @@ def gap_lower_confidence_bound(gaps, threshold, budget: GapBudget, branch, confi
       >>> budget = svt.gap_budget(1.0, 2, monotonic=True)
       >>> lcb = gap_lower_confidence_bound(res.gaps, 500.0, budget, res.answer_branches)
     """
-    rate = 1.0 / budget.threshold_scale
-    t_top = float(gap_confidence_margin(rate, 1.0 / budget.top_scale, confidence))
-    t_middle = float(gap_confidence_margin(rate, 1.0 / budget.middle_scale, confidence))
+    gaps = jnp.asarray(gaps)
+    dtype = float_dtype(gaps)
+    rate = 1 / jnp.asarray(budget.threshold_scale, dtype)
+    query_rates = 1 / jnp.asarray([budget.top_scale, budget.middle_scale], dtype)
+    t_top, t_middle = gap_confidence_margin(rate, query_rates, confidence)
     branch = jnp.asarray(branch)
     margin = jnp.where(branch == BRANCH_TOP, t_top, jnp.where(branch == BRANCH_MIDDLE, t_middle, jnp.nan))
-    return jnp.asarray(gaps) + threshold - margin
+    return gaps + jnp.asarray(threshold, dtype) - margin

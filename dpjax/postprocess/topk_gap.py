@@ -17,28 +17,37 @@ Caveat (spec seed-002 §3.1): both results treat the winners' noise as unconditi
 That holds when the top k+1 true values are separated by many noise scales; with near-ties the
 winners' noise is biased upward (the BLUE is then biased by rank and the bound over-covers less).
 Post-processing of released values costs no privacy.
+
+Parameters. Every numeric parameter (``lam``, the scales, ``confidence``) may be traced, e.g. under
+a ``jax.vmap`` over the mechanism's epsilon; only ``k`` of :func:`blue_mse_ratio` is static.
+Concrete values are checked eagerly (a ``ValueError`` naming the argument); a traced invalid value
+(out of range, NaN, infinite) or NaN in the measurements or gaps makes the estimates NaN.
 """
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 
-from dpjax.validation import check_array, check_epsilon, check_int, check_positive, check_probability
+from dpjax.validation import Checks, check_int, float_dtype
+
+_NEWTON_STEPS = 12  # from x = 0 the iteration reaches float64 precision in at most 8 steps
 
 
 def variance_ratio(selection_scale: float, measurement_scale: float) -> float:
     """``lam = Var(selection noise)/Var(measurement noise) = (b_sel/b_meas)^2`` for Laplace noises.
 
+    Both scales are finite and > 0 and may be traced. A float for concrete scales; for traced ones
+    a scalar, NaN when a scale is invalid.
+
     Example: the paper's protocol (half the budget each, Laplace measurements ``Lap(2k/epsilon)``)
     gives ``lam = 1`` for monotone (counting) queries and ``lam = 4`` for general ones.
     """
-    ratio = check_positive(selection_scale, "selection_scale") / check_positive(
+    checks = Checks()
+    ratio = checks.positive(selection_scale, "selection_scale") / checks.positive(
         measurement_scale, "measurement_scale"
     )
-    return ratio**2
+    return checks.guard(ratio**2)
 
 
 def blue_estimate(measurements, gaps, lam) -> jax.Array:
@@ -55,20 +64,21 @@ def blue_estimate(measurements, gaps, lam) -> jax.Array:
         winning order (e.g. ``q[indices] + Lap(k/epsilon_meas)``), all of one variance.
       gaps: shape [..., k] as released (or [..., k-1]); only ``g_1..g_{k-1}`` are used, ``g_k``
         involves the unmeasured runner-up.
-      lam: ``Var(gap noise per query)/Var(measurement)``, >= 0 (see :func:`variance_ratio`); a
-        Python number is validated, a JAX array (e.g. traced) is used as given.
+      lam: ``Var(gap noise per query)/Var(measurement)``, a finite scalar >= 0 (see
+        :func:`variance_ratio`; may be traced).
 
     Returns:
       ``beta``, shaped like ``measurements``; each entry has variance
-      ``Var(alpha_i) * (1 + lam k)/(k (1 + lam))`` (:func:`blue_mse_ratio`).
+      ``Var(alpha_i) * (1 + lam k)/(k (1 + lam))`` (:func:`blue_mse_ratio`). All NaN when a traced
+      ``lam`` is invalid or traced inputs hold NaN.
 
     Example:
       >>> import jax.numpy as jnp
       >>> beta = blue_estimate(jnp.array([105.0, 88.0, 71.0]), jnp.array([14.0, 18.0, 3.0]), lam=1.0)
     """
-    with jax.ensure_compile_time_eval():  # concrete inputs of a jitted caller are still checked
-        alpha = check_array(measurements, "measurements", ndim=None, kind="float")
-        gaps = check_array(gaps, "gaps", ndim=None, kind="float", allow_empty=True)  # k = 1
+    checks = Checks()
+    alpha = checks.array(measurements, "measurements", ndim=None, kind="float")
+    gaps = checks.array(gaps, "gaps", ndim=None, kind="float", allow_empty=True)  # k = 1
     if alpha.ndim == 0:
         raise ValueError("measurements must have a trailing axis of size k.")
     k = alpha.shape[-1]
@@ -76,48 +86,60 @@ def blue_estimate(measurements, gaps, lam) -> jax.Array:
         raise ValueError(
             f"gaps must have shape {alpha.shape} or {(*alpha.shape[:-1], k - 1)}, got {gaps.shape}."
         )
-    if not isinstance(lam, jax.Array):  # arrays (e.g. traced under vmap) are used as given
-        lam = check_epsilon(lam, "lam", allow_zero=True)
+    lam = jnp.asarray(checks.epsilon(lam, "lam", allow_zero=True), float_dtype(alpha, gaps))
     prefix = jnp.cumsum(gaps[..., : k - 1], axis=-1)  # p_1 .. p_{k-1}
     previous = jnp.concatenate([jnp.zeros_like(alpha[..., :1]), prefix], axis=-1)  # p_0 .. p_{k-1}
     total = prefix.sum(axis=-1, keepdims=True)
     numerator = alpha.sum(axis=-1, keepdims=True) + lam * k * alpha + total - k * previous
-    return numerator / ((1 + lam) * k)
+    return checks.guard(numerator / ((1 + lam) * k))
 
 
 def blue_mse_ratio(k: int, lam: float) -> float:
-    """Corollary 1: ``E|beta_i - q_i|^2 / E|alpha_i - q_i|^2 = (1 + lam k)/(k + lam k)``."""
+    """Corollary 1: ``E|beta_i - q_i|^2 / E|alpha_i - q_i|^2 = (1 + lam k)/(k + lam k)``.
+
+    ``k`` is static; ``lam`` (>= 0) may be traced: a float for a concrete ``lam``, else a scalar,
+    NaN when ``lam`` is invalid.
+    """
     k = check_int(k, "k", minimum=1)
-    lam = check_epsilon(lam, "lam", allow_zero=True)
-    return (1 + lam * k) / (k + lam * k)
+    checks = Checks()
+    lam = checks.epsilon(lam, "lam", allow_zero=True)
+    return checks.guard((1 + lam * k) / (k + lam * k))
 
 
-def _difference_tail(x: float) -> float:
-    """``P(Z >= x b)`` for Z the difference of two iid Lap(b), x >= 0."""
-    return (2 + x) / 4 * math.exp(-x)
+def _standard_radius(confidence: jax.Array) -> jax.Array:
+    """The ``x >= 0`` with ``(2 + x)/4 * exp(-x) = p = min(c, 1 - c)``, in ``confidence``'s dtype.
+
+    Newton's method on ``g(x) = log(2 + x) - log 4 - x - log p``, which is decreasing and concave:
+    from ``x = 0`` (where ``g >= 0`` as ``p <= 1/2``) the first step lands right of the root and the
+    iterates then decrease to it quadratically, for any ``p`` down to the smallest float.
+    """
+    log_target = jnp.log(jnp.minimum(confidence, 1 - confidence))  # log p, p <= 1/2 (exact for c >= 1/2)
+    x = jnp.zeros_like(confidence)
+    for _ in range(_NEWTON_STEPS):
+        g = jnp.log(2 + x) - jnp.log(jnp.asarray(4.0, x.dtype)) - x - log_target
+        x = jnp.maximum(x + g * (2 + x) / (1 + x), 0)  # g' = -(1 + x)/(2 + x)
+    return x
 
 
-def gap_confidence_radius(scale: float, confidence: float = 0.95) -> float:
+def gap_confidence_radius(scale: float, confidence: float = 0.95) -> jax.Array:
     """The ``t`` with ``P(eta - eta' <= t) = confidence`` for iid ``eta, eta' ~ Lap(scale)``.
 
-    Solved by bisection on the closed-form tail ``(2 + t/b)/4 * exp(-t/b)`` (to float64 precision);
-    negative when ``confidence < 1/2``.
+    Solves the closed-form tail ``(2 + t/b)/4 * exp(-t/b) = 1 - confidence`` in log space by Newton's
+    method, to the precision of the working dtype (that of ``scale``, at least float32); negative
+    when ``confidence < 1/2``. ``scale`` (> 0) and ``confidence`` (in (0, 1)) may be traced; the
+    result is a scalar, NaN when a traced value is invalid.
 
     Example:
-      >>> round(gap_confidence_radius(1.0, 0.95), 4)
+      >>> round(float(gap_confidence_radius(1.0, 0.95)), 4)
       3.2718
     """
-    b = check_positive(scale, "scale")
-    confidence = check_probability(confidence, "confidence", open_low=True, open_high=True)
-    target = 1 - max(confidence, 1 - confidence)  # <= 1/2, the tail beyond |t|
-    low, high = 0.0, 1.0
-    while _difference_tail(high) > target:
-        high *= 2
-    for _ in range(200):
-        mid = (low + high) / 2
-        low, high = (mid, high) if _difference_tail(mid) > target else (low, mid)
-    x = (low + high) / 2
-    return b * (x if confidence >= 0.5 else -x)
+    checks = Checks()
+    b = checks.positive(scale, "scale")
+    confidence = checks.probability(confidence, "confidence", open_low=True, open_high=True)
+    dtype = float_dtype(b)
+    confidence = jnp.asarray(confidence, dtype)
+    x = _standard_radius(confidence)
+    return checks.guard(jnp.asarray(b, dtype) * jnp.where(confidence >= 0.5, x, -x))
 
 
 def gap_lower_confidence_bound(gaps, scale: float, confidence: float = 0.95) -> jax.Array:
@@ -125,12 +147,13 @@ def gap_lower_confidence_bound(gaps, scale: float, confidence: float = 0.95) -> 
 
     Each bound holds with probability ``confidence`` (marginally, per gap, under the unconditioned
     noise model of the module docstring); ``scale`` is the mechanism's Laplace scale,
-    :func:`dpjax.selection.noisy_top_k_with_gap_scale`.
+    :func:`dpjax.selection.noisy_top_k_with_gap_scale`. ``scale`` and ``confidence`` may be traced;
+    the bounds are NaN where a traced value is invalid.
 
     Example:
       >>> import jax.numpy as jnp
       >>> lower = gap_lower_confidence_bound(jnp.array([12.0, 3.5]), scale=20.0)
     """
-    with jax.ensure_compile_time_eval():
-        gaps = check_array(gaps, "gaps", ndim=None, kind="float")
-    return gaps - jnp.asarray(gap_confidence_radius(scale, confidence), gaps.dtype)
+    checks = Checks()
+    gaps = checks.array(gaps, "gaps", ndim=None, kind="float")
+    return checks.guard(gaps - gap_confidence_radius(jnp.asarray(scale, gaps.dtype), confidence))
