@@ -89,6 +89,9 @@ def main(argv=None) -> None:
     kernels = {
         f"gumbel_top_k (k={k})": lambda key, c: selection.gumbel_top_k(key, c, k, eps, monotonic=True),
         "exponential_mechanism": lambda key, c: selection.exponential_mechanism(key, c, eps, monotonic=True),
+        "exponential_mechanism inverse_cdf": lambda key, c: selection.exponential_mechanism(
+            key, c, eps, monotonic=True, method="inverse_cdf"
+        ),
         "report_noisy_max exponential": lambda key, c: selection.report_noisy_max(
             key, c, eps, noise="exponential", monotonic=True
         ),

@@ -4,7 +4,12 @@ top-k and noisy top-k with free gaps.
 * Exponential mechanism (McSherry and Talwar 2007), sampled as a Gumbel-max: ``argmax(u + G)`` with
   ``G`` iid Gumbel(b) is exactly a draw with probabilities proportional to ``exp(u/b)``
   (Durfee and Rogers 2019, Lemma 4.2 with k = 1). It never forms linear-space probabilities, so
-  10^6 candidates whose utilities span 10^4 are fine.
+  10^6 candidates whose utilities span 10^4 are fine. ``method="inverse_cdf"`` draws from the same
+  law by a two-level cumulative table built once per data (:mod:`dpjax.categorical`), O(log d) per
+  draw: the fast path for Monte Carlo over keys (at d = 10^6 on 2 loaded CPU cores: ~3-6 us per
+  trial over 10^4-10^5 vmapped keys against ~180 ms for the literal kernel, and 2-3x faster for one
+  release). Its probabilities carry an absolute error of about 1e-7 in float32 where the literal
+  Gumbel-max has a relative one down to ~1e-19, so ``"literal"`` stays the default for releases.
 * Report-noisy-max with Gumbel, one-sided Exponential or Laplace noise (Dwork and Roth 2014,
   Claim 3.9; with Exponential noise it is the permute-and-flip mechanism, McKenna and Sheldon 2020,
   Ding et al. 2021).
@@ -50,12 +55,14 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dpjax import categorical as _categorical
 from dpjax import noise as _noise
 from dpjax.accounting import ZCDP, PureDP, RangeBounded
 from dpjax.accounting.elementwise import elementwise
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
 NOISES = ("gumbel", "exponential", "laplace")
+METHODS = ("literal", "inverse_cdf")
 _NOTIONS = ("range_bounded", "zcdp")
 
 
@@ -100,10 +107,24 @@ def _noisy_top(key, units, *, noise: str, k: int | None):
     return values, indices.astype(jnp.int32)
 
 
-def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name):
+@jax.jit
+def _inverse_cdf_draw(key, units):
+    """One exponential-mechanism draw from the two-level table (key independent, so built once
+    under ``vmap`` over keys); compiled for the same reason as :func:`_noisy_top`."""
+    return _categorical.sample_log_cdf(key, _categorical.log_cdf_table(units))
+
+
+def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name, method):
     check_choice(noise, "noise", NOISES)
+    check_choice(method, "method", METHODS)
+    if method == "inverse_cdf" and noise != "gumbel":
+        raise ValueError(
+            f"method='inverse_cdf' samples the exponential mechanism: noise must be 'gumbel', got {noise!r}."
+        )
     checks = Checks()
     units, _, _ = _prepare(checks, scores, epsilon, sensitivity, monotonic, name=name)
+    if method == "inverse_cdf":
+        return checks.guard(_inverse_cdf_draw(key, units))
     return checks.guard(_noisy_top(key, units, noise=noise, k=None))
 
 
@@ -129,7 +150,13 @@ def _prepare(
 
 
 def exponential_mechanism(
-    key, utilities, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
+    key,
+    utilities,
+    epsilon: float,
+    *,
+    sensitivity: float = 1.0,
+    monotonic: bool = False,
+    method: str = "literal",
 ):
     """Samples index i with probability proportional to ``exp(epsilon * u_i / (c * sensitivity))``.
 
@@ -147,6 +174,14 @@ def exponential_mechanism(
       epsilon: privacy parameter, > 0 (may be traced).
       sensitivity: bound on how much any one utility changes between neighbours, > 0 (may be traced).
       monotonic: all utilities move in the same direction between neighbours (static bool).
+      method: how the draw is made (static): ``"literal"``, the Gumbel-max above (d tail-exact
+        Gumbel draws per release, probabilities resolved to about 1e-19); or ``"inverse_cdf"``,
+        :mod:`dpjax.categorical`: a two-level cumulative table of ``exp(u/b)`` built once (O(d),
+        key independent, so once per data under ``vmap`` over keys) and one O(log d) binary search
+        per release, exact in law up to the rounding of the tables (an absolute error of about
+        1e-7 in float32, 1e-16 in float64). Same law, different random stream. The default is
+        ``"literal"`` because its error is relative (small probabilities stay right, which the
+        privacy ratio needs); use ``"inverse_cdf"`` for Monte Carlo over keys.
 
     Returns:
       The selected index, an int32 scalar in [0, n); ``-1`` when a traced input is invalid.
@@ -155,7 +190,7 @@ def exponential_mechanism(
       >>> import jax, jax.numpy as jnp
       >>> i = exponential_mechanism(jax.random.key(0), jnp.array([3.0, 10.0, 1.0]), epsilon=1.0)
     """
-    return _noisy_argmax(key, utilities, epsilon, "gumbel", sensitivity, monotonic, "utilities")
+    return _noisy_argmax(key, utilities, epsilon, "gumbel", sensitivity, monotonic, "utilities", method)
 
 
 @elementwise("epsilon", "sensitivity")
@@ -178,6 +213,7 @@ def report_noisy_max(
     noise: str = "gumbel",
     sensitivity: float = 1.0,
     monotonic: bool = False,
+    method: str = "literal",
 ):
     """Report-noisy-max: the index of the largest ``scores + noise``.
 
@@ -200,6 +236,8 @@ def report_noisy_max(
       noise: "gumbel", "exponential" or "laplace" (static).
       sensitivity: per-score sensitivity, > 0 (may be traced).
       monotonic: see above (static bool).
+      method: ``"literal"`` (noisy scores and their argmax) or, with ``noise="gumbel"`` only,
+        ``"inverse_cdf"`` (see :func:`exponential_mechanism`); static.
 
     Returns:
       The index of the noisy maximum, an int32 scalar in [0, n); ``-1`` when a traced input is
@@ -209,7 +247,7 @@ def report_noisy_max(
       >>> import jax, jax.numpy as jnp
       >>> i = report_noisy_max(jax.random.key(0), jnp.array([5, 9, 2]), 1.0, noise="exponential")
     """
-    return _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, "scores")
+    return _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, "scores", method)
 
 
 @elementwise("epsilon", "sensitivity")

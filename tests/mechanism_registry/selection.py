@@ -19,6 +19,15 @@ MECHANISMS = [
         guarantee_args=GUARANTEE_ARGS,
     ),
     Mechanism(
+        name="selection.exponential_mechanism[inverse_cdf]",
+        fn=selection.exponential_mechanism,
+        data={"utilities": np.linspace(-4.0, 2.0, 11, dtype=np.float32)},  # three blocks of 4
+        params=PARAMS,
+        static={"method": "inverse_cdf"},
+        guarantee=selection.exponential_mechanism_guarantee,
+        guarantee_args=GUARANTEE_ARGS,
+    ),
+    Mechanism(
         name="selection.report_noisy_max",
         fn=selection.report_noisy_max,
         data={"scores": SCORES},
