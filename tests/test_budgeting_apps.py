@@ -169,6 +169,7 @@ def test_threshold_query_decides_early_and_correctly():
         return ans, res.rounds[0]
 
     ans, rounds = (np.asarray(a) for a in jax.jit(jax.vmap(run))(keys, counts))
+    assert set(np.unique(ans)) <= {0, 1}  # 1: yes, 0: no (-1 only for invalid traced input)
     decided = rounds < 16
     assert decided.mean() > 0.5
     wrong = ans[decided] != (np.asarray(counts)[decided] < 1000)
@@ -231,3 +232,68 @@ def test_vmap_over_query_points_equals_one_call_per_query(mode):
     np.testing.assert_array_equal(batched, one_by_one)
     truth = [int(np.sum(np.all(np.abs(X - np.asarray(c)) <= HALF, axis=1))) for c in centers]
     assert len(set(truth)) > 1  # the boxes really differ
+
+
+# --- traced parameters ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["point", "distance"])
+def test_vmap_over_per_user_rho_arrays_equals_separate_calls(mode):
+    """Per-user allotments are values: a batch of (n,) rho arrays in one vmapped call gives, for the
+    same key, what one eager call per array gives (users with rho_i = 0 take no part)."""
+    x, key = X[:400], jax.random.key(8)
+    rhos = np.stack([np.full(400, 1e-4), np.where(np.arange(400) % 3 == 0, 0.0, 4e-4)]).astype(np.float32)
+
+    def run(rho):
+        return range_count(key, x, rho, CENTER, HALF, c=4, beta0=0.025, mode=mode)
+
+    batched = jax.jit(jax.vmap(run))(rhos)
+    for i, rho in enumerate(rhos):
+        count, res = run(rho)
+        assert int(batched[0][i]) == int(count)
+        np.testing.assert_array_equal(np.asarray(batched[1].status[i]), np.asarray(res.status))
+        np.testing.assert_array_equal(np.asarray(batched[1].rounds[i]), np.asarray(res.rounds))
+    assert (np.asarray(batched[1].status[1])[::3] == 0).all()  # rho_i = 0: not in G_0
+
+
+def test_invalid_traced_per_user_rho_marks_the_output():
+    """A negative or NaN entry of a traced per-user rho never yields a count: -1 and a marked result
+    (the same values raise eagerly)."""
+    x, key = X[:50], jax.random.key(9)
+    run = jax.jit(lambda rho: range_count(key, x, rho, CENTER, HALF, c=2, beta0=0.1))
+    for bad in (-1e-4, np.nan, np.inf):
+        rho = np.full(50, 1e-4, np.float32)
+        rho[7] = bad
+        with pytest.raises(ValueError, match="rho"):
+            range_count(key, x, rho, CENTER, HALF, c=2, beta0=0.1)
+        count, res = run(rho)
+        assert (
+            int(count) == -1 and (np.asarray(res.status) == -1).all() and (np.asarray(res.rounds) == -1).all()
+        )
+        assert np.isnan(np.asarray(res.mean)).all() and int(res.rounds_run) == -1
+
+
+def test_threshold_query_answer_is_an_int_with_an_invalid_marker():
+    """The answer is 1 (yes) / 0 (no); under jit a NaN count or an invalid traced parameter gives -1
+    (a bool answer would say "no" with confidence)."""
+    key = jax.random.key(10)
+    query = jax.jit(
+        lambda count, rho: threshold_query(key, count, rho, q=0.1, n_records=10000, c=4, beta0=0.05)
+    )
+    baseline = jax.jit(lambda count, rho: threshold_baseline(key, count, rho, q=0.1, n_records=10000))
+    for count, want in ((10.0, 1), (9000.0, 0)):
+        ans, _ = query(count, 0.5)
+        assert ans.dtype == jnp.int32 and int(ans) == want and int(baseline(count, 0.5)) == want
+    for count, rho in ((np.nan, 0.5), (-3.0, 0.5), (10.0, 0.0), (10.0, np.nan)):
+        ans, res = query(count, rho)
+        assert int(ans) == -1 and int(res.status[0]) == -1 and np.isnan(float(res.mean[0]))
+        assert int(baseline(count, rho)) == -1
+
+
+def test_pie_guarantee_takes_a_grid_of_per_user_allotments_and_refuses_traced_values():
+    from dpjax.budgeting import pie_guarantee
+
+    grid = pie_guarantee(np.array([[1e-4, 5e-4, 0.0], [2e-4, 2e-4, 2e-4]]))
+    assert grid.shape == (2,) and [g.rho for g in grid] == [5e-4, 2e-4]
+    with pytest.raises(TypeError, match="host"):
+        jax.jit(pie_guarantee)(jnp.ones(3))

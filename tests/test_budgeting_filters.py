@@ -258,3 +258,22 @@ def test_algorithm_3_with_range_counting_reinvests_savings():
     assert np.all(adaptive.spent <= budget) and np.all(uniform.spent <= budget)
     assert allots[1:].mean() > 1.5 * uallots[1:].mean()  # savings were reinvested
     np.testing.assert_allclose(uallots, budget / m, rtol=1e-6)
+
+
+def test_filters_take_traced_budgets_and_requests_and_never_release_on_invalid_input():
+    init = jax.jit(filters.init_filter)
+    step = jax.jit(filters.filter_step)
+    np.testing.assert_array_equal(np.asarray(init(jnp.array([1.0, 2.0])).budget), [1.0, 2.0])
+    bad = init(jnp.array([1.0, 0.0]))  # a traced budget that is not > 0: NaN state
+    assert np.isnan(np.asarray(bad.budget)).all() and np.isnan(np.asarray(bad.spent)).all()
+    released, _ = step(bad, jnp.array([0.5, 0.5]))
+    assert not np.asarray(released).any()
+    state = filters.init_filter(jnp.ones(2))
+    released, after = step(state, jnp.array([0.5, np.nan]))  # a NaN request: nobody releases again
+    assert not np.asarray(released)[1] and np.isnan(np.asarray(after.spent)).all()
+    released, _ = step(after, jnp.array([0.25, 0.25]))
+    assert not np.asarray(released).any()
+    with pytest.raises(TypeError, match="host"):
+        jax.jit(lambda b: filters.approx_gp_filter_step(filters.init_filter(b), jnp.ones(1), 1e-6, 1.0))(
+            jnp.ones(1)
+        )

@@ -314,5 +314,8 @@ def test_bad_input_variants():
         topk.strictly_limited_domain(key, [3, 2, 1], 1, 2, 1.0, 1.5)
     with pytest.raises(ValueError, match="non-negative"):
         topk.fixed_threshold(key, [3, -2, 1], 2, 1.0, 0.1)
-    with pytest.raises(TypeError, match="epsilon"):
-        jax.jit(lambda e: topk.limited_domain(key, [3, 2, 1], 1, 2, e, 0.1))(1.0)
+    # k and kbar fix the output shapes: they stay static (epsilon, delta and Delta may be traced).
+    with pytest.raises(TypeError, match="k must be a concrete integer"):
+        jax.jit(lambda k: topk.limited_domain(key, [3, 2, 1], k, 2, 1.0, 0.1))(1)
+    with pytest.raises(TypeError, match="kbar must be a concrete integer"):
+        jax.jit(lambda kbar: topk.fixed_threshold(key, [3, 2, 1], kbar, 1.0, 0.1))(2)

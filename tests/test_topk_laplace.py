@@ -76,3 +76,16 @@ def test_bad_input_and_api():
     with pytest.raises(ValueError, match="delta"):
         laplace_limited_domain(key, [3, 2, 1, 0], 1, 2, 1.0, 0.0, max_contributions=1)
     assert not hasattr(topk, "laplace_limited_domain")  # experimental: not exported
+
+
+def test_traced_max_contributions_must_stay_below_kbar():
+    # A traced Delta is checked in the graph: Delta < kbar gives the eager call's result, Delta = kbar
+    # (or a non-integer Delta) gives the invalid marker, -1 in every index and in num_returned.
+    key, counts = jax.random.key(0), jnp.asarray([9, 5, 3, 1])
+    run = jax.jit(lambda cap: laplace_limited_domain(key, counts, 2, 3, 1.0, 0.1, max_contributions=cap))
+    want = laplace_limited_domain(key, counts, 2, 3, 1.0, 0.1, max_contributions=2)
+    for got, ref in zip(run(2.0), want, strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
+    for cap in (3.0, 1.5, 0.0):
+        bad = run(cap)
+        assert (np.asarray(bad.indices) == -1).all() and int(bad.num_returned) == -1

@@ -1,11 +1,13 @@
-"""Helpers shared by the application modules: baseline releases with PIE's round-1 noise."""
+"""Helpers shared by the application modules: input checks and baseline releases with PIE's
+round-1 noise."""
 
 from __future__ import annotations
 
-import jax.numpy as jnp
+import jax
+from jax import lax
 
 from dpjax.budgeting.pie import _user_release, user_noise
-from dpjax.validation import check_choice
+from dpjax.validation import Checks, check_choice, float_dtype
 
 MODES = ("point", "distance")
 
@@ -16,10 +18,25 @@ def check_mode(mode: str) -> str:
 
 def baseline_release(key, data, r, noise_mode: str = "high"):
     """One-shot Gaussian releases ``data + Z/sqrt(2 r)`` (BM0 / BM1) with the noise PIE draws in
-    round 1 for the same key, so that c = 1 runs of PIE and the baselines share their noise."""
-    z = user_noise(key, 0, data.shape[0], data.shape[1:], data.dtype, noise_mode)
+    round 1 for the same key, so that c = 1 runs of PIE and the baselines share their noise.
+
+    The noise is materialized before it is scaled (``optimization_barrier``): otherwise XLA may fuse
+    the sampler into the release and contract ``data + z * scale`` into a fused multiply-add in one
+    compilation and not in another (e.g. under ``vmap`` over ``r``), a 1-ulp difference that would
+    break "same key, same result" between a concrete and a traced ``rho``."""
+    z = lax.optimization_barrier(user_noise(key, 0, data.shape[0], data.shape[1:], data.dtype, noise_mode))
     return _user_release(data, r, z)
 
 
-def as_float(x, dtype):
-    return jnp.asarray(x, dtype)
+def points(checks: Checks, x) -> jax.Array:
+    """(n, d) user points in their float dtype (:func:`dpjax.validation.float_dtype`); finite."""
+    x = checks.array(x, "x", ndim=2)
+    return x.astype(float_dtype(x))
+
+
+def query_point(checks: Checks, x: jax.Array, p) -> jax.Array:
+    """A (d,) query point matching the (n, d) points ``x``, finite, in their dtype (may be traced)."""
+    p = checks.array(p, "p", ndim=1).astype(x.dtype)
+    if p.shape != (x.shape[1],):
+        raise ValueError(f"p must have shape ({x.shape[1]},) to match x, got {p.shape}.")
+    return p

@@ -14,7 +14,10 @@ approximate-GP filter of eq. (10) is the same rule against the capacity ``rho*(B
 (:func:`approx_gp_capacity`), which gives (B, delta, Lambda)-GP (Thm 4.5).
 
 The host-side :class:`dpjax.accounting.per_user.PerUserLedger` applies the same rule in float64 to
-whole queries; these array versions run inside kernels and simulations.
+whole queries; these array versions run inside kernels and simulations, where budgets and requests
+may be traced. Invalid traced input never lets a user release more: a traced budget that is not
+> 0 (or NaN) and a traced request that is negative or NaN make the state's float fields NaN, and a
+NaN budget or spend fails every later check (the user releases nothing more).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax.accounting.per_user import approx_gp_epsilon, approx_gp_rho_star
-from dpjax.validation import check_array, check_same_shape, is_traced
+from dpjax.validation import Checks, check_same_shape, float_dtype, is_traced
 
 
 class FilterState(NamedTuple):
@@ -40,31 +43,40 @@ class FilterState(NamedTuple):
 def init_filter(budget) -> FilterState:
     """A fresh filter state (nothing spent, nobody halted) for per-user ``budget`` > 0.
 
+    ``budget`` may be traced; then a budget that is not > 0 or not finite makes ``budget`` and
+    ``spent`` NaN (a concrete one raises ``ValueError``).
+
     Example:
       >>> state = init_filter(jnp.full(3, 1e-4))
       >>> state.spent.tolist()
       [0.0, 0.0, 0.0]
     """
-    budget = check_array(budget, "budget", ndim=1)
-    if not is_traced(budget) and not bool(jnp.all(budget > 0)):
+    checks = Checks()
+    budget = checks.array(budget, "budget", ndim=1)
+    if is_traced(budget):
+        checks.record(budget > 0, "budget must be > 0 for every user.")
+    elif not bool(jnp.all(budget > 0)):
         raise ValueError("budget must be > 0 for every user.")
-    budget = budget.astype(jnp.result_type(float))
-    return FilterState(budget, jnp.zeros_like(budget), jnp.zeros(budget.shape, dtype=bool))
+    budget = budget.astype(float_dtype(budget))
+    return checks.guard(FilterState(budget, jnp.zeros_like(budget), jnp.zeros(budget.shape, dtype=bool)))
 
 
 def filter_step(state: FilterState, request) -> tuple[jax.Array, FilterState]:
     """One Algorithm 1 step at every user: returns ``(released, new_state)``.
 
     ``released[i]`` is True iff user ``i`` answers (and is charged ``request[i]``). Pure and
-    jit/vmap-friendly; requests must be >= 0 (checked when concrete).
+    jit/vmap-friendly; requests must be finite and >= 0: a concrete bad request raises
+    ``ValueError``, a traced one releases nothing for that user (NaN and negative requests are
+    never > 0) and makes the new state's ``budget`` and ``spent`` NaN, so nobody releases again.
     """
-    request = check_array(request, "request", ndim=1, nonnegative=True).astype(state.spent.dtype)
+    checks = Checks()
+    request = checks.array(request, "request", ndim=1, nonnegative=True).astype(state.spent.dtype)
     check_same_shape(request, "request", state.budget, "budget")
     fits = state.spent + request <= state.budget
     released = ~state.halted & (request > 0) & fits
     halted = state.halted | ((request > 0) & ~fits)
     spent = jnp.where(released, state.spent + request, state.spent)
-    return released, FilterState(state.budget, spent, halted)
+    return released, checks.guard(FilterState(state.budget, spent, halted))
 
 
 def approx_gp_capacity(budget_epsilon, delta: float, lam: float) -> np.ndarray:
@@ -83,7 +95,18 @@ def approx_gp_capacity(budget_epsilon, delta: float, lam: float) -> np.ndarray:
 
 
 def approx_gp_filter_step(state: FilterState, request, delta: float, lam: float):
-    """Algorithm 1 with the eq. (10) filter; ``state.budget`` is in epsilon units, charges in rho."""
+    """Algorithm 1 with the eq. (10) filter; ``state.budget`` is in epsilon units, charges in rho.
+
+    Host side for the budget: the capacity ``rho*(B, delta, Lambda)`` is solved in float64 on the
+    host, so ``state.budget``, ``delta`` and ``lam`` must be concrete. Inside ``jit`` compute
+    :func:`approx_gp_capacity` once outside and run :func:`filter_step` against it (the request
+    may then be traced).
+    """
+    if is_traced(state.budget) or is_traced(delta) or is_traced(lam):
+        raise TypeError(
+            "approx_gp_filter_step needs a concrete budget, delta and lam: the capacity is solved on "
+            "the host; use filter_step with approx_gp_capacity(...) inside jit."
+        )
     capacity = jnp.asarray(approx_gp_capacity(np.asarray(state.budget), delta, lam), state.spent.dtype)
     released, inner = filter_step(FilterState(capacity, state.spent, state.halted), request)
     return released, FilterState(state.budget, inner.spent, inner.halted)

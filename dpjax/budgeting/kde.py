@@ -14,28 +14,52 @@ Point mode (0) releases noisy points and uses ``||x-bar - p||``; distance mode (
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.budgeting._common import baseline_release, check_mode
+from dpjax.budgeting._common import baseline_release, check_mode, points, query_point
 from dpjax.budgeting.geometry import distance_to
-from dpjax.budgeting.pie import ACTIVE, S0, PIEResult, _per_user, pie_guarantee, pie_ni
-from dpjax.validation import check_array, check_positive
+from dpjax.budgeting.pie import ACTIVE, S0, PIEResult, _beta0, _per_user, _pie_kernel, _plan, pie_guarantee
+from dpjax.validation import Checks
 
 ELIMINATED_BIAS = float(np.exp(-18.0))  # exp(-(6b)^2 / (2 b^2))
 
 
-def _points(x, p):
-    x = check_array(x, "x", ndim=2)
-    dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
-    p = check_array(p, "p", ndim=1).astype(dtype)
-    if p.shape != (x.shape[1],):
-        raise ValueError(f"p must have shape ({x.shape[1]},) to match x, got {p.shape}.")
-    return x.astype(dtype), p
+def _inputs(checks, x, p, bandwidth):
+    """(x, p, b): the points, the query point and the bandwidth, in the points' dtype."""
+    b = checks.positive(bandwidth, "bandwidth")
+    x = points(checks, x)
+    return x, query_point(checks, x, p), jnp.asarray(b, x.dtype)
 
 
 def _kernel(dist, b):
     return jnp.exp(-jnp.square(dist) / (2 * b * b))
+
+
+@functools.partial(jax.jit, static_argnames=("point", "plan"))
+def _kde_kernel(key, x, r, p, b, beta0, *, point, plan):
+    nu = jnp.stack([jnp.asarray(-jnp.inf, x.dtype), 6 * b])  # S_0: len_p > 6b
+    if point:
+        res = _pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan)
+        dist = res.estimate
+    else:
+        res = _pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan)
+        dist = res.mean
+    survivors = res.status == ACTIVE
+    total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + ELIMINATED_BIAS * jnp.sum(res.status == S0)
+    return jnp.where(jnp.any(survivors), total / x.shape[0], 0.0), res
+
+
+@functools.partial(jax.jit, static_argnames=("point", "noise_mode"))
+def _baseline_kernel(key, x, r, p, b, *, point, noise_mode):
+    if point:
+        dist = distance_to(baseline_release(key, x, r, noise_mode), p)
+    else:
+        dist = baseline_release(key, distance_to(x, p), r, noise_mode)
+    return jnp.sum(jnp.where(r > 0, _kernel(dist, b), 0)) / x.shape[0]
 
 
 def kde(
@@ -54,16 +78,21 @@ def kde(
 ) -> tuple[jnp.ndarray, PIEResult]:
     """PM0 / PM1 Gaussian KDE at ``p`` via iterative elimination (Algorithm 7).
 
+    ``rho``, ``p``, ``bandwidth`` and ``beta0`` may be traced; ``c``, ``mode``, ``split``,
+    ``chunk_size`` and ``noise_mode`` are static. Concrete values are validated eagerly; an invalid
+    traced value (see :func:`dpjax.budgeting.pie.pie_ni`; ``bandwidth`` not > 0, a non-finite
+    ``p``) or non-finite traced ``x`` makes the estimate NaN and the result's fields NaN / ``-1``.
+
     Args:
       key: a ``jax.random`` key.
       x: (n, d) user points; p: (d,) query point (may be traced).
-      rho: per-user allotment, scalar > 0 or (n,) >= 0.
-      bandwidth: the kernel bandwidth b > 0 (elimination threshold 6b).
+      rho: per-user allotment, scalar > 0 or (n,) >= 0 (may be traced).
+      bandwidth: the kernel bandwidth b > 0 (elimination threshold 6b) (may be traced).
       c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie.pie_ni`.
-      mode: "point" (PM0) or "distance" (PM1).
+      mode: "point" (PM0) or "distance" (PM1) (static).
 
     Returns:
-      ``(estimate, result)``.
+      ``(estimate, result)`` (NaN estimate on invalid traced input).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -71,40 +100,33 @@ def kde(
       >>> a, res = kde(jax.random.key(0), x, 1e-2, jnp.zeros(2), bandwidth=50.0, c=4, beta0=0.025)
     """
     check_mode(mode)
-    b = check_positive(bandwidth, "bandwidth")
-    x, p = _points(x, p)
-    common = dict(c=c, beta0=beta0, nu_high=6 * b, split=split, chunk_size=chunk_size, noise_mode=noise_mode)
-    if mode == "point":
-        res = pie_ni(key, x, rho, score_fn=distance_to, score_params=p, **common)
-        dist = res.estimate
-    else:
-        res = pie_ni(key, distance_to(x, p), rho, **common)
-        dist = res.mean
-    survivors = res.status == ACTIVE
-    total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + ELIMINATED_BIAS * jnp.sum(res.status == S0)
-    estimate = jnp.where(jnp.any(survivors), total / x.shape[0], 0.0)
-    return estimate, res
+    static = _plan(c, split, chunk_size, noise_mode)
+    checks = Checks()
+    x, p, b = _inputs(checks, x, p, bandwidth)
+    beta0 = _beta0(checks, beta0, x.dtype)
+    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    result = _kde_kernel(key, x, r, p, b, beta0, point=mode == "point", plan=static)
+    return checks.guard(result)
 
 
 def kde_baseline(key, x, rho, p, *, bandwidth: float, mode: str = "point", noise_mode: str = "high"):
     """BM0 / BM1 Gaussian KDE at ``p``: every user releases once at its full ``rho_i`` (Sec. 6.3).
 
     Shares its noise with a c = 1 :func:`kde` for the same key (then ``|PM - BM| <= e^{-18}``).
+    ``rho``, ``p`` and ``bandwidth`` may be traced, ``mode`` and ``noise_mode`` are static; invalid
+    traced input (as :func:`kde`) gives a NaN estimate.
     """
     check_mode(mode)
-    b = check_positive(bandwidth, "bandwidth")
-    x, p = _points(x, p)
-    r = _per_user(rho, x.shape[0], x.dtype)
-    if mode == "point":
-        dist = distance_to(baseline_release(key, x, r, noise_mode), p)
-    else:
-        dist = baseline_release(key, distance_to(x, p), r, noise_mode)
-    return jnp.sum(jnp.where(r > 0, _kernel(dist, b), 0)) / x.shape[0]
+    checks = Checks()
+    x, p, b = _inputs(checks, x, p, bandwidth)
+    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    return checks.guard(_baseline_kernel(key, x, r, p, b, point=mode == "point", noise_mode=noise_mode))
 
 
 def kde_guarantee(rho):
     """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
 
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
+    Host side, as :func:`dpjax.budgeting.pie.pie_guarantee`.
     """
     return pie_guarantee(rho)

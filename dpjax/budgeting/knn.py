@@ -14,28 +14,41 @@ metric). Ties among estimates are broken by the lower index (``lax.top_k``, exac
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax.budgeting._common import baseline_release, check_mode
+from dpjax.budgeting._common import baseline_release, check_mode, points, query_point
 from dpjax.budgeting.geometry import distance_to
-from dpjax.budgeting.pie import ACTIVE, PIEResult, _per_user, pie_guarantee, pie_k
-from dpjax.validation import check_array, check_int
-
-
-def _points(x, p):
-    x = check_array(x, "x", ndim=2)
-    dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
-    p = check_array(p, "p", ndim=1).astype(dtype)
-    if p.shape != (x.shape[1],):
-        raise ValueError(f"p must have shape ({x.shape[1]},) to match x, got {p.shape}.")
-    return x.astype(dtype), p
+from dpjax.budgeting.pie import ACTIVE, PIEResult, _beta0, _per_user, _pie_kernel, _plan, pie_guarantee
+from dpjax.validation import Checks, check_int
 
 
 def _smallest(scores, eligible, k):
     """Indices of the k smallest eligible scores, ascending; -1 where fewer than k are eligible."""
     vals, idx = lax.top_k(jnp.where(eligible, -scores, -jnp.inf), k)
     return jnp.where(vals > -jnp.inf, idx, -1).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("point", "k", "plan"))
+def _knn_kernel(key, x, r, p, beta0, *, point, k, plan):
+    nu = jnp.zeros(2, x.dtype)
+    if point:
+        res = _pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan)
+    else:
+        res = _pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan)
+    return _smallest(res.estimate, res.status == ACTIVE, k), res
+
+
+@functools.partial(jax.jit, static_argnames=("point", "k", "noise_mode"))
+def _baseline_kernel(key, x, r, p, *, point, k, noise_mode):
+    if point:
+        est = distance_to(baseline_release(key, x, r, noise_mode), p)
+    else:
+        est = baseline_release(key, distance_to(x, p), r, noise_mode)
+    return _smallest(est, r > 0, k)
 
 
 def knn(
@@ -54,17 +67,23 @@ def knn(
 ) -> tuple[jnp.ndarray, PIEResult]:
     """PM0 / PM1 private kNN via iterative elimination (Algorithm 8).
 
+    ``rho``, ``p`` and ``beta0`` may be traced; ``k``, ``c``, ``mode``, ``split``, ``chunk_size`` and
+    ``noise_mode`` are static. Concrete values are validated eagerly; an invalid traced value (see
+    :func:`dpjax.budgeting.pie.pie_k`; a non-finite ``p``) or non-finite traced ``x`` makes every
+    index ``-1`` and the result's fields NaN / ``-1``.
+
     Args:
       key: a ``jax.random`` key.
       x: (n, d) user points; p: (d,) query point (may be traced).
-      rho: per-user allotment, scalar > 0 or (n,) >= 0.
-      k: number of neighbours, 1 <= k <= n.
+      rho: per-user allotment, scalar > 0 or (n,) >= 0 (may be traced).
+      k: number of neighbours, 1 <= k <= n (static).
       c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie.pie_k`.
-      mode: "distance" (PM1, default) or "point" (PM0).
+      mode: "distance" (PM1, default) or "point" (PM0) (static).
 
     Returns:
       ``(indices, result)``: (k,) int32 user indices ordered by estimated distance (-1 padding when
-      fewer than k users take part), and the :class:`~dpjax.budgeting.pie.PIEResult`.
+      fewer than k users take part; all -1 on invalid traced input), and the
+      :class:`~dpjax.budgeting.pie.PIEResult`.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -74,35 +93,36 @@ def knn(
       (5,)
     """
     check_mode(mode)
-    x, p = _points(x, p)
+    static = _plan(c, split, chunk_size, noise_mode)
+    checks = Checks()
+    x = points(checks, x)
+    p = query_point(checks, x, p)
     k = check_int(k, "k", minimum=1, maximum=x.shape[0])
-    common = dict(k=k, c=c, beta0=beta0, split=split, chunk_size=chunk_size, noise_mode=noise_mode)
-    if mode == "point":
-        res = pie_k(key, x, rho, score_fn=distance_to, score_params=p, **common)
-    else:
-        res = pie_k(key, distance_to(x, p), rho, **common)
-    return _smallest(res.estimate, res.status == ACTIVE, k), res
+    beta0 = _beta0(checks, beta0, x.dtype)
+    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    return checks.guard(_knn_kernel(key, x, r, p, beta0, point=mode == "point", k=k, plan=static))
 
 
 def knn_baseline(key, x, rho, p, *, k: int, mode: str = "distance", noise_mode: str = "high"):
     """BM0 / BM1: the k users with the smallest one-shot estimated distance; (k,) int32 indices.
 
     Shares its noise with a c = 1 :func:`knn` for the same key (equal sets for uniform rho).
+    ``rho`` and ``p`` may be traced, ``k``, ``mode`` and ``noise_mode`` are static; invalid traced
+    input (as :func:`knn`) makes every index ``-1``.
     """
     check_mode(mode)
-    x, p = _points(x, p)
+    checks = Checks()
+    x = points(checks, x)
+    p = query_point(checks, x, p)
     k = check_int(k, "k", minimum=1, maximum=x.shape[0])
-    r = _per_user(rho, x.shape[0], x.dtype)
-    if mode == "point":
-        est = distance_to(baseline_release(key, x, r, noise_mode), p)
-    else:
-        est = baseline_release(key, distance_to(x, p), r, noise_mode)
-    return _smallest(est, r > 0, k)
+    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    return checks.guard(_baseline_kernel(key, x, r, p, point=mode == "point", k=k, noise_mode=noise_mode))
 
 
 def knn_guarantee(rho):
     """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
 
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
+    Host side, as :func:`dpjax.budgeting.pie.pie_guarantee`.
     """
     return pie_guarantee(rho)

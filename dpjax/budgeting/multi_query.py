@@ -15,9 +15,13 @@ Invariants (proved by induction, checked in tests): at the start of query l,
 ``B_i >= (m - l + 1) B / m``; ``B/m <= r_i <= B_i``; at ``l = m``, ``r_i = B_i``; no user ever
 exceeds B. If the PSA never saves, every ``r_i = B/m``: the uniform non-adaptive baseline.
 
-:func:`run_multi_query` is a host-side driver (a Python loop over the m queries, spec 3.6): the
-allotments and debits are float64 on the host through a
-:class:`~dpjax.accounting.per_user.PerUserLedger`, the queries are jit-compiled kernels.
+:func:`run_multi_query` is a host-side driver (a Python loop over the m queries, spec 3.6), not a
+kernel: the allotments and debits are float64 on the host through a
+:class:`~dpjax.accounting.per_user.PerUserLedger`, which must authorize every query's worst case
+before it runs and settle what it actually used before the next allotment is computed. That
+authorization is a host decision on concrete numbers, so the driver cannot run under ``jit`` or
+``vmap`` and takes no traced parameters; the queries it calls are jit-compiled kernels (whose own
+parameters may be traced).
 """
 
 from __future__ import annotations
@@ -64,6 +68,9 @@ def allotment(remaining, initial, l: int, m: int) -> np.ndarray:
 
 def run_multi_query(key, psa: Callable, ledger, m: int, *, adaptive: bool = True, dtype=np.float32):
     """Algorithm 3: runs ``m`` privacy-saving queries, reinvesting savings through ``ledger``.
+
+    Host side (see the module docstring): ``m`` and ``adaptive`` are Python values, the budgets
+    live in ``ledger``; each query is authorized before it runs and settled after it.
 
     Args:
       key: a ``jax.random`` key; query l uses ``fold_in(key, l)``.

@@ -24,6 +24,15 @@ analyst scores the weighted mean point: the triple (M(.,.;f_id), g_0, h_0), d_ef
 **distance** (``score_fn=None``, ``data`` (n,) holds each user's locally computed score phi(x_i);
 the users release noisy scores: the triple (M(.,.;phi), g_1, h_1), d_eff = 1).
 
+Parameters: ``c``, the split, ``chunk_size``, ``noise_mode``, ``score_fn`` and (PIE-k) ``k`` fix
+the loop structure and the shapes and are static; every other parameter (``rho``, scalar or per
+user, ``beta0``, the thresholds, ``score_params``, and the applications' query parameters) may be
+traced. Concrete values are validated eagerly; traced ones are checked in the graph, and an invalid
+one (or non-finite traced data) makes every float output NaN and every integer output ``-1``
+(:class:`dpjax.validation.Checks`). The applications run their whole computation (score, rounds,
+answer) in one jit-compiled kernel, so a call with concrete parameters runs the same compiled code
+as a call under ``vmap`` over them and gives the same result for the same key.
+
 Privacy (per user, neighbouring inputs at distance dist <= Lambda in the user's metric): the
 releases of user ``i`` cost at most ``r_i`` in CGP (``r_i``-CGP, i.e. ``D_alpha <= r_i alpha
 dist^2``), whatever the stopping time (Thm 4.4); eliminated users are charged only
@@ -61,14 +70,7 @@ from dpjax import noise
 from dpjax.accounting import ZCDP
 from dpjax.budgeting.bounds import tail_radius_from_log
 from dpjax.budgeting.splits import running_mean_weights, split_schedule
-from dpjax.validation import (
-    check_array,
-    check_choice,
-    check_int,
-    check_positive,
-    check_probability,
-    is_traced,
-)
+from dpjax.validation import Checks, check_choice, check_int, float_dtype, is_traced
 
 DEFAULT_CHUNK = 1 << 16  # users processed at once within a round (bounds the noise temporaries)
 MIN_LEVEL = 2048  # smallest compacted working set
@@ -167,8 +169,32 @@ def _levels(n: int, floor: int) -> list[int]:
     return caps
 
 
-@functools.partial(jax.jit, static_argnames=("score_fn", "c", "beta0", "k", "split", "chunk", "noise_mode"))
-def _pie_kernel(key, data, r, nu, score_params, *, score_fn, c, beta0, k, split, chunk, noise_mode):
+class Plan(NamedTuple):
+    """The static shape of a PIE run: rounds ``c``, their ``split``, the ``chunk`` size and the noise
+    mode (hashable, so one static argument of the kernels)."""
+
+    c: int
+    split: str
+    chunk: int
+    noise_mode: str
+
+
+def _plan(c: int, split: str = "even", chunk_size: int | None = None, noise_mode: str = "high") -> Plan:
+    """Validates the static options of a PIE run (eagerly: they fix shapes and loop structure)."""
+    c = check_int(c, "c", minimum=1)
+    check_choice(noise_mode, "noise_mode", ("high", "low"))
+    split_schedule(c, split)  # validates c and the split kind
+    chunk = DEFAULT_CHUNK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
+    return Plan(c, split, chunk, noise_mode)
+
+
+@functools.partial(jax.jit, static_argnames=("score_fn", "k", "plan"))
+def _pie_kernel(key, data, r, nu, beta0, score_params=None, *, score_fn=None, k=None, plan: Plan):
+    """The PIE kernel on validated inputs: ``data`` and ``r`` (n,) in one float dtype, ``nu`` (2,)
+    and ``beta0`` in that dtype, ``k=None`` for PIE-NI. The applications call it inside their own
+    jit-compiled kernels, so that a call with concrete parameters runs the same compiled code as a
+    call under ``vmap`` (bit-identical results)."""
+    c, split, chunk, noise_mode = plan
     n = r.shape[0]
     dtype = data.dtype
     dshape = data.shape[1:]
@@ -178,7 +204,7 @@ def _pie_kernel(key, data, r, nu, score_params, *, score_fn, c, beta0, k, split,
     frac = jnp.asarray(frac64, dtype)
     cum = jnp.asarray(cum64, dtype)
     weight = jnp.asarray(running_mean_weights(cum64), dtype)
-    log_c_over_beta = float(np.log(c) - np.log(beta0))
+    log_c_over_beta = jnp.log(jnp.asarray(c, dtype)) - jnp.log(beta0)  # beta0: a dtype scalar
     stop_at = 0 if k is None else k
 
     def score(m):
@@ -187,7 +213,7 @@ def _pie_kernel(key, data, r, nu, score_params, *, score_fn, c, beta0, k, split,
     def one_round(j, nact, fixed, work):
         """Round j over a working set: ``fixed = (x, r, users)`` (data, allotments, global indices)
         stays out of the loop carry; ``work = (mean, est, status, rounds)`` is updated."""
-        lam = tail_radius_from_log(d_eff, jnp.asarray(log_c_over_beta, dtype) + jnp.log(nact.astype(dtype)))
+        lam = tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(nact.astype(dtype)))
         fj, wj, cj = frac[j], weight[j], cum[j + 1]
         rkey = jax.random.fold_in(key, j)
         size = fixed[1].shape[0]
@@ -258,37 +284,59 @@ def _pie_kernel(key, data, r, nu, score_params, *, score_fn, c, beta0, k, split,
     mean, est, status, rounds = state
     last = jnp.maximum(rounds.astype(jnp.int32) - 1, 0)
     lam_last = tail_radius_from_log(
-        d_eff, jnp.asarray(log_c_over_beta, dtype) + jnp.log(jnp.maximum(counts[last], 1).astype(dtype))
+        d_eff, log_c_over_beta + jnp.log(jnp.maximum(counts[last], 1).astype(dtype))
     )
     took_part = rounds > 0
     half = jnp.where(took_part, lam_last * lax.rsqrt(2 * jnp.where(took_part, r * cum[rounds], 1)), jnp.inf)
     return PIEResult(status, rounds, mean, est, half, j, counts)
 
 
-def _prepare(data, r, *, point: bool, c, beta0, chunk_size, split, noise_mode):
-    """Validates the common inputs (before any randomness) and returns (data, r, statics)."""
-    c = check_int(c, "c", minimum=1)
-    beta0 = check_probability(beta0, "beta0", open_low=True, open_high=True)
-    check_choice(noise_mode, "noise_mode", ("high", "low"))
-    split_schedule(c, split)  # validates c and the split kind
-    data = check_array(data, "data", ndim=2 if point else 1)
-    dtype = data.dtype if jnp.issubdtype(data.dtype, jnp.floating) else jnp.result_type(float)
-    data = data.astype(dtype)
-    n = data.shape[0]
-    r = _per_user(r, n, dtype)
-    chunk = DEFAULT_CHUNK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
-    statics = dict(c=c, beta0=beta0, split=split, chunk=chunk, noise_mode=noise_mode)
-    return data, r, statics
+def _per_user(checks: Checks, rho, n: int, dtype) -> jax.Array:
+    """Per-user allotments: a scalar > 0 (everyone) or an (n,) array >= 0 (0 = not in G_0).
 
-
-def _per_user(r, n: int, dtype):
-    """Per-user allotments: a scalar > 0 (everyone) or an (n,) array >= 0 (0 = not in G_0)."""
-    if np.ndim(r) == 0 and not is_traced(r):
-        return jnp.full(n, check_positive(r, "rho"), dtype)
-    r = check_array(r, "rho", ndim=1, nonnegative=True)
+    Concrete values are checked eagerly; traced ones are recorded in ``checks``.
+    """
+    if jnp.ndim(rho) == 0:
+        return jnp.full(n, checks.positive(rho, "rho"), dtype)
+    r = checks.array(rho, "rho", ndim=1, nonnegative=True)
     if r.shape[0] != n:
         raise ValueError(f"rho must be a scalar or have shape ({n},) to match the data, got {r.shape}.")
     return r.astype(dtype)
+
+
+def _beta0(checks: Checks, beta0, dtype) -> jax.Array:
+    """The failure probability ``beta0`` in (0, 1) as a ``dtype`` scalar (eager or recorded)."""
+    return jnp.asarray(checks.probability(beta0, "beta0", open_low=True, open_high=True), dtype)
+
+
+def _prepare(checks: Checks, data, rho, beta0, *, point: bool, score_params):
+    """Validates PIE's own inputs (before any randomness): (data, r, beta0) in the data's dtype."""
+    data = checks.array(data, "data", ndim=2 if point else 1)
+    dtype = float_dtype(data)
+    beta0 = _beta0(checks, beta0, dtype)
+    r = _per_user(checks, rho, data.shape[0], dtype)
+    for leaf in jax.tree.leaves(score_params):
+        checks.array(leaf, "score_params", ndim=None, allow_empty=True, finite=False)
+    return data.astype(dtype), r, beta0
+
+
+def _thresholds(checks: Checks, nu_low, nu_high):
+    """PIE-NI's thresholds: scalars, not NaN, ``nu_low <= nu_high`` (+-inf allowed)."""
+    for name, value in (("nu_low", nu_low), ("nu_high", nu_high)):
+        if jnp.ndim(value) != 0:
+            raise ValueError(f"{name} must be a scalar, got shape {jnp.shape(value)}.")
+    if is_traced(nu_low) or is_traced(nu_high):
+        low, high = jnp.asarray(nu_low), jnp.asarray(nu_high)
+        checks.record(
+            ~jnp.isnan(low) & ~jnp.isnan(high) & (low <= high),
+            "nu_low and nu_high must not be NaN, and nu_low <= nu_high.",
+        )
+        return nu_low, nu_high
+    if np.isnan(nu_low) or np.isnan(nu_high):
+        raise ValueError("nu_low and nu_high must not be NaN.")
+    if float(nu_low) > float(nu_high):
+        raise ValueError(f"nu_low must be <= nu_high, got {nu_low} > {nu_high}.")
+    return nu_low, nu_high
 
 
 def pie_ni(
@@ -313,24 +361,36 @@ def pie_ni(
     ``rho_i * cumfrac[result.rounds[i]]`` (settle with
     :meth:`dpjax.accounting.per_user.PerUserLedger.settle`).
 
+    Traced parameters: ``rho`` (a scalar or a per-user array), ``beta0``, ``nu_low``, ``nu_high``
+    and ``score_params`` may be traced (``jax.vmap`` over any of them gives, for the same key, what
+    separate calls give); ``c``, ``split``, ``chunk_size``, ``noise_mode`` and ``score_fn`` are
+    static. Concrete values are validated eagerly (``ValueError`` before any randomness). When a
+    traced value is invalid (``rho`` not > 0, or negative entries of a per-user ``rho``, ``beta0``
+    outside (0, 1), NaN or infinite values, NaN thresholds or ``nu_low > nu_high``, NaN in
+    ``score_params``) or traced ``data`` contain NaN or infinities, every floating field of the
+    result is NaN and every integer field (``status``, ``rounds``, ``rounds_run``,
+    ``active_counts``) is ``-1``.
+
     Args:
       key: a ``jax.random`` key.
       data: (n, d) points (point mode, ``score_fn`` given) or (n,) user-side scores phi(x_i)
-        (distance mode). Finite (checked when concrete).
-      rho: per-user allotment for this query: a scalar > 0 or an (n,) array >= 0 (0: not queried).
-      c: number of rounds, 1 <= c <= 32767.
-      beta0: total failure probability of the elimination decisions, in (0, 1).
+        (distance mode). Finite.
+      rho: per-user allotment for this query: a scalar > 0 or an (n,) array >= 0 (0: not queried)
+        (may be traced).
+      c: number of rounds, 1 <= c <= 32767 (static).
+      beta0: total failure probability of the elimination decisions, in (0, 1) (may be traced).
       nu_low, nu_high: thresholds, ``nu_low <= nu_high`` (may be -inf / +inf; scalars, may be traced).
       score_fn: point mode only: a 1-Lipschitz ``score_fn(points (m, d), score_params) -> (m,)``
-        (e.g. :func:`dpjax.budgeting.geometry.box_signed_distance`); hashable (static under jit).
-      score_params: pytree of arrays passed to ``score_fn`` (may be traced, e.g. vmap over queries).
-      split: "even" or "doubling" (:func:`dpjax.budgeting.splits.split_schedule`).
-      chunk_size: users per chunk of the round loop (rounded up to a multiple of ``BLOCK``); bounds
-        working memory and never changes the result.
-      noise_mode: "high" (tail-exact, default) or "low" (plain ``jax.random``, faster).
+        (e.g. :func:`dpjax.budgeting.geometry.box_signed_distance`); hashable (static).
+      score_params: pytree of arrays passed to ``score_fn``, without NaN (may be traced, e.g. vmap
+        over queries).
+      split: "even" or "doubling" (:func:`dpjax.budgeting.splits.split_schedule`) (static).
+      chunk_size: users per chunk of the round loop; bounds working memory and never changes the
+        result (static).
+      noise_mode: "high" (tail-exact, default) or "low" (plain ``jax.random``, faster) (static).
 
     Returns:
-      A :class:`PIEResult`.
+      A :class:`PIEResult` (NaN / ``-1`` fields on invalid traced input).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -339,23 +399,14 @@ def pie_ni(
       >>> res.status.shape
       (3,)
     """
-    if not is_traced(nu_low) and not is_traced(nu_high):
-        if np.isnan(nu_low) or np.isnan(nu_high):
-            raise ValueError("nu_low and nu_high must not be NaN.")
-        if float(nu_low) > float(nu_high):
-            raise ValueError(f"nu_low must be <= nu_high, got {nu_low} > {nu_high}.")
-    data, r, statics = _prepare(
-        data,
-        rho,
-        point=score_fn is not None,
-        c=c,
-        beta0=beta0,
-        chunk_size=chunk_size,
-        split=split,
-        noise_mode=noise_mode,
-    )
+    checks = Checks()
+    nu_low, nu_high = _thresholds(checks, nu_low, nu_high)
+    static = _plan(c, split, chunk_size, noise_mode)
+    point = score_fn is not None
+    data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     nu = jnp.stack([jnp.asarray(nu_low, data.dtype), jnp.asarray(nu_high, data.dtype)])
-    return _pie_kernel(key, data, r, nu, score_params, score_fn=score_fn, k=None, **statics)
+    result = _pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, plan=static)
+    return checks.guard(result)
 
 
 def pie_k(
@@ -374,9 +425,15 @@ def pie_k(
 ) -> PIEResult:
     """PIE-k, private iterative elimination keeping the k smallest scores (Liang and Yi, Algorithm 5).
 
-    Same privacy, modes and arguments as :func:`pie_ni`, with ``1 <= k <= n`` instead of thresholds.
-    If ``|G_0| <= k`` no round runs and nobody is charged. Survivors have status 3; eliminated users
-    status 2. Lemma 5.3: with probability >= 1 - beta0 the k users with the smallest scores survive.
+    Same privacy, modes and arguments as :func:`pie_ni`, with ``1 <= k <= n`` (static) instead of
+    thresholds. If ``|G_0| <= k`` no round runs and nobody is charged. Survivors have status 3;
+    eliminated users status 2. Lemma 5.3: with probability >= 1 - beta0 the k users with the
+    smallest scores survive.
+
+    Traced parameters: ``rho`` (a scalar or a per-user array), ``beta0`` and ``score_params`` may be
+    traced; ``k``, ``c``, ``split``, ``chunk_size``, ``noise_mode`` and ``score_fn`` are static.
+    Invalid traced values or non-finite traced ``data`` give NaN floating fields and ``-1`` integer
+    fields, as :func:`pie_ni`.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -385,35 +442,52 @@ def pie_k(
       >>> int((res.status == 3).sum()) >= 2
       True
     """
-    data, r, statics = _prepare(
-        data,
-        rho,
-        point=score_fn is not None,
-        c=c,
-        beta0=beta0,
-        chunk_size=chunk_size,
-        split=split,
-        noise_mode=noise_mode,
-    )
+    checks = Checks()
+    static = _plan(c, split, chunk_size, noise_mode)
+    point = score_fn is not None
+    data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     k = check_int(k, "k", minimum=1, maximum=data.shape[0])
     nu = jnp.zeros(2, data.dtype)
-    return _pie_kernel(key, data, r, nu, score_params, score_fn=score_fn, k=k, **statics)
+    result = _pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, k=k, plan=static)
+    return checks.guard(result)
 
 
-def pie_guarantee(rho) -> ZCDP:
+def pie_guarantee(rho):
     """Per-user worst case of one PIE query: ``max_i rho_i``-CGP.
 
     Returned as ``ZCDP(rho)``: in the user's metric this is rho-CGP (``D_alpha <= rho alpha
     dist^2``); with the Hamming metric and Lambda = 1 (central model) it is exactly rho-zCDP.
+
+    Host side: ``rho`` is a concrete scalar or (n,) per-user array (one guarantee, the worst case
+    over users), or a ``(..., n)`` array of several queries' allotments (e.g. a ``vmap`` over
+    per-user rho arrays), which gives an object array of shape ``rho.shape[:-1]``, one guarantee
+    per query. Traced values are refused.
+
+    Example:
+      >>> pie_guarantee(np.array([0.5, 0.0, 2.0])).rho
+      2.0
     """
+    if is_traced(rho):
+        raise TypeError(
+            "rho must be a concrete number or array, not a traced value: guarantees are computed on "
+            "the host for the accountant."
+        )
     rho = np.asarray(rho, dtype=np.float64)
+    if rho.ndim > 1:
+        out = np.empty(rho.shape[:-1], dtype=object)
+        for index in np.ndindex(out.shape):
+            out[index] = pie_guarantee(rho[index])
+        return out
     if rho.size == 0 or not np.all(np.isfinite(rho)) or np.any(rho < 0) or not np.any(rho > 0):
         raise ValueError("rho must be finite, >= 0 and positive for some user.")
     return ZCDP(float(rho.max()))
 
 
 def charged(result: PIEResult, rho, c: int, split: str = "even") -> jax.Array:
-    """Each user's charge ``rho_i * cumfrac[e_i]`` in the kernel dtype (the ledger recomputes it in f64)."""
+    """Each user's charge ``rho_i * cumfrac[e_i]`` in the kernel dtype (the ledger recomputes it in f64).
+
+    An invalid result (``rounds`` = -1, from invalid traced input) is charged the full ``rho_i``.
+    """
     _, cum = split_schedule(c, split)
     rho = jnp.broadcast_to(jnp.asarray(rho, result.estimate.dtype), result.rounds.shape)
     return jnp.minimum(rho * jnp.asarray(cum, rho.dtype)[result.rounds], rho)

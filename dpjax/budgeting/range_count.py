@@ -18,22 +18,24 @@ Privacy: each user ``i`` is ``rho_i``-CGP in the Euclidean metric (``D_alpha <= 
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 
-from dpjax.budgeting._common import baseline_release, check_mode
+from dpjax.budgeting._common import baseline_release, check_mode, points
 from dpjax.budgeting.geometry import box_signed_distance, eta_shift
-from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, _per_user, pie_guarantee, pie_ni
-from dpjax.validation import check_array
+from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, _beta0, _per_user, _pie_kernel, _plan, pie_guarantee
+from dpjax.validation import Checks
 
 
-def _box(x, center, half_widths):
-    x = check_array(x, "x", ndim=2)
-    dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
-    center = check_array(center, "center", ndim=1).astype(dtype)
-    half = check_array(half_widths, "half_widths", ndim=1, nonnegative=True).astype(dtype)
+def _box(checks, x, center, half_widths):
+    x = points(checks, x)
+    center = checks.array(center, "center", ndim=1).astype(x.dtype)
+    half = checks.array(half_widths, "half_widths", ndim=1, nonnegative=True).astype(x.dtype)
     if center.shape != (x.shape[1],) or half.shape != (x.shape[1],):
         raise ValueError(f"center and half_widths must have shape ({x.shape[1]},) to match x.")
-    return x.astype(dtype), (center, half)
+    return x, (center, half)
 
 
 def _eta(r, box, shift: bool):
@@ -41,6 +43,30 @@ def _eta(r, box, shift: bool):
     if not shift or d != 2:
         return jnp.zeros_like(r)
     return eta_shift(r, 2 * box[1][0], 2 * box[1][1]).astype(r.dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("point", "shift", "plan"))
+def _count_kernel(key, x, r, box, beta0, *, point, shift, plan):
+    nu = jnp.zeros(2, x.dtype)
+    if point:
+        res = _pie_kernel(key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan)
+        inside = res.estimate < 0
+    else:
+        res = _pie_kernel(key, box_signed_distance(x, box), r, nu, beta0, plan=plan)
+        inside = res.mean < _eta(r, box, shift)
+    count = jnp.sum(res.status == S1, dtype=jnp.int32) + jnp.sum(
+        (res.status == ACTIVE) & inside, dtype=jnp.int32
+    )
+    return count, res
+
+
+@functools.partial(jax.jit, static_argnames=("point", "shift", "noise_mode"))
+def _baseline_kernel(key, x, r, box, *, point, shift, noise_mode):
+    if point:
+        inside = box_signed_distance(baseline_release(key, x, r, noise_mode), box) < 0
+    else:
+        inside = baseline_release(key, box_signed_distance(x, box), r, noise_mode) < _eta(r, box, shift)
+    return jnp.sum(inside & (r > 0), dtype=jnp.int32)
 
 
 def range_count(
@@ -60,19 +86,25 @@ def range_count(
 ) -> tuple[jnp.ndarray, PIEResult]:
     """PM0 / PM1 range count via iterative elimination (Algorithm 6).
 
+    ``rho``, ``center``, ``half_widths`` and ``beta0`` may be traced (e.g. ``jax.vmap`` over
+    ranges); ``c``, ``mode``, ``shift``, ``split``, ``chunk_size`` and ``noise_mode`` are static.
+    Concrete values are validated eagerly; an invalid traced value (see
+    :func:`dpjax.budgeting.pie.pie_ni`; NaN or infinite box, negative half-widths) or non-finite
+    traced ``x`` makes the count ``-1`` and the result's fields NaN / ``-1``.
+
     Args:
       key: a ``jax.random`` key.
       x: (n, d) user locations (finite).
-      rho: per-user allotment, a scalar > 0 or (n,) >= 0.
-      center, half_widths: (d,) box (may be traced, e.g. vmap over ranges).
+      rho: per-user allotment, a scalar > 0 or (n,) >= 0 (may be traced).
+      center, half_widths: (d,) box (may be traced).
       c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie.pie_ni`; Remark 6 uses
         ``beta0 = beta/4`` of an overall failure probability ``beta``.
-      mode: "point" (PM0) or "distance" (PM1).
-      shift: PM1 only: the Appendix B threshold shift (2-D boxes).
+      mode: "point" (PM0) or "distance" (PM1) (static).
+      shift: PM1 only: the Appendix B threshold shift (2-D boxes) (static).
 
     Returns:
-      ``(count, result)``: the int32 count and the :class:`~dpjax.budgeting.pie.PIEResult`
-      (charge user i ``rho_i cumfrac[result.rounds[i]]``).
+      ``(count, result)``: the int32 count (``-1`` on invalid traced input) and the
+      :class:`~dpjax.budgeting.pie.PIEResult` (charge user i ``rho_i cumfrac[result.rounds[i]]``).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -81,20 +113,13 @@ def range_count(
       ...                          jnp.array([100., 100.]), c=4, beta0=0.025)
     """
     check_mode(mode)
-    x, box = _box(x, center, half_widths)
-    common = dict(
-        c=c, beta0=beta0, nu_low=0.0, nu_high=0.0, split=split, chunk_size=chunk_size, noise_mode=noise_mode
-    )
-    if mode == "point":
-        res = pie_ni(key, x, rho, score_fn=box_signed_distance, score_params=box, **common)
-        inside = res.estimate < 0
-    else:
-        res = pie_ni(key, box_signed_distance(x, box), rho, **common)
-        inside = res.mean < _eta(_per_user(rho, x.shape[0], x.dtype), box, shift)
-    count = jnp.sum(res.status == S1, dtype=jnp.int32) + jnp.sum(
-        (res.status == ACTIVE) & inside, dtype=jnp.int32
-    )
-    return count, res
+    static = _plan(c, split, chunk_size, noise_mode)
+    checks = Checks()
+    x, box = _box(checks, x, center, half_widths)
+    beta0 = _beta0(checks, beta0, x.dtype)
+    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    result = _count_kernel(key, x, r, box, beta0, point=mode == "point", shift=shift, plan=static)
+    return checks.guard(result)
 
 
 def range_count_baseline(
@@ -103,20 +128,21 @@ def range_count_baseline(
     """BM0 / BM1: every user releases once at its full ``rho_i`` (Sec. 6.2.1); returns the int32 count.
 
     Shares its noise with a c = 1 :func:`range_count` for the same key (then PM equals BM exactly).
+    ``rho``, ``center`` and ``half_widths`` may be traced, ``mode``, ``shift`` and ``noise_mode``
+    are static; invalid traced input (as :func:`range_count`) gives the count ``-1``.
     """
     check_mode(mode)
-    x, box = _box(x, center, half_widths)
-    r = _per_user(rho, x.shape[0], x.dtype)
-    if mode == "point":
-        inside = box_signed_distance(baseline_release(key, x, r, noise_mode), box) < 0
-    else:
-        inside = baseline_release(key, box_signed_distance(x, box), r, noise_mode) < _eta(r, box, shift)
-    return jnp.sum(inside & (r > 0), dtype=jnp.int32)
+    checks = Checks()
+    x, box = _box(checks, x, center, half_widths)
+    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    result = _baseline_kernel(key, x, r, box, point=mode == "point", shift=shift, noise_mode=noise_mode)
+    return checks.guard(result)
 
 
 def range_count_guarantee(rho):
     """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
 
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
+    Host side, as :func:`dpjax.budgeting.pie.pie_guarantee`.
     """
     return pie_guarantee(rho)

@@ -11,23 +11,57 @@ baseline's distribution). With c = 1 it equals :func:`threshold_baseline` exactl
 
 Privacy: ``rho``-zCDP worst case (:func:`threshold_guarantee`); the curator is charged only
 ``rho cumfrac[e]`` (Cor C.1: if decided early the answer is right w.p. >= 1 - beta0).
+
+Output: the answer is an int32 scalar, 1 for "yes" (``count < qN``), 0 for "no" and -1 when a
+traced input is invalid (a bool cannot carry the library's invalid marker), so test it with
+``answer == 1``.
 """
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 
 from dpjax.accounting import ZCDP
+from dpjax.accounting.elementwise import elementwise
 from dpjax.budgeting._common import baseline_release
-from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, pie_ni
-from dpjax.validation import check_array, check_epsilon, check_int, check_probability
+from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, _beta0, _pie_kernel, _plan
+from dpjax.validation import Checks, check_epsilon, check_int, float_dtype, is_traced
 
 
-def _inputs(count, q, n_records):
-    count = check_array(count, "count", ndim=0, nonnegative=True)
-    q = check_probability(q, "q", open_low=True, open_high=True)
-    n_records = check_int(n_records, "n_records", minimum=1)
-    return count.astype(jnp.result_type(float)).reshape(1), q * n_records
+def _inputs(checks, count, rho, q, n_records):
+    """(data (1,), r (1,), q, N): validated, in the count's float dtype."""
+    count = checks.array(count, "count", ndim=0, nonnegative=True)
+    dtype = float_dtype(count)
+    rho = checks.epsilon(rho, "rho")
+    q = checks.probability(q, "q", open_low=True, open_high=True)
+    if is_traced(n_records):
+        n_records = jnp.asarray(n_records).astype(dtype)
+        if n_records.ndim != 0:
+            raise ValueError(f"n_records must be a scalar, got shape {n_records.shape}.")
+        checks.record(
+            jnp.isfinite(n_records) & (n_records >= 1) & (n_records == jnp.round(n_records)),
+            "n_records must be an integer >= 1.",
+        )
+    else:
+        n_records = check_int(n_records, "n_records", minimum=1)
+    data = count.astype(dtype).reshape(1)
+    return data, jnp.full(1, rho, dtype), jnp.asarray(q, dtype), jnp.asarray(n_records, dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("plan",))
+def _query_kernel(key, data, r, q, n_records, beta0, *, plan):
+    thr = q * n_records
+    res = _pie_kernel(key, data, r, jnp.stack([thr, thr]), beta0, plan=plan)
+    yes = (res.status[0] == S1) | ((res.status[0] == ACTIVE) & (res.mean[0] < thr))
+    return yes.astype(jnp.int32), res
+
+
+@functools.partial(jax.jit, static_argnames=("noise_mode",))
+def _baseline_kernel(key, data, r, q, n_records, *, noise_mode):
+    return (baseline_release(key, data, r, noise_mode)[0] < q * n_records).astype(jnp.int32)
 
 
 def threshold_query(
@@ -44,38 +78,53 @@ def threshold_query(
 ) -> tuple[jnp.ndarray, PIEResult]:
     """Algorithm 9 (corrected): is ``count < q * n_records``?
 
+    ``count``, ``rho``, ``q``, ``n_records`` and ``beta0`` may be traced; ``c``, ``split`` and
+    ``noise_mode`` are static. Concrete values are validated eagerly (``ValueError`` before any
+    randomness); an invalid traced value (``rho`` not > 0, ``q`` or ``beta0`` outside (0, 1),
+    ``n_records`` not an integer >= 1, NaN or infinite values) or a NaN, infinite or negative traced
+    ``count`` makes the answer ``-1`` and the result's fields NaN / ``-1``.
+
     Args:
       key: a ``jax.random`` key.
       count: the exact count |H| (scalar, >= 0; may be traced).
-      rho: the zCDP allotment, > 0.
-      q: in (0, 1); n_records: N, the public number of records.
+      rho: the zCDP allotment, > 0 (may be traced).
+      q: in (0, 1) (may be traced); n_records: N, the public number of records, an integer >= 1
+        (may be traced).
       c, beta0, split, noise_mode: as :func:`dpjax.budgeting.pie.pie_ni`.
 
     Returns:
-      ``(answer, result)``: a bool scalar and the one-user :class:`~dpjax.budgeting.pie.PIEResult`.
+      ``(answer, result)``: an int32 scalar (1: yes, 0: no, -1: invalid traced input) and the
+      one-user :class:`~dpjax.budgeting.pie.PIEResult`.
 
     Example:
       >>> import jax
       >>> ans, res = threshold_query(jax.random.key(0), 812.0, 0.5, q=0.1, n_records=10000, c=8, beta0=0.05)
-      >>> bool(ans)
-      True
+      >>> int(ans)
+      1
     """
-    rho = check_epsilon(rho, "rho")
-    data, thr = _inputs(count, q, n_records)
-    res = pie_ni(
-        key, data, rho, c=c, beta0=beta0, nu_low=thr, nu_high=thr, split=split, noise_mode=noise_mode
-    )
-    answer = (res.status[0] == S1) | ((res.status[0] == ACTIVE) & (res.mean[0] < thr))
-    return answer, res
+    static = _plan(c, split, None, noise_mode)
+    checks = Checks()
+    data, r, q, n_records = _inputs(checks, count, rho, q, n_records)
+    beta0 = _beta0(checks, beta0, data.dtype)
+    return checks.guard(_query_kernel(key, data, r, q, n_records, beta0, plan=static))
 
 
 def threshold_baseline(key, count, rho: float, *, q: float, n_records: int, noise_mode: str = "high"):
-    """BM1: ``1{|H| + N(0, 1/(2 rho)) < qN}``; shares its noise with a c = 1 :func:`threshold_query`."""
-    rho = check_epsilon(rho, "rho")
-    data, thr = _inputs(count, q, n_records)
-    return baseline_release(key, data, jnp.full(1, rho, data.dtype), noise_mode)[0] < thr
+    """BM1: ``1{|H| + N(0, 1/(2 rho)) < qN}``; shares its noise with a c = 1 :func:`threshold_query`.
+
+    Returns an int32 scalar: 1 (yes), 0 (no) or -1 (invalid traced input, as
+    :func:`threshold_query`). ``count``, ``rho``, ``q`` and ``n_records`` may be traced,
+    ``noise_mode`` is static.
+    """
+    checks = Checks()
+    data, r, q, n_records = _inputs(checks, count, rho, q, n_records)
+    return checks.guard(_baseline_kernel(key, data, r, q, n_records, noise_mode=noise_mode))
 
 
+@elementwise("rho")
 def threshold_guarantee(rho: float) -> ZCDP:
-    """Worst case of one threshold query: ``rho``-zCDP (count sensitivity 1)."""
+    """Worst case of one threshold query: ``rho``-zCDP (count sensitivity 1).
+
+    Host side: ``rho`` is a concrete number, or an array of them (one guarantee per entry).
+    """
     return ZCDP(check_epsilon(rho, "rho"))

@@ -7,6 +7,12 @@
 
 Their accounting (Theorem 1, Theorem 2 and the pay-what-you-get accountant of Algorithm 2) lives in
 :mod:`dpjax.accounting.pay_what_you_get`.
+
+Parameters: ``k``, ``kbar`` and ``kbar_max`` fix the output shapes and are static; ``epsilon``,
+``delta`` (it moves the ⊥ threshold) and ``max_contributions`` may be traced. Concrete values are
+validated eagerly; an invalid traced value, or NaN, negative or non-integer traced counts, make
+every index output and ``num_returned`` (and the chosen ``kbar``) ``-1``. The guarantee companions
+are host-side and take arrays of parameters (one guarantee per entry).
 """
 
 from dpjax.topk.fixed_threshold import FixedThresholdResult, fixed_threshold, fixed_threshold_guarantee

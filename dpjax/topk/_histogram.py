@@ -13,37 +13,34 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax.validation import check_array, check_epsilon, check_int, check_probability, is_traced
+from dpjax.validation import Checks, check_epsilon, check_int, check_probability, is_traced
+
+_INTEGER_VALUED = "counts must be integer-valued (distinct-user counts)."
 
 
-def float_dtype():
-    """The default floating dtype (float32, or float64 under ``jax_enable_x64``)."""
-    return jax.dtypes.canonicalize_dtype(jnp.dtype(float))
-
-
-def check_counts(counts) -> jax.Array:
+def check_counts(checks: Checks, counts) -> jax.Array:
     """A histogram (or a batch ``[..., d]`` of them): finite, non-negative, integer-valued counts.
 
-    Concrete counts are checked even inside ``jit`` (e.g. closed over by a Monte Carlo trial
-    function): the value checks run at trace time under ``jax.ensure_compile_time_eval``.
+    Concrete counts are checked eagerly, even inside ``jit`` (e.g. closed over by a Monte Carlo
+    trial function); traced counts are checked in the graph through ``checks``.
     """
-    with jax.ensure_compile_time_eval():
-        counts = check_array(counts, "counts", ndim=None, nonnegative=True)
-        if counts.ndim == 0:
-            raise ValueError(f"counts must have at least one axis (items), got shape {counts.shape}.")
-        if (
-            not is_traced(counts)
-            and jnp.issubdtype(counts.dtype, jnp.floating)
-            and not bool(jnp.all(counts == jnp.round(counts)))
-        ):
-            raise ValueError("counts must be integer-valued (distinct-user counts).")
+    counts = checks.array(counts, "counts", ndim=None, nonnegative=True)
+    if counts.ndim == 0:
+        raise ValueError(f"counts must have at least one axis (items), got shape {counts.shape}.")
+    if jnp.issubdtype(counts.dtype, jnp.floating):
+        if is_traced(counts):
+            checks.record(counts == jnp.round(counts), _INTEGER_VALUED)
+        else:
+            with jax.ensure_compile_time_eval():
+                if not bool(jnp.all(counts == jnp.round(counts))):
+                    raise ValueError(_INTEGER_VALUED)
     if counts.dtype == jnp.bool_:
         counts = counts.astype(jnp.int32)
     return counts
 
 
 def check_k_kbar(k, kbar, kbar_name: str = "kbar") -> tuple[int, int]:
-    """``1 <= k <= kbar``."""
+    """``1 <= k <= kbar`` (static: they fix the output shapes)."""
     k = check_int(k, "k", minimum=1)
     kbar = check_int(kbar, kbar_name, minimum=1)
     if k > kbar:
@@ -52,15 +49,48 @@ def check_k_kbar(k, kbar, kbar_name: str = "kbar") -> tuple[int, int]:
 
 
 def check_privacy(epsilon, delta) -> tuple[float, float]:
-    """Per-step ``epsilon > 0`` and the threshold's ``delta`` in (0, 1)."""
+    """Host side (guarantee companions): per-step ``epsilon > 0`` and the threshold's ``delta`` in (0, 1)."""
     return check_epsilon(epsilon), check_probability(delta, "delta", open_low=True, open_high=True)
 
 
+def privacy(checks: Checks, epsilon, delta, dtype) -> tuple[jax.Array, jax.Array]:
+    """Kernel side: ``epsilon > 0`` and ``delta`` in (0, 1), eager when concrete and recorded in
+    ``checks`` when traced, returned as ``dtype`` scalars (the same values on both paths)."""
+    epsilon = checks.epsilon(epsilon)
+    delta = checks.probability(delta, "delta", open_low=True, open_high=True)
+    return jnp.asarray(epsilon, dtype), jnp.asarray(delta, dtype)
+
+
 def check_max_contributions(max_contributions) -> int | None:
-    """Delta, the l0 bound on the items one user contributes to (``None``: unrestricted)."""
+    """Host side: Delta, the l0 bound on the items one user contributes to (``None``: unrestricted)."""
     if max_contributions is None:
         return None
     return check_int(max_contributions, "max_contributions", minimum=1)
+
+
+def max_contributions_value(checks: Checks, max_contributions, dtype):
+    """Kernel side: Delta as a ``dtype`` scalar (``None`` stays ``None``: unrestricted).
+
+    A concrete Delta must be an integer >= 1 (eager ``ValueError``); a traced one is recorded in
+    ``checks`` (finite, integer-valued, >= 1).
+    """
+    if max_contributions is None:
+        return None
+    if not is_traced(max_contributions):
+        return jnp.asarray(check_max_contributions(max_contributions), dtype)
+    value = jnp.asarray(max_contributions).astype(dtype)
+    if value.ndim != 0:
+        raise ValueError(f"max_contributions must be a scalar, got shape {value.shape}.")
+    checks.record(
+        jnp.isfinite(value) & (value >= 1) & (value == jnp.round(value)),
+        "max_contributions must be an integer >= 1.",
+    )
+    return value
+
+
+def log_ratio(m, delta) -> jax.Array:
+    """``ln(m/delta)`` in the dtype of ``delta``, as ``ln m - ln delta`` (no overflow of ``m/delta``)."""
+    return jnp.log(jnp.asarray(m, delta.dtype)) - jnp.log(delta)
 
 
 _FLOAT32_EXACT = 2**24  # float32 represents every integer below this exactly

@@ -20,7 +20,6 @@ advanced composition over the kbar items.
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 import jax
@@ -28,9 +27,10 @@ import jax.numpy as jnp
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
+from dpjax.accounting.elementwise import elementwise
 from dpjax.accounting.pay_what_you_get import advanced_composition_epsilon
-from dpjax.topk._histogram import check_counts, check_privacy, float32_exact, float_dtype, top_counts
-from dpjax.validation import check_int, check_probability
+from dpjax.topk._histogram import check_counts, check_privacy, float32_exact, log_ratio, privacy, top_counts
+from dpjax.validation import Checks, check_int, check_probability, float_dtype
 
 
 class FixedThresholdResult(NamedTuple):
@@ -40,6 +40,8 @@ class FixedThresholdResult(NamedTuple):
       indices: ``[..., kbar]`` int32 the reported items in increasing index order (a set: the order
         carries no information), ``-1`` after ``num_returned``.
       num_returned: ``[...]`` int32 the size of the set.
+
+    When a traced input was invalid, both are ``-1`` everywhere (the invalid marker).
     """
 
     indices: jax.Array
@@ -47,10 +49,11 @@ class FixedThresholdResult(NamedTuple):
 
 
 @functools.partial(jax.jit, static_argnames=("kbar", "exact_in_float32"))
-def _kernel(key, counts, epsilon, threshold, *, kbar, exact_in_float32):
+def _kernel(key, counts, epsilon, delta, *, kbar, exact_in_float32):
     ids, values = top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
-    dtype = float_dtype()
+    dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
+    threshold = epsilon + log_ratio(kbar / 2, delta)  # epsilon * (tau - h_(kbar+1))
     keep = (gaps > 0) & (epsilon * gaps + noise.laplace(key, gaps.shape, dtype=dtype) > threshold)
     missing = jnp.iinfo(jnp.int32).max
     members = jnp.sort(jnp.where(keep, ids[..., :kbar], missing), axis=-1)
@@ -68,15 +71,20 @@ def fixed_threshold(key, counts, kbar: int, epsilon: float, delta: float) -> Fix
     ``(kbar epsilon tanh(epsilon/2) + epsilon sqrt(2 kbar ln(1/delta')), delta + delta')``
     (Theorem 5, :func:`fixed_threshold_guarantee`).
 
+    ``epsilon`` and ``delta`` may be traced; ``kbar`` fixes the output shape and is static.
+    Concrete values are validated eagerly; an invalid traced value (or NaN, negative or
+    non-integer traced counts) makes ``indices`` and ``num_returned`` ``-1`` everywhere.
+
     Args:
       key: a ``jax.random`` key.
       counts: ``[..., d]`` histogram(s) of non-negative integer counts.
-      kbar: the limited domain size (the paper requires k = kbar here).
-      epsilon: per-item privacy parameter (Laplace scale ``1/epsilon``), > 0.
-      delta: the total bad-event probability, in (0, 1).
+      kbar: the limited domain size (the paper requires k = kbar here) (static).
+      epsilon: per-item privacy parameter (Laplace scale ``1/epsilon``), > 0 (may be traced).
+      delta: the total bad-event probability, in (0, 1) (may be traced).
 
     Returns:
-      A :class:`FixedThresholdResult` ``(indices [..., kbar], num_returned [...])``.
+      A :class:`FixedThresholdResult` ``(indices [..., kbar], num_returned [...])`` (``-1`` on
+      invalid traced input).
 
     Example:
       >>> import jax
@@ -84,22 +92,23 @@ def fixed_threshold(key, counts, kbar: int, epsilon: float, delta: float) -> Fix
       >>> [int(i) for i in res.indices]
       [1, 3]
     """
-    counts = check_counts(counts)
+    checks = Checks()
+    counts = check_counts(checks, counts)
     kbar = check_int(kbar, "kbar", minimum=1)
-    epsilon, delta = check_privacy(epsilon, delta)
-    dtype = float_dtype()
-    threshold = epsilon + math.log(kbar / (2 * delta))  # epsilon * (tau - h_(kbar+1))
-    eps, threshold = jnp.asarray(epsilon, dtype), jnp.asarray(threshold, dtype)
-    return _kernel(key, counts, eps, threshold, kbar=kbar, exact_in_float32=float32_exact(counts))
+    epsilon, delta = privacy(checks, epsilon, delta, float_dtype(counts))
+    result = _kernel(key, counts, epsilon, delta, kbar=kbar, exact_in_float32=float32_exact(counts))
+    return checks.guard(result)
 
 
+@elementwise("epsilon", "delta", "delta_prime")
 def fixed_threshold_guarantee(
     kbar: int, epsilon: float, delta: float, *, delta_prime: float = 0.0
 ) -> ApproxDP:
     """Theorem 5: ``(advanced_composition_epsilon(kbar, epsilon, delta'), delta + delta')``-DP.
 
     With ``delta' = 0`` this is ``(kbar epsilon, delta)``. There is no range-bounded improvement:
-    the per-item mechanisms are epsilon-DP but not epsilon-range-bounded.
+    the per-item mechanisms are epsilon-DP but not epsilon-range-bounded. Host side: ``epsilon``,
+    ``delta`` and ``delta_prime`` are concrete numbers or arrays of them (one guarantee per entry).
 
     Example:
       >>> fixed_threshold_guarantee(5, 0.2, 1e-6)

@@ -23,36 +23,43 @@ from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
+from dpjax.accounting.elementwise import elementwise
 from dpjax.topk._histogram import (
     check_counts,
     check_k_kbar,
     check_privacy,
     float32_exact,
-    float_dtype,
+    log_ratio,
+    max_contributions_value,
+    privacy,
     top_counts,
 )
 from dpjax.topk.limited_domain import TopKResult
-from dpjax.validation import check_int
+from dpjax.validation import Checks, check_int, float_dtype, is_traced
+
+_CAP_BELOW_KBAR = "max_contributions must be < kbar for the Laplace variant (restricted sensitivity)"
 
 
-def _check_delta_cap(max_contributions, kbar) -> int:
-    cap = check_int(max_contributions, "max_contributions", minimum=1)
-    if cap >= kbar:
+def _delta_cap(checks, max_contributions, kbar, dtype):
+    """Delta (``1 <= Delta < kbar``) as a ``dtype`` scalar: eager when concrete, recorded when traced."""
+    cap = max_contributions_value(checks, max_contributions, dtype)
+    if is_traced(cap):
+        checks.record(cap < kbar, f"{_CAP_BELOW_KBAR}.")
+    elif max_contributions >= kbar:
         raise ValueError(
-            f"max_contributions must be < kbar for the Laplace variant (restricted sensitivity), "
-            f"got {cap} and kbar={kbar}; use limited_domain otherwise."
+            f"{_CAP_BELOW_KBAR}, got {max_contributions} and kbar={kbar}; use limited_domain otherwise."
         )
     return cap
 
 
 @functools.partial(jax.jit, static_argnames=("k", "kbar", "exact_in_float32"))
-def _kernel(key, counts, epsilon, bottom_score, *, k, kbar, exact_in_float32):
+def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, exact_in_float32):
     ids, values = top_counts(counts, kbar + 1, exact_in_float32)
-    dtype = float_dtype()
+    dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
     laplaces = noise.laplace(key, values.shape, dtype=dtype)
     scores = epsilon * gaps + laplaces[..., :kbar]
-    threshold = bottom_score + laplaces[..., kbar]
+    threshold = epsilon + log_ratio(delta_cap, delta) + laplaces[..., kbar]
     noisy, positions = lax.top_k(scores, k)
     above = noisy > threshold[..., None]
     num_returned = above.sum(-1, dtype=jnp.int32)
@@ -70,6 +77,10 @@ def laplace_limited_domain(
     one user who touches at most ``max_contributions = Delta < kbar`` items. Guarantee: see
     :func:`laplace_limited_domain_guarantee` (derived, not the paper's lost statement).
 
+    ``epsilon``, ``delta`` and ``max_contributions`` may be traced; ``k`` and ``kbar`` are static.
+    An invalid traced value (including ``Delta >= kbar``) or NaN, negative or non-integer traced
+    counts make ``indices`` and ``num_returned`` ``-1`` everywhere.
+
     Returns:
       A :class:`~dpjax.topk.TopKResult`, as :func:`~dpjax.topk.limited_domain`.
 
@@ -80,21 +91,24 @@ def laplace_limited_domain(
       >>> [int(i) for i in res.indices]
       [0, 2]
     """
-    counts = check_counts(counts)
+    checks = Checks()
+    counts = check_counts(checks, counts)
     k, kbar = check_k_kbar(k, kbar)
-    epsilon, delta = check_privacy(epsilon, delta)
-    cap = _check_delta_cap(max_contributions, kbar)
-    dtype = float_dtype()
-    eps, bottom_score = jnp.asarray(epsilon, dtype), jnp.asarray(epsilon + math.log(cap / delta), dtype)
-    return _kernel(key, counts, eps, bottom_score, k=k, kbar=kbar, exact_in_float32=float32_exact(counts))
+    dtype = float_dtype(counts)
+    epsilon, delta = privacy(checks, epsilon, delta, dtype)
+    cap = _delta_cap(checks, max_contributions, kbar, dtype)
+    exact = float32_exact(counts)
+    return checks.guard(_kernel(key, counts, epsilon, delta, cap, k=k, kbar=kbar, exact_in_float32=exact))
 
 
+@elementwise("epsilon", "delta", "max_contributions")
 def laplace_limited_domain_guarantee(epsilon: float, delta: float, *, max_contributions: int) -> ApproxDP:
     """EXPERIMENTAL: ``((Delta+1) eps, (1 + e^{(Delta+1) eps}) (delta/2)(1 + ln(Delta/delta)/2))``.
 
     Independent of k (the noisy counts themselves are a Laplace mechanism on the common domain).
     Derived in the dpjax spec (§4.1, [D]) with the conservative ``Delta + 1``; not the paper's
-    statement, which was lost.
+    statement, which was lost. Host side: ``epsilon``, ``delta`` and ``max_contributions`` are
+    concrete numbers or arrays of them (one guarantee per entry).
 
     Example:
       >>> round(laplace_limited_domain_guarantee(0.5, 1e-6, max_contributions=1).epsilon, 6)

@@ -33,6 +33,7 @@ from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
+from dpjax.accounting.elementwise import elementwise
 from dpjax.accounting.pay_what_you_get import epsilon_star
 from dpjax.topk._histogram import (
     check_counts,
@@ -40,10 +41,12 @@ from dpjax.topk._histogram import (
     check_max_contributions,
     check_privacy,
     float32_exact,
-    float_dtype,
+    log_ratio,
+    max_contributions_value,
+    privacy,
     top_counts,
 )
-from dpjax.validation import check_int, check_probability
+from dpjax.validation import Checks, check_int, check_probability, float_dtype
 
 
 class TopKResult(NamedTuple):
@@ -54,6 +57,9 @@ class TopKResult(NamedTuple):
         the rest ``-1``.
       num_returned: ``[...]`` int32 number of indices returned, in ``0..k``.
       bottom: ``[...]`` bool, whether the output ended with ⊥ (exactly when ``num_returned < k``).
+
+    When a traced input was invalid, ``indices`` and ``num_returned`` are ``-1`` everywhere (the
+    invalid marker; ``bottom`` is then meaningless).
     """
 
     indices: jax.Array
@@ -73,7 +79,8 @@ def threshold_offset(
 
     The "+1" is the l_inf sensitivity of counts; ``min(Delta, kbar)`` bounds how many items can
     enter or leave the top-kbar between neighbours (Lemma 5.3). ``max_contributions=None`` is the
-    unrestricted case (``min(Delta, kbar) = kbar``).
+    unrestricted case (``min(Delta, kbar) = kbar``). A host-side reference (concrete numbers, a
+    Python float); the kernels compute ``epsilon`` times this offset in their working dtype.
 
     Example:
       >>> round(threshold_offset(100, 1.0, 1e-6), 2)
@@ -87,16 +94,18 @@ def threshold_offset(
 
 
 @functools.partial(jax.jit, static_argnames=("k", "kbar", "strict", "exact_in_float32"))
-def _kernel(key, counts, epsilon, bottom_score, *, k, kbar, strict, exact_in_float32):
+def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, strict, exact_in_float32):
     ids, values = top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
-    dtype = float_dtype()
+    dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)  # exact: h_i - h_(kbar+1) >= 0
     # One draw of kbar + 1 independent Gumbels (one sampler call keeps compilation cheap).
     gumbels = noise.gumbel(key, values.shape, dtype=dtype)
     scores = epsilon * gaps + gumbels[..., :kbar]
     if strict:  # Algorithm 5: only items strictly above h_(kbar+1)
         scores = jnp.where(gaps > 0, scores, -jnp.inf)
-    threshold = bottom_score + gumbels[..., kbar]
+    # h_bot in EM units: epsilon * threshold_offset = epsilon + ln(min(Delta, kbar)/delta).
+    m = kbar if delta_cap is None else jnp.minimum(delta_cap, kbar)
+    threshold = epsilon + log_ratio(m, delta) + gumbels[..., kbar]
     noisy, positions = lax.top_k(scores, k)
     above = noisy > threshold[..., None]  # a prefix: the noisy values are sorted
     num_returned = above.sum(-1, dtype=jnp.int32)
@@ -105,14 +114,17 @@ def _kernel(key, counts, epsilon, bottom_score, *, k, kbar, strict, exact_in_flo
 
 
 def _run(key, counts, k, kbar, epsilon, delta, max_contributions, strict):
-    counts = check_counts(counts)
+    checks = Checks()
+    counts = check_counts(checks, counts)
     k, kbar = check_k_kbar(k, kbar)
-    epsilon, delta = check_privacy(epsilon, delta)
-    offset = threshold_offset(kbar, epsilon, delta, max_contributions=max_contributions)
-    dtype = float_dtype()
-    eps, bottom_score = jnp.asarray(epsilon, dtype), jnp.asarray(epsilon * offset, dtype)
+    dtype = float_dtype(counts)
+    epsilon, delta = privacy(checks, epsilon, delta, dtype)
+    delta_cap = max_contributions_value(checks, max_contributions, dtype)
     exact = float32_exact(counts)
-    return _kernel(key, counts, eps, bottom_score, k=k, kbar=kbar, strict=strict, exact_in_float32=exact)
+    result = _kernel(
+        key, counts, epsilon, delta, delta_cap, k=k, kbar=kbar, strict=strict, exact_in_float32=exact
+    )
+    return checks.guard(result)
 
 
 def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float, *, max_contributions=None):
@@ -130,8 +142,14 @@ def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float,
 
     Guarantee: ``(epsilon_star(k, epsilon, delta'), delta + delta')``-DP for any ``delta' >= 0``
     (Theorem 1, :func:`limited_domain_guarantee`); the pay-what-you-get charge is
-    ``result.outcomes``. Counts must be distinct-user counts (integers); value checks are skipped
-    for traced counts.
+    ``result.outcomes``. Counts must be distinct-user counts (integers).
+
+    Traced parameters: ``epsilon``, ``delta`` and ``max_contributions`` may be traced (``jax.vmap``
+    over a grid of them gives, for the same key, what separate calls give); ``k`` and ``kbar`` fix
+    the output shapes and are static. Concrete values are validated eagerly (``ValueError`` before
+    any randomness); when a traced value is invalid (``epsilon <= 0``, ``delta`` outside (0, 1), NaN
+    or infinite values, a non-integer Delta) or traced counts are NaN, negative or not integers,
+    ``indices`` and ``num_returned`` are ``-1`` everywhere (``bottom`` carries no marker).
 
     Speed: pass many queries as the leading axes of ``counts`` (one call) rather than ``vmap`` over
     histograms; ``vmap`` over keys with the counts fixed does the top-(kbar+1) extraction once.
@@ -143,15 +161,16 @@ def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float,
       counts: ``[..., d]`` histogram(s) of non-negative integer counts; leading axes are independent
         queries. With ``d <= kbar`` zero-count padding items ``d, d+1, ...`` complete the top
         kbar+1 (Sec. 6.2), so a returned index ``>= d`` names a zero-count padding element.
-      k: maximum number of indices returned, ``1 <= k <= kbar``.
-      kbar: size of the limited domain (the true top-kbar), ``kbar >= k``.
-      epsilon: per-step privacy parameter (Gumbel scale ``1/epsilon`` on counts), > 0.
-      delta: the threshold's bad-event probability, in (0, 1).
+      k: maximum number of indices returned, ``1 <= k <= kbar`` (static).
+      kbar: size of the limited domain (the true top-kbar), ``kbar >= k`` (static).
+      epsilon: per-step privacy parameter (Gumbel scale ``1/epsilon`` on counts), > 0 (may be traced).
+      delta: the threshold's bad-event probability, in (0, 1) (may be traced).
       max_contributions: Delta, the number of items one user can contribute to (restricted
-        sensitivity), or ``None`` (unrestricted).
+        sensitivity), an integer >= 1 (may be traced), or ``None`` (unrestricted).
 
     Returns:
-      A :class:`TopKResult` ``(indices [..., k], num_returned [...], bottom [...])``.
+      A :class:`TopKResult` ``(indices [..., k], num_returned [...], bottom [...])``; ``indices``
+      and ``num_returned`` are ``-1`` when a traced input is invalid.
 
     Example:
       >>> import jax
@@ -160,7 +179,7 @@ def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float,
       >>> [int(i) for i in res.indices]
       [1, 3, 4]
     """
-    return _run(key, counts, k, kbar, epsilon, delta, check_max_contributions(max_contributions), False)
+    return _run(key, counts, k, kbar, epsilon, delta, max_contributions, False)
 
 
 def strictly_limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float):
@@ -173,6 +192,9 @@ def strictly_limited_domain(key, counts, k: int, kbar: int, epsilon: float, delt
 
     Guarantee: as Algorithm 1, ``(epsilon_star(k, epsilon, delta'), delta + delta')``-DP
     (Lemma 6.6; :func:`limited_domain_guarantee`).
+
+    ``epsilon`` and ``delta`` may be traced, ``k`` and ``kbar`` are static; invalid traced input
+    gives ``-1`` indices and ``num_returned``, as :func:`limited_domain`.
 
     Returns:
       A :class:`TopKResult`, as :func:`limited_domain`.
@@ -187,12 +209,15 @@ def strictly_limited_domain(key, counts, k: int, kbar: int, epsilon: float, delt
     return _run(key, counts, k, kbar, epsilon, delta, None, True)
 
 
+@elementwise("epsilon", "delta", "delta_prime")
 def limited_domain_guarantee(k: int, epsilon: float, delta: float, *, delta_prime: float = 0.0) -> ApproxDP:
     """Theorem 1: Algorithms 1 and 5 are ``(epsilon_star(k, epsilon, delta'), delta + delta')``-DP.
 
     ``epsilon_star`` (:func:`dpjax.accounting.pay_what_you_get.epsilon_star`) is the min of
     ``k epsilon``, advanced composition, and the range-bounded bound of Lemma 4.4; it depends on
-    ``k``, not on kbar or Delta (they only move the threshold).
+    ``k``, not on kbar or Delta (they only move the threshold). Host side: ``epsilon``, ``delta``
+    and ``delta_prime`` must be concrete numbers or arrays of them (an array gives an object array
+    of guarantees, one per entry).
 
     Example:
       >>> g = limited_domain_guarantee(10, 0.1, 1e-8, delta_prime=1e-6)

@@ -15,27 +15,27 @@ delta')``-DP (k replaced by k + 1 in Theorem 1); a pay-what-you-get call is char
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
+from dpjax.accounting.elementwise import elementwise
 from dpjax.accounting.pay_what_you_get import epsilon_star
 from dpjax.topk._histogram import (
     check_counts,
     check_k_kbar,
-    check_max_contributions,
     check_privacy,
     float32_exact,
-    float_dtype,
+    log_ratio,
+    max_contributions_value,
+    privacy,
     top_counts,
 )
-from dpjax.validation import check_int, check_probability
+from dpjax.validation import Checks, check_int, check_probability, float_dtype
 
 
 class PrivateKbarResult(NamedTuple):
@@ -46,6 +46,9 @@ class PrivateKbarResult(NamedTuple):
       num_returned: ``[...]`` int32 number of indices returned.
       bottom: ``[...]`` bool, whether the output ended with ⊥.
       kbar: ``[...]`` int32 the privately chosen limited-domain size, in ``k..kbar_max``.
+
+    When a traced input was invalid, ``indices``, ``num_returned`` and ``kbar`` are ``-1``
+    everywhere (the invalid marker).
     """
 
     indices: jax.Array
@@ -60,9 +63,11 @@ class PrivateKbarResult(NamedTuple):
 
 
 @functools.partial(jax.jit, static_argnames=("k", "kbar_max", "exact_in_float32"))
-def _kernel(key, counts, epsilon, log_terms, *, k, kbar_max, exact_in_float32):
+def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar_max, exact_in_float32):
     ids, values = top_counts(counts, exact_in_float32=exact_in_float32, size=kbar_max + 1)
-    dtype = float_dtype()
+    dtype = epsilon.dtype
+    sizes = jnp.arange(k, kbar_max + 1)
+    log_terms = log_ratio(sizes if delta_cap is None else jnp.minimum(sizes, delta_cap), delta)
     # Exact integer gaps to the smallest kept count: a common shift of every score.
     gaps = (values - values[..., kbar_max:]).astype(dtype)  # [..., kbar_max + 1], rank r = h_(r+1)
     # One draw of independent Gumbels, cut into the choice of kbar, the items and the threshold.
@@ -100,18 +105,23 @@ def private_kbar(
     Guarantee: ``(epsilon_star(k + 1, epsilon, delta'), delta + delta')``-DP
     (:func:`private_kbar_guarantee`); pay-what-you-get charge ``result.outcomes``.
 
+    ``epsilon``, ``delta`` and ``max_contributions`` may be traced; ``k`` and ``kbar_max`` fix the
+    shapes and are static. Concrete values are validated eagerly; an invalid traced value (or NaN,
+    negative or non-integer traced counts) makes ``indices``, ``num_returned`` and ``kbar`` ``-1``.
+
     Args:
       key: a ``jax.random`` key.
       counts: ``[..., d]`` histogram(s) of non-negative integer counts (padded with zero-count items
         ``d, d+1, ...`` when ``d <= kbar_max``).
-      k: maximum number of indices returned, ``1 <= k <= kbar_max``.
-      kbar_max: the largest limited domain considered.
-      epsilon: per-step privacy parameter, > 0.
-      delta: the threshold's bad-event probability, in (0, 1).
-      max_contributions: Delta, or ``None`` (unrestricted).
+      k: maximum number of indices returned, ``1 <= k <= kbar_max`` (static).
+      kbar_max: the largest limited domain considered (static).
+      epsilon: per-step privacy parameter, > 0 (may be traced).
+      delta: the threshold's bad-event probability, in (0, 1) (may be traced).
+      max_contributions: Delta, an integer >= 1 (may be traced), or ``None`` (unrestricted).
 
     Returns:
-      A :class:`PrivateKbarResult` ``(indices [..., k], num_returned, bottom, kbar)``.
+      A :class:`PrivateKbarResult` ``(indices [..., k], num_returned, bottom, kbar)`` (``-1`` indices,
+      ``num_returned`` and ``kbar`` on invalid traced input).
 
     Example:
       >>> import jax
@@ -120,21 +130,22 @@ def private_kbar(
       >>> [int(i) for i in res.indices], 2 <= int(res.kbar) <= 6
       ([0, 1], True)
     """
-    counts = check_counts(counts)
+    checks = Checks()
+    counts = check_counts(checks, counts)
     k, kbar_max = check_k_kbar(k, kbar_max, "kbar_max")
-    epsilon, delta = check_privacy(epsilon, delta)
-    delta_cap = check_max_contributions(max_contributions)
-    sizes = np.arange(k, kbar_max + 1)
-    if delta_cap is not None:
-        sizes = np.minimum(sizes, delta_cap)
-    dtype = float_dtype()
-    log_terms = jnp.asarray([math.log(m / delta) for m in sizes], dtype)
-    eps, exact = jnp.asarray(epsilon, dtype), float32_exact(counts)
-    return _kernel(key, counts, eps, log_terms, k=k, kbar_max=kbar_max, exact_in_float32=exact)
+    dtype = float_dtype(counts)
+    epsilon, delta = privacy(checks, epsilon, delta, dtype)
+    delta_cap = max_contributions_value(checks, max_contributions, dtype)
+    exact = float32_exact(counts)
+    result = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar_max=kbar_max, exact_in_float32=exact)
+    return checks.guard(result)
 
 
+@elementwise("epsilon", "delta", "delta_prime")
 def private_kbar_guarantee(k: int, epsilon: float, delta: float, *, delta_prime: float = 0.0) -> ApproxDP:
     """Algorithm 6: ``(epsilon_star(k + 1, epsilon, delta'), delta + delta')``-DP (Sec. 6.3).
+
+    Host side: ``epsilon``, ``delta`` and ``delta_prime`` are concrete numbers or arrays of them.
 
     Example:
       >>> round(private_kbar_guarantee(9, 0.1, 1e-8, delta_prime=1e-6).epsilon, 5)

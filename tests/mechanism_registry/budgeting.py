@@ -1,0 +1,171 @@
+"""Registry entries: :mod:`dpjax.budgeting` (Liang and Yi, adaptive per-user budgeting).
+
+20 users in the plane (about half inside the query box, a few near the query point) and c = 4
+rounds, so that rounds both eliminate users and leave survivors at the registered parameters. Most
+entries use the static ``noise_mode="low"`` (the plain ``jax.random`` sampler compiles in about half
+the time; PIE-NI and the threshold query keep the default tail-exact sampler). The
+per-user allotment ``rho`` is registered as a scalar (the tests sweep it with the invalid values);
+per-user arrays of rho under ``vmap`` are tested in ``tests/test_budgeting_apps.py``.
+
+``run_multi_query`` is not registered: it is a host-side driver (a Python loop over queries that
+authorizes and settles each one on a float64 :class:`~dpjax.accounting.per_user.PerUserLedger`),
+with no traceable parameter and no data argument of its own. The PIE-based entries have no
+registered guarantee: their companions read an array ``rho`` as per-user allotments (a worst case
+over users), not as a grid of parameters.
+"""
+
+import numpy as np
+
+from dpjax import budgeting
+from dpjax.budgeting.geometry import distance_to
+from mechanism_registry import Mechanism
+
+X = np.array(
+    [
+        [0.5, 0.2],
+        [-0.8, 1.1],
+        [1.9, -0.4],
+        [0.1, -1.7],
+        [-1.5, -0.6],
+        [3.2, 2.9],
+        [-4.1, 0.3],
+        [2.5, -3.6],
+        [0.0, 0.9],
+        [-0.3, -0.2],
+        [5.5, -1.0],
+        [-2.2, 4.4],
+        [1.2, 1.4],
+        [-6.0, -5.2],
+        [0.7, -0.9],
+        [4.0, 4.5],
+        [-1.1, 2.0],
+        [2.1, 0.6],
+        [-3.3, -2.7],
+        [0.4, 6.1],
+    ],
+    np.float32,
+)
+SCORES = np.array(
+    [
+        -4.0,
+        -2.5,
+        -1.2,
+        -0.6,
+        -0.1,
+        0.0,
+        0.3,
+        0.8,
+        1.5,
+        2.2,
+        3.0,
+        4.1,
+        5.3,
+        6.0,
+        -3.1,
+        2.7,
+        -0.9,
+        0.5,
+        7.2,
+        -5.5,
+    ],
+    np.float32,
+)
+RHO = (1.0, 0.5, 2.0)
+BETA0 = (0.1, 0.025, 0.3)
+CENTER = (np.array([0.0, 0.0], np.float32), np.array([1.0, -0.5], np.float32))
+HALF = (np.array([2.0, 1.5], np.float32), np.array([1.0, 3.0], np.float32))
+POINT = (
+    np.array([0.0, 0.0], np.float32),
+    np.array([1.5, -1.0], np.float32),
+    np.array([-2.0, 2.0], np.float32),
+)
+BANDWIDTH = (1.0, 0.5, 2.0)
+COUNT = np.array(12.0, np.float32)
+Q = (0.1, 0.05, 0.3)
+N_RECORDS = (100, 40, 1000)
+
+MECHANISMS = [
+    Mechanism(
+        name="budgeting.pie_ni",
+        fn=budgeting.pie_ni,
+        data={"data": SCORES},
+        params={"rho": RHO, "beta0": BETA0, "nu_low": (-1.0, -3.0, 0.0), "nu_high": (1.0, 0.0, 2.0)},
+        static={"c": 4},
+        privacy=("rho", "beta0"),
+    ),
+    Mechanism(
+        name="budgeting.pie_k",
+        fn=budgeting.pie_k,
+        data={"data": X},
+        params={"rho": RHO, "beta0": BETA0, "score_params": POINT},
+        static={"k": 3, "c": 4, "score_fn": distance_to, "noise_mode": "low"},
+        privacy=("rho", "beta0"),
+    ),
+    Mechanism(
+        name="budgeting.range_count",
+        fn=budgeting.range_count,
+        data={"x": X},
+        params={"rho": RHO, "beta0": BETA0, "center": CENTER, "half_widths": HALF},
+        static={"c": 4, "noise_mode": "low"},
+        privacy=("rho", "beta0"),
+    ),
+    Mechanism(
+        name="budgeting.range_count_baseline",
+        fn=budgeting.range_count_baseline,
+        data={"x": X},
+        params={"rho": RHO, "center": CENTER, "half_widths": HALF},
+        static={"mode": "distance", "noise_mode": "low"},
+        privacy=("rho",),
+    ),
+    Mechanism(
+        name="budgeting.kde",
+        fn=budgeting.kde,
+        data={"x": X},
+        params={"rho": RHO, "beta0": BETA0, "p": POINT, "bandwidth": BANDWIDTH},
+        static={"c": 4, "noise_mode": "low"},
+        privacy=("rho", "beta0", "bandwidth"),
+    ),
+    Mechanism(
+        name="budgeting.kde_baseline",
+        fn=budgeting.kde_baseline,
+        data={"x": X},
+        params={"rho": RHO, "p": POINT, "bandwidth": BANDWIDTH},
+        static={"noise_mode": "low"},
+        privacy=("rho", "bandwidth"),
+    ),
+    Mechanism(
+        name="budgeting.knn",
+        fn=budgeting.knn,
+        data={"x": X},
+        params={"rho": RHO, "beta0": BETA0, "p": POINT},
+        static={"k": 3, "c": 4, "noise_mode": "low"},
+        privacy=("rho", "beta0"),
+    ),
+    Mechanism(
+        name="budgeting.knn_baseline",
+        fn=budgeting.knn_baseline,
+        data={"x": X},
+        params={"rho": RHO, "p": POINT},
+        static={"k": 3, "mode": "point", "noise_mode": "low"},
+        privacy=("rho",),
+    ),
+    Mechanism(
+        name="budgeting.threshold_query",
+        fn=budgeting.threshold_query,
+        data={"count": COUNT},
+        params={"rho": RHO, "beta0": BETA0, "q": Q, "n_records": N_RECORDS},
+        static={"c": 4},
+        privacy=("rho", "beta0", "q"),
+        guarantee=budgeting.threshold_guarantee,
+        guarantee_args=("rho",),
+    ),
+    Mechanism(
+        name="budgeting.threshold_baseline",
+        fn=budgeting.threshold_baseline,
+        data={"count": COUNT},
+        params={"rho": RHO, "q": Q, "n_records": N_RECORDS},
+        privacy=("rho", "q"),
+        guarantee=budgeting.threshold_guarantee,
+        guarantee_args=("rho",),
+    ),
+]
