@@ -26,14 +26,17 @@ and queries (``O(b^h)``) run per key.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import PureDP
-from dpjax.quantiles.intervals import check_bounds, check_data, check_neighbors, check_quantiles, float_dtype
-from dpjax.validation import check_epsilon, check_int
+from dpjax.accounting.elementwise import elementwise
+from dpjax.quantiles.intervals import check_bounds, check_data, check_neighbors, check_quantiles
+from dpjax.validation import Checks, check_epsilon, check_int, float_dtype
 
 DEFAULT_BRANCHING = 8
 DEFAULT_HEIGHT = 3
@@ -174,19 +177,27 @@ def agg_tree(
       >>> x = jax.random.normal(jax.random.key(1), (1000,))
       >>> quartiles = agg_tree(jax.random.key(0), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10))
     """
-    lower, upper = check_bounds(bounds)
-    qs = check_quantiles(qs)
-    epsilon = check_epsilon(epsilon)
+    checks = Checks()
+    lower, upper = check_bounds(checks, bounds)
+    levels = check_quantiles(checks, qs)
+    epsilon = checks.epsilon(epsilon)
     branching = check_int(branching, "branching", minimum=2)
     height = check_int(height, "height", minimum=1)
     if branching**height > MAX_LEAVES:
         raise ValueError(f"branching**height must be <= {MAX_LEAVES}, got {branching}**{height}.")
     neighbors = check_neighbors(neighbors)
-    x = check_data(x)
+    x = check_data(checks, x)
+    return checks.guard(_agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbors))
+
+
+@functools.partial(jax.jit, static_argnames=("branching", "height", "neighbors"))
+def _agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbors):
+    """AggTree after validation (compiled: an eager call runs the arithmetic of a traced one)."""
     dtype = float_dtype(x)
+    lower, upper = jnp.asarray(lower, dtype), jnp.asarray(upper, dtype)
     counts = _level_counts(x, lower, upper, branching, height, dtype)
-    scale = agg_tree_sensitivity(height, neighbors) / epsilon
-    var = 2.0 * scale**2
+    scale = jnp.asarray(agg_tree_sensitivity(height, neighbors), dtype) / jnp.asarray(epsilon, dtype)
+    var = 2 * scale**2
     level_keys = jax.random.split(key, height + 1)
     noisy = _noisy_levels(level_keys[1:], counts, scale)
     n = jnp.asarray(x.shape[0], dtype)
@@ -194,11 +205,13 @@ def agg_tree(
         root, root_var = n, 0.0
     else:
         root, root_var = n + noise.laplace(level_keys[0], (), scale, dtype), var
-    levels = honaker(noisy, root, root_var, var, branching)
-    estimates = jnp.stack([_descend(levels, float(q), lower, upper, branching) for q in qs])
+    tree = honaker(noisy, root, root_var, var, branching)
+    levels = jnp.asarray(levels, dtype)
+    estimates = jnp.stack([_descend(tree, q, lower, upper, branching) for q in levels])
     return jnp.sort(estimates)
 
 
+@elementwise("epsilon")
 def agg_tree_guarantee(epsilon: float) -> PureDP:
     """AggTree's guarantee: pure ``epsilon``-DP for the whole noisy tree (all quantiles)."""
     return PureDP(check_epsilon(epsilon))
