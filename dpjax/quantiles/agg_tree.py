@@ -21,7 +21,8 @@ data when the bounds are loose. Everything after the noise is post-processing, s
 quantiles is released for the same ``epsilon``.
 
 Under ``vmap`` over keys the bucket counts are computed once; only the noise and the aggregation
-and queries (``O(b^h)``) run per key.
+and queries (``O(b^h)``) run per key. Only ``b``, ``h`` and the number of quantiles are static (they
+fix shapes); the levels, epsilon and the bounds may be traced.
 """
 
 from __future__ import annotations
@@ -157,20 +158,23 @@ def agg_tree(
 
     Args:
       key: a ``jax.random`` key.
-      x: data, shape ``(n,)`` (may be empty); clamped to ``bounds``.
-      qs: ``m`` strictly increasing levels in [0, 1].
-      epsilon: privacy parameter, > 0.
-      bounds: ``(a, b)`` with ``a < b``.
-      branching: b >= 2 (static). The paper tuned b and h on N(0, 1) data without reporting them;
-        the defaults ``b = 8, h = 3`` (512 buckets) were tuned the same way here (best mean
-        error on N(0, 1), n = 1000, bounds [-100, 100], epsilon = 1, m = 1 and 5; re-checked
-        over b in 2..32 after the unclipped descent: 8.8 / 11.4 missed points per quantile,
-        next b = 10, h = 3 with 10.3 / 13.0, Durfee's (2023) "generally best" choice).
+      x: data, shape ``(n,)`` (may be empty; ``n`` static); clamped to ``bounds``.
+      qs: ``m`` strictly increasing levels in [0, 1] (may be traced; ``m`` is static).
+      epsilon: privacy parameter, > 0 (may be traced).
+      bounds: ``(a, b)`` with ``a < b`` (may be traced: either end, or an array of shape ``(2,)``).
+      branching: b >= 2 (static: b and h fix the tree's shape). The paper tuned b and h on N(0, 1)
+        data without reporting them; the defaults ``b = 8, h = 3`` (512 buckets) were tuned the
+        same way here (best mean error on N(0, 1), n = 1000, bounds [-100, 100], epsilon = 1,
+        m = 1 and 5; re-checked over b in 2..32 after the unclipped descent: 8.8 / 11.4 missed
+        points per quantile, next b = 10, h = 3 with 10.3 / 13.0, Durfee's (2023) "generally
+        best" choice).
       height: h >= 1 (static), with ``b^h <= 2^24`` leaves.
-      neighbors: ``"swap"`` or ``"add_remove"``.
+      neighbors: ``"swap"`` or ``"add_remove"`` (static).
 
     Returns:
-      Shape ``(m,)``: sorted estimates in ``[a, b]``.
+      Shape ``(m,)``: sorted estimates in ``[a, b]``; all NaN when a traced input is invalid
+      (levels, ``epsilon``, bounds) or traced data contain NaN or infinities. Concrete invalid
+      inputs raise a ``ValueError`` before any randomness is used.
 
     Example:
       >>> import jax, jax.numpy as jnp

@@ -11,7 +11,8 @@ mechanisms are ``(epsilon, delta_k(epsilon_0; epsilon))``-DP with
 
 The authors' code searches a grid of step 0.01; :func:`optimal_composition_epsilon` bisects
 instead (``delta_k`` is nondecreasing in ``epsilon_0``) and keeps the grid search for parity.
-Everything is in log space (``lgamma`` binomials), so large ``k`` is fine.
+Everything is in log space (``lgamma`` binomials), so large ``k`` is fine. The mechanism computes
+``epsilon_0`` in the graph (:func:`composition_epsilon`), so epsilon and delta may be traced.
 """
 
 from __future__ import annotations

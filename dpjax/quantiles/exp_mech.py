@@ -10,7 +10,8 @@ then uniform inside the gap: the exponential mechanism with utility ``-| #{x < o
 sensitivity is ``Delta = 1`` under swap and ``max(q, 1 - q)`` under add/remove (the target ``q n``
 moves by ``q`` when a record is added). Everything is in log space (zero-width gaps get weight
 exactly 0) and the gap is drawn by Gumbel-max. Under ``vmap`` over keys the sort and the scores are
-computed once.
+computed once. The levels, epsilon and the bounds may be traced (only the number of levels is
+static): an invalid traced value, or NaN data under ``jit``, makes the output NaN.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ pass restarts with nothing left out; :func:`~dpjax.quantiles.joint_exp_tables.fo
 That is the resolution of the library's tail-exact Gumbel sampler (``e^-44``), below which no
 racing draw resolves probabilities anyway.
 
+Only ``m`` (and the options) are static: the levels, epsilon and the bounds may be traced, and the
+omission and its certificate are computed in the graph for whatever epsilon is given (an invalid
+traced value, or NaN data under ``jit``, makes the output NaN).
+
 Under ``vmap`` over keys the forward tables (sorting, ``O(m n)`` memory; ``O(n log n + m n)`` time
 when ``n / m >> 1 / c``, up to ``O(m^2 n)`` when runs cannot be left out) are computed once; each key
 costs one backward pass, ``O(m (sqrt(n) + m))``.
