@@ -15,7 +15,7 @@ from dpjax.accounting import PureDP
 from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps, sort_floats
-from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, sample_gaps
+from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, sample_gaps, sample_outputs
 from dpjax.quantiles.joint_exp_tables import (
     OMITTED_MASS,
     forward_tables,
@@ -158,15 +158,16 @@ def test_ind_exp_pmf_spec_example():
 
 
 def test_epsilon_zero_gives_sorted_uniforms():
+    # joint_exp itself refuses epsilon = 0; its tables still describe the 0-DP law.
     m, lower, upper = 3, -2.0, 6.0
     x = jnp.asarray([0.0, 0.0, 1.0, 2.5, 5.0])
     with enable_x64():
         x64 = jnp.asarray(x, jnp.float64)
         lz = joint_exp_log_normalizer(x64, [0.2, 0.5, 0.9], 0.0, bounds=(lower, upper))
         assert abs(float(lz) - (m * math.log(upper - lower) - math.log(6))) < 1e-12
-    out = jax.jit(jax.vmap(lambda k: joint_exp(k, x, [0.2, 0.5, 0.9], 0.0, bounds=(lower, upper))))(
-        jax.random.split(jax.random.key(6), 4000)
-    )
+    tables = joint_exp_tables(x, [0.2, 0.5, 0.9], 0.0, bounds=(lower, upper))
+    keys = jax.random.split(jax.random.key(6), 4000)
+    out = jax.jit(jax.vmap(sample_outputs, in_axes=(0, None)))(keys, tables)
     u = (np.asarray(out, np.float64) - lower) / (upper - lower)
     for j in range(m):
         assert stats.kstest(u[:, j], stats.beta(j + 1, m - j).cdf).pvalue > 1e-4
@@ -260,6 +261,7 @@ def test_guarantee():
     ("kwargs", "match"),
     [
         ({"epsilon": -1.0}, "epsilon"),
+        ({"epsilon": 0.0}, "epsilon"),
         ({"epsilon": float("nan")}, "epsilon"),
         ({"bounds": (1.0, 1.0)}, "a < b"),
         ({"bounds": (2.0, 1.0)}, "a < b"),
@@ -534,3 +536,26 @@ def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():
     assert float(batched.log_omitted[0]) == -np.inf and abs(got[0] - want) < 1e-9
     assert -np.inf < float(batched.log_omitted[1]) <= math.log(OMITTED_MASS)
     np.testing.assert_allclose(got, single, rtol=0, atol=1e-9)
+
+
+def test_traced_epsilon_and_levels_cross_the_omission_certificate():
+    """One compiled call over epsilon and the levels gives what separate calls give, where the
+    certified omission leaves every run out (large epsilon) and where it keeps them (small)."""
+    x = jnp.asarray(np.random.default_rng(33).normal(0, 1, 1000), jnp.float32)
+    levels = np.array([[0.2, 0.4, 0.6, 0.8], [0.2, 0.4, 0.41, 0.8]])
+    epsilons = np.array([8.0, 0.05])
+    key = jax.random.key(34)
+
+    def release(qs, eps):
+        return joint_exp(key, x, qs, eps, bounds=(-5, 5)), joint_exp_tables(x, qs, eps, bounds=(-5, 5))
+
+    out, tables = jax.jit(jax.vmap(release))(jnp.asarray(levels, jnp.float32), jnp.asarray(epsilons))
+    omitted = ~np.isfinite(np.asarray(tables.run_shift)[:, 1, 0])
+    assert omitted.tolist() == [True, False]
+    for i in range(2):
+        want, want_tables = release(levels[i], float(epsilons[i]))
+        np.testing.assert_array_max_ulp(np.asarray(out[i]), np.asarray(want), maxulp=1)
+        np.testing.assert_array_equal(np.isfinite(tables.run_shift[i]), np.isfinite(want_tables.run_shift))
+        # The normaliser sums m row offsets: batched and single passes agree to rounding.
+        got_lz = float(log_normalizer(jax.tree.map(lambda t, i=i: t[i], tables)))
+        assert abs(got_lz - float(log_normalizer(want_tables))) <= 1e-6 * abs(got_lz)

@@ -22,10 +22,10 @@ from dpjax.quantiles import (
     optimal_composition_epsilon,
 )
 from dpjax.quantiles.agg_tree import _descend, _level_counts, _noisy_levels, agg_tree_sensitivity, honaker
-from dpjax.quantiles.app_ind_exp import composition_delta
+from dpjax.quantiles.app_ind_exp import composition_delta, composition_epsilon
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps
-from dpjax.quantiles.smooth import log_smooth_sensitivity
+from dpjax.quantiles.smooth import lln_parameters, log_smooth_sensitivity
 
 
 def test_emq_sampled_gaps_match_pmf():
@@ -86,6 +86,19 @@ def test_optimal_composition_matches_paper_grid_and_is_valid():
         assert composition_delta(best, 1.0, k) <= 1e-6
 
 
+def test_in_graph_composition_budget_is_valid_and_near_optimal():
+    # float32 bisection with the rounding margin: never above the float64 optimum (so the
+    # composition is (epsilon, delta)-DP), and within 1e-3 of it; delta = 0 gives basic composition.
+    for k in (2, 5, 29):
+        budget = jax.jit(lambda eps, delta, k=k: composition_epsilon(eps, delta, k, np.dtype(np.float32)))
+        for epsilon, delta in ((1.0, 1e-6), (0.3, 1e-9), (4.0, 1e-3)):
+            got = float(budget(epsilon, delta))
+            best = optimal_composition_epsilon(epsilon, delta, k)
+            assert composition_delta(got, epsilon, k) <= delta
+            assert best * (1 - 1e-3) <= got <= best + 1e-8
+        assert float(budget(1.0, 0.0)) == float(np.float32(1.0) / np.float32(k))
+
+
 def test_app_ind_exp_output_and_guarantee():
     x = jax.random.normal(jax.random.key(4), (300,))
     out = app_ind_exp(jax.random.key(5), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10))
@@ -107,6 +120,37 @@ def test_smooth_sensitivity_brute_force():
             )
             got = float(log_smooth_sensitivity(jnp.asarray(edges, jnp.float32), rank, t))
             assert abs(got - math.log(want)) < 1e-5
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_lln_sigma_is_the_root_of_the_cubic(x64):
+    with jax.enable_x64(x64):
+        dtype, tol = (jnp.float64, 1e-12) if x64 else (jnp.float32, 1e-6)
+        for epsilon_each in (0.02, 0.5, 3.0, 40.0):
+            for t in (0.01, 0.1, 1.0):
+                sigma, log_s = lln_parameters(jnp.asarray(epsilon_each, dtype), jnp.asarray(t, dtype))
+                roots = np.roots([5 * epsilon_each / t, -5.0, 0.0, -1.0])
+                root = max(r.real for r in roots if abs(r.imag) < 1e-9 and r.real > 0)
+                assert abs(float(sigma) - root) <= tol * root
+                want = -1.5 * root**2 + math.log(epsilon_each - t / root)
+                assert abs(float(log_s) - want) <= 1e3 * tol * max(1.0, abs(want))
+
+
+def test_csmooth_takes_a_traced_smoothing_parameter():
+    x = jnp.asarray(np.random.default_rng(15).normal(0, 1, 50), jnp.float32)
+    key = jax.random.key(16)
+
+    def release(t):
+        return csmooth(key, x, [0.25, 0.75], 1.0, bounds=(-4, 4), t=t)
+
+    ts = [0.05, 0.2, np.array([0.05, 0.3]), np.nan, -0.1, np.array([0.1, 0.0])]
+    swept = [jax.jit(release)(jnp.asarray(t, jnp.float32)) for t in ts]
+    for t, got in zip(ts[:3], swept[:3], strict=True):
+        np.testing.assert_array_max_ulp(np.asarray(got), np.asarray(release(t)), maxulp=1)
+    for t, got in zip(ts[3:], swept[3:], strict=True):
+        assert np.isnan(np.asarray(got)).all()
+        with pytest.raises(ValueError, match="t must be"):
+            release(t)
 
 
 def test_csmooth_output_and_guarantee():

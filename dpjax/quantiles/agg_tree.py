@@ -21,10 +21,13 @@ data when the bounds are loose. Everything after the noise is post-processing, s
 quantiles is released for the same ``epsilon``.
 
 Under ``vmap`` over keys the bucket counts are computed once; only the noise and the aggregation
-and queries (``O(b^h)``) run per key.
+and queries (``O(b^h)``) run per key. Only ``b``, ``h`` and the number of quantiles are static (they
+fix shapes); the levels, epsilon and the bounds may be traced.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -32,8 +35,9 @@ from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import PureDP
-from dpjax.quantiles.intervals import check_bounds, check_data, check_neighbors, check_quantiles, float_dtype
-from dpjax.validation import check_epsilon, check_int
+from dpjax.accounting.elementwise import elementwise
+from dpjax.quantiles.intervals import check_bounds, check_data, check_neighbors, check_quantiles
+from dpjax.validation import Checks, check_epsilon, check_int, float_dtype
 
 DEFAULT_BRANCHING = 8
 DEFAULT_HEIGHT = 3
@@ -154,39 +158,50 @@ def agg_tree(
 
     Args:
       key: a ``jax.random`` key.
-      x: data, shape ``(n,)`` (may be empty); clamped to ``bounds``.
-      qs: ``m`` strictly increasing levels in [0, 1].
-      epsilon: privacy parameter, > 0.
-      bounds: ``(a, b)`` with ``a < b``.
-      branching: b >= 2 (static). The paper tuned b and h on N(0, 1) data without reporting them;
-        the defaults ``b = 8, h = 3`` (512 buckets) were tuned the same way here (best mean
-        error on N(0, 1), n = 1000, bounds [-100, 100], epsilon = 1, m = 1 and 5; re-checked
-        over b in 2..32 after the unclipped descent: 8.8 / 11.4 missed points per quantile,
-        next b = 10, h = 3 with 10.3 / 13.0, Durfee's (2023) "generally best" choice).
+      x: data, shape ``(n,)`` (may be empty; ``n`` static); clamped to ``bounds``.
+      qs: ``m`` strictly increasing levels in [0, 1] (may be traced; ``m`` is static).
+      epsilon: privacy parameter, > 0 (may be traced).
+      bounds: ``(a, b)`` with ``a < b`` (may be traced: either end, or an array of shape ``(2,)``).
+      branching: b >= 2 (static: b and h fix the tree's shape). The paper tuned b and h on N(0, 1)
+        data without reporting them; the defaults ``b = 8, h = 3`` (512 buckets) were tuned the
+        same way here (best mean error on N(0, 1), n = 1000, bounds [-100, 100], epsilon = 1,
+        m = 1 and 5; re-checked over b in 2..32 after the unclipped descent: 8.8 / 11.4 missed
+        points per quantile, next b = 10, h = 3 with 10.3 / 13.0, Durfee's (2023) "generally
+        best" choice).
       height: h >= 1 (static), with ``b^h <= 2^24`` leaves.
-      neighbors: ``"swap"`` or ``"add_remove"``.
+      neighbors: ``"swap"`` or ``"add_remove"`` (static).
 
     Returns:
-      Shape ``(m,)``: sorted estimates in ``[a, b]``.
+      Shape ``(m,)``: sorted estimates in ``[a, b]``; all NaN when a traced input is invalid
+      (levels, ``epsilon``, bounds) or traced data contain NaN or infinities. Concrete invalid
+      inputs raise a ``ValueError`` before any randomness is used.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> x = jax.random.normal(jax.random.key(1), (1000,))
       >>> quartiles = agg_tree(jax.random.key(0), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10))
     """
-    lower, upper = check_bounds(bounds)
-    qs = check_quantiles(qs)
-    epsilon = check_epsilon(epsilon)
+    checks = Checks()
+    lower, upper = check_bounds(checks, bounds)
+    levels = check_quantiles(checks, qs)
+    epsilon = checks.epsilon(epsilon)
     branching = check_int(branching, "branching", minimum=2)
     height = check_int(height, "height", minimum=1)
     if branching**height > MAX_LEAVES:
         raise ValueError(f"branching**height must be <= {MAX_LEAVES}, got {branching}**{height}.")
     neighbors = check_neighbors(neighbors)
-    x = check_data(x)
+    x = check_data(checks, x)
+    return checks.guard(_agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbors))
+
+
+@functools.partial(jax.jit, static_argnames=("branching", "height", "neighbors"))
+def _agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbors):
+    """AggTree after validation (compiled: an eager call runs the arithmetic of a traced one)."""
     dtype = float_dtype(x)
+    lower, upper = jnp.asarray(lower, dtype), jnp.asarray(upper, dtype)
     counts = _level_counts(x, lower, upper, branching, height, dtype)
-    scale = agg_tree_sensitivity(height, neighbors) / epsilon
-    var = 2.0 * scale**2
+    scale = jnp.asarray(agg_tree_sensitivity(height, neighbors), dtype) / jnp.asarray(epsilon, dtype)
+    var = 2 * scale**2
     level_keys = jax.random.split(key, height + 1)
     noisy = _noisy_levels(level_keys[1:], counts, scale)
     n = jnp.asarray(x.shape[0], dtype)
@@ -194,11 +209,13 @@ def agg_tree(
         root, root_var = n, 0.0
     else:
         root, root_var = n + noise.laplace(level_keys[0], (), scale, dtype), var
-    levels = honaker(noisy, root, root_var, var, branching)
-    estimates = jnp.stack([_descend(levels, float(q), lower, upper, branching) for q in qs])
+    tree = honaker(noisy, root, root_var, var, branching)
+    levels = jnp.asarray(levels, dtype)
+    estimates = jnp.stack([_descend(tree, q, lower, upper, branching) for q in levels])
     return jnp.sort(estimates)
 
 
+@elementwise("epsilon")
 def agg_tree_guarantee(epsilon: float) -> PureDP:
     """AggTree's guarantee: pure ``epsilon``-DP for the whole noisy tree (all quantiles)."""
     return PureDP(check_epsilon(epsilon))

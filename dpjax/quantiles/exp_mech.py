@@ -10,15 +10,19 @@ then uniform inside the gap: the exponential mechanism with utility ``-| #{x < o
 sensitivity is ``Delta = 1`` under swap and ``max(q, 1 - q)`` under add/remove (the target ``q n``
 moves by ``q`` when a record is added). Everything is in log space (zero-width gaps get weight
 exactly 0) and the gap is drawn by Gumbel-max. Under ``vmap`` over keys the sort and the scores are
-computed once.
+computed once. The levels, epsilon and the bounds may be traced (only the number of levels is
+static): an invalid traced value, or NaN data under ``jit``, makes the output NaN.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
 
 from dpjax.accounting import PureDP
+from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
     check_bounds,
     check_data,
@@ -28,30 +32,41 @@ from dpjax.quantiles.intervals import (
     gumbel_argmax,
     uniform_in_gaps,
 )
-from dpjax.validation import check_epsilon, check_probability
+from dpjax.validation import Checks, check_epsilon, float_dtype
 
 
-def emq_sensitivity(q: float, neighbors: str = "swap") -> float:
-    """Sensitivity of the rank utility ``-|#{x < o} - q n|``: 1 (swap), ``max(q, 1 - q)`` (add/remove)."""
-    return 1.0 if neighbors == "swap" else max(q, 1.0 - q)
+def emq_sensitivity(q, neighbors: str = "swap"):
+    """Sensitivity of the rank utility ``-|#{x < o} - q n|``: 1 (swap), ``max(q, 1 - q)`` (add/remove).
+
+    ``q`` may be an array (elementwise) and traced.
+    """
+    return 1.0 if neighbors == "swap" else jnp.maximum(q, 1 - q)
 
 
 def gap_logits(log_width, q, epsilon, neighbors: str = "swap"):
-    """Log weights of the gaps for quantile ``q``: ``log width - epsilon/(2 Delta) |i - q n|``."""
-    n = log_width.shape[0] - 1
-    c = epsilon / (2.0 * emq_sensitivity(q, neighbors))
-    ranks = jnp.arange(n + 1, dtype=log_width.dtype)
-    return log_width - jnp.asarray(c, log_width.dtype) * jnp.abs(ranks - jnp.asarray(q * n, log_width.dtype))
+    """Log weights of the gaps for level(s) ``q``: ``log width - epsilon/(2 Delta) |i - q n|``.
 
-
-def independent_releases(key, x, qs, epsilon_each: float, bounds, neighbors: str = "swap") -> jax.Array:
-    """One EMQ release per level in ``qs`` (validated), each with ``epsilon_each``; sorted output.
-
-    The shared body of IndExp and AppIndExp (they differ only in how the budget is split).
+    ``q`` and ``epsilon`` may be traced and are used in ``log_width``'s dtype; ``q`` may be an
+    array, the result then has shape ``q.shape + (n + 1,)``.
     """
-    lower, upper = bounds
+    dtype = log_width.dtype
+    n = log_width.shape[0] - 1
+    q = jnp.asarray(q, dtype)[..., None]
+    c = jnp.asarray(epsilon, dtype) / (2 * emq_sensitivity(q, neighbors))
+    ranks = jnp.arange(n + 1, dtype=dtype)
+    return log_width - c * jnp.abs(ranks - q * n)
+
+
+@functools.partial(jax.jit, static_argnames=("neighbors",))
+def independent_releases(key, x, levels, epsilon_each, lower, upper, neighbors: str = "swap") -> jax.Array:
+    """One EMQ release per level in ``levels`` (shape ``(m,)``), each with ``epsilon_each``; sorted.
+
+    The shared body of EMQ, IndExp and AppIndExp (they differ only in how the budget is split); the
+    levels, budget and bounds may be traced. Compiled, so that an eager call runs the same fused
+    arithmetic as a call inside ``jit``/``vmap``.
+    """
     edges, log_width = gaps(x, lower, upper)
-    logits = jnp.stack([gap_logits(log_width, float(q), epsilon_each, neighbors) for q in qs])
+    logits = gap_logits(log_width, levels, epsilon_each, neighbors)
     choice_key, uniform_key = jax.random.split(key)
     index = gumbel_argmax(choice_key, logits, axis=-1)
     return jnp.sort(uniform_in_gaps(uniform_key, edges, index))
@@ -62,35 +77,42 @@ def emq(key, x, q: float, epsilon: float, *, bounds, neighbors: str = "swap") ->
 
     Neighbouring relation: ``"swap"`` (default; one record replaced, sensitivity 1) or
     ``"add_remove"`` (sensitivity ``max(q, 1 - q)``). Guarantee: pure ``epsilon``-DP
-    (:func:`emq_guarantee`). ``epsilon = 0`` is allowed and gives a uniform draw on the bounds.
+    (:func:`emq_guarantee`).
 
     Args:
       key: a ``jax.random`` key.
-      x: data, shape ``(n,)`` (may be empty); values are clamped to ``bounds``.
-      q: quantile level in [0, 1].
-      epsilon: privacy parameter, >= 0.
-      bounds: ``(a, b)`` with ``a < b``, data independent.
-      neighbors: ``"swap"`` or ``"add_remove"``.
+      x: data, shape ``(n,)`` (may be empty; ``n`` static); values are clamped to ``bounds``.
+      q: quantile level in [0, 1] (may be traced).
+      epsilon: privacy parameter, > 0 (may be traced).
+      bounds: ``(a, b)`` with ``a < b``, data independent (may be traced: either end, or an array
+        of shape ``(2,)``).
+      neighbors: ``"swap"`` or ``"add_remove"`` (static).
 
     Returns:
-      A scalar in ``[a, b]``, in ``x``'s float dtype (default float for integer data).
+      A scalar in ``[a, b]``, in ``x``'s float dtype (at least float32; the default float for integer
+      data); NaN when a traced input is invalid (``q``, ``epsilon``, ``bounds``) or traced data
+      contain NaN or infinities. Concrete invalid inputs raise a ``ValueError`` before any
+      randomness is used.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> x = jnp.array([0.3, -1.2, 0.7, 0.7, 2.0])
       >>> median = emq(jax.random.key(0), x, 0.5, 1.0, bounds=(-2.0, 2.0))
     """
-    bounds = check_bounds(bounds)
-    q = check_probability(q, "q")
-    epsilon = check_epsilon(epsilon, allow_zero=True)
+    checks = Checks()
+    lower, upper = check_bounds(checks, bounds)
+    q = checks.probability(q, "q")
+    epsilon = checks.epsilon(epsilon)
     neighbors = check_neighbors(neighbors)
-    x = check_data(x)
-    return independent_releases(key, x, [q], epsilon, bounds, neighbors)[0]
+    x = check_data(checks, x)
+    levels = jnp.reshape(jnp.asarray(q, float_dtype(x)), (1,))
+    return checks.guard(independent_releases(key, x, levels, epsilon, lower, upper, neighbors)[0])
 
 
+@elementwise("epsilon")
 def emq_guarantee(epsilon: float) -> PureDP:
     """EMQ's guarantee: pure ``epsilon``-DP (under the relation it was run with)."""
-    return PureDP(check_epsilon(epsilon, allow_zero=True))
+    return PureDP(check_epsilon(epsilon))
 
 
 def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: str = "swap") -> jax.Array:
@@ -102,31 +124,40 @@ def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: str = "swap") -> j
 
     Args:
       key: a ``jax.random`` key.
-      x: data, shape ``(n,)`` (may be empty).
-      qs: ``m`` strictly increasing levels in [0, 1] (concrete).
-      epsilon: total privacy parameter, >= 0.
-      bounds: ``(a, b)`` with ``a < b``.
-      neighbors: ``"swap"`` or ``"add_remove"``.
+      x: data, shape ``(n,)`` (may be empty; ``n`` static).
+      qs: ``m`` strictly increasing levels in [0, 1] (may be traced; ``m`` is static).
+      epsilon: total privacy parameter, > 0 (may be traced); ``epsilon / m`` per release, computed
+        in the working dtype.
+      bounds: ``(a, b)`` with ``a < b`` (may be traced).
+      neighbors: ``"swap"`` or ``"add_remove"`` (static).
 
     Returns:
-      Shape ``(m,)``, sorted, in ``[a, b]``.
+      Shape ``(m,)``, sorted, in ``[a, b]``; all NaN when a traced input is invalid or traced data
+      contain NaN or infinities.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> x = jax.random.normal(jax.random.key(1), (1000,))
       >>> deciles = ind_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-10, 10))
     """
-    bounds = check_bounds(bounds)
-    qs = check_quantiles(qs)
-    epsilon = check_epsilon(epsilon, allow_zero=True)
+    checks = Checks()
+    lower, upper = check_bounds(checks, bounds)
+    levels = check_quantiles(checks, qs)
+    epsilon = checks.epsilon(epsilon)
     neighbors = check_neighbors(neighbors)
-    x = check_data(x)
-    return independent_releases(key, x, qs, epsilon / qs.size, bounds, neighbors)
+    x = check_data(checks, x)
+    dtype = float_dtype(x)
+    m = levels.shape[0]
+    epsilon_each = jnp.asarray(epsilon, dtype) / m
+    return checks.guard(
+        independent_releases(key, x, jnp.asarray(levels, dtype), epsilon_each, lower, upper, neighbors)
+    )
 
 
+@elementwise("epsilon")
 def ind_exp_guarantee(epsilon: float) -> PureDP:
     """IndExp's guarantee: pure ``epsilon``-DP (``m`` releases of ``epsilon / m``)."""
-    return PureDP(check_epsilon(epsilon, allow_zero=True))
+    return PureDP(check_epsilon(epsilon))
 
 
 __all__ = ["emq", "emq_guarantee", "ind_exp", "ind_exp_guarantee"]

@@ -8,7 +8,9 @@ gap, and a gap is chosen with weight ``width * exp(score)``: ``log width = -inf`
 gaps of duplicates (and of points clamped onto a bound), which therefore have probability 0.
 
 This module also holds the input checks those mechanisms share (bounds, quantile levels, the
-neighbouring relation), so each one validates before it draws any randomness.
+neighbouring relation). Each records traced values in the mechanism's
+:class:`~dpjax.validation.Checks` (so an invalid traced value makes the output NaN) and validates
+concrete ones eagerly, before any randomness is drawn.
 """
 
 from __future__ import annotations
@@ -21,19 +23,40 @@ import numpy as np
 from jax import lax
 
 from dpjax import noise
-from dpjax.validation import check_array, check_choice, is_traced
+from dpjax.validation import Checks, check_choice, float_dtype, is_traced
 
 NEIGHBORS = ("swap", "add_remove")
 
 
-def check_bounds(bounds) -> tuple[float, float]:
-    """``bounds = (a, b)``: two concrete finite numbers with ``a < b``."""
-    try:
-        items = list(bounds)
-    except TypeError:
-        items = []
-    if any(is_traced(v) for v in items):
-        raise TypeError("bounds must be concrete numbers, not traced values.")
+def _traced_scalar(value) -> jax.Array:
+    value = jnp.asarray(value)
+    return value if jnp.issubdtype(value.dtype, jnp.floating) else value.astype(float_dtype())
+
+
+def check_bounds(checks: Checks, bounds):
+    """``bounds = (a, b)``: finite numbers with ``a < b`` (may be traced).
+
+    Concrete bounds are validated eagerly and returned as two floats. When either end is traced
+    (or ``bounds`` is a traced array of shape ``(2,)``) they are returned as traced scalars and the
+    condition is recorded in ``checks``.
+    """
+    if is_traced(bounds):
+        if jnp.shape(bounds) != (2,):
+            raise ValueError(f"bounds must be a pair (a, b) of numbers, got shape {jnp.shape(bounds)}.")
+        items = [bounds[0], bounds[1]]
+    else:
+        try:
+            items = list(bounds)
+        except TypeError:
+            items = []
+    if len(items) == 2 and any(is_traced(v) for v in items):
+        lower, upper = (_traced_scalar(v) for v in items)
+        if lower.ndim or upper.ndim:
+            raise ValueError(f"bounds must be two scalars, got shapes {lower.shape} and {upper.shape}.")
+        checks.record(
+            jnp.isfinite(lower) & jnp.isfinite(upper) & (lower < upper), "bounds must be finite with a < b."
+        )
+        return lower, upper
     try:
         lower, upper = (float(v) for v in items)
     except (TypeError, ValueError):
@@ -45,10 +68,23 @@ def check_bounds(bounds) -> tuple[float, float]:
     return lower, upper
 
 
-def check_quantiles(qs, name: str = "qs") -> np.ndarray:
-    """Concrete quantile levels: a non-empty 1-D, strictly increasing sequence in [0, 1] (float64)."""
+def check_quantiles(checks: Checks, qs, name: str = "qs"):
+    """Quantile levels: a non-empty 1-D, strictly increasing sequence in [0, 1] (may be traced).
+
+    Their number ``m`` fixes the output shape and is static. Concrete levels are validated eagerly
+    and returned as a float64 NumPy array; traced levels are returned as a traced array with the
+    condition recorded in ``checks``.
+    """
     if is_traced(qs):
-        raise TypeError(f"{name} must be concrete numbers, not traced values.")
+        levels = _traced_scalar(qs)
+        levels = levels[None] if levels.ndim == 0 else levels
+        if levels.ndim != 1 or levels.size == 0:
+            raise ValueError(f"{name} must be a non-empty 1-D sequence, got shape {levels.shape}.")
+        checks.record(
+            jnp.all((levels >= 0) & (levels <= 1)) & jnp.all(jnp.diff(levels) > 0),
+            f"{name} must lie in [0, 1] and be strictly increasing.",
+        )
+        return levels
     levels = np.asarray(qs, dtype=np.float64)
     if levels.ndim == 0:
         levels = levels[None]
@@ -66,23 +102,9 @@ def check_neighbors(neighbors: str) -> str:
     return check_choice(neighbors, "neighbors", NEIGHBORS)
 
 
-def check_data(x) -> jax.Array:
-    """The data: a 1-D real array (may be empty), finite (value check skipped for traced data).
-
-    The finiteness check runs in NumPy, so it also works on concrete data closed over by a
-    ``jit``-ed function (``check_array``'s own check would stage a traced ``jnp.isfinite`` there).
-    """
-    arr = check_array(x, "x", ndim=1, allow_empty=True, finite=False)
-    if not is_traced(arr) and not np.all(np.isfinite(np.asarray(arr))):
-        raise ValueError("x contains NaN or infinite values.")
-    return arr
-
-
-def float_dtype(x):
-    """The float dtype of the computation: ``x``'s if it is floating, else the default float."""
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        return x.dtype
-    return jax.dtypes.canonicalize_dtype(jnp.float64)
+def check_data(checks: Checks, x) -> jax.Array:
+    """The data: a 1-D real array (may be empty) without NaN or infinities (recorded if traced)."""
+    return checks.array(x, "x", ndim=1, allow_empty=True)
 
 
 def sort_floats(x) -> jax.Array:
@@ -102,16 +124,17 @@ def sort_floats(x) -> jax.Array:
     return lax.bitcast_convert_type(flip(keys), x.dtype)
 
 
-def gaps(x, lower: float, upper: float):
-    """Gap end points and log widths of the clamped sorted data.
+def gaps(x, lower, upper):
+    """Gap end points and log widths of the clamped sorted data (the bounds may be traced).
 
     Returns:
       ``(edges, log_width)``: ``edges`` of shape ``(n + 2,)`` is ``[a, x_1, ..., x_n, b]`` and
       ``log_width[i] = log(edges[i + 1] - edges[i])`` (``-inf`` for a zero-width gap), shape ``(n + 1,)``.
     """
     dtype = float_dtype(x)
+    lower, upper = jnp.asarray(lower, dtype), jnp.asarray(upper, dtype)
     data = sort_floats(jnp.clip(x.astype(dtype), lower, upper))
-    edges = jnp.concatenate([jnp.full((1,), lower, dtype), data, jnp.full((1,), upper, dtype)])
+    edges = jnp.concatenate([lower[None], data, upper[None]])
     with jax.numpy_dtype_promotion("standard"):
         log_width = jnp.log(jnp.diff(edges))
     return edges, log_width

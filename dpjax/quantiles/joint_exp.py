@@ -20,6 +20,10 @@ pass restarts with nothing left out; :func:`~dpjax.quantiles.joint_exp_tables.fo
 That is the resolution of the library's tail-exact Gumbel sampler (``e^-44``), below which no
 racing draw resolves probabilities anyway.
 
+Only ``m`` (and the options) are static: the levels, epsilon and the bounds may be traced, and the
+omission and its certificate are computed in the graph for whatever epsilon is given (an invalid
+traced value, or NaN data under ``jit``, makes the output NaN).
+
 Under ``vmap`` over keys the forward tables (sorting, ``O(m n)`` memory; ``O(n log n + m n)`` time
 when ``n / m >> 1 / c``, up to ``O(m^2 n)`` when runs cannot be left out) are computed once; each key
 costs one backward pass, ``O(m (sqrt(n) + m))``.
@@ -27,12 +31,14 @@ costs one backward pass, ``O(m (sqrt(n) + m))``.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from dpjax.accounting import PureDP
+from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
     check_bounds,
     check_data,
@@ -44,47 +50,67 @@ from dpjax.quantiles.intervals import (
 )
 from dpjax.quantiles.joint_exp_tables import (
     Tables,
-    forward,
+    forward_tables,
     log_factorials,
     log_normalizer,
     log_phi,
 )
 from dpjax.quantiles.joint_exp_toeplitz import METHODS
-from dpjax.validation import check_choice, check_epsilon
+from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
 
 DEFAULT_METHOD = "scan"
 
 
-def joint_exp_sensitivity(qs, neighbors: str = "swap") -> float:
-    """``Delta`` of JointExp's utility: 2 (swap); ``2 (1 - min gap of [0, q_1..q_m, 1])`` (add/remove)."""
+def joint_exp_sensitivity(qs, neighbors: str = "swap"):
+    """``Delta`` of JointExp's utility: 2 (swap); ``2 (1 - min gap of [0, q_1..q_m, 1])`` (add/remove).
+
+    ``qs`` may be traced; the add/remove value is computed in its dtype.
+    """
     if neighbors == "swap":
         return 2.0
-    levels = np.asarray(qs, dtype=np.float64)
-    return 2.0 * (1.0 - float(np.min(np.diff(np.concatenate([[0.0], levels, [1.0]])))))
+    levels = jnp.asarray(qs)
+    ends = jnp.concatenate([jnp.zeros(1, levels.dtype), levels, jnp.ones(1, levels.dtype)])
+    return 2 * (1 - jnp.min(jnp.diff(ends)))
 
 
-def _validated(x, qs, epsilon, bounds, neighbors, method):
-    bounds = check_bounds(bounds)
-    qs = check_quantiles(qs)
-    epsilon = check_epsilon(epsilon, allow_zero=True)
+def _tables(checks: Checks, x, qs, epsilon, bounds, neighbors, method, *, allow_zero: bool) -> Tables:
+    """Validates (eagerly, or recorded in ``checks`` for traced values) and runs the forward pass."""
+    lower, upper = check_bounds(checks, bounds)
+    levels = check_quantiles(checks, qs)
+    epsilon = checks.epsilon(epsilon, allow_zero=allow_zero)
     neighbors = check_neighbors(neighbors)
     check_choice(method, "method", METHODS)
-    x = check_data(x)
-    return x, qs, epsilon, bounds, neighbors
+    x = check_data(checks, x)
+    return _forward(x, levels, epsilon, lower, upper, neighbors, method)
+
+
+@functools.partial(jax.jit, static_argnames=("neighbors", "method"))
+def _forward(x, levels, epsilon, lower, upper, neighbors: str, method: str) -> Tables:
+    """The forward pass after validation, compiled once per (``m``, relation, method, data shape and
+    dtype); the levels, ``epsilon`` and the bounds are arguments, used in the working dtype."""
+    dtype = float_dtype(x)
+    levels = jnp.asarray(levels, dtype)
+    c = jnp.asarray(epsilon, dtype) / (2 * joint_exp_sensitivity(levels, neighbors))
+    edges, log_width = gaps(x, lower, upper)
+    return forward_tables(edges, log_width, levels, c, method)
 
 
 def joint_exp_tables(x, qs, epsilon: float, *, bounds, neighbors: str = "swap", method: str = DEFAULT_METHOD):
-    """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`)."""
-    x, qs, epsilon, bounds, neighbors = _validated(x, qs, epsilon, bounds, neighbors, method)
-    edges, log_width = gaps(x, *bounds)
-    c = epsilon / (2.0 * joint_exp_sensitivity(qs, neighbors))
-    return forward(edges, log_width, qs, c, method)
+    """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
+
+    Arguments as in :func:`joint_exp`, except that ``epsilon = 0`` is allowed here (the tables of
+    the uniform law on sorted vectors, used to check the run factors). Every float table is NaN when
+    a traced input is invalid.
+    """
+    checks = Checks()
+    return checks.guard(_tables(checks, x, qs, epsilon, bounds, neighbors, method, allow_zero=True))
 
 
 def joint_exp_log_normalizer(
     x, qs, epsilon: float, *, bounds, neighbors: str = "swap", method=DEFAULT_METHOD
 ):
-    """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``."""
+    """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
+    (``epsilon >= 0``; NaN when a traced input is invalid)."""
     tables = joint_exp_tables(x, qs, epsilon, bounds=bounds, neighbors=neighbors, method=method)
     return log_normalizer(tables)
 
@@ -178,6 +204,7 @@ def sample_gaps(key, tables: Tables) -> jax.Array:
     return lax.fori_loop(0, m, body, start)[2]
 
 
+@jax.jit
 def sample_outputs(key, tables: Tables) -> jax.Array:
     """One JointExp release from precomputed tables: gaps, uniform draws inside them, sorted."""
     gap_key, uniform_key = jax.random.split(key)
@@ -193,26 +220,32 @@ def joint_exp(
     Neighbouring relation: ``"swap"`` (default, the paper's; ``Delta = 2``) or ``"add_remove"``
     (``Delta = 2 (1 - min_j (q_j - q_{j-1}))`` over the ``m + 1`` gaps of ``[0, q_1, ..., q_m, 1]``).
     Guarantee: pure ``epsilon``-DP for the whole vector (:func:`joint_exp_guarantee`), with no
-    split of epsilon over quantiles. ``epsilon = 0`` is allowed (0-DP: sorted iid uniforms on the
-    bounds, whatever the data).
+    split of epsilon over quantiles.
 
     The forward pass's Toeplitz step is ``method="scan"`` (default: exact log-space recurrences,
     accurate in float32) or ``"fft"`` (the paper's max-shifted FFT; needs float64 data under
     ``jax_enable_x64`` to be accurate). See ``benchmarks/README.md`` for the measurements behind
-    the default. Under ``jit``, data values cannot be checked (NaN data is then not detected).
+    the default. ``qs``, ``epsilon`` and ``bounds`` may be traced (``jax.vmap`` over any of them
+    gives what separate calls give); the forward pass is compiled once per ``m``, method, data
+    shape and dtype.
 
     Args:
       key: a ``jax.random`` key.
-      x: data, shape ``(n,)`` (may be empty); clamped to ``bounds``. Computation is in ``x``'s
-        float dtype (the default float for integer data).
-      qs: ``m`` strictly increasing levels in [0, 1] (concrete; ``m`` is static).
-      epsilon: privacy parameter, >= 0.
-      bounds: ``(a, b)`` with ``a < b``, data independent.
-      neighbors: ``"swap"`` or ``"add_remove"``.
-      method: ``"scan"`` or ``"fft"``.
+      x: data, shape ``(n,)`` (may be empty; ``n`` static); clamped to ``bounds``. Computation is
+        in ``x``'s float dtype (at least float32; the default float for integer data).
+      qs: ``m`` strictly increasing levels in [0, 1] (may be traced; ``m`` is static). They are
+        used in the working dtype.
+      epsilon: privacy parameter, > 0 (may be traced).
+      bounds: ``(a, b)`` with ``a < b``, data independent (may be traced: either end, or an array
+        of shape ``(2,)``).
+      neighbors: ``"swap"`` or ``"add_remove"`` (static).
+      method: ``"scan"`` or ``"fft"`` (static).
 
     Returns:
-      Shape ``(m,)``: the estimates, sorted, in ``[a, b]``.
+      Shape ``(m,)``: the estimates, sorted, in ``[a, b]``. All NaN when a traced input is invalid
+      (levels not increasing or outside [0, 1], bounds not finite with ``a < b``, ``epsilon`` not
+      finite and > 0) or traced data contain NaN or infinities; concrete invalid inputs raise a
+      ``ValueError`` before any randomness is used.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -220,11 +253,15 @@ def joint_exp(
       >>> deciles = joint_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-100, 100))
       >>> many = jax.vmap(lambda k: joint_exp(k, x, [0.25, 0.5, 0.75], 1.0, bounds=(-100, 100)))(
       ...     jax.random.split(jax.random.key(2), 1000))  # tables computed once
+      >>> sweep = jax.vmap(lambda e: joint_exp(jax.random.key(0), x, [0.5], e, bounds=(-100, 100)))(
+      ...     jnp.array([0.5, 1.0, 2.0]))  # one compiled call over a grid of epsilon
     """
-    tables = joint_exp_tables(x, qs, epsilon, bounds=bounds, neighbors=neighbors, method=method)
-    return sample_outputs(key, tables)
+    checks = Checks()
+    tables = _tables(checks, x, qs, epsilon, bounds, neighbors, method, allow_zero=False)
+    return checks.guard(sample_outputs(key, tables))
 
 
+@elementwise("epsilon")
 def joint_exp_guarantee(epsilon: float) -> PureDP:
     """JointExp's guarantee: pure ``epsilon``-DP for all ``m`` quantiles together (Thm. 1).
 
@@ -232,7 +269,7 @@ def joint_exp_guarantee(epsilon: float) -> PureDP:
     ``OMITTED_MASS = 2^-64`` of it (see the module docstring), so strictly the implementation is
     ``(epsilon, (1 + e^epsilon) 2^-64)``-DP, a gap of the same order as floating-point sampling's.
     """
-    return PureDP(check_epsilon(epsilon, allow_zero=True))
+    return PureDP(check_epsilon(epsilon))
 
 
 __all__ = ["joint_exp", "joint_exp_guarantee", "joint_exp_log_normalizer", "joint_exp_tables"]

@@ -23,13 +23,14 @@ of ``k`` quantiles in one gap costs about ``c (k - 1) n / m`` nats) are omitted 
 total-variation bound of :data:`OMITTED_MASS`, which removes the ``O(m^2 n)`` term at large ``n``
 (:func:`forward_tables`). Each row is renormalised by its maximum
 (``offsets``), which is exact for sampling and keeps float32 logs near 0; the offsets are kept so
-the log normaliser is exact too. The differences ``N_j - N_l`` are formed in float64 before the
-cast, so float32 keeps their relative precision even at ``n = 10^6``.
+the log normaliser is exact too. The levels may be traced (only their number ``m`` is static) and
+are used in the working dtype: the targets and run costs are formed as ``nu_j = n (q_j - q_{j-1})``
+and ``N_j - N_l = n (q_j - q_l)`` from the levels, never as differences of the large cumulative
+sums ``N_j``, so float32 keeps their relative precision even at ``n = 10^6``.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -92,26 +93,17 @@ def log_factorials(m: int) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, m + 1, dtype=np.float64)))])
 
 
-def forward(edges, log_width, levels: np.ndarray, c: float, method: str) -> Tables:
-    """Runs the forward pass for the concrete levels ``levels`` (shape ``(m,)``), compiled once per
-    (levels, method, shapes); ``c`` may be traced."""
-    return _forward(edges, log_width, tuple(float(q) for q in levels), c, method)
-
-
-@functools.partial(jax.jit, static_argnames=("levels", "method"))
-def _forward(edges, log_width, levels: tuple, c, method: str) -> Tables:
-    return forward_tables(edges, log_width, levels, c, method)
-
-
 OMITTED_MASS = 2.0**-64
 """Certified upper bound on the probability of the gap sequences that the forward pass leaves out
 (:func:`forward_tables`), so a release's law is within this total variation of the exact one."""
 
 
 def forward_tables(
-    edges, log_width, levels: tuple, c, method: str, margin_nats=None, restart_above: float = OMITTED_MASS
+    edges, log_width, levels, c, method: str, margin_nats=None, restart_above: float = OMITTED_MASS
 ) -> Tables:
-    """The forward tables for the levels ``levels`` (a tuple of floats), traceable.
+    """The forward tables for the levels ``levels`` (shape ``(m,)``, used in ``log_width``'s dtype),
+    traceable in everything but ``m``, ``method`` and the test knob ``restart_above``. Nothing in the
+    omission or its certificate depends on ``c`` through Python control flow.
 
     Step ``j`` leaves out the runs from rows ``l < j`` whose weight is provably below
     ``max(new runs of row j) - margin_j`` at every gap, where ``margin_j`` allows for
@@ -128,21 +120,19 @@ def forward_tables(
     likely), the pass restarts with nothing omitted: one ``lax.while_loop`` over the rows, so the
     tables are updated in place and the restart costs nothing unless taken.
     """
-    levels = np.asarray(levels, np.float64)
     dtype = log_width.dtype
+    levels = jnp.asarray(levels, dtype)
     size = log_width.shape[0]
     n = size - 1
-    m = levels.size
-    nu_np = np.diff(np.concatenate([[0.0], levels, [1.0]])) * n
-    cum_nu = np.concatenate([[0.0], np.cumsum(nu_np[:m])])  # N_0..N_m (float64, exact differences)
+    m = levels.shape[0]
+    nu = jnp.diff(jnp.concatenate([jnp.zeros(1, dtype), levels, jnp.ones(1, dtype)])) * n
     rows = np.arange(m)
-    # Static part of the run weights: run_gap[j, l] = N_j - N_l, run_len[j, l] = j - l = k - 1.
-    run_gap = jnp.asarray(cum_nu[rows + 1, None] - cum_nu[None, rows + 1], dtype)
+    # Run weights: run_gap[j, l] = N_j - N_l = n (q_j - q_l); run_len[j, l] = j - l = k - 1 (static).
+    run_gap = (levels[:, None] - levels[None, :]) * n
     run_len = rows[:, None] - rows[None, :]
     log_fact = jnp.asarray(log_factorials(m + 1)[np.clip(run_len + 1, 0, m)], dtype)
     # Rows l >= j are masked by a -inf weight; a length of 1 there keeps 0 * -inf (NaN) out.
     run_len = jnp.asarray(np.maximum(run_len, 1), dtype)
-    nu = jnp.asarray(nu_np, dtype)
     c_arr = jnp.asarray(c, dtype)
     gaps = jnp.arange(size, dtype=dtype)
     # Certificate terms: log(n + 1) + log of the completion volume (b - a)^r / r!, r = m - 1 - j.

@@ -20,6 +20,11 @@ the same size (never on the private data): for each quantile the ``t`` of a 50-p
 averaged over 2 synthetic datasets (the
 authors' code uses 2 by default, 5 for the paper's runs).
 
+Every parameter but the number of quantiles may be traced (epsilon, the levels, the bounds, ``t``):
+``sigma`` is found by Newton's method in the graph, and the tuning runs in the graph when the levels
+or bounds are traced (``O(m n^2)`` on the synthetic data; for concrete levels and bounds it is
+computed once on the host and cached). All of it is in the working dtype, whichever path is taken.
+
 ``S_t`` is an ``O(n^2)`` masked maximum (rows in batches), computed once per dataset under ``vmap``
 over keys; fine for the paper's n = 1000 and up to a few 10^4.
 """
@@ -27,7 +32,6 @@ over keys; fine for the paper's n = 1000 and up to a few 10^4.
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -36,11 +40,13 @@ from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import ZCDP
+from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import check_bounds, check_data, check_quantiles, gaps
-from dpjax.validation import check_epsilon
+from dpjax.validation import Checks, check_epsilon, float_dtype, is_traced
 
 T_GRID = np.logspace(-2, 0, 50)
 TUNING_DATASETS = 2
+NEWTON_STEPS = 12
 
 
 @jax.jit
@@ -48,6 +54,7 @@ def log_smooth_sensitivity(edges, rank, t) -> jax.Array:
     """``log S_t`` of the order statistic ``rank`` (0-based) from ``edges = [a, x_(0..n-1), b]``.
 
     ``t`` may be an array (the result then has its shape): the pairs are scanned once for all t.
+    ``rank`` and ``t`` may be traced.
     """
     size = edges.shape[0]  # n + 2; padded index = data index + 1
     t = jnp.asarray(t, edges.dtype)
@@ -65,32 +72,91 @@ def log_smooth_sensitivity(edges, rank, t) -> jax.Array:
     return jnp.max(lax.map(row, index, batch_size=64), axis=0)
 
 
-def lln_parameters(epsilon_each: float, t: float) -> tuple[float, float]:
-    """``(sigma, log s)`` of the Laplace log-normal release for ``eps'`` and ``t`` (BS19, Sec. 3.1.1)."""
-    # The cubic is -1 at sigma = t/eps' and increasing beyond, so its real root has eps' > t/sigma.
-    roots = np.roots([5 * epsilon_each / t, -5.0, 0.0, -1.0])
-    sigma = float(max(r.real for r in roots if abs(r.imag) < 1e-9 and r.real > 0))
-    return sigma, -1.5 * sigma**2 + math.log(epsilon_each - t / sigma)
+def lln_parameters(epsilon_each, t):
+    """``(sigma, log s)`` of the Laplace log-normal release for ``eps'`` and ``t`` (BS19, Sec. 3.1.1).
+
+    Elementwise and traceable, in the arrays' dtype. ``sigma`` is the positive root of
+    ``a sigma^3 - 5 sigma^2 - 1``, ``a = 5 eps'/t``, by Newton's method from
+    ``max(10/a, (2/a)^(1/3))``, where the cubic is positive and convex and which is within a factor
+    2 of the root: the iterates decrease to it, and :data:`NEWTON_STEPS` is more than the 8 steps
+    float64 needs anywhere on ``a`` in ``[1e-4, 1e7]``.
+    """
+    a = 5 * epsilon_each / t
+
+    def newton(_, sigma):
+        return sigma - (a * sigma**3 - 5 * sigma**2 - 1) / (3 * a * sigma**2 - 10 * sigma)
+
+    sigma = lax.fori_loop(0, NEWTON_STEPS, newton, jnp.maximum(10 / a, jnp.cbrt(2 / a)))
+    # The cubic is -1 at sigma = t/eps' and increasing beyond, so its root has eps' > t/sigma.
+    return sigma, -1.5 * sigma**2 + jnp.log(epsilon_each - t / sigma)
+
+
+def _ranks(n: int, levels) -> jax.Array:
+    """The 0-based order statistics ``floor((n - 1) q)`` (clipped to ``[0, n - 1]``)."""
+    return jnp.clip(jnp.floor((n - 1) * levels), 0, n - 1).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("n", "dtype"))
+def _tuning_log_sensitivity(n: int, levels, lower, upper, dtype) -> jax.Array:
+    """``log S_t`` on the synthetic N(0, 1) datasets for every level and grid ``t``: shape
+    ``(TUNING_DATASETS, m, len(T_GRID))``."""
+    rng = np.random.default_rng(0)
+    grid = jnp.asarray(T_GRID, dtype)
+    ranks = _ranks(n, jnp.asarray(levels, dtype))
+    out = []
+    for _ in range(TUNING_DATASETS):
+        edges, _ = gaps(jnp.asarray(rng.normal(0.0, 1.0, n), dtype), lower, upper)
+        out.append(jnp.stack([log_smooth_sensitivity(edges, rank, grid) for rank in ranks]))
+    return jnp.stack(out)
 
 
 @functools.cache
-def csmooth_default_t(n: int, qs: tuple[float, ...], epsilon_each: float, bounds: tuple[float, float]):
-    """Per-quantile ``t`` tuned on N(0, 1) data (data independent; see the module docstring)."""
-    sigmas, log_s = np.array([lln_parameters(epsilon_each, t) for t in T_GRID]).T
+def _cached_tuning_log_sensitivity(n: int, levels: tuple, lower: float, upper: float, dtype) -> jax.Array:
     with jax.ensure_compile_time_eval():  # concrete even when csmooth is being traced
-        return _tune(n, qs, sigmas, log_s, bounds)
+        return _tuning_log_sensitivity(n, np.asarray(levels), lower, upper, dtype)
 
 
-def _tune(n, qs, sigmas, log_s, bounds):
-    rng = np.random.default_rng(0)
-    chosen = np.zeros(len(qs))
-    for _ in range(TUNING_DATASETS):
-        edges, _ = gaps(jnp.asarray(rng.normal(0.0, 1.0, n)), *bounds)
-        for index, q in enumerate(qs):
-            log_sens = np.asarray(log_smooth_sensitivity(edges, math.floor((n - 1) * q), T_GRID), np.float64)
-            log_var = 2 * log_sens + 2 * sigmas**2 - 2 * log_s  # log(S^2 e^{2 sigma^2} / s^2) + log 2
-            chosen[index] += T_GRID[np.argmin(log_var)] / TUNING_DATASETS
-    return tuple(float(t) for t in chosen)
+def _tuning(n: int, levels, lower, upper, dtype) -> jax.Array:
+    """:func:`_tuning_log_sensitivity`, computed once per concrete (levels, bounds), else in the graph."""
+    if any(is_traced(v) for v in (levels, lower, upper)):
+        return _tuning_log_sensitivity(n, levels, lower, upper, dtype)
+    levels = tuple(float(q) for q in np.asarray(levels, np.float64).reshape(-1))
+    return _cached_tuning_log_sensitivity(n, levels, float(lower), float(upper), np.dtype(dtype))
+
+
+def _tuned_t(log_sens, epsilon_each) -> jax.Array:
+    """Per quantile, the grid ``t`` of least noise variance, averaged over the synthetic datasets."""
+    grid = jnp.asarray(T_GRID, log_sens.dtype)
+    sigmas, log_s = lln_parameters(jnp.asarray(epsilon_each, log_sens.dtype), grid)
+    log_var = 2 * log_sens + 2 * sigmas**2 - 2 * log_s  # log(S^2 e^{2 sigma^2} / s^2) + log 2
+    return jnp.mean(grid[jnp.argmin(log_var, axis=-1)], axis=0)
+
+
+def csmooth_default_t(n: int, levels, epsilon_each, bounds, dtype=None) -> jax.Array:
+    """Per-quantile ``t`` tuned on N(0, 1) data (data independent; see the module docstring).
+
+    ``n`` (static) is the data size; ``levels``, ``epsilon_each`` and ``bounds`` may be traced (the
+    tuning then runs in the graph; concrete levels and bounds are tuned once and cached). Computed
+    in ``dtype`` (default: the default float). Returns shape ``(m,)``.
+    """
+    dtype = float_dtype() if dtype is None else np.dtype(dtype)
+    return jax.jit(_tuned_t)(_tuning(n, levels, *bounds, dtype), epsilon_each)
+
+
+def _check_t(checks: Checks, t, m: int):
+    """A scalar or per-quantile (shape ``(m,)``) smoothing parameter, finite and > 0 (may be traced)."""
+    if is_traced(t):
+        t = jnp.asarray(t)
+        if t.shape not in ((), (m,)):
+            raise ValueError(f"t must be a scalar or have shape ({m},), got shape {t.shape}.")
+        checks.record(jnp.isfinite(t) & (t > 0), "t must be finite and > 0.")
+        return t
+    host = np.asarray(t, np.float64)
+    if host.shape not in ((), (m,)):
+        raise ValueError(f"t must be a scalar or have shape ({m},), got shape {host.shape}.")
+    if not np.all(np.isfinite(host) & (host > 0)):
+        raise ValueError(f"t must be finite and > 0, got {t}.")
+    return host
 
 
 def csmooth(key, x, qs, epsilon: float, *, bounds, t=None) -> jax.Array:
@@ -102,47 +168,60 @@ def csmooth(key, x, qs, epsilon: float, *, bounds, t=None) -> jax.Array:
 
     Args:
       key: a ``jax.random`` key.
-      x: data, shape ``(n,)`` with ``n >= 1``; clamped to ``bounds``.
-      qs: ``m`` strictly increasing levels in [0, 1].
-      epsilon: privacy parameter (of the zCDP ``rho = epsilon^2/2``), > 0.
-      bounds: ``(a, b)`` with ``a < b``.
-      t: smoothing parameter, a scalar or one per quantile, in ``(0, eps' sigma)``; by default
+      x: data, shape ``(n,)`` with ``n >= 1`` (static); clamped to ``bounds``.
+      qs: ``m`` strictly increasing levels in [0, 1] (may be traced; ``m`` is static).
+      epsilon: privacy parameter (of the zCDP ``rho = epsilon^2/2``), > 0 (may be traced).
+      bounds: ``(a, b)`` with ``a < b`` (may be traced).
+      t: smoothing parameter, > 0, a scalar or one per quantile (may be traced); by default
         :func:`csmooth_default_t` (tuned on N(0, 1) data of the same size).
 
     Returns:
-      Shape ``(m,)``, sorted, in ``[a, b]``.
+      Shape ``(m,)``, sorted, in ``[a, b]``; all NaN when a traced input is invalid or traced data
+      contain NaN or infinities.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> x = jax.random.normal(jax.random.key(1), (1000,))
       >>> quartiles = csmooth(jax.random.key(0), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10))
     """
-    bounds = check_bounds(bounds)
-    qs = check_quantiles(qs)
-    epsilon = check_epsilon(epsilon)
-    x = check_data(x)
-    n = x.shape[0]
+    checks = Checks()
+    lower, upper = check_bounds(checks, bounds)
+    levels = check_quantiles(checks, qs)
+    epsilon = checks.epsilon(epsilon)
+    x = check_data(checks, x)
+    n, m = x.shape[0], levels.shape[0]
     if n == 0:
         raise ValueError("x must not be empty for CSmooth (the order statistic is undefined).")
-    epsilon_each = epsilon / math.sqrt(qs.size)
     if t is None:
-        t = csmooth_default_t(n, tuple(float(q) for q in qs), epsilon_each, bounds)
-    ts = np.broadcast_to(np.asarray(t, np.float64), qs.shape)
-    params = [lln_parameters(epsilon_each, float(tj)) for tj in ts]
-    edges, _ = gaps(x, *bounds)
-    dtype = edges.dtype
+        t, tuning = None, _tuning(n, levels, lower, upper, float_dtype(x))
+    else:
+        t, tuning = _check_t(checks, t, m), None
+    return checks.guard(_csmooth(key, x, levels, epsilon, lower, upper, t, tuning))
+
+
+@jax.jit
+def _csmooth(key, x, levels, epsilon, lower, upper, t, tuning) -> jax.Array:
+    """CSmooth after validation, with ``t`` given or (``t = None``) tuned from ``tuning``.
+
+    Compiled, so that an eager call runs the same fused arithmetic as a call inside ``jit``.
+    """
+    dtype = float_dtype(x)
+    n, m = x.shape[0], levels.shape[0]
+    epsilon_each = jnp.asarray(epsilon, dtype) / jnp.sqrt(jnp.asarray(m, dtype))
+    ts = _tuned_t(tuning, epsilon_each) if t is None else jnp.broadcast_to(jnp.asarray(t, dtype), (m,))
+    sigma, log_s = lln_parameters(epsilon_each, ts)
+    edges, _ = gaps(x, lower, upper)
+    ranks = _ranks(n, jnp.asarray(levels, dtype))
+    log_sens = jnp.stack([log_smooth_sensitivity(edges, ranks[j], ts[j]) for j in range(m)])
     laplace_key, normal_key = jax.random.split(key)
-    lap = noise.laplace(laplace_key, qs.shape, 1.0, dtype)
-    gauss = noise.gaussian(normal_key, qs.shape, 1.0, dtype)
-    releases = []
-    for index, (q, tj, (sigma, log_s)) in enumerate(zip(qs, ts, params, strict=True)):
-        rank = math.floor((n - 1) * q)
-        log_scale = log_smooth_sensitivity(edges, rank, float(tj)) - log_s
-        magnitude = jnp.exp(log_scale + jnp.log(jnp.abs(lap[index])) + sigma * gauss[index])
-        releases.append(edges[rank + 1] + jnp.sign(lap[index]) * magnitude)
-    return jnp.sort(jnp.clip(jnp.stack(releases), bounds[0], bounds[1]))
+    lap = noise.laplace(laplace_key, (m,), 1.0, dtype)
+    gauss = noise.gaussian(normal_key, (m,), 1.0, dtype)
+    magnitude = jnp.exp(log_sens - log_s + jnp.log(jnp.abs(lap)) + sigma * gauss)
+    releases = edges[ranks + 1] + jnp.sign(lap) * magnitude
+    return jnp.sort(jnp.clip(releases, edges[0], edges[-1]))
 
 
+@elementwise("epsilon")
 def csmooth_guarantee(epsilon: float) -> ZCDP:
     """CSmooth's guarantee: ``epsilon^2/2``-zCDP (``m`` releases of ``(epsilon/sqrt(m))^2/2``)."""
     return ZCDP(check_epsilon(epsilon) ** 2 / 2)
