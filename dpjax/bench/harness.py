@@ -167,7 +167,7 @@ def machine_info() -> dict:
         "device": getattr(device, "device_kind", str(device)),
         "device_count": jax.device_count(),
         "device_memory_bytes": device_memory(device),
-        "cpu": _cpu_model(),
+        "host_cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "host_memory_bytes": _host_memory(),
         "python": platform.python_version(),

@@ -131,7 +131,7 @@ def describe_machine(record: dict) -> str:
     memory = size(m.get("device_memory_bytes"))
     load = record.get("load_average_start")
     return (
-        f"{m['backend']} backend, device {m['device']} (x{m['device_count']}, {memory}); host {m['cpu']}, "
+        f"{m['backend']} backend, device {m['device']} (x{m['device_count']}, {memory}); host {m['host_cpu']}, "
         f"{m['cores']} cores; Python {m['python']}, jax {m['jax']}, x64 {'on' if m['x64'] else 'off'}; "
         f"load average at start {load}, at end {record.get('load_average_end')}"
     )
