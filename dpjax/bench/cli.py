@@ -6,18 +6,14 @@ Registered in :mod:`dpjax.studies.cli` with :func:`add_parser` and dispatched to
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 import sys
-import time
 from pathlib import Path
-
-import jax
 
 from dpjax.bench import report
 from dpjax.bench.cases import FAMILIES, cases
-from dpjax.bench.harness import device_memory, device_peak_memory, load_average, machine_info
-from dpjax.bench.run import measure
+from dpjax.bench.harness import device_memory
+from dpjax.bench.run import run_cases
 
 QUICK_SCALE = 0.1
 REFERENCE_MEMORY = 16 * 2**30  # scale 1 (the headline sizes) needs well under this
@@ -116,41 +112,17 @@ def command_line(args: argparse.Namespace) -> str:
 
 def collect(args: argparse.Namespace) -> dict:
     """Runs the selected families and returns the JSON record."""
-    start = time.perf_counter()
-    memory = device_memory()
-    scale = args.size if args.size is not None else (QUICK_SCALE if args.quick else auto_scale(memory))
-    repeats = args.repeats or (3 if args.quick else 5)
-    record = {
-        "command": command_line(args),
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine_info(),
-        "load_average_start": load_average(),
-        "scale": scale,
-        "repeats": repeats,
-        "rows": [],
-    }
-    print(f"dpjax bench: backend {jax.default_backend()}, scale {scale:g}, {repeats} repeats", flush=True)
-    for family in args.families or FAMILIES:
-        print(f"{family}:", flush=True)
-        for case in cases(family, scale):
-            try:
-                row = measure(
-                    case,
-                    memory=memory,
-                    repeats=repeats,
-                    peer_repeats=2 if args.quick else 3,
-                    with_peers=not args.no_peers,
-                    log=lambda text: print(text, flush=True),
-                )
-            except Exception as err:  # report, run the other cases, exit non-zero
-                row = {"family": family, "mechanism": case.mechanism, "setting": case.setting}
-                row["error"] = f"{type(err).__name__}: {err}"
-                print(f"dpjax bench: error: {case.mechanism}: {row['error']}", file=sys.stderr, flush=True)
-            record["rows"].append(row)
-    record["load_average_end"] = load_average()
-    record["device_peak_memory_bytes"] = device_peak_memory()
-    record["wall_seconds"] = time.perf_counter() - start
-    return record
+    scale = (
+        args.size if args.size is not None else (QUICK_SCALE if args.quick else auto_scale(device_memory()))
+    )
+    return run_cases(
+        (case for family in args.families or FAMILIES for case in cases(family, scale)),
+        command=command_line(args),
+        scale=scale,
+        repeats=args.repeats or (3 if args.quick else 5),
+        peer_repeats=2 if args.quick else 3,
+        with_peers=not args.no_peers,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,14 +136,36 @@ def run(args: argparse.Namespace) -> int:
     record = report.read_json(args.from_json) if args.from_json else collect(args)
     print(report.terminal(record))
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        report.write_json(record, args.out / "results.json")
-        (args.out / "results.md").write_text(report.markdown(record))
-        report.plot(record, args.out / "results.png")
-        print(f"wrote {args.out / 'results.json'}, results.md and results.png")
+        report.save(record, args.out)
     if args.update_readme:
         report.update_readme(args.update_readme, report.markdown(record))
         print(f"updated {args.update_readme}")
     if not args.from_json:
         print(f"dpjax bench: {record['wall_seconds']:.0f} s")
     return 1 if any("error" in row for row in record["rows"]) else 0
+
+
+def script(module: str, make_cases, description: str, argv: list[str] | None = None) -> dict:
+    """The command line of a ``benchmarks/`` script that times its own (non-headline) cases with the
+    same harness: ``--size``, ``--repeats``, ``--no-peers`` and ``--out`` as in ``dpjax bench``.
+    ``make_cases(scale)`` returns the cases. Returns the record (after printing and saving it)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
+    parser.add_argument("--size", type=_scale, default=1.0, metavar="SCALE", help="scale of the sizes")
+    parser.add_argument("--repeats", type=_repeats, default=3, help="timed repeats (default 3)")
+    parser.add_argument("--no-peers", action="store_true", help="skip the peers")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="write results.json, results.md and results.png"
+    )
+    args = parser.parse_args(argv)
+    record = run_cases(
+        make_cases(args.size),
+        command=f"python -m {module} --size {args.size:g} --repeats {args.repeats}"
+        + (" --no-peers" if args.no_peers else ""),
+        scale=args.size,
+        repeats=args.repeats,
+        with_peers=not args.no_peers,
+    )
+    print(report.terminal(record))
+    if args.out:
+        report.save(record, args.out)
+    return record

@@ -11,6 +11,8 @@ import json
 import math
 from pathlib import Path
 
+from dpjax.bench.harness import machine_info
+
 BEGIN, END = "<!-- dpjax-bench:begin -->", "<!-- dpjax-bench:end -->"
 
 MAIN_COLUMNS = (
@@ -131,8 +133,9 @@ def describe_machine(record: dict) -> str:
     memory = size(m.get("device_memory_bytes"))
     load = record.get("load_average_start")
     return (
-        f"{m['backend']} backend, device {m['device']} (x{m['device_count']}, {memory}); host {m['host_cpu']}, "
-        f"{m['cores']} cores; Python {m['python']}, jax {m['jax']}, x64 {'on' if m['x64'] else 'off'}; "
+        f"{m['backend']} backend, device {m['device']} (x{m['device_count']}, {memory}); "
+        f"host {m['host_cpu']}, {m['cores']} cores; Python {m['python']}, jax {m['jax']}, "
+        f"x64 {'on' if m['x64'] else 'off'}; "
         f"load average at start {load}, at end {record.get('load_average_end')}"
     )
 
@@ -211,6 +214,37 @@ def plot(record: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def save(record: dict, out: Path) -> None:
+    """Writes ``results.json``, ``results.md`` and ``results.png`` of ``record`` to the folder ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(record, out / "results.json")
+    (out / "results.md").write_text(markdown(record))
+    plot(record, out / "results.png")
+    print(f"wrote {out / 'results.json'}, results.md and results.png")
+
+
+def print_machine() -> None:
+    """One line describing the machine and device (for scripts that print their own tables)."""
+    print("machine: " + "; ".join(f"{k}={v}" for k, v in machine_info().items()))
+
+
+def print_table(title: str, rows: list[dict], columns: list[str] | None = None) -> None:
+    """Prints dict rows as an aligned text table (floats with 4 significant digits)."""
+    if not rows:
+        print(f"{title}: (no rows)")
+        return
+    columns = list(columns or dict.fromkeys(k for r in rows for k in r))
+
+    def cell(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return "" if v is None else str(v)
+
+    print(f"\n{title}")
+    print(_text_table(columns, [[cell(r.get(c)) for c in columns] for r in rows]))
 
 
 def update_readme(path: Path, text: str) -> None:

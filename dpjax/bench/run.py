@@ -8,15 +8,26 @@ call), the Monte Carlo batch (``jax.jit(jax.vmap(release))`` over keys, data sha
 
 from __future__ import annotations
 
+import datetime
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import jax
 
 from dpjax.bench import peers as peer_libraries
 from dpjax.bench.case import Case
 from dpjax.bench.floor import rng_floor
-from dpjax.bench.harness import Timing, time_eager, time_host, time_jitted
+from dpjax.bench.harness import (
+    Timing,
+    device_memory,
+    device_peak_memory,
+    load_average,
+    machine_info,
+    time_eager,
+    time_host,
+    time_jitted,
+)
 
 
 def batch_size(case: Case, memory: int | None, fraction: float = 0.25) -> int:
@@ -123,3 +134,51 @@ def measure(
     ]
     row["wall_seconds"] = time.perf_counter() - start
     return row
+
+
+def run_cases(
+    cases: Iterable[Case],
+    *,
+    command: str,
+    scale: float,
+    repeats: int = 5,
+    peer_repeats: int = 3,
+    with_peers: bool = True,
+) -> dict:
+    """Measures every case (a failing case is recorded with its error) and returns the JSON record:
+    the command, date, machine, load averages before and after, scale, repeats and the rows."""
+    start = time.perf_counter()
+    memory = device_memory()
+    record = {
+        "command": command,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine_info(),
+        "load_average_start": load_average(),
+        "scale": scale,
+        "repeats": repeats,
+        "rows": [],
+    }
+    print(f"{command}: backend {jax.default_backend()}, scale {scale:g}, {repeats} repeats", flush=True)
+    family = None
+    for case in cases:
+        if case.family != family:
+            family = case.family
+            print(f"{family}:", flush=True)
+        try:
+            row = measure(
+                case,
+                memory=memory,
+                repeats=repeats,
+                peer_repeats=peer_repeats,
+                with_peers=with_peers,
+                log=lambda text: print(text, flush=True),
+            )
+        except Exception as err:  # report, run the other cases, let the caller exit non-zero
+            row = {"family": case.family, "mechanism": case.mechanism, "setting": case.setting}
+            row["error"] = f"{type(err).__name__}: {err}"
+            print(f"error: {case.mechanism}: {row['error']}", file=sys.stderr, flush=True)
+        record["rows"].append(row)
+    record["load_average_end"] = load_average()
+    record["device_peak_memory_bytes"] = device_peak_memory()
+    record["wall_seconds"] = time.perf_counter() - start
+    return record

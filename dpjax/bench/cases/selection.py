@@ -39,9 +39,14 @@ def _numpy_argmax(counts: np.ndarray) -> Peer:
     return Peer("NumPy gumbel + argmax", "numpy", single, note="float64 noise on float32 counts")
 
 
+def zipf_scores(d: int) -> np.ndarray:
+    """The benchmark's scores: d Zipf(1.3) counts clipped at 10^6, as float32 (seed 0)."""
+    return np.random.default_rng(0).zipf(1.3, d).clip(max=10**6).astype(np.float32)
+
+
 def cases(scale: float) -> list[Case]:
     d = scaled(10**6, scale, 1_000)
-    counts = np.random.default_rng(0).zipf(1.3, d).clip(max=10**6).astype(np.float32)
+    counts = zipf_scores(d)
     setting = f"d={power_label(d)} Zipf(1.3) counts, float32, epsilon={EPSILON:g}, monotonic"
     common = dict(
         family="selection",
