@@ -78,6 +78,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="replace the region between the dpjax-bench markers of FILE with the Markdown report",
     )
     parser.add_argument(
+        "--region",
+        metavar="NAME",
+        help="with --update-readme: the region between <!-- dpjax-bench:begin NAME --> and its end marker",
+    )
+    parser.add_argument(
         "--from-json",
         type=Path,
         metavar="FILE",
@@ -107,6 +112,8 @@ def command_line(args: argparse.Namespace) -> str:
         parts.append(f"--out {args.out}")
     if args.update_readme is not None:
         parts.append(f"--update-readme {args.update_readme}")
+    if args.region is not None:
+        parts.append(f"--region {args.region}")
     return " ".join(parts)
 
 
@@ -138,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         report.save(record, args.out)
     if args.update_readme:
-        report.update_readme(args.update_readme, report.markdown(record))
+        report.update_readme(args.update_readme, report.markdown(record), args.region)
         print(f"updated {args.update_readme}")
     if not args.from_json:
         print(f"dpjax bench: {record['wall_seconds']:.0f} s")

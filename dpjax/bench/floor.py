@@ -26,6 +26,15 @@ SAMPLERS = {
 }
 
 
+MAX_VARIATES = 2**25  # per floor call: 128 MiB of float32, so the floor fits wherever the batch does
+
+
+def floor_releases(variates: float, releases: int) -> int:
+    """How many releases one floor call draws: ``releases``, fewer when that would exceed
+    ``MAX_VARIATES`` (the per-release time of a draw this large is linear in its size)."""
+    return max(1, min(releases, MAX_VARIATES // variate_count(variates)))
+
+
 def variate_count(variates: float) -> int:
     """A (mean) number of variates as a whole count >= 1 (rounded up)."""
     if not math.isfinite(variates) or variates <= 0:
@@ -38,8 +47,9 @@ def rng_floor(
 ) -> Timing:
     """Seconds per release for ``jax.random`` to draw ``variates`` variates of ``kind`` per release.
 
-    ``releases > 1`` draws all ``releases x variates`` in one jitted call (what a Monte Carlo batch
-    needs) and divides by ``releases``. Compile time is excluded (and reported in the timing).
+    ``releases > 1`` draws ``releases x variates`` in one jitted call (what a Monte Carlo batch
+    needs) and divides by ``releases``; pass ``floor_releases(variates, batch)`` to cap the draw.
+    Compile time is excluded (and reported in the timing).
     """
     if kind not in SAMPLERS:
         raise ValueError(f"kind must be one of {sorted(SAMPLERS)}, got {kind!r}.")

@@ -1,8 +1,9 @@
 """The one timing method of every dpjax benchmark.
 
 * JAX functions (:func:`time_jitted`): lowered and compiled first (the compile time is reported
-  separately), run once to warm up (allocation, page faults), then timed ``repeats`` times, each call
-  ending with ``jax.block_until_ready`` so asynchronous dispatch cannot hide device time.
+  separately), run once to warm up (allocation, page faults), then timed ``repeats`` times (more for
+  calls shorter than ``MIN_SECONDS / repeats``), each call ending with ``jax.block_until_ready`` so
+  asynchronous dispatch cannot hide device time.
 * Eager entry points (:func:`time_eager`): mechanisms whose public call does host work before its
   kernels (UQE bins concrete data once per call, then runs a cached compiled kernel). The first call
   traces and compiles; its excess over the median is reported as the compile time.
@@ -61,11 +62,16 @@ class Timing:
         return Timing(tuple(t / count for t in self.times), self.compile, self.memory)
 
 
+MIN_SECONDS, MAX_REPEATS = 0.2, 100
+
+
 def _repeat(call: Callable[[], object], repeats: int) -> tuple[float, ...]:
+    """At least ``repeats`` timed calls, more (up to ``MAX_REPEATS``) until ``MIN_SECONDS`` have been
+    spent: a short call timed only a few times on a busy machine can land on a scheduler stall."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}.")
     times = []
-    for _ in range(repeats):
+    while len(times) < repeats or (sum(times) < MIN_SECONDS and len(times) < MAX_REPEATS):
         start = time.perf_counter()
         jax.block_until_ready(call())
         times.append(time.perf_counter() - start)

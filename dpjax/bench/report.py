@@ -1,8 +1,9 @@
 """Reports of a ``dpjax bench`` record: terminal table, JSON, Markdown, plot, README region.
 
 The Markdown is what ``benchmarks/README.md`` shows between the ``<!-- dpjax-bench:begin -->`` and
-``<!-- dpjax-bench:end -->`` markers (:func:`update_readme`), so every headline timing there comes
-from a JSON record of this harness together with the command that produced it.
+``<!-- dpjax-bench:end -->`` markers (or ``<!-- dpjax-bench:begin NAME -->`` ... for a named region;
+:func:`update_readme`), so every headline timing there comes from a JSON record of this harness
+together with the command that produced it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import math
 from pathlib import Path
 
 from dpjax.bench.harness import machine_info
-
-BEGIN, END = "<!-- dpjax-bench:begin -->", "<!-- dpjax-bench:end -->"
 
 MAIN_COLUMNS = (
     "mechanism",
@@ -160,7 +159,8 @@ def markdown(record: dict) -> str:
         'Times are per release; "single" is one release per call, "MC" one call of '
         '`jit(vmap(release))` over that many keys (data shared) divided by the releases; "x floor" '
         "divides by the `jax.random` floor for the same number of variates, measured in the same run "
-        "in the same shape; compile time is excluded from every time and shown apart; memory is XLA's "
+        "in the same shape (at most 2^25 variates per floor call); compile time is excluded from every time "
+        "and shown apart; memory is XLA's "
         "compiled memory analysis of the Monte Carlo call (of the single call where there is none).",
         _markdown_table(MAIN_COLUMNS, main_rows(record)),
     ]
@@ -247,11 +247,18 @@ def print_table(title: str, rows: list[dict], columns: list[str] | None = None) 
     print(_text_table(columns, [[cell(r.get(c)) for c in columns] for r in rows]))
 
 
-def update_readme(path: Path, text: str) -> None:
-    """Replaces the region between the ``dpjax-bench`` markers of ``path`` with ``text``."""
+def markers(region: str | None = None) -> tuple[str, str]:
+    """The begin and end lines of a generated region (``region`` names one of several in a file)."""
+    name = f" {region}" if region else ""
+    return f"<!-- dpjax-bench:begin{name} -->", f"<!-- dpjax-bench:end{name} -->"
+
+
+def update_readme(path: Path, text: str, region: str | None = None) -> None:
+    """Replaces the region between the ``dpjax-bench`` markers (of ``region``) of ``path`` with ``text``."""
+    begin, end = markers(region)
     content = Path(path).read_text()
-    if content.count(BEGIN) != 1 or content.count(END) != 1 or content.index(BEGIN) > content.index(END):
-        raise ValueError(f"{path} must contain one {BEGIN} line followed by one {END} line.")
-    head, rest = content.split(BEGIN)
-    _, tail = rest.split(END)
-    Path(path).write_text(f"{head}{BEGIN}\n{text.strip()}\n{END}{tail}")
+    if content.count(begin) != 1 or content.count(end) != 1 or content.index(begin) > content.index(end):
+        raise ValueError(f"{path} must contain one {begin} line followed by one {end} line.")
+    head, rest = content.split(begin)
+    _, tail = rest.split(end)
+    Path(path).write_text(f"{head}{begin}\n{text.strip()}\n{end}{tail}")

@@ -17,7 +17,7 @@ import jax
 
 from dpjax.bench import peers as peer_libraries
 from dpjax.bench.case import Case
-from dpjax.bench.floor import rng_floor
+from dpjax.bench.floor import floor_releases, rng_floor
 from dpjax.bench.harness import (
     Timing,
     device_memory,
@@ -117,7 +117,9 @@ def measure(
     row["single"]["floor_seconds"] = floor.median
     row["single"]["floor_ratio"] = single.median / floor.median
     if releases:
-        floor = rng_floor(case.noise, variates, releases=releases, repeats=repeats)
+        drawn = floor_releases(variates, releases)
+        floor = rng_floor(case.noise, variates, releases=drawn, repeats=repeats)
+        row["monte_carlo"]["floor_releases"] = drawn
         row["monte_carlo"]["floor_seconds"] = floor.median
         row["monte_carlo"]["floor_ratio"] = row["monte_carlo"]["seconds"] / floor.median
     log(
