@@ -17,10 +17,10 @@ from dpjax.bench.harness import machine_info
 MAIN_COLUMNS = (
     "mechanism",
     "setting",
-    "single / release",
+    "single / release [min, max]",
     "single x floor",
     "MC releases",
-    "MC / release",
+    "MC / release [min, max]",
     "MC x floor",
     "MC releases/s",
     "compile s (single, MC)",
@@ -60,6 +60,15 @@ def size(value: int | None) -> str:
     return f"{value} B"
 
 
+def _spread(timing: dict) -> str:
+    """``median [min, max]`` of a timing record."""
+    if "min_seconds" not in timing:
+        return seconds(timing["seconds"])
+    return (
+        f"{seconds(timing['seconds'])} [{seconds(timing['min_seconds'])}, {seconds(timing['max_seconds'])}]"
+    )
+
+
 def main_rows(record: dict) -> list[list[str]]:
     rows = []
     for row in record["rows"]:
@@ -72,10 +81,10 @@ def main_rows(record: dict) -> list[list[str]]:
             [
                 row["mechanism"],
                 row["setting"],
-                seconds(single["seconds"]) + (" (eager)" if single.get("path") == "eager call" else ""),
+                _spread(single) + (" (eager)" if single.get("path") == "eager call" else ""),
                 ratio(single.get("floor_ratio")),
                 str(mc["releases"]) if mc else "",
-                seconds(mc["seconds"]) if mc else "",
+                _spread(mc) if mc else "",
                 ratio(mc.get("floor_ratio")) if mc else "",
                 count(mc.get("releases_per_second")) if mc else "",
                 ", ".join(f"{t:.2f}" for t in compile_times if t is not None),
@@ -156,7 +165,8 @@ def markdown(record: dict) -> str:
         f"Command: `{record['command']}` ({record['date']}, {record['wall_seconds']:.0f} s in total, "
         f"scale {record['scale']:g}, median of {record['repeats']} repeats).",
         f"Machine: {describe_machine(record)}.",
-        'Times are per release; "single" is one release per call, "MC" one call of '
+        'Times are per release (median of the repeats [fastest, slowest]); "single" is one release per '
+        'call, "MC" one call of '
         '`jit(vmap(release))` over that many keys (data shared) divided by the releases; "x floor" '
         "divides by the `jax.random` floor for the same number of variates, measured in the same run "
         "in the same shape (at most 2^25 variates per floor call); compile time is excluded from every time "
@@ -201,7 +211,7 @@ def plot(record: dict, path: Path) -> None:
         ],
     }
     height = 0.8 / len(series)
-    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.55 * len(rows)))
+    fig, ax = plt.subplots(figsize=(10, 2 + 0.55 * len(rows)))
     for j, (label, values) in enumerate(series.items()):
         ax.barh([i + j * height for i in range(len(rows))], values, height, label=label)
     ax.set_yticks([i + 0.4 - height / 2 for i in range(len(rows))])
@@ -210,9 +220,9 @@ def plot(record: dict, path: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("seconds per release (log scale)")
     ax.set_title(f"dpjax bench: {record['machine']['backend']} ({record['machine']['device']})")
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(series), fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
