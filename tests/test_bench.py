@@ -151,8 +151,8 @@ def _record():
         ],
     }
     machine = {
-        "backend": "cpu",
-        "device": "cpu",
+        "backend": "gpu",
+        "device": "H100",
         "device_count": 1,
         "device_memory_bytes": GIB,
         "host_cpu": "x",
