@@ -23,9 +23,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.harness import print_machine, print_table, rng_floor
 from dpjax import noise
 from dpjax.audit import audit, neighbours, reference
+from dpjax.bench.floor import rng_floor
+from dpjax.bench.harness import time_host
+from dpjax.bench.report import print_machine, print_table
 
 
 def laplace_scaled(key, data):
@@ -74,7 +76,7 @@ def throughput(trials: int) -> list[dict]:
         result = audit(mechanism, x, x_prime, epsilon=1.0, trials=trials, key=jax.random.key(1))
         warm = result.seconds
         sampling = result.sampling_seconds
-        floor = rng_floor("laplace", 2 * trials * variates)
+        floor = rng_floor("laplace", 2 * trials * variates).median
         row = {
             "mechanism": name,
             "runs": 2 * trials,
@@ -88,10 +90,8 @@ def throughput(trials: int) -> list[dict]:
         if numpy_mech is not None:
             rng = np.random.default_rng(0)
             n_loop = 20_000
-            start = time.perf_counter()
-            for _ in range(n_loop):
-                numpy_mech(rng, numpy_data)
-            per_run = (time.perf_counter() - start) / n_loop
+            loop = time_host(lambda: [numpy_mech(rng, numpy_data) for _ in range(n_loop)], repeats=1)  # noqa: B023
+            per_run = loop.median / n_loop
             row["numpy loop runs/s"] = 1.0 / per_run
             row["speed-up vs loop"] = (2 * trials / warm) * per_run
         rows.append(row)

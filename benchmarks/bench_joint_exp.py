@@ -1,28 +1,29 @@
-"""Speed of JointExp: dpjax (scan and FFT forward passes) against a NumPy reference of the paper's
+"""Speed of JointExp's two forward passes (scan and FFT) against a NumPy reference of the paper's
 algorithm (FFT per quantile, dense ``m x (n+1) x m`` table as in Alg. 1), side by side.
 
+``dpjax bench quantiles`` times the headline row (the default scan path at n = 10^6, m = 29, one
+release and vmapped releases). This script uses the same harness (``dpjax.bench``) for the rest.
 Run from the repository root:
 
-    /work/venv/bin/python -m benchmarks.bench_joint_exp [--sizes 1000:30 100000:29 1000000:30]
-        [--vmapped 10000:29:1000] [--x64]
+    python -m benchmarks.bench_joint_exp [--sizes 1000:30 100000:29 1000000:30] [--x64]
 
 Prints machine info, then per size: seconds per release for each method, the speedup over NumPy,
-and the process's peak resident memory after each size; then the cost of 1,000 vmapped releases
-(forward tables computed once). The NumPy reference is skipped when its table would exceed 2 GB.
+and the process's peak resident memory after each size. The NumPy reference is skipped when its
+table would exceed 2 GB.
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.special import logsumexp
 
-from benchmarks.harness import print_machine, print_table, time_call
+from dpjax.bench.harness import time_host, time_jitted
+from dpjax.bench.report import print_machine, print_table
 
 
 def numpy_joint_exp(rng, x, qs, epsilon, lower, upper):
@@ -69,7 +70,6 @@ def peak_mb() -> float:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["1000:30", "100000:29", "1000000:30"])
-    parser.add_argument("--vmapped", default="10000:29:1000", help="n:m:releases")
     parser.add_argument("--x64", action="store_true", help="float64 (the FFT path needs it)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
@@ -88,40 +88,19 @@ def main():
         row = {"n": n, "m": m, "dtype": jnp.dtype(dtype).name}
         for method in ("scan", "fft"):
             fn = jax.jit(
-                lambda k, x, method=method, qs=qs: joint_exp(k, x, qs, 1.0, bounds=(-100, 100), method=method)
+                lambda k, x, method=method, qs=qs: joint_exp(
+                    k, x, qs, epsilon=1.0, bounds=(-100, 100), method=method
+                )
             )
-            row[f"{method} s"] = time_call(fn, jax.random.key(0), jnp.asarray(x, dtype), repeats=args.repeats)
+            timing, _ = time_jitted(fn, jax.random.key(0), jnp.asarray(x, dtype), repeats=args.repeats)
+            row[f"{method} s"] = timing.median
         if m * (n + 1) * m * 8 <= 2e9:
-            start = time.perf_counter()
-            numpy_joint_exp(rng, x, qs, 1.0, -100.0, 100.0)
-            row["numpy s"] = time.perf_counter() - start
+            row["numpy s"] = time_host(numpy_joint_exp, rng, x, qs, 1.0, -100.0, 100.0, repeats=1).median
             row["numpy/scan"] = row["numpy s"] / row["scan s"]
             row["numpy/fft"] = row["numpy s"] / row["fft s"]
         row["peak RSS MB"] = peak_mb()
         rows.append(row)
     print_table("JointExp, seconds per release (N(0,5) data, bounds [-100,100], epsilon 1)", rows)
-
-    n, m, releases = (int(v) for v in args.vmapped.split(":"))
-    x = jnp.asarray(rng.normal(0.0, 5.0, n), dtype)
-    qs = np.arange(1, m + 1) / (m + 1)
-    batched = jax.jit(jax.vmap(lambda k: joint_exp(k, x, qs, 1.0, bounds=(-100, 100))))
-    keys = jax.random.split(jax.random.key(1), releases)
-    total = time_call(batched, keys, repeats=1)
-    single = time_call(jax.jit(lambda k: joint_exp(k, x, qs, 1.0, bounds=(-100, 100))), keys[0], repeats=1)
-    print_table(
-        "vmapped releases (forward tables computed once)",
-        [
-            {
-                "n": n,
-                "m": m,
-                "releases": releases,
-                "total s": total,
-                "one release s": single,
-                "total / one": total / single,
-                "peak RSS MB": peak_mb(),
-            }
-        ],
-    )
 
 
 if __name__ == "__main__":

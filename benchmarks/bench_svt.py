@@ -1,32 +1,39 @@
-"""Sparse vector family: speed against the RNG floor and NumPy sequential loops, and the adaptivity
-claims of Ding, Wang, Zhang, Kifer (PVLDB 2019, §7.3) on a synthetic Zipf item-count histogram.
+"""Sparse vector family beyond the headline rows: the blocked AboveThreshold and the adaptive sparse
+vector with gap (speed, same harness as ``dpjax bench``), and the adaptivity claims of Ding, Wang,
+Zhang, Kifer (PVLDB 2019, §7.3) on a synthetic Zipf item-count histogram.
 
-Run from the repository root:  /work/venv/bin/python -m benchmarks.bench_svt [--trials-repro 1000]
+``dpjax bench svt`` times the headline rows (``above_threshold`` and ``sparse_vector`` over 10^4
+queries, with the literal NumPy loops). Run from the repository root:
 
-1. AboveThreshold, 10^4 queries x 1,000 trials (Laplace, eps1 = eps2 = 0.5): ``jit(vmap)`` over keys,
-   the blocked form, the RNG floor (10^7 ``jax.random.laplace`` variates) and a literal NumPy loop.
-2. Adaptive sparse vector with gap on a 10^5-item Zipf histogram x 1,000 trials (k = 10, eps = 0.7,
-   monotonic): per trial against the floor of its 2*10^5 Laplace variates and a NumPy loop of Alg. 2.
-3. Adaptivity reproduction (Fig. 3/4 protocol): the free-gap item datasets (BMS-POS, Kosarak,
-   T40I10D100K) are not in ../shared/data (see its README), so a synthetic stand-in is used: 1,657
-   items (BMS-POS's item count), 3,360,000 item occurrences drawn from a Zipf(1.0) law, shuffled once
-   with seed 0 (the stream order). eps = 0.7, theta = 1/(1 + k^(2/3)), threshold per trial between the
-   counts at ranks r and r+1 with r uniform on {2k, ..., 8k-1}; truth set = items above it.
-   Sparse Vector baseline = the same kernel with sigma = inf (classical SVT answers), same key.
+    python -m benchmarks.bench_svt speed [--size 1] [--out DIR]
+    python -m benchmarks.bench_svt adaptivity [--trials 1000]
+
+1. ``speed``: ``above_threshold_blocked(block_size=1024)`` on the headline queries, and
+   ``adaptive_sparse_vector_with_gap`` on a 10^5-item Zipf(1.1) histogram (k = 10, eps = 0.7,
+   monotonic) against the floor of its 2*10^5 Laplace variates and a NumPy loop of Alg. 2.
+2. ``adaptivity`` (Fig. 3/4 protocol): the free-gap item datasets (BMS-POS, Kosarak, T40I10D100K) are
+   not in ../shared/data (see its README), so a synthetic stand-in is used: 1,657 items (BMS-POS's
+   item count), 3,360,000 item occurrences drawn from a Zipf(1.0) law, shuffled once with seed 0 (the
+   stream order). eps = 0.7, theta = 1/(1 + k^(2/3)), threshold per trial between the counts at ranks
+   r and r+1 with r uniform on {2k, ..., 8k-1}; truth set = items above it. Sparse Vector baseline =
+   the same kernel with sigma = inf (classical SVT answers), same key.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.harness import print_machine, print_table, rng_floor, time_call
-from dpjax import noise as noise_lib
 from dpjax import svt
+from dpjax.bench.case import Case, Peer, power_label, scaled
+from dpjax.bench.cli import script
+from dpjax.bench.report import print_machine, print_table
+
+K, EPSILON = 10, 0.7
 
 
 def zipf_counts(items, occurrences, exponent, seed):
@@ -36,15 +43,6 @@ def zipf_counts(items, occurrences, exponent, seed):
 
 
 # ----------------------------------------------------------------------------- NumPy references
-
-
-def numpy_above_threshold(rng, queries, threshold, epsilon1, epsilon2):
-    """Algorithm 1 literally: one noise draw and one comparison per query."""
-    noisy_threshold = threshold + rng.laplace(0, 1 / epsilon1)
-    for i, q in enumerate(queries):
-        if q + rng.laplace(0, 1 / epsilon2) >= noisy_threshold:
-            return i
-    return -1
 
 
 def numpy_adaptive_svt(rng, queries, threshold, budget):
@@ -66,95 +64,53 @@ def numpy_adaptive_svt(rng, queries, threshold, budget):
     return answers
 
 
-def dpjax_noise_floor(n, repeats=5):
-    """Seconds for dpjax.noise.laplace (mode="high", 64 random bits per variate) to draw n variates:
-    the noise the kernels actually draw, about twice the bits of jax.random.laplace."""
-    draw = jax.jit(lambda key: noise_lib.laplace(key, (n,), 1.0))
-    return time_call(draw, jax.random.key(0), repeats=repeats)
+def speed_cases(scale: float) -> list[Case]:
+    n = scaled(10**4, scale, 1_000)
+    queries = np.linspace(0.0, 100.0, n).astype(np.float32)
+    items = scaled(10**5, scale, 1_000)
+    counts = zipf_counts(items, 10 * items, 1.1, 1)
+    threshold = float(np.sort(counts)[::-1][8 * K])
+    budget = svt.gap_budget(EPSILON, K, monotonic=True)
 
+    def numpy_adaptive():
+        rng = np.random.default_rng(0)
+        return lambda: numpy_adaptive_svt(rng, counts, threshold, budget)
 
-def time_numpy(fn, trials):
-    rng = np.random.default_rng(0)
-    start = time.perf_counter()
-    for _ in range(trials):
-        fn(rng)
-    return (time.perf_counter() - start) / trials
-
-
-# ----------------------------------------------------------------------------- speed
-
-
-def bench_above_threshold(n=10_000, trials=1_000):
-    queries = np.linspace(0.0, 100.0, n)  # halts near the middle of the stream
-    keys = jax.random.split(jax.random.key(0), trials)
-    full = jax.jit(jax.vmap(lambda k: svt.above_threshold(k, queries, 50.0, 0.5, 0.5)))
-    blocked = jax.jit(
-        jax.vmap(lambda k: svt.above_threshold_blocked(k, queries, 50.0, 0.5, 0.5, block_size=1024))
-    )
-    t_full = time_call(full, keys) / trials
-    t_blocked = time_call(blocked, keys) / trials
-    floor = rng_floor("laplace", n * trials) / trials
-    high = dpjax_noise_floor(n * trials) / trials
-    t_numpy = time_numpy(lambda rng: numpy_above_threshold(rng, queries, 50.0, 0.5, 0.5), 20)
-    halting = np.asarray(full(keys))
-    rows = [
-        {
-            "kernel": "above_threshold (jit+vmap)",
-            "us/trial": 1e6 * t_full,
-            "x floor": t_full / floor,
-            "NumPy loop / this": t_numpy / t_full,
-        },
-        {
-            "kernel": "above_threshold_blocked(1024)",
-            "us/trial": 1e6 * t_blocked,
-            "x floor": t_blocked / floor,
-            "NumPy loop / this": t_numpy / t_blocked,
-        },
-        {"kernel": "RNG floor (jax.random.laplace)", "us/trial": 1e6 * floor, "x floor": 1.0},
-        {"kernel": "dpjax.noise.laplace (high), same n", "us/trial": 1e6 * high, "x floor": high / floor},
-        {"kernel": "NumPy sequential loop", "us/trial": 1e6 * t_numpy, "x floor": t_numpy / floor},
+    return [
+        Case(
+            family="svt",
+            mechanism="svt.above_threshold_blocked (block_size=1024)",
+            setting=f"{power_label(n)} queries linspace(0, 100), T=50, eps1=eps2=0.5, Laplace",
+            release=lambda key, q: svt.above_threshold_blocked(
+                key, q, threshold=50.0, epsilon1=0.5, epsilon2=0.5, block_size=1024
+            ),
+            args=(queries,),
+            releases=scaled(1_000, scale, 32),
+            bytes_per_release=16 * n,
+            noise="laplace",
+            variates=float(n + 1),
+            variates_note="one Laplace per query and one for the threshold",
+        ),
+        Case(
+            family="svt",
+            mechanism="svt.adaptive_sparse_vector_with_gap",
+            setting=f"{power_label(items)}-item Zipf(1.1) histogram, k={K}, eps={EPSILON}, monotonic",
+            release=lambda key, c: svt.adaptive_sparse_vector_with_gap(
+                key, c, threshold=threshold, epsilon=EPSILON, k=K, monotonic=True
+            ),
+            args=(counts.astype(np.float32),),
+            releases=scaled(100, scale, 8),
+            bytes_per_release=32 * items,
+            noise="laplace",
+            variates=float(2 * items + 1),
+            variates_note="two Laplace per query (top and middle branch) and one for the threshold",
+            peers=(
+                Peer(
+                    "NumPy loop (Alg. 2)", "numpy", numpy_adaptive, note="float64, stops at the k-th answer"
+                ),
+            ),
+        ),
     ]
-    print_table(
-        f"AboveThreshold: {n} queries x {trials} trials, Laplace eps1=eps2=0.5 (median halting index "
-        f"{int(np.median(halting))})",
-        rows,
-    )
-
-
-def bench_adaptive(n=100_000, trials=1_000, chunk=100, k=10, epsilon=0.7):
-    counts = zipf_counts(n, 10 * n, 1.1, 1)
-    threshold = float(np.sort(counts)[::-1][8 * k])
-    budget = svt.gap_budget(epsilon, k, monotonic=True)
-    keys = jax.random.split(jax.random.key(0), chunk)
-    run = jax.jit(
-        jax.vmap(
-            lambda key: svt.adaptive_sparse_vector_with_gap(
-                key, counts, threshold, epsilon, k=k, monotonic=True
-            )
-        )
-    )
-    t_kernel = time_call(run, keys, repeats=3) / chunk
-    floor = rng_floor("laplace", 2 * n * chunk, repeats=3) / chunk
-    high = dpjax_noise_floor(2 * n * chunk, repeats=3) / chunk
-    t_numpy = time_numpy(lambda rng: numpy_adaptive_svt(rng, counts, threshold, budget), 3)
-    processed = float(np.mean(np.asarray(run(keys).num_processed)))
-    rows = [
-        {
-            "kernel": "adaptive_sparse_vector_with_gap",
-            "ms/trial": 1e3 * t_kernel,
-            "x floor": t_kernel / floor,
-            "NumPy loop / this": t_numpy / t_kernel,
-        },
-        {"kernel": "RNG floor (2n jax.random.laplace)", "ms/trial": 1e3 * floor, "x floor": 1.0},
-        {"kernel": "dpjax.noise.laplace (high), same 2n", "ms/trial": 1e3 * high, "x floor": high / floor},
-        {"kernel": "NumPy sequential loop (Alg. 2)", "ms/trial": 1e3 * t_numpy, "x floor": t_numpy / floor},
-    ]
-    print_table(
-        f"Adaptive SVT with gap: {n}-item Zipf(1.1) histogram x {trials} trials (timed in chunks of {chunk}),"
-        f" "
-        f"k={k}, eps={epsilon}; mean queries processed {processed:.0f}",
-        rows,
-    )
 
 
 # ----------------------------------------------------------------------------- adaptivity reproduction
@@ -226,16 +182,18 @@ def reproduce_adaptivity(trials, epsilon=0.7, ks=tuple(range(2, 25, 2))):
     )
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials-repro", type=int, default=1000, help="trials per k (paper: 10,000)")
-    parser.add_argument("--skip-speed", action="store_true")
-    args = parser.parse_args()
-    print_machine()
-    if not args.skip_speed:
-        bench_above_threshold()
-        bench_adaptive()
-    reproduce_adaptivity(args.trials_repro)
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["adaptivity"]:
+        parser = argparse.ArgumentParser(description="adaptivity reproduction (Ding et al. 2019, §7.3)")
+        parser.add_argument("--trials", type=int, default=1000, help="trials per k (paper: 10,000)")
+        args = parser.parse_args(argv[1:])
+        print_machine()
+        reproduce_adaptivity(args.trials)
+    elif argv[:1] == ["speed"]:
+        script("benchmarks.bench_svt speed", speed_cases, "speed of the non-headline SVT kernels", argv[1:])
+    else:
+        raise SystemExit("usage: python -m benchmarks.bench_svt {speed,adaptivity} [options]")
 
 
 if __name__ == "__main__":

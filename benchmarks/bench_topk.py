@@ -1,12 +1,13 @@
-"""Top-k over unknown domains benchmark: 10^5 independent queries (histograms of 10^4 items),
+"""Top-k over unknown domains, many queries: 10^5 independent queries (histograms of 10^4 items),
 kbar = 100, k = 10, limited-domain mechanism (Durfee and Rogers 2019, Algorithm 1).
 
-Compares, per query, in one run:
+``dpjax bench topk`` times the headline row (one 10^6-item histogram, single release and releases
+vmapped over keys, with a NumPy peer). This script uses the same harness (``dpjax.bench``) for what
+is not a headline row. Compares, per query, in one run:
 * the RNG floor: kbar + 1 ``jax.random.gumbel`` draws per query;
 * ``dpjax.topk.limited_domain`` on a batch of full histograms (exact top-(kbar+1) extraction with
   ``lax.top_k`` + noise + top-k), the batch in chunks of ``--chunk`` queries (one call each);
-* the same kernel when the top-(kbar+1) counts are given (the paper's "blackbox top-kbar solver"),
-  and vmapped over trial keys on one fixed histogram (the data work is done once);
+* the same kernel when the top-(kbar+1) counts are given (the paper's "blackbox top-kbar solver");
 * NumPy reference loops over the queries (float64): ``argpartition`` for the top-(kbar+1), then the
   sequential peeling formulation with ⊥ (Algorithm 3: k rounds of the exponential mechanism by
   inverse-CDF sampling), and the one-shot Gumbel formulation.
@@ -26,9 +27,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.harness import print_machine, print_table, rng_floor, time_call, time_python
 from dpjax import topk
 from dpjax.accounting.pay_what_you_get import calibrate_epsilon
+from dpjax.bench.floor import rng_floor
+from dpjax.bench.harness import time_host, time_jitted
+from dpjax.bench.report import print_machine, print_table
 
 DELTA, DELTA_PRIME = 5e-7, 5e-7
 
@@ -100,29 +103,28 @@ def main(argv=None) -> None:
     base = jnp.asarray(np.random.default_rng(0).multinomial(10 * d, weights / weights.sum()), jnp.int32)
     data_key, noise_key = jax.random.split(jax.random.key(0))
 
-    run = jax.jit(lambda key, c: topk.limited_domain(key, c, k, kbar, eps, DELTA))
+    run = jax.jit(lambda key, c: topk.limited_domain(key, c, k=k, kbar=kbar, epsilon=eps, delta=DELTA))
     hist = make_histograms(data_key, base, chunk)
-    t_chunk = time_call(run, noise_key, hist, repeats=3)
-    # The full batch, chunk by chunk (data generation excluded from the timing).
+    t_chunk = time_jitted(run, noise_key, hist, repeats=3)[0].median
+    # The full batch, chunk by chunk (data generation excluded from the timing): one timed call each.
     total, returned = 0.0, []
     for c in range(n_chunks):
         hist = make_histograms(jax.random.fold_in(data_key, c), base, chunk)
-        jax.block_until_ready(hist)
-        total += time_call(run, jax.random.fold_in(noise_key, c), hist, repeats=1, warmup=0)
-        returned.append(np.asarray(run(jax.random.fold_in(noise_key, c), hist).num_returned))
+        timing, out = time_jitted(run, jax.random.fold_in(noise_key, c), hist, repeats=1)
+        total += timing.median
+        returned.append(np.asarray(out.num_returned))
     returned = np.concatenate(returned)[: args.queries]
 
-    top_only = jax.jit(lambda key, c: topk.limited_domain(key, c, k, kbar, eps, DELTA))
     _, top_values = jax.lax.top_k(hist, kbar + 1)
-    t_top = time_call(top_only, noise_key, top_values, repeats=3)
-    trials = jax.jit(jax.vmap(lambda key: topk.limited_domain(key, hist[0], k, kbar, eps, DELTA)))
-    t_trials = time_call(trials, jax.random.split(noise_key, chunk), repeats=3)
-    floor = rng_floor("gumbel", chunk * (kbar + 1))
+    t_top = time_jitted(run, noise_key, top_values, repeats=3)[0].median
+    floor = rng_floor("gumbel", chunk * (kbar + 1)).median
 
     rng = np.random.default_rng(1)
     sample = np.asarray(hist[: args.reference_queries])
-    t_peel = time_python(lambda: [numpy_peeling(rng, c, k, kbar, eps, DELTA) for c in sample], repeats=1)
-    t_shot = time_python(lambda: [numpy_one_shot(rng, c, k, kbar, eps, DELTA) for c in sample], repeats=1)
+    t_peel = time_host(lambda: [numpy_peeling(rng, c, k, kbar, eps, DELTA) for c in sample], repeats=1).median
+    t_shot = time_host(
+        lambda: [numpy_one_shot(rng, c, k, kbar, eps, DELTA) for c in sample], repeats=1
+    ).median
     peel_n = np.mean([len(numpy_peeling(rng, c, k, kbar, eps, DELTA)[0]) for c in sample])
     shot_n = np.mean([len(numpy_one_shot(rng, c, k, kbar, eps, DELTA)[0]) for c in sample])
     n_ref = len(sample)
@@ -132,7 +134,6 @@ def main(argv=None) -> None:
         (f"dpjax limited_domain, {chunk} full histograms per call", t_chunk, chunk, None),
         (f"dpjax limited_domain, {args.queries} queries, {n_chunks} calls", total, n_chunks * chunk, total),
         ("dpjax limited_domain, top-(kbar+1) counts given", t_top, chunk, None),
-        (f"dpjax limited_domain, {chunk} trials vmapped on one histogram", t_trials, chunk, None),
         ("NumPy loop: sequential peeling with ⊥ (Alg. 3)", t_peel, n_ref, None),
         ("NumPy loop: one-shot Gumbel with ⊥ (Alg. 1)", t_shot, n_ref, None),
     ]

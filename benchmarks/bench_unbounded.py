@@ -1,108 +1,57 @@
-"""Speed of UQE (Durfee 2023, Alg. 2): n = 10^6 points, 10,000 vmapped releases at q = 0.99.
+"""UQE (Durfee 2023, Alg. 2) internals at the headline size: n = 10^6 lognormal(3, 1.5) float32
+points, q = 0.99, epsilon = 1, beta = 1.001; same harness as ``dpjax bench``.
 
-Run from the repository root: ``python -m benchmarks.bench_unbounded [--n 1000000] [--trials 10000]``
+``dpjax bench quantiles`` times the headline row (the public ``unbounded``, single eager release
+and vmapped Monte Carlo, with OpenDP, diffprivlib and python-dp). This script splits it:
 
-Reports, side by side in one run:
-* the one O(n) binning pass (key-independent, done once per dataset);
-* dpjax per release, with the default ``"fast"`` sampler (thinning + closed-form tail) and with the
-  ``"blocks"`` sampler (one noise per query up to the halting point, closed-form tail);
-* the RNG floor: ``jax.random`` time for the noise a literal sampler draws (mean halting index
-  variates per release), and for 4 variates per release;
-* a NumPy reference (Appendix C's loop, vectorized per release: histogram once, then per release
-  draw noise for every query up to the data maximum and take the first hit);
-* diffprivlib's and OpenDP's quantile per release on the same data, when installed (both bounded:
-  range [0, 10^4]; OpenDP with 1,000 candidates).
+* the O(n) binning pass (``cumulative_counts``, done once per dataset and once per eager call);
+* the halting-index kernel on binned counts with the default ``"fast"`` sampler (thinning far below
+  the threshold, closed-form tail) and with the ``"blocks"`` sampler (one noise per query up to the
+  halt), both against the floor of a literal AboveThreshold (halting index + 1 Exponentials);
+* a NumPy reference of Appendix C (histogram once; per release one Exponential per query up to the
+  data maximum, first hit) as the fast kernel's peer.
+
+Run from the repository root: ``python -m benchmarks.bench_unbounded [--size 1] [--out DIR]``
 """
 
 from __future__ import annotations
 
-import argparse
-import time
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.harness import print_machine, print_table, rng_floor, time_call, time_python
-from dpjax.quantiles.unbounded import _halting_kernel, unbounded_result
+from dpjax.bench.case import Case, Peer, power_label, scaled
+from dpjax.bench.cases.quantiles import BETA, EPSILON, Q
+from dpjax.bench.cli import script
+from dpjax.quantiles.unbounded import _halting_kernel
 from dpjax.quantiles.unbounded_bins import cumulative_counts, max_index, static_size
 from dpjax.quantiles.unbounded_halting import split_threshold
 
-Q, EPSILON, BETA = 0.99, 1.0, 1.001
+
+def numpy_reference(rng, f, n):
+    """Appendix C with Algorithm 2's output: noise for each query up to the data maximum, first hit."""
+    threshold = Q * n + rng.exponential(2.0 / EPSILON)
+    hit = f + rng.exponential(2.0 / EPSILON, f.size) >= threshold
+    k = np.argmax(hit) + 1 if hit.any() else f.size  # the tail beyond the maximum is ignored here
+    return BETA**k - 1
 
 
-def numpy_reference(rng, hist, n, trials):
-    """Appendix C (with Algorithm 2's output): per release, noise for each query, first hit."""
-    f = np.cumsum(hist)
-    out = np.empty(trials)
-    for t in range(trials):
-        threshold = Q * n + rng.exponential(2.0)
-        hit = f + rng.exponential(2.0, f.size) >= threshold
-        k = np.argmax(hit) + 1 if hit.any() else f.size  # the tail beyond the maximum is ignored here
-        out[t] = BETA**k - 1
-    return out
-
-
-def peers(x, trials):
-    rows = []
-    try:
-        from diffprivlib.tools import quantile as dpl_quantile
-    except ImportError:
-        print("diffprivlib not installed: skipped")
-    else:
-        seconds = time_python(lambda: dpl_quantile(x, Q, epsilon=EPSILON, bounds=(0, 1e4)), repeats=3)
-        rows.append({"method": "diffprivlib.tools.quantile (bounded)", "sec_per_release": seconds})
-    try:
-        import opendp.prelude as dp
-    except ImportError:
-        print("opendp not installed: skipped")
-    else:
-        dp.enable_features("contrib")
-        meas = dp.m.make_private_quantile(
-            dp.vector_domain(dp.atom_domain(T=float, nan=False), size=len(x)),
-            dp.symmetric_distance(),
-            dp.max_divergence(),
-            candidates=list(np.linspace(0, 1e4, 1000)),
-            alpha=Q,
-            scale=2.0 / EPSILON,
-        )
-        data = [float(v) for v in x]
-        seconds = time_python(lambda: meas(data), repeats=3)
-        rows.append({"method": "opendp make_private_quantile (1000 candidates)", "sec_per_release": seconds})
-    return rows
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--n", type=int, default=10**6)
-    parser.add_argument("--trials", type=int, default=10_000)
-    parser.add_argument("--numpy-trials", type=int, default=100)
-    args = parser.parse_args(argv)
-    print_machine()
-    x_np = np.random.default_rng(0).lognormal(3.0, 1.5, args.n).astype(np.float32)
-    x = jnp.asarray(x_np)
-    print(
-        f"data: n={args.n} lognormal(3, 1.5) float32, q={Q}, epsilon={EPSILON}, beta={BETA}, "
-        f"trials={args.trials}"
-    )
-
+def cases(scale: float) -> list[Case]:
+    n = scaled(10**6, scale, 1_000)
+    x = np.random.default_rng(0).lognormal(3.0, 1.5, n).astype(np.float32)
     cap = max_index(BETA, jnp.float32)
-    size = static_size(x, 0.0, BETA, cap)
-    table = dict(lower=0.0, size=size, beta=BETA, cap=cap, dtype=jnp.float32)
-    t_bin = time_call(lambda: cumulative_counts(x, **table), repeats=3)
+    table = dict(lower=0.0, size=static_size(x, 0.0, BETA, cap), beta=BETA, cap=cap, dtype=jnp.float32)
     counts = cumulative_counts(x, **table)
-    keys = jax.random.split(jax.random.key(0), args.trials)
+    f = np.asarray(counts.f)[: int(counts.tail_start) + 1].astype(np.float64)
+    setting = f"n={power_label(n)} lognormal(3, 1.5) float32, q={Q:g}, epsilon={EPSILON:g}, beta={BETA:g}"
 
     def kernel(method):
-        def one(key):
+        def release(key, c):
             return _halting_kernel(
                 key,
-                counts,
-                split_threshold(Q * args.n),
-                2.0,
-                2.0,
+                c,
+                split_threshold(Q * n),
+                2.0 / EPSILON,
+                2.0 / EPSILON,
                 noise="exponential",
                 dtype=jnp.float32,
                 first=1,
@@ -110,44 +59,55 @@ def main(argv=None) -> None:
                 method=method,
             )[0]
 
-        return jax.jit(jax.vmap(one))
+        return release
 
-    fast, blocks = kernel("fast"), kernel("blocks")
-    t_fast, t_blocks = time_call(fast, keys), time_call(blocks, keys)
-    k = np.asarray(fast(keys))
-    mean_k = float(k.mean())
-    floor_literal = rng_floor("exponential", int(args.trials * mean_k), repeats=3)
-    floor_four = rng_floor("exponential", 4 * args.trials, repeats=3)
-    # End to end through the public function (binning done once at trace time, data closed over).
-    public = jax.jit(jax.vmap(lambda key: unbounded_result(key, x, Q, EPSILON).estimate))
-    t_public = time_call(public, keys, repeats=3)
+    def numpy_peer():
+        rng = np.random.default_rng(1)
+        return lambda: numpy_reference(rng, f, n)
 
-    hist = np.diff(np.concatenate([[0], np.asarray(counts.f)[: int(counts.tail_start) + 1]]))
-    rng = np.random.default_rng(1)
-    t_numpy = time_python(lambda: numpy_reference(rng, hist, args.n, args.numpy_trials), repeats=1)
-    per_numpy = t_numpy / args.numpy_trials
-
-    print(
-        f"mean halting index {mean_k:.0f} (bins up to the data max: {int(counts.tail_start)}); "
-        f"true q: {np.quantile(x_np, Q):.2f}, median release {np.median(BETA**k - 1):.2f}"
+    literal = dict(
+        noise="exponential",
+        variates=lambda k: float(np.mean(k)) + 1.0,
+        variates_note="literal AboveThreshold: one Exponential per query up to the halt, plus one",
     )
-    per_fast = t_fast / args.trials
-    rows = [
-        {"method": "binning pass (once per dataset)", "sec_per_release": t_bin},
-        {"method": "dpjax fast sampler", "sec_per_release": per_fast},
-        {"method": "dpjax public unbounded() (jit+vmap)", "sec_per_release": t_public / args.trials},
-        {"method": "dpjax blocks sampler", "sec_per_release": t_blocks / args.trials},
-        {"method": f"RNG floor: {mean_k:.0f} expo variates", "sec_per_release": floor_literal / args.trials},
-        {"method": "RNG floor: 4 expo variates", "sec_per_release": floor_four / args.trials},
-        {"method": "NumPy reference loop", "sec_per_release": per_numpy},
-        *peers(x_np, args.trials),
+    return [
+        Case(
+            family="quantiles",
+            mechanism="unbounded_bins.cumulative_counts (binning pass)",
+            setting=setting,
+            release=lambda key, data: cumulative_counts(data, **table),
+            args=(x,),
+            noise="uniform",
+            variates=float(n),
+            variates_note="no noise: n uniforms as a memory-bandwidth reference",
+        ),
+        Case(
+            family="quantiles",
+            mechanism="halting kernel, method='fast'",
+            setting=setting,
+            release=kernel("fast"),
+            args=(counts,),
+            releases=scaled(10_000, scale, 100),
+            bytes_per_release=64,
+            peers=(Peer("NumPy reference (Appendix C)", "numpy", numpy_peer, note="float64 histogram"),),
+            **literal,
+        ),
+        Case(
+            family="quantiles",
+            mechanism="halting kernel, method='blocks'",
+            setting=setting,
+            release=kernel("blocks"),
+            args=(counts,),
+            releases=scaled(10_000, scale, 100),
+            bytes_per_release=64 * 1024,
+            **literal,
+        ),
     ]
-    for row in rows:
-        row["fast_speedup"] = row["sec_per_release"] / per_fast
-    print_table("UQE per release (10^6 points, q=0.99)", rows)
+
+
+def main(argv=None) -> None:
+    script("benchmarks.bench_unbounded", cases, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":
-    start = time.perf_counter()
     main()
-    print(f"total {time.perf_counter() - start:.0f}s")

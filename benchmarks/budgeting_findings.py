@@ -36,8 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.bench_budgeting import hotspots
-from benchmarks.harness import print_machine, print_table
 from dpjax.accounting import PerUserLedger
+from dpjax.bench.report import print_machine, print_table
 from dpjax.budgeting import split_schedule
 from dpjax.budgeting.kde import kde, kde_baseline
 from dpjax.budgeting.knn import knn, knn_baseline

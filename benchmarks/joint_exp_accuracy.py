@@ -24,7 +24,7 @@ import jax
 import matplotlib
 import numpy as np
 
-from benchmarks.harness import print_machine, print_table
+from dpjax.bench.report import print_machine, print_table
 from dpjax.quantiles import agg_tree, app_ind_exp, csmooth, ind_exp, joint_exp
 
 matplotlib.use("Agg")

@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.harness import print_machine
 from dpjax import aggregates, noise
+from dpjax.bench.report import print_machine
 from dpjax.quantiles import agg_tree, emq
 
 EPSILONS = (1.0, 0.5, 0.1)

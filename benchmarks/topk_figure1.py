@@ -21,8 +21,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from benchmarks.harness import print_machine, print_table
 from dpjax.accounting.pay_what_you_get import epsilon_star, optimal_composition
+from dpjax.bench.report import print_machine, print_table
 
 EPSILONS = (0.01, 0.05, 0.1, 0.5)
 DELTAS = (1e-6, 1e-9)

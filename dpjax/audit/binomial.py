@@ -8,7 +8,9 @@ guarantee rather than an approximation.
 
 The Beta quantiles are found by bisection on ``jax.scipy.special.betainc`` (the regularized
 incomplete beta function) in float64, whatever the global ``jax_enable_x64`` setting: 80 halvings of
-[0, 1] leave an error below 1e-24, far under the statistical width. SciPy is not needed.
+[0, 1] leave an error below 1e-24, far under the statistical width. SciPy is not needed. These are
+host-side statistics of a few numbers, so they run on the CPU device whatever the default backend
+(TPUs emulate float64 slowly, and GPUs would only add transfers).
 """
 
 from __future__ import annotations
@@ -77,9 +79,19 @@ def _padded(fn, *columns):
         flat = np.ones(size, np.float64)
         flat[: column.size] = column.ravel()
         padded.append(flat)
+    host = _host_device()
     with jax.enable_x64(True):
-        outputs = fn(*(jnp.asarray(c) for c in padded))
+        outputs = fn(*(jax.device_put(c, host) for c in padded))
         return tuple(np.asarray(o, np.float64)[: columns[0].size].reshape(shape) for o in outputs)
+
+
+def _host_device():
+    """The CPU device, or ``None`` (the default device) when the process has no CPU backend
+    (``JAX_PLATFORMS`` restricted to accelerators)."""
+    try:
+        return jax.devices("cpu")[0]
+    except RuntimeError:
+        return None
 
 
 def _loss_bound(k_p, n_p, k_q, n_q, level, delta):

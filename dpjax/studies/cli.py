@@ -1,4 +1,5 @@
-"""The ``dpjax`` command line: ``dpjax study`` runs the registered Monte Carlo accuracy studies."""
+"""The ``dpjax`` command line: ``dpjax study`` runs the registered Monte Carlo accuracy studies;
+``dpjax bench`` times every mechanism family (:mod:`dpjax.bench.cli`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import jax
 
+from dpjax.bench import cli as bench_cli
 from dpjax.studies import datasets
 from dpjax.studies.registry import studies
 
@@ -91,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         help="write results.csv, results.json and results.png to DIR",
     )
     study.add_argument("--list", action="store_true", help="list the studies and datasets, then exit")
+    bench_cli.add_parser(commands)
     return parser
 
 
@@ -234,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "study":
         return run_study(args)
+    if args.command == "bench":
+        return bench_cli.run(args)
     return 2  # pragma: no cover - argparse enforces the subcommand
 
 

@@ -1,0 +1,14 @@
+"""The headline benchmark of every mechanism family: ``FAMILIES[name](scale)`` returns its cases."""
+
+from __future__ import annotations
+
+import importlib
+
+FAMILIES = ("noise", "selection", "svt", "quantiles", "aggregates", "topk", "budgeting")
+
+
+def cases(family: str, scale: float):
+    """The :class:`~dpjax.bench.case.Case` rows of ``family`` at ``scale`` x the headline sizes."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+    return importlib.import_module(f"dpjax.bench.cases.{family}").cases(scale)

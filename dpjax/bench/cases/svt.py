@@ -1,0 +1,77 @@
+"""Sparse vector family: AboveThreshold and sparse vector over 10^4 queries.
+
+Data: queries ``linspace(0, 100, n)``, threshold 50, epsilon1 = epsilon2 = 0.5, Laplace noise, so a
+release halts near the middle of the stream. The kernels draw noise for the whole stream at once
+(floor: n + 1 Laplace for AboveThreshold, n + c for sparse vector); the NumPy loops are the literal
+algorithms (one draw and one comparison per query, stopping at the halt), so they pay only for the
+queries they process. No peer library implements AboveThreshold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpjax import svt
+from dpjax.bench.case import Case, Peer, power_label, scaled
+
+THRESHOLD, EPSILON1, EPSILON2, C = 50.0, 0.5, 0.5, 10
+
+
+def _numpy_sparse_vector(queries: np.ndarray, c: int) -> Peer:
+    """Dwork and Roth, Algorithm 2 (threshold noise redrawn after each answer), one query at a time;
+    c = 1 is AboveThreshold."""
+
+    def single():
+        rng = np.random.default_rng(1)
+
+        def release():
+            answers = []
+            noisy_threshold = THRESHOLD + rng.laplace(0.0, 1.0 / EPSILON1)
+            for i, q in enumerate(queries):
+                if q + rng.laplace(0.0, 1.0 / EPSILON2) >= noisy_threshold:
+                    answers.append(i)
+                    if len(answers) == c:
+                        break
+                    noisy_threshold = THRESHOLD + rng.laplace(0.0, 1.0 / EPSILON1)
+            return answers
+
+        return release
+
+    return Peer("NumPy loop (literal algorithm)", "numpy", single, note="float64, stops at the halt")
+
+
+def cases(scale: float) -> list[Case]:
+    n = scaled(10**4, scale, 1_000)
+    queries = np.linspace(0.0, 100.0, n).astype(np.float32)
+    setting = f"{power_label(n)} queries linspace(0, 100), T={THRESHOLD:g}, eps1=eps2={EPSILON1:g}, Laplace"
+    common = dict(
+        family="svt",
+        args=(queries,),
+        releases=scaled(1_000, scale, 32),
+        bytes_per_release=16 * n,
+        noise="laplace",
+    )
+    return [
+        Case(
+            mechanism="svt.above_threshold",
+            setting=setting,
+            release=lambda key, q: svt.above_threshold(
+                key, q, threshold=THRESHOLD, epsilon1=EPSILON1, epsilon2=EPSILON2
+            ),
+            variates=float(n + 1),
+            variates_note="one Laplace per query and one for the threshold",
+            peers=(_numpy_sparse_vector(queries, 1),),
+            **common,
+        ),
+        Case(
+            mechanism="svt.sparse_vector",
+            setting=f"{setting}, c={C}",
+            release=lambda key, q: svt.sparse_vector(
+                key, q, threshold=THRESHOLD, epsilon1=EPSILON1, epsilon2=EPSILON2, c=C
+            ),
+            variates=float(n + C),
+            variates_note="one Laplace per query and c for the thresholds",
+            peers=(_numpy_sparse_vector(queries, C),),
+            **common,
+        ),
+    ]

@@ -1,0 +1,178 @@
+"""``dpjax bench``: the headline benchmark of every mechanism family on the current backend.
+
+Registered in :mod:`dpjax.studies.cli` with :func:`add_parser` and dispatched to :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from dpjax.bench import report
+from dpjax.bench.cases import FAMILIES, cases
+from dpjax.bench.harness import device_memory
+from dpjax.bench.run import run_cases
+
+QUICK_SCALE = 0.1
+REFERENCE_MEMORY = 16 * 2**30  # scale 1 (the headline sizes) needs well under this
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _repeats(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Adds the ``bench`` subcommand to the ``dpjax`` command's subparsers."""
+    parser = subparsers.add_parser(
+        "bench",
+        help="time every mechanism family on this device against the RNG floor and peer libraries",
+        description="Runs the headline benchmark of each mechanism family on the current JAX backend "
+        "(CPU, GPU or TPU): time per release for one release and for a vmapped Monte Carlo batch, "
+        "releases per second, the ratio to the jax.random floor for the same number of variates, "
+        "compile time and memory, with peer libraries (the 'bench' extra) side by side.",
+    )
+    parser.add_argument(
+        "families", nargs="*", metavar="FAMILY", help=f"families to run: {', '.join(FAMILIES)}"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a smoke run: {QUICK_SCALE:g} x the headline sizes, 3 repeats (minutes on 2 CPU cores)",
+    )
+    parser.add_argument(
+        "--size",
+        type=_scale,
+        metavar="SCALE",
+        help="sizes and Monte Carlo batches at SCALE x the headline ones (default: from the device's "
+        "memory, 1 for 16 GiB, a power of 2 between 1 and 8)",
+    )
+    parser.add_argument(
+        "--repeats", type=_repeats, help="timed repeats per measurement (default 5; 3 with --quick)"
+    )
+    parser.add_argument("--no-peers", action="store_true", help="skip the peer libraries and NumPy loops")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="write results.json, results.md and results.png"
+    )
+    parser.add_argument(
+        "--update-readme",
+        type=Path,
+        metavar="FILE",
+        help="replace the region between the dpjax-bench markers of FILE with the Markdown report",
+    )
+    parser.add_argument(
+        "--region",
+        metavar="NAME",
+        help="with --update-readme: the region between <!-- dpjax-bench:begin NAME --> and its end marker",
+    )
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        metavar="FILE",
+        help="do not run: report a results.json written earlier (for --out / --update-readme)",
+    )
+    return parser
+
+
+def auto_scale(memory: int | None) -> float:
+    """1 for about 16 GiB of device memory, the power of 2 below memory / 16 GiB up to 8."""
+    if memory is None:
+        return 1.0
+    return float(2 ** min(3, max(0, math.floor(math.log2(memory / REFERENCE_MEMORY)))))
+
+
+def command_line(args: argparse.Namespace) -> str:
+    parts = ["dpjax bench", *args.families]
+    if args.quick:
+        parts.append("--quick")
+    if args.size is not None:
+        parts.append(f"--size {args.size:g}")
+    if args.repeats is not None:
+        parts.append(f"--repeats {args.repeats}")
+    if args.no_peers:
+        parts.append("--no-peers")
+    if args.out is not None:
+        parts.append(f"--out {args.out}")
+    if args.update_readme is not None:
+        parts.append(f"--update-readme {args.update_readme}")
+    if args.region is not None:
+        parts.append(f"--region {args.region}")
+    return " ".join(parts)
+
+
+def collect(args: argparse.Namespace) -> dict:
+    """Runs the selected families and returns the JSON record."""
+    scale = (
+        args.size if args.size is not None else (QUICK_SCALE if args.quick else auto_scale(device_memory()))
+    )
+    return run_cases(
+        (case for family in args.families or FAMILIES for case in cases(family, scale)),
+        command=command_line(args),
+        scale=scale,
+        repeats=args.repeats or (3 if args.quick else 5),
+        peer_repeats=2 if args.quick else 3,
+        with_peers=not args.no_peers,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    unknown = sorted(set(args.families) - set(FAMILIES))
+    if unknown:
+        print(
+            f"dpjax bench: error: unknown family {', '.join(unknown)}; choose from {', '.join(FAMILIES)}",
+            file=sys.stderr,
+        )
+        return 2
+    record = report.read_json(args.from_json) if args.from_json else collect(args)
+    print(report.terminal(record))
+    if args.out:
+        report.save(record, args.out)
+    if args.update_readme:
+        report.update_readme(args.update_readme, report.markdown(record), args.region)
+        print(f"updated {args.update_readme}")
+    if not args.from_json:
+        print(f"dpjax bench: {record['wall_seconds']:.0f} s")
+    return 1 if any("error" in row for row in record["rows"]) else 0
+
+
+def script(module: str, make_cases, description: str, argv: list[str] | None = None) -> dict:
+    """The command line of a ``benchmarks/`` script that times its own (non-headline) cases with the
+    same harness: ``--size``, ``--repeats``, ``--no-peers`` and ``--out`` as in ``dpjax bench``.
+    ``make_cases(scale)`` returns the cases. Returns the record (after printing and saving it)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
+    parser.add_argument("--size", type=_scale, default=1.0, metavar="SCALE", help="scale of the sizes")
+    parser.add_argument("--repeats", type=_repeats, default=3, help="timed repeats (default 3)")
+    parser.add_argument("--no-peers", action="store_true", help="skip the peers")
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="write results.json, results.md and results.png"
+    )
+    args = parser.parse_args(argv)
+    record = run_cases(
+        make_cases(args.size),
+        command=f"python -m {module} --size {args.size:g} --repeats {args.repeats}"
+        + (" --no-peers" if args.no_peers else ""),
+        scale=args.size,
+        repeats=args.repeats,
+        with_peers=not args.no_peers,
+    )
+    print(report.terminal(record))
+    if args.out:
+        report.save(record, args.out)
+    return record

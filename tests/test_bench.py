@@ -1,0 +1,223 @@
+"""``dpjax.bench``: timing harness, RNG floor, batch sizing, reports and the ``dpjax bench`` command."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpjax.bench import report
+from dpjax.bench.case import Case, power_label, scaled
+from dpjax.bench.cases import FAMILIES
+from dpjax.bench.cases.aggregates import _variates as sum_variates
+from dpjax.bench.cases.quantiles import BETA, _halting_variates
+from dpjax.bench.cli import auto_scale
+from dpjax.bench.floor import MAX_VARIATES, floor_releases, rng_floor, variate_count
+from dpjax.bench.harness import MAX_REPEATS, MIN_SECONDS, Timing, time_eager, time_host, time_jitted
+from dpjax.bench.run import batch_size
+from dpjax.studies.cli import main
+
+GIB = 2**30
+
+
+def test_timing_statistics():
+    timing = Timing((3.0, 1.0, 2.0, 6.0), compile=0.5, memory=10)
+    assert timing.median == 2.5 and timing.low == 1.0 and timing.high == 6.0
+    assert timing.spread == pytest.approx(2.0)
+    per = timing.per(4)
+    assert per.times == (0.75, 0.25, 0.5, 1.5) and per.compile == 0.5 and per.memory == 10
+
+
+def test_time_jitted_compiles_once_and_times_repeats():
+    traces = []
+
+    def fn(x):
+        traces.append(1)
+        return jnp.cumsum(x) * 2
+
+    x = jnp.arange(1000.0)
+    timing, output = time_jitted(fn, x, repeats=4)
+    assert len(traces) == 1  # compiled once, before the timed calls
+    assert len(timing.times) >= 4 and min(timing.times) > 0
+    assert timing.compile > 0
+    assert timing.memory >= 2 * 4 * 1000  # at least the argument and the output
+    np.testing.assert_array_equal(output, np.cumsum(np.arange(1000.0)) * 2)
+
+
+def test_time_eager_and_host_count_calls():
+    calls = []
+
+    def fn(x):
+        calls.append(x)
+        return x + 1
+
+    timing, output = time_eager(lambda x: (time.sleep(MIN_SECONDS / 2), fn(x))[1], 1, repeats=3)
+    assert output == 2 and len(calls) == 4 and len(timing.times) == 3 and timing.compile >= 0
+    calls.clear()
+    timing = time_host(fn, 1, repeats=2)
+    assert len(calls) == len(timing.times) + 1 and timing.compile is None
+    # Short calls are repeated until MIN_SECONDS have been spent (at most MAX_REPEATS times).
+    assert len(timing.times) == MAX_REPEATS or sum(timing.times) >= MIN_SECONDS
+    calls.clear()
+    slow = time_host(lambda: (calls.append(1), time.sleep(MIN_SECONDS))[0], repeats=2)
+    assert len(slow.times) == 2 and len(calls) == 3
+    with pytest.raises(ValueError, match="repeats"):
+        time_host(fn, 1, repeats=0)
+
+
+def test_rng_floor_is_per_release():
+    assert variate_count(3.2) == 4 and variate_count(0.3) == 1
+    assert floor_releases(1000, 50) == 50 and floor_releases(MAX_VARIATES / 4, 50) == 4
+    assert floor_releases(10 * MAX_VARIATES, 50) == 1
+    with pytest.raises(ValueError):
+        variate_count(math.nan)
+    with pytest.raises(ValueError, match="kind"):
+        rng_floor("cauchy", 10)
+    single = rng_floor("gumbel", 1000, repeats=2)
+    batch = rng_floor("gumbel", 1000, releases=50, repeats=2)
+    assert len(single.times) >= 2 and single.median > 0 and batch.median > 0
+    # Drawing 50 x 1000 variates costs more than drawing 1000 once, so the whole call is longer.
+    assert batch.median * 50 > single.median
+
+
+def test_batch_size_caps_by_device_memory():
+    case = Case("f", "m", "s", release=None, releases=1000, bytes_per_release=10 * 2**20)
+    assert batch_size(case, memory=None) == 1000
+    assert batch_size(case, memory=16 * GIB) == 409  # a quarter of 16 GiB in 10 MiB releases
+    assert batch_size(case, memory=2**20) == 1
+    assert batch_size(Case("f", "m", "s", release=None), memory=16 * GIB) == 0
+
+
+def test_scales_and_labels():
+    assert [auto_scale(m) for m in (None, 8 * GIB, 23.5 * GIB, 60 * GIB, 139 * GIB, 4096 * GIB)] == [
+        1.0,
+        1.0,
+        1.0,
+        2.0,
+        8.0,
+        8.0,
+    ]
+    assert scaled(10**6, 0.1, 1000) == 10**5 and scaled(10**6, 1e-6, 1000) == 1000
+    assert [power_label(n) for n in (10**6, 1000, 2500, 250_000)] == ["10^6", "10^3", "2,500", "2.5e+05"]
+
+
+def test_variates_from_releases():
+    """UQE's estimate is beta**k - 1, so the halting index is recovered from the release."""
+    k = np.array([5, 10, 6_502])
+    estimates = np.expm1(k * np.log(BETA)).astype(np.float32)
+    assert _halting_variates(estimates) == pytest.approx(k.mean() + 1)
+    assert sum_variates(type("R", (), {"bound": estimates})) == pytest.approx(k.mean() + 2)
+
+
+def _record():
+    row = {
+        "family": "selection",
+        "mechanism": "selection.gumbel_top_k",
+        "setting": "d=10",
+        "single": {
+            "seconds": 2e-3,
+            "floor_seconds": 1e-3,
+            "floor_ratio": 2.0,
+            "compile_seconds": 0.3,
+            "memory_bytes": 2048,
+            "path": "jax.jit",
+        },
+        "monte_carlo": {
+            "releases": 100,
+            "seconds": 1e-5,
+            "floor_seconds": 5e-6,
+            "floor_ratio": 2.0,
+            "releases_per_second": 1e5,
+            "compile_seconds": 0.4,
+            "memory_bytes": 4096,
+        },
+        "peers": [
+            {
+                "name": "P",
+                "library": "numpy",
+                "version": "2",
+                "note": "n",
+                "seconds": 4e-3,
+                "repeated_seconds": 4e-3,
+                "ratio_single": 2.0,
+                "ratio_monte_carlo": 400.0,
+            },
+            {"name": "Q", "library": "opendp", "version": None, "note": "m", "skipped": "not installed"},
+        ],
+    }
+    machine = {
+        "backend": "gpu",
+        "device": "H100",
+        "device_count": 1,
+        "device_memory_bytes": GIB,
+        "host_cpu": "x",
+        "cores": 2,
+        "python": "3",
+        "jax": "0",
+        "x64": False,
+    }
+    return {
+        "command": "dpjax bench",
+        "date": "d",
+        "wall_seconds": 1.0,
+        "scale": 1.0,
+        "repeats": 3,
+        "machine": machine,
+        "load_average_start": [1.0],
+        "load_average_end": [2.0],
+        "rows": [row],
+    }
+
+
+def test_markdown_and_readme_region(tmp_path):
+    text = report.markdown(_record())
+    assert (
+        "| selection.gumbel_top_k | d=10 | 2 ms | 2x | 100 | 10 us | 2x | 1.00e+05 | 0.30, 0.40 | 4 KiB |"
+        in text
+    )
+    assert "| selection.gumbel_top_k | P (numpy 2) | n | 4 ms | 2x | 400x |" in text
+    assert "skipped: not installed" in text
+    readme = tmp_path / "README.md"
+    begin, end = report.markers()
+    named = report.markers("x")
+    readme.write_text(f"# B\n\nbefore\n{begin}\nold\n{end}\nmiddle\n{named[0]}\nkept\n{named[1]}\nafter\n")
+    report.update_readme(readme, text)
+    report.update_readme(readme, text)  # idempotent
+    content = readme.read_text()
+    assert content.startswith("# B\n\nbefore\n") and content.endswith(f"{named[1]}\nafter\n")
+    assert "old" not in content and "kept" in content and content.count("selection.gumbel_top_k | d=10") == 1
+    report.update_readme(readme, "new text", region="x")
+    assert "kept" not in readme.read_text() and "new text" in readme.read_text()
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="dpjax-bench"):
+        report.update_readme(readme, text)
+
+
+@pytest.mark.slow
+def test_dpjax_bench_command_end_to_end(tmp_path, capsys):
+    """Every family at the smallest sizes, one repeat: table, JSON, Markdown, plot, README region."""
+    out = tmp_path / "out"
+    assert main(["bench", "--size", "1e-6", "--repeats", "1", "--out", str(out)]) == 0
+    record = json.loads((out / "results.json").read_text())
+    assert {row["family"] for row in record["rows"]} == set(FAMILIES)
+    for row in record["rows"]:
+        assert "error" not in row, row
+        assert row["single"]["seconds"] > 0 and row["single"]["floor_seconds"] > 0
+        assert row["single"]["compile_seconds"] >= 0
+        if "monte_carlo" in row:
+            assert row["monte_carlo"]["releases"] >= 2 and row["monte_carlo"]["floor_ratio"] > 0
+    assert record["machine"]["backend"] == jax.default_backend()
+    assert len(record["load_average_start"]) == 3
+    assert (out / "results.png").stat().st_size > 0
+    assert "Command: `dpjax bench --size 1e-06 --repeats 1" in (out / "results.md").read_text()
+    readme = tmp_path / "README.md"
+    readme.write_text("{}\n{}\n".format(*report.markers()))
+    assert main(["bench", "--from-json", str(out / "results.json"), "--update-readme", str(readme)]) == 0
+    assert (out / "results.md").read_text().strip() in readme.read_text()
+    assert "selection.gumbel_top_k" in capsys.readouterr().out
+    assert main(["bench", "nosuchfamily"]) == 2
