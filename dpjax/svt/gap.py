@@ -165,9 +165,9 @@ def gap_budget(
     disables the top branch.
 
     ``epsilon``, ``theta``, ``sigma`` and ``sensitivity`` may be traced: the budget is then computed
-    with jnp in their dtype, and its float fields are NaN where a traced value is invalid. With
-    concrete values it is computed in Python floats (float64), as the accountant wants; ``k`` and
-    ``monotonic`` are static.
+    with jnp in their dtype by the same formula (in float64 the same numbers to 1 ulp), and its
+    float fields are NaN where a traced value is invalid. With concrete values it is computed in
+    Python floats (float64), as the accountant wants; ``k`` and ``monotonic`` are static.
     """
     checks = Checks()
     epsilon, k, theta, sigma, sensitivity = _check_parameters(
