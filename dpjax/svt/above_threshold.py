@@ -66,20 +66,31 @@ def check_noise_epsilons(noise: str, epsilon1, epsilon2, checks: Checks | None =
     return epsilon1, epsilon2
 
 
-def centered_queries(checks: Checks, queries, threshold, name: str = "queries") -> jax.Array:
-    """Validates a 1-D query vector and a scalar threshold; returns ``queries - threshold``.
+def checked_queries(checks: Checks, queries, threshold, name: str = "queries"):
+    """Validates a 1-D query vector and a scalar threshold; returns them and the working dtype.
 
     The working dtype is :func:`~dpjax.validation.float_dtype` of the queries and the threshold.
-    Traced queries (NaN) or a traced threshold (not finite) are recorded in ``checks``. Comparing
-    ``(q - T) + nu >= eta`` rather than ``q + nu >= T + eta`` keeps large counts exact in the
-    subtraction (counts above 2^24 need ``jax_enable_x64`` in any case).
+    Traced queries (NaN) or a traced threshold (not finite) are recorded in ``checks``.
     """
     queries = checks.array(queries, name, ndim=1)
     if isinstance(threshold, list | tuple):
         threshold = np.asarray(threshold)
     dtype = float_dtype(queries, threshold)
-    threshold = checks.real(threshold, "threshold")
+    return queries, checks.real(threshold, "threshold"), dtype
+
+
+def center(queries, threshold, dtype) -> jax.Array:
+    """``queries - threshold`` in ``dtype`` (inside the kernels: no extra dispatch when eager).
+
+    Comparing ``(q - T) + nu >= eta`` rather than ``q + nu >= T + eta`` keeps large counts exact in
+    the subtraction (counts above 2^24 need ``jax_enable_x64`` in any case).
+    """
     return queries.astype(dtype) - jnp.asarray(threshold, dtype)
+
+
+def centered_queries(checks: Checks, queries, threshold, name: str = "queries") -> jax.Array:
+    """:func:`checked_queries`, then :func:`center`: the validated ``queries - threshold``."""
+    return center(*checked_queries(checks, queries, threshold, name))
 
 
 def first_true(mask: jax.Array) -> jax.Array:
@@ -144,8 +155,9 @@ def above_threshold(
     checks = Checks()
     epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
-    centered = centered_queries(checks, queries, threshold)
-    return checks.guard(_keyed(key, centered, epsilon1, epsilon2, sensitivity, noise=noise))
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    index = _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, noise=noise, dtype=dtype)
+    return checks.guard(index)
 
 
 def noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax.Array]:
@@ -155,8 +167,9 @@ def noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax
     return sensitivity / jnp.asarray(epsilon1, dtype), sensitivity / jnp.asarray(epsilon2, dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("noise",))
-def _keyed(key, centered, epsilon1, epsilon2, sensitivity, *, noise):
+@functools.partial(jax.jit, static_argnames=("noise", "dtype"))
+def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, dtype):
+    centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
@@ -172,8 +185,9 @@ def blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.
     return jax.vmap(lambda k: noise_lib.sample(noise, k, (), scale, dtype))(keys)
 
 
-@functools.partial(jax.jit, static_argnames=("noise", "block_size"))
-def _blocked(key, centered, epsilon1, epsilon2, sensitivity, *, noise, block_size):
+@functools.partial(jax.jit, static_argnames=("noise", "block_size", "dtype"))
+def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, block_size, dtype):
+    centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     n = centered.shape[0]
     n_blocks = -(-n // block_size)
@@ -230,9 +244,19 @@ def above_threshold_blocked(
     epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
     block_size = check_int(block_size, "block_size", minimum=1)
-    centered = centered_queries(checks, queries, threshold)
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
     return checks.guard(
-        _blocked(key, centered, epsilon1, epsilon2, sensitivity, noise=noise, block_size=block_size)
+        _blocked(
+            key,
+            queries,
+            threshold,
+            epsilon1,
+            epsilon2,
+            sensitivity,
+            noise=noise,
+            block_size=block_size,
+            dtype=dtype,
+        )
     )
 
 

@@ -43,7 +43,7 @@ import numpy as np
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
-from dpjax.svt.above_threshold import centered_queries, first_true
+from dpjax.svt.above_threshold import center, centered_queries, checked_queries, first_true
 from dpjax.validation import Checks, check_epsilon, check_int, float_dtype, is_traced
 
 BRANCH_UNPROCESSED, BRANCH_BOTTOM, BRANCH_TOP, BRANCH_MIDDLE = -1, 0, 1, 2
@@ -286,8 +286,9 @@ def adaptive_sparse_vector_with_gap_from_noise(
     return _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic)
 
 
-@functools.partial(jax.jit, static_argnames=("k", "adaptive", "monotonic"))
-def _keyed(key, centered, params, *, k, adaptive, monotonic):
+@functools.partial(jax.jit, static_argnames=("k", "adaptive", "monotonic", "dtype"))
+def _keyed(key, queries, threshold, params, *, k, adaptive, monotonic, dtype):
+    centered = center(queries, threshold, dtype)
     budget = _working_budget(centered.dtype, params, k, monotonic)
     threshold_key, top_key, middle_key = jax.random.split(key, 3)
     eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, centered.dtype)
@@ -299,9 +300,10 @@ def _keyed(key, centered, params, *, k, adaptive, monotonic):
 def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive):
     checks = Checks()
     epsilon, k, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
-    centered = centered_queries(checks, queries, threshold)
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
     params = (epsilon, theta, sigma, sensitivity)
-    return checks.guard(_keyed(key, centered, params, k=k, adaptive=adaptive, monotonic=monotonic))
+    result = _keyed(key, queries, threshold, params, k=k, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
+    return checks.guard(result)
 
 
 def sparse_vector_with_gap(

@@ -25,8 +25,10 @@ from dpjax.accounting import ZCDP, PureDP, compose
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import (
     above_threshold_guarantee,
+    center,
     centered_queries,
     check_noise_epsilons,
+    checked_queries,
     first_true,
     noise_scales,
 )
@@ -142,12 +144,14 @@ def sparse_vector(
     epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
     c = check_int(c, "c", minimum=1)
-    centered = centered_queries(checks, queries, threshold)
-    return _guard(checks, _keyed(key, centered, epsilon1, epsilon2, sensitivity, noise=noise, c=c))
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    result = _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, noise=noise, c=c, dtype=dtype)
+    return _guard(checks, result)
 
 
-@functools.partial(jax.jit, static_argnames=("noise", "c"))
-def _keyed(key, centered, epsilon1, epsilon2, sensitivity, *, noise, c):
+@functools.partial(jax.jit, static_argnames=("noise", "c", "dtype"))
+def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c, dtype):
+    centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (c,), scale1, centered.dtype)
