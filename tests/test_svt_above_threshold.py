@@ -213,6 +213,18 @@ def test_bad_input_is_refused(kwargs, match):
             fn(jax.random.key(0), *positional, **args)
 
 
+def test_traced_gumbel_budgets_must_be_equal():
+    """Lemma 3.2 needs epsilon1 == epsilon2: unequal traced budgets report nothing (index -1), and
+    the sparse vector's marker is num_processed = -1 with an empty mask."""
+    q = np.array([0.0, 30.0, 60.0])
+    at = jax.jit(lambda e1, e2: svt.above_threshold(jax.random.key(0), q, 10.0, e1, e2, noise="gumbel"))
+    assert int(at(1e6, 1e6)) == 1 and int(at(1e6, 2e6)) == -1
+    sv = jax.jit(lambda e1, e2: svt.sparse_vector(jax.random.key(0), q, 10.0, e1, e2, c=2, noise="gumbel"))
+    good, bad = sv(1e6, 1e6), sv(1e6, 2e6)
+    assert good.indices.tolist() == [1, 2] and int(good.num_processed) == 3
+    assert bad.indices.tolist() == [-1, -1] and int(bad.num_processed) == -1 and not bad.above.any()
+
+
 def test_bad_input_guarantees_and_sparse_vector():
     with pytest.raises(ValueError, match="epsilon1 == epsilon2"):
         svt.above_threshold_guarantee(0.5, 0.4, noise="gumbel")

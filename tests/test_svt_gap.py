@@ -236,6 +236,30 @@ def test_bad_input_is_refused(kwargs, match):
             svt.sparse_vector_with_gap(jax.random.key(0), queries, threshold, epsilon, **args)
 
 
+def test_traced_gap_budget_is_the_concrete_one_in_x64(x64):
+    """Line 2 of Algorithm 2 in float64 gives the same numbers traced (jnp) and concrete (Python), to
+    1 ulp (XLA may turn the division by the constant k into a multiplication by 1/k)."""
+    for theta, sigma in ((None, None), (0.3, 7.0), (0.25, math.inf)):
+        want = svt.gap_budget(0.7, 3, theta=theta, sigma=sigma, sensitivity=2.0)
+        traced = jax.jit(lambda e, t, g, s: svt.gap_budget(e, 3, theta=t, sigma=g, sensitivity=s))
+        got = traced(0.7, theta, sigma, 2.0)
+        assert got.k == 3
+        np.testing.assert_array_max_ulp(np.array([float(x) for x in got]), np.array(want, float), maxulp=1)
+    bad = traced(-1.0, None, None, 2.0)
+    assert all(math.isnan(float(x)) for name, x in bad._asdict().items() if name != "k")
+
+
+def test_invalid_traced_sigma_marks_the_result():
+    run = jax.jit(
+        lambda s: svt.adaptive_sparse_vector_with_gap(jax.random.key(0), STREAM, 60.0, 1.0, k=2, sigma=s)
+    )
+    assert int(run(math.inf).units_used) >= 0 and int(run(0.0).units_used) >= 0
+    for bad in (-1.0, math.nan):
+        res = run(bad)
+        assert int(res.units_used) == -1 and int(res.num_processed) == -1
+        assert (np.asarray(res.indices) == -1).all() and np.isnan(res.gaps).all()
+
+
 def test_mismatched_noise_shapes_are_refused():
     with pytest.raises(ValueError, match="top_noise"):
         svt.adaptive_sparse_vector_with_gap_from_noise(

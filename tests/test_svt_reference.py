@@ -159,13 +159,21 @@ def _check_gap_result(got, b, want, k, size, dtype, eps0, eps2):
 GAP_SETTINGS = [(1, 1.0, None), (2, 0.7, 0.0), (3, 0.3, 2.5), (5, 1.5, math.inf)]
 
 
+def default_sigma(epsilon, k, dtype):
+    """The default sigma ``4*sqrt(2)/eps2`` (sensitivity 1, general queries, default theta) in the
+    kernel's dtype, step by step: eps2 = (1 - theta)*epsilon/k/2 (Algorithm 2, line 2)."""
+    theta = dtype(svt.default_theta(k, monotonic=False))
+    eps2 = (dtype(1) - theta) * dtype(epsilon) / dtype(k) / dtype(2)
+    return dtype(4 * math.sqrt(2)) / eps2
+
+
 @pytest.mark.parametrize(("k", "epsilon", "sigma"), GAP_SETTINGS)
 def test_adaptive_sparse_vector_with_gap_equals_sequential(k, epsilon, sigma):
     """800 randomized cases per setting; sigma = None uses the default 4*sqrt(2)/eps2."""
     dtype = np.float32
     rng = np.random.default_rng(300 + k)
     budget = svt.gap_budget(epsilon, k, sigma=sigma)
-    sigma_used = dtype(budget.sigma)
+    sigma_used = default_sigma(epsilon, k, dtype) if sigma is None else dtype(sigma)
 
     def run(q, threshold, eta, xi, nu):
         return svt.adaptive_sparse_vector_with_gap_from_noise(
@@ -254,20 +262,25 @@ def test_keyed_above_threshold_uses_the_documented_noise(noise):
 
 @pytest.mark.parametrize("monotonic", [False, True])
 def test_keyed_gap_kernels_use_the_documented_noise(monotonic):
+    """epsilon = 1, k = 2, theta = 1/2: eps0 = 1/2, eps1 = 1/4, eps2 = 1/8, so the threshold noise is
+    Lap(2), the middle noise Lap(2/eps1) = Lap(8) (Lap(4) monotonic) and the top noise Lap(16) (Lap(8)):
+    dyadic scales, exact in every dtype, so both sides draw the same bits."""
     q = np.array([0.0, 30.0, 5.0, 60.0, 1.0, 45.0, 80.0, 2.0])
-    budget = svt.gap_budget(1.0, 2, monotonic=monotonic, sigma=4.0)
+    width = 1.0 if monotonic else 2.0
 
     def core(key):
         kt, ktop, kmid = jax.random.split(key, 3)
-        eta = noise_lib.laplace(kt, (), budget.threshold_scale)
-        xi = noise_lib.laplace(ktop, (8,), budget.top_scale)
-        nu = noise_lib.laplace(kmid, (8,), budget.middle_scale)
+        eta = noise_lib.laplace(kt, (), 2.0)
+        xi = noise_lib.laplace(ktop, (8,), 8.0 * width)
+        nu = noise_lib.laplace(kmid, (8,), 4.0 * width)
         return svt.adaptive_sparse_vector_with_gap_from_noise(
-            q, 20.0, eta, xi, nu, epsilon=1.0, k=2, sigma=4.0, monotonic=monotonic
+            q, 20.0, eta, xi, nu, epsilon=1.0, k=2, theta=0.5, sigma=4.0, monotonic=monotonic
         )
 
     def keyed(key):
-        return svt.adaptive_sparse_vector_with_gap(key, q, 20.0, 1.0, k=2, sigma=4.0, monotonic=monotonic)
+        return svt.adaptive_sparse_vector_with_gap(
+            key, q, 20.0, 1.0, k=2, theta=0.5, sigma=4.0, monotonic=monotonic
+        )
 
     assert_same_result(jax.jit(jax.vmap(keyed))(KEYS), jax.jit(jax.vmap(core))(KEYS))
 

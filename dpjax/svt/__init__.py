@@ -9,6 +9,14 @@
 Each keyed kernel has a ``*_from_noise`` core that takes the (scaled) noise as arrays; the cores
 equal a sequential loop of the paper's pseudocode bit for bit. Inside a keyed kernel XLA may fuse
 ``scale*E + q`` into one FMA, so a released gap can differ from the core's in the last bit.
+
+Parameters: the threshold, every budget (``epsilon1``, ``epsilon2``, ``epsilon``, ``theta``),
+``sigma`` and ``sensitivity`` may be traced (``jax.vmap`` over any of them equals separate calls
+for the same key: noise scales are computed in the working dtype either way); ``c``, ``k``,
+``block_size``, ``noise`` and ``monotonic`` are static. Concrete values are validated eagerly
+(``ValueError`` before any randomness); invalid traced values or NaN queries give the invalid
+marker: index -1 (AboveThreshold), ``num_processed = -1`` (sparse vector), ``units_used = -1``
+and NaN gaps (the gap variants). Guarantee companions are host-side and take arrays for grids.
 """
 
 from dpjax.svt.above_threshold import (

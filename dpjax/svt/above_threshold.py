@@ -25,18 +25,40 @@ from jax import lax
 
 from dpjax import noise as noise_lib
 from dpjax.accounting import ZCDP, PureDP
-from dpjax.validation import check_array, check_choice, check_epsilon, check_int, check_positive
+from dpjax.accounting.elementwise import elementwise
+from dpjax.validation import (
+    Checks,
+    check_choice,
+    check_epsilon,
+    check_int,
+    check_positive,
+    float_dtype,
+    is_traced,
+)
 
 NOISES = ("laplace", "gumbel", "exponential")
 NOTIONS = ("pure", "zcdp")
 
 
-def check_noise_epsilons(noise: str, epsilon1, epsilon2) -> tuple[float, float]:
-    """Validates the noise family and the two budgets (Gumbel needs ``epsilon1 == epsilon2``)."""
+def check_noise_epsilons(noise: str, epsilon1, epsilon2, checks: Checks | None = None):
+    """Validates the noise family and the two budgets (Gumbel needs ``epsilon1 == epsilon2``).
+
+    Without ``checks`` (guarantee companions, on the host) both budgets must be concrete. With a
+    mechanism's ``checks`` they may be traced: the conditions are then recorded in the graph.
+    """
     check_choice(noise, "noise", NOISES)
-    epsilon1 = check_epsilon(epsilon1, "epsilon1")
-    epsilon2 = check_epsilon(epsilon2, "epsilon2")
-    if noise == "gumbel" and epsilon1 != epsilon2:
+    if checks is None:
+        epsilon1, epsilon2 = check_epsilon(epsilon1, "epsilon1"), check_epsilon(epsilon2, "epsilon2")
+    else:
+        epsilon1, epsilon2 = checks.epsilon(epsilon1, "epsilon1"), checks.epsilon(epsilon2, "epsilon2")
+    if noise != "gumbel":
+        return epsilon1, epsilon2
+    if is_traced(epsilon1) or is_traced(epsilon2):
+        checks.record(
+            jnp.asarray(epsilon1) == jnp.asarray(epsilon2),
+            "Gumbel AboveThreshold requires epsilon1 == epsilon2 (Lemma 3.2).",
+        )
+    elif epsilon1 != epsilon2:
         raise ValueError(
             "Gumbel AboveThreshold requires epsilon1 == epsilon2 (Lemma 3.2), "
             f"got epsilon1={epsilon1} and epsilon2={epsilon2}."
@@ -44,16 +66,31 @@ def check_noise_epsilons(noise: str, epsilon1, epsilon2) -> tuple[float, float]:
     return epsilon1, epsilon2
 
 
-def centered_queries(queries, threshold, name: str = "queries") -> jax.Array:
-    """Validates a 1-D query vector and returns ``queries - threshold`` in a floating dtype.
+def checked_queries(checks: Checks, queries, threshold, name: str = "queries"):
+    """Validates a 1-D query vector and a scalar threshold; returns them and the working dtype.
+
+    The working dtype is :func:`~dpjax.validation.float_dtype` of the queries and the threshold.
+    Traced queries (NaN) or a traced threshold (not finite) are recorded in ``checks``.
+    """
+    queries = checks.array(queries, name, ndim=1)
+    if isinstance(threshold, list | tuple):
+        threshold = np.asarray(threshold)
+    dtype = float_dtype(queries, threshold)
+    return queries, checks.real(threshold, "threshold"), dtype
+
+
+def center(queries, threshold, dtype) -> jax.Array:
+    """``queries - threshold`` in ``dtype`` (inside the kernels: no extra dispatch when eager).
 
     Comparing ``(q - T) + nu >= eta`` rather than ``q + nu >= T + eta`` keeps large counts exact in
     the subtraction (counts above 2^24 need ``jax_enable_x64`` in any case).
     """
-    queries = check_array(queries, name, ndim=1)
-    threshold = check_array(threshold, "threshold", ndim=0, allow_empty=True)
-    dtype = jnp.result_type(queries.dtype, threshold.dtype, float)
-    return queries.astype(dtype) - threshold.astype(dtype)
+    return queries.astype(dtype) - jnp.asarray(threshold, dtype)
+
+
+def centered_queries(checks: Checks, queries, threshold, name: str = "queries") -> jax.Array:
+    """:func:`checked_queries`, then :func:`center`: the validated ``queries - threshold``."""
+    return center(*checked_queries(checks, queries, threshold, name))
 
 
 def first_true(mask: jax.Array) -> jax.Array:
@@ -66,9 +103,11 @@ def above_threshold_from_noise(queries, threshold, threshold_noise, query_noise)
 
     Returns the 0-based index of the first ``i`` with ``(queries[i] - threshold) + query_noise[i] >=
     threshold_noise``, or -1. Used to test the kernel against a sequential reference bit for bit.
+    ``threshold`` may be traced; -1 when traced queries hold NaN or a traced threshold is not finite.
     """
-    centered = centered_queries(queries, threshold)
-    return first_true(centered + jnp.asarray(query_noise, centered.dtype) >= threshold_noise)
+    checks = Checks()
+    centered = centered_queries(checks, queries, threshold)
+    return checks.guard(first_true(centered + jnp.asarray(query_noise, centered.dtype) >= threshold_noise))
 
 
 def above_threshold(
@@ -89,16 +128,23 @@ def above_threshold(
 
     Args:
       key: a ``jax.random`` key.
-      queries: query answers ``f_1(x), ..., f_n(x)``, shape ``(n,)``, n >= 1.
-      threshold: the public threshold ``T`` (scalar).
-      epsilon1: budget of the threshold noise (scale ``sensitivity/epsilon1``).
-      epsilon2: budget of the query noise (scale ``sensitivity/epsilon2``).
-      noise: "laplace", "gumbel" (needs ``epsilon1 == epsilon2``) or "exponential" (one-sided).
-      sensitivity: per-query sensitivity, > 0.
+      queries: query answers ``f_1(x), ..., f_n(x)``, shape ``(n,)``, n >= 1 (the length is static).
+      threshold: the public threshold ``T``, a finite scalar (may be traced).
+      epsilon1: budget of the threshold noise (scale ``sensitivity/epsilon1``), > 0 (may be traced).
+      epsilon2: budget of the query noise (scale ``sensitivity/epsilon2``), > 0 (may be traced).
+      noise: "laplace", "gumbel" (needs ``epsilon1 == epsilon2``) or "exponential" (one-sided)
+        (static).
+      sensitivity: per-query sensitivity, > 0 (may be traced).
+
+    The noise scales are computed in the working dtype (:func:`~dpjax.validation.float_dtype` of
+    ``queries`` and ``threshold``), the same way for concrete and traced parameters.
 
     Returns:
       int32 scalar: the 0-based index of the first query whose noisy value reaches the noisy
-      threshold, or -1 when none does (stopping after ``n`` queries is post-processing).
+      threshold, or -1 when none does (stopping after ``n`` queries is post-processing). On
+      invalid traced input (a budget or the sensitivity not finite and > 0, Gumbel with
+      ``epsilon1 != epsilon2``, a non-finite threshold, NaN queries) it is -1 as well: no query
+      is reported (run under :func:`jax.experimental.checkify.checkify` to tell the cases apart).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -106,14 +152,25 @@ def above_threshold(
       >>> keys = jax.random.split(jax.random.key(1), 1000)
       >>> idx = jax.vmap(lambda k: above_threshold(k, jnp.arange(100.0), 50.0, 0.5, 0.5))(keys)
     """
-    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
-    sensitivity = check_positive(sensitivity, "sensitivity")
-    centered = centered_queries(queries, threshold)
-    return _keyed(key, centered, sensitivity / epsilon1, sensitivity / epsilon2, noise=noise)
+    checks = Checks()
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
+    sensitivity = checks.positive(sensitivity, "sensitivity")
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    index = _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, noise=noise, dtype=dtype)
+    return checks.guard(index)
 
 
-@functools.partial(jax.jit, static_argnames=("noise",))
-def _keyed(key, centered, scale1, scale2, *, noise):
+def noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax.Array]:
+    """``sensitivity/epsilon1`` and ``sensitivity/epsilon2`` in ``dtype`` (the same bits whether the
+    parameters are concrete or traced)."""
+    sensitivity = jnp.asarray(sensitivity, dtype)
+    return sensitivity / jnp.asarray(epsilon1, dtype), sensitivity / jnp.asarray(epsilon2, dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("noise", "dtype"))
+def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, dtype):
+    centered = center(queries, threshold, dtype)
+    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
     nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
@@ -128,8 +185,10 @@ def blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.
     return jax.vmap(lambda k: noise_lib.sample(noise, k, (), scale, dtype))(keys)
 
 
-@functools.partial(jax.jit, static_argnames=("noise", "block_size"))
-def _blocked(key, centered, scale1, scale2, *, noise, block_size):
+@functools.partial(jax.jit, static_argnames=("noise", "block_size", "dtype"))
+def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, block_size, dtype):
+    centered = center(queries, threshold, dtype)
+    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     n = centered.shape[0]
     n_blocks = -(-n // block_size)
     padded = jnp.pad(centered, (0, n_blocks * block_size - n))
@@ -172,20 +231,36 @@ def above_threshold_blocked(
     the halting index is typically far below ``n``; under ``vmap`` the loop runs until every batch
     member has halted.
 
+    ``threshold``, ``epsilon1``, ``epsilon2`` and ``sensitivity`` may be traced; ``noise`` and
+    ``block_size`` (>= 1, the number of queries per loop step) are static. Invalid traced input
+    gives -1, as in :func:`above_threshold`.
+
     Example:
       >>> import jax, jax.numpy as jnp
       >>> i = above_threshold_blocked(jax.random.key(0), jnp.arange(10_000.0), 30.0, 1.0, 1.0,
       ...                             noise="exponential", block_size=256)
     """
-    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
-    sensitivity = check_positive(sensitivity, "sensitivity")
+    checks = Checks()
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
+    sensitivity = checks.positive(sensitivity, "sensitivity")
     block_size = check_int(block_size, "block_size", minimum=1)
-    centered = centered_queries(queries, threshold)
-    return _blocked(
-        key, centered, sensitivity / epsilon1, sensitivity / epsilon2, noise=noise, block_size=block_size
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    return checks.guard(
+        _blocked(
+            key,
+            queries,
+            threshold,
+            epsilon1,
+            epsilon2,
+            sensitivity,
+            noise=noise,
+            block_size=block_size,
+            dtype=dtype,
+        )
     )
 
 
+@elementwise("epsilon1", "epsilon2")
 def above_threshold_guarantee(
     epsilon1: float,
     epsilon2: float,
@@ -195,6 +270,9 @@ def above_threshold_guarantee(
     noise: str = "laplace",
 ) -> PureDP | ZCDP:
     """The guarantee of one AboveThreshold run (Durfee 2023, Lemmas 3.1, 3.2, Cor. 3.1, Theorem 1).
+
+    Host-side, for the accountant: the budgets must be concrete numbers, or arrays of them for a
+    grid (an object array of guarantees, see :func:`~dpjax.accounting.elementwise.elementwise`).
 
     Args:
       epsilon1: threshold budget; epsilon2: query budget (both > 0).

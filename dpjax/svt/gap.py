@@ -22,21 +22,29 @@ Only Laplace noise is covered by the paper's proofs (Lemma 1 needs admissible no
 is offered. Neighbouring relation: any under which each query changes by at most ``sensitivity``;
 ``monotonic=True`` additionally needs all queries to move in the same direction (counting queries
 under add/remove; *not* item counts under substitution).
+
+Parameters: ``epsilon``, ``theta``, ``sigma``, ``sensitivity`` and the threshold may be traced (a
+``vmap`` over any of them equals separate calls for the same key); the budget split and the noise
+scales are computed in the working dtype the same way for concrete and traced values. ``k`` fixes
+the output sizes and ``monotonic`` the noise scales: both are static.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import numbers
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP
-from dpjax.svt.above_threshold import centered_queries, first_true
-from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
+from dpjax.accounting.elementwise import elementwise
+from dpjax.svt.above_threshold import center, centered_queries, checked_queries, first_true
+from dpjax.validation import Checks, check_epsilon, check_int, float_dtype, is_traced
 
 BRANCH_UNPROCESSED, BRANCH_BOTTOM, BRANCH_TOP, BRANCH_MIDDLE = -1, 0, 1, 2
 
@@ -55,6 +63,10 @@ class GapResult(NamedTuple):
       epsilon_spent: ``eps0 + units_used*eps2`` (<= epsilon).
       epsilon_left: ``epsilon - epsilon_spent = (2k - units_used)*eps2`` (>= 0).
       num_processed: int32, the number of queries answered before the run stopped.
+
+    On invalid traced input (a parameter out of range, NaN queries) every integer field is -1
+    (``units_used = -1`` and ``num_processed = -1`` cannot come from a run) and every float field
+    is NaN.
     """
 
     indices: jax.Array
@@ -68,7 +80,10 @@ class GapResult(NamedTuple):
 
 
 class GapBudget(NamedTuple):
-    """The budget split of Algorithm 2, line 2, and the noise scales it implies."""
+    """The budget split of Algorithm 2, line 2, and the noise scales it implies.
+
+    Python floats for concrete parameters; scalars of the parameters' dtype when any is traced.
+    """
 
     epsilon: float
     k: int
@@ -88,6 +103,52 @@ def default_theta(k: int, *, monotonic: bool) -> float:
     return 1.0 / (1.0 + float(k if monotonic else 2 * k) ** (2.0 / 3.0))
 
 
+def _check_sigma(checks: Checks, sigma):
+    """``sigma`` of Algorithm 2: ``None`` (the default), a real >= 0, or +inf (no top branch)."""
+    if sigma is None:
+        return None
+    if is_traced(sigma):
+        sigma = jnp.asarray(sigma)
+        if sigma.ndim != 0:
+            raise ValueError(f"sigma must be a scalar, got shape {sigma.shape}.")
+        if not jnp.issubdtype(sigma.dtype, jnp.floating):
+            sigma = sigma.astype(float_dtype())
+        checks.record(sigma >= 0, "sigma must be >= 0 (math.inf disables the top branch).")
+        return sigma
+    scalar = isinstance(sigma, numbers.Real | np.ndarray | jax.Array) and np.shape(sigma) == ()
+    if scalar and sigma == math.inf:
+        return math.inf
+    return check_epsilon(sigma, "sigma", allow_zero=True)
+
+
+def _check_parameters(checks: Checks, epsilon, k, theta, sigma, sensitivity, monotonic):
+    """Validates Algorithm 2's parameters (eagerly when concrete, in ``checks`` when traced)."""
+    epsilon = checks.epsilon(epsilon)
+    k = check_int(k, "k", minimum=1)
+    theta = default_theta(k, monotonic=monotonic) if theta is None else theta
+    theta = checks.probability(theta, "theta", open_low=True, open_high=True)
+    sensitivity = checks.positive(sensitivity, "sensitivity")
+    return epsilon, k, theta, _check_sigma(checks, sigma), sensitivity
+
+
+def _split(epsilon, k: int, theta, sigma, sensitivity, monotonic: bool) -> GapBudget:
+    """Algorithm 2, line 2, in the arithmetic of its arguments (Python floats, or jnp scalars of
+    one dtype): the one formula behind :func:`gap_budget` and the kernels."""
+    eps0 = theta * epsilon
+    eps1 = (1.0 - theta) * epsilon / k
+    eps2 = eps1 / 2.0
+    if sigma is None:
+        sigma = 4.0 * math.sqrt(2.0) / eps2 * sensitivity
+    width = (1.0 if monotonic else 2.0) * sensitivity
+    return GapBudget(epsilon, k, eps0, eps1, eps2, sensitivity / eps0, width / eps1, width / eps2, sigma)
+
+
+def _working_budget(dtype, params, k: int, monotonic: bool) -> GapBudget:
+    """The budget in the kernel's dtype; ``params = (epsilon, theta, sigma, sensitivity)``."""
+    epsilon, theta, sigma, sensitivity = (None if v is None else jnp.asarray(v, dtype) for v in params)
+    return _split(epsilon, k, theta, sigma, sensitivity, monotonic)
+
+
 def gap_budget(
     epsilon: float,
     k: int,
@@ -102,27 +163,26 @@ def gap_budget(
     ``sigma`` defaults to ``4*sqrt(2)/eps2`` times the sensitivity (two standard deviations of
     ``Lap(2/eps2)``, footnote 5, kept for the monotonic variant as in the paper); ``math.inf``
     disables the top branch.
+
+    ``epsilon``, ``theta``, ``sigma`` and ``sensitivity`` may be traced: the budget is then computed
+    with jnp in their dtype by the same formula (in float64 the same numbers to 1 ulp), and its
+    float fields are NaN where a traced value is invalid. With concrete values it is computed in
+    Python floats (float64), as the accountant wants; ``k`` and ``monotonic`` are static.
     """
-    epsilon = check_epsilon(epsilon)
-    k = check_int(k, "k", minimum=1)
-    theta = default_theta(k, monotonic=monotonic) if theta is None else theta
-    theta = check_probability(theta, "theta", open_low=True, open_high=True)
-    sensitivity = check_positive(sensitivity, "sensitivity")
-    eps0 = theta * epsilon
-    eps1 = (1.0 - theta) * epsilon / k
-    eps2 = eps1 / 2.0
-    if sigma is None:
-        sigma = 4.0 * math.sqrt(2.0) / eps2 * sensitivity
-    elif not (isinstance(sigma, float | int) and sigma == math.inf):
-        sigma = check_epsilon(sigma, "sigma", allow_zero=True)
-    width = (1.0 if monotonic else 2.0) * sensitivity
-    return GapBudget(
-        epsilon, k, eps0, eps1, eps2, sensitivity / eps0, width / eps1, width / eps2, float(sigma)
+    checks = Checks()
+    epsilon, k, theta, sigma, sensitivity = _check_parameters(
+        checks, epsilon, k, theta, sigma, sensitivity, monotonic
     )
+    budget = _split(epsilon, k, theta, sigma, sensitivity, monotonic)
+    if not checks.traced:
+        return budget._replace(sigma=float(budget.sigma))
+    return checks.guard(budget._replace(k=None))._replace(k=k)
 
 
-@functools.partial(jax.jit, static_argnames=("k", "size", "adaptive"))
-def _gap_core(centered, threshold_noise, top_noise, middle_noise, sigma, eps0, eps2, *, k, size, adaptive):
+def _gap_core(centered, threshold_noise, top_noise, middle_noise, budget: GapBudget, *, adaptive):
+    """Algorithm 2 on given noise and a budget in ``centered.dtype`` (traced inside a jitted caller)."""
+    k, sigma = budget.k, budget.sigma
+    size = 2 * k - 1 if adaptive else k
     n = centered.shape[0]
     middle_gap = (centered + middle_noise) - threshold_noise
     if adaptive:
@@ -143,9 +203,8 @@ def _gap_core(centered, threshold_noise, top_noise, middle_noise, sigma, eps0, e
     gaps = jnp.where(valid, gap[jnp.maximum(indices, 0)], jnp.nan)
     answer_branches = jnp.where(valid, branch[jnp.maximum(indices, 0)], BRANCH_UNPROCESSED).astype(jnp.int8)
     units_used = jnp.where(processed, units, 0).sum().astype(jnp.int32)
-    eps2 = jnp.asarray(eps2, centered.dtype)
-    spent = jnp.asarray(eps0, centered.dtype) + units_used.astype(centered.dtype) * eps2
-    left = (2 * k - units_used).astype(centered.dtype) * eps2
+    spent = budget.eps0 + units_used.astype(centered.dtype) * budget.eps2
+    left = (2 * k - units_used).astype(centered.dtype) * budget.eps2
     return GapResult(
         indices, gaps, answer_branches, branch, units_used, spent, left, processed.sum().astype(jnp.int32)
     )
@@ -158,19 +217,30 @@ def _noise_like(noise, centered, name):
     return noise
 
 
-def _run(budget, centered, threshold_noise, top_noise, middle_noise, adaptive):
-    return _gap_core(
+@functools.partial(jax.jit, static_argnames=("k", "adaptive", "monotonic"))
+def _from_noise(centered, threshold_noise, top_noise, middle_noise, params, *, k, adaptive, monotonic):
+    budget = _working_budget(centered.dtype, params, k, monotonic)
+    threshold_noise = jnp.asarray(threshold_noise, centered.dtype)
+    return _gap_core(centered, threshold_noise, top_noise, middle_noise, budget, adaptive=adaptive)
+
+
+def _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic):
+    """Validates, then runs the core on given noise (``noises``: (name, array) for top and middle)."""
+    checks = Checks()
+    epsilon, k, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
+    centered = centered_queries(checks, queries, threshold)
+    top, middle = (None if noise is None else _noise_like(noise, centered, name) for name, noise in noises)
+    result = _from_noise(
         centered,
-        jnp.asarray(threshold_noise, centered.dtype),
-        top_noise,
-        middle_noise,
-        budget.sigma,
-        budget.eps0,
-        budget.eps2,
-        k=budget.k,
-        size=2 * budget.k - 1 if adaptive else budget.k,
-        adaptive=adaptive,
+        threshold_noise,
+        top,
+        middle,
+        (epsilon, theta, sigma, sensitivity),
+        k=k,
+        adaptive=top is not None,
+        monotonic=monotonic,
     )
+    return checks.guard(result)
 
 
 def sparse_vector_with_gap_from_noise(
@@ -186,11 +256,11 @@ def sparse_vector_with_gap_from_noise(
     sensitivity=1.0,
 ) -> GapResult:
     """:func:`sparse_vector_with_gap` on given (already scaled) noise: ``threshold_noise`` (scalar,
-    ``Lap(1/eps0)``) and ``middle_noise`` (shape ``(n,)``). For exact tests against a reference."""
-    budget = gap_budget(epsilon, k, theta=theta, monotonic=monotonic, sensitivity=sensitivity)
-    centered = centered_queries(queries, threshold)
-    middle = _noise_like(middle_noise, centered, "middle_noise")
-    return _run(budget, centered, threshold_noise, None, middle, False)
+    ``Lap(1/eps0)``) and ``middle_noise`` (shape ``(n,)``). For exact tests against a reference.
+    Parameters may be traced as in :func:`sparse_vector_with_gap` (``k``, ``monotonic`` static)."""
+    noises = (("top_noise", None), ("middle_noise", middle_noise))
+    parameters = (epsilon, k, theta, None, sensitivity)
+    return _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic)
 
 
 def adaptive_sparse_vector_with_gap_from_noise(
@@ -208,38 +278,32 @@ def adaptive_sparse_vector_with_gap_from_noise(
     sensitivity=1.0,
 ) -> GapResult:
     """:func:`adaptive_sparse_vector_with_gap` on given (already scaled) noise: ``threshold_noise``
-    (scalar), ``top_noise`` (the xi_i of line 7) and ``middle_noise`` (the eta_i), shape ``(n,)``."""
-    budget = gap_budget(epsilon, k, theta=theta, monotonic=monotonic, sigma=sigma, sensitivity=sensitivity)
-    centered = centered_queries(queries, threshold)
-    top = _noise_like(top_noise, centered, "top_noise")
-    middle = _noise_like(middle_noise, centered, "middle_noise")
-    return _run(budget, centered, threshold_noise, top, middle, True)
+    (scalar), ``top_noise`` (the xi_i of line 7) and ``middle_noise`` (the eta_i), shape ``(n,)``.
+    Parameters may be traced as in :func:`adaptive_sparse_vector_with_gap` (``k``, ``monotonic``
+    static)."""
+    noises = (("top_noise", top_noise), ("middle_noise", middle_noise))
+    parameters = (epsilon, k, theta, sigma, sensitivity)
+    return _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic)
 
 
-@functools.partial(jax.jit, static_argnames=("k", "size", "adaptive"))
-def _keyed(key, centered, scales, sigma, eps0, eps2, *, k, size, adaptive):
-    threshold_scale, top_scale, middle_scale = scales
+@functools.partial(jax.jit, static_argnames=("k", "adaptive", "monotonic", "dtype"))
+def _keyed(key, queries, threshold, params, *, k, adaptive, monotonic, dtype):
+    centered = center(queries, threshold, dtype)
+    budget = _working_budget(centered.dtype, params, k, monotonic)
     threshold_key, top_key, middle_key = jax.random.split(key, 3)
-    eta = noise_lib.laplace(threshold_key, (), threshold_scale, centered.dtype)
-    xi = noise_lib.laplace(top_key, centered.shape, top_scale, centered.dtype) if adaptive else None
-    nu = noise_lib.laplace(middle_key, centered.shape, middle_scale, centered.dtype)
-    return _gap_core(centered, eta, xi, nu, sigma, eps0, eps2, k=k, size=size, adaptive=adaptive)
+    eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, centered.dtype)
+    xi = noise_lib.laplace(top_key, centered.shape, budget.top_scale, centered.dtype) if adaptive else None
+    nu = noise_lib.laplace(middle_key, centered.shape, budget.middle_scale, centered.dtype)
+    return _gap_core(centered, eta, xi, nu, budget, adaptive=adaptive)
 
 
-def _run_keyed(key, budget, centered, adaptive):
-    scales = (budget.threshold_scale, budget.top_scale, budget.middle_scale)
-    size = 2 * budget.k - 1 if adaptive else budget.k
-    return _keyed(
-        key,
-        centered,
-        scales,
-        budget.sigma,
-        budget.eps0,
-        budget.eps2,
-        k=budget.k,
-        size=size,
-        adaptive=adaptive,
-    )
+def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive):
+    checks = Checks()
+    epsilon, k, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    params = (epsilon, theta, sigma, sensitivity)
+    result = _keyed(key, queries, threshold, params, k=k, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
+    return checks.guard(result)
 
 
 def sparse_vector_with_gap(
@@ -266,14 +330,18 @@ def sparse_vector_with_gap(
 
     Args:
       key: a ``jax.random`` key.
-      queries: shape ``(n,)``; threshold: the public threshold (scalar).
-      epsilon: total budget; k: number of ⊤ answers, >= 1.
-      theta: threshold share in (0, 1); default :func:`default_theta`.
-      monotonic: use the monotonic noise scales.
-      sensitivity: per-query sensitivity (multiplies every noise scale).
+      queries: shape ``(n,)``.
+      threshold: the public threshold, a finite scalar (may be traced).
+      epsilon: total budget, > 0 (may be traced).
+      k: number of ⊤ answers, >= 1 (static: it fixes the output sizes).
+      theta: threshold share in (0, 1) (may be traced); default :func:`default_theta`.
+      monotonic: use the monotonic noise scales (static).
+      sensitivity: per-query sensitivity, > 0, multiplies every noise scale (may be traced).
 
     Returns:
-      A :class:`GapResult` with ``indices``/``gaps`` of size ``k``.
+      A :class:`GapResult` with ``indices``/``gaps`` of size ``k``. On invalid traced input
+      (``epsilon``, ``theta`` or ``sensitivity`` out of range, a non-finite threshold, NaN
+      queries) its integer fields are -1 and its float fields NaN.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -281,9 +349,8 @@ def sparse_vector_with_gap(
       >>> res = sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, k=2, monotonic=True)
       >>> estimate = res.gaps + 500.0          # unbiased-noise estimates of the reported counts
     """
-    budget = gap_budget(epsilon, k, theta=theta, monotonic=monotonic, sensitivity=sensitivity)
-    centered = centered_queries(queries, threshold)
-    return _run_keyed(key, budget, centered, adaptive=False)
+    parameters = (epsilon, k, theta, None, sensitivity)
+    return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=False)
 
 
 def adaptive_sparse_vector_with_gap(
@@ -311,12 +378,16 @@ def adaptive_sparse_vector_with_gap(
     used, ``eps0 + units_used*eps2``, is returned in ``epsilon_spent``.
 
     Args:
-      sigma: top-branch margin; default ``4*sqrt(2)/eps2`` (times the sensitivity); ``math.inf``
-        gives exactly :func:`sparse_vector_with_gap` for the same key.
-      Other arguments as in :func:`sparse_vector_with_gap`.
+      sigma: top-branch margin, >= 0 (may be traced); default ``4*sqrt(2)/eps2`` (times the
+        sensitivity, computed in the working dtype); ``math.inf`` gives exactly
+        :func:`sparse_vector_with_gap` for the same key.
+      Other arguments as in :func:`sparse_vector_with_gap` (``k`` and ``monotonic`` static, the
+      rest may be traced).
 
     Returns:
-      A :class:`GapResult` with ``indices``/``gaps`` of size ``2k - 1``.
+      A :class:`GapResult` with ``indices``/``gaps`` of size ``2k - 1``. On invalid traced input
+      (as for :func:`sparse_vector_with_gap`, or ``sigma`` NaN or negative) its integer fields are
+      -1 and its float fields NaN.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -325,19 +396,22 @@ def adaptive_sparse_vector_with_gap(
       >>> int(res.units_used) <= 4
       True
     """
-    budget = gap_budget(epsilon, k, theta=theta, monotonic=monotonic, sigma=sigma, sensitivity=sensitivity)
-    centered = centered_queries(queries, threshold)
-    return _run_keyed(key, budget, centered, adaptive=True)
+    parameters = (epsilon, k, theta, sigma, sensitivity)
+    return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=True)
 
 
+@elementwise("epsilon")
 def sparse_vector_with_gap_guarantee(epsilon: float, *, k: int = 1) -> PureDP:
-    """Sparse-Vector-with-Gap is ``epsilon``-DP whatever ``k`` and ``theta`` (Theorem 4, sigma = inf)."""
+    """Sparse-Vector-with-Gap is ``epsilon``-DP whatever ``k`` and ``theta`` (Theorem 4, sigma = inf).
+    Host-side: ``epsilon`` must be a concrete number (or an array of them for a grid)."""
     check_int(k, "k", minimum=1)
     return PureDP(check_epsilon(epsilon))
 
 
+@elementwise("epsilon")
 def adaptive_sparse_vector_with_gap_guarantee(epsilon: float, *, k: int = 1) -> PureDP:
     """Adaptive-Sparse-Vector-with-Gap is ``epsilon``-DP (Theorem 4): the worst case to reserve
-    before the run; ``GapResult.epsilon_spent`` is the cost it actually used."""
+    before the run; ``GapResult.epsilon_spent`` is the cost it actually used. Host-side:
+    ``epsilon`` must be a concrete number (or an array of them for a grid)."""
     check_int(k, "k", minimum=1)
     return PureDP(check_epsilon(epsilon))

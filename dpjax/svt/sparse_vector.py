@@ -22,13 +22,17 @@ from jax import lax
 
 from dpjax import noise as noise_lib
 from dpjax.accounting import ZCDP, PureDP, compose
+from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import (
     above_threshold_guarantee,
+    center,
     centered_queries,
     check_noise_epsilons,
+    checked_queries,
     first_true,
+    noise_scales,
 )
-from dpjax.validation import check_array, check_int, check_positive
+from dpjax.validation import Checks, check_int
 
 
 class SparseVectorResult(NamedTuple):
@@ -39,6 +43,9 @@ class SparseVectorResult(NamedTuple):
       above: bool ``(n,)``, the mask of ⊤ answers.
       num_processed: int32 scalar, the number of queries answered (⊤ or ⊥) before the mechanism
         stopped: one past the ``c``-th ⊤, or ``n``.
+
+    On invalid traced input ``indices`` are all -1, ``above`` is all false and ``num_processed``
+    is -1 (the marker: a valid run processes at least one query).
     """
 
     indices: jax.Array
@@ -68,20 +75,29 @@ def _sparse_core(centered, threshold_noise, query_noise, *, c):
     return SparseVectorResult(indices, answer_mask(indices, n), processed)
 
 
+def _guard(checks: Checks, result: SparseVectorResult) -> SparseVectorResult:
+    """The invalid marker of :class:`SparseVectorResult` where a traced check failed."""
+    result = checks.guard(result)
+    return result._replace(above=result.above & checks.valid()) if checks.traced else result
+
+
 def sparse_vector_from_noise(queries, threshold, threshold_noise, query_noise, *, c: int):
     """Sparse vector on given (already scaled) noise: the pure core of :func:`sparse_vector`.
 
     ``threshold_noise`` has shape ``(c,)``; entry ``j`` noises the threshold of the ``j``-th run.
+    ``threshold`` may be traced (``c`` is static); invalid traced input gives the marker of
+    :class:`SparseVectorResult`.
     """
     c = check_int(c, "c", minimum=1)
-    centered = centered_queries(queries, threshold)
-    threshold_noise = check_array(threshold_noise, "threshold_noise", ndim=1).astype(centered.dtype)
+    checks = Checks()
+    centered = centered_queries(checks, queries, threshold)
+    threshold_noise = checks.array(threshold_noise, "threshold_noise", ndim=1).astype(centered.dtype)
     if threshold_noise.shape != (c,):
         raise ValueError(f"threshold_noise must have shape ({c},), got {threshold_noise.shape}.")
     query_noise = jnp.asarray(query_noise, centered.dtype)
     if query_noise.shape != centered.shape:
         raise ValueError(f"query_noise must have shape {centered.shape}, got {query_noise.shape}.")
-    return _sparse_core(centered, threshold_noise, query_noise, c=c)
+    return _guard(checks, _sparse_core(centered, threshold_noise, query_noise, c=c))
 
 
 def sparse_vector(
@@ -107,32 +123,43 @@ def sparse_vector(
 
     Args:
       key: a ``jax.random`` key.
-      queries: shape ``(n,)``; threshold: scalar; c: maximum number of ⊤ answers, >= 1.
-      epsilon1, epsilon2, noise, sensitivity: as in :func:`~dpjax.svt.above_threshold`, per run.
+      queries: shape ``(n,)``.
+      threshold: the public threshold, a finite scalar (may be traced).
+      epsilon1, epsilon2, sensitivity: as in :func:`~dpjax.svt.above_threshold`, per run (may be
+        traced).
+      c: maximum number of ⊤ answers, >= 1 (static: it fixes the shape of ``indices``).
+      noise: as in :func:`~dpjax.svt.above_threshold` (static).
 
     Returns:
       A :class:`SparseVectorResult` (indices ``(c,)`` padded with -1, mask ``(n,)``, count processed).
+      On invalid traced input (as for :func:`~dpjax.svt.above_threshold`) ``indices`` are -1,
+      ``above`` is false and ``num_processed`` is -1.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> counts = jnp.array([3.0, 80.0, 2.0, 95.0, 70.0])
       >>> res = sparse_vector(jax.random.key(0), counts, 50.0, 0.5, 0.5, c=2)
     """
-    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
-    sensitivity = check_positive(sensitivity, "sensitivity")
+    checks = Checks()
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
+    sensitivity = checks.positive(sensitivity, "sensitivity")
     c = check_int(c, "c", minimum=1)
-    centered = centered_queries(queries, threshold)
-    return _keyed(key, centered, sensitivity / epsilon1, sensitivity / epsilon2, noise=noise, c=c)
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    result = _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, noise=noise, c=c, dtype=dtype)
+    return _guard(checks, result)
 
 
-@functools.partial(jax.jit, static_argnames=("noise", "c"))
-def _keyed(key, centered, scale1, scale2, *, noise, c):
+@functools.partial(jax.jit, static_argnames=("noise", "c", "dtype"))
+def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c, dtype):
+    centered = center(queries, threshold, dtype)
+    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (c,), scale1, centered.dtype)
     nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
     return _sparse_core(centered, eta, nu, c=c)
 
 
+@elementwise("epsilon1", "epsilon2")
 def sparse_vector_guarantee(
     epsilon1: float,
     epsilon2: float,
@@ -143,6 +170,8 @@ def sparse_vector_guarantee(
     noise: str = "laplace",
 ) -> PureDP | ZCDP:
     """``c`` compositions of the AboveThreshold guarantee (pure DP, or zCDP with Theorem 1).
+
+    Host-side: the budgets must be concrete numbers (or arrays of them for a grid).
 
     Example:
       >>> sparse_vector_guarantee(0.5, 0.5, c=4, monotonic=True, notion="zcdp")
