@@ -10,6 +10,9 @@ FAMILIES = ("additive", "selection", "svt", "quantiles", "aggregates", "topk", "
 # Key-first public functions that are not mechanisms over data.
 NOT_MECHANISMS = {
     "budgeting.user_noise",  # the per-user noise generator PIE draws from (a sampler)
+    # A host-side driver: authorizes and settles each query on a float64 PerUserLedger; it has no
+    # traceable parameter (its mechanisms, pie_ni and pie_k, are registered).
+    "budgeting.run_multi_query",
 }
 
 
