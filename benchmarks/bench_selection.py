@@ -4,7 +4,9 @@
 with their peers). This script times the other selection kernels the same way (one harness:
 ``dpjax.bench``), on the same Zipf(1.3) scores: report-noisy-max with Exponential and Laplace noise,
 noisy top-k with gap (Laplace noise, ``lax.top_k(k + 1)`` with values), and the exponential
-mechanism's inverse-CDF sampler (``method="inverse_cdf"``, O(log d) per release under ``vmap``).
+mechanism's inverse-CDF sampler (``method="inverse_cdf"``, O(log d) per release under ``vmap``), and
+one-shot Gumbel top-k by the top-down Gumbel process (``method="tree"``, O(k log d) per release under
+``vmap``, 10^4 releases per batch).
 
 Run from the repository root: ``python -m benchmarks.bench_selection [--size 1] [--out DIR]``
 """
@@ -50,6 +52,20 @@ def cases(scale: float) -> list[Case]:
             variates=float(d),
             variates_note="floor: one Gumbel per candidate (the literal kernel's draw)",
             **common,
+        ),
+        Case(
+            mechanism="selection.gumbel_top_k (method='tree')",
+            setting=f"{setting}, k={K}",
+            release=lambda key, c: selection.gumbel_top_k(
+                key, c, k=K, epsilon=EPSILON, monotonic=True, method="tree"
+            ),
+            family="selection",
+            args=(counts,),
+            releases=scaled(10_000, scale, 100),
+            bytes_per_release=4096,
+            noise="gumbel",
+            variates=float(d),
+            variates_note="floor: one Gumbel per candidate (the literal kernel's draw)",
         ),
         Case(
             mechanism="selection.noisy_top_k_with_gap",

@@ -8,7 +8,9 @@ queries, with the literal NumPy loops). Run from the repository root:
     python -m benchmarks.bench_svt speed [--size 1] [--out DIR]
     python -m benchmarks.bench_svt adaptivity [--trials 1000]
 
-1. ``speed``: ``above_threshold_blocked(block_size=1024)`` on the headline queries, and
+1. ``speed``: ``above_threshold_blocked(block_size=1024)`` on the headline queries, Gumbel
+   ``above_threshold(method="first_passage")`` on them (10^4 releases per batch; two variates and
+   one search per release against the literal kernel's n + 1), and
    ``adaptive_sparse_vector_with_gap`` on a 10^5-item Zipf(1.1) histogram (k = 10, eps = 0.7,
    monotonic) against the floor of its 2*10^5 Laplace variates and a NumPy loop of Alg. 2.
 2. ``adaptivity`` (Fig. 3/4 protocol): the free-gap item datasets (BMS-POS, Kosarak, T40I10D100K) are
@@ -90,6 +92,20 @@ def speed_cases(scale: float) -> list[Case]:
             noise="laplace",
             variates=float(n + 1),
             variates_note="one Laplace per query and one for the threshold",
+        ),
+        Case(
+            family="svt",
+            mechanism="svt.above_threshold (noise='gumbel', method='first_passage')",
+            setting=f"{power_label(n)} queries linspace(0, 100), T=50, eps1=eps2=0.5, Gumbel",
+            release=lambda key, q: svt.above_threshold(
+                key, q, threshold=50.0, epsilon1=0.5, epsilon2=0.5, noise="gumbel", method="first_passage"
+            ),
+            args=(queries,),
+            releases=scaled(10_000, scale, 100),
+            bytes_per_release=64,
+            noise="gumbel",
+            variates=float(n + 1),
+            variates_note="floor: one Gumbel per query and one for the threshold (the literal kernel's draw)",
         ),
         Case(
             family="svt",

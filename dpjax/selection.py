@@ -56,13 +56,15 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax import categorical as _categorical
+from dpjax import gumbel_process as _gumbel_process
 from dpjax import noise as _noise
 from dpjax.accounting import ZCDP, PureDP, RangeBounded
 from dpjax.accounting.elementwise import elementwise
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
 NOISES = ("gumbel", "exponential", "laplace")
-METHODS = ("literal", "inverse_cdf")
+METHODS = ("literal", "inverse_cdf", "tree")
+TOP_K_METHODS = ("literal", "tree")
 _NOTIONS = ("range_bounded", "zcdp")
 
 
@@ -114,17 +116,27 @@ def _inverse_cdf_draw(key, units):
     return _categorical.sample_log_cdf(key, _categorical.log_cdf_table(units))
 
 
+@functools.partial(jax.jit, static_argnames=("k",))
+def _tree_top(key, units, *, k: int):
+    """The top-k indices of ``units + Gumbel(1)`` by the top-down Gumbel process
+    (:mod:`dpjax.gumbel_process`); the log-mass tree is key independent (built once under ``vmap``
+    over keys)."""
+    return _gumbel_process.top_k(key, _gumbel_process.log_mass_tree(units), k)[1]
+
+
 def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name, method):
     check_choice(noise, "noise", NOISES)
     check_choice(method, "method", METHODS)
-    if method == "inverse_cdf" and noise != "gumbel":
+    if method != "literal" and noise != "gumbel":
         raise ValueError(
-            f"method='inverse_cdf' samples the exponential mechanism: noise must be 'gumbel', got {noise!r}."
+            f"method={method!r} samples the exponential mechanism: noise must be 'gumbel', got {noise!r}."
         )
     checks = Checks()
     units, _, _ = _prepare(checks, scores, epsilon, sensitivity, monotonic, name=name)
     if method == "inverse_cdf":
         return checks.guard(_inverse_cdf_draw(key, units))
+    if method == "tree":
+        return checks.guard(_tree_top(key, units, k=1)[0])
     return checks.guard(_noisy_top(key, units, noise=noise, k=None))
 
 
@@ -181,7 +193,9 @@ def exponential_mechanism(
         per release, exact in law up to the rounding of the tables (an absolute error of about
         1e-7 in float32, 1e-16 in float64). Same law, different random stream. The default is
         ``"literal"`` because its error is relative (small probabilities stay right, which the
-        privacy ratio needs); use ``"inverse_cdf"`` for Monte Carlo over keys.
+        privacy ratio needs); use ``"inverse_cdf"`` for Monte Carlo over keys. ``"tree"``:
+        :func:`gumbel_top_k`'s top-down Gumbel process with k = 1 (O(d) once, O(log d) per release,
+        errors relative to each split probability rather than absolute).
 
     Returns:
       The selected index, an int32 scalar in [0, n); ``-1`` when a traced input is invalid.
@@ -237,7 +251,7 @@ def report_noisy_max(
       sensitivity: per-score sensitivity, > 0 (may be traced).
       monotonic: see above (static bool).
       method: ``"literal"`` (noisy scores and their argmax) or, with ``noise="gumbel"`` only,
-        ``"inverse_cdf"`` (see :func:`exponential_mechanism`); static.
+        ``"inverse_cdf"`` or ``"tree"`` (see :func:`exponential_mechanism`); static.
 
     Returns:
       The index of the noisy maximum, an int32 scalar in [0, n); ``-1`` when a traced input is
@@ -265,7 +279,14 @@ def report_noisy_max_guarantee(
 
 
 def gumbel_top_k(
-    key, scores, k: int, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
+    key,
+    scores,
+    k: int,
+    epsilon: float,
+    *,
+    sensitivity: float = 1.0,
+    monotonic: bool = False,
+    method: str = "literal",
 ) -> jax.Array:
     """One-shot Gumbel top-k: the indices of the k largest ``scores + Gumbel(b)``, best first.
 
@@ -274,7 +295,12 @@ def gumbel_top_k(
     the exponential mechanism with parameter epsilon, and the ranked output is equal in law to
     k-fold peeling (Plackett-Luce):
     ``P(o_1..o_k) = prod_t exp(u_{o_t}/b) / sum_{j not in o_1..o_{t-1}} exp(u_j/b)``.
-    Uses the exact ``lax.top_k`` (never an approximate one); n Gumbel draws per release.
+    ``method="literal"`` draws n Gumbels and takes the exact ``lax.top_k`` (never an approximate one).
+    ``method="tree"`` draws the same ranked top-k exactly in law by the top-down Gumbel process
+    (Maddison, Tarlow and Minka 2014, :mod:`dpjax.gumbel_process`): a log-mass tree built in O(n)
+    (key independent, so once per data under ``vmap`` over keys) and ``1 + 2k ceil(log2 n)``
+    exponential variates per release; its float error and why ``"literal"`` stays the default are
+    in that module's docstring.
 
     Guarantee: the k-fold composition of epsilon-range-bounded steps: ``RangeBounded(k * epsilon)``
     (k epsilon-DP), or ``k * epsilon^2 / 8``-zCDP (see :func:`gumbel_top_k_guarantee`).
@@ -287,6 +313,7 @@ def gumbel_top_k(
       sensitivity: per-score sensitivity, > 0 (may be traced).
       monotonic: all scores move in the same direction between neighbours (counts, add/remove;
         static bool).
+      method: ``"literal"`` or ``"tree"`` (static), see above. Same law, different random stream.
 
     Returns:
       int32 indices of shape [k], distinct, in decreasing noisy order; all ``-1`` when a traced
@@ -296,8 +323,11 @@ def gumbel_top_k(
       >>> import jax, jax.numpy as jnp
       >>> top = gumbel_top_k(jax.random.key(0), jnp.arange(100), k=5, epsilon=1.0, monotonic=True)
     """
+    check_choice(method, "method", TOP_K_METHODS)
     checks = Checks()
     units, _, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k)
+    if method == "tree":
+        return checks.guard(_tree_top(key, units, k=k))
     return checks.guard(_noisy_top(key, units, noise="gumbel", k=k)[1])
 
 

@@ -26,6 +26,7 @@ from jax import lax
 from dpjax import noise as noise_lib
 from dpjax.accounting import ZCDP, PureDP
 from dpjax.accounting.elementwise import elementwise
+from dpjax.svt.first_passage import gumbel_halting_index
 from dpjax.validation import (
     Checks,
     check_choice,
@@ -38,6 +39,7 @@ from dpjax.validation import (
 
 NOISES = ("laplace", "gumbel", "exponential")
 NOTIONS = ("pure", "zcdp")
+METHODS = ("literal", "first_passage")
 
 
 def check_noise_epsilons(noise: str, epsilon1, epsilon2, checks: Checks | None = None):
@@ -119,6 +121,7 @@ def above_threshold(
     *,
     noise: str = "laplace",
     sensitivity: float = 1.0,
+    method: str = "literal",
 ) -> jax.Array:
     """AboveThreshold (Durfee 2023, Algorithm 1; Dwork and Roth 2014, Algorithm 1 for Laplace).
 
@@ -135,6 +138,11 @@ def above_threshold(
       noise: "laplace", "gumbel" (needs ``epsilon1 == epsilon2``) or "exponential" (one-sided)
         (static).
       sensitivity: per-query sensitivity, > 0 (may be traced).
+      method: ``"literal"`` (one noise variate per query and a comparison) or, with
+        ``noise="gumbel"`` only, ``"first_passage"``: the same law by one search in the running
+        log-sums of ``(q - T)/b`` (key independent, so computed once under ``vmap`` over keys) with
+        two exponential variates per release (:mod:`dpjax.svt.first_passage`, which states its float
+        error). Same law, different random stream (static).
 
     The noise scales are computed in the working dtype (:func:`~dpjax.validation.float_dtype` of
     ``queries`` and ``threshold``), the same way for concrete and traced parameters.
@@ -152,12 +160,15 @@ def above_threshold(
       >>> keys = jax.random.split(jax.random.key(1), 1000)
       >>> idx = jax.vmap(lambda k: above_threshold(k, jnp.arange(100.0), 50.0, 0.5, 0.5))(keys)
     """
+    check_choice(method, "method", METHODS)
+    if method == "first_passage" and noise != "gumbel":
+        raise ValueError(f"method='first_passage' needs noise='gumbel', got {noise!r}.")
     checks = Checks()
     epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
-    index = _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, noise=noise, dtype=dtype)
-    return checks.guard(index)
+    kernel = _first_passage if method == "first_passage" else functools.partial(_keyed, noise=noise)
+    return checks.guard(kernel(key, queries, threshold, epsilon1, epsilon2, sensitivity, dtype=dtype))
 
 
 def noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax.Array]:
@@ -175,6 +186,13 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, d
     eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
     nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
     return first_true(centered + nu >= eta)
+
+
+@functools.partial(jax.jit, static_argnames=("dtype",))
+def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, dtype):
+    centered = center(queries, threshold, dtype)
+    _, scale = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    return gumbel_halting_index(key, centered / scale)
 
 
 def blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.Array:

@@ -28,6 +28,15 @@ MECHANISMS = [
         guarantee_args=GUARANTEE_ARGS,
     ),
     Mechanism(
+        name="selection.exponential_mechanism[tree]",
+        fn=selection.exponential_mechanism,
+        data={"utilities": np.linspace(-4.0, 2.0, 11, dtype=np.float32)},  # padded to 16 leaves
+        params=PARAMS,
+        static={"method": "tree"},
+        guarantee=selection.exponential_mechanism_guarantee,
+        guarantee_args=GUARANTEE_ARGS,
+    ),
+    Mechanism(
         name="selection.report_noisy_max",
         fn=selection.report_noisy_max,
         data={"scores": SCORES},
@@ -53,6 +62,15 @@ MECHANISMS = [
         data={"scores": SCORES},
         params=PARAMS,
         static={"k": 3},
+        guarantee=selection.gumbel_top_k_guarantee,
+        guarantee_args=("k", *GUARANTEE_ARGS),
+    ),
+    Mechanism(
+        name="selection.gumbel_top_k[tree]",
+        fn=selection.gumbel_top_k,
+        data={"scores": SCORES},
+        params=PARAMS,
+        static={"k": 3, "method": "tree"},
         guarantee=selection.gumbel_top_k_guarantee,
         guarantee_args=("k", *GUARANTEE_ARGS),
     ),

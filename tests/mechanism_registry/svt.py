@@ -23,7 +23,28 @@ GAP_PARAMS = {
 }
 GAP_PRIVACY = ("epsilon", "theta")
 
+
+
+def gumbel_above_threshold_first_passage(key, queries, threshold, epsilon, sensitivity):
+    """Gumbel AboveThreshold needs ``epsilon1 == epsilon2``: one traced budget for both."""
+    options = {"noise": "gumbel", "sensitivity": sensitivity, "method": "first_passage"}
+    return svt.above_threshold(key, queries, threshold, epsilon, epsilon, **options)
+
+
+def gumbel_above_threshold_guarantee(epsilon):
+    return svt.above_threshold_guarantee(epsilon, epsilon, noise="gumbel")
+
+
 MECHANISMS = [
+    Mechanism(
+        name="svt.above_threshold[first_passage]",
+        fn=gumbel_above_threshold_first_passage,
+        data=QUERIES,
+        params={k: AT_PARAMS[k] for k in ("threshold", "sensitivity")} | {"epsilon": (0.5, 0.1, 4.0)},
+        privacy=("epsilon", "sensitivity"),
+        guarantee=gumbel_above_threshold_guarantee,
+        guarantee_args=("epsilon",),
+    ),
     Mechanism(
         name="svt.above_threshold",
         fn=svt.above_threshold,
