@@ -185,7 +185,7 @@ def _run(selected, options, start) -> int:
     print(f"dpjax study: {len(results)} studies in {wall:.1f} s, {compiles} compiles", flush=True)
     if options["out"] is not None and results:
         paths = _write(results, options, wall)
-        print(f"wrote {paths[0]}, {paths[1].name} and {len(paths) - 2} figures in {paths[2].parent}")
+        print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {options['out']}")
     if failures:
         print(f"dpjax study: {len(failures)} studies failed: {', '.join(failures)}", file=sys.stderr)
         return 1

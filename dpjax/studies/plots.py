@@ -3,7 +3,7 @@
 One figure per study, one panel per (metric, statistic) with its own y axis, titled with what it
 measures and labelled with its unit. Each line is one mechanism on one dataset (colour: mechanism,
 line style and marker: dataset), with its confidence band; a mechanism's closed form, where it has
-one, is the thin dashed line of the same colour. Replicate 0 is drawn when there are several.
+one, is the black dashed line over it. Replicate 0 is drawn when there are several.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def study_figure(result, *, columns: int = 3):
     n_cols = min(columns, len(panels))
     n_rows = math.ceil(len(panels) / n_cols)
     width = max(4.3 * n_cols, 8.0)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, 3.3 * n_rows + 1.2), squeeze=False)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, 3.2 * n_rows + 1.3), squeeze=False,
+                             layout="constrained")
     datasets = list(dict.fromkeys(table["dataset"]))
     line_keys = ["mechanism", "dataset", *others]
     lines = list(dict.fromkeys(tuple(r) for r in table[line_keys].itertuples(index=False)))
@@ -65,24 +66,20 @@ def study_figure(result, *, columns: int = 3):
                             color=colour, alpha=0.18, lw=0)
             theory = rows["theory"].to_numpy(float)
             if np.isfinite(theory).any():
-                (t_handle,) = ax.plot(x, theory, color=colour, lw=1.0, ls=(0, (4, 2)), alpha=0.9)
-                handles.setdefault("theory (dashed)", t_handle)
+                (t_handle,) = ax.plot(x, theory, color="black", lw=1.1, ls=(0, (4, 3)), zorder=4)
+                handles.setdefault("closed form", t_handle)
         _axes(ax, cell, metric, statistic, x_name)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     record = result.record
-    fig.suptitle(
-        f"{study.name}: {study.description}\n" if study.description else f"{study.name}\n",
-        fontsize=11, y=0.995,
-    )
-    fig.text(0.5, 0.005, f"{record['trials']} trials per point; bands: {100 * record['confidence']:g}% "
-             f"confidence intervals; seed {record['seed']}", ha="center", va="bottom", fontsize=8.5,
-             color="0.3")
-    legend_columns = min(max(1, int(width // 3.2)), len(handles))
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=legend_columns,
-               fontsize=8.5, frameon=False, bbox_to_anchor=(0.5, 0.03))
-    legend_rows = math.ceil(len(handles) / legend_columns)
-    fig.tight_layout(rect=(0, (0.35 + 0.22 * legend_rows) / fig.get_figheight(), 1, 0.96))
+    title = f"{study.name}: {study.description}" if study.description else study.name
+    fig.suptitle("\n".join(textwrap.wrap(title, int(width * 12))), fontsize=11)
+    if "closed form" in handles:
+        handles["closed form"] = handles.pop("closed form")  # last
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+               ncol=min(max(1, int(width // 3.2)), len(handles)), fontsize=8.5, frameon=False,
+               title=f"{record['trials']} trials per point · bands: {100 * record['confidence']:g}% "
+               f"confidence intervals · seed {record['seed']}", title_fontsize=8.5)
     return fig
 
 
@@ -99,7 +96,7 @@ def _axes(ax, cell, metric, statistic, x_name) -> None:
             ax.set_xscale("log")
         ax.set_xticks(xs, [f"{x:g}" for x in xs])
         ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_title("\n".join(textwrap.wrap(metric.title(statistic), 40)), fontsize=9.5)
+    ax.set_title("\n".join(textwrap.wrap(metric.title(statistic), 52)), fontsize=9.5)
     ax.set_ylabel(metric.unit, fontsize=9)
     ax.set_xlabel({"epsilon": "ε (privacy parameter)"}.get(x_name, x_name or ""), fontsize=9)
     ax.tick_params(labelsize=8.5)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 
 class Progress:
