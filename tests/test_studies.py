@@ -272,7 +272,7 @@ def test_figure_and_files(tmp_path):
     for ax in axes:
         assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and ax.get_ylabel() == "data units"
         assert "absolute error" in ax.get_title()
-    assert any("theory" in t.get_text() for t in fig.legends[0].get_texts())
+    assert any(t.get_text() == "closed form" for t in fig.legends[0].get_texts())
     paths = result.save(tmp_path)
     assert [p.name for p in paths] == ["user_mean.csv", "user_mean.json", "user_mean.png"]
     assert paths[0].read_text().startswith("study,mechanism,dataset,epsilon,metric")

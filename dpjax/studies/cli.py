@@ -8,12 +8,13 @@ import math
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from dpjax.studies import datasets
 from dpjax.studies.study import COLUMNS
 
-DEFAULTS = {"trials": 1000, "seed": 0, "confidence": 0.95}
+DEFAULTS = {"trials": 1000, "seed": 0, "confidence": 0.95, "jobs": 2}
 
 EPILOG = """\
 What the tables and files show
@@ -96,6 +97,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--confidence", type=_level, help="level of the confidence intervals (default: 0.95)")
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help="a TOML file of options and studies of your own (see below)")
+    parser.add_argument("--jobs", type=_positive_int, metavar="N",
+                        help="studies run at the same time, in threads (default: 2)")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="write results.csv, results.json and figures/STUDY.png to DIR")
     parser.add_argument("--list", action="store_true", help="list the studies and datasets, then exit")
@@ -115,7 +118,7 @@ def _options(args) -> tuple[dict, list]:
 
         config, custom = config_file.load(args.config)
     options = {}
-    for name in ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence"):
+    for name in ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs"):
         value = getattr(args, name)
         options[name] = value if value is not None else config.get(name, DEFAULTS.get(name))
     if options["out"] is not None:
@@ -164,22 +167,28 @@ def _run(selected, options, start) -> int:
           f"{'each study’s grid' if epsilon is None else ' '.join(f'{e:g}' for e in epsilon)}, seed "
           f"{options['seed']}, backend {jax.default_backend()}", flush=True)
     steps = sum(_steps(s, options) for s in selected)
-    results, failures = [], []
+    results, failures = {}, []
+
+    def one(study, progress):
+        grid = {"epsilon": epsilon} if epsilon is not None and "epsilon" in study.grid else None
+        study_start = time.perf_counter()
+        try:
+            result = run_study(study, trials=options["trials"], seed=options["seed"], grid=grid,
+                               datasets=options["dataset"], confidence=options["confidence"],
+                               progress=progress)
+        except Exception as err:  # report, run the other studies, exit non-zero
+            failures.append(study.name)
+            progress.write(f"dpjax study: error: {study.name}: {type(err).__name__}: {err}", file=sys.stderr)
+            return
+        results[study.name] = result
+        progress.write(format_result(result, seconds=time.perf_counter() - study_start) + "\n")
+
     with Progress(steps, lines=True) as progress:
-        for study in selected:
-            grid = {"epsilon": epsilon} if epsilon is not None and "epsilon" in study.grid else None
-            study_start = time.perf_counter()
-            try:
-                result = run_study(study, trials=options["trials"], seed=options["seed"], grid=grid,
-                                   datasets=options["dataset"], confidence=options["confidence"],
-                                   progress=progress)
-            except Exception as err:  # report, run the other studies, exit non-zero
-                failures.append(study.name)
-                progress.write(f"dpjax study: error: {study.name}: {type(err).__name__}: {err}",
-                               file=sys.stderr)
-                continue
-            results.append(result)
-            progress.write(format_result(result, seconds=time.perf_counter() - study_start) + "\n")
+        # Studies run in threads: XLA compiles without holding the GIL, so two compile at once.
+        with ThreadPoolExecutor(max_workers=options["jobs"]) as pool:
+            for future in [pool.submit(one, study, progress) for study in selected]:
+                future.result()
+    results = [results[s.name] for s in selected if s.name in results]
     wall = time.perf_counter() - start
     compiles = sum(r.record["compiles"] for r in results)
     print(f"dpjax study: {len(results)} studies in {wall:.1f} s, {compiles} compiles", flush=True)

@@ -373,21 +373,17 @@ def run_study(
             for static in static_points:
                 functions: dict = {}  # shared by the datasets with the same fixed parameters
                 for name in names:
-                    device_data, host_data, data_params = loaded[name]
-                    fixed = {**mechanism.params, **data_params, **static}
                     where = ", ".join(f"{k}={v}" for k, v in static.items())
-                    bar.start(f"{study.name}: {mechanism.name} on {name}" + (f" ({where})" if where else ""))
-                    key = jax.random.fold_in(study_key, zlib.crc32(f"{mechanism.name}/{name}".encode()))
-                    step_clock = time.perf_counter()
-                    with CompileCounter() as compiles:
-                        values, path = _run_step(mechanism, study, fixed, functions, key, device_data,
-                                                 traced_points, traced_grid, trials * replicates, chunk_size)
-                    steps.append({"mechanism": mechanism.name, "dataset": name, **static, "path": path,
-                                  "compiles": compiles.count, "compile_seconds": round(compiles.seconds, 3),
-                                  "seconds": round(time.perf_counter() - step_clock, 3)})
-                    rows += _rows(study, mechanism, name, host_data, fixed, static, traced_points, values,
-                                  trials, replicates, confidence)
-                    bar.advance()
+                    label = f"{study.name}: {mechanism.name} on {name}" + (f" ({where})" if where else "")
+                    bar.start(label)
+                    try:
+                        step, step_rows = _step(study, mechanism, name, loaded[name], static, functions,
+                                                study_key, traced_points, traced_grid, trials, replicates,
+                                                chunk_size, confidence)
+                    finally:
+                        bar.done(label)
+                    steps.append(step)
+                    rows += step_rows
     finally:
         if owned:
             bar.close()
@@ -396,6 +392,23 @@ def run_study(
                         chunk_size=chunk_size, grid=full_grid, datasets=names, started=started,
                         wall_seconds=time.perf_counter() - clock, steps=steps)
     return StudyResult(study, table, record)
+
+
+def _step(study, mechanism, name, dataset, static, functions, study_key, traced_points, traced_grid, trials,
+          replicates, chunk_size, confidence) -> tuple[dict, list[dict]]:
+    """One mechanism on one dataset at one static point: its record and its table rows."""
+    device_data, host_data, data_params = dataset
+    fixed = {**mechanism.params, **data_params, **static}
+    key = jax.random.fold_in(study_key, zlib.crc32(f"{mechanism.name}/{name}".encode()))
+    clock = time.perf_counter()
+    with CompileCounter() as compiles:
+        values, path = _run_step(mechanism, study, fixed, functions, key, device_data, traced_points,
+                                 traced_grid, trials * replicates, chunk_size)
+    step = {"mechanism": mechanism.name, "dataset": name, **static, "path": path, "compiles": compiles.count,
+            "compile_seconds": round(compiles.seconds, 3), "seconds": round(time.perf_counter() - clock, 3)}
+    rows = _rows(study, mechanism, name, host_data, fixed, static, traced_points, values, trials, replicates,
+                 confidence)
+    return step, rows
 
 
 @dataclasses.dataclass
