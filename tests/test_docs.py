@@ -20,3 +20,14 @@ def test_readme_has_exactly_the_two_setup_commands():
         assert readme.count(marker) == 1
     assert "dpjax study" in readme.split("<!-- main-command -->")[1].split("```")[1]
     assert "pytest" in readme.split("<!-- test-command -->")[1].split("```")[1]
+
+
+def test_readme_study_example_runs(tmp_path, monkeypatch):
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"## Studies\n.*?```python\n(.*?)```", readme, re.S)
+    assert block, "README has no study example"
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(block.group(1), "README study example", "exec"), namespace)
+    table = namespace["result"].table
+    assert len(table) == 8 and (tmp_path / "my-study" / "my_mean.png").exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 from dpjax.studies import datasets
 from dpjax.studies.study import COLUMNS
 
-DEFAULTS = {"trials": 1000, "seed": 0, "confidence": 0.95, "jobs": 2}
+DEFAULTS = {"trials": 500, "seed": 0, "confidence": 0.95, "jobs": 2}
 
 EPILOG = """\
 What the tables and files show
@@ -87,7 +87,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         epilog=EPILOG.format(columns=columns),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--trials", type=_positive_int, help="releases per cell (default: 1000)")
+    parser.add_argument("--trials", type=_positive_int, help="releases per cell (default: 500)")
     parser.add_argument("--epsilon", type=_positive_float, nargs="+",
                         help="the epsilon grid of every study (default: each study's, 0.25 1 4)")
     parser.add_argument("--seed", type=int, help="seed of the built-in data and of the noise (default: 0)")
