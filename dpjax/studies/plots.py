@@ -34,8 +34,8 @@ def study_figure(result, *, columns: int = 3):
     others = [p for p in study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
     panels = [(m, s) for m in study.metrics for s in m.statistics
               if ((table["metric"] == m.name) & (table["statistic"] == s)).any()]
-    n_cols = min(columns, len(panels))
-    n_rows = math.ceil(len(panels) / n_cols)
+    n_rows = math.ceil(len(panels) / columns)
+    n_cols = math.ceil(len(panels) / n_rows)  # balanced: 4 panels are 2 x 2
     width = max(4.3 * n_cols, 8.0)
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, 3.2 * n_rows + 1.3), squeeze=False,
                              layout="constrained")

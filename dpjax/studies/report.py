@@ -10,6 +10,7 @@ not symmetric (rates, quantiles). A mechanism's closed form, where it has one, i
 from __future__ import annotations
 
 import math
+import textwrap
 
 from dpjax.studies.plots import x_parameter
 
@@ -69,7 +70,7 @@ def format_result(result, *, width: int = WIDTH, seconds: float | None = None) -
     xs = list(dict.fromkeys(table[x_name])) if x_name else [None]
     symbol = {"epsilon": "ε"}.get(x_name, x_name)
     heading = f"== {study.name}: {study.description}" if study.description else f"== {study.name}"
-    lines = [_clip(heading, width)]
+    lines = textwrap.wrap(heading, width, subsequent_indent="   ")
     seconds = record["wall_seconds"] if seconds is None else seconds
     fallbacks = [s for s in record["steps"] if s["path"].startswith("one compile per grid point")]
     level = f"{100 * record['confidence']:g}%"
@@ -85,7 +86,8 @@ def format_result(result, *, width: int = WIDTH, seconds: float | None = None) -
             cell = table[(table["metric"] == metric.name) & (table["statistic"] == statistic)]
             if cell.empty:
                 continue
-            lines.append(_clip(f"   {metric.title(statistic)} [{metric.unit}]", width))
+            lines += textwrap.wrap(f"{metric.title(statistic)} [{metric.unit}]", width, initial_indent="   ",
+                                   subsequent_indent="     ")
             header = (["dataset"] if several_datasets else []) + ["mechanism"]
             labels = len(header)
             header += [f"{symbol}={x:g}" if x_name else "value" for x in xs]

@@ -114,9 +114,11 @@ def _wilson(x, n, z):
     m = np.maximum(n, 1)
     centre = (p + z**2 / (2 * m)) / (1 + z**2 / m)
     half = z / (1 + z**2 / m) * np.sqrt(p * (1 - p) / m + z**2 / (4 * m**2))
+    low = np.where(p == 0, 0.0, np.clip(centre - half, 0, 1))  # exact ends at p = 0 and p = 1
+    high = np.where(p == 1, 1.0, np.clip(centre + half, 0, 1))
     method = np.full(n.shape, "Wilson")
-    return {"estimate": p, "se": np.sqrt(p * (1 - p) / m), "ci_low": centre - half, "ci_high": centre + half,
-            "n": n, "method": method}
+    return {"estimate": p, "se": np.sqrt(p * (1 - p) / m), "ci_low": low, "ci_high": high, "n": n,
+            "method": method}
 
 
 def _rmse(x, n, z):

@@ -254,15 +254,16 @@ def _load_dataset(entry, seed: int):
     return jax.tree.map(jnp.asarray, entry), entry, params
 
 
+_MISSING = object()
+
+
 def _pick(tree, key):
+    """``tree[key]`` (the whole ``tree`` for ``key=None``), or ``_MISSING``."""
     if key is None:
         return tree
     if isinstance(tree, Mapping) and key in tree:
         return tree[key]
     return _MISSING
-
-
-_MISSING = object()
 
 
 def _measure(mechanism: Mechanism, metrics: Sequence[Metric], release, truth) -> dict:
@@ -275,7 +276,10 @@ def _measure(mechanism: Mechanism, metrics: Sequence[Metric], release, truth) ->
             r_m = _pick(r, metric.output)
             if r_m is _MISSING:
                 continue
-            value = jnp.asarray(metric.fn(r_m, _pick(t, metric.truth)))
+            t_m = _pick(t, metric.truth)
+            if t_m is _MISSING:
+                raise ValueError(f"metric {metric.name!r} reads truth[{metric.truth!r}]: no such entry.")
+            value = jnp.asarray(metric.fn(r_m, t_m))
             if value.ndim != 0:
                 raise ValueError(
                     f"metric {metric.name!r} must give one number per trial, got shape {value.shape}."
