@@ -343,8 +343,6 @@ def run_study(
     Returns:
       A :class:`StudyResult`.
     """
-    import pandas as pd
-
     trials = check_int(trials, "trials", minimum=1)
     replicates = check_int(replicates, "replicates", minimum=1)
     chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
@@ -369,9 +367,7 @@ def run_study(
     bar = Progress(len(study.mechanisms) * len(static_points) * len(names), enabled=progress) if owned \
         else progress
     started, clock = time.time(), time.perf_counter()
-    study_key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(study.name.encode()))
-    loaded = {name: _load_dataset(study.datasets[name], seed) for name in names}
-    rows, steps = [], []
+    loaded, rows, steps = {}, [], []
     try:
         for mechanism in study.mechanisms:
             for static in static_points:
@@ -381,8 +377,10 @@ def run_study(
                     label = f"{study.name}: {mechanism.name} on {name}" + (f" ({where})" if where else "")
                     bar.start(label)
                     try:
+                        if name not in loaded:
+                            loaded[name] = _load_dataset(study.datasets[name], seed)
                         step, step_rows = _step(study, mechanism, name, loaded[name], static, functions,
-                                                study_key, traced_points, traced_grid, trials, replicates,
+                                                seed, traced_points, traced_grid, trials, replicates,
                                                 chunk_size, confidence)
                     finally:
                         bar.done(label)
@@ -391,6 +389,8 @@ def run_study(
     finally:
         if owned:
             bar.close()
+    import pandas as pd  # here, not at the top: the first step shows without waiting for pandas
+
     table = pd.DataFrame(rows)
     record = run_record(seed=seed, trials=trials, replicates=replicates, confidence=confidence,
                         chunk_size=chunk_size, grid=full_grid, datasets=names, started=started,
@@ -398,11 +398,12 @@ def run_study(
     return StudyResult(study, table, record)
 
 
-def _step(study, mechanism, name, dataset, static, functions, study_key, traced_points, traced_grid, trials,
+def _step(study, mechanism, name, dataset, static, functions, seed, traced_points, traced_grid, trials,
           replicates, chunk_size, confidence) -> tuple[dict, list[dict]]:
     """One mechanism on one dataset at one static point: its record and its table rows."""
     device_data, host_data, data_params = dataset
     fixed = {**mechanism.params, **data_params, **static}
+    study_key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(study.name.encode()))
     key = jax.random.fold_in(study_key, zlib.crc32(f"{mechanism.name}/{name}".encode()))
     clock = time.perf_counter()
     with CompileCounter() as compiles:
