@@ -1,6 +1,6 @@
 """``dpjax bench``: the headline benchmark of every mechanism family on the current backend.
 
-Registered in :mod:`dpjax.studies.cli` with :func:`add_parser` and dispatched to :func:`run`.
+Registered in :mod:`dpjax.cli` with :func:`add_parser` and dispatched to :func:`run`.
 """
 
 from __future__ import annotations
@@ -14,29 +14,10 @@ from dpjax.bench import report
 from dpjax.bench.cases import FAMILIES, cases
 from dpjax.bench.harness import device_memory
 from dpjax.bench.run import run_cases
+from dpjax.cli import positive_float, positive_int
 
 QUICK_SCALE = 0.1
 REFERENCE_MEMORY = 16 * 2**30  # scale 1 (the headline sizes) needs well under this
-
-
-def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def _repeats(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -59,13 +40,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--size",
-        type=_scale,
+        type=positive_float,
         metavar="SCALE",
         help="sizes and Monte Carlo batches at SCALE x the headline ones (default: from the device's "
         "memory, 1 for 16 GiB, a power of 2 between 1 and 8)",
     )
     parser.add_argument(
-        "--repeats", type=_repeats, help="timed repeats per measurement (default 5; 3 with --quick)"
+        "--repeats", type=positive_int, help="timed repeats per measurement (default 5; 3 with --quick)"
     )
     parser.add_argument("--no-peers", action="store_true", help="skip the peer libraries and NumPy loops")
     parser.add_argument(
@@ -157,8 +138,10 @@ def script(module: str, make_cases, description: str, argv: list[str] | None = N
     same harness: ``--size``, ``--repeats``, ``--no-peers`` and ``--out`` as in ``dpjax bench``.
     ``make_cases(scale)`` returns the cases. Returns the record (after printing and saving it)."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
-    parser.add_argument("--size", type=_scale, default=1.0, metavar="SCALE", help="scale of the sizes")
-    parser.add_argument("--repeats", type=_repeats, default=3, help="timed repeats (default 3)")
+    parser.add_argument(
+        "--size", type=positive_float, default=1.0, metavar="SCALE", help="scale of the sizes"
+    )
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed repeats (default 3)")
     parser.add_argument("--no-peers", action="store_true", help="skip the peers")
     parser.add_argument(
         "--out", type=Path, metavar="DIR", help="write results.json, results.md and results.png"
