@@ -14,6 +14,10 @@ node and enters another (two add/remove neighbours with a fixed threshold: ``max
 each, Lemma B.2). A level therefore costs ``2 max{epsilon1, epsilon2}`` (= ``epsilon1 + epsilon2`` when
 they are equal, the paper's "log(m+1) compositions of (epsilon1 + epsilon2)-DP"), and the budget is
 split so that the L levels spend ``epsilon`` in total.
+
+Traced parameters: the level values ``qs`` (their number m is static: it fixes the output shape and
+the recursion), epsilon, split, lower and beta may be traced; counts are found by bisection of the
+sorted data, so the query cap ``max_queries`` (static) bounds the halting index but sizes no table.
 """
 
 from __future__ import annotations
