@@ -302,7 +302,8 @@ def unbounded(
 
     Returns:
       A scalar in the data's float dtype (the default float for integer data), on the grid
-      ``{beta**k + lower - 1 : 1 <= k <= K}``. Use :func:`unbounded_result` for k and the truncation flag.
+      ``{beta**k + lower - 1 : 1 <= k <= K}``; NaN on invalid traced input. Use
+      :func:`unbounded_result` for k and the truncation flag.
 
     Example:
       >>> import jax, jax.numpy as jnp
