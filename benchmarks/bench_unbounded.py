@@ -22,9 +22,8 @@ import numpy as np
 from dpjax.bench.case import Case, Peer, power_label, scaled
 from dpjax.bench.cases.quantiles import BETA, EPSILON, Q
 from dpjax.bench.cli import script
-from dpjax.quantiles.unbounded import _halting_kernel
-from dpjax.quantiles.unbounded_bins import cumulative_counts, max_index, static_size
-from dpjax.quantiles.unbounded_halting import split_threshold
+from dpjax.quantiles.unbounded import DEFAULT_MAX_QUERIES, grid, halting
+from dpjax.quantiles.unbounded_bins import cumulative_counts, static_size
 
 
 def numpy_reference(rng, f, n):
@@ -38,24 +37,29 @@ def numpy_reference(rng, f, n):
 def cases(scale: float) -> list[Case]:
     n = scaled(10**6, scale, 1_000)
     x = np.random.default_rng(0).lognormal(3.0, 1.5, n).astype(np.float32)
-    cap = max_index(BETA, jnp.float32)
-    table = dict(lower=0.0, size=static_size(x, 0.0, BETA, cap), beta=BETA, cap=cap, dtype=jnp.float32)
-    counts = cumulative_counts(x, **table)
+    g = grid(BETA, DEFAULT_MAX_QUERIES, jnp.float32)
+    size = static_size(x, 0.0, BETA, g.static_cap, jnp.float32)
+
+    def binning(data):
+        return cumulative_counts(data, 0.0, g.log_b, g.cap, size=size, dtype=jnp.float32)
+
+    counts = binning(x)
     f = np.asarray(counts.f)[: int(counts.tail_start) + 1].astype(np.float64)
     setting = f"n={power_label(n)} lognormal(3, 1.5) float32, q={Q:g}, epsilon={EPSILON:g}, beta={BETA:g}"
 
     def kernel(method):
         def release(key, c):
-            return _halting_kernel(
+            return halting(
                 key,
                 c,
-                split_threshold(Q * n),
-                2.0 / EPSILON,
-                2.0 / EPSILON,
+                Q,
+                n,
+                EPSILON / 2,
+                EPSILON / 2,
+                g.cap,
                 noise="exponential",
                 dtype=jnp.float32,
                 first=1,
-                cap=cap,
                 method=method,
             )[0]
 
@@ -75,7 +79,7 @@ def cases(scale: float) -> list[Case]:
             family="quantiles",
             mechanism="unbounded_bins.cumulative_counts (binning pass)",
             setting=setting,
-            release=lambda key, data: cumulative_counts(data, **table),
+            release=lambda key, data: binning(data),
             args=(x,),
             noise="uniform",
             variates=float(n),
