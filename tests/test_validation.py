@@ -109,3 +109,24 @@ def test_concrete_arrays_closed_over_by_jit_are_still_checked():
     counts = jnp.array([1, -2])
     with pytest.raises(ValueError, match="counts must be non-negative"):
         jax.jit(lambda: v.check_array(counts, "counts", nonnegative=True).sum())()
+
+
+def test_traced_checks_raise_under_checkify_only_when_asked():
+    import jax.numpy as jnp
+    from jax.experimental import checkify
+
+    from dpjax.additive import laplace_mechanism
+    from dpjax.validation import checkify_checks
+
+    def release(epsilon, value):
+        return laplace_mechanism(jax.random.key(0), value, epsilon)
+
+    with checkify_checks():
+        err, out = jax.jit(checkify.checkify(release))(jnp.float32(-1.0), jnp.float32(1.0))
+        assert "epsilon must be finite and > 0" in err.get() and jnp.isnan(out)
+        err, _ = jax.jit(checkify.checkify(release))(jnp.float32(1.0), jnp.float32(jnp.nan))
+        assert "value must be finite" in err.get()
+        err, out = jax.jit(checkify.checkify(release))(jnp.float32(1.0), jnp.float32(1.0))
+        assert err.get() is None and jnp.isfinite(out)
+    err, out = checkify.checkify(jax.jit(release))(jnp.float32(-1.0), jnp.float32(1.0))
+    assert err.get() is None and jnp.isnan(out)  # off by default: the output carries the marker

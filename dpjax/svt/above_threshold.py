@@ -152,7 +152,8 @@ def above_threshold(
       threshold, or -1 when none does (stopping after ``n`` queries is post-processing). On
       invalid traced input (a budget or the sensitivity not finite and > 0, Gumbel with
       ``epsilon1 != epsilon2``, a non-finite threshold, NaN queries) it is -1 as well: no query
-      is reported (run under :func:`jax.experimental.checkify.checkify` to tell the cases apart).
+      is reported (trace inside :func:`dpjax.validation.checkify_checks` and run under
+      :func:`jax.experimental.checkify.checkify` to tell the cases apart).
 
     Example:
       >>> import jax, jax.numpy as jnp
