@@ -20,7 +20,7 @@ from dpjax.bench.cli import auto_scale
 from dpjax.bench.floor import MAX_VARIATES, floor_releases, rng_floor, variate_count
 from dpjax.bench.harness import MAX_REPEATS, MIN_SECONDS, Timing, time_eager, time_host, time_jitted
 from dpjax.bench.run import batch_size
-from dpjax.studies.cli import main
+from dpjax.cli import main
 
 GIB = 2**30
 

@@ -1,6 +1,6 @@
 """``dpjax bench``: the headline benchmark of every mechanism family on the current backend.
 
-Registered in :mod:`dpjax.studies.cli` with :func:`add_parser` and dispatched to :func:`run`.
+Registered in :mod:`dpjax.cli` with :func:`add_parser` and dispatched to :func:`run`.
 """
 
 from __future__ import annotations

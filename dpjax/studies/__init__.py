@@ -1,18 +1,27 @@
-"""Monte Carlo studies: the chunked ``vmap`` runner, error summaries, datasets and the registry."""
+"""Monte Carlo studies: the study API, the chunked ``vmap`` runner, metrics, datasets and the catalog.
 
+* :func:`run_study` runs a :class:`Study` (mechanisms x datasets x parameter grid, measured by
+  :mod:`~dpjax.studies.metrics`) and returns a tidy table with confidence intervals, the run record
+  and a figure (:mod:`dpjax.studies.study`).
+* :func:`monte_carlo` is the runner underneath: ``f(key_i, ...)`` for T keys, chunked.
+* :func:`studies` lists the registered studies that ``dpjax study`` runs.
+"""
+
+from dpjax.studies import metrics
 from dpjax.studies.datasets import Dataset
-from dpjax.studies.registry import Study, accuracy_row, register, studies
+from dpjax.studies.registry import register, studies
 from dpjax.studies.runner import monte_carlo, trial_keys
-from dpjax.studies.summary import ErrorSummary, summarize_errors
+from dpjax.studies.study import Mechanism, Study, StudyResult, run_study
 
 __all__ = [
     "Dataset",
-    "ErrorSummary",
+    "Mechanism",
     "Study",
-    "accuracy_row",
+    "StudyResult",
+    "metrics",
     "monte_carlo",
     "register",
+    "run_study",
     "studies",
-    "summarize_errors",
     "trial_keys",
 ]

@@ -1,36 +1,49 @@
-"""The ``dpjax`` command line: ``dpjax study`` runs the registered Monte Carlo accuracy studies;
-``dpjax bench`` times every mechanism family (:mod:`dpjax.bench.cli`)."""
+"""``dpjax study``: runs Monte Carlo accuracy studies and prints, saves and plots their results."""
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
-import os
 import sys
+import textwrap
 import time
-import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import jax
-
-from dpjax.bench import cli as bench_cli
 from dpjax.studies import datasets
-from dpjax.studies.registry import studies
+from dpjax.studies.study import COLUMNS
 
-TABLE_COLUMNS = (
-    ("study", "study", "{}"),
-    ("dataset", "dataset", "{}"),
-    ("epsilon", "eps", "{:g}"),
-    ("statistic", "statistic", "{}"),
-    ("truth", "truth", "{:.4g}"),
-    ("mean_abs_error", "MAE", "{:.4g}"),
-    ("std_error", "±SE", "{:.2g}"),
-    ("median_abs_error", "median AE", "{:.4g}"),
-    ("abs_error_q95", "AE q95", "{:.4g}"),
-    ("seconds", "sec", "{:.2f}"),
-)
+DEFAULTS = {"trials": 500, "seed": 0, "confidence": 0.95, "jobs": 2}
+
+EPILOG = """\
+What the tables and files show
+  Each study runs TRIALS independent releases per cell (mechanism x dataset x grid point) and
+  measures each release with its metrics. A table block names the metric (what one trial's
+  number is, and its unit) and the statistic over the trials; its cells read "estimate ±h",
+  h = half the width of a symmetric confidence interval (CI), or "estimate [a, b]" with an
+  asymmetric CI (rates, quantiles).
+  statistics: mean; rmse (root mean square); median; qNN (the NN% quantile).
+  intervals: CLT for means (Wilson for rates, i.e. 0/1 metrics), the CLT of the mean square for
+  rmse, order statistics for quantiles (distribution-free).
+  "closed form" rows: the mechanism's theoretical value of the statistic, where one exists.
+  metric kinds: abs_error |release - truth|; rel_error |release - truth|/|truth|; error
+  release - truth (bias); squared_error; recall and precision of a released index set against
+  the true set; set_error (items in one set only); wrong_answer (rate of release != truth);
+  values of the release itself (counts of answers, budget left, flags); study-specific ones
+  (e.g. missed_points: data points between a released and the true quantile).
+
+Columns of results.csv (one row per cell and statistic; also described in results.json)
+{columns}
+
+Files written with --out DIR: results.csv (the tidy table of every study), results.json (run
+record: seed, trials, versions, backend, date, wall time, compiles; metric legend; rows) and
+figures/STUDY.png (per study: one panel per metric and statistic against epsilon, log-log, CI
+bands, closed forms dashed).
+
+Custom studies: --config FILE.toml (see dpjax.studies.config), or the Python API
+dpjax.studies.run_study, which makes the same tables and figures.
+"""
 
 
 def _positive_int(text: str) -> int:
@@ -53,194 +66,184 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dpjax", description="Differential-privacy mechanisms as vectorized JAX kernels."
+def _level(text: str) -> float:
+    value = _positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
+    return value
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Adds ``study`` to the ``dpjax`` subcommands."""
+    columns = "\n".join(
+        textwrap.fill(f"{name}: {text}", 96, initial_indent="  ", subsequent_indent="      ")
+        for name, text in COLUMNS.items()
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    study = commands.add_parser(
+    parser = subparsers.add_parser(
         "study",
-        help="run Monte Carlo accuracy studies of the registered mechanisms",
-        description="Runs each registered mechanism TRIALS times (vmap over keys) on built-in "
-        "synthetic data and prints its error against the truth.",
+        help="run Monte Carlo accuracy studies (the registered ones, or your own from a TOML file)",
+        description="Runs each study's mechanisms TRIALS times per grid point (one compiled vmap per "
+        "mechanism and dataset) and prints the error of the releases with confidence intervals.",
+        epilog=EPILOG.format(columns=columns),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    study.add_argument(
-        "--trials",
-        type=_positive_int,
-        default=1000,
-        help="releases per study and dataset (default: 1000)",
-    )
-    study.add_argument(
-        "--epsilon",
-        type=_positive_float,
-        nargs="+",
-        default=[1.0],
-        help="total privacy parameter(s) per release (default: 1.0)",
-    )
-    study.add_argument("--seed", type=int, default=0, help="seed of the data and of the noise (default: 0)")
-    study.add_argument("--study", nargs="+", metavar="NAME", help="run only these studies (see --list)")
-    study.add_argument(
-        "--dataset",
-        nargs="+",
-        metavar="NAME",
-        choices=datasets.DATASET_NAMES,
-        help="run only on these built-in datasets",
-    )
-    study.add_argument(
-        "--out",
-        type=Path,
-        metavar="DIR",
-        help="write results.csv, results.json and results.png to DIR",
-    )
-    study.add_argument("--list", action="store_true", help="list the studies and datasets, then exit")
-    bench_cli.add_parser(commands)
+    parser.add_argument("--trials", type=_positive_int, help="releases per cell (default: 500)")
+    parser.add_argument("--epsilon", type=_positive_float, nargs="+",
+                        help="the epsilon grid of every study (default: each study's, 0.25 1 4)")
+    parser.add_argument("--seed", type=int, help="seed of the built-in data and of the noise (default: 0)")
+    parser.add_argument("--study", nargs="+", metavar="NAME", help="run only these studies (see --list)")
+    parser.add_argument("--dataset", nargs="+", metavar="NAME", choices=datasets.DATASET_NAMES,
+                        help="run only on these built-in datasets")
+    parser.add_argument("--confidence", type=_level, help="level of the confidence intervals (default: 0.95)")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="a TOML file of options and studies of your own (see below)")
+    parser.add_argument("--jobs", type=_positive_int, metavar="N",
+                        help="studies run at the same time, in threads (default: 2)")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="write results.csv, results.json and figures/STUDY.png to DIR")
+    parser.add_argument("--list", action="store_true", help="list the studies and datasets, then exit")
     return parser
 
 
-def _format_table(rows: list[dict]) -> str:
-    header = [title for _, title, _ in TABLE_COLUMNS]
-    body = []
-    for row in rows:
-        cells = []
-        for key, _, fmt in TABLE_COLUMNS:
-            value = row.get(key, "")
-            cells.append(fmt.format(value) if value != "" else "")
-        body.append(cells)
-    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += [
-        "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        for r in body
-    ]
-    return "\n".join(lines)
+def _error(message: str) -> int:
+    print(f"dpjax study: error: {message}", file=sys.stderr)
+    return 2
 
 
-def _write_outputs(rows: list[dict], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    with open(out / "results.json", "w") as f:
-        json.dump(rows, f, indent=2)
-    _plot(rows, out / "results.png")
+def _options(args) -> tuple[dict, list]:
+    """Command line over configuration file over defaults."""
+    config, custom = {}, []
+    if args.config is not None:
+        from dpjax.studies import config as config_file
+
+        config, custom = config_file.load(args.config)
+    options = {}
+    for name in ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs"):
+        value = getattr(args, name)
+        options[name] = value if value is not None else config.get(name, DEFAULTS.get(name))
+    if options["out"] is not None:
+        options["out"] = Path(options["out"])
+    return options, custom
 
 
-def _plot(rows: list[dict], path: Path) -> None:
-    """Horizontal bars of mean absolute error (log scale), one row per study/dataset/statistic."""
-    import matplotlib
+def run(args: argparse.Namespace) -> int:
+    """Runs ``dpjax study``; returns the exit status."""
+    start = time.perf_counter()
+    print("dpjax study: loading the study catalog…", file=sys.stderr, flush=True)
+    try:
+        options, custom = _options(args)
+    except (OSError, ValueError) as err:
+        return _error(str(err))
+    from dpjax.studies.registry import studies
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = list(dict.fromkeys(f"{r['study']} · {r['dataset']} · {r['statistic']}" for r in rows))
-    position = {label: i for i, label in enumerate(labels)}
-    epsilons = sorted({r["epsilon"] for r in rows})
-    height = 0.8 / len(epsilons)
-    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.22 * len(labels) * len(epsilons)))
-    for j, eps in enumerate(epsilons):
-        ys, xs, errs = [], [], []
-        for r in rows:
-            mae = r.get("mean_abs_error", math.nan)
-            if r["epsilon"] == eps and math.isfinite(mae) and mae > 0:
-                ys.append(position[f"{r['study']} · {r['dataset']} · {r['statistic']}"] + j * height)
-                xs.append(mae)
-                errs.append(r.get("std_error", 0.0))
-        ax.barh(ys, xs, height, xerr=errs, label=f"ε = {eps:g}")
-    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(labels))])
-    ax.set_yticklabels(labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("mean absolute error against the truth (log scale; exact rows omitted)")
-    ax.set_title("dpjax study")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def run_study(args: argparse.Namespace) -> int:
-    registered = studies()
+    registered = {**studies(), **{s.name: s for s in custom}}
     if args.list:
         for s in registered.values():
-            print(f"{s.name:32s} [{s.family}] on {', '.join(s.datasets)}: {s.description}")
+            print(f"{s.name:34s} [{s.family}] on {', '.join(s.datasets)}: {s.description}")
         for name in datasets.DATASET_NAMES:
-            print(f"dataset {name:16s} {datasets.load(name, args.seed).description}")
+            print(f"dataset {name:26s} {datasets.load(name, options['seed']).description}")
         return 0
-    selected = registered
-    if args.study:
-        unknown = sorted(set(args.study) - set(registered))
-        if unknown:
-            print(
-                f"dpjax study: error: unknown study {', '.join(unknown)}; "
-                f"choose from {', '.join(registered)}",
-                file=sys.stderr,
-            )
-            return 2
-        selected = {name: registered[name] for name in args.study}
-    print(
-        f"dpjax study: {len(selected)} studies, {args.trials} trials, epsilon "
-        f"{', '.join(f'{e:g}' for e in args.epsilon)}, seed {args.seed}, "
-        f"backend {jax.default_backend()}",
-        flush=True,
-    )
-    key = jax.random.key(args.seed)
-    rows, failures = [], []
-    for s in selected.values():
-        for d_name in s.datasets:
-            if args.dataset and d_name not in args.dataset:
-                continue
-            data = datasets.load(d_name, args.seed)
-            for eps in args.epsilon:
-                # Independent noise per (study, dataset, epsilon), stable across runs and selections.
-                run_key = jax.random.fold_in(key, zlib.crc32(f"{s.name}/{d_name}/{eps!r}".encode()))
-                start = time.perf_counter()
-                try:
-                    results = s.run(run_key, data, eps, args.trials)
-                except Exception as err:  # report, run the other studies, exit non-zero
-                    failures.append(f"{s.name} on {d_name} at epsilon {eps:g}")
-                    print(
-                        f"dpjax study: error: {failures[-1]}: {type(err).__name__}: {err}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    continue
-                seconds = time.perf_counter() - start
-                for r in results:
-                    rows.append(
-                        {
-                            "study": s.name,
-                            "dataset": d_name,
-                            "epsilon": eps,
-                            "trials": args.trials,
-                            **r,
-                            "seconds": seconds,
-                        }
-                    )
-    if not rows:
-        print("dpjax study: error: no study runs on the selected datasets", file=sys.stderr)
-        return 2
-    print(_format_table(rows))
-    if args.out:
-        _write_outputs(rows, args.out)
-        print(f"wrote {args.out / 'results.csv'}, results.json and results.png")
+    names = options["study"] or ([s.name for s in custom] if custom else list(registered))
+    unknown = [n for n in names if n not in registered]
+    if unknown:
+        return _error(f"unknown study {', '.join(unknown)}; choose from {', '.join(registered)}")
+    selected = [registered[n] for n in names]
+    if options["dataset"]:
+        selected = [s for s in selected if set(s.datasets) & set(options["dataset"])]
+        if not selected:
+            return _error("no selected study runs on the selected datasets")
+    return _run(selected, options, start)
+
+
+def _run(selected, options, start) -> int:
+    import jax
+
+    from dpjax.studies.progress import Progress
+    from dpjax.studies.report import format_result
+    from dpjax.studies.study import run_study
+
+    epsilon = options["epsilon"]
+    print(f"dpjax study: {len(selected)} studies, {options['trials']} trials per cell, epsilon "
+          f"{'each study’s grid' if epsilon is None else ' '.join(f'{e:g}' for e in epsilon)}, seed "
+          f"{options['seed']}, backend {jax.default_backend()}", flush=True)
+    steps = sum(_steps(s, options) for s in selected)
+    results, failures = {}, []
+
+    def one(study, progress):
+        grid = {"epsilon": epsilon} if epsilon is not None and "epsilon" in study.grid else None
+        study_start = time.perf_counter()
+        try:
+            result = run_study(study, trials=options["trials"], seed=options["seed"], grid=grid,
+                               datasets=options["dataset"], confidence=options["confidence"],
+                               progress=progress)
+        except Exception as err:  # report, run the other studies, exit non-zero
+            failures.append(study.name)
+            progress.write(f"dpjax study: error: {study.name}: {type(err).__name__}: {err}", file=sys.stderr)
+            return
+        results[study.name] = result
+        progress.write(format_result(result, seconds=time.perf_counter() - study_start) + "\n")
+
+    with Progress(steps, lines=True) as progress:
+        # Studies run in threads: XLA compiles without holding the GIL, so two compile at once.
+        with ThreadPoolExecutor(max_workers=options["jobs"]) as pool:
+            for future in [pool.submit(one, study, progress) for study in selected]:
+                future.result()
+    results = [results[s.name] for s in selected if s.name in results]
+    wall = time.perf_counter() - start
+    compiles = sum(r.record["compiles"] for r in results)
+    print(f"dpjax study: {len(results)} studies in {wall:.1f} s, {compiles} compiles", flush=True)
+    if options["out"] is not None and results:
+        paths = _write(results, options, wall)
+        print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {options['out']}")
     if failures:
-        print(f"dpjax study: {len(failures)} run(s) failed: {'; '.join(failures)}", file=sys.stderr)
+        print(f"dpjax study: {len(failures)} studies failed: {', '.join(failures)}", file=sys.stderr)
         return 1
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = _parser().parse_args(argv)
-    if args.command == "study":
-        return run_study(args)
-    if args.command == "bench":
-        return bench_cli.run(args)
-    return 2  # pragma: no cover - argparse enforces the subcommand
+def _steps(study, options) -> int:
+    names = [d for d in study.datasets if not options["dataset"] or d in options["dataset"]]
+    static = 1
+    for p in study.static:
+        static *= len(study.grid[p])
+    return len(study.mechanisms) * static * len(names)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _write(results, options, wall: float) -> list[Path]:
+    """results.csv, results.json and figures/STUDY.png under ``options["out"]``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from dpjax.studies.record import run_record
+
+    out = options["out"]
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    table = pd.concat([r.table for r in results], ignore_index=True)
+    csv_path, json_path = out / "results.csv", out / "results.json"
+    table.to_csv(csv_path, index=False)
+    record = run_record(
+        seed=options["seed"], trials=options["trials"], replicates=1, confidence=options["confidence"],
+        chunk_size=results[0].record["chunk_size"],
+        grid={"epsilon": options["epsilon"]} if options["epsilon"] else {},
+        datasets=sorted({d for r in results for d in r.record["datasets"]}),
+        started=time.time() - wall, wall_seconds=wall,
+        steps=[{"study": r.study.name, **s} for r in results for s in r.record["steps"]],
+    )
+    payload = {
+        "record": record,
+        "studies": {r.study.name: {k: v for k, v in r.metadata().items() if k not in ("columns", "record")}
+                    for r in results},
+        "columns": {c: COLUMNS[c] for c in table.columns if c in COLUMNS},
+        "rows": json.loads(table.to_json(orient="records")),
+    }
+    json_path.write_text(json.dumps(payload, indent=2) + "\n")
+    paths = [csv_path, json_path]
+    for r in results:
+        fig = r.figure()
+        paths.append(out / "figures" / f"{r.study.name}.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    return paths

@@ -6,6 +6,8 @@
   for the unbounded quantile and the DP sum).
 * ``zipf``: a histogram of 10,000 items whose counts follow a Zipf law with exponent 1.1 over
   10^6 records, in random item order (for selection, top-k and sparse vector studies).
+* ``zipf_sample``: a 1% Bernoulli sample of the records of ``zipf`` (about 10^4 records, same
+  items), where the top counts are less separated.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Dataset:
     description: str
 
 
-def _normal(rng):
+def _normal(rng, seed):
     return Dataset(
         "normal",
         "samples",
@@ -48,7 +50,7 @@ def _normal(rng):
     )
 
 
-def _uniform(rng):
+def _uniform(rng, seed):
     return Dataset(
         "uniform",
         "samples",
@@ -59,7 +61,7 @@ def _uniform(rng):
     )
 
 
-def _lognormal(rng):
+def _lognormal(rng, seed):
     return Dataset(
         "lognormal",
         "samples",
@@ -70,7 +72,7 @@ def _lognormal(rng):
     )
 
 
-def _zipf(rng):
+def _zipf(rng, seed):
     items, records, exponent = 10_000, 1_000_000, 1.1
     weights = 1.0 / np.arange(1, items + 1) ** exponent
     counts = rng.multinomial(records, weights / weights.sum())
@@ -84,7 +86,24 @@ def _zipf(rng):
     )
 
 
-_BUILDERS = {"normal": _normal, "uniform": _uniform, "lognormal": _lognormal, "zipf": _zipf}
+def _zipf_sample(rng, seed):
+    return Dataset(
+        "zipf_sample",
+        "histogram",
+        rng.binomial(load("zipf", seed).values, 0.01).astype(np.int64),
+        0.0,
+        None,
+        "1% Bernoulli sample of the zipf records (about 10^4 records)",
+    )
+
+
+_BUILDERS = {
+    "normal": _normal,
+    "uniform": _uniform,
+    "lognormal": _lognormal,
+    "zipf": _zipf,
+    "zipf_sample": _zipf_sample,
+}
 DATASET_NAMES = tuple(_BUILDERS)
 
 
@@ -95,4 +114,4 @@ def load(name: str, seed: int = 0) -> Dataset:
         raise ValueError(f"unknown dataset {name!r}; choose from {sorted(_BUILDERS)}.")
     # Each dataset has its own stream, so adding a dataset never changes the others.
     index = DATASET_NAMES.index(name)
-    return _BUILDERS[name](np.random.default_rng([seed, index]))
+    return _BUILDERS[name](np.random.default_rng([seed, index]), seed)

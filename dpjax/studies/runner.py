@@ -3,18 +3,22 @@
 Trial ``i`` always uses ``jax.random.fold_in(key, i)``, so the results for a given key do not depend
 on the chunk size (nor on the number of trials: the first 100 trials of a 1,000-trial run are the
 100-trial run). Each chunk is one call of a single compiled ``jit(vmap(f))``; the last chunk is
-padded to the chunk size so nothing recompiles, and the padding is dropped.
+padded to the chunk size so nothing recompiles, and the padding is dropped. The compiled chunk
+function takes the key and ``args`` as arguments and is kept for the last few ``f`` used, so calling
+``monte_carlo`` again with the same ``f`` (another key, other data of the same shapes) does not
+compile again.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from dpjax.validation import check_int
 
@@ -24,6 +28,18 @@ DEFAULT_CHUNK_SIZE = 4096
 def trial_keys(key, start: int, stop: int) -> jax.Array:
     """The keys of trials ``start, ..., stop-1``: ``fold_in(key, i)``, independent of chunking."""
     return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(start, stop, dtype=jnp.uint32))
+
+
+@functools.lru_cache(maxsize=32)
+def _chunk_runner(f: Callable, chunk_size: int):
+    """The compiled ``chunk_size`` trials of ``f``, starting at trial ``start`` (one per ``f``)."""
+
+    @jax.jit
+    def run_chunk(key, start, args):
+        indices = start + jnp.arange(chunk_size, dtype=jnp.uint32)
+        return jax.vmap(lambda i: f(jax.random.fold_in(key, i), *args))(indices)
+
+    return run_chunk
 
 
 def monte_carlo(
@@ -42,7 +58,8 @@ def monte_carlo(
       f: a mechanism call ``f(key, *args) -> pytree of arrays``. The data is held fixed, either by
         closure or, better for large arrays, in ``args``: closed-over arrays become compile-time
         constants that XLA may spend seconds folding, while ``args`` are passed to the compiled
-        function as arguments. Either way, data work that does not depend on the key is done once.
+        function as arguments (and other data of the same shapes reuses the compiled code). Either
+        way, data work that does not depend on the key is done once.
       key: a ``jax.random`` key.
       trials: number of independent releases, >= 1.
       args: arrays (a tuple of pytrees) passed to ``f`` after the key, not batched.
@@ -59,17 +76,13 @@ def monte_carlo(
     n_chunks = -(-trials // chunk_size)
     if progress is None:
         progress = n_chunks > 1 and sys.stderr.isatty()
-
-    @jax.jit
-    def run_chunk(start, args):
-        indices = start + jnp.arange(chunk_size, dtype=jnp.uint32)
-        return jax.vmap(lambda i: f(jax.random.fold_in(key, i), *args))(indices)
+    run_chunk = _chunk_runner(f, chunk_size)
 
     pieces = []
     with tqdm(total=trials, desc=description, disable=not progress, leave=False) as bar:
         for start in range(0, trials, chunk_size):
             stop = min(start + chunk_size, trials)
-            out = run_chunk(jnp.uint32(start), tuple(args))
+            out = run_chunk(key, jnp.uint32(start), tuple(args))
             pieces.append(jax.tree.map(lambda a, n=stop - start: np.asarray(a[:n]), out))
             bar.update(stop - start)
     return jax.tree.map(lambda *leaves: np.concatenate(leaves, axis=0), *pieces)

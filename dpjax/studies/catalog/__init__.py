@@ -1,1 +1,7 @@
-"""Study definitions, one module per mechanism family; imported by ``registry.studies()``."""
+"""Study definitions, one module per mechanism family; imported by ``registry.studies()``.
+
+Every catalog study sweeps the total privacy parameter over ``EPSILONS`` by default (``dpjax study
+--epsilon`` replaces it) and states, per metric, what it measures and in which unit.
+"""
+
+EPSILONS = (0.25, 1.0, 4.0)

@@ -2,75 +2,92 @@
 
 The built-in 1-D sample datasets stand in for user locations (one value per user, metres in spirit).
 The study epsilon is read as a pure geo-privacy epsilon per unit distance, converted to CGP by
-Lemma 3.1 (rho = epsilon^2 / 2); every user has that budget for the one query. Rows report the
-error of PIE (c = 8 rounds, even split, beta0 = 0.025) next to the one-shot baseline with the same
-budget, and the mean fraction of the budget saved (PrivSav).
+Lemma 3.1 (rho = epsilon^2 / 2); every user has that budget for the one query. Each study compares
+PIE (c = 8 rounds, even split, beta0 = 0.025) with the one-shot baseline at the same budget, and
+reports the share of the budget PIE leaves unspent (PrivSav).
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
 
 from dpjax.budgeting.range_count import range_count, range_count_baseline
 from dpjax.budgeting.threshold import threshold_baseline, threshold_query
-from dpjax.studies.registry import accuracy_row, register
-from dpjax.studies.runner import monte_carlo
+from dpjax.studies import metrics
+from dpjax.studies.catalog import EPSILONS
+from dpjax.studies.registry import register
+from dpjax.studies.study import Mechanism, Study
 
 C, BETA0 = 8, 0.025
 USERS = 300  # the range count uses the first 300 values as users, to keep the study to seconds
+RANGE = 2.0  # the range query counts the users in [-RANGE, RANGE]
+SAVING = metrics.value("privacy_saving", "share of the budget left unspent (PrivSav)", "fraction of ρ",
+                       output="saving")
 
 
-@register(
+def _users(x):
+    return x[:USERS, None]
+
+
+def _box(x):
+    return jnp.zeros(1, x.dtype), jnp.full(1, RANGE, x.dtype)
+
+
+def _rho(epsilon, users):
+    """Every user's allotment rho = epsilon^2 / 2, as the (n,) form (which may be traced)."""
+    return jnp.full(users.shape[0], epsilon**2 / 2, users.dtype)
+
+
+def _pie_count(key, x, epsilon):
+    users = _users(x)
+    count, res = range_count(key, users, _rho(epsilon, users), *_box(users), c=C, beta0=BETA0,
+                             mode="distance")
+    return {"count": count, "saving": 1 - jnp.mean(res.rounds) / C}
+
+
+def _one_shot_count(key, x, epsilon):
+    users = _users(x)
+    return {"count": range_count_baseline(key, users, _rho(epsilon, users), *_box(users), mode="distance")}
+
+
+register(Study(
     "pie_range_count",
     family="budgeting",
-    datasets=("normal", "uniform"),
-    description="count of 300 users in [-2, 2]: PIE-NI distance privatization (PM1, c=8) vs one-shot BM1, "
-    "rho = eps^2/2 per user (local CGP)",
-)
-def _range_count(key, data, epsilon, trials):
-    values = data.values[:USERS]
-    x = np.asarray(values, np.float32)[:, None]  # NumPy: closed over by jit as a constant
-    center, half = np.zeros(1, np.float32), np.full(1, 2.0, np.float32)
-    truth = float(np.sum(np.abs(values) < 2.0))
-    rho = epsilon**2 / 2
+    description=f"count of {USERS} users in [-{RANGE:g}, {RANGE:g}], local CGP with ρ = ε²/2 per user",
+    mechanisms=[Mechanism(f"PIE-NI (PM1, c={C})", _pie_count), Mechanism("one-shot (BM1)", _one_shot_count)],
+    datasets={"normal": "normal", "uniform": "uniform"},
+    grid={"epsilon": EPSILONS},
+    truth=lambda x, **_: jnp.sum(jnp.abs(x[:USERS]) < RANGE),
+    metrics=[metrics.abs_error(("mean", "q95"), unit="users", description="absolute error of the count",
+                               output="count"), SAVING],
+))
 
-    def pm(k):
-        count, res = range_count(k, x, rho, center, half, c=C, beta0=BETA0, mode="distance")
-        return count, 1 - jnp.mean(res.rounds) / C
-
-    counts, saving = monte_carlo(pm, key, trials)
-    bm = monte_carlo(lambda k: range_count_baseline(k, x, rho, center, half, mode="distance"), key, trials)
-    return [
-        accuracy_row("count PM1 c8", counts, truth, privacy_saving=float(np.mean(saving))),
-        accuracy_row("count BM1", bm, truth, privacy_saving=0.0),
-    ]
+Q_SHARE, CUT = 0.2, -2.0  # is #(x < -2) below 20% of the records?
 
 
-@register(
+def _count(x):
+    return jnp.sum(x < CUT).astype(x.dtype)
+
+
+def _pie_threshold(key, x, epsilon):
+    answer, res = threshold_query(key, _count(x), epsilon**2 / 2, q=Q_SHARE, n_records=x.size, c=C,
+                                  beta0=BETA0)
+    return {"answer": answer, "saving": 1 - res.rounds[0] / C}
+
+
+def _one_shot_threshold(key, x, epsilon):
+    return {"answer": threshold_baseline(key, _count(x), epsilon**2 / 2, q=Q_SHARE, n_records=x.size)}
+
+
+register(Study(
     "pie_threshold",
     family="budgeting",
-    datasets=("normal", "uniform"),
-    description="central threshold query 1{#(x < -2) < 0.2 N} (Appendix C, corrected): PIE-NI (c=8) vs "
-    "one-shot BM1, rho = eps^2/2 zCDP",
-)
-def _threshold(key, data, epsilon, trials):
-    count = float(np.sum(data.values < -2.0))
-    n_records = int(data.values.size)
-    truth = float(count < 0.2 * n_records)
-    rho = epsilon**2 / 2
-
-    def pm(k):
-        answer, res = threshold_query(k, count, rho, q=0.2, n_records=n_records, c=C, beta0=BETA0)
-        return answer.astype(jnp.float32), 1 - res.rounds[0] / C
-
-    answers, saving = monte_carlo(pm, key, trials)
-    bm = monte_carlo(
-        lambda k: threshold_baseline(k, count, rho, q=0.2, n_records=n_records).astype(jnp.float32),
-        key,
-        trials,
-    )
-    return [
-        accuracy_row("answer PM c8", answers, truth, privacy_saving=float(np.mean(saving))),
-        accuracy_row("answer BM1", bm, truth, privacy_saving=0.0),
-    ]
+    description=f"central threshold query: is #(x < {CUT:g}) < {Q_SHARE:g} N? (Appendix C), ρ = ε²/2 zCDP",
+    mechanisms=[Mechanism(f"PIE-NI (c={C})", _pie_threshold),
+                Mechanism("one-shot (BM1)", _one_shot_threshold)],
+    datasets={"normal": "normal", "uniform": "uniform"},
+    grid={"epsilon": EPSILONS},
+    truth=lambda x, **_: _count(x) < Q_SHARE * x.size,
+    metrics=[metrics.wrong_answer(output="answer", description="wrong answer to the threshold query"),
+             SAVING],
+))

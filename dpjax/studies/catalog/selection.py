@@ -5,76 +5,75 @@ so the scores are monotonic with sensitivity 1).
   (k selections at epsilon/k each, ``RangeBounded(epsilon)``) and Noisy-Top-K-with-Gap (Laplace k/epsilon,
   ``PureDP(epsilon)``).
 * ``top_k_gap_blue``: Noisy-Top-K-with-Gap with measures (Ding et al. 2019, §5.2): half the budget
-  selects the top 10 with gaps, half measures them with Laplace noise; errors of the measurements and of
-  the BLUE that adds the gaps, whose MSE ratio should be (1 + k)/(2k) = 0.55 for well-separated counts.
+  selects the top 10 with gaps, half measures them with Laplace noise ``Lap(2k/epsilon)``; the mean
+  squared error of the measurements is ``2 (2k/epsilon)^2`` and that of the BLUE that adds the gaps
+  is Corollary 1's ``(1 + lam k)/(k + lam k)`` times it (0.55 at k = 10, lam = 1).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dpjax.additive import laplace_mechanism
 from dpjax.postprocess import topk_gap
 from dpjax.selection import gumbel_top_k, noisy_top_k_with_gap, noisy_top_k_with_gap_scale
-from dpjax.studies.registry import accuracy_row, register
-from dpjax.studies.runner import monte_carlo
+from dpjax.studies import metrics
+from dpjax.studies.catalog import EPSILONS
+from dpjax.studies.registry import register
+from dpjax.studies.study import Mechanism, Study
 
 
-def _recall(selected: np.ndarray, true_top: np.ndarray) -> np.ndarray:
-    return np.isin(selected, true_top).mean(axis=-1)
+def _true_top(counts, k, **_):
+    return jnp.argsort(-counts, stable=True)[:k]
 
 
-@register(
+register(Study(
     "top_k_recall",
     family="selection",
-    datasets=("zipf",),
-    description="recall of the top-k counts: one-shot Gumbel (k x eps/k) vs noisy top-k with gap (eps)",
-)
-def _top_k_recall(key, data, epsilon, trials):
-    counts = jnp.asarray(data.values)
-    rows = []
-    for k in (10, 100):
-        true_top = np.argsort(-data.values, kind="stable")[:k]
-        gumbel_key, laplace_key = jax.random.split(jax.random.fold_in(key, k))
-        gumbel = monte_carlo(
-            lambda kk, k=k: gumbel_top_k(kk, counts, k, epsilon / k, monotonic=True), gumbel_key, trials
-        )
-        laplace = monte_carlo(
-            lambda kk, k=k: noisy_top_k_with_gap(kk, counts, k, epsilon, monotonic=True)[0],
-            laplace_key,
-            trials,
-        )
-        for name, selected in (("gumbel", gumbel), ("laplace+gap", laplace)):
-            rows.append(accuracy_row(f"top-{k} recall, {name}", _recall(selected, true_top), 1.0, k=k))
-    return rows
+    description="recall of the top-k counts: one-shot Gumbel (k × ε/k) vs noisy top-k with gap (ε)",
+    mechanisms=[
+        Mechanism("one-shot Gumbel", lambda key, counts, epsilon, k: gumbel_top_k(
+            key, counts, k, epsilon / k, monotonic=True)),
+        Mechanism("noisy top-k with gap", lambda key, counts, epsilon, k: noisy_top_k_with_gap(
+            key, counts, k, epsilon, monotonic=True)[0]),
+    ],
+    datasets={"zipf": "zipf"},
+    grid={"epsilon": EPSILONS, "k": (10, 100)},
+    static=("k",),
+    truth=_true_top,
+    metrics=[metrics.recall(description="recall: share of the true top-k selected")],
+))
+
+K = 10
+# Both noise scales are proportional to 1/epsilon, so their variance ratio does not depend on it.
+LAM = topk_gap.variance_ratio(noisy_top_k_with_gap_scale(K, 0.5, monotonic=True), K / 0.5)
 
 
-@register(
+def _gap_blue(key, counts, epsilon):
+    select_key, measure_key = jax.random.split(key)
+    idx, gaps = noisy_top_k_with_gap(select_key, counts, K, epsilon / 2, monotonic=True)
+    truth = counts[idx].astype(gaps.dtype)
+    alpha = laplace_mechanism(measure_key, truth, epsilon / 2, sensitivity=K)
+    return {"measured": alpha - truth, "BLUE with gaps": topk_gap.blue_estimate(alpha, gaps, LAM) - truth}
+
+
+def _measured_mse(counts, epsilon):
+    return {"mean": 2 * (2 * K / epsilon) ** 2}
+
+
+register(Study(
     "top_k_gap_blue",
     family="selection",
-    datasets=("zipf",),
-    description="top-10 counts: Laplace measurements vs the BLUE with the free gaps (Thm 3, eps/2 + eps/2)",
-)
-def _top_k_gap_blue(key, data, epsilon, trials):
-    k = 10
-    counts = jnp.asarray(data.values)
-    lam = topk_gap.variance_ratio(
-        noisy_top_k_with_gap_scale(k, epsilon / 2, monotonic=True), k / (epsilon / 2)
-    )
-
-    def trial(kk):
-        select_key, measure_key = jax.random.split(kk)
-        idx, gaps = noisy_top_k_with_gap(select_key, counts, k, epsilon / 2, monotonic=True)
-        truth = counts[idx].astype(gaps.dtype)
-        alpha = laplace_mechanism(measure_key, truth, epsilon / 2, sensitivity=k)
-        return alpha - truth, topk_gap.blue_estimate(alpha, gaps, lam) - truth
-
-    err_alpha, err_beta = monte_carlo(trial, key, trials)
-    ratio = float((err_beta**2).mean() / (err_alpha**2).mean())
-    extra = {"k": k, "mse_ratio": ratio, "theory_ratio": topk_gap.blue_mse_ratio(k, lam)}
-    return [
-        accuracy_row("top-10 counts, measured (error)", err_alpha, 0.0, **extra),
-        accuracy_row("top-10 counts, BLUE with gaps (error)", err_beta, 0.0, **extra),
-    ]
+    description=f"top-{K} counts: Laplace measurements vs the BLUE with the free gaps (Thm 3, ε/2 + ε/2)",
+    mechanisms=[Mechanism("top-k gap + measures", _gap_blue, variants=("measured", "BLUE with gaps"), theory={
+        ("measured", "count_mse"): _measured_mse,
+        ("BLUE with gaps", "count_mse"): lambda counts, epsilon: {
+            "mean": topk_gap.blue_mse_ratio(K, LAM) * _measured_mse(counts, epsilon)["mean"]},
+    })],
+    datasets={"zipf": "zipf"},
+    grid={"epsilon": EPSILONS},
+    metrics=[metrics.Metric(
+        "count_mse", lambda error, _: jnp.mean(error**2),
+        f"squared error of the {K} selected items' released counts (mean over the {K})", "count²")],
+))

@@ -1,52 +1,61 @@
-"""Studies of the unbounded quantile mechanism (Durfee 2023): UQE quantiles and the DP sum/mean."""
+"""Studies of the unbounded quantile mechanism (Durfee 2023): UQE quantiles and the DP sum.
+
+UQE needs only a lower bound (the dataset's: 0 for the lognormal data, -100 for the normal data).
+The DP sum clips at UQE's 0.99-quantile estimate with half of epsilon and adds Laplace noise with
+the other half (swap neighbours).
+"""
 
 from __future__ import annotations
 
 import jax
-import numpy as np
+import jax.numpy as jnp
 
 from dpjax import aggregates
 from dpjax.quantiles import unbounded
-from dpjax.studies.registry import accuracy_row, register
-from dpjax.studies.runner import monte_carlo
+from dpjax.studies import metrics
+from dpjax.studies.catalog import EPSILONS
+from dpjax.studies.registry import register
+from dpjax.studies.study import Mechanism, Study
 
-QUANTILES = (0.5, 0.99)
+QUANTILES = {"q = 0.5": 0.5, "q = 0.99": 0.99}
 
 
-@register(
+def _uqe(key, x, epsilon, lower):
+    # Both levels in one compiled kernel, each its own epsilon-DP release.
+    return {name: unbounded(jax.random.fold_in(key, i), x, q, epsilon, lower=lower)
+            for i, (name, q) in enumerate(QUANTILES.items())}
+
+
+register(Study(
     "uqe_quantile",
     family="unbounded",
-    datasets=("lognormal", "normal"),
-    description="UQE (Alg. 2, Expo noise, beta=1.001) at q=0.5 and 0.99, lower = the dataset's lower bound",
-)
-def _uqe(key, data, epsilon, trials):
-    x = np.asarray(data.values, np.float32)
-
-    def releases(k):  # both levels in one compiled kernel, each its own epsilon-DP release
-        return tuple(
-            unbounded(jax.random.fold_in(k, i), x, q, epsilon, lower=data.lower)
-            for i, q in enumerate(QUANTILES)
-        )
-
-    estimates = monte_carlo(releases, key, trials)
-    return [
-        accuracy_row(f"q{q:g}", est, np.quantile(data.values, q))
-        for q, est in zip(QUANTILES, estimates, strict=True)
-    ]
+    description="UQE (Alg. 2, Exponential noise, β = 1.001) at q = 0.5 and 0.99, lower bound only",
+    mechanisms=[Mechanism("UQE", _uqe, variants=tuple(QUANTILES))],
+    datasets={"lognormal": ("lognormal", {"lower": 0.0}), "normal": ("normal", {"lower": -100.0})},
+    grid={"epsilon": EPSILONS},
+    truth=lambda x, **_: {name: jnp.quantile(x, q) for name, q in QUANTILES.items()},
+    metrics=[metrics.abs_error(("mean", "q95"), description="absolute error of the released quantile")],
+))
 
 
-@register(
+def _dp_sum(key, x, epsilon):
+    release = aggregates.clipped_sum(key, x, epsilon, lower=0.0)
+    return {"sum": release.value, "bound": release.bound}
+
+
+register(Study(
     "uqe_dp_sum",
     family="unbounded",
-    datasets=("lognormal",),
-    description="sum clipped at UQE's 0.99-quantile + Laplace (half of epsilon each, swap)",
-)
-def _dp_sum(key, data, epsilon, trials):
-    x = np.asarray(data.values, np.float32)
-    releases = monte_carlo(lambda k: aggregates.clipped_sum(k, x, epsilon, lower=data.lower), key, trials)
-    truth = float(np.sum(data.values))
-    return [
-        accuracy_row("sum", releases.value, truth),
-        accuracy_row("mean", releases.value / x.size, truth / x.size),
-        accuracy_row("clip bound", releases.bound, np.quantile(data.values, 0.99)),
-    ]
+    description="sum of 10,000 lognormal values clipped at UQE's 0.99-quantile + Laplace (ε/2 + ε/2, swap)",
+    mechanisms=[Mechanism("clipped sum", _dp_sum)],
+    datasets={"lognormal": "lognormal"},
+    grid={"epsilon": EPSILONS},
+    truth=lambda x, **_: {"sum": jnp.sum(x), "q99": jnp.quantile(x, 0.99)},
+    metrics=[
+        metrics.rel_error(("mean", "q95"), output="sum", truth="sum",
+                          description="relative error of the sum"),
+        metrics.Metric("clip_bound", lambda bound, q99: bound / q99,
+                       "clipping bound over the true 0.99-quantile", "× true 0.99-quantile", ("mean",),
+                       "linear", output="bound", truth="q99"),
+    ],
+))

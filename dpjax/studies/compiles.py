@@ -1,0 +1,37 @@
+"""Counting XLA compilations with ``jax.monitoring``, for study records and benchmarks."""
+
+from __future__ import annotations
+
+import threading
+
+from jax import monitoring
+
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+class CompileCounter:
+    """Counts the backend compilations made in this thread while the block runs.
+
+    Example:
+      >>> with CompileCounter() as compiles:
+      ...     jax.jit(lambda x: x + 1)(1.0)
+      >>> compiles.count, compiles.seconds
+    """
+
+    def __init__(self):
+        self.count = 0
+        self.seconds = 0.0
+        self._thread = threading.get_ident()
+
+    def _listener(self, event: str, duration: float, **_) -> None:
+        if event == BACKEND_COMPILE_EVENT and threading.get_ident() == self._thread:
+            self.count += 1
+            self.seconds += duration
+
+    def __enter__(self) -> CompileCounter:
+        self._thread = threading.get_ident()
+        monitoring.register_event_duration_secs_listener(self._listener)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        monitoring.unregister_event_duration_listener(self._listener)

@@ -1,0 +1,104 @@
+"""Study figures: small multiples of each statistic against the grid parameter, log-log.
+
+One figure per study, one panel per (metric, statistic) with its own y axis, titled with what it
+measures and labelled with its unit. Each line is one mechanism on one dataset (colour: mechanism,
+line style and marker: dataset), with its confidence band; a mechanism's closed form, where it has
+one, is the black dashed line over it. Replicate 0 is drawn when there are several.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+
+_STYLES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "D", "v")
+
+
+def x_parameter(table, grid: dict) -> str | None:
+    """The grid parameter on the x axis: the first with several values (else the first)."""
+    varying = [p for p in grid if p in table.columns and table[p].nunique() > 1]
+    return varying[0] if varying else next(iter(grid), None)
+
+
+def study_figure(result, *, columns: int = 3):
+    """The small-multiples figure of a :class:`~dpjax.studies.study.StudyResult`."""
+    import matplotlib.pyplot as plt
+
+    study, table = result.study, result.table
+    if "replicate" in table.columns:
+        table = table[table["replicate"] == 0]
+    x_name = x_parameter(table, study.grid)
+    others = [p for p in study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
+    panels = [(m, s) for m in study.metrics for s in m.statistics
+              if ((table["metric"] == m.name) & (table["statistic"] == s)).any()]
+    n_rows = math.ceil(len(panels) / columns)
+    n_cols = math.ceil(len(panels) / n_rows)  # balanced: 4 panels are 2 x 2
+    width = max(4.3 * n_cols, 8.0)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width, 3.2 * n_rows + 1.3), squeeze=False,
+                             layout="constrained")
+    datasets = list(dict.fromkeys(table["dataset"]))
+    line_keys = ["mechanism", "dataset", *others]
+    lines = list(dict.fromkeys(tuple(r) for r in table[line_keys].itertuples(index=False)))
+    colour_keys = list(dict.fromkeys((line[0], *line[2:]) for line in lines))
+    colours = {k: plt.get_cmap("tab10")(i % 10) for i, k in enumerate(colour_keys)}
+    handles = {}
+    for ax, (metric, statistic) in zip(axes.flat, panels, strict=False):
+        cell = table[(table["metric"] == metric.name) & (table["statistic"] == statistic)]
+        for line in lines:
+            rows = cell
+            for k, v in zip(line_keys, line, strict=True):
+                rows = rows[rows[k] == v]
+            if rows.empty:
+                continue
+            rows = rows.sort_values(x_name) if x_name else rows
+            x = rows[x_name].to_numpy(float) if x_name else np.zeros(len(rows))
+            y = rows["estimate"].to_numpy(float)
+            colour = colours[(line[0], *line[2:])]
+            style, marker = _STYLES[datasets.index(line[1]) % 4], _MARKERS[datasets.index(line[1]) % 5]
+            label = " · ".join([str(line[0])] + ([str(line[1])] if len(datasets) > 1 else [])
+                               + [f"{k}={v:g}" for k, v in zip(others, line[2:], strict=True)])
+            (handle,) = ax.plot(x, y, style, marker=marker, color=colour, lw=1.6, ms=4.5, label=label)
+            handles.setdefault(label, handle)
+            ax.fill_between(x, rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float),
+                            color=colour, alpha=0.18, lw=0)
+            theory = rows["theory"].to_numpy(float)
+            if np.isfinite(theory).any():
+                (t_handle,) = ax.plot(x, theory, color="black", lw=1.1, ls=(0, (4, 3)), zorder=4)
+                handles.setdefault("closed form", t_handle)
+        _axes(ax, cell, metric, statistic, x_name)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    record = result.record
+    title = f"{study.name}: {study.description}" if study.description else study.name
+    fig.suptitle("\n".join(textwrap.wrap(title, int(width * 12))), fontsize=11)
+    if "closed form" in handles:
+        handles["closed form"] = handles.pop("closed form")  # last
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+               ncol=min(max(1, int(width // 3.2)), len(handles)), fontsize=8.5, frameon=False,
+               title=f"{record['trials']} trials per point · bands: {100 * record['confidence']:g}% "
+               f"confidence intervals · seed {record['seed']}", title_fontsize=8.5)
+    return fig
+
+
+def _axes(ax, cell, metric, statistic, x_name) -> None:
+    from matplotlib.ticker import NullFormatter
+
+    values = cell[["estimate", "ci_low", "ci_high"]].to_numpy(float)
+    positive = values[np.isfinite(values)]
+    if metric.scale == "log" and positive.size and (positive > 0).all():
+        ax.set_yscale("log")
+    if x_name and cell[x_name].nunique() > 1:
+        xs = np.unique(cell[x_name].to_numpy(float))
+        if (xs > 0).all():
+            ax.set_xscale("log")
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_title("\n".join(textwrap.wrap(metric.title(statistic), 52)), fontsize=9.5)
+    ax.set_ylabel(metric.unit, fontsize=9)
+    ax.set_xlabel({"epsilon": "ε (privacy parameter)"}.get(x_name, x_name or ""), fontsize=9)
+    ax.tick_params(labelsize=8.5)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.grid(True, which="minor", alpha=0.1)

@@ -1,0 +1,54 @@
+"""The run record saved with every study's results: what ran, where, when, and how long."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import sys
+from importlib import metadata
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def run_record(*, seed: int, trials: int, replicates: int, confidence: float, chunk_size: int, grid: dict,
+               datasets: list, started: float, wall_seconds: float, steps: list[dict]) -> dict:
+    """The record of one study run.
+
+    ``steps`` holds, per mechanism and dataset, how the grid ran (one compiled call over the grid,
+    or one compile per grid point when the mechanism refuses traced parameters), the number of XLA
+    compilations and their seconds, and the step's wall time.
+    """
+    import jax
+
+    import dpjax
+
+    return {
+        "seed": seed,
+        "trials": trials,
+        "replicates": replicates,
+        "confidence": confidence,
+        "chunk_size": chunk_size,
+        "grid": {name: list(values) for name, values in grid.items()},
+        "datasets": list(datasets),
+        "date": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(timespec="seconds"),
+        "wall_seconds": round(wall_seconds, 3),
+        "compiles": sum(s["compiles"] for s in steps),
+        "steps": steps,
+        "versions": {
+            "dpjax": dpjax.__version__,
+            "jax": jax.__version__,
+            "jaxlib": _version("jaxlib"),
+            "numpy": _version("numpy"),
+            "pandas": _version("pandas"),
+            "python": sys.version.split()[0],
+        },
+        "backend": jax.default_backend(),
+        "devices": sorted({d.device_kind for d in jax.devices()}),
+        "x64": bool(jax.config.jax_enable_x64),
+        "platform": platform.platform(),
+    }

@@ -1,0 +1,106 @@
+"""Terminal tables of study results that fit a given width (100 columns by default).
+
+One block per study: a heading (what ran, how many trials and compilations), then per (metric,
+statistic) a line saying what is measured and in which unit, and a table with one row per mechanism
+and dataset and one column per value of the grid parameter (epsilon): ``estimate ±h`` where ``h`` is
+half the width of a symmetric confidence interval, or ``estimate [a, b]`` with the interval when it is
+not symmetric (rates, quantiles). A mechanism's closed form, where it has one, is the row below it.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+from dpjax.studies.plots import x_parameter
+
+WIDTH = 100
+_LABEL_MAX = 30
+
+
+def _number(value: float, digits: int = 3) -> str:
+    if value is None or not math.isfinite(value):
+        return "–"
+    return f"{value:.{digits}g}"
+
+
+def _cell(row) -> str:
+    """``estimate ±h`` for a symmetric interval, ``estimate [low, high]`` otherwise."""
+    estimate, low, high = row["estimate"], row["ci_low"], row["ci_high"]
+    if not math.isfinite(estimate):
+        return "–"
+    if not (math.isfinite(low) and math.isfinite(high)) or high == low:
+        return _number(estimate)
+    if abs((high - estimate) - (estimate - low)) <= 0.01 * (high - low):
+        return f"{_number(estimate)} ±{_number((high - low) / 2, 2)}"
+    return f"{_number(estimate)} [{_number(low, 2)}, {_number(high, 2)}]"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _grid(header: list[str], rows: list[list[str]], labels: int, width: int) -> list[str]:
+    """Left-aligned label columns, then right-aligned value columns, in groups that fit ``width``."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    label_width = sum(widths[:labels]) + 2 * labels
+    groups, group, used = [], [], label_width
+    for i in range(labels, len(header)):
+        if group and used + widths[i] + 2 > width:
+            groups.append(group)
+            group, used = [], label_width
+        group.append(i)
+        used += widths[i] + 2
+    groups.append(group)
+    lines = []
+    for group in groups:
+        for r in [header, *rows]:
+            left = "".join(r[i].ljust(widths[i] + 2) for i in range(labels))
+            lines.append((left + "  ".join(r[i].rjust(widths[i]) for i in group)).rstrip())
+    return lines
+
+
+def format_result(result, *, width: int = WIDTH, seconds: float | None = None) -> str:
+    """The terminal block of one :class:`~dpjax.studies.study.StudyResult`."""
+    study, table, record = result.study, result.table, result.record
+    if "replicate" in table.columns:
+        table = table[table["replicate"] == 0]
+    x_name = x_parameter(table, study.grid)
+    others = [p for p in study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
+    xs = list(dict.fromkeys(table[x_name])) if x_name else [None]
+    symbol = {"epsilon": "ε"}.get(x_name, x_name)
+    heading = f"== {study.name}: {study.description}" if study.description else f"== {study.name}"
+    lines = textwrap.wrap(heading, width, subsequent_indent="   ")
+    seconds = record["wall_seconds"] if seconds is None else seconds
+    fallbacks = [s for s in record["steps"] if s["path"].startswith("one compile per grid point")]
+    level = f"{100 * record['confidence']:g}%"
+    notes = [f"{record['trials']} trials per cell", f"±h: half the {level} CI", f"[a, b]: the {level} CI",
+             f"{record['compiles']} compiles", f"{seconds:.1f} s"]
+    lines.append(_clip("   " + " · ".join(notes), width))
+    if fallbacks:
+        names = ", ".join(dict.fromkeys(s["mechanism"] for s in fallbacks))
+        lines.append(_clip(f"   one compile per grid point (traced parameters refused): {names}", width))
+    several_datasets = table["dataset"].nunique() > 1
+    for metric in study.metrics:
+        for statistic in metric.statistics:
+            cell = table[(table["metric"] == metric.name) & (table["statistic"] == statistic)]
+            if cell.empty:
+                continue
+            lines += textwrap.wrap(f"{metric.title(statistic)} [{metric.unit}]", width, initial_indent="   ",
+                                   subsequent_indent="     ")
+            header = (["dataset"] if several_datasets else []) + ["mechanism"]
+            labels = len(header)
+            header += [f"{symbol}={x:g}" if x_name else "value" for x in xs]
+            rows = []
+            keys = ["dataset", "mechanism", *others]
+            for key, group in cell.groupby(keys, sort=False):
+                label = key[1] + "".join(f", {p}={v:g}" for p, v in zip(others, key[2:], strict=True))
+                by_x = {row[x_name] if x_name else None: row for _, row in group.iterrows()}
+                values = [_cell(by_x[x]) if x in by_x else "" for x in xs]
+                rows.append(([key[0]] if several_datasets else []) + [_clip(label, _LABEL_MAX)] + values)
+                theory = [by_x[x]["theory"] if x in by_x else None for x in xs]
+                if any(t is not None and math.isfinite(t) for t in theory):
+                    rows.append(([""] if several_datasets else []) + ["  closed form"]
+                                + [_number(t) for t in theory])
+            lines += ["     " + line for line in _grid(header, rows, labels, width - 5)]
+    return "\n".join(lines)

@@ -1,0 +1,482 @@
+"""The study API: your mechanisms, your data, a parameter grid and metrics in; a tidy table out.
+
+Example (a mechanism of your own, three epsilons, 2,000 trials per cell)::
+
+    import jax, jax.numpy as jnp, numpy as np
+    from dpjax.additive import laplace_mechanism
+    from dpjax.studies import Mechanism, Study, metrics, run_study
+    from dpjax.studies.theory import Exponential
+
+    def private_mean(key, x, epsilon):                  # any f(key, data, **params)
+        return laplace_mechanism(key, jnp.clip(x, 0, 1).mean(), epsilon, sensitivity=1 / x.size)
+
+    study = Study(
+        "my_mean",
+        mechanisms=[Mechanism("laplace mean", private_mean,
+                              theory={"abs_error": lambda x, epsilon: Exponential(1 / (x.size * epsilon))})],
+        datasets={"uniform": np.random.default_rng(0).uniform(size=1000)},
+        grid={"epsilon": [0.1, 1.0, 10.0]},
+        truth=lambda x, epsilon: jnp.clip(x, 0, 1).mean(),
+        metrics=[metrics.abs_error(("mean", "q95"))],
+    )
+    result = run_study(study, trials=2000, seed=0)
+    result.table        # one row per (mechanism, dataset, epsilon, metric, statistic)
+    result.figure()     # error vs epsilon, log-log, 95% bands, theory dashed
+    result.save("out")  # my_mean.csv, my_mean.json (with the run record), my_mean.png
+
+How it runs. For each mechanism and dataset, the whole grid is **one compiled call**: ``vmap`` over
+the grid's parameter values inside ``vmap`` over the trial keys, chunked over trials by
+:func:`~dpjax.studies.runner.monte_carlo` to bound memory. Trial ``i`` of every cell uses
+``fold_in(key, i)`` with one key per (study, mechanism, dataset), so:
+
+* results are reproducible per seed and do not depend on the chunk size;
+* every grid point uses the same trial keys (common random numbers): a cell's numbers do not
+  depend on which other grid points or datasets are in the study, and differences between grid
+  points are measured with less noise (the confidence interval of each cell is still its own);
+* datasets with the same shapes share the compiled code.
+
+Parameters named in ``static`` (those that fix a shape, such as ``k``) are looped over, one compile
+per value. A mechanism that refuses a traced grid parameter (it raises a ``TypeError`` about a
+traced value) is run with one compile per grid point instead, and the record says so.
+
+The data, the grid values and the mechanism's fixed ``params`` reach ``fn`` as follows: ``data``
+(and the truth's ``data``) is passed as an argument of the compiled call; fixed ``params`` and
+per-dataset parameters are Python values closed over (static); grid values are traced scalars.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax.studies import datasets as builtin
+from dpjax.studies.compiles import CompileCounter
+from dpjax.studies.metrics import Metric
+from dpjax.studies.progress import Progress
+from dpjax.studies.record import run_record
+from dpjax.studies.runner import DEFAULT_CHUNK_SIZE, monte_carlo
+from dpjax.studies.statistics import summarize
+from dpjax.studies.theory import theory_value
+from dpjax.validation import check_int
+
+COLUMNS = {
+    "study": "the study's name",
+    "mechanism": "the mechanism (or variant) that made the releases",
+    "dataset": "the dataset the releases were made on",
+    "metric": "what was measured on each release (described, with its unit, in the table headings "
+    "and in results.json)",
+    "statistic": "the summary of the trials' metric values: mean, rmse, median or qNN (NN% quantile)",
+    "estimate": "the statistic's Monte Carlo estimate over the trials",
+    "se": "standard error of the estimate",
+    "ci_low": "lower end of the confidence interval of the statistic",
+    "ci_high": "upper end of the confidence interval of the statistic",
+    "theory": "closed-form value of the statistic where the mechanism has one (else empty)",
+    "unit": "unit of metric, estimate, se, ci_low, ci_high and theory",
+    "trials": "independent releases per cell",
+    "failure_rate": "share of trials whose metric was not finite (invalid marker, nothing released), "
+    "left out of the statistic",
+    "ci_method": "how the interval was computed: CLT, Wilson (rates), CLT (mean square), order statistics",
+    "replicate": "index of the independent replicate of the whole study (only with replicates > 1)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Mechanism:
+    """A mechanism under study.
+
+    Attributes:
+      name: its label in tables and figures.
+      fn: ``fn(key, data, **params) -> release`` (a pytree of arrays), key first and pure.
+      params: fixed keyword arguments (Python values, closed over: static).
+      variants: if given, ``fn`` returns ``{variant: release}`` (several estimators from one
+        release, e.g. a measurement and its post-processed improvement) and each variant is a
+        mechanism of its own in the table, all from one compiled call.
+      theory: per metric name (or ``(variant, metric name)``), ``theory(data, **params)`` with
+        concrete parameters, returning a law or ``{statistic: value}`` (see
+        :mod:`dpjax.studies.theory`).
+      description: one line for listings.
+    """
+
+    name: str
+    fn: Callable
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    variants: tuple[str, ...] = ()
+    theory: Mapping[Any, Callable] = dataclasses.field(default_factory=dict)
+    description: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "variants", tuple(self.variants))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The names its releases appear under in the table."""
+        return self.variants or (self.name,)
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """A Monte Carlo study: mechanisms x datasets x parameter grid, measured by metrics.
+
+    Attributes:
+      name: the study's name (file names, the ``study`` column).
+      mechanisms: :class:`Mechanism` objects, or a mapping ``{name: fn}``.
+      datasets: ``{name: data}`` where data is an array or pytree of arrays, a :class:`Dataset`, or
+        the name of a built-in dataset (see :mod:`dpjax.studies.datasets`); or ``{name: (data,
+        params)}`` with per-dataset fixed parameters (static) for ``fn``, ``truth`` and theory; a
+        parameter given as a function is called with the (host) data, e.g. a threshold at a rank.
+      metrics: what to measure (see :mod:`dpjax.studies.metrics`).
+      grid: ``{parameter: values}``; the study runs on their product. Values may be traced.
+      truth: ``truth(data, **params) -> pytree`` in JAX, what the metrics compare releases with
+        (``None`` when no metric needs one). For mechanisms with variants, a truth dict with a key
+        per variant gives each variant its own truth.
+      static: grid parameters that must be concrete (they fix a shape): one compile per value.
+      description: one line for listings and figure titles.
+      family: the mechanism family, for listings.
+    """
+
+    name: str
+    mechanisms: Sequence[Mechanism] | Mapping[str, Callable]
+    datasets: Mapping[str, Any]
+    metrics: Sequence[Metric]
+    grid: Mapping[str, Sequence] = dataclasses.field(default_factory=lambda: {"epsilon": (1.0,)})
+    truth: Callable | None = None
+    static: Sequence[str] = ()
+    description: str = ""
+    family: str = "user"
+
+    def __post_init__(self):
+        mechanisms = self.mechanisms
+        if isinstance(mechanisms, Mapping):
+            mechanisms = [Mechanism(name, fn) for name, fn in mechanisms.items()]
+        mechanisms = tuple(mechanisms)
+        labels = [label for m in mechanisms for label in m.labels]
+        if not mechanisms or len(set(labels)) != len(labels):
+            raise ValueError(f"study {self.name!r}: mechanisms must be given, with distinct names.")
+        metrics = tuple(self.metrics)
+        if not metrics or len({m.name for m in metrics}) != len(metrics):
+            raise ValueError(f"study {self.name!r}: metrics must be given, with distinct names.")
+        if not self.datasets:
+            raise ValueError(f"study {self.name!r}: give at least one dataset.")
+        grid = _check_grid(self.grid)
+        static = tuple(self.static)
+        unknown = sorted(set(static) - set(grid))
+        if unknown:
+            raise ValueError(f"study {self.name!r}: static parameters {unknown} are not in the grid.")
+        object.__setattr__(self, "mechanisms", mechanisms)
+        object.__setattr__(self, "metrics", metrics)
+        object.__setattr__(self, "grid", grid)
+        object.__setattr__(self, "static", static)
+        object.__setattr__(self, "datasets", dict(self.datasets))
+
+
+def _check_grid(grid: Mapping[str, Sequence]) -> dict[str, tuple]:
+    checked = {}
+    for name, values in grid.items():
+        values = tuple(np.atleast_1d(np.asarray(values)).tolist())
+        if not values:
+            raise ValueError(f"grid parameter {name!r} has no values.")
+        checked[name] = values
+    return checked
+
+
+@dataclasses.dataclass
+class StudyResult:
+    """What :func:`run_study` returns.
+
+    Attributes:
+      study: the :class:`Study` that ran.
+      table: a tidy ``pandas.DataFrame``, one row per (mechanism, dataset, grid point, metric,
+        statistic[, replicate]); its columns are described in ``COLUMNS``.
+      record: the run record: seed, trials, versions, backend, date, wall time, compiles per step.
+    """
+
+    study: Study
+    table: Any
+    record: dict
+
+    def figure(self):
+        """The study's small-multiples figure (see :func:`dpjax.studies.plots.study_figure`)."""
+        from dpjax.studies.plots import study_figure
+
+        return study_figure(self)
+
+    def metadata(self) -> dict:
+        """Everything needed to read the table: the record, the metrics and the columns."""
+        return {
+            "study": self.study.name,
+            "description": self.study.description,
+            "record": self.record,
+            "metrics": {m.name: {"description": m.description, "unit": m.unit} for m in self.study.metrics},
+            "columns": {c: COLUMNS[c] for c in self.table.columns if c in COLUMNS},
+        }
+
+    def save(self, directory, *, figure: bool = True) -> list[Path]:
+        """Writes ``<name>.csv`` (the table), ``<name>.json`` (record, legend, rows) and ``<name>.png``."""
+        import json
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        stem = directory / self.study.name
+        paths = [stem.with_suffix(".csv"), stem.with_suffix(".json")]
+        self.table.to_csv(paths[0], index=False)
+        payload = {**self.metadata(), "rows": json.loads(self.table.to_json(orient="records"))}
+        paths[1].write_text(json.dumps(payload, indent=2) + "\n")
+        if figure:
+            import matplotlib.pyplot as plt
+
+            fig = self.figure()
+            paths.append(stem.with_suffix(".png"))
+            fig.savefig(paths[-1], dpi=110)
+            plt.close(fig)
+        return paths
+
+
+def _load_dataset(entry, seed: int):
+    """``(device data, host data, fixed params)`` of one ``datasets`` entry."""
+    params: Mapping = {}
+    if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], Mapping):
+        entry, params = entry
+    if isinstance(entry, str):
+        entry = builtin.load(entry, seed)
+    if isinstance(entry, builtin.Dataset):
+        entry = entry.values
+    params = {k: v(entry) if callable(v) else v for k, v in params.items()}
+    return jax.tree.map(jnp.asarray, entry), entry, params
+
+
+_MISSING = object()
+
+
+def _pick(tree, key):
+    """``tree[key]`` (the whole ``tree`` for ``key=None``), or ``_MISSING``."""
+    if key is None:
+        return tree
+    if isinstance(tree, Mapping) and key in tree:
+        return tree[key]
+    return _MISSING
+
+
+def _measure(mechanism: Mechanism, metrics: Sequence[Metric], release, truth) -> dict:
+    """``{(label, metric name): scalar}`` for one release."""
+    out = {}
+    for label in mechanism.labels:
+        r = release[label] if mechanism.variants else release
+        t = truth[label] if mechanism.variants and isinstance(truth, Mapping) and label in truth else truth
+        for metric in metrics:
+            r_m = _pick(r, metric.output)
+            if r_m is _MISSING:
+                continue
+            t_m = _pick(t, metric.truth)
+            if t_m is _MISSING:
+                raise ValueError(f"metric {metric.name!r} reads truth[{metric.truth!r}]: no such entry.")
+            value = jnp.asarray(metric.fn(r_m, t_m))
+            if value.ndim != 0:
+                raise ValueError(
+                    f"metric {metric.name!r} must give one number per trial, got shape {value.shape}."
+                )
+            out[(label, metric.name)] = value.astype(jnp.result_type(float))
+    return out
+
+
+def _trial_function(mechanism, metrics, truth_fn, fixed: dict, point: dict | None):
+    """``trial(key, data, grid) -> {(label, metric): [G]}``: vmap over the traced grid; or, with a
+    concrete ``point``, ``trial(key, data) -> {(label, metric): scalar}`` at that point."""
+
+    def at(key, data, values):
+        params = {**fixed, **values}
+        release = mechanism.fn(key, data, **params)
+        truth = None if truth_fn is None else truth_fn(data, **params)
+        return _measure(mechanism, metrics, release, truth)
+
+    if point is not None:
+        return lambda key, data: at(key, data, point)
+    return lambda key, data, grid: jax.vmap(lambda values: at(key, data, values))(grid)
+
+
+def _is_traced_refusal(err: TypeError) -> bool:
+    return "trace" in str(err).lower()
+
+
+def _per_chunk(total_trials: int, grid_points: int, chunk_size: int) -> int:
+    """Trials per compiled call: at most ``chunk_size`` releases, in equal chunks."""
+    chunks = -(-total_trials * grid_points // chunk_size)
+    return -(-total_trials // chunks)
+
+
+def run_study(
+    study: Study,
+    *,
+    trials: int = 1000,
+    seed: int = 0,
+    grid: Mapping[str, Sequence] | None = None,
+    datasets: Sequence[str] | None = None,
+    replicates: int = 1,
+    confidence: float = 0.95,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    progress: bool | Progress | None = None,
+) -> StudyResult:
+    """Runs ``study`` and returns its table, record and figure.
+
+    Args:
+      study: the :class:`Study`.
+      trials: independent releases per cell (per mechanism, dataset and grid point).
+      seed: the seed of the noise and of the built-in datasets.
+      grid: replaces the study's values of these grid parameters (e.g. ``{"epsilon": [0.5, 2]}``).
+      datasets: run only on these of the study's datasets.
+      replicates: independent repetitions of the whole study; replicate ``r`` uses trials
+        ``r*trials ... (r+1)*trials - 1`` of the same key stream (replicate 0 is the plain run),
+        and the table gets a ``replicate`` column. Used to check that intervals cover.
+      confidence: level of the confidence intervals.
+      chunk_size: at most this many releases (trials x grid points) per compiled call.
+      progress: a progress bar (``None``: on a terminal), or a :class:`Progress` to report to.
+
+    Returns:
+      A :class:`StudyResult`.
+    """
+    import pandas as pd
+
+    trials = check_int(trials, "trials", minimum=1)
+    replicates = check_int(replicates, "replicates", minimum=1)
+    chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
+    full_grid = dict(study.grid)
+    if grid:
+        unknown = sorted(set(grid) - set(full_grid))
+        if unknown:
+            raise ValueError(f"study {study.name!r} has no grid parameter {unknown}.")
+        full_grid.update(_check_grid(grid))
+    names = list(study.datasets) if datasets is None else [d for d in study.datasets if d in datasets]
+    if not names:
+        raise ValueError(f"study {study.name!r} runs on none of the datasets {list(datasets or [])}.")
+    static_names = [p for p in full_grid if p in study.static]
+    traced_names = [p for p in full_grid if p not in study.static]
+    static_points = [dict(zip(static_names, v, strict=True))
+                     for v in itertools.product(*(full_grid[p] for p in static_names))]
+    traced_points = [dict(zip(traced_names, v, strict=True))
+                     for v in itertools.product(*(full_grid[p] for p in traced_names))]
+    traced_grid = {p: jnp.asarray([pt[p] for pt in traced_points]) for p in traced_names}
+
+    owned = not isinstance(progress, Progress)
+    bar = Progress(len(study.mechanisms) * len(static_points) * len(names), enabled=progress) if owned \
+        else progress
+    started, clock = time.time(), time.perf_counter()
+    study_key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(study.name.encode()))
+    loaded = {name: _load_dataset(study.datasets[name], seed) for name in names}
+    rows, steps = [], []
+    try:
+        for mechanism in study.mechanisms:
+            for static in static_points:
+                functions: dict = {}  # shared by the datasets with the same fixed parameters
+                for name in names:
+                    where = ", ".join(f"{k}={v}" for k, v in static.items())
+                    label = f"{study.name}: {mechanism.name} on {name}" + (f" ({where})" if where else "")
+                    bar.start(label)
+                    try:
+                        step, step_rows = _step(study, mechanism, name, loaded[name], static, functions,
+                                                study_key, traced_points, traced_grid, trials, replicates,
+                                                chunk_size, confidence)
+                    finally:
+                        bar.done(label)
+                    steps.append(step)
+                    rows += step_rows
+    finally:
+        if owned:
+            bar.close()
+    table = pd.DataFrame(rows)
+    record = run_record(seed=seed, trials=trials, replicates=replicates, confidence=confidence,
+                        chunk_size=chunk_size, grid=full_grid, datasets=names, started=started,
+                        wall_seconds=time.perf_counter() - clock, steps=steps)
+    return StudyResult(study, table, record)
+
+
+def _step(study, mechanism, name, dataset, static, functions, study_key, traced_points, traced_grid, trials,
+          replicates, chunk_size, confidence) -> tuple[dict, list[dict]]:
+    """One mechanism on one dataset at one static point: its record and its table rows."""
+    device_data, host_data, data_params = dataset
+    fixed = {**mechanism.params, **data_params, **static}
+    key = jax.random.fold_in(study_key, zlib.crc32(f"{mechanism.name}/{name}".encode()))
+    clock = time.perf_counter()
+    with CompileCounter() as compiles:
+        values, path = _run_step(mechanism, study, fixed, functions, key, device_data, traced_points,
+                                 traced_grid, trials * replicates, chunk_size)
+    step = {"mechanism": mechanism.name, "dataset": name, **static, "path": path, "compiles": compiles.count,
+            "compile_seconds": round(compiles.seconds, 3), "seconds": round(time.perf_counter() - clock, 3)}
+    rows = _rows(study, mechanism, name, host_data, fixed, static, traced_points, values, trials, replicates,
+                 confidence)
+    return step, rows
+
+
+@dataclasses.dataclass
+class _Trials:
+    """The trial functions of one mechanism at one set of fixed parameters, shared by the datasets
+    that have those parameters (so datasets of the same shapes share the compiled code)."""
+
+    traced: Callable | None
+    points: list[Callable]
+    refusal: str | None = None
+
+
+def _run_step(mechanism, study, fixed, functions, key, data, traced_points, traced_grid, total, chunk_size):
+    """Per-trial metric values ``{(label, metric): [total, G]}`` of one mechanism on one dataset, and
+    how they were computed."""
+    cache_key = tuple(sorted((k, repr(v)) for k, v in fixed.items()))
+    if cache_key not in functions:
+        traced = _trial_function(mechanism, study.metrics, study.truth, fixed, None) if traced_grid else None
+        points = [_trial_function(mechanism, study.metrics, study.truth, fixed, p) for p in traced_points]
+        functions[cache_key] = _Trials(traced, points)
+    trials = functions[cache_key]
+    if trials.traced is not None and trials.refusal is None:
+        try:
+            out = monte_carlo(trials.traced, key, total, args=(data, traced_grid),
+                              chunk_size=_per_chunk(total, len(traced_points), chunk_size), progress=False)
+            return out, "one compiled call over the grid"
+        except TypeError as err:
+            if not _is_traced_refusal(err):
+                raise
+            trials.refusal = str(err).splitlines()[0]
+    per_point = [
+        monte_carlo(f, key, total, args=(data,), chunk_size=_per_chunk(total, 1, chunk_size), progress=False)
+        for f in trials.points
+    ]
+    out = jax.tree.map(lambda *leaves: np.stack(leaves, axis=-1), *per_point)
+    if trials.refusal is not None:
+        return out, f"one compile per grid point (refuses a traced grid: {trials.refusal})"
+    return out, "one compiled call"
+
+
+def _rows(study, mechanism, dataset, host_data, fixed, static, traced_points, values, trials, replicates,
+          confidence) -> list[dict]:
+    rows = []
+    for (label, metric_name), trial_values in values.items():
+        metric = next(m for m in study.metrics if m.name == metric_name)
+        per_cell = np.moveaxis(np.asarray(trial_values).reshape(replicates, trials, -1), 1, 2)  # [R, G, T]
+        theory_fn = mechanism.theory.get((label, metric_name), mechanism.theory.get(metric_name))
+        laws = [None if theory_fn is None else theory_fn(host_data, **fixed, **point)
+                for point in traced_points]
+        for statistic in metric.statistics:
+            s = summarize(per_cell, statistic, confidence, rate=metric.rate)
+            theory = [theory_value(law, statistic) for law in laws]
+            for r, g in itertools.product(range(replicates), range(len(traced_points))):
+                row = {"study": study.name, "mechanism": label, "dataset": dataset}
+                row.update({p: v for p, v in {**static, **traced_points[g]}.items()})
+                row.update(metric=metric_name, statistic=statistic, estimate=s["estimate"][r, g],
+                           se=s["se"][r, g], ci_low=s["ci_low"][r, g], ci_high=s["ci_high"][r, g],
+                           theory=theory[g] if math.isfinite(theory[g]) else None, unit=metric.unit,
+                           trials=trials, failure_rate=1 - s["n"][r, g] / trials,
+                           ci_method=str(s["method"][r, g]))
+                if replicates > 1:
+                    row["replicate"] = r
+                rows.append(row)
+    grid_order = [p for p in study.grid]
+    order = ["study", "mechanism", "dataset", *grid_order, "metric", "statistic", "estimate", "se", "ci_low",
+             "ci_high", "theory", "unit", "trials", "failure_rate", "ci_method", "replicate"]
+    return [{k: row[k] for k in order if k in row} for row in rows]
