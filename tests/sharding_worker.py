@@ -4,9 +4,9 @@ a ``jax.distributed`` job) and prints one JSON line of results.
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` must be set before JAX is imported, hence a
 separate process. Usage::
 
-    python tests/sharding_worker.py registry 8
+    python tests/sharding_worker.py registry 8 [NAME_PREFIX ...]
     python tests/sharding_worker.py monte_carlo 8
-    python tests/sharding_worker.py distributed PROCESS_ID NUM_PROCESSES PORT
+    python tests/sharding_worker.py distributed PROCESS_ID NUM_PROCESSES PORT  (2 devices each)
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import sys
 import traceback
 
 MODE = sys.argv[1]
-if MODE != "distributed":
-    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={int(sys.argv[2])}"
+LOCAL_DEVICES = 2 if MODE == "distributed" else int(sys.argv[2])
+os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={LOCAL_DEVICES}"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # mechanism_registry
 
 import jax  # noqa: E402
@@ -30,11 +30,24 @@ from dpjax import additive, selection  # noqa: E402
 from dpjax.studies import runner  # noqa: E402
 
 KEY = jax.random.key(17)
+# The mechanisms run across processes by the distributed test (a few of each kind of kernel).
+DISTRIBUTED = (
+    "selection.gumbel_top_k", "topk.limited_domain", "budgeting.pie_ni", "additive.laplace_mechanism"
+)
+
+
+def host(a) -> np.ndarray:
+    """``a`` on this host, gathered from every process when it spans several."""
+    if isinstance(a, jax.Array) and not a.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(a, tiled=True))
+    return np.asarray(a)
 
 
 def compare(got, want) -> str | None:
     """``None`` when the pytrees agree (integers and bools exactly, floats within 1 ulp)."""
-    got, want = jax.tree.leaves(got), jax.tree.leaves(want)
+    got, want = [host(g) for g in jax.tree.leaves(got)], jax.tree.leaves(want)
     if len(got) != len(want):
         return f"{len(got)} leaves, expected {len(want)}"
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -65,8 +78,9 @@ def grow(value, devices: int):
     return np.take(value, np.arange(size) % n, axis=0)
 
 
-def registry(devices: int) -> dict:
-    """Every registry entry on data sharded along its leading axis vs the same data on one device."""
+def registry(devices: int, names=None) -> dict:
+    """Every registry entry (or those whose name starts with one of ``names``) on data sharded along its leading axis over all
+    ``devices`` (of every process) vs the same data on this process's first device."""
     from mechanism_registry import all_mechanisms
 
     meshes = {
@@ -75,6 +89,8 @@ def registry(devices: int) -> dict:
     }
     results = {}
     for mechanism in all_mechanisms():
+        if names and not mechanism.name.startswith(tuple(names)):
+            continue
         data = {name: grow(value, devices) for name, value in mechanism.data.items()}
         want = mechanism.call(KEY, data={k: jnp.asarray(v) for k, v in data.items()})
         for kind, mesh in meshes.items():
@@ -99,8 +115,8 @@ def trial(key, scores):
     return additive.laplace_mechanism(key, scores.sum(), 1.0), top
 
 
-def monte_carlo(devices: int) -> dict:
-    """Sharded Monte Carlo vs one device, and the compiled memory per device of a chunk."""
+def monte_carlo(devices: int, memory: bool = True) -> dict:
+    """Sharded Monte Carlo over all ``devices`` vs one device, and the compiled memory per device."""
     scores = (jnp.arange(64.0) % 7, )
     want = runner.monte_carlo(trial, KEY, 1000, args=scores, chunk_size=256)
     results = {}
@@ -108,6 +124,8 @@ def monte_carlo(devices: int) -> dict:
         mesh = jax.make_mesh((devices,), ("d",), (axis_type,))
         got = runner.monte_carlo(trial, KEY, 1000, args=scores, chunk_size=256, mesh=mesh)
         results[kind] = compare(got, want)
+    if not memory:
+        return results
     memory = {}
     for n in (1, 2, 4, 8):
         if n <= devices:
@@ -121,9 +139,20 @@ def monte_carlo(devices: int) -> dict:
 
 def main() -> None:
     if MODE == "registry":
-        out = registry(int(sys.argv[2]))
+        out = registry(int(sys.argv[2]), names=sys.argv[3:])
     elif MODE == "monte_carlo":
         out = monte_carlo(int(sys.argv[2]))
+    elif MODE == "distributed":
+        process_id, processes, port = map(int, sys.argv[2:5])
+        jax.distributed.initialize(f"localhost:{port}", processes, process_id, initialization_timeout=120)
+        devices = jax.device_count()
+        assert devices == processes * LOCAL_DEVICES, jax.devices()
+        out = {
+            "devices": devices,
+            "monte_carlo": monte_carlo(devices, memory=False),
+            "registry": registry(devices, names=DISTRIBUTED),
+        }
+        jax.distributed.shutdown()
     else:
         raise SystemExit(f"unknown mode {MODE}")
     print("RESULT " + json.dumps(out))
