@@ -69,7 +69,7 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 def _explicit_mesh(tree):
     """The mesh and explicit axes of the first array leaf of ``tree`` placed on a mesh with explicit axes."""
     for leaf in jax.tree.leaves(tree):
-        if not isinstance(leaf, jax.Array | jax.core.Tracer):
+        if not isinstance(leaf, jax.Array):
             continue
         mesh = getattr(jax.typeof(leaf).sharding, "mesh", None)
         axes = tuple(getattr(mesh, "explicit_axes", ()) or ())
@@ -79,8 +79,8 @@ def _explicit_mesh(tree):
 
 
 def auto_axes(kernel):
-    """Decorator (under ``jax.jit``) of a kernel whose positional array arguments may be sharded over
-    explicit mesh axes (its keyword arguments are static options): the kernel then runs under
+    """Decorator (under ``jax.jit``) of a kernel whose array arguments may be sharded over explicit
+    mesh axes (its other arguments, Python values, are static options): the kernel then runs under
     ``jax.sharding.auto_axes`` (XLA partitions it, as on a mesh with automatic axes) and its outputs
     are replicated. Without explicit axes it is called as is."""
 
@@ -89,9 +89,15 @@ def auto_axes(kernel):
         mesh, axes = _explicit_mesh(args)
         if not axes:
             return kernel(*args, **kwargs)
-        with jax.sharding.use_abstract_mesh(mesh):  # keyword arguments: static options
-            return jax.sharding.auto_axes(
-                lambda *args: kernel(*args, **kwargs), axes=axes, out_sharding=PartitionSpec()
-            )(*args)
+        traced = [all(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(a)) for a in args]
+
+        def run(*arrays):  # static arguments (strings, ints, callables) are closed over
+            values = iter(arrays)
+            return kernel(*(next(values) if t else a for a, t in zip(args, traced, strict=True)), **kwargs)
+
+        with jax.sharding.use_abstract_mesh(mesh):
+            return jax.sharding.auto_axes(run, axes=axes, out_sharding=PartitionSpec())(
+                *(a for a, t in zip(args, traced, strict=True) if t)
+            )
 
     return wrapper

@@ -6,6 +6,7 @@ separate process. Usage::
 
     python tests/sharding_worker.py registry 8 [NAME_PREFIX ...]
     python tests/sharding_worker.py monte_carlo 8
+    python tests/sharding_worker.py top_k 8
     python tests/sharding_worker.py distributed PROCESS_ID NUM_PROCESSES PORT  (2 devices each)
 """
 
@@ -79,8 +80,8 @@ def grow(value, devices: int):
 
 
 def registry(devices: int, names=None) -> dict:
-    """Every registry entry (or those whose name starts with one of ``names``) on data sharded along its leading axis over all
-    ``devices`` (of every process) vs the same data on this process's first device."""
+    """Every registry entry (or those whose name starts with one of ``names``) on data sharded along
+    its leading axis over all ``devices`` (of every process) vs the same data on one device."""
     from mechanism_registry import all_mechanisms
 
     meshes = {
@@ -137,9 +138,33 @@ def monte_carlo(devices: int, memory: bool = True) -> dict:
     return results
 
 
+def top_k(devices: int) -> dict:
+    """``sharded.top_k`` on heavily tied sharded data (1-D and batched, eager and jit) vs
+    ``lax.top_k`` on one device: values and indices identical."""
+    from dpjax import sharded
+
+    rng = np.random.default_rng(0)
+    data = [rng.integers(0, 5, 8 * devices).astype(np.float32), rng.integers(0, 3, (3, 4 * devices))]
+    results = {}
+    for kind, axis_type in (("explicit", AxisType.Explicit), ("auto", AxisType.Auto)):
+        mesh = jax.make_mesh((devices,), ("d",), (axis_type,))
+        verdicts = []
+        for x in data:
+            spec = PartitionSpec(*(None,) * (x.ndim - 1), "d")
+            xs = jax.device_put(x, NamedSharding(mesh, spec))
+            for k in (1, 3, 4, 5, x.shape[-1]):
+                want = jax.lax.top_k(jnp.asarray(x), k)
+                verdicts.append(compare(sharded.top_k(xs, k), want))
+                verdicts.append(compare(jax.jit(sharded.top_k, static_argnums=1)(xs, k), want))
+        results[kind] = next((v for v in verdicts if v is not None), None)
+    return results
+
+
 def main() -> None:
     if MODE == "registry":
         out = registry(int(sys.argv[2]), names=sys.argv[3:])
+    elif MODE == "top_k":
+        out = top_k(int(sys.argv[2]))
     elif MODE == "monte_carlo":
         out = monte_carlo(int(sys.argv[2]))
     elif MODE == "distributed":

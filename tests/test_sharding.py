@@ -38,3 +38,16 @@ def test_monte_carlo_sharded_over_8_devices_equals_one_device_and_splits_memory(
     memory = {int(n): size for n, size in results["memory"].items()}
     for n in (2, 4, 8):  # a chunk's memory per device falls as 1/devices (within 10%)
         assert memory[n] <= 1.1 * memory[1] / n, memory
+
+
+@pytest.mark.slow
+def test_every_registered_mechanism_on_data_sharded_over_8_devices_equals_one_device():
+    results = run_worker("registry", 8)  # each entry on explicit and automatic axes
+    assert len(results) >= 2 * 30
+    failures = {name: verdict for name, verdict in results.items() if verdict is not None}
+    assert not failures, "\n".join(f"{name}: {verdict}" for name, verdict in failures.items())
+
+
+def test_sharded_top_k_is_exact_with_ties_to_the_lower_index():
+    results = run_worker("top_k", 8)
+    assert results == {"explicit": None, "auto": None}
