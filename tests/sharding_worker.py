@@ -23,6 +23,10 @@ os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={LOCAL_DEVICE
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # mechanism_registry
 
 import jax  # noqa: E402
+
+if MODE == "distributed":  # before anything starts the backend
+    PROCESS_ID, PROCESSES, PORT = map(int, sys.argv[2:5])
+    jax.distributed.initialize(f"localhost:{PORT}", PROCESSES, PROCESS_ID, initialization_timeout=120)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
@@ -168,10 +172,8 @@ def main() -> None:
     elif MODE == "monte_carlo":
         out = monte_carlo(int(sys.argv[2]))
     elif MODE == "distributed":
-        process_id, processes, port = map(int, sys.argv[2:5])
-        jax.distributed.initialize(f"localhost:{port}", processes, process_id, initialization_timeout=120)
         devices = jax.device_count()
-        assert devices == processes * LOCAL_DEVICES, jax.devices()
+        assert devices == PROCESSES * LOCAL_DEVICES, jax.devices()
         out = {
             "devices": devices,
             "monte_carlo": monte_carlo(devices, memory=False),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +19,29 @@ WORKER = Path(__file__).with_name("sharding_worker.py")
 ROOT = WORKER.parent.parent
 
 
-def run_worker(*args, timeout: float = 900) -> dict:
+def worker(*args) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop("XLA_FLAGS", None)
-    done = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, str(WORKER), *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))
+
+
+def result(process: subprocess.Popen, timeout: float) -> dict:
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        pytest.fail(f"worker timed out after {timeout} s: {stderr[-3000:]}")
+    assert process.returncode == 0, stderr[-3000:]
+    line = next(line for line in stdout.splitlines() if line.startswith("RESULT "))
     return json.loads(line.removeprefix("RESULT "))
+
+
+def run_worker(*args, timeout: float = 900) -> dict:
+    return result(worker(*args), timeout)
 
 
 @pytest.mark.slow
@@ -51,3 +65,26 @@ def test_every_registered_mechanism_on_data_sharded_over_8_devices_equals_one_de
 def test_sharded_top_k_is_exact_with_ties_to_the_lower_index():
     results = run_worker("top_k", 8)
     assert results == {"explicit": None, "auto": None}
+
+
+@pytest.mark.slow
+def test_two_processes_on_localhost_run_a_sharded_mechanism_and_monte_carlo_as_one_process():
+    """``jax.distributed.initialize`` with 2 processes of 2 CPU devices each (gloo collectives): the
+    registry worker's mechanisms on data sharded over the 4 devices of both processes, and a Monte
+    Carlo sharded over them, equal the single-process results in each process."""
+    with socket.socket() as free:
+        free.bind(("localhost", 0))
+        port = free.getsockname()[1]
+    processes = [worker("distributed", i, 2, port) for i in range(2)]
+    try:
+        outcomes = [result(p, timeout=480) for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+    for outcome in outcomes:
+        assert outcome["devices"] == 4
+        assert outcome["monte_carlo"] == {"explicit": None, "auto": None}, outcome["monte_carlo"]
+        assert len(outcome["registry"]) >= 8
+        failures = {name: verdict for name, verdict in outcome["registry"].items() if verdict is not None}
+        assert not failures, failures
