@@ -204,6 +204,20 @@ def test_a_mechanism_that_refuses_tracers_runs_one_compile_per_grid_point_with_t
     np.testing.assert_allclose(slow.table["estimate"], fast.table["estimate"], rtol=1e-6)
 
 
+def test_derived_parameters_are_computed_on_the_host_and_keep_the_grid_in_one_call():
+    def with_half(key, x, epsilon, half):
+        return _private_mean(key, x, 2 * half)  # half = epsilon / 2, from a host-only function
+
+    study = Study("user_mean", mechanisms=[Mechanism("laplace mean", with_half)], datasets={"uniform": DATA},
+                  grid={"epsilon": EPSILONS}, derived={"half": lambda epsilon: check_epsilon(epsilon) / 2},
+                  truth=_truth, metrics=[metrics.abs_error(("mean",))])
+    result = run_study(study, trials=200, seed=1)
+    assert result.record["steps"][0]["path"] == "one compiled call over the grid"
+    np.testing.assert_allclose(result.table["half"], np.array(EPSILONS) / 2)
+    reference = run_study(_study(statistics=("mean",)), trials=200, seed=1).table
+    np.testing.assert_allclose(result.table["estimate"], reference["estimate"], rtol=1e-6)
+
+
 def test_other_type_errors_are_not_taken_for_a_refusal():
     def broken(key, x, epsilon):
         raise TypeError("unsupported operand")

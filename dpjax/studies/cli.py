@@ -165,7 +165,7 @@ def _run(selected, options, start) -> int:
     epsilon = options["epsilon"]
     print(f"dpjax study: {len(selected)} studies, {options['trials']} trials per cell, epsilon "
           f"{'each study’s grid' if epsilon is None else ' '.join(f'{e:g}' for e in epsilon)}, seed "
-          f"{options['seed']}, backend {jax.default_backend()}", flush=True)
+          f"{options['seed']}", flush=True)
     steps = sum(_steps(s, options) for s in selected)
     results, failures = {}, []
 
@@ -191,7 +191,8 @@ def _run(selected, options, start) -> int:
     results = [results[s.name] for s in selected if s.name in results]
     wall = time.perf_counter() - start
     compiles = sum(r.record["compiles"] for r in results)
-    print(f"dpjax study: {len(results)} studies in {wall:.1f} s, {compiles} compiles", flush=True)
+    print(f"dpjax study: {len(results)} studies in {wall:.1f} s, {compiles} compiles, backend "
+          f"{jax.default_backend()}", flush=True)
     if options["out"] is not None and results:
         paths = _write(results, options, wall)
         print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {options['out']}")

@@ -84,19 +84,25 @@ def study_figure(result, *, columns: int = 3):
 
 
 def _axes(ax, cell, metric, statistic, x_name) -> None:
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     values = cell[["estimate", "ci_low", "ci_high"]].to_numpy(float)
     positive = values[np.isfinite(values)]
     if metric.scale == "log" and positive.size and (positive > 0).all():
         ax.set_yscale("log")
+        # Plain numbers at 1-2-5 steps (or finer on a short range), not mathtext powers of ten.
+        decades = np.log10(positive.max() / positive.min())
+        subs = (1,) if decades > 3 else (1, 2, 5) if decades > 0.7 else (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
+        ax.yaxis.set_major_locator(LogLocator(subs=subs))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     if x_name and cell[x_name].nunique() > 1:
         xs = np.unique(cell[x_name].to_numpy(float))
         if (xs > 0).all():
             ax.set_xscale("log")
         ax.set_xticks(xs, [f"{x:g}" for x in xs])
         ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_title("\n".join(textwrap.wrap(metric.title(statistic), 52)), fontsize=9.5)
+    ax.set_title("\n".join(textwrap.wrap(metric.title(statistic), 46)), fontsize=9.5)
     ax.set_ylabel(metric.unit, fontsize=9)
     ax.set_xlabel({"epsilon": "ε (privacy parameter)"}.get(x_name, x_name or ""), fontsize=9)
     ax.tick_params(labelsize=8.5)

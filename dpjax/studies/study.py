@@ -140,6 +140,10 @@ class Study:
         (``None`` when no metric needs one). For mechanisms with variants, a truth dict with a key
         per variant gives each variant its own truth.
       static: grid parameters that must be concrete (they fix a shape): one compile per value.
+      derived: ``{name: fn}``: parameters computed on the host from each grid point,
+        ``fn(**grid point)``, and passed to ``fn``/``truth`` like grid values (traced). For host-side
+        calibrations (e.g. a per-step epsilon found by bisection) that would otherwise make a
+        mechanism refuse a traced grid. They get a column of their own in the table.
       description: one line for listings and figure titles.
       family: the mechanism family, for listings.
     """
@@ -151,6 +155,7 @@ class Study:
     grid: Mapping[str, Sequence] = dataclasses.field(default_factory=lambda: {"epsilon": (1.0,)})
     truth: Callable | None = None
     static: Sequence[str] = ()
+    derived: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
     description: str = ""
     family: str = "user"
 
@@ -172,6 +177,11 @@ class Study:
         unknown = sorted(set(static) - set(grid))
         if unknown:
             raise ValueError(f"study {self.name!r}: static parameters {unknown} are not in the grid.")
+        derived = dict(self.derived)
+        clash = sorted(set(derived) & set(grid))
+        if clash:
+            raise ValueError(f"study {self.name!r}: derived parameters {clash} are also grid parameters.")
+        object.__setattr__(self, "derived", derived)
         object.__setattr__(self, "mechanisms", mechanisms)
         object.__setattr__(self, "metrics", metrics)
         object.__setattr__(self, "grid", grid)
@@ -343,8 +353,6 @@ def run_study(
     Returns:
       A :class:`StudyResult`.
     """
-    import pandas as pd
-
     trials = check_int(trials, "trials", minimum=1)
     replicates = check_int(replicates, "replicates", minimum=1)
     chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
@@ -361,28 +369,30 @@ def run_study(
     traced_names = [p for p in full_grid if p not in study.static]
     static_points = [dict(zip(static_names, v, strict=True))
                      for v in itertools.product(*(full_grid[p] for p in static_names))]
-    traced_points = [dict(zip(traced_names, v, strict=True))
-                     for v in itertools.product(*(full_grid[p] for p in traced_names))]
-    traced_grid = {p: jnp.asarray([pt[p] for pt in traced_points]) for p in traced_names}
+    grid_points = [dict(zip(traced_names, v, strict=True))
+                   for v in itertools.product(*(full_grid[p] for p in traced_names))]
 
     owned = not isinstance(progress, Progress)
     bar = Progress(len(study.mechanisms) * len(static_points) * len(names), enabled=progress) if owned \
         else progress
     started, clock = time.time(), time.perf_counter()
-    study_key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(study.name.encode()))
-    loaded = {name: _load_dataset(study.datasets[name], seed) for name in names}
-    rows, steps = [], []
+    loaded, rows, steps = {}, [], []
     try:
         for mechanism in study.mechanisms:
             for static in static_points:
+                traced_points = [{**pt, **{name: fn(**static, **pt) for name, fn in study.derived.items()}}
+                                 for pt in grid_points]
+                traced_grid = {p: jnp.asarray([pt[p] for pt in traced_points]) for p in traced_points[0]}
                 functions: dict = {}  # shared by the datasets with the same fixed parameters
                 for name in names:
                     where = ", ".join(f"{k}={v}" for k, v in static.items())
                     label = f"{study.name}: {mechanism.name} on {name}" + (f" ({where})" if where else "")
                     bar.start(label)
                     try:
+                        if name not in loaded:
+                            loaded[name] = _load_dataset(study.datasets[name], seed)
                         step, step_rows = _step(study, mechanism, name, loaded[name], static, functions,
-                                                study_key, traced_points, traced_grid, trials, replicates,
+                                                seed, traced_points, traced_grid, trials, replicates,
                                                 chunk_size, confidence)
                     finally:
                         bar.done(label)
@@ -391,6 +401,8 @@ def run_study(
     finally:
         if owned:
             bar.close()
+    import pandas as pd  # here, not at the top: the first step shows without waiting for pandas
+
     table = pd.DataFrame(rows)
     record = run_record(seed=seed, trials=trials, replicates=replicates, confidence=confidence,
                         chunk_size=chunk_size, grid=full_grid, datasets=names, started=started,
@@ -398,11 +410,12 @@ def run_study(
     return StudyResult(study, table, record)
 
 
-def _step(study, mechanism, name, dataset, static, functions, study_key, traced_points, traced_grid, trials,
+def _step(study, mechanism, name, dataset, static, functions, seed, traced_points, traced_grid, trials,
           replicates, chunk_size, confidence) -> tuple[dict, list[dict]]:
     """One mechanism on one dataset at one static point: its record and its table rows."""
     device_data, host_data, data_params = dataset
     fixed = {**mechanism.params, **data_params, **static}
+    study_key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(study.name.encode()))
     key = jax.random.fold_in(study_key, zlib.crc32(f"{mechanism.name}/{name}".encode()))
     clock = time.perf_counter()
     with CompileCounter() as compiles:
@@ -476,7 +489,6 @@ def _rows(study, mechanism, dataset, host_data, fixed, static, traced_points, va
                 if replicates > 1:
                     row["replicate"] = r
                 rows.append(row)
-    grid_order = [p for p in study.grid]
-    order = ["study", "mechanism", "dataset", *grid_order, "metric", "statistic", "estimate", "se", "ci_low",
-             "ci_high", "theory", "unit", "trials", "failure_rate", "ci_method", "replicate"]
+    order = ["study", "mechanism", "dataset", *study.grid, *study.derived, "metric", "statistic", "estimate",
+             "se", "ci_low", "ci_high", "theory", "unit", "trials", "failure_rate", "ci_method", "replicate"]
     return [{k: row[k] for k in order if k in row} for row in rows]
