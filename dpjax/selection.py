@@ -53,11 +53,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from dpjax import categorical as _categorical
 from dpjax import gumbel_process as _gumbel_process
 from dpjax import noise as _noise
+from dpjax import sharded
 from dpjax.accounting import ZCDP, PureDP, RangeBounded
 from dpjax.accounting.elementwise import elementwise
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
@@ -105,11 +105,12 @@ def _noisy_top(key, units, *, noise: str, k: int | None):
     noisy = units + _noise.sample(noise, key, units.shape, 1.0, units.dtype)
     if k is None:
         return jnp.argmax(noisy).astype(jnp.int32)
-    values, indices = lax.top_k(noisy, k)
+    values, indices = sharded.top_k(noisy, k)
     return values, indices.astype(jnp.int32)
 
 
 @jax.jit
+@sharded.auto_axes
 def _inverse_cdf_draw(key, units):
     """One exponential-mechanism draw from the two-level table (key independent, so built once
     under ``vmap`` over keys); compiled for the same reason as :func:`_noisy_top`."""

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax import sharded
 from dpjax.budgeting._common import baseline_release, check_mode, points, query_point
 from dpjax.budgeting.geometry import distance_to
 from dpjax.budgeting.pie import ACTIVE, S0, PIEResult, _beta0, _per_user, _pie_kernel, _plan, pie_guarantee
@@ -40,6 +41,7 @@ def _kernel(dist, b):
 
 
 @functools.partial(jax.jit, static_argnames=("point", "plan"))
+@sharded.auto_axes
 def _kde_kernel(key, x, r, p, b, beta0, *, point, plan):
     nu = jnp.stack([jnp.asarray(-jnp.inf, x.dtype), 6 * b])  # S_0: len_p > 6b
     if point:

@@ -18,8 +18,8 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
+from dpjax import sharded
 from dpjax.budgeting._common import baseline_release, check_mode, points, query_point
 from dpjax.budgeting.geometry import distance_to
 from dpjax.budgeting.pie import ACTIVE, PIEResult, _beta0, _per_user, _pie_kernel, _plan, pie_guarantee
@@ -28,11 +28,12 @@ from dpjax.validation import Checks, check_int
 
 def _smallest(scores, eligible, k):
     """Indices of the k smallest eligible scores, ascending; -1 where fewer than k are eligible."""
-    vals, idx = lax.top_k(jnp.where(eligible, -scores, -jnp.inf), k)
+    vals, idx = sharded.top_k(jnp.where(eligible, -scores, -jnp.inf), k)
     return jnp.where(vals > -jnp.inf, idx, -1).astype(jnp.int32)
 
 
 @functools.partial(jax.jit, static_argnames=("point", "k", "plan"))
+@sharded.auto_axes
 def _knn_kernel(key, x, r, p, beta0, *, point, k, plan):
     nu = jnp.zeros(2, x.dtype)
     if point:

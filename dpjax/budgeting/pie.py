@@ -66,7 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax import noise
+from dpjax import noise, sharded
 from dpjax.accounting import ZCDP
 from dpjax.budgeting.bounds import tail_radius_from_log
 from dpjax.budgeting.splits import running_mean_weights, split_schedule
@@ -189,6 +189,7 @@ def _plan(c: int, split: str = "even", chunk_size: int | None = None, noise_mode
 
 
 @functools.partial(jax.jit, static_argnames=("score_fn", "k", "plan"))
+@sharded.auto_axes
 def _pie_kernel(key, data, r, nu, beta0, score_params=None, *, score_fn=None, k=None, plan: Plan):
     """The PIE kernel on validated inputs: ``data`` and ``r`` (n,) in one float dtype, ``nu`` (2,)
     and ``beta0`` in that dtype, ``k=None`` for PIE-NI. The applications call it inside their own

@@ -23,6 +23,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from dpjax import sharded
 from dpjax.budgeting._common import baseline_release, check_mode, points
 from dpjax.budgeting.geometry import box_signed_distance, eta_shift
 from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, _beta0, _per_user, _pie_kernel, _plan, pie_guarantee
@@ -46,6 +47,7 @@ def _eta(r, box, shift: bool):
 
 
 @functools.partial(jax.jit, static_argnames=("point", "shift", "plan"))
+@sharded.auto_axes
 def _count_kernel(key, x, r, box, beta0, *, point, shift, plan):
     nu = jnp.zeros(2, x.dtype)
     if point:

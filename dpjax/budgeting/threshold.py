@@ -24,6 +24,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from dpjax import sharded
 from dpjax.accounting import ZCDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.budgeting._common import baseline_release
@@ -52,6 +53,7 @@ def _inputs(checks, count, rho, q, n_records):
 
 
 @functools.partial(jax.jit, static_argnames=("plan",))
+@sharded.auto_axes
 def _query_kernel(key, data, r, q, n_records, beta0, *, plan):
     thr = q * n_records
     res = _pie_kernel(key, data, r, jnp.stack([thr, thr]), beta0, plan=plan)

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax import noise
+from dpjax import noise, sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import check_bounds, check_data, check_neighbors, check_quantiles
@@ -195,6 +195,7 @@ def agg_tree(
 
 
 @functools.partial(jax.jit, static_argnames=("branching", "height", "neighbors"))
+@sharded.auto_axes
 def _agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbors):
     """AggTree after validation (compiled: an eager call runs the arithmetic of a traced one)."""
     dtype = float_dtype(x)

@@ -21,6 +21,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
@@ -58,6 +59,7 @@ def gap_logits(log_width, q, epsilon, neighbors: str = "swap"):
 
 
 @functools.partial(jax.jit, static_argnames=("neighbors",))
+@sharded.auto_axes
 def independent_releases(key, x, levels, epsilon_each, lower, upper, neighbors: str = "swap") -> jax.Array:
     """One EMQ release per level in ``levels`` (shape ``(m,)``), each with ``epsilon_each``; sorted.
 

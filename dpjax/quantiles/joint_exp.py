@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
@@ -85,6 +86,7 @@ def _tables(checks: Checks, x, qs, epsilon, bounds, neighbors, method, *, allow_
 
 
 @functools.partial(jax.jit, static_argnames=("neighbors", "method"))
+@sharded.auto_axes
 def _forward(x, levels, epsilon, lower, upper, neighbors: str, method: str) -> Tables:
     """The forward pass after validation, compiled once per (``m``, relation, method, data shape and
     dtype); the levels, ``epsilon`` and the bounds are arguments, used in the working dtype."""

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax import noise
+from dpjax import noise, sharded
 from dpjax.accounting import ZCDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import check_bounds, check_data, check_quantiles, gaps
@@ -200,6 +200,7 @@ def csmooth(key, x, qs, epsilon: float, *, bounds, t=None) -> jax.Array:
 
 
 @jax.jit
+@sharded.auto_axes
 def _csmooth(key, x, levels, epsilon, lower, upper, t, tuning) -> jax.Array:
     """CSmooth after validation, with ``t`` given or (``t = None``) tuned from ``tuning``.
 

@@ -7,6 +7,12 @@ padded to the chunk size so nothing recompiles, and the padding is dropped. The 
 function takes the key and ``args`` as arguments and is kept for the last few ``f`` used, so calling
 ``monte_carlo`` again with the same ``f`` (another key, other data of the same shapes) does not
 compile again.
+
+With a ``mesh``, each chunk's trials are split over the mesh's devices with ``shard_map`` (every
+device runs ``chunk_size / devices`` trials on replicated ``args``): trial ``i`` still uses
+``fold_in(key, i)``, so the results are those of one device, and the memory of a chunk per device
+falls as 1/devices. The same call runs across hosts after ``jax.distributed.initialize`` with a
+mesh over ``jax.devices()`` (every process gets the whole result).
 """
 
 from __future__ import annotations
@@ -31,15 +37,33 @@ def trial_keys(key, start: int, stop: int) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=32)
-def _chunk_runner(f: Callable, chunk_size: int):
-    """The compiled ``chunk_size`` trials of ``f``, starting at trial ``start`` (one per ``f``)."""
+def _chunk_runner(f: Callable, chunk_size: int, mesh: jax.sharding.Mesh | None = None):
+    """The compiled ``chunk_size`` trials of ``f``, starting at trial ``start`` (one per ``f``),
+    split over the devices of ``mesh`` (all its axes) when one is given."""
+    n_devices = 1 if mesh is None else mesh.size
+    block = chunk_size // n_devices  # trials per device
 
-    @jax.jit
-    def run_chunk(key, start, args):
-        indices = start + jnp.arange(chunk_size, dtype=jnp.uint32)
+    def trials(key, start, args):  # trials start, ..., start + block - 1
+        indices = start + jnp.arange(block, dtype=jnp.uint32)
         return jax.vmap(lambda i: f(jax.random.fold_in(key, i), *args))(indices)
 
-    return run_chunk
+    def device_trials(key, start, args):  # this device's block of the chunk
+        device = jax.lax.axis_index(mesh.axis_names).astype(jnp.uint32)
+        return trials(key, start + device * jnp.uint32(block), args)
+
+    chunk = trials if mesh is None else jax.shard_map(
+        device_trials, mesh=mesh, in_specs=jax.sharding.PartitionSpec(),
+        out_specs=jax.sharding.PartitionSpec(mesh.axis_names), check_vma=False)
+    return jax.jit(chunk)
+
+
+def _host_array(a, n: int) -> np.ndarray:
+    """The first ``n`` rows of ``a`` on this host (gathered from every process if ``a`` spans hosts)."""
+    if not a.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        a = multihost_utils.process_allgather(a, tiled=True)
+    return np.asarray(a)[:n]
 
 
 def monte_carlo(
@@ -51,6 +75,7 @@ def monte_carlo(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: bool | None = None,
     description: str = "trials",
+    mesh: jax.sharding.Mesh | None = None,
 ):
     """Runs ``f(key_i, *args)`` for ``trials`` independent keys and stacks the outputs.
 
@@ -66,6 +91,9 @@ def monte_carlo(
       chunk_size: releases per compiled call; bounds peak memory.
       progress: show a progress bar; by default only on a terminal and for more than one chunk.
       description: label of the progress bar.
+      mesh: a ``jax.sharding.Mesh`` (automatic or explicit axes, one or many hosts) over whose
+        devices each chunk's trials are split (``chunk_size`` is rounded up to a multiple of its
+        size); ``None`` runs on the default device. The results do not depend on it.
 
     Returns:
       The pytree of ``f``'s outputs, each leaf a NumPy array with a leading axis of size ``trials``.
@@ -73,16 +101,18 @@ def monte_carlo(
     trials = check_int(trials, "trials", minimum=1)
     chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
     chunk_size = min(chunk_size, trials)
+    if mesh is not None:
+        chunk_size = -(-chunk_size // mesh.size) * mesh.size
     n_chunks = -(-trials // chunk_size)
     if progress is None:
         progress = n_chunks > 1 and sys.stderr.isatty()
-    run_chunk = _chunk_runner(f, chunk_size)
+    run_chunk = _chunk_runner(f, chunk_size, mesh)
 
     pieces = []
     with tqdm(total=trials, desc=description, disable=not progress, leave=False) as bar:
         for start in range(0, trials, chunk_size):
             stop = min(start + chunk_size, trials)
             out = run_chunk(key, jnp.uint32(start), tuple(args))
-            pieces.append(jax.tree.map(lambda a, n=stop - start: np.asarray(a[:n]), out))
+            pieces.append(jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))
             bar.update(stop - start)
     return jax.tree.map(lambda *leaves: np.concatenate(leaves, axis=0), *pieces)

@@ -24,6 +24,7 @@ import numpy as np
 from jax import lax
 
 from dpjax import noise as noise_lib
+from dpjax import sharded
 from dpjax.accounting import ZCDP, PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.first_passage import gumbel_halting_index
@@ -205,6 +206,7 @@ def blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.
 
 
 @functools.partial(jax.jit, static_argnames=("noise", "block_size", "dtype"))
+@sharded.auto_axes
 def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, block_size, dtype):
     centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)

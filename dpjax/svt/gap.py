@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import noise as noise_lib
+from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import center, centered_queries, checked_queries, first_true
@@ -287,6 +288,7 @@ def adaptive_sparse_vector_with_gap_from_noise(
 
 
 @functools.partial(jax.jit, static_argnames=("k", "adaptive", "monotonic", "dtype"))
+@sharded.auto_axes
 def _keyed(key, queries, threshold, params, *, k, adaptive, monotonic, dtype):
     centered = center(queries, threshold, dtype)
     budget = _working_budget(centered.dtype, params, k, monotonic)

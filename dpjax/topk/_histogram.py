@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dpjax import sharded
 from dpjax.validation import Checks, check_epsilon, check_int, check_probability, is_traced
 
 _INTEGER_VALUED = "counts must be integer-valued (distinct-user counts)."
@@ -126,15 +127,15 @@ def top_counts(
         pad = jnp.zeros((*counts.shape[:-1], size - d), counts.dtype)
         counts = jnp.concatenate([counts, pad], axis=-1)
     if counts.dtype == jnp.float32:
-        values, ids = lax.top_k(counts, size)
+        values, ids = sharded.top_k(counts, size)
         return ids.astype(jnp.int32), values
 
     def via_float32(c):
-        _, ids = lax.top_k(c.astype(jnp.float32), size)
+        _, ids = sharded.top_k(c.astype(jnp.float32), size)
         return ids, jnp.take_along_axis(c, ids, axis=-1)
 
     def native(c):
-        values, ids = lax.top_k(c, size)
+        values, ids = sharded.top_k(c, size)
         return ids, values
 
     if exact_in_float32 is None:

@@ -1,0 +1,189 @@
+"""Subprocess side of ``tests/test_sharding.py``: runs on N virtual CPU devices (or as one process of
+a ``jax.distributed`` job) and prints one JSON line of results.
+
+``XLA_FLAGS=--xla_force_host_platform_device_count=N`` must be set before JAX is imported, hence a
+separate process. Usage::
+
+    python tests/sharding_worker.py registry 8 [NAME_PREFIX ...]
+    python tests/sharding_worker.py monte_carlo 8
+    python tests/sharding_worker.py top_k 8
+    python tests/sharding_worker.py distributed PROCESS_ID NUM_PROCESSES PORT  (2 devices each)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+MODE = sys.argv[1]
+LOCAL_DEVICES = 2 if MODE == "distributed" else int(sys.argv[2])
+os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={LOCAL_DEVICES}"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # mechanism_registry
+
+import jax  # noqa: E402
+
+if MODE == "distributed":  # before anything starts the backend
+    PROCESS_ID, PROCESSES, PORT = map(int, sys.argv[2:5])
+    jax.distributed.initialize(f"localhost:{PORT}", PROCESSES, PROCESS_ID, initialization_timeout=120)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
+
+from dpjax import additive, selection  # noqa: E402
+from dpjax.studies import runner  # noqa: E402
+
+KEY = jax.random.key(17)
+# The mechanisms run across processes by the distributed test (a few of each kind of kernel).
+DISTRIBUTED = (
+    "selection.gumbel_top_k", "topk.limited_domain", "budgeting.pie_ni", "additive.laplace_mechanism"
+)
+
+
+def host(a) -> np.ndarray:
+    """``a`` on this host, gathered from every process when it spans several."""
+    if isinstance(a, jax.Array) and not a.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(a, tiled=True))
+    return np.asarray(a)
+
+
+def compare(got, want) -> str | None:
+    """``None`` when the pytrees agree (integers and bools exactly, floats within 1 ulp)."""
+    got, want = [host(g) for g in jax.tree.leaves(got)], jax.tree.leaves(want)
+    if len(got) != len(want):
+        return f"{len(got)} leaves, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"leaf {i}: {g.dtype}{g.shape}, expected {w.dtype}{w.shape}"
+        if np.issubdtype(w.dtype, np.floating):
+            same_nan = np.array_equal(np.isnan(g), np.isnan(w))
+            finite = ~np.isnan(w)
+            try:
+                np.testing.assert_array_max_ulp(g[finite], w[finite], maxulp=1)
+            except AssertionError as error:
+                return f"leaf {i}: {str(error).strip().splitlines()[0]}"
+            if not same_nan:
+                return f"leaf {i}: NaN pattern differs"
+        elif not np.array_equal(g, w):
+            return f"leaf {i}: {g.ravel()[:8]} != {w.ravel()[:8]}"
+    return None
+
+
+def grow(value, devices: int):
+    """The data with its leading (data) axis repeated up to a multiple of ``devices`` (ties included)."""
+    value = np.asarray(value)
+    if value.ndim == 0:
+        return value
+    n = value.shape[0]
+    size = -(-n // devices) * devices
+    return np.take(value, np.arange(size) % n, axis=0)
+
+
+def registry(devices: int, names=None) -> dict:
+    """Every registry entry (or those whose name starts with one of ``names``) on data sharded along
+    its leading axis over all ``devices`` (of every process) vs the same data on one device."""
+    from mechanism_registry import all_mechanisms
+
+    meshes = {
+        "explicit": jax.make_mesh((devices,), ("d",), (AxisType.Explicit,)),
+        "auto": jax.make_mesh((devices,), ("d",), (AxisType.Auto,)),
+    }
+    results = {}
+    for mechanism in all_mechanisms():
+        if names and not mechanism.name.startswith(tuple(names)):
+            continue
+        data = {name: grow(value, devices) for name, value in mechanism.data.items()}
+        want = mechanism.call(KEY, data={k: jnp.asarray(v) for k, v in data.items()})
+        for kind, mesh in meshes.items():
+            def put(value, mesh=mesh):
+                spec = PartitionSpec("d") if value.ndim else PartitionSpec()
+                return jax.device_put(value, NamedSharding(mesh, spec))
+
+            try:
+                got = mechanism.call(KEY, data={k: put(v) for k, v in data.items()})
+                verdict = compare(got, want)
+            except Exception as error:  # reported by name, with the error's first line
+                verdict = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300]}"
+                if os.environ.get("SHARDING_TRACEBACK"):
+                    traceback.print_exc()
+            results[f"{mechanism.name}|{kind}"] = verdict
+    return results
+
+
+def trial(key, scores):
+    """One Monte Carlo trial: a float and an integer release."""
+    top = selection.gumbel_top_k(key, scores, k=3, epsilon=1.0)
+    return additive.laplace_mechanism(key, scores.sum(), 1.0), top
+
+
+def monte_carlo(devices: int, memory: bool = True) -> dict:
+    """Sharded Monte Carlo over all ``devices`` vs one device, and the compiled memory per device."""
+    scores = (jnp.arange(64.0) % 7, )
+    want = runner.monte_carlo(trial, KEY, 1000, args=scores, chunk_size=256)
+    results = {}
+    for kind, axis_type in (("explicit", AxisType.Explicit), ("auto", AxisType.Auto)):
+        mesh = jax.make_mesh((devices,), ("d",), (axis_type,))
+        got = runner.monte_carlo(trial, KEY, 1000, args=scores, chunk_size=256, mesh=mesh)
+        results[kind] = compare(got, want)
+    if not memory:
+        return results
+    memory = {}
+    for n in (1, 2, 4, 8):
+        if n <= devices:
+            mesh = jax.make_mesh((n,), ("d",), devices=jax.devices()[:n])
+            compiled = runner._chunk_runner(trial, 4096, mesh).lower(KEY, jnp.uint32(0), scores).compile()
+            analysis = compiled.memory_analysis()
+            memory[n] = analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+    results["memory"] = memory
+    return results
+
+
+def top_k(devices: int) -> dict:
+    """``sharded.top_k`` on heavily tied sharded data (1-D and batched, eager and jit) vs
+    ``lax.top_k`` on one device: values and indices identical."""
+    from dpjax import sharded
+
+    rng = np.random.default_rng(0)
+    data = [rng.integers(0, 5, 8 * devices).astype(np.float32), rng.integers(0, 3, (3, 4 * devices))]
+    results = {}
+    for kind, axis_type in (("explicit", AxisType.Explicit), ("auto", AxisType.Auto)):
+        mesh = jax.make_mesh((devices,), ("d",), (axis_type,))
+        verdicts = []
+        for x in data:
+            spec = PartitionSpec(*(None,) * (x.ndim - 1), "d")
+            xs = jax.device_put(x, NamedSharding(mesh, spec))
+            for k in (1, 3, 4, 5, x.shape[-1]):
+                want = jax.lax.top_k(jnp.asarray(x), k)
+                verdicts.append(compare(sharded.top_k(xs, k), want))
+                verdicts.append(compare(jax.jit(sharded.top_k, static_argnums=1)(xs, k), want))
+        results[kind] = next((v for v in verdicts if v is not None), None)
+    return results
+
+
+def main() -> None:
+    if MODE == "registry":
+        out = registry(int(sys.argv[2]), names=sys.argv[3:])
+    elif MODE == "top_k":
+        out = top_k(int(sys.argv[2]))
+    elif MODE == "monte_carlo":
+        out = monte_carlo(int(sys.argv[2]))
+    elif MODE == "distributed":
+        devices = jax.device_count()
+        assert devices == PROCESSES * LOCAL_DEVICES, jax.devices()
+        out = {
+            "devices": devices,
+            "monte_carlo": monte_carlo(devices, memory=False),
+            "registry": registry(devices, names=DISTRIBUTED),
+        }
+        jax.distributed.shutdown()
+    else:
+        raise SystemExit(f"unknown mode {MODE}")
+    print("RESULT " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
