@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jax
 
+from dpjax.optax import train
 from dpjax.studies import datasets
 from dpjax.studies.registry import studies
 
@@ -91,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         help="write results.csv, results.json and results.png to DIR",
     )
     study.add_argument("--list", action="store_true", help="list the studies and datasets, then exit")
+    train.add_parser(commands)
     return parser
 
 
@@ -234,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "study":
         return run_study(args)
+    if args.command == "train":
+        return train.run(args)
     return 2  # pragma: no cover - argparse enforces the subcommand
 
 
