@@ -111,7 +111,8 @@ class QuantileClip:
         """
         dtype = clip_norm.dtype
         batch = norms.shape[0]
-        scaled = jnp.where(mask, norms / clip_norm, jnp.inf).astype(dtype)
+        # padding and non-finite norms (dropped from the sum) count above every candidate
+        scaled = jnp.where(mask & jnp.isfinite(norms), norms / clip_norm, jnp.inf).astype(dtype)
         level = jnp.minimum(
             jnp.asarray(self.quantile, dtype) * jnp.asarray(expected_batch_size, dtype) / batch, 1
         )
