@@ -27,11 +27,12 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from dpjax import noise
 from dpjax.quantiles import unbounded
-from dpjax.validation import Checks, check_int, is_traced
+from dpjax.validation import Checks, check_int, check_positive, is_traced
 
 DEFAULT_MAX_QUERIES = 1000
 
@@ -141,7 +142,10 @@ class QuantileClip:
         """
         from dpjax.optax.accounting import pure_dp_to_gdp
 
-        every = check_int(self.every, "every", minimum=1)
+        every = np.asarray(self.every)  # a Python int, or an array after a jit round trip of the state
+        if every.ndim or every.dtype.kind not in "iu":
+            raise TypeError(f"every must be a scalar integer, got {self.every!r}.")
+        every = check_int(int(every), "every", minimum=1)
         estimates = -(-steps // every)
         mu = pure_dp_to_gdp(float(self.epsilon))
         joint = (noise_multiplier**-2 + mu**2) ** -0.5
@@ -198,7 +202,7 @@ class GeometricClip:
         sensitivities ``1/sigma`` and ``1/z_b`` attained together (an added example with norm above
         C_t moves both), so it is exactly the Gaussian of noise multiplier
         ``(sigma^-2 + z_b^-2)^-1/2`` (Andrew et al. 2021, §3.1)."""
-        z_b = float(self.count_noise_multiplier)
+        z_b = check_positive(float(self.count_noise_multiplier), "count_noise_multiplier")
         return ((steps, (noise_multiplier**-2 + z_b**-2) ** -0.5),)
 
 
