@@ -77,8 +77,12 @@ def test_padding_and_non_finite_examples_contribute_nothing():
 
 @pytest.mark.parametrize(
     "clip",
-    [dpo.fixed_clip(1.0), dpo.geometric_clip(1.0, count_noise_multiplier=2.0)],
-    ids=["fixed", "geometric"],
+    [
+        dpo.fixed_clip(1.0),
+        dpo.geometric_clip(1.0, count_noise_multiplier=2.0),
+        dpo.quantile_clip(1.0, epsilon=1.0, every=2),
+    ],
+    ids=["fixed", "geometric", "quantile"],
 )
 def test_train_step_compiles_once_and_is_reproducible_per_key(clip):
     traces = []
