@@ -210,3 +210,17 @@ def test_invalid_traced_parameters_give_nan():
         assert np.all(np.isnan(updates)) and np.isnan(new_state.clip_norm)
     updates, new_state = update(jnp.ones((4, 2)), state)
     assert np.all(np.isfinite(updates)) and np.isfinite(new_state.clip_norm)
+
+
+@pytest.mark.parametrize(
+    "clip",
+    [dpo.geometric_clip(1.0, count_noise_multiplier=2.0), dpo.quantile_clip(1.0, epsilon=1.0)],
+    ids=["geometric", "quantile"],
+)
+def test_one_step_in_each_float_dtype(float_dtype, clip):
+    tx = dpo.dp_aggregate(1.0, clip, KEY, expected_batch_size=4)
+    grads = jnp.asarray(np.random.default_rng(5).normal(size=(4, 3)), float_dtype)
+    updates, state = jax.jit(tx.update)(grads, tx.init(None))
+    assert updates.dtype == float_dtype and updates.shape == (3,)
+    assert np.all(np.isfinite(updates)) and np.isfinite(state.clip_norm) and state.clip_norm > 0
+    assert dpo.spent_epsilon(state, 1e-5, sampling_rate=0.01) > 0
