@@ -24,9 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.harness import print_machine, print_table, rng_floor, time_call, time_python
-from dpjax.quantiles.unbounded import _halting_kernel, unbounded_result
-from dpjax.quantiles.unbounded_bins import cumulative_counts, max_index, static_size
-from dpjax.quantiles.unbounded_halting import split_threshold
+from dpjax.quantiles.unbounded import DEFAULT_MAX_QUERIES, grid, halting, unbounded_result
+from dpjax.quantiles.unbounded_bins import cumulative_counts, static_size
 
 Q, EPSILON, BETA = 0.99, 1.0, 1.001
 
@@ -88,25 +87,26 @@ def main(argv=None) -> None:
         f"trials={args.trials}"
     )
 
-    cap = max_index(BETA, jnp.float32)
-    size = static_size(x, 0.0, BETA, cap)
-    table = dict(lower=0.0, size=size, beta=BETA, cap=cap, dtype=jnp.float32)
-    t_bin = time_call(lambda: cumulative_counts(x, **table), repeats=3)
-    counts = cumulative_counts(x, **table)
+    g = grid(BETA, DEFAULT_MAX_QUERIES, jnp.float32)
+    size = static_size(x, 0.0, BETA, g.static_cap, jnp.float32)
+    table = dict(size=size, dtype=jnp.float32)
+    t_bin = time_call(lambda: cumulative_counts(x, 0.0, g.log_b, g.cap, **table), repeats=3)
+    counts = cumulative_counts(x, 0.0, g.log_b, g.cap, **table)
     keys = jax.random.split(jax.random.key(0), args.trials)
 
     def kernel(method):
         def one(key):
-            return _halting_kernel(
+            return halting(
                 key,
                 counts,
-                split_threshold(Q * args.n),
-                2.0,
-                2.0,
+                Q,
+                args.n,
+                EPSILON / 2,
+                EPSILON / 2,
+                g.cap,
                 noise="exponential",
                 dtype=jnp.float32,
                 first=1,
-                cap=cap,
                 method=method,
             )[0]
 

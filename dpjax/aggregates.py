@@ -9,6 +9,9 @@ Data below ``lower`` are clipped up to it (spec §2.9: clipping only from above 
 sensitivity for negative values, e.g. jittered zeros). The paper's Table 1 "eps" is per part, i.e.
 ``epsilon = 2 * eps`` with ``clip_fraction = 0.5`` here.
 
+Traced parameters: epsilon, q, beta, clip_fraction and lower may be traced (design §3); the query
+cap ``max_queries`` is static (see :func:`dpjax.quantiles.unbounded`).
+
 Kernel design: the released bound is always a grid point ``lower + beta**k - 1``, so the clipped sum
 is ``P_k + (n - f_k) * (beta**k - 1 + lower)`` with ``P_k`` the prefix sum of ``max(x, lower)`` over the
 geometric bins below k: one O(n) pass bins the data once (key-independent), after which each
@@ -18,8 +21,6 @@ rounding (relative ~1e-7 per bin); enable x64 for exact-to-double sums.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 from typing import NamedTuple
 
 import jax
@@ -27,48 +28,32 @@ import jax.numpy as jnp
 
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP, compose
+from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded import (
+    DEFAULT_MAX_QUERIES,
+    NOISES,
     check_beta,
-    check_data,
-    check_finite,
-    resolve_cap,
+    check_max_queries,
+    grid,
+    halting,
+    tabulate,
     unbounded_guarantee,
-    unbounded_result,
+    usable,
 )
-from dpjax.quantiles.unbounded_bins import (
-    bin_index,
-    cumulative_counts,
-    grid_edges,
-    static_size,
-    working_dtype,
-)
-from dpjax.validation import check_epsilon, check_probability, is_traced
+from dpjax.quantiles.unbounded_bins import grid_edges
+from dpjax.validation import Checks, check_choice, check_epsilon, check_probability, float_dtype
+
+__all__ = ["ClippedSum", "clipped_sum", "mean", "mean_guarantee", "sum", "sum_guarantee"]
 
 
 class ClippedSum(NamedTuple):
     """A DP sum release: ``value`` (the noisy clipped sum), ``bound`` (the private clipping bound,
-    itself a DP release) and ``truncated`` (UQE's truncation flag)."""
+    itself a DP release) and ``truncated`` (UQE's truncation flag). On invalid traced input
+    ``value`` and ``bound`` are NaN."""
 
     value: jax.Array
     bound: jax.Array
     truncated: jax.Array
-
-
-@functools.partial(jax.jit, static_argnames=("lower", "size", "beta", "cap", "dtype"))
-def _prefix_sums(x, *, lower: float, size: int, beta: float, cap: int, dtype):
-    """``P[i] = sum of max(x_j, lower) over z_j = x_j - lower < beta**i - 1`` for i < size."""
-    x = x.astype(dtype)
-    slot = bin_index(x - jnp.asarray(lower, dtype), beta, cap) + 1
-    kept = jnp.where(slot < size, jnp.maximum(x, jnp.asarray(lower, dtype)), 0)
-    return jnp.cumsum(jnp.zeros(size, dtype).at[slot].add(kept, mode="drop"))
-
-
-def _check(x, epsilon, q, clip_fraction, lower, beta):
-    x = check_data(x)
-    epsilon = check_epsilon(epsilon)
-    q = check_probability(q, "q", open_low=True)
-    clip_fraction = check_probability(clip_fraction, "clip_fraction", open_low=True, open_high=True)
-    return x, epsilon, q, clip_fraction, check_finite(lower, "lower"), check_beta(beta)
 
 
 def clipped_sum(
@@ -81,31 +66,41 @@ def clipped_sum(
     clip_fraction: float = 0.5,
     lower: float = 0.0,
     noise: str = "exponential",
-    max_queries: int | None = None,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> ClippedSum:
     """DP sum with a private clipping bound, with the bound and the truncation flag.
 
     Same arguments as :func:`sum`; returns a :class:`ClippedSum`.
     """
-    x, epsilon, q, clip_fraction, lower, beta = _check(x, epsilon, q, clip_fraction, lower, beta)
+    checks = Checks()
+    x = checks.array(x, "x", ndim=1, finite=False)
+    dtype = float_dtype(x)
+    epsilon = checks.epsilon(epsilon)
+    q = checks.probability(q, "q", open_low=True)
+    clip_fraction = checks.probability(clip_fraction, "clip_fraction", open_low=True, open_high=True)
+    lower = checks.real(lower, "lower")
+    beta = check_beta(checks, beta, dtype)
+    check_choice(noise, "noise", NOISES)
+    max_queries = check_max_queries(max_queries)
+    epsilon, q = usable(checks, epsilon, 1.0), usable(checks, q, 0.5)
+    clip_fraction = usable(checks, clip_fraction, 0.5)
+    lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
     key_bound, key_noise = jax.random.split(key)
-    uqe = unbounded_result(
-        key_bound, x, q, clip_fraction * epsilon, lower=lower, beta=beta, noise=noise, max_queries=max_queries
+    g = grid(beta, max_queries, dtype)
+    counts, prefix = tabulate(x, lower, beta, g, dtype, sums=True)
+    epsilon, clip_fraction = jnp.asarray(epsilon, dtype), jnp.asarray(clip_fraction, dtype)
+    half = clip_fraction * epsilon * jnp.asarray(0.5, dtype)  # UQE with epsilon1 = epsilon2
+    k, truncated = halting(
+        key_bound, counts, q, x.shape[0], half, half, g.cap, noise=noise, dtype=dtype, first=1
     )
-    dtype = working_dtype(x)
-    cap = resolve_cap(max_queries, beta, dtype)
-    size = static_size(x, lower, beta, cap)
-    context = contextlib.nullcontext() if is_traced(x) else jax.ensure_compile_time_eval()
-    with context:  # key-independent O(n) passes, done once (cached compiled functions)
-        table = dict(lower=lower, size=size, beta=beta, cap=cap, dtype=dtype)
-        prefix = _prefix_sums(x, **table)
-        below = cumulative_counts(x, **table).f
-    k = jnp.minimum(uqe.index, size - 1)
-    width = grid_edges(uqe.index, beta, dtype)  # bound - lower: the sensitivity under swap
-    total = prefix[k] + (x.shape[0] - below[k]).astype(dtype) * uqe.estimate
-    scale = width / jnp.asarray((1 - clip_fraction) * epsilon, dtype)
+    width = grid_edges(k, g.log_b)  # bound - lower: the sensitivity under swap
+    bound = jnp.asarray(lower, dtype) + width
+    j = jnp.minimum(k, counts.f.shape[0] - 1)
+    total = prefix[j] + (x.shape[0] - counts.f[j]).astype(dtype) * bound
+    # A product with a reciprocal: the same bits whether epsilon is a constant or traced under jit.
+    scale = width * (jnp.ones((), dtype) / ((jnp.ones((), dtype) - clip_fraction) * epsilon))
     value = total + noise_lib.laplace(key_noise, (), scale, dtype)
-    return ClippedSum(value, uqe.estimate, uqe.truncated)
+    return checks.guard(ClippedSum(value, bound, truncated))
 
 
 def sum(
@@ -118,7 +113,7 @@ def sum(
     clip_fraction: float = 0.5,
     lower: float = 0.0,
     noise: str = "exponential",
-    max_queries: int | None = None,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """DP sum of data bounded below only, clipped at a privately estimated quantile.
 
@@ -129,20 +124,26 @@ def sum(
     Neighbours and guarantee: swap (one record changed, n public); ``epsilon``-DP in total
     (:func:`sum_guarantee`). The paper's Table 1 row "eps" corresponds to ``epsilon = 2 * eps``.
 
+    Traced parameters: ``epsilon``, ``q``, ``beta``, ``clip_fraction`` and ``lower`` may be traced
+    (for the same key a traced call gives what the concrete call gives); ``noise`` and
+    ``max_queries`` are static. Concrete invalid values raise ``ValueError`` before any randomness;
+    a traced invalid value or NaN in traced data makes the output NaN.
+
     Args:
       key: a ``jax.random`` key.
-      x: 1-D data (NaN refused; values below ``lower`` are clipped up to it, +inf down to the bound).
-      epsilon: total privacy parameter, > 0.
-      q: the quantile used as clipping bound, in (0, 1] (the paper: 0.99; q = 1 or a higher
-        threshold avoids negative bias but has a heavy overshoot tail, spec §4.4).
-      beta: UQE grid ratio > 1 (the paper uses 1.001 and recommends 1.01 for clipping).
-      clip_fraction: share of ``epsilon`` spent on the bound, in (0, 1).
-      lower: a data-independent lower bound (0 in the paper).
-      noise: UQE's noise family ("exponential", "laplace", "gumbel").
-      max_queries: optional cap on UQE's halting query.
+      x: 1-D data (may be traced; NaN refused; values below ``lower`` are clipped up to it, +inf down
+        to the bound).
+      epsilon: total privacy parameter, > 0 (may be traced).
+      q: the quantile used as clipping bound, in (0, 1] (may be traced; the paper: 0.99; q = 1 or a
+        higher threshold avoids negative bias but has a heavy overshoot tail, spec §4.4).
+      beta: UQE grid ratio > 1 (may be traced; the paper uses 1.001 and recommends 1.01 for clipping).
+      clip_fraction: share of ``epsilon`` spent on the bound, in (0, 1) (may be traced).
+      lower: a data-independent lower bound (may be traced; 0 in the paper).
+      noise: UQE's noise family ("exponential", "laplace", "gumbel") (static).
+      max_queries: the cap on UQE's halting query (static; see :func:`dpjax.quantiles.unbounded`).
 
     Returns:
-      A scalar (the data's float dtype, default float for integer data).
+      A scalar (the data's float dtype, default float for integer data); NaN on invalid traced input.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -172,10 +173,10 @@ def mean(
     clip_fraction: float = 0.5,
     lower: float = 0.0,
     noise: str = "exponential",
-    max_queries: int | None = None,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """DP mean: :func:`sum` divided by the public n (swap neighbours; ``epsilon``-DP in total,
-    :func:`mean_guarantee`). Arguments as in :func:`sum`.
+    :func:`mean_guarantee`). Arguments as in :func:`sum` (the same may be traced).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -195,12 +196,14 @@ def mean(
     return value / jnp.shape(x)[0]
 
 
+@elementwise("epsilon", "clip_fraction")
 def sum_guarantee(
     epsilon: float, *, clip_fraction: float = 0.5, noise: str = "exponential", notion: str = "pure"
 ):
     """Guarantee of :func:`sum` (swap): UQE with ``clip_fraction * epsilon`` composed with the
     Laplace step's ``PureDP((1 - clip_fraction) * epsilon)``; ``PureDP(epsilon)`` for notion "pure",
-    or zCDP with Theorem 1 for the UQE part (notion "zcdp")."""
+    or zCDP with Theorem 1 for the UQE part (notion "zcdp"). Host side: concrete numbers, or arrays
+    of ``epsilon``/``clip_fraction`` for a grid (an object array of guarantees)."""
     epsilon = check_epsilon(epsilon)
     clip_fraction = check_probability(clip_fraction, "clip_fraction", open_low=True, open_high=True)
     bound = unbounded_guarantee(clip_fraction * epsilon, noise=noise, notion=notion)

@@ -17,15 +17,32 @@ from dpjax.quantiles import (
     unbounded_guarantee,
     unbounded_result,
 )
-from dpjax.quantiles.unbounded_bins import cumulative_counts, grid_edges, max_index, static_size
+from dpjax.quantiles.unbounded_bins import (
+    INDEX_LIMIT,
+    cumulative_counts,
+    grid_edges,
+    log_beta,
+    query_cap,
+    static_size,
+)
 from dpjax.quantiles.unbounded_many import unbounded_many, unbounded_many_guarantee
 
 BIG = 1e5  # epsilon at which the noise (scale 2e-5) cannot move a comparison with margin >= 0.1
 
 
+def _cap(beta, dtype):
+    return int(query_cap(log_beta(beta, dtype), INDEX_LIMIT, dtype))
+
+
+def _counts(x, lower, beta, size, dtype):
+    return cumulative_counts(
+        jnp.asarray(x), lower, log_beta(beta, dtype), _cap(beta, dtype), size=size, dtype=dtype
+    )
+
+
 def _brute_counts(x, lower, beta, size, dtype):
     z = np.asarray(x, dtype=dtype) - np.asarray(lower, dtype=dtype)
-    edges = np.asarray(grid_edges(jnp.arange(size), beta, dtype))
+    edges = np.asarray(grid_edges(jnp.arange(size), log_beta(beta, dtype)))
     f = np.array([(z < e).sum() for e in edges])
     f[0] = (z < 0).sum()
     return f
@@ -33,7 +50,7 @@ def _brute_counts(x, lower, beta, size, dtype):
 
 def test_counts_match_brute_force_at_exact_edges(float_dtype):
     beta = 1.01
-    edges = np.asarray(grid_edges(jnp.arange(40), beta, float_dtype))
+    edges = np.asarray(grid_edges(jnp.arange(40), log_beta(beta, float_dtype)))
     rng = np.random.default_rng(0)
     x = np.concatenate(
         [
@@ -43,9 +60,8 @@ def test_counts_match_brute_force_at_exact_edges(float_dtype):
             rng.lognormal(-1.0, 1.0, 200),
         ]
     ).astype(float_dtype)
-    cap = max_index(beta, float_dtype)
-    size = static_size(x, 0.0, beta, cap)
-    counts = cumulative_counts(jnp.asarray(x), lower=0.0, size=size, beta=beta, cap=cap, dtype=float_dtype)
+    size = static_size(x, 0.0, beta, _cap(beta, float_dtype), float_dtype)
+    counts = _counts(x, 0.0, beta, size, float_dtype)
     brute = _brute_counts(x, 0.0, beta, size, float_dtype)
     np.testing.assert_array_equal(np.asarray(counts.f), brute)
     assert int(counts.n_counted) == x.size - 2  # +inf is never counted
@@ -57,23 +73,19 @@ def test_counts_match_brute_force_at_exact_edges(float_dtype):
 def test_counts_with_a_lower_bound_and_integer_data(float_dtype):
     x = np.array([2, 3, 3, 7, 10, 10, 10, 1000, -5], dtype=np.int32)
     beta, lower = 1.5, 2.5
-    cap = max_index(beta, float_dtype)
-    counts = cumulative_counts(jnp.asarray(x), lower=lower, size=64, beta=beta, cap=cap, dtype=float_dtype)
+    counts = _counts(x, lower, beta, 64, float_dtype)
     np.testing.assert_array_equal(np.asarray(counts.f), _brute_counts(x, lower, beta, 64, float_dtype))
     assert int(counts.f[0]) == 2  # -5 and 2 lie below the lower bound
 
 
 def test_binning_agrees_in_float32_and_float64(x64):
+    """The grid is that of beta rounded to the working dtype: with a beta exact in float32 both
+    dtypes bin the same data alike."""
     rng = np.random.default_rng(1)
     x = np.concatenate([np.arange(0, 300), np.round(rng.lognormal(3, 1.5, 2000), 2)]).astype(np.float32)
     out = []
     for dtype in (jnp.float32, jnp.float64):
-        cap = max_index(1.001, jnp.float32)
-        out.append(
-            np.asarray(
-                cumulative_counts(jnp.asarray(x), lower=0.0, size=16384, beta=1.001, cap=cap, dtype=dtype).f
-            )
-        )
+        out.append(np.asarray(_counts(x, 0.0, 1 + 2**-10, 16384, dtype).f))
     np.testing.assert_array_equal(out[0], out[1])
 
 
@@ -93,18 +105,78 @@ def test_deterministic_limit(noise):
 
 
 def test_vmap_and_traced_data_agree():
-    """The concrete-data path (small table, binned once) and the traced-data path (table up to the
-    cap, binned inside the kernel) give the same releases for the same keys."""
-    x = jnp.asarray(np.random.default_rng(2).lognormal(2, 1, 500), jnp.float32)
+    """The concrete-data path (small table, binned once), the traced-data path (table up to the
+    cap, binned inside the kernel) and a fully traced call (data, q, epsilon, lower, beta, as in a
+    training step) give the same releases for the same keys; points beyond the cap count nowhere."""
+    x = np.random.default_rng(2).lognormal(2, 1, 500).astype(np.float32)
+    x[:3] = 1e30  # beyond the cap of 8192 queries at beta = 1.001
     keys = jax.random.split(jax.random.key(4), 64)
     batched = np.asarray(jax.vmap(lambda k: unbounded(k, x, 0.9, 1.0, max_queries=8192))(keys))
-    traced = np.asarray(
-        jax.jit(jax.vmap(lambda k, data: unbounded(k, data, 0.9, 1.0, max_queries=8192), in_axes=(0, None)))(
-            keys, x
+    traced = jax.jit(
+        jax.vmap(lambda k, data: unbounded(k, data, 0.9, 1.0, max_queries=8192), in_axes=(0, None))
+    )(keys, x)
+    np.testing.assert_array_equal(batched, np.asarray(traced))
+    step = jax.jit(
+        jax.vmap(
+            lambda k, data, p: unbounded(
+                k, data, p["q"], p["epsilon"], lower=p["lower"], beta=p["beta"], max_queries=8192
+            ),
+            in_axes=(0, None, None),
         )
     )
-    np.testing.assert_array_equal(batched, traced)
+    params = {name: jnp.float32(v) for name, v in dict(q=0.9, epsilon=1.0, lower=0.0, beta=1.001).items()}
+    np.testing.assert_array_equal(batched, np.asarray(step(keys, x, params)))
     assert len(np.unique(batched)) > 10
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "values"),
+    [
+        (dict(), dict(q=(0.5, 0.0, 1.5, math.nan))),
+        (dict(), dict(beta=(1.01, 1.0, 0.5, math.nan, math.inf, 1 + 1e-9))),
+        (dict(), dict(lower=(-1.0, math.inf, math.nan))),
+        (dict(noise="gumbel"), dict(split=(0.5, 0.3))),
+    ],
+    ids=["q", "beta", "lower", "gumbel_split"],
+)
+def test_invalid_traced_parameter_marks_the_output(kwargs, values):
+    """A traced q, beta, lower (or a Gumbel split other than 1/2) that is invalid gives NaN / -1; the
+    valid lane gives the concrete call's release."""
+    x = np.random.default_rng(3).lognormal(2, 1, 200).astype(np.float32)
+    ((name, grid),) = values.items()
+    key = jax.random.key(5)
+    args = {"q": 0.5, "epsilon": 1.0, "beta": 1.01, **kwargs}
+    out = jax.jit(jax.vmap(lambda v: unbounded_result(key, x, **{**args, name: v})))(
+        jnp.asarray(np.asarray(grid, np.float64), jnp.float32)
+    )
+    want = unbounded_result(key, x, **{**args, name: grid[0]})
+    assert int(out.index[0]) == int(want.index) and float(out.estimate[0]) == float(want.estimate)
+    assert np.all(np.asarray(out.index[1:]) == -1) and np.all(np.isnan(np.asarray(out.estimate[1:])))
+
+
+def test_invalid_traced_levels_mark_unbounded_many():
+    x = np.arange(1000.0, dtype=np.float32)
+    levels = jnp.asarray([[0.25, 0.5, 0.75], [0.5, 0.25, 0.75], [0.0, 0.5, 0.75], [0.25, 0.5, 1.5]])
+    out = np.asarray(jax.jit(jax.vmap(lambda qs: unbounded_many(jax.random.key(0), x, qs, 3.0)))(levels))
+    want = np.asarray(unbounded_many(jax.random.key(0), x, [0.25, 0.5, 0.75], 3.0))
+    np.testing.assert_array_equal(out[0], want)
+    assert np.isnan(out[1:]).all()
+
+
+def test_cap_is_the_finite_limit_for_a_traced_beta():
+    """With beta = 2 the candidates overflow float32 long before max_queries: the cap in force is the
+    largest finite one, for a traced beta as for a concrete one, and +inf data truncate there."""
+    x = np.full(5, np.inf, np.float32)
+    betas = (2.0, 1.5)
+    out = jax.jit(
+        jax.vmap(lambda b: unbounded_result(jax.random.key(0), x, 0.5, BIG, beta=b, max_queries=4096))
+    )(jnp.asarray(betas, jnp.float32))
+    for i, beta in enumerate(betas):
+        want = unbounded_result(jax.random.key(0), x, 0.5, BIG, beta=beta, max_queries=4096)
+        limit = math.log(float(jnp.finfo(jnp.float32).max) / 8) / math.log(beta)
+        assert abs(int(want.index) - limit) < 1 and bool(want.truncated)
+        assert math.isfinite(float(want.estimate))
+        assert int(out.index[i]) == int(want.index) and float(out.estimate[i]) == float(want.estimate)
 
 
 def test_shift_equivariance_at_the_bin_level():
@@ -122,7 +194,8 @@ def test_truncation_is_flagged():
     x = np.full(10, 1e6)
     res = unbounded_result(jax.random.key(0), x, 0.5, BIG, max_queries=100)
     assert bool(res.truncated) and int(res.index) == 100
-    assert float(res.estimate) == pytest.approx(1.001**100 - 1, rel=1e-5)
+    # The grid is that of beta rounded to the working dtype (float32 here).
+    assert float(res.estimate) == pytest.approx(float(np.float32(1.001)) ** 100 - 1, rel=1e-5)
     # Closed-form tail: all data at the lower bound, q = 1, tiny epsilon: G has infinite mean.
     keys = jax.random.split(jax.random.key(1), 400)
     batch = jax.vmap(lambda k: unbounded_result(k, np.zeros(10), 1.0, 0.02, max_queries=100))(keys)
@@ -134,9 +207,11 @@ def test_truncation_is_flagged():
 
 def test_default_cap_keeps_the_candidate_finite(float_dtype):
     for beta in (1.001, 1.01, 2.0):
-        cap = max_index(beta, float_dtype)
-        assert math.isfinite(float(grid_edges(cap, beta, float_dtype)))
-    assert max_index(1.001, jnp.float32) > 87_000  # log(float32 max / 4) / log(1.001)
+        cap = _cap(beta, float_dtype)
+        assert math.isfinite(float(grid_edges(cap, log_beta(beta, float_dtype)) * 4))
+        rounded = float(np.asarray(beta, float_dtype))  # the grid's beta
+        assert cap >= math.log(float(jnp.finfo(float_dtype).max) / 8) / math.log(rounded) - 2
+    assert 86_000 < _cap(1.001, jnp.float32) < 2**17  # log(float32 max / 8) / log(1.001)
 
 
 @pytest.mark.slow
@@ -213,6 +288,8 @@ def test_guarantees():
         (dict(neighbors="bounded"), "neighbors"),
         (dict(lower=np.inf), "lower"),
         (dict(max_queries=0), "max_queries"),
+        (dict(max_queries=2**24 + 1), "max_queries"),
+        (dict(beta=1 + 1e-9), "beta"),  # rounds to 1 in float32
     ],
 )
 def test_bad_input(kwargs, match):

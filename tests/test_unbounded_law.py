@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from dpjax.quantiles.unbounded import _halting_kernel
-from dpjax.quantiles.unbounded_bins import Counts, cumulative_counts
-from dpjax.quantiles.unbounded_halting import split_threshold
+from dpjax.quantiles.unbounded_bins import Counts, cumulative_counts, log_beta
+from dpjax.quantiles.unbounded_halting import halting_index, split_threshold
 
 TRIALS = 20_000
 CAP = 2000  # one static cap for every test, so compiled kernels are shared
@@ -29,15 +28,15 @@ def _counts(f):
 
 
 @functools.partial(jax.jit, static_argnames=("noise", "method", "cap", "first"))
-def _batch(keys, f, base, frac, scale1, scale2, *, noise, method, cap, first):
+def _batch(keys, f, base, frac, eps1, eps2, *, noise, method, cap, first):
     counts = _counts(f)
     return jax.vmap(
-        lambda key: _halting_kernel(
+        lambda key: halting_index(
             key,
             counts,
             (base, frac),
-            scale1,
-            scale2,
+            eps1,
+            eps2,
             noise=noise,
             dtype=jnp.float32,
             first=first,
@@ -51,11 +50,9 @@ def _sample(f, threshold, eps1, eps2, noise, *, method="fast", cap=CAP, first=1,
     f = np.asarray(f)
     f = np.concatenate([f, np.full(max(PAD - f.size, 0), f[-1])])
 
-    base, frac = split_threshold(threshold)
+    base, frac = split_threshold(np.float32(threshold))
     keys = jax.random.split(jax.random.key(seed), trials)
-    k, truncated = _batch(
-        keys, f, base, frac, 1 / eps1, 1 / eps2, noise=noise, method=method, cap=cap, first=first
-    )
+    k, truncated = _batch(keys, f, base, frac, eps1, eps2, noise=noise, method=method, cap=cap, first=first)
     return np.asarray(k), np.asarray(truncated)
 
 
@@ -210,7 +207,7 @@ def test_exact_privacy_ratio_swap_neighbours():
         fs = [
             np.asarray(
                 cumulative_counts(
-                    jnp.asarray(d), lower=0.0, size=k0 + 1, beta=beta, cap=k0, dtype=jnp.float32
+                    jnp.asarray(d), 0.0, log_beta(beta, jnp.float32), k0, size=k0 + 1, dtype=jnp.float32
                 ).f
             )
             for d in (x, neighbour)

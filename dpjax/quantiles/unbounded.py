@@ -11,6 +11,13 @@ O(log bins) expected time (thinning far below the threshold, literal draws near 
 stretch beyond the data maximum in closed form; :mod:`dpjax.quantiles.unbounded_halting`), so no
 trial runs long. Under ``vmap`` over keys the binning is done once.
 
+Traced parameters (design §3): the quantile level, epsilon and its split, the lower bound and beta
+are values that may be traced (inside ``jit``, ``vmap``, ``scan``); only ``max_queries``, the cap on
+the halting query, is static, because it sizes the count table of traced inputs. It replaces the
+cap the code used to derive from beta with Python math: the cap in force is the smaller of
+``max_queries`` and the largest index whose candidate is finite in the working dtype, computed with
+``jnp`` in that dtype from ``beta`` (traced or not), and a halt beyond it is flagged ``truncated``.
+
 Privacy (swap neighbours, Def. 2.1, the paper's default): the counts are monotonic with
 sensitivity 1 (Lemma 4.1), so UQE is ``(epsilon1 + epsilon2)``-DP (Lemma 3.1, Cor. 3.1, Lemma 3.2)
 and ``(epsilon1/2 + epsilon2)**2 / 2``-zCDP (Theorem 1), with ``epsilon1 = split*epsilon`` and
@@ -26,7 +33,7 @@ against floating-point side channels.
 from __future__ import annotations
 
 import contextlib
-import math
+import functools
 from typing import NamedTuple
 
 import jax
@@ -34,37 +41,46 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax.accounting import PureDP, compose
+from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded_bins import (
+    INDEX_LIMIT,
     cumulative_counts,
     grid_edges,
-    max_index,
+    log_beta,
+    prefix_sums,
+    query_cap,
     static_size,
-    working_dtype,
 )
 from dpjax.quantiles.unbounded_halting import halting_index, split_threshold
 from dpjax.svt import above_threshold_guarantee
 from dpjax.validation import (
-    check_array,
+    Checks,
     check_choice,
     check_epsilon,
     check_int,
     check_probability,
+    float_dtype,
     is_traced,
 )
 
 NOISES = ("exponential", "laplace", "gumbel")
 NEIGHBORS = ("swap", "add_remove")
 NOTIONS = ("pure", "zcdp")
+GUMBEL_SPLIT = "noise='gumbel' requires epsilon1 == epsilon2 (split=0.5), Lemma 3.2."
+# The static cap K on the halting query: the count table of traced data (or of a traced lower bound
+# or beta) has K + 1 entries. Above the paper's float32 limit at beta = 1.001 (86,6xx queries).
+DEFAULT_MAX_QUERIES = 2**17
 
 
 class UnboundedResult(NamedTuple):
     """A UQE release with its diagnostics.
 
     Attributes:
-      estimate: the released value ``beta**index + lower - 1`` (working float dtype, scalar).
-      index: int32 halting query k (1-based for Algorithm 2).
-      truncated: bool, True when the halting query lay beyond the largest finite candidate
-        (``max_queries``): ``index`` is then that cap (truncation is post-processing).
+      estimate: the released value ``beta**index + lower - 1`` (working float dtype, scalar; NaN when
+        a traced input is invalid).
+      index: int32 halting query k (1-based for Algorithm 2; -1 when a traced input is invalid).
+      truncated: bool, True when the halting query lay beyond the query cap (``max_queries``, or the
+        largest finite candidate if smaller): ``index`` is then that cap (truncation is post-processing).
     """
 
     estimate: jax.Array
@@ -72,99 +88,120 @@ class UnboundedResult(NamedTuple):
     truncated: jax.Array
 
 
-def check_beta(beta) -> float:
-    """The grid ratio: a finite real number > 1."""
-    value = check_epsilon(beta, "beta")
-    if value <= 1.0:
-        raise ValueError(f"beta must be > 1, got {value}.")
-    return value
+class Grid(NamedTuple):
+    """The geometric grid of one call: ``log_b = log1p(beta - 1)`` in the working dtype, the int32
+    query cap (both values, traced with ``beta``) and the static cap that sizes the count table."""
+
+    log_b: jax.Array
+    cap: jax.Array
+    static_cap: int
 
 
-def check_finite(value, name: str) -> float:
-    """A concrete finite real number (a data-independent bound)."""
-    if is_traced(value):
-        raise TypeError(f"{name} must be a concrete number, not a traced value.")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}.")
-    return value
+def check_beta(checks: Checks, beta, dtype):
+    """The grid ratio: a finite real number > 1, also once rounded to the working ``dtype``."""
+    beta = checks.real(beta, "beta", minimum=1.0, open_minimum=True)
+    message = f"beta must be > 1 in the working dtype {jnp.dtype(dtype).name}"
+    if is_traced(beta):
+        checks.record(jnp.asarray(beta, dtype) > 1, message + ".")
+    elif not np.asarray(beta, dtype) > 1:
+        raise ValueError(f"{message}, got {beta} (it rounds to 1).")
+    return beta
 
 
-def check_data(x, name: str = "x") -> jax.Array:
-    """1-D non-empty real data; NaN is refused, +-inf allowed (-inf is below every candidate, +inf
-    above every candidate). Value checks are skipped under ``jit`` (NaN then counts as +inf)."""
-    if is_traced(x):
-        return check_array(x, name, ndim=1, finite=False)
-    with jax.ensure_compile_time_eval():  # NumPy data inside jit stays concrete (binned once, eagerly)
-        x = check_array(x, name, ndim=1, finite=False)
-    if np.isnan(np.asarray(x, dtype=np.float64)).any():
-        raise ValueError(f"{name} contains NaN.")
-    return x
+def check_split(checks: Checks, split, noise: str):
+    """The share of epsilon spent on the threshold, in (0, 1); Gumbel noise needs 0.5 (Lemma 3.2)."""
+    check_choice(noise, "noise", NOISES)
+    split = checks.probability(split, "split", open_low=True, open_high=True)
+    if noise == "gumbel":
+        if is_traced(split):
+            checks.record(split == 0.5, GUMBEL_SPLIT)
+        elif split != 0.5:
+            raise ValueError(GUMBEL_SPLIT)
+    return split
+
+
+def check_max_queries(max_queries) -> int:
+    """The static cap on the halting query (it sizes the count table of traced inputs)."""
+    return check_int(max_queries, "max_queries", minimum=1, maximum=INDEX_LIMIT)
+
+
+def usable(checks: Checks, value, fallback):
+    """``value``, or ``fallback`` where a recorded check fails: an invalid traced input then runs the
+    kernel on harmless values (no long loop) and :meth:`Checks.guard` marks the output."""
+    if not (checks.traced and is_traced(value)):
+        return value
+    return jnp.where(checks.valid(), value, jnp.asarray(fallback, value.dtype))
 
 
 def split_epsilon(epsilon, split, noise: str) -> tuple[float, float]:
-    """``(epsilon1, epsilon2) = (split*epsilon, (1-split)*epsilon)``; Gumbel noise needs them equal."""
+    """Host side: ``(epsilon1, epsilon2) = (split*epsilon, (1-split)*epsilon)``; Gumbel needs them equal."""
     epsilon = check_epsilon(epsilon)
     split = check_probability(split, "split", open_low=True, open_high=True)
     check_choice(noise, "noise", NOISES)
     if noise == "gumbel" and split != 0.5:
-        raise ValueError("noise='gumbel' requires epsilon1 == epsilon2 (split=0.5), Lemma 3.2.")
+        raise ValueError(GUMBEL_SPLIT)
     return split * epsilon, (1.0 - split) * epsilon
 
 
-_halting_kernel = jax.jit(
-    halting_index,
-    static_argnames=("noise", "dtype", "first", "cap", "method"),
-)
+def budget(epsilon, split, dtype) -> tuple[jax.Array, jax.Array]:
+    """In the mechanisms: ``(split*epsilon, (1-split)*epsilon)`` computed in ``dtype`` (traced or not)."""
+    epsilon, split = jnp.asarray(epsilon, dtype), jnp.asarray(split, dtype)
+    return split * epsilon, (jnp.ones((), dtype) - split) * epsilon
 
 
-def uqe_index(
-    key,
-    x,
-    q: float,
-    epsilon1: float,
-    epsilon2: float,
-    *,
-    lower,
-    beta,
-    noise,
-    cap,
-    first,
-    negate=False,
-    method="fast",
-):
-    """Halting index of AboveThreshold over the geometric grid of ``x - lower`` (or ``-x - lower``).
+@functools.partial(jax.jit, static_argnames=("max_queries", "dtype"))
+def _grid_values(beta, *, max_queries: int, dtype):
+    log_b = log_beta(beta, dtype)
+    return log_b, query_cap(log_b, max_queries, dtype)
 
-    ``first`` is 1 for Algorithm 2 and 0 for Algorithm 4; ``method`` selects an (equal-in-law)
-    sampler of :func:`~dpjax.quantiles.unbounded_halting.halting_index`. Returns ``(k, truncated)``.
+
+def grid(beta, max_queries: int, dtype) -> Grid:
+    """The grid of ``beta``; computed now when ``beta`` is concrete (not constant-folded under ``jit``,
+    so a concrete beta gives the same bits as a traced one); the table is at most ``max_queries + 1``
+    long."""
+    if is_traced(beta):
+        return Grid(*_grid_values(beta, max_queries=max_queries, dtype=dtype), max_queries)
+    with jax.ensure_compile_time_eval():
+        log_b, cap = _grid_values(beta, max_queries=max_queries, dtype=dtype)
+    return Grid(log_b, cap, int(cap))
+
+
+def tabulate(x, lower, beta, g: Grid, dtype, *, negate: bool = False, sums: bool = False):
+    """The cumulative counts (and, with ``sums``, the prefix sums of ``max(x, lower)``) of the grid.
+
+    Concrete data and parameters are binned now, once, into a table just past the data maximum
+    (under ``vmap`` over keys this is the only O(n) work); otherwise the table has the static
+    cap + 1 entries and the binning is part of the compiled graph.
     """
-    dtype = working_dtype(x)
-    size = static_size(x, lower, beta, cap, negate=negate)
-    # Concrete data (e.g. closed over by jit(vmap(...))) is binned now, once, instead of staging an
-    # O(n) scatter into the compiled kernel; traced data is binned inside it.
-    context = contextlib.nullcontext() if is_traced(x) else jax.ensure_compile_time_eval()
+    concrete = not any(is_traced(v) for v in (x, lower, beta))
+    if concrete:
+        size = static_size(x, lower, beta, g.static_cap, dtype, negate=negate)
+    else:
+        size = g.static_cap + 1
+    context = jax.ensure_compile_time_eval() if concrete else contextlib.nullcontext()
     with context:
-        counts = cumulative_counts(x, lower=lower, size=size, beta=beta, cap=cap, dtype=dtype, negate=negate)
-    return _halting_kernel(
+        counts = cumulative_counts(x, lower, g.log_b, g.cap, size=size, dtype=dtype, negate=negate)
+        prefix = prefix_sums(x, lower, g.log_b, g.cap, size=size, dtype=dtype) if sums else None
+    return counts, prefix
+
+
+@functools.partial(jax.jit, static_argnames=("noise", "dtype", "first", "method"))
+def halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, method="fast"):
+    """AboveThreshold's halting index over ``counts`` with ``T = q*n`` computed in ``dtype``:
+    ``(k, truncated)`` (see :func:`~dpjax.quantiles.unbounded_halting.halting_index`)."""
+    threshold = split_threshold(jnp.asarray(q, dtype) * jnp.asarray(n, dtype))
+    return halting_index(
         key,
         counts,
-        threshold=split_threshold(q * x.shape[0]),
-        scale1=1.0 / epsilon1,
-        scale2=1.0 / epsilon2,
+        threshold,
+        epsilon1,
+        epsilon2,
         noise=noise,
         dtype=dtype,
         first=first,
         cap=cap,
         method=method,
     )
-
-
-def resolve_cap(max_queries, beta: float, dtype) -> int:
-    """The largest query index: ``max_queries`` if given (validated), else the largest finite one."""
-    limit = max_index(beta, dtype)
-    if max_queries is None:
-        return limit
-    return check_int(max_queries, "max_queries", minimum=1, maximum=limit)
 
 
 def unbounded_result(
@@ -178,25 +215,33 @@ def unbounded_result(
     noise: str = "exponential",
     split: float = 0.5,
     neighbors: str = "swap",
-    max_queries: int | None = None,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> UnboundedResult:
     """UQE (Durfee 2023, Algorithm 2) with its halting index and truncation flag.
 
-    Same arguments as :func:`unbounded`; returns an :class:`UnboundedResult`.
+    Same arguments as :func:`unbounded`; returns an :class:`UnboundedResult` (on invalid traced
+    input: estimate NaN, index -1).
     """
-    x = check_data(x)
-    q = check_probability(q, "q", open_low=True)
-    epsilon1, epsilon2 = split_epsilon(epsilon, split, noise)
-    lower = check_finite(lower, "lower")
-    beta = check_beta(beta)
+    checks = Checks()
+    x = checks.array(x, "x", ndim=1, finite=False)
+    dtype = float_dtype(x)
+    q = checks.probability(q, "q", open_low=True)
+    epsilon = checks.epsilon(epsilon)
+    split = check_split(checks, split, noise)
+    lower = checks.real(lower, "lower")
+    beta = check_beta(checks, beta, dtype)
     check_choice(neighbors, "neighbors", NEIGHBORS)
-    dtype = working_dtype(x)
-    cap = resolve_cap(max_queries, beta, dtype)
-    k, truncated = uqe_index(
-        key, x, q, epsilon1, epsilon2, lower=lower, beta=beta, noise=noise, cap=cap, first=1
+    max_queries = check_max_queries(max_queries)
+    q, epsilon, split = usable(checks, q, 0.5), usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
+    lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
+    g = grid(beta, max_queries, dtype)
+    counts, _ = tabulate(x, lower, beta, g, dtype)
+    epsilon1, epsilon2 = budget(epsilon, split, dtype)
+    k, truncated = halting(
+        key, counts, q, x.shape[0], epsilon1, epsilon2, g.cap, noise=noise, dtype=dtype, first=1
     )
-    estimate = jnp.asarray(lower, dtype) + grid_edges(k, beta, dtype)
-    return UnboundedResult(estimate, k, truncated)
+    estimate = jnp.asarray(lower, dtype) + grid_edges(k, g.log_b)
+    return checks.guard(UnboundedResult(estimate, k, truncated))
 
 
 def unbounded(
@@ -210,7 +255,7 @@ def unbounded(
     noise: str = "exponential",
     split: float = 0.5,
     neighbors: str = "swap",
-    max_queries: int | None = None,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """Differentially private q-quantile of data bounded below only (UQE).
 
@@ -224,19 +269,36 @@ def unbounded(
     (Lemma B.1); ``neighbors`` only selects which of these the caller means (it does not change the
     computation). See :func:`unbounded_guarantee`.
 
+    Traced parameters: ``q``, ``epsilon``, ``split``, ``lower`` and ``beta`` may be traced (e.g. a
+    clipping quantile carried in a training state under ``jit``, or ``vmap`` over a grid); for the
+    same key a traced call gives exactly what the concrete call gives. ``max_queries`` is static
+    because it sizes the count table. Concrete data and parameters (e.g. ``vmap`` over keys) are
+    binned once into a table just past the data maximum; traced data, ``lower`` or ``beta`` are
+    binned in the graph into a table of ``max_queries + 1`` counts, so a small ``max_queries`` makes
+    that path cheaper. Concrete invalid values raise ``ValueError`` before any randomness; a traced
+    invalid value (``q`` outside (0, 1], ``epsilon`` <= 0, NaN or inf, ...) or NaN data make the
+    output NaN (and :func:`unbounded_result`'s index -1).
+
     Args:
       key: a ``jax.random`` key.
-      x: 1-D data, n >= 1. Points below ``lower`` (and -inf) count below every candidate; +inf
-        counts above every candidate. NaN is refused (under ``jit`` it is treated like +inf).
-      q: the quantile, in (0, 1].
-      epsilon: total privacy parameter, > 0.
-      lower: a data-independent lower bound (points below it are allowed, see above).
-      beta: grid ratio > 1 (the paper uses 1.001; 1.01 for clipping).
-      noise: "exponential" (the paper's experiments), "laplace" or "gumbel" (requires split=0.5).
-      split: fraction of ``epsilon`` spent on the threshold, in (0, 1).
-      neighbors: "swap" or "add_remove"; documents the intended relation (the computation is the same).
-      max_queries: optional cap K on the halting query (default: the largest k with a finite
-        candidate in the working dtype, e.g. 88,7xx for float32 at beta=1.001).
+      x: 1-D data, n >= 1 (may be traced). Points below ``lower`` (and -inf) count below every
+        candidate; +inf counts above every candidate. NaN is refused (NaN output when traced).
+      q: the quantile, in (0, 1] (may be traced).
+      epsilon: total privacy parameter, > 0 (may be traced).
+      lower: a data-independent lower bound, finite (may be traced; points below it are allowed).
+      beta: grid ratio > 1 (may be traced; the paper uses 1.001; 1.01 for clipping). The grid uses
+        ``beta`` rounded to the working dtype.
+      noise: "exponential" (the paper's experiments), "laplace" or "gumbel" (requires split=0.5) (static).
+      split: fraction of ``epsilon`` spent on the threshold, in (0, 1) (may be traced).
+      neighbors: "swap" or "add_remove"; documents the intended relation (the computation is the
+        same) (static).
+      max_queries: the cap K on the halting query, 1 <= K <= 2**24 (static). The largest candidate
+        is ``beta**K + lower - 1``; a later halt is released as that candidate and flagged
+        ``truncated`` (post-processing, no privacy cost). Where ``beta**K - 1`` would overflow the
+        working dtype the cap is the largest finite one instead (86,6xx in float32 at beta = 1.001).
+        The default 2**17 therefore covers the whole float32 range at beta >= 1.001, and data up to
+        about ``lower + 1e57`` in float64 at beta = 1.001; pick ``K >= log(max(x) - lower + 1) /
+        log(beta)`` to rule truncation out (e.g. 4096 at beta = 1.01 reaches 5e17).
 
     Returns:
       A scalar in the data's float dtype (the default float for integer data), on the grid
@@ -261,6 +323,7 @@ def unbounded(
     ).estimate
 
 
+@elementwise("epsilon", "q", "split")
 def unbounded_guarantee(
     epsilon: float,
     *,
@@ -278,6 +341,9 @@ def unbounded_guarantee(
     * add_remove (needs ``q``): ``PureDP(max{(1-q) epsilon1, q epsilon1 + epsilon2})`` (Lemma B.1 with
       Cor. A.1; Cor. B.1 when epsilon1 = epsilon2); notion "zcdp" converts it with Prop. 1 (these
       queries are not monotonic, so Theorem 1 does not apply).
+
+    Host side: concrete numbers, or arrays of ``epsilon``, ``q``, ``split`` for a grid (an object
+    array of guarantees); traced values are refused.
 
     Example:
       >>> unbounded_guarantee(1.0)
@@ -306,7 +372,7 @@ def fully_unbounded(
     beta: float = 1.001,
     noise: str = "exponential",
     split: float = 0.5,
-    max_queries: int | None = None,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """Differentially private q-quantile of data with no bounds at all.
 
@@ -321,36 +387,59 @@ def fully_unbounded(
     epsilon2 (see :func:`fully_unbounded_guarantee`).
 
     Args:
-      key, x, q, beta, noise, split, max_queries: as in :func:`unbounded` (``q`` in (0, 1]).
-      epsilon: total privacy parameter over both calls, > 0.
+      key, x, q, beta, noise, split, max_queries: as in :func:`unbounded` (``q`` in (0, 1]; ``x``,
+        ``q``, ``beta`` and ``split`` may be traced; ``noise`` and ``max_queries`` are static).
+      epsilon: total privacy parameter over both calls, > 0 (may be traced).
 
     Returns:
-      A scalar on the grid ``{beta**k - 1} U {1 - beta**k} U {0}``.
+      A scalar on the grid ``{beta**k - 1} U {1 - beta**k} U {0}``; NaN when a traced input is
+      invalid (or the traced data contain NaN).
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> x = jnp.linspace(-50.0, 50.0, 1001)
       >>> est = fully_unbounded(jax.random.key(0), x, 0.25, 1.0)  # close to -25
     """
-    x = check_data(x)
-    q = check_probability(q, "q", open_low=True)
-    epsilon1, epsilon2 = split_epsilon(check_epsilon(epsilon) / 2, split, noise)
-    beta = check_beta(beta)
-    dtype = working_dtype(x)
-    cap = resolve_cap(max_queries, beta, dtype)
+    checks = Checks()
+    x = checks.array(x, "x", ndim=1, finite=False)
+    dtype = float_dtype(x)
+    q = checks.probability(q, "q", open_low=True)
+    epsilon = checks.epsilon(epsilon)
+    split = check_split(checks, split, noise)
+    beta = check_beta(checks, beta, dtype)
+    max_queries = check_max_queries(max_queries)
+    q, epsilon, split = usable(checks, q, 0.5), usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
+    beta = usable(checks, beta, 2.0)
+    g = grid(beta, max_queries, dtype)
+    epsilon1, epsilon2 = budget(jnp.asarray(epsilon, dtype) * jnp.asarray(0.5, dtype), split, dtype)
     key_up, key_down = jax.random.split(key)
-    common = dict(lower=0.0, beta=beta, noise=noise, cap=cap, first=0)
-    k_up, _ = uqe_index(key_up, x, q, epsilon1, epsilon2, **common)
-    k_down, _ = uqe_index(key_down, x, 1.0 - q, epsilon1, epsilon2, negate=True, **common)
-    up = grid_edges(k_up, beta, dtype)
-    down = -grid_edges(k_down, beta, dtype)
-    return jnp.where(k_up > 0, up, jnp.where(k_down > 0, down, jnp.zeros((), dtype)))
+    k = []
+    for key_half, level, negate in ((key_up, q, False), (key_down, 1 - jnp.asarray(q, dtype), True)):
+        counts, _ = tabulate(x, 0.0, beta, g, dtype, negate=negate)
+        k.append(
+            halting(
+                key_half,
+                counts,
+                level,
+                x.shape[0],
+                epsilon1,
+                epsilon2,
+                g.cap,
+                noise=noise,
+                dtype=dtype,
+                first=0,
+            )[0]
+        )
+    up, down = grid_edges(k[0], g.log_b), -grid_edges(k[1], g.log_b)
+    return checks.guard(jnp.where(k[0] > 0, up, jnp.where(k[1] > 0, down, jnp.zeros((), dtype))))
 
 
+@elementwise("epsilon", "split")
 def fully_unbounded_guarantee(
     epsilon: float, *, split: float = 0.5, noise: str = "exponential", notion: str = "pure"
 ):
     """The guarantee of :func:`fully_unbounded` under swap: the composition of two calls of
-    :func:`unbounded_guarantee` at ``epsilon/2`` each (pure: ``epsilon``; zCDP: twice Theorem 1's rho)."""
+    :func:`unbounded_guarantee` at ``epsilon/2`` each (pure: ``epsilon``; zCDP: twice Theorem 1's rho).
+    Host side: concrete numbers, or arrays of them for a grid (an object array of guarantees)."""
     part = unbounded_guarantee(check_epsilon(epsilon) / 2, split=split, noise=noise, notion=notion)
     return compose([part, part])

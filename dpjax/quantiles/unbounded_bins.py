@@ -4,13 +4,18 @@ The counting queries of Algorithm 2 are ``f_i = #{j : x_j - lower < beta**i - 1}
 (Algorithm 2 starts at i = 1, Algorithm 4 at i = 0). One O(n) pass puts every point in the bin
 ``b = floor(log_beta(x - lower + 1))`` and corrects it by +-1 against the exact edges, so that
 
-    ``f_i == #{z_j < edge(i)}`` exactly, with ``z = x - lower`` and ``edge(i) = expm1(i * log1p(beta - 1))``
+    ``f_i == #{z_j < edge(i)}`` exactly, with ``z = x - lower`` and ``edge(i) = expm1(i * log_beta)``
 
-both computed in the working dtype (:func:`grid_edges` is the one definition of the edges; the
-released candidate ``beta**k + lower - 1`` is ``lower + grid_edges(k)``). Counts are int32, exact
-for n < 2**31. Points below ``lower`` (including -inf) are counted by every query; +inf is never
-counted, so the cumulative counts end at ``n_counted <= n``. NaN cannot be inspected under ``jit``:
-there it is treated like +inf (eagerly it is rejected by the mechanisms).
+both computed in the working dtype, with ``log_beta = log1p(beta - 1)`` of ``beta`` rounded to that
+dtype (:func:`log_beta` and :func:`grid_edges` are the one definition of the grid; the released
+candidate ``beta**k + lower - 1`` is ``lower + grid_edges(k)``). Counts are int32, exact for
+n < 2**31. Points below ``lower`` (including -inf) are counted by every query; +inf and points
+beyond the query cap are never counted, so the cumulative counts end at ``n_counted <= n``. NaN
+is treated like +inf here (the mechanisms refuse it eagerly and mark the output under ``jit``).
+
+``lower``, ``log_beta`` and the cap are values (they may be traced); only the table length
+``size`` is static. For concrete data and parameters :func:`static_size` makes it just long enough
+for the data; otherwise it is the static cap + 1.
 """
 
 from __future__ import annotations
@@ -22,8 +27,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from dpjax.validation import is_traced
 
 # Largest query index ever used: int32 room for the block loop and float32-exact integers.
 INDEX_LIMIT = 2**24
@@ -45,67 +48,80 @@ class Counts(NamedTuple):
     tail_start: jax.Array
 
 
-def working_dtype(x) -> jnp.dtype:
-    """The float dtype the mechanism computes in: the data's float dtype, else JAX's default float."""
-    dtype = jnp.result_type(x)
-    if jnp.issubdtype(dtype, jnp.floating):
-        return dtype
-    return jnp.dtype(jax.dtypes.canonicalize_dtype(float))
+def log_beta(beta, dtype) -> jax.Array:
+    """``log(beta)`` in ``dtype``, accurate for beta near 1: ``log1p(beta - 1)`` of ``beta`` in ``dtype``."""
+    beta = jnp.asarray(beta, dtype)
+    return jnp.log1p(beta - jnp.ones((), dtype))
 
 
-def log_beta(beta: float) -> float:
-    """``log(beta)`` computed accurately for beta near 1."""
-    return math.log1p(beta - 1.0)
+def query_cap(log_b, max_queries: int, dtype) -> jax.Array:
+    """The largest query index, int32: ``max_queries`` (<= ``INDEX_LIMIT``), or less where
+    ``beta**k - 1`` would overflow.
+
+    The finite limit is ``floor(log(max float / 8) / log(beta))``, computed in ``dtype``, so that
+    ``4 * (beta**k - 1)`` stays finite (room to add ``lower``); e.g. 86,6xx in float32 at beta = 1.001.
+    """
+    ln_max = jnp.asarray(math.log(float(jnp.finfo(dtype).max)) - math.log(8.0), dtype)
+    return jnp.minimum(jnp.floor(ln_max / log_b), jnp.asarray(max_queries, dtype)).astype(jnp.int32)
 
 
-def max_index(beta: float, dtype) -> int:
-    """The largest query index k whose candidate ``beta**k - 1`` is finite (with room) in ``dtype``."""
-    ln_max = math.log(float(jnp.finfo(dtype).max)) - math.log(4.0)
-    return int(min(math.floor(ln_max / log_beta(beta)), INDEX_LIMIT))
+def grid_edges(index, log_b) -> jax.Array:
+    """``beta**index - 1`` in the dtype of ``log_b``: the bin edges, and the candidates minus ``lower``."""
+    log_b = jnp.asarray(log_b)
+    return jnp.expm1(jnp.asarray(index).astype(log_b.dtype) * log_b)
 
 
-def grid_edges(index, beta: float, dtype) -> jax.Array:
-    """``beta**index - 1`` in ``dtype``: the bin edges, and the candidates relative to ``lower``."""
-    return jnp.expm1(jnp.asarray(index).astype(dtype) * jnp.asarray(log_beta(beta), dtype))
-
-
-def bin_index(z, beta: float, cap: int) -> jax.Array:
+def bin_index(z, log_b, cap) -> jax.Array:
     """Exact bin of each ``z = x - lower`` as int32: -1 below 0, ``b`` with
     ``edge(b) <= z < edge(b+1)``, clipped to ``cap`` (``cap`` = never counted up to query ``cap``)."""
     dtype = z.dtype
     z = jnp.where(jnp.isnan(z), jnp.inf, z)
     zc = jnp.maximum(z, jnp.zeros((), dtype))
-    guess = jnp.floor(jnp.log1p(zc) / jnp.asarray(log_beta(beta), dtype))
-    guess = jnp.clip(guess, 0, cap).astype(jnp.int32)
-    guess = guess - (zc < grid_edges(guess, beta, dtype)).astype(jnp.int32)
-    guess = guess + (zc >= grid_edges(guess + 1, beta, dtype)).astype(jnp.int32)
+    guess = jnp.clip(jnp.floor(jnp.log1p(zc) / log_b), 0, cap).astype(jnp.int32)
+    guess = guess - (zc < grid_edges(guess, log_b)).astype(jnp.int32)
+    guess = guess + (zc >= grid_edges(guess + 1, log_b)).astype(jnp.int32)
     return jnp.where(z < 0, -1, jnp.clip(guess, 0, cap))
 
 
-def static_size(x, lower: float, beta: float, cap: int, *, negate: bool = False) -> int:
-    """How many query indices to tabulate: past the data maximum for concrete data (a cheap NumPy
-    upper bound, so the histogram is small), ``cap + 1`` for traced data."""
-    if is_traced(x):
-        return cap + 1
+def static_size(x, lower: float, beta: float, cap: int, dtype, *, negate: bool = False) -> int:
+    """How many query indices to tabulate for concrete data and parameters: past the bin of the
+    data maximum (a cheap NumPy upper bound on the grid of ``beta`` rounded to ``dtype``), at most
+    ``cap + 1``; rounded up to a power of two (at least 64) so compiled kernels are reused."""
     z = (-1.0 if negate else 1.0) * np.asarray(x, dtype=np.float64) - lower
     z = z[np.isfinite(z) & (z > 0)]
-    top = float(np.log1p(z.max()) / log_beta(beta)) if z.size else 0.0
-    # Rounded up to a power of two (at least 64) so that kernels compiled for one dataset are reused.
+    log_b = math.log1p(float(np.asarray(beta, dtype)) - 1.0)
+    top = float(np.log1p(z.max()) / log_b) if z.size else 0.0
+    top *= 1.0 + 8 * float(jnp.finfo(dtype).eps)  # the dtype's grid may bin a point a little higher
     return int(min(cap + 1, max(64, 1 << (math.floor(top) + 2).bit_length())))
 
 
-@functools.partial(jax.jit, static_argnames=("lower", "size", "beta", "cap", "dtype", "negate"))
-def cumulative_counts(x, *, lower: float, size: int, beta: float, cap: int, dtype, negate: bool = False):
+def _slots(x, lower, log_b, cap, size: int, dtype, negate: bool):
+    """Histogram slot of each point: 0 below ``lower``, ``b + 1`` for bin b < cap, ``size`` (dropped)
+    for the points no query up to ``cap`` counts."""
+    z = x.astype(dtype)
+    z = (-z if negate else z) - jnp.asarray(lower, dtype)
+    b = bin_index(z, log_b, cap)
+    return jnp.where(b >= cap, size, b + 1)
+
+
+@functools.partial(jax.jit, static_argnames=("size", "dtype", "negate"))
+def cumulative_counts(x, lower, log_b, cap, *, size: int, dtype, negate: bool = False) -> Counts:
     """The cumulative counts ``f_0..f_{size-1}`` of ``z = x - lower`` (or ``-x - lower`` with ``negate``),
     computed in ``dtype``; one compiled O(n) pass.
 
-    ``size`` must exceed every finite point's bin + 1 or equal ``cap + 1`` (see :func:`static_size`).
+    ``size`` must exceed every counted point's bin + 1 or equal ``cap + 1`` (see :func:`static_size`).
     """
-    z = x.astype(dtype)
-    z = (-z if negate else z) - jnp.asarray(lower, dtype)
-    slot = bin_index(z, beta, cap) + 1  # slot 0 = below lower, slot b+1 = bin b
+    slot = _slots(x, lower, log_b, cap, size, dtype, negate)
     hist = jnp.zeros(size, jnp.int32).at[slot].add(1, mode="drop")
     f = jnp.cumsum(hist, dtype=jnp.int32)
     n_counted = f[-1]
     tail_start = jnp.searchsorted(f, n_counted, side="left").astype(jnp.int32)
     return Counts(f, n_counted, tail_start)
+
+
+@functools.partial(jax.jit, static_argnames=("size", "dtype"))
+def prefix_sums(x, lower, log_b, cap, *, size: int, dtype) -> jax.Array:
+    """``P[i]`` = the sum of ``max(x_j, lower)`` over the points counted by query i (i < size)."""
+    slot = _slots(x, lower, log_b, cap, size, dtype, False)
+    kept = jnp.maximum(x.astype(dtype), jnp.asarray(lower, dtype))  # slot == size: dropped
+    return jnp.cumsum(jnp.zeros(size, dtype).at[slot].add(kept, mode="drop"))

@@ -2,7 +2,9 @@
 
 Given integer counts ``f_i`` (non-decreasing in i, equal to ``n_counted`` from ``tail_start`` on), a
 threshold ``T``, and noise scales ``s1 = 1/epsilon1`` (threshold) and ``s2 = 1/epsilon2`` (queries),
-the mechanism halts at the first query i >= ``first`` with ``f_i + nu_i >= T + nu``.
+the mechanism halts at the first query i >= ``first`` with ``f_i + nu_i >= T + nu``. Every parameter
+(threshold, epsilons, cap) is a value that may be traced; divisions by a scale are written as
+products with the epsilon, so constant and traced parameters give the same bits under ``jit``.
 
 Given the threshold noise ``nu``, the queries are independent: query i halts with probability
 ``p_i = S(T + nu - f_i)`` (S the survival function of the query noise), i.e. with hazard
@@ -50,9 +52,9 @@ _KAPPA = {"exponential": 2 * _LOG2, "laplace": _LOG2, "gumbel": 1.0}
 _MAX_PROPOSALS = 1000  # a guard only: each proposal is accepted with probability >= 1/kappa > 0.7
 
 
-def _neg_log_cdf(name: str, u, scale):
-    """``a = -log P(nu < u)`` for query noise of scale ``scale``: the hazard of a query at gap u."""
-    a = u / scale
+def _neg_log_cdf(name: str, u, rate):
+    """``a = -log P(nu < u)`` for query noise of scale ``1/rate``: the hazard of a query at gap u."""
+    a = u * rate
     if name == "exponential":
         # -log(1 - e^-a), accurate for small a (expm1) and for large a (log1p).
         small = -jnp.log(-jnp.expm1(-jnp.clip(a, 1e-30, _LOG2)))
@@ -83,15 +85,14 @@ def _literal_blocks(key, count_at, start, stop, nu_threshold, base, frac, scale2
     return lax.while_loop(cond, body, (jnp.int32(0), jnp.int32(-1)))[1]
 
 
-def _thinning(key, counts: Counts, start, stop, nu_threshold, base, frac, scale2, *, noise, dtype):
+def _thinning(key, counts: Counts, start, stop, nu_threshold, base, frac, scale2, rate2, *, noise, dtype):
     """Halting query in [start, a_end) by thinning, or -1; returns ``(found, a_end)`` where
     ``a_end`` is the first query (<= stop) whose halting probability exceeds 1/2."""
     f = counts.f
-    s2 = scale2
     gap_f = (f - base).astype(dtype) - frac  # f_i - T
-    a_end = jnp.searchsorted(gap_f, nu_threshold + s2 * _LOG_Y0[noise], side="right")
+    a_end = jnp.searchsorted(gap_f, nu_threshold + scale2 * _LOG_Y0[noise], side="right")
     a_end = jnp.clip(a_end, start, stop).astype(jnp.int32)
-    terms = jnp.where(jnp.arange(f.shape[0]) >= start, gap_f / s2, -jnp.inf)
+    terms = jnp.where(jnp.arange(f.shape[0]) >= start, gap_f * rate2, -jnp.inf)
     log_w = lax.cumlogsumexp(terms)  # key-independent: computed once under vmap
     log_kappa = math.log(_KAPPA[noise])
 
@@ -102,10 +103,10 @@ def _thinning(key, counts: Counts, start, stop, nu_threshold, base, frac, scale2
     def body(state):
         it, log_v, _, _ = state
         e, e_accept = noise_lib.standard_exponential(jax.random.fold_in(key, it), (2,), dtype)
-        log_v = jnp.logaddexp(log_v, jnp.log(e) + nu_threshold / s2 - log_kappa)
+        log_v = jnp.logaddexp(log_v, jnp.log(e) + nu_threshold * rate2 - log_kappa)
         slot = jnp.searchsorted(log_w, log_v, side="left").astype(jnp.int32)
         outside = slot >= a_end
-        y = jnp.exp((gap_f[jnp.minimum(slot, f.shape[0] - 1)] - nu_threshold) / s2)
+        y = jnp.exp((gap_f[jnp.minimum(slot, f.shape[0] - 1)] - nu_threshold) * rate2)
         if noise == "gumbel":  # the hazard is exactly y: every proposal is a halt (y may overflow)
             accept = jnp.asarray(True)
         else:
@@ -118,10 +119,10 @@ def _thinning(key, counts: Counts, start, stop, nu_threshold, base, frac, scale2
     return lax.while_loop(cond, body, init)[2], a_end
 
 
-def _tail(key, nu_threshold, base, frac, n_counted, stop, scale2, *, noise, dtype, cap):
+def _tail(key, nu_threshold, base, frac, n_counted, stop, rate2, *, noise, dtype, cap):
     """Closed-form halting index in the constant stretch [stop, ...): ``(k, truncated)``."""
     u = nu_threshold + (base - n_counted).astype(dtype) + frac  # T + nu - n_counted
-    rate = _neg_log_cdf(noise, u, scale2)
+    rate = _neg_log_cdf(noise, u, rate2)
     extra = jnp.floor(noise_lib.standard_exponential(key, (), dtype) / rate)  # G - 1, maybe inf
     tail_k = (stop - 1).astype(dtype) + 1 + extra
     return jnp.minimum(tail_k, cap).astype(jnp.int32), tail_k > cap
@@ -131,13 +132,13 @@ def halting_index(
     key,
     counts: Counts | None,
     threshold,
-    scale1,
-    scale2,
+    epsilon1,
+    epsilon2,
     *,
     noise: str,
     dtype,
     first: int,
-    cap: int,
+    cap,
     method: str = "fast",
     count_at: Callable[[jax.Array], jax.Array] | None = None,
     n_counted=None,
@@ -150,13 +151,14 @@ def halting_index(
       counts: the tabulated counts (required by ``method="fast"``); or ``None`` with ``count_at``,
         ``n_counted`` and ``tail_start`` given (counts computed on the fly, e.g. per recursion node).
       threshold: T = q*n as a pair ``(c, T - c)``: an int32 ``c = floor(T)`` and its float remainder
-        (arrays allowed, so one compiled kernel serves every q and n); see :func:`split_threshold`.
-      scale1, scale2: noise scales of the threshold and of each query (Delta/epsilon1, Delta/epsilon2).
-      noise: "exponential", "laplace" or "gumbel".
-      dtype: float dtype of the noise.
-      first: index of the first query (1 for Algorithm 2, 0 for Algorithm 4).
-      cap: largest query index; a later halt is truncated to ``cap`` and flagged.
-      method: "fast", "blocks" or "literal" (see the module docstring); all have the same law.
+        (may be traced, so one compiled kernel serves every q and n); see :func:`split_threshold`.
+      epsilon1, epsilon2: privacy parameters of the threshold and of each query (sensitivity 1):
+        the noise scales are ``1/epsilon1`` and ``1/epsilon2`` (may be traced).
+      noise: "exponential", "laplace" or "gumbel" (static).
+      dtype: float dtype of the noise (static).
+      first: index of the first query (1 for Algorithm 2, 0 for Algorithm 4) (static).
+      cap: largest query index (int32, may be traced); a later halt is truncated to ``cap`` and flagged.
+      method: "fast", "blocks" or "literal" (see the module docstring; static); all have the same law.
       count_at: maps an int32 array of query indices to int32 counts (``n_counted`` from
         ``tail_start`` on); defaults to a lookup in ``counts``.
 
@@ -173,7 +175,9 @@ def halting_index(
     key_threshold, key_queries, key_tail, key_thin = jax.random.split(key, 4)
     base = jnp.asarray(threshold[0], jnp.int32)
     frac = jnp.asarray(threshold[1], dtype)
-    scale1, scale2 = jnp.asarray(scale1, dtype), jnp.asarray(scale2, dtype)
+    rate2 = jnp.asarray(epsilon2, dtype)
+    one = jnp.ones((), dtype)
+    scale1, scale2 = one / jnp.asarray(epsilon1, dtype), one / rate2
     nu_threshold = noise_lib.sample(noise, key_threshold, (), scale1, dtype)
     common = dict(noise=noise, dtype=dtype)
     if method == "literal":
@@ -187,7 +191,9 @@ def halting_index(
             key_queries, count_at, first, stop, nu_threshold, base, frac, scale2, block=BLOCK, **common
         )
     else:
-        found, a_end = _thinning(key_thin, counts, first, stop, nu_threshold, base, frac, scale2, **common)
+        found, a_end = _thinning(
+            key_thin, counts, first, stop, nu_threshold, base, frac, scale2, rate2, **common
+        )
         near_start = jnp.where(found >= 0, stop, a_end)
         near = _literal_blocks(
             key_queries,
@@ -202,11 +208,13 @@ def halting_index(
             **common,
         )
         found = jnp.where(found >= 0, found, near)
-    tail_k, truncated = _tail(key_tail, nu_threshold, base, frac, n_counted, stop, scale2, cap=cap, **common)
+    tail_k, truncated = _tail(key_tail, nu_threshold, base, frac, n_counted, stop, rate2, cap=cap, **common)
     return jnp.where(found >= 0, found, tail_k), (found < 0) & truncated
 
 
-def split_threshold(threshold: float) -> tuple[int, float]:
-    """``(floor(T), T - floor(T))`` for a concrete threshold T < 2**31 (exact integer part)."""
-    base = math.floor(threshold)
-    return base, threshold - base
+def split_threshold(threshold) -> tuple[jax.Array, jax.Array]:
+    """``(floor(T), T - floor(T))`` for a threshold 0 <= T < 2**31 (a float array, may be traced): the
+    int32 integer part (exact) and the float remainder."""
+    threshold = jnp.asarray(threshold)
+    base = jnp.floor(threshold)
+    return base.astype(jnp.int32), threshold - base

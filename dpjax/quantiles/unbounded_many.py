@@ -18,6 +18,7 @@ split so that the L levels spend ``epsilon`` in total.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -28,16 +29,19 @@ import numpy as np
 from jax import lax
 
 from dpjax.accounting import PureDP
+from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded import (
+    DEFAULT_MAX_QUERIES,
     check_beta,
-    check_data,
-    check_finite,
-    resolve_cap,
+    check_max_queries,
+    check_split,
+    grid,
     split_epsilon,
+    usable,
 )
-from dpjax.quantiles.unbounded_bins import bin_index, grid_edges, working_dtype
+from dpjax.quantiles.unbounded_bins import bin_index, grid_edges
 from dpjax.quantiles.unbounded_halting import halting_index, split_threshold
-from dpjax.validation import check_epsilon, check_int, check_probability
+from dpjax.validation import Checks, check_epsilon, check_int, check_probability, float_dtype, is_traced
 
 
 def _levels(m: int) -> int:
@@ -45,19 +49,27 @@ def _levels(m: int) -> int:
 
 
 def _per_call(epsilon: float, m: int, split: float, noise: str) -> tuple[float, float]:
-    """(epsilon1, epsilon2) of each UQE call, so that each level costs ``epsilon / L``."""
+    """Host side: (epsilon1, epsilon2) of each UQE call, so that each level costs ``epsilon / L``."""
     level = epsilon / _levels(m)
     scale = level / (2 * max(split, 1 - split))
     return split_epsilon(scale, split, noise)
 
 
-def _check_levels(qs) -> tuple[float, ...]:
-    qs = tuple(check_probability(q, "qs", open_low=True) for q in np.ravel(np.asarray(qs, dtype=np.float64)))
-    if not qs:
+def _check_levels(checks: Checks, qs, dtype) -> jax.Array:
+    """m >= 1 strictly increasing levels in (0, 1], as a 1-D array in ``dtype`` (m is static)."""
+    if is_traced(qs):
+        qs = jnp.atleast_1d(jnp.asarray(qs))
+        if qs.ndim != 1:
+            raise ValueError(f"qs must be a 1-D sequence, got shape {qs.shape}.")
+        checks.record((qs > 0) & (qs <= 1), "qs must be in (0, 1].")
+        checks.record(jnp.diff(qs) > 0, "qs must be strictly increasing.")
+        return qs.astype(dtype)
+    levels = [check_probability(q, "qs", open_low=True) for q in np.ravel(np.asarray(qs, dtype=np.float64))]
+    if not levels:
         raise ValueError("qs must not be empty.")
-    if any(b <= a for a, b in itertools.pairwise(qs)):
+    if any(b <= a for a, b in itertools.pairwise(levels)):
         raise ValueError("qs must be strictly increasing.")
-    return qs
+    return jnp.asarray(np.asarray(qs), dtype).ravel()
 
 
 def _count_below(xs, lo, hi, lower, edge):
@@ -77,13 +89,18 @@ def _count_below(xs, lo, hi, lower, edge):
     return a - lo
 
 
-@functools.partial(jax.jit, static_argnames=("qs", "lower", "beta", "noise", "epsilon1", "epsilon2", "cap"))
-def _many(key, x, *, qs, lower, beta, noise, epsilon1, epsilon2, cap):
-    dtype = working_dtype(x)
-    xs = jnp.sort(x.astype(dtype))
-    n = xs.shape[0]
-    lower_value = jnp.asarray(lower, dtype)
-    out = [None] * len(qs)
+@functools.partial(jax.jit, static_argnames=("noise",))
+def _many(key, xs, qs, epsilon, split, lower, log_b, cap, *, noise):
+    """The recursion over the sorted data ``xs`` (working dtype); ``qs`` has the static length m."""
+    dtype = xs.dtype
+    n, m = xs.shape[0], qs.shape[0]
+    # Each UQE call: epsilon1 = split*c, epsilon2 = (1-split)*c, c = epsilon / (L * 2 max(split, 1-split)).
+    split = jnp.asarray(split, dtype)
+    rest = jnp.ones((), dtype) - split
+    # A product with a reciprocal: the same bits whether epsilon or split is a constant under jit.
+    c = jnp.asarray(epsilon, dtype) * (jnp.ones((), dtype) / (2 * _levels(m) * jnp.maximum(split, rest)))
+    epsilon1, epsilon2 = split * c, rest * c
+    out = [None] * m
 
     def node(levels, q_lo, a, b, origin):
         if not levels:
@@ -93,17 +110,17 @@ def _many(key, x, *, qs, lower, beta, noise, epsilon1, epsilon2, cap):
         hi = jnp.searchsorted(xs, b, side="left").astype(jnp.int32)
         size = hi - lo
         top = xs[jnp.maximum(hi - 1, 0)]
-        tail_start = jnp.where(size > 0, bin_index(top - origin, beta, cap) + 1, 0).astype(jnp.int32)
+        tail_start = jnp.where(size > 0, bin_index(top - origin, log_b, cap) + 1, 0).astype(jnp.int32)
 
         def count_at(idx):
-            return _count_below(xs, lo, hi, origin, grid_edges(idx, beta, dtype))
+            return _count_below(xs, lo, hi, origin, grid_edges(idx, log_b))
 
         k, _ = halting_index(
             jax.random.fold_in(key, mid),
             None,
-            split_threshold((qs[mid] - q_lo) * n),
-            1.0 / epsilon1,
-            1.0 / epsilon2,
+            split_threshold((qs[mid] - q_lo) * jnp.asarray(n, dtype)),
+            epsilon1,
+            epsilon2,
             noise=noise,
             dtype=dtype,
             first=1,
@@ -113,13 +130,14 @@ def _many(key, x, *, qs, lower, beta, noise, epsilon1, epsilon2, cap):
             n_counted=size,
             tail_start=jnp.maximum(tail_start, 1),
         )
-        v = jnp.clip(origin + grid_edges(k, beta, dtype), a, b)
+        v = jnp.clip(origin + grid_edges(k, log_b), a, b)
         out[mid] = v
         half = len(levels) // 2
         node(levels[:half], q_lo, a, v, origin)
         node(levels[half + 1 :], qs[mid], v, b, v)
 
-    node(tuple(range(len(qs))), 0.0, jnp.asarray(-jnp.inf, dtype), jnp.asarray(jnp.inf, dtype), lower_value)
+    inf = jnp.asarray(jnp.inf, dtype)
+    node(tuple(range(m)), jnp.zeros((), dtype), -inf, inf, jnp.asarray(lower, dtype))
     return jnp.stack(out)
 
 
@@ -133,7 +151,7 @@ def unbounded_many(
     beta: float = 1.001,
     noise: str = "exponential",
     split: float = 0.5,
-    max_queries: int | None = None,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """m differentially private quantiles of data bounded below only (recursive splitting of UQE).
 
@@ -147,36 +165,49 @@ def unbounded_many(
 
     Args:
       key: a ``jax.random`` key.
-      x: 1-D data (NaN refused; below ``lower`` counts below every candidate).
-      qs: m strictly increasing levels in (0, 1] (concrete).
-      epsilon: total privacy parameter, > 0.
-      lower, beta, noise, split, max_queries: as in :func:`dpjax.quantiles.unbounded`.
+      x: 1-D data (may be traced; NaN refused, NaN output when traced; below ``lower`` counts below
+        every candidate). Concrete data are sorted once, eagerly.
+      qs: m strictly increasing levels in (0, 1] (values may be traced; their number m is static).
+      epsilon: total privacy parameter, > 0 (may be traced).
+      lower, beta, split: as in :func:`dpjax.quantiles.unbounded` (may be traced).
+      noise, max_queries: as in :func:`dpjax.quantiles.unbounded` (static); the counts are found
+        by bisection of the sorted data, so the cap sizes no table here.
 
     Returns:
-      Shape ``(m,)``, non-decreasing, in the data's float dtype.
+      Shape ``(m,)``, non-decreasing, in the data's float dtype; all NaN when a traced input is
+      invalid (or the traced data contain NaN).
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> x = jnp.arange(10_000.0)
       >>> qs = unbounded_many(jax.random.key(0), x, [0.25, 0.5, 0.75], 3.0)  # near 2500, 5000, 7500
     """
-    x = check_data(x)
-    qs = _check_levels(qs)
-    epsilon = check_epsilon(epsilon)
-    epsilon1, epsilon2 = _per_call(epsilon, len(qs), split, noise)
-    lower = check_finite(lower, "lower")
-    beta = check_beta(beta)
-    cap = resolve_cap(max_queries, beta, working_dtype(x))
-    return _many(
-        key, x, qs=qs, lower=lower, beta=beta, noise=noise, epsilon1=epsilon1, epsilon2=epsilon2, cap=cap
-    )
+    checks = Checks()
+    x = checks.array(x, "x", ndim=1, finite=False)
+    dtype = float_dtype(x)
+    qs = _check_levels(checks, qs, dtype)
+    epsilon = checks.epsilon(epsilon)
+    split = check_split(checks, split, noise)
+    lower = checks.real(lower, "lower")
+    beta = check_beta(checks, beta, dtype)
+    max_queries = check_max_queries(max_queries)
+    qs = usable(checks, qs, jnp.arange(1, qs.shape[0] + 1, dtype=dtype) / (qs.shape[0] + 1))
+    epsilon, split = usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
+    lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
+    g = grid(beta, max_queries, dtype)
+    context = contextlib.nullcontext() if is_traced(x) else jax.ensure_compile_time_eval()
+    with context:  # concrete data: sorted once, now (not per key, and not constant-folded under jit)
+        xs = jnp.sort(x.astype(dtype))
+    return checks.guard(_many(key, xs, qs, epsilon, split, lower, g.log_b, g.cap, noise=noise))
 
 
+@elementwise("epsilon", "split")
 def unbounded_many_guarantee(
     m: int, epsilon: float, *, split: float = 0.5, noise: str = "exponential"
 ) -> PureDP:
     """Guarantee of :func:`unbounded_many` (swap): ``ceil(log2(m+1))`` levels, each
-    ``2 max{epsilon1, epsilon2}``-DP (Lemmas 4.1 and B.2), which the budget split makes ``epsilon``."""
+    ``2 max{epsilon1, epsilon2}``-DP (Lemmas 4.1 and B.2), which the budget split makes ``epsilon``.
+    Host side: concrete numbers, or arrays of ``epsilon``/``split`` for a grid."""
     m = check_int(m, "m", minimum=1)
     epsilon1, epsilon2 = _per_call(check_epsilon(epsilon), m, split, noise)
     return PureDP(_levels(m) * 2 * max(epsilon1, epsilon2))
