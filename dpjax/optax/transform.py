@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from dpjax import noise
@@ -71,16 +72,41 @@ def batch_size(per_example_grads) -> int:
 
 def clipped_sum(per_example_grads, clip_norm, mask):
     """``(sum_j w_j g_j, norms)`` with ``w_j = min(1, clip_norm / n_j)`` for real examples with a
-    finite norm and 0 otherwise (step 1 of the module docstring)."""
+    finite norm and 0 otherwise (step 1 of the module docstring).
+
+    When some row (real or padding) has a non-finite norm its gradient is zeroed before the sum
+    (``0 * NaN`` would poison it); that extra pass over the gradients runs only then (``lax.cond``:
+    the result is the same function either way, only the time differs).
+    """
     norms = example_norms(per_example_grads)
-    keep = mask & jnp.isfinite(norms)
-    weights = jnp.where(keep, jnp.minimum(1, clip_norm / norms), 0).astype(norms.dtype)
+    finite = jnp.isfinite(norms)
+    weights = jnp.where(mask & finite, jnp.minimum(1, clip_norm / norms), 0).astype(norms.dtype)
 
-    def total(leaf):
-        clean = jnp.where(keep.reshape((-1,) + (1,) * (leaf.ndim - 1)), leaf, 0)
-        return jnp.tensordot(weights.astype(leaf.dtype), clean, axes=(0, 0))
+    def weighted(tree):
+        return jax.tree.map(lambda leaf: jnp.tensordot(weights.astype(leaf.dtype), leaf, axes=(0, 0)), tree)
 
-    return jax.tree.map(total, per_example_grads), norms
+    def sanitized(tree):
+        def zero_rows(leaf):
+            return jnp.where(finite.reshape((-1,) + (1,) * (leaf.ndim - 1)), leaf, 0)
+
+        return weighted(jax.tree.map(zero_rows, tree))
+
+    summed = jax.lax.cond(jnp.all(finite), weighted, sanitized, per_example_grads)
+    return summed, norms
+
+
+def add_noise(key, tree, std, denominator):
+    """``(leaf + N(0, std^2)) / denominator`` for every leaf: one draw of the whole parameter vector
+    (in the leaves' common float dtype), sliced into the leaves."""
+    leaves, treedef = jax.tree.flatten(tree)
+    dtype = float_dtype(*leaves)
+    flat = noise.gaussian(key, (sum(leaf.size for leaf in leaves),), jnp.asarray(std, dtype), dtype)
+    offsets = np.cumsum([0] + [leaf.size for leaf in leaves])
+    out = []
+    for leaf, start, stop in zip(leaves, offsets[:-1], offsets[1:], strict=True):
+        draw = flat[start:stop].reshape(leaf.shape).astype(leaf.dtype)
+        out.append((leaf + draw) / jnp.asarray(denominator, leaf.dtype))
+    return jax.tree.unflatten(treedef, out)
 
 
 def dp_aggregate(
@@ -146,17 +172,7 @@ def dp_aggregate(
         clip_norm = state.clip_norm
         summed, norms = clipped_sum(updates, clip_norm, mask)
         key, step_key = jax.random.split(state.key)
-        leaves, treedef = jax.tree.flatten(summed)
-        noise_keys = jax.random.split(jax.random.fold_in(step_key, 0), len(leaves))
-
-        def noised(leaf, leaf_key):
-            dtype = float_dtype(leaf)
-            std = jnp.asarray(sigma, dtype) * clip_norm.astype(dtype)
-            return (leaf + noise.gaussian(leaf_key, leaf.shape, std, dtype)) / jnp.asarray(denominator, dtype)
-
-        released = jax.tree.unflatten(
-            treedef, [noised(leaf, k) for leaf, k in zip(leaves, noise_keys, strict=True)]
-        )
+        released = add_noise(jax.random.fold_in(step_key, 0), summed, sigma * clip_norm, denominator)
         next_norm = current.next_norm(
             jax.random.fold_in(step_key, 1),
             clip_norm,
