@@ -16,6 +16,7 @@ import sys
 SUBCOMMANDS = (
     "dpjax.studies.cli",  # dpjax study
     "dpjax.bench.cli",  # dpjax bench
+    "dpjax.optax.train",  # dpjax train
 )
 
 

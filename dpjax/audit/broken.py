@@ -21,6 +21,10 @@ with the default number of trials, on the worst-case neighbours of :mod:`dpjax.a
   threshold (seed-003 §9.2 mutation test: hockey-stick 1.76 delta, so (eps, delta) fails).
 * :func:`laplace_half_scale` — the Laplace mechanism with half the noise it needs (true loss
   ``2 eps``), the simplest "wrong noise scale" bug (seed-000 §6 O6).
+* :func:`dp_sum_noise_by_largest_norm` — the DP-SGD aggregation step of
+  :func:`dpjax.optax.dp_aggregate` with its noise scaled by the largest clipped example norm of the
+  batch instead of the clip norm (noise scaled by the wrong norm): the noise then depends on the
+  data, and removing the one large example shrinks it.
 """
 
 from __future__ import annotations
@@ -110,3 +114,23 @@ def laplace_half_scale(key, value, epsilon: float):
     value = check_array(value, "value", allow_empty=True)
     dtype = value.dtype if jnp.issubdtype(value.dtype, jnp.floating) else None
     return value + noise.laplace(key, value.shape, 0.5 / check_epsilon(epsilon), dtype)
+
+
+def dp_sum_noise_by_largest_norm(
+    key, per_example_grads, example_mask, noise_multiplier: float, clip_norm: float
+):
+    """DELIBERATELY BROKEN: clipped sum plus ``N(0, (noise_multiplier * m)^2)`` per coordinate, with
+    ``m`` the largest clipped norm in the batch instead of ``clip_norm`` (claims the Gaussian
+    mechanism's guarantee at ``noise_multiplier``; it is not DP). Output: the pytree of sums."""
+    from dpjax.optax.transform import clipped_sum
+
+    clip = jnp.asarray(check_epsilon(clip_norm, "clip_norm"), jnp.float32)
+    summed, norms = clipped_sum(per_example_grads, clip, jnp.asarray(example_mask, bool))
+    largest = jnp.max(jnp.where(example_mask, jnp.minimum(norms, clip), 0.0))
+    leaves, treedef = jax.tree.flatten(summed)
+    keys = jax.random.split(key, len(leaves))
+    std = check_epsilon(noise_multiplier, "noise_multiplier") * largest
+    noised = [
+        leaf + noise.gaussian(k, leaf.shape, std, leaf.dtype) for leaf, k in zip(leaves, keys, strict=True)
+    ]
+    return jax.tree.unflatten(treedef, noised)

@@ -1,0 +1,298 @@
+"""Clip-norm strategies of :func:`dpjax.optax.dp_aggregate`: how the clip norm moves between steps.
+
+Three strategies, each a pytree (a frozen dataclass whose privacy parameters are leaves, so they may
+be traced, vmapped over or stored in a training state):
+
+* :func:`fixed_clip`: the clip norm never moves (Abadi et al. 2016).
+* :func:`quantile_clip`: every ``every`` steps the clip norm is set to a private q-quantile of the
+  batch's per-example norms, estimated with the lower-bounded unbounded quantile mechanism (UQE,
+  Durfee 2023, Algorithm 2 with lower bound 0: norms are non-negative, the paper's §4 clipping use).
+* :func:`geometric_clip`: Andrew, Thakkar, McMahan, Ramaswamy (2021), "Differentially private
+  learning with adaptive clipping", Algorithm 1: a geometric step towards the q-quantile driven by
+  the noised count of unclipped examples.
+
+Every strategy moves the clip norm *after* the step that used it: step t clips at ``C_t`` and the
+strategy computes ``C_{t+1}`` from step t's per-example norms (on the same Poisson-sampled batch).
+
+Neighbouring relation: add/remove one example (the DP-SGD relation under Poisson sampling). Padding
+examples (``example_mask`` False) count as absent. The privacy of what each strategy releases is
+described to the accountant by :meth:`accounting_steps` as an equivalent Gaussian noise multiplier
+per step; :mod:`dpjax.optax.accounting` states and composes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dpjax import noise
+from dpjax.quantiles import unbounded
+from dpjax.validation import Checks, check_int, check_positive, is_traced
+
+DEFAULT_MAX_QUERIES = 1000
+
+
+def _validate_initial_norm(checks: Checks, norm):
+    return checks.positive(norm, "initial_norm")
+
+
+def _validate_quantile(checks: Checks, quantile):
+    return checks.probability(quantile, "quantile", open_low=True, open_high=True)
+
+
+@partial(jax.tree_util.register_dataclass, data_fields=["initial_norm"], meta_fields=[])
+@dataclasses.dataclass(frozen=True)
+class FixedClip:
+    """A constant clip norm. Build it with :func:`fixed_clip`."""
+
+    initial_norm: float | jax.Array
+
+    def validate(self, checks: Checks) -> FixedClip:
+        """This strategy with every leaf checked (eagerly if concrete, recorded if traced)."""
+        return FixedClip(_validate_initial_norm(checks, self.initial_norm))
+
+    def next_norm(self, key, clip_norm, norms, mask, *, expected_batch_size, step):
+        """The clip norm of the next step: unchanged."""
+        del key, norms, mask, expected_batch_size, step
+        return clip_norm
+
+    def accounting_steps(self, noise_multiplier: float, steps: int) -> tuple[tuple[int, float], ...]:
+        """``((count, sigma), ...)``: every step is the Gaussian sum alone (noise multiplier sigma)."""
+        return ((steps, noise_multiplier),)
+
+
+@partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["initial_norm", "quantile", "epsilon", "every", "beta"],
+    meta_fields=["max_queries"],
+)
+@dataclasses.dataclass(frozen=True)
+class QuantileClip:
+    """The clip norm re-estimated by UQE every ``every`` steps. Build it with :func:`quantile_clip`."""
+
+    initial_norm: float | jax.Array
+    quantile: float | jax.Array
+    epsilon: float | jax.Array
+    every: int | jax.Array
+    beta: float | jax.Array
+    max_queries: int = DEFAULT_MAX_QUERIES
+
+    def validate(self, checks: Checks) -> QuantileClip:
+        """This strategy with every leaf checked (eagerly if concrete, recorded if traced)."""
+        if is_traced(self.every):
+            checks.record(self.every >= 1, "every must be an integer >= 1.")
+            every = self.every
+        else:
+            every = check_int(self.every, "every", minimum=1)
+        beta = checks.real(self.beta, "beta", minimum=1.0, open_minimum=True)
+        return QuantileClip(
+            _validate_initial_norm(checks, self.initial_norm),
+            _validate_quantile(checks, self.quantile),
+            checks.epsilon(self.epsilon),
+            every,
+            beta,
+            self.max_queries,
+        )
+
+    def next_norm(self, key, clip_norm, norms, mask, *, expected_batch_size, step):
+        """At steps with ``step % every == 0``: UQE (Durfee 2023, Alg. 2, lower bound 0) on the
+        norms in units of the current clip norm; at other steps the clip norm is kept.
+
+        The counts are ``f_i = #{real examples j : norm_j / C_t < beta**i - 1}`` (padding counts as
+        +inf, above every candidate) against the fixed public threshold ``T = quantile *
+        expected_batch_size`` (passed as the quantile ``T / batch_size`` of the padded batch), with
+        ``epsilon1 = epsilon2 = epsilon``. The release is ``C_t * (beta**k - 1)``. Dividing by the
+        public ``C_t`` makes the grid relative (resolution ``beta - 1`` of the current clip norm
+        instead of ``beta - 1`` in gradient units); the cap ``max_queries`` on k is post-processing.
+        """
+        dtype = clip_norm.dtype
+        batch = norms.shape[0]
+        # padding and non-finite norms (dropped from the sum) count above every candidate
+        scaled = jnp.where(mask & jnp.isfinite(norms), norms / clip_norm, jnp.inf).astype(dtype)
+        level = jnp.minimum(
+            jnp.asarray(self.quantile, dtype) * jnp.asarray(expected_batch_size, dtype) / batch, 1
+        )
+        epsilon = 2 * jnp.asarray(self.epsilon, dtype)  # epsilon1 + epsilon2 with epsilon1 = epsilon2
+
+        def estimate(_):
+            release = unbounded(
+                key, scaled, level, epsilon, lower=0.0, beta=self.beta, max_queries=self.max_queries
+            )
+            return clip_norm * release
+
+        now = lax.rem(step, jnp.asarray(self.every, step.dtype)) == 0
+        return lax.cond(now, estimate, lambda _: clip_norm, None)
+
+    def accounting_steps(self, noise_multiplier: float, steps: int) -> tuple[tuple[int, float], ...]:
+        """``((count, sigma), ...)``: ``ceil(steps / every)`` steps (those with ``t % every == 0``)
+        release a UQE estimate beside the Gaussian sum, the others only the sum.
+
+        One UQE estimate on the sampled batch is ``epsilon``-DP under add/remove: its counting
+        queries have increasing candidates and a fixed threshold, so Lemma B.2 of Durfee (2023)
+        gives ``max{epsilon1, epsilon2} = epsilon``. A pure epsilon-DP mechanism is mu-GDP with
+        ``mu = 2 Phi^-1(e^eps / (1 + e^eps))`` (see :func:`dpjax.optax.accounting.pure_dp_to_gdp`),
+        i.e. dominated by a Gaussian of noise multiplier ``1/mu``; with the sum (noise multiplier
+        sigma) on the same batch the step is dominated by one Gaussian of noise multiplier
+        ``(sigma^-2 + mu^2)^-1/2`` (GDP composition), which the accountant then subsamples.
+        """
+        from dpjax.optax.accounting import pure_dp_to_gdp
+
+        every = np.asarray(self.every)  # a Python int, or an array after a jit round trip of the state
+        if every.ndim or every.dtype.kind not in "iu":
+            raise TypeError(f"every must be a scalar integer, got {self.every!r}.")
+        every = check_int(int(every), "every", minimum=1)
+        estimates = -(-steps // every)
+        mu = pure_dp_to_gdp(float(self.epsilon))
+        joint = (noise_multiplier**-2 + mu**2) ** -0.5
+        return ((estimates, joint), (steps - estimates, noise_multiplier))
+
+
+@partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["initial_norm", "quantile", "learning_rate", "count_noise_multiplier"],
+    meta_fields=[],
+)
+@dataclasses.dataclass(frozen=True)
+class GeometricClip:
+    """Andrew et al. (2021) geometric adaptive clipping. Build it with :func:`geometric_clip`."""
+
+    initial_norm: float | jax.Array
+    quantile: float | jax.Array
+    learning_rate: float | jax.Array
+    count_noise_multiplier: float | jax.Array
+
+    def validate(self, checks: Checks) -> GeometricClip:
+        """This strategy with every leaf checked (eagerly if concrete, recorded if traced)."""
+        return GeometricClip(
+            _validate_initial_norm(checks, self.initial_norm),
+            _validate_quantile(checks, self.quantile),
+            checks.positive(self.learning_rate, "learning_rate"),
+            checks.positive(self.count_noise_multiplier, "count_noise_multiplier"),
+        )
+
+    def next_norm(self, key, clip_norm, norms, mask, *, expected_batch_size, step):
+        """Andrew et al. (2021), Algorithm 1: ``C <- C exp(-eta (b - gamma))`` with
+        ``b = (sum_j (1[norm_j <= C] - 1/2) + N(0, (z_b/2)^2)) / expected_batch_size + 1/2``.
+
+        The centred count has add/remove sensitivity 1/2, so ``count_noise_multiplier`` ``z_b`` is its
+        noise standard deviation over its sensitivity (TF Privacy's ``clipped_count_stddev`` is
+        ``z_b / 2``; its default ``0.05 * expected_batch_size`` is ``z_b = 0.1 * expected_batch_size``).
+        """
+        del step
+        dtype = clip_norm.dtype
+        centred = jnp.sum(
+            jnp.where(mask & (norms <= clip_norm), 0.5, jnp.where(mask, -0.5, 0.0)), dtype=dtype
+        )
+        std = jnp.asarray(self.count_noise_multiplier, dtype) / 2
+        noisy = (centred + noise.gaussian(key, (), std, dtype)) / jnp.asarray(
+            expected_batch_size, dtype
+        ) + 0.5
+        rate = jnp.asarray(self.learning_rate, dtype)
+        return clip_norm * jnp.exp(-rate * (noisy - jnp.asarray(self.quantile, dtype)))
+
+    def accounting_steps(self, noise_multiplier: float, steps: int) -> tuple[tuple[int, float], ...]:
+        """``((count, sigma), ...)``: every step releases the sum (noise multiplier sigma) and the
+        centred count (noise multiplier ``z_b``) of the same batch. The pair is one Gaussian
+        mechanism on a vector whose coordinates, divided by their noise standard deviations, have
+        sensitivities ``1/sigma`` and ``1/z_b`` attained together (an added example with norm above
+        C_t moves both), so it is exactly the Gaussian of noise multiplier
+        ``(sigma^-2 + z_b^-2)^-1/2`` (Andrew et al. 2021, §3.1)."""
+        z_b = check_positive(float(self.count_noise_multiplier), "count_noise_multiplier")
+        return ((steps, (noise_multiplier**-2 + z_b**-2) ** -0.5),)
+
+
+ClipStrategy = FixedClip | QuantileClip | GeometricClip
+
+
+def fixed_clip(norm) -> FixedClip:
+    """A fixed clip norm (Abadi et al. 2016), > 0 (may be traced)."""
+    return FixedClip(_validate_initial_norm(Checks(), norm))
+
+
+def quantile_clip(
+    initial_norm,
+    *,
+    quantile=0.5,
+    epsilon,
+    every=1,
+    beta=1.01,
+    max_queries: int = DEFAULT_MAX_QUERIES,
+) -> QuantileClip:
+    """The clip norm tracks a private ``quantile`` of the per-example norms (Durfee 2023, UQE).
+
+    At steps ``t`` with ``t % every == 0`` the next clip norm is UQE's estimate of the ``quantile``
+    of the batch's per-example norms (see :meth:`QuantileClip.next_norm`). No upper bound on the
+    norms is needed.
+
+    Guarantee: each estimate is ``epsilon``-DP under add/remove (Durfee 2023, Lemma B.2: increasing
+    candidates, fixed threshold ``quantile * expected_batch_size``; UQE runs with
+    ``epsilon1 = epsilon2 = epsilon``, Exponential noise of scale ``1/epsilon`` on the threshold and on
+    every query). The accountant composes it with the Gaussian sum of the same batch through its
+    Gaussian-DP bound (:meth:`QuantileClip.accounting_steps`); zCDP (Theorem 1 and its add/remove
+    analogue) is not used there because zCDP does not compose with Poisson subsampling through
+    dp_accounting's subsampled-Gaussian bounds.
+
+    Args:
+      initial_norm: the clip norm of the first step, > 0 (may be traced).
+      quantile: target fraction of unclipped examples, in (0, 1) (may be traced).
+      epsilon: pure DP of each estimate, > 0 (may be traced).
+      every: estimate at steps 0, every, 2 every, ...; integer >= 1 (may be traced).
+      beta: UQE grid ratio > 1 (may be traced); 1.01 is the paper's recommendation for clipping.
+      max_queries: cap on UQE's halting query (static); the estimate is at most
+        ``(beta**max_queries - 1)`` times the current clip norm (about 2.1e4 at the defaults).
+
+    Example:
+      >>> strategy = quantile_clip(1.0, quantile=0.5, epsilon=0.05)
+    """
+    checks = Checks()
+    strategy = QuantileClip(
+        initial_norm, quantile, epsilon, every, beta, check_int(max_queries, "max_queries", minimum=1)
+    )
+    return strategy.validate(checks)
+
+
+def geometric_clip(initial_norm, *, quantile=0.5, learning_rate=0.2, count_noise_multiplier) -> GeometricClip:
+    """Andrew et al. (2021) geometric adaptive clipping towards the ``quantile`` of the norms.
+
+    Each step releases the noised count of unclipped examples (centred, sensitivity 1/2, noise
+    standard deviation ``count_noise_multiplier / 2``) and moves the clip norm geometrically
+    (:meth:`GeometricClip.next_norm`). Guarantee: the count and the Gaussian sum of the same batch
+    together are one Gaussian mechanism of noise multiplier ``(sigma^-2 + count_noise_multiplier^-2)
+    ^-1/2`` (:meth:`GeometricClip.accounting_steps`): what is reported is what is run, the sum's
+    noise is not raised to compensate (use :func:`dpjax.optax.noise_multiplier_for_epsilon` to pick
+    sigma for a target).
+
+    Args:
+      initial_norm: the clip norm of the first step, > 0 (may be traced).
+      quantile: target fraction of unclipped examples gamma, in (0, 1) (may be traced).
+      learning_rate: eta, > 0 (may be traced); TF Privacy's default is 0.2.
+      count_noise_multiplier: z_b, > 0 (may be traced); TF Privacy's default corresponds to
+        ``0.1 * expected_batch_size``.
+
+    Example:
+      >>> strategy = geometric_clip(0.1, count_noise_multiplier=25.6)
+    """
+    return GeometricClip(initial_norm, quantile, learning_rate, count_noise_multiplier).validate(Checks())
+
+
+def as_strategy(clip) -> ClipStrategy:
+    """``clip`` if it is a strategy, else ``fixed_clip(clip)``."""
+    if isinstance(clip, FixedClip | QuantileClip | GeometricClip):
+        return clip
+    return fixed_clip(clip)
+
+
+__all__ = [
+    "ClipStrategy",
+    "FixedClip",
+    "GeometricClip",
+    "QuantileClip",
+    "fixed_clip",
+    "geometric_clip",
+    "quantile_clip",
+]
