@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpjax.optax import data, train
 from dpjax.cli import main
+from dpjax.optax import data, train
 
 
 def test_poisson_batch_selects_each_index_independently_with_the_rate():

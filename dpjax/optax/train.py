@@ -214,11 +214,17 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--dataset", choices=("adult", "mnist"), default="adult")
     p.add_argument("--data", metavar="PATH", help="MNIST CSV (e.g. mnist_5k.csv.gz); Adult ships with dpjax")
     p.add_argument("--clip", choices=("fixed", "quantile", "geometric"), default="quantile")
-    p.add_argument("--clip-norm", type=positive_float, default=1.0, help="fixed or initial clip norm (default 1)")
+    p.add_argument(
+        "--clip-norm", type=positive_float, default=1.0, help="fixed or initial clip norm (default 1)"
+    )
     p.add_argument("--quantile", type=float, default=0.5, help="target unclipped fraction (default 0.5)")
-    p.add_argument("--clip-epsilon", type=positive_float, default=0.1, help="quantile clip: epsilon per estimate")
+    p.add_argument(
+        "--clip-epsilon", type=positive_float, default=0.1, help="quantile clip: epsilon per estimate"
+    )
     p.add_argument("--every", type=positive_int, default=10, help="quantile clip: estimate every N steps")
-    p.add_argument("--count-noise-multiplier", type=positive_float, help="geometric clip (default 0.1 * batch size)")
+    p.add_argument(
+        "--count-noise-multiplier", type=positive_float, help="geometric clip (default 0.1 * batch size)"
+    )
     p.add_argument("--epsilon", type=positive_float, default=3.0)
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--epochs", type=positive_float, default=5.0)
