@@ -16,6 +16,7 @@ import jax
 
 from dpjax.studies import datasets
 from dpjax.studies.registry import studies
+from dpjax.studies.reproduce import cli as reproduce_cli
 
 TABLE_COLUMNS = (
     ("study", "study", "{}"),
@@ -91,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         help="write results.csv, results.json and results.png to DIR",
     )
     study.add_argument("--list", action="store_true", help="list the studies and datasets, then exit")
+    reproduce_cli.add_parser(commands)
     return parser
 
 
@@ -234,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "study":
         return run_study(args)
+    if args.command == "reproduce":
+        return reproduce_cli.run(args)
     return 2  # pragma: no cover - argparse enforces the subcommand
 
 
