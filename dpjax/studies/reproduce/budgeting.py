@@ -444,9 +444,11 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     knn_rows = pick(mode, smoke=300, quick=1_000, full=None)
     mq_reps = pick(mode, smoke=1, quick=3, full=50)
     ms = pick(mode, smoke=[2, 4], quick=[4, 16, 56], full=[4, 8, 16, 32, 56])
-    c_range, c_kde, knn_cs, knn_ks = 64, 64, (4, 16), (1, 10)
+    c_range, c_kde = 64, 64
+    range_cs = pick(mode, smoke=(c_range,), quick=(4, c_range), full=(4, c_range))
+    knn_cs, knn_ks = pick(mode, smoke=((16,), (1,)), quick=((4, 16), (1, 10)), full=((4, 16), (1, 10)))
     x, centres = data.hotspots(users)
-    rc = _range(subkey(key, "range"), x, centres[:ranges], reps, (4, c_range))
+    rc = _range(subkey(key, "range"), x, centres[:ranges], reps, range_cs)
     x_kde, centres_kde = data.hotspots(kde_users, seed=1)
     kd = _kde(subkey(key, "kde"), x_kde, centres_kde[:ranges], reps, c_kde)
     points, knn_source = data.knn_points(data_dir)

@@ -60,6 +60,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--out", type=Path, default=Path("reproduce-out"), metavar="DIR", help="output directory"
     )
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="PATH",
+        help="write the Markdown report here instead of DIR/reproduction.md (figure links point into DIR)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the noise (default: 0)")
     parser.add_argument("--list", action="store_true", help="list the reproductions, then exit")
     return parser
@@ -85,10 +91,14 @@ def _machine() -> str:
     )
 
 
-def _command(args, names: list[str]) -> str:
-    parts = ["dpjax reproduce", "all" if names == list(REPRODUCTIONS) else " ".join(names), f"--{args.mode}"]
+def _command(args) -> str:
+    parts = ["dpjax reproduce", " ".join(args.names) or "all", f"--{args.mode}"]
     if args.data_dir is not None:
         parts.append(f"--data-dir {args.data_dir}")
+    if args.out != Path("reproduce-out"):
+        parts.append(f"--out {args.out}")
+    if args.markdown is not None:
+        parts.append(f"--markdown {args.markdown}")
     if args.seed != 0:
         parts.append(f"--seed {args.seed}")
     return " ".join(parts)
@@ -112,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.data_dir is not None and not args.data_dir.is_dir():
         print(f"dpjax reproduce: error: --data-dir {args.data_dir} is not a directory", file=sys.stderr)
         return 2
-    command = _command(args, names)
+    command = _command(args)
     print(f"{command}: {MODE_LINES[args.mode]}", flush=True)
     key = jax.random.key(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -136,13 +146,18 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     if done:
         writers.write_csv(done, args.out / "reproduction.csv")
+        markdown = args.markdown or args.out / "reproduction.md"
+        markdown.parent.mkdir(parents=True, exist_ok=True)
         report = writers.markdown_report(
-            done, command=command, mode_line=MODE_LINES[args.mode], machine=_machine(), seconds=seconds
+            done,
+            command=command,
+            mode_line=MODE_LINES[args.mode],
+            machine=_machine(),
+            seconds=seconds,
+            figures=Path(os.path.relpath(args.out, markdown.parent)),
         )
-        (args.out / "reproduction.md").write_text(report)
-        print(
-            f"\nwrote {args.out / 'reproduction.md'}, reproduction.csv and the PNGs ({seconds:.0f} s in all)"
-        )
+        markdown.write_text(report)
+        print(f"\nwrote {markdown}, {args.out / 'reproduction.csv'} and the PNGs ({seconds:.0f} s in all)")
     if failures:
         print(
             f"dpjax reproduce: {len(failures)} reproduction(s) failed: {', '.join(failures)}", file=sys.stderr

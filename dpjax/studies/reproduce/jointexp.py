@@ -196,7 +196,7 @@ def _plot(curves, ms, timings, path):
 
 
 def run(key, mode: str, data_dir=None) -> Reproduction:
-    ms = pick(mode, smoke=[1, 5], quick=[1, 3, 10, 20, 29], full=list(range(1, 30)))
+    ms = pick(mode, smoke=[1], quick=[1, 3, 10, 20, 29], full=list(range(1, 30)))
     trials = pick(mode, smoke=2, quick=10, full=20)
     repeats = pick(mode, smoke=1, quick=3, full=10)
     sizes = pick(mode, smoke=RUNTIMES[:1], quick=RUNTIMES, full=RUNTIMES)

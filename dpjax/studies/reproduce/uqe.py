@@ -99,7 +99,7 @@ def _cell(sums, truth):
     return float(per_sample.mean()), float(per_sample.std()), per_sample.size
 
 
-def table_1(key, columns, sources, subsamples, releases, rng):
+def table_1(key, columns, sources, subsamples, releases, rng, baseline_qs=BASELINE_QS):
     rows, points = [], []
     for d_index, name in enumerate(data.COLUMNS):
         values = columns[name]
@@ -113,7 +113,7 @@ def table_1(key, columns, sources, subsamples, releases, rng):
             cells = {"UQE": (_cell(_uqe_sums(cell_key, samples, eps, releases), truth), 0.99)}
             for method in ("EMQ", "AT"):
                 best = None
-                for q in BASELINE_QS:
+                for q in baseline_qs:
                     sums = _baseline_sums(
                         subkey(cell_key, method, q), samples, method=method, q=q, eps=eps, releases=releases
                     )
@@ -270,7 +270,8 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     qs = np.round(np.arange(0.05, 0.95 + 1e-9, step), 2)
     columns, sources = data.real_columns(data_dir)
     rng = np.random.default_rng(0)
-    rows, points = table_1(subkey(key, "table1"), columns, sources, subsamples, releases, rng)
+    baseline_qs = pick(mode, smoke=BASELINE_QS[-1:], quick=BASELINE_QS, full=BASELINE_QS)
+    rows, points = table_1(subkey(key, "table1"), columns, sources, subsamples, releases, rng, baseline_qs)
     curves = figure_3(subkey(key, "fig3"), columns, fig3_trials, qs, rng)
     rows += _figure_3_rows(curves, qs, sources)
     stand_ins = sorted(n for n, s in sources.items() if s == "stand-in")

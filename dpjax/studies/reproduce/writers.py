@@ -90,9 +90,18 @@ def markdown_table(rep: Reproduction) -> str:
 
 
 def markdown_report(
-    reproductions: Sequence[Reproduction], *, command: str, mode_line: str, machine: str, seconds: float
+    reproductions: Sequence[Reproduction],
+    *,
+    command: str,
+    mode_line: str,
+    machine: str,
+    seconds: float,
+    figures: Path = Path("."),
 ) -> str:
-    """The whole report: the command, the mode, a summary, then one section per paper."""
+    """The whole report: the command, the mode, a summary, then one section per paper.
+
+    ``figures`` is the directory of the PNGs relative to the report.
+    """
     out = [
         "# Reproductions of the papers' numbers",
         "",
@@ -119,7 +128,7 @@ def markdown_report(
         out += [f"* {note}" for note in rep.notes]
         out += ["", markdown_table(rep)]
         if rep.plot is not None:
-            out += ["", f"![{rep.name}]({rep.name}.png)"]
+            out += ["", f"![{rep.name}]({(figures / f'{rep.name}.png').as_posix()})"]
     return "\n".join(out) + "\n"
 
 
