@@ -17,6 +17,7 @@ SUBCOMMANDS = (
     "dpjax.studies.cli",  # dpjax study
     "dpjax.bench.cli",  # dpjax bench
     "dpjax.optax.train",  # dpjax train
+    "dpjax.studies.reproduce.cli",  # dpjax reproduce
 )
 
 

@@ -1,0 +1,166 @@
+"""``dpjax reproduce [NAME ...|all] [--quick|--full|--smoke]``: the papers' numbers beside ours.
+
+Writes ``reproduction.csv`` (every row), ``reproduction.md`` (the report, with the command at the
+top) and one ``NAME.png`` per paper into ``--out`` (default ``reproduce-out/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+from dpjax.studies.reproduce import REPRODUCTIONS, SEEDS, writers
+
+MODE_LINES = {
+    "smoke": "Mode `--smoke`: a handful of trials per experiment, to test that every reproduction "
+    "runs; the numbers are not meaningful.",
+    "quick": "Mode `--quick` (the default): fewer trials than the papers (each section says how many) "
+    "so that all five reproductions finish in under 10 minutes on 2 CPU cores; standard errors are "
+    "larger accordingly. `--full` runs the papers' trial counts.",
+    "full": "Mode `--full`: the papers' trial counts (hours on 2 CPU cores).",
+}
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Adds the ``reproduce`` command to the ``dpjax`` command's subparsers."""
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="reproduce the numbers of the papers dpjax implements, beside the papers' values",
+        description="Runs the papers' experiments (fewer trials with --quick, the papers' counts with "
+        "--full) and writes each reproduced number beside the paper's as CSV, Markdown and PNG.",
+    )
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"reproductions to run: {', '.join(REPRODUCTIONS)}, a seed number (000-004) or all "
+        "(default: all)",
+    )
+    size = parser.add_mutually_exclusive_group()
+    for flag, text in (
+        ("--quick", "fewer trials, all in under 10 minutes on 2 cores (default)"),
+        ("--full", "the papers' trial counts"),
+        ("--smoke", "a few trials each, for tests"),
+    ):
+        size.add_argument(flag, dest="mode", action="store_const", const=flag[2:], help=text)
+    parser.set_defaults(mode="quick")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="directory with the real datasets (books.csv, adult.data, adult.test, mnist_5k.csv.gz); "
+        "built-in stand-ins otherwise",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("reproduce-out"), metavar="DIR", help="output directory"
+    )
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="PATH",
+        help="write the Markdown report here instead of DIR/reproduction.md (figure links point into DIR)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the noise (default: 0)")
+    parser.add_argument("--list", action="store_true", help="list the reproductions, then exit")
+    return parser
+
+
+def _resolve(names: list[str]) -> list[str] | str:
+    if not names or names == ["all"]:
+        return list(REPRODUCTIONS)
+    out = []
+    for name in names:
+        name = SEEDS.get(name, name)
+        if name not in REPRODUCTIONS:
+            return name
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _machine() -> str:
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}, "
+        f"jax {jax.__version__} on {jax.default_backend()}"
+    )
+
+
+def _command(args) -> str:
+    parts = ["dpjax reproduce", " ".join(args.names) or "all", f"--{args.mode}"]
+    if args.data_dir is not None:
+        parts.append(f"--data-dir {args.data_dir}")
+    if args.out != Path("reproduce-out"):
+        parts.append(f"--out {args.out}")
+    if args.markdown is not None:
+        parts.append(f"--markdown {args.markdown}")
+    if args.seed != 0:
+        parts.append(f"--seed {args.seed}")
+    return " ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the selected reproductions and writes the CSV, Markdown and PNG files."""
+    if args.list:
+        seeds = {name: seed for seed, name in SEEDS.items()}
+        for name, module in REPRODUCTIONS.items():
+            print(f"{name:10s} (seed {seeds[name]}) {module.TITLE}")
+        return 0
+    names = _resolve(args.names)
+    if isinstance(names, str):
+        print(
+            f"dpjax reproduce: error: unknown reproduction {names!r}; choose from "
+            f"{', '.join(REPRODUCTIONS)}, 000-004 or all",
+            file=sys.stderr,
+        )
+        return 2
+    if args.data_dir is not None and not args.data_dir.is_dir():
+        print(f"dpjax reproduce: error: --data-dir {args.data_dir} is not a directory", file=sys.stderr)
+        return 2
+    command = _command(args)
+    print(f"{command}: {MODE_LINES[args.mode]}", flush=True)
+    key = jax.random.key(args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    done, failures = [], []
+    start = time.perf_counter()
+    for name in names:
+        print(f"\n== {name}: {REPRODUCTIONS[name].TITLE}", flush=True)
+        began = time.perf_counter()
+        try:
+            rep = REPRODUCTIONS[name].run(
+                jax.random.fold_in(key, list(REPRODUCTIONS).index(name)), args.mode, args.data_dir
+            )
+        except Exception as err:  # report, run the others, exit non-zero
+            failures.append(name)
+            print(f"dpjax reproduce: error: {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+            continue
+        rep.seconds = time.perf_counter() - began
+        writers.write_png(rep, args.out / f"{name}.png")
+        print(f"{rep.trials}\n{writers.markdown_table(rep)}\n({rep.seconds:.0f} s)", flush=True)
+        done.append(rep)
+    seconds = time.perf_counter() - start
+    if done:
+        writers.write_csv(done, args.out / "reproduction.csv")
+        markdown = args.markdown or args.out / "reproduction.md"
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        report = writers.markdown_report(
+            done,
+            command=command,
+            mode_line=MODE_LINES[args.mode],
+            machine=_machine(),
+            seconds=seconds,
+            figures=Path(os.path.relpath(args.out, markdown.parent)),
+        )
+        markdown.write_text(report)
+        print(f"\nwrote {markdown}, {args.out / 'reproduction.csv'} and the PNGs ({seconds:.0f} s in all)")
+    if failures:
+        print(
+            f"dpjax reproduce: {len(failures)} reproduction(s) failed: {', '.join(failures)}", file=sys.stderr
+        )
+        return 1
+    return 0

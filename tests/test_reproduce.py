@@ -1,0 +1,209 @@
+"""``dpjax reproduce``: the result type, writers, data readers, claim checks and the command."""
+
+import csv
+import math
+import types
+
+import numpy as np
+import pytest
+
+from dpjax.cli import main
+from dpjax.studies.reproduce import REPRODUCTIONS, Reproduction, Row, data, jointexp, uqe
+from dpjax.studies.reproduce.result import mean_and_se, pick, ratio_of_means_se
+
+
+def test_row_ratio_is_ours_over_paper_and_absent_without_a_number():
+    assert Row("T", "s", "q", 4.0, 5.0).ratio == 1.25
+    assert Row("T", "s", "q", None, 5.0, claim="< 1").ratio is None
+    assert Row("T", "s", "q", 0.0, 5.0).ratio is None
+    assert Row("T", "s", "q", 2.0, math.nan).ratio is None
+
+
+def test_pick_and_mean_and_se():
+    assert pick("quick", smoke=1, quick=2, full=3) == 2
+    with pytest.raises(ValueError, match="mode"):
+        pick("fast", smoke=1, quick=2, full=3)
+    mean, se = mean_and_se([1.0, 2.0, 3.0, 4.0])
+    assert mean == 2.5 and se == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
+    assert math.isnan(mean_and_se([3.0])[1])
+
+
+def test_ratio_of_means_standard_error_matches_the_spread_of_the_ratio():
+    # a_i = 2 b_i + noise over 400 pairs: the delta-method SE must match the spread over replications.
+    rng = np.random.default_rng(0)
+    ratios, ses = [], []
+    for _ in range(2000):
+        b = rng.exponential(1.0, 400) + 0.5
+        a = 2 * b + rng.normal(0.0, 1.0, 400)
+        ratio, se = ratio_of_means_se(a, b)
+        ratios.append(ratio)
+        ses.append(se)
+    assert np.mean(ratios) == pytest.approx(2.0, abs=0.005)
+    assert np.mean(ses) == pytest.approx(np.std(ratios), rel=0.1)
+    assert ratio_of_means_se(3 * np.arange(1.0, 5.0), np.arange(1.0, 5.0)) == (3.0, 0.0)
+
+
+def _write_goodreads(path, rows):
+    header = ["bookID", "title", "authors", "average_rating", "isbn", "  num_pages"]
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def test_real_data_readers_skip_malformed_rows(tmp_path):
+    _write_goodreads(
+        tmp_path / "books.csv",
+        [
+            ["1", "A", "x", "4.5", "i", "300"],
+            ["2", "B, extra", "y", "z", "3.1", "i", "120"],
+            ["3", "C", "z", "0", "i", "0"],
+        ],
+    )
+    goodreads = data.read_goodreads(tmp_path)
+    assert goodreads["ratings"].tolist() == [4.5, 0.0] and goodreads["pages"].tolist() == [300.0, 0.0]
+    line = "39, State-gov, 77516, Bachelors, 13, Never-married, Adm, Not, White, Male, 2174, 0, 40, US, <=50K"
+    (tmp_path / "adult.data").write_text(line + "\n\n")
+    (tmp_path / "adult.test").write_text(
+        "|1x3 Cross validator\n" + line.replace("39", "50").replace(" 40,", " 45,")
+    )
+    adult = data.read_adult(tmp_path)
+    assert adult["ages"].tolist() == [39.0, 50.0] and adult["hours"].tolist() == [40.0, 45.0]
+    _, sources = data.real_columns(tmp_path)
+    assert sources == {
+        "ratings": "books.csv",
+        "pages": "books.csv",
+        "ages": "adult.data+test",
+        "hours": "adult.data+test",
+    }
+
+
+def test_stand_ins_have_the_real_columns_sizes_and_ranges(tmp_path):
+    _write_goodreads(tmp_path / "books.csv", [["1", "A", "x", "4.5", "i", "300"]])
+    columns, sources = data.real_columns(tmp_path)  # Goodreads real, Adult missing: stand-ins
+    assert sources["ratings"] == "books.csv" and sources["ages"] == sources["hours"] == "stand-in"
+    columns, sources = data.real_columns(None)
+    assert set(sources.values()) == {"stand-in"}
+    assert columns["ratings"].size == columns["pages"].size == 11_123
+    assert columns["ages"].size == columns["hours"].size == 48_842
+    assert 0 <= columns["ratings"].min() and columns["ratings"].max() <= 5
+    assert np.sum(columns["ratings"] == 0) >= 25 and np.sum(columns["pages"] == 0) >= 76
+    assert columns["ages"].min() >= 17 and columns["ages"].max() <= 90
+    assert columns["hours"].min() >= 1 and columns["hours"].max() <= 99
+    for name in ("pages", "ages", "hours"):
+        assert np.all(columns[name] == np.round(columns[name]))
+    np.testing.assert_array_equal(data.real_columns(None)[0]["pages"], columns["pages"])  # seeded
+
+
+@pytest.mark.parametrize("name", sorted(data.ITEMSETS))
+def test_item_count_stand_ins_respect_the_dataset_totals(name):
+    transactions, items, occurrences, _ = data.ITEMSETS[name]
+    counts = data.item_counts(name)
+    assert counts.shape == (items,)
+    assert counts.max() <= transactions and counts.sum() <= occurrences
+    assert counts.sum() >= 0.9 * occurrences
+
+
+def test_knn_stand_in_without_a_data_dir():
+    points, source = data.knn_points(None)
+    assert points.shape == (1_797, 64) and points.min() >= 0 and points.max() <= 16
+    assert source.startswith("stand-in")
+
+
+def test_jointexp_claim_checks():
+    trials = 8
+    const = lambda v: np.full(trials, float(v))  # noqa: E731
+
+    def errors(joint, ind, app, smooth, tree):
+        return dict(zip(jointexp.METHODS, map(const, (joint, ind, app, smooth, tree)), strict=True))
+
+    curves = {
+        "d": {
+            1: errors(2, 2.2, 2.2, 30, 25),  # matches AppIndExp, 12.5x better than AggTree
+            10: errors(4, 50, 10, 60, 12),  # closest: AppIndExp at 2.5x
+            29: errors(10, 90, 30, 70, 12),  # the gap has closed: AggTree at 1.2x
+        }
+    }
+    rows = {(r.setting, r.quantity.split(" (")[0]): r for r in jointexp._comparison_rows(curves, [1, 10, 29])}
+    match = rows[("d, m=1", "AppIndExp error / JointExp error")]
+    assert match.ours == pytest.approx(1.1) and match.holds and match.ratio == pytest.approx(1.1)
+    order = rows[("d, m=1", "min(CSmooth, AggTree) error / JointExp error")]
+    assert order.ours == pytest.approx(12.5) and order.holds and "AggTree" in order.quantity
+    middle = rows[("d, m=10", "closest competitor's error / JointExp's")]
+    assert middle.ours == pytest.approx(2.5) and middle.paper == 2.5 and middle.holds
+    closed = rows[("d, m=29", "closest competitor's error / JointExp's")]
+    assert closed.ours == pytest.approx(1.2) and closed.holds and closed.paper is None
+
+
+def test_uqe_figure_3_ratio_treats_two_exact_answers_as_equal():
+    ratio = uqe._ratio({"EMQ": np.array([0.0, 2.0, 1.0]), "UQE": np.array([0.0, 1.0, 4.0])})
+    np.testing.assert_array_equal(ratio, [1.0, 2.0, 0.25])
+
+
+def _fake(name, fail=False):
+    def run(key, mode, data_dir):
+        if fail:
+            raise RuntimeError("boom")
+        rows = [
+            Row("Table 9", f"{mode}", "MAE", 2.0, 3.0, 0.1),
+            Row("Fig. 9", "x", "trend", None, 0.5, None, "< 1", True),
+        ]
+
+        def plot(path):
+            import matplotlib.pyplot as plt
+
+            fig, ax = plt.subplots()
+            ax.plot([0, 1], [0, 1])
+            fig.savefig(path)
+
+        return Reproduction(name, f"Paper {name}", rows, "3 trials", ["a note"], plot)
+
+    return types.SimpleNamespace(TITLE=f"Paper {name}", run=run)
+
+
+def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeypatch, capsys):
+    import dpjax.studies.reproduce.cli as reproduce_cli
+
+    monkeypatch.setattr(reproduce_cli, "REPRODUCTIONS", {"aa": _fake("aa"), "bb": _fake("bb", fail=True)})
+    out, report = tmp_path / "figs", tmp_path / "docs" / "REPORT.md"
+    code = main(["reproduce", "aa", "bb", "--smoke", "--out", str(out), "--markdown", str(report)])
+    assert code == 1
+    assert "bb: RuntimeError: boom" in capsys.readouterr().err
+    with open(out / "reproduction.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["reproduction"] for r in rows] == ["aa", "aa"]
+    assert float(rows[0]["ratio"]) == 1.5 and rows[0]["paper"] == "2.0" and rows[1]["holds"] == "True"
+    text = report.read_text()
+    assert text.startswith("# Reproductions")
+    assert f"`dpjax reproduce aa bb --smoke --out {out} --markdown {report}`" in text
+    assert "| Table 9 | smoke | MAE | 2 | 3 ± 0.1 | 1.5 |" in text and "| yes |" in text
+    assert "![aa](../figs/aa.png)" in text and (out / "aa.png").stat().st_size > 1000
+
+
+def test_cli_list_and_bad_arguments(tmp_path, capsys):
+    assert main(["reproduce", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in REPRODUCTIONS) and "seed 002" in listed
+    assert main(["reproduce", "nope"]) == 2
+    assert "unknown reproduction 'nope'" in capsys.readouterr().err
+    assert main(["reproduce", "uqe", "--data-dir", str(tmp_path / "missing")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--quick", "--full"])
+
+
+@pytest.mark.slow
+def test_reproduce_all_smoke_puts_every_number_beside_the_papers(tmp_path):
+    assert main(["reproduce", "all", "--smoke", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "reproduction.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["reproduction"] for r in rows} == set(REPRODUCTIONS)
+    for row in rows:
+        assert row["paper"] or row["claim"], row  # every number has the paper's value or claim beside it
+        if row["paper"] and float(row["paper"]) != 0 and math.isfinite(float(row["ours"])):
+            assert float(row["ratio"]) == pytest.approx(float(row["ours"]) / float(row["paper"]))
+    text = (tmp_path / "reproduction.md").read_text()
+    assert "`dpjax reproduce all --smoke" in text
+    for name in REPRODUCTIONS:
+        assert f"![{name}]({name}.png)" in text
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000
