@@ -22,7 +22,7 @@ from dpjax.quantiles.joint_exp_tables import (
     log_normalizer,
     sampling_block,
 )
-from dpjax.quantiles.joint_exp_toeplitz import log_filter, toeplitz_scan
+from dpjax.quantiles.joint_exp_toeplitz import _remainder, log_filter, toeplitz_scan
 
 WORKED_X = [0.1, 0.1, 0.4, 0.9]
 WORKED_Q = [0.25, 0.5, 0.75]
@@ -305,6 +305,18 @@ def test_log_filter_matches_the_sequential_recurrence():
             got = np.asarray(log_filter(jnp.asarray(decay), jnp.asarray(values)))
             np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
             np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=0, atol=1e-10)
+
+
+def test_remainder_by_a_traced_length_is_exact():
+    rng = np.random.default_rng(27)
+    info = np.iinfo(np.int32)
+    values = np.concatenate(
+        [rng.integers(info.min, info.max, 20_000), np.arange(-300, 300), [info.min, info.max, info.max - 1]]
+    ).astype(np.int32)
+    remainder = jax.jit(_remainder)
+    for length in (1, 2, 3, 16, 31, 32, 1001, 2**20 + 7, 2**30 + 3):
+        want = np.mod(values.astype(np.int64), length)
+        np.testing.assert_array_equal(np.asarray(remainder(jnp.asarray(values), jnp.int32(length))), want)
 
 
 def dense_toeplitz(x, c, nu):

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax.quantiles.joint_exp_toeplitz import safe_max, toeplitz
+from dpjax.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz
 
 
 class Tables(NamedTuple):
@@ -48,7 +48,8 @@ class Tables(NamedTuple):
     Attributes:
       edges: gap end points ``[a, x_1, ..., x_n, b]``, shape ``(n + 2,)``.
       log_width: ``log tau``, shape ``(n + 1,)``.
-      log_first: ``log alpha(j, :, 1) - D_j``, shape ``(m, n + 1)``.
+      log_first: ``log alpha(j, :, 1) - D_j``, shape ``(m, L)``: ``n + 1`` gaps padded with ``-inf``
+        to ``L = aligned_length(n + 1)``, the even row length the forward pass works at.
       log_total: ``log alphahat(j, :) - D_j``, shape ``(m, W)``: ``n + 1`` gaps padded with ``-inf``
         to ``W``, a whole number of :func:`sampling_block` blocks (the layout the sampler reads).
       run_shift: ``S[j, l] = D_l - D_j - c (N_j - N_l)`` for ``l <= j`` (the closed form's constant
@@ -84,8 +85,9 @@ def log_phi(c, gap, nu):
 
 
 def sampling_block(size: int) -> int:
-    """Gaps per block of the backward sampler: about ``sqrt(n)``, so a step costs ``O(sqrt(n))``."""
-    return max(8, math.isqrt(max(size - 1, 0)) + 1)
+    """Gaps per block of the backward sampler: about ``sqrt(n)``, so a step costs ``O(sqrt(n))``;
+    a multiple of 8, so that the block masses' loops vectorize (see ``BLOCK_ALIGN``)."""
+    return -(-max(8, math.isqrt(max(size - 1, 0)) + 1) // 8) * 8
 
 
 def log_factorials(m: int) -> np.ndarray:
@@ -134,7 +136,6 @@ def forward_tables(
     # Rows l >= j are masked by a -inf weight; a length of 1 there keeps 0 * -inf (NaN) out.
     run_len = jnp.asarray(np.maximum(run_len, 1), dtype)
     c_arr = jnp.asarray(c, dtype)
-    gaps = jnp.arange(size, dtype=dtype)
     # Certificate terms: log(n + 1) + log of the completion volume (b - a)^r / r!, r = m - 1 - j.
     log_range = jax.nn.logsumexp(log_width)
     later = jnp.asarray(m - 1 - rows, dtype)
@@ -146,14 +147,18 @@ def forward_tables(
     else:
         margin = jnp.full((m,), margin_nats, dtype)
     max_log_width = jnp.max(log_width)
+    # Rows are worked at the aligned length (zero-width gaps past n, so every entry there is -inf).
+    length = aligned_length(size)
+    widths = jnp.pad(log_width, (0, length - size), constant_values=-jnp.inf)
+    gaps = jnp.arange(length, dtype=dtype)
     last_edge = log_phi(c_arr, n - gaps, nu[-1])
 
-    first = log_width + log_phi(c_arr, gaps, nu[0])
+    first = widths + log_phi(c_arr, gaps, nu[0])
     top = safe_max(first)
-    firsts = jnp.full((m, size), -jnp.inf, dtype).at[0].set(first - top)
+    firsts = jnp.full((m, length), -jnp.inf, dtype).at[0].set(first - top)
     block = sampling_block(size)
     width = padded_width(size)
-    log_total = jnp.full((m, width), -jnp.inf, dtype).at[0, :size].set(first - top)
+    log_total = jnp.full((m, width), -jnp.inf, dtype).at[0, :length].set(first - top)
     # Block masses are computed row by row while the row is in cache (one pass over (m, n) saved).
     masses = jnp.zeros((2, m, width // block), dtype).at[:, 0].set(_block_masses(log_total[0], c_arr, block))
     first_max = jnp.full((m,), -jnp.inf, dtype).at[0].set(jnp.max(first) - top)
@@ -162,8 +167,8 @@ def forward_tables(
     def step(state):
         j, omit, firsts, log_total, masses, first_max, offsets, run_weight, log_omitted = state
         # New runs: Toeplitz step from the previous row (relative to D_{j-1}), none at gap 0.
-        previous = lax.dynamic_index_in_dim(log_total, j - 1, 0, keepdims=False)[:size]
-        new_first = jnp.where(gaps == 0, -jnp.inf, log_width + toeplitz(method, previous, c_arr, nu[j]))
+        previous = lax.dynamic_index_in_dim(log_total, j - 1, 0, keepdims=False)[:length]
+        new_first = jnp.where(gaps == 0, -jnp.inf, widths + toeplitz(method, previous, c_arr, nu[j]))
         # Runs of k = j - l + 1 >= 2 copies of gap i (closed form, spec Sec. 4.3), relative to D_{j-1}.
         weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
         bound = weight + first_max + run_len[j] * max_log_width
@@ -172,10 +177,10 @@ def forward_tables(
         dropped = jnp.where((rows < j) & ~kept, offsets[j - 1] + bound, -jnp.inf)
         log_omitted = jnp.logaddexp(log_omitted, jax.nn.logsumexp(dropped) + completion[j])
         weight = jnp.where(kept, weight, -jnp.inf)
-        total = _logsumexp_recent_rows(new_first, firsts, weight, log_width, j, m)
+        total = _logsumexp_recent_rows(new_first, firsts, weight, widths, j, m)
         top = safe_max(total)
         firsts = lax.dynamic_update_index_in_dim(firsts, new_first - top, j, 0)
-        row = jnp.pad(total - top, (0, width - size), constant_values=-jnp.inf)
+        row = jnp.pad(total - top, (0, width - length), constant_values=-jnp.inf)
         log_total = lax.dynamic_update_index_in_dim(log_total, row, j, 0)
         masses = lax.dynamic_update_index_in_dim(masses, _block_masses(row, c_arr, block), j, 1)
         first_max = first_max.at[j].set(reference - top)
@@ -252,9 +257,10 @@ def _logsumexp_recent_rows(first, firsts, weight, log_width, j, m: int):
 
 
 def padded_width(size: int) -> int:
-    """``size`` rounded up to a whole number of :func:`sampling_block` blocks."""
+    """The row length ``aligned_length(size)`` rounded up to a whole number of :func:`sampling_block`
+    blocks."""
     block = sampling_block(size)
-    return -(-size // block) * block
+    return -(-aligned_length(size) // block) * block
 
 
 def _block_masses(row, c, block: int):

@@ -35,6 +35,18 @@ from jax import lax
 
 METHODS = ("scan", "fft")
 FILTER_BLOCK = 16
+BLOCK_ALIGN = 8
+"""Rows are padded to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN`` (:func:`aligned_length`), so that
+loops over a row or a block column have even lengths: XLA CPU compiles an elementwise loop of odd
+length to scalar code, 2x slower, and up to 30x slower when the loop also reads a runtime scalar
+(``nu``, or ``c``, when they are not compile-time constants; measured at ``10^6`` elements)."""
+
+
+def aligned_length(size: int) -> int:
+    """``size`` rounded up to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN``: the row length of the
+    Toeplitz step (and of the forward pass's rows), even so that XLA CPU vectorizes its loops."""
+    step = FILTER_BLOCK * BLOCK_ALIGN
+    return -(-size // step) * step
 
 
 def safe_max(v):
@@ -124,6 +136,26 @@ def _shift_right(v, shift):
     return lax.dynamic_slice(padded, (size - jnp.minimum(shift, size),), (size,))
 
 
+def _remainder(values, length):
+    """``values % length`` (floor convention) for int32 ``values`` and a traced scalar ``length >= 1``.
+
+    XLA CPU lowers a remainder by a runtime divisor to one scalar division per element, which costs
+    more than the filters themselves (``length = floor(nu)`` is traced: the levels may be). So the
+    quotient is estimated in float32 and the remainder corrected in integers: the first estimate is
+    within ``512 / length + 1`` of the quotient for any int32 value, so the first remainder is below
+    ``512 + 2 length`` in magnitude, exact in float32; the second estimate is then off by at most
+    one, which the last two selects fix. Exact for every int32 input.
+    """
+    inverse = 1 / length.astype(jnp.float32)
+
+    def reduce(v):
+        return v - jnp.floor(v.astype(jnp.float32) * inverse).astype(jnp.int32) * length
+
+    rest = reduce(reduce(values))
+    rest = jnp.where(rest < 0, rest + length, rest)
+    return jnp.where(rest >= length, rest - length, rest)
+
+
 def toeplitz_scan(x, c, nu):
     """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` exactly, by three log-space filters."""
     size = x.shape[0]
@@ -131,6 +163,11 @@ def toeplitz_scan(x, c, nu):
     window = jnp.floor(nu).astype(jnp.int32)
     frac = (nu - window).astype(dtype)
     length = jnp.maximum(window, 1)
+    # Everything runs at the length of the block layout (even: see BLOCK_ALIGN), with the data at
+    # [0, size) in every row, the reversed one included; an output below size reads only inputs
+    # below size, so the padding (-inf) changes nothing.
+    padded = aligned_length(size)
+    x = jnp.pad(x, (0, padded - size), constant_values=-jnp.inf)
     # The three filters' inputs are built directly in the block layout (position k = b * block + t).
     values = _to_blocks(jnp.stack([x, x[::-1], x]), FILTER_BLOCK, -jnp.inf)
     block, _, blocks = values.shape
@@ -141,8 +178,8 @@ def toeplitz_scan(x, c, nu):
     # Row 0: far filter z[k] = LSE_{u <= k} x[u] - c (k - u).
     # Row 1, on the reversed sequence: suffix filter LSE_{k <= u <= block end} x[u] - c (u - k).
     # Row 2: prefix filter LSE_{block start <= u <= k} x[u] + c (k - u).
-    suffix_restart = (size - 1 - position) % length == length - 1
-    prefix_restart = position % length == 0
+    suffix_restart = _remainder(padded - 1 - position, length) == length - 1
+    prefix_restart = _remainder(position, length) == 0
     decay = jnp.stack(
         [
             jnp.broadcast_to(-c, position.shape),
@@ -151,16 +188,16 @@ def toeplitz_scan(x, c, nu):
         ],
         axis=1,
     )
-    z, suffix, prefix = _from_blocks(_filter_blocks(decay, values), size)
+    z, suffix, prefix = _from_blocks(_filter_blocks(decay, values), padded)
     suffix = suffix[::-1]
     far = _shift_right(z, window + 1) - c * (1 - frac)
     # W[i] = suffix[i - L] (u in the block of i - L) (+) prefix[i - 1] - c (L - 1) (u in the block
     # of i, present unless i is block-aligned).
-    aligned = jnp.arange(size, dtype=jnp.int32) % length == 0
+    aligned = _remainder(jnp.arange(padded, dtype=jnp.int32), length) == 0
     head = jnp.where(window >= 1, _shift_right(suffix, window) - c * frac, -jnp.inf)
     tail = jnp.where(aligned | (window < 1), -jnp.inf, _shift_right(prefix, 1) - c * (window - 1 + frac))
     # A select, not ``.at[0].set``: XLA CPU emits the fused dynamic-update-slice form as a slow loop.
-    return jnp.where(jnp.arange(size) == 0, -jnp.inf, _log_sum_exp3(head, tail, far))
+    return jnp.where(jnp.arange(padded) == 0, -jnp.inf, _log_sum_exp3(head, tail, far))[:size]
 
 
 def _log_sum_exp3(a, b, d):
