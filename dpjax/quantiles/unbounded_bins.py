@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax import sharded
+
 # Largest query index ever used: int32 room for the block loop and float32-exact integers.
 INDEX_LIMIT = 2**24
 
@@ -105,6 +107,7 @@ def _slots(x, lower, log_b, cap, size: int, dtype, negate: bool):
 
 
 @functools.partial(jax.jit, static_argnames=("size", "dtype", "negate"))
+@sharded.auto_axes
 def cumulative_counts(x, lower, log_b, cap, *, size: int, dtype, negate: bool = False) -> Counts:
     """The cumulative counts ``f_0..f_{size-1}`` of ``z = x - lower`` (or ``-x - lower`` with ``negate``),
     computed in ``dtype``; one compiled O(n) pass.
@@ -120,6 +123,7 @@ def cumulative_counts(x, lower, log_b, cap, *, size: int, dtype, negate: bool = 
 
 
 @functools.partial(jax.jit, static_argnames=("size", "dtype"))
+@sharded.auto_axes
 def prefix_sums(x, lower, log_b, cap, *, size: int, dtype) -> jax.Array:
     """``P[i]`` = the sum of ``max(x_j, lower)`` over the points counted by query i (i < size)."""
     slot = _slots(x, lower, log_b, cap, size, dtype, False)

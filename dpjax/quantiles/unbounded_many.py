@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded import (
@@ -91,6 +92,13 @@ def _count_below(xs, lo, hi, lower, edge):
         0, steps + 1, body, (jnp.full_like(edge, lo, jnp.int32), jnp.full_like(edge, hi, jnp.int32))
     )
     return a - lo
+
+
+@functools.partial(jax.jit, static_argnames=("dtype",))
+@sharded.auto_axes
+def _sorted(x, *, dtype):
+    """``x`` sorted in ``dtype`` (replicated when ``x`` is sharded over explicit mesh axes)."""
+    return jnp.sort(x.astype(dtype))
 
 
 @functools.partial(jax.jit, static_argnames=("noise",))
@@ -201,7 +209,7 @@ def unbounded_many(
     g = grid(beta, max_queries, dtype)
     context = contextlib.nullcontext() if is_traced(x) else jax.ensure_compile_time_eval()
     with context:  # concrete data: sorted once, now (not per key, and not constant-folded under jit)
-        xs = jnp.sort(x.astype(dtype))
+        xs = _sorted(x, dtype=dtype)
     return checks.guard(_many(key, xs, qs, epsilon, split, lower, g.log_b, g.cap, noise=noise))
 
 
