@@ -124,6 +124,7 @@ def _tuning(n: int, levels, lower, upper, dtype) -> jax.Array:
     return _cached_tuning_log_sensitivity(n, levels, float(lower), float(upper), np.dtype(dtype))
 
 
+@jax.jit
 def _tuned_t(log_sens, epsilon_each) -> jax.Array:
     """Per quantile, the grid ``t`` of least noise variance, averaged over the synthetic datasets."""
     grid = jnp.asarray(T_GRID, log_sens.dtype)
@@ -140,7 +141,7 @@ def csmooth_default_t(n: int, levels, epsilon_each, bounds, dtype=None) -> jax.A
     in ``dtype`` (default: the default float). Returns shape ``(m,)``.
     """
     dtype = float_dtype() if dtype is None else np.dtype(dtype)
-    return jax.jit(_tuned_t)(_tuning(n, levels, *bounds, dtype), epsilon_each)
+    return _tuned_t(_tuning(n, levels, *bounds, dtype), epsilon_each)
 
 
 def _check_t(checks: Checks, t, m: int):
