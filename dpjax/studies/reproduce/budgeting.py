@@ -64,8 +64,12 @@ def _range_fn(mode, c):
 
     def one(key, x, rho, centre):
         if c is None:
-            return range_count_baseline(key, x, rho, centre, half, mode=mode), jnp.float32(0)
-        count, res = range_count(key, x, rho, centre, half, c=c, beta0=BETA0, mode=mode)
+            return range_count_baseline(
+                key, x, rho=rho, center=centre, half_widths=half, mode=mode
+            ), jnp.float32(0)
+        count, res = range_count(
+            key, x, rho=rho, center=centre, half_widths=half, c=c, beta0=BETA0, mode=mode
+        )
         return count, _saving(res, c)
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
@@ -75,8 +79,8 @@ def _range_fn(mode, c):
 def _kde_fn(mode, c):
     def one(key, x, rho, p):
         if c is None:
-            return kde_baseline(key, x, rho, p, bandwidth=BANDWIDTH, mode=mode), jnp.float32(0)
-        value, res = kde(key, x, rho, p, bandwidth=BANDWIDTH, c=c, beta0=BETA0, mode=mode)
+            return kde_baseline(key, x, rho=rho, p=p, bandwidth=BANDWIDTH, mode=mode), jnp.float32(0)
+        value, res = kde(key, x, rho=rho, p=p, bandwidth=BANDWIDTH, c=c, beta0=BETA0, mode=mode)
         return value, _saving(res, c)
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
@@ -86,8 +90,8 @@ def _kde_fn(mode, c):
 def _knn_fn(mode, c, k):
     def one(key, x, rho, p):
         if c is None:
-            return knn_baseline(key, x, rho, p, k=k, mode=mode), jnp.float32(0)
-        indices, res = knn(key, x, rho, p, k=k, c=c, beta0=BETA0, mode=mode)
+            return knn_baseline(key, x, rho=rho, p=p, k=k, mode=mode), jnp.float32(0)
+        indices, res = knn(key, x, rho=rho, p=p, k=k, c=c, beta0=BETA0, mode=mode)
         return indices, _saving(res, c)
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
@@ -165,7 +169,9 @@ def _multi_fn(c):
     half = np.full(2, HALF, np.float32)
 
     def one(key, x, r, centre):
-        count, res = range_count(key, x, r, centre, half, c=c, beta0=BETA0, mode="distance")
+        count, res = range_count(
+            key, x, rho=r, center=centre, half_widths=half, c=c, beta0=BETA0, mode="distance"
+        )
         return count, res.rounds
 
     return jax.jit(one)

@@ -70,13 +70,15 @@ def _svt_errors(key, counts, descending, k, eps):
     """Mean squared errors over the answered queries: measurements alone, and combined with the gaps."""
     rank_key, select_key, measure_key = jax.random.split(key, 3)
     threshold = _threshold(rank_key, descending, k)
-    res = svt.sparse_vector_with_gap(select_key, counts, threshold, epsilon=eps / 2, k=k, monotonic=True)
+    res = svt.sparse_vector_with_gap(
+        select_key, counts, threshold=threshold, epsilon=eps / 2, k=k, monotonic=True
+    )
     valid = res.indices >= 0
     answered = jnp.maximum(valid.sum(), 1)
     truth = counts[jnp.maximum(res.indices, 0)]
     scale = answered / (eps / 2)
     alpha = truth + noise.laplace(measure_key, shape=(k,), scale=scale, dtype=counts.dtype)
-    budget = svt.gap_budget(eps / 2, k, monotonic=True)
+    budget = svt.gap_budget(epsilon=eps / 2, k=k, monotonic=True)
     beta = svt_gap.combine_gap_and_measurement(
         gaps=res.gaps,
         threshold=threshold,
@@ -138,7 +140,7 @@ def _adaptivity_trial(key, counts, descending, k):
     out = {}
     for name, sigma in (("asvt", None), ("svt", math.inf)):
         res = svt.adaptive_sparse_vector_with_gap(
-            run_key, counts, threshold, epsilon=EPSILON, k=k, sigma=sigma, monotonic=True
+            run_key, counts, threshold=threshold, epsilon=EPSILON, k=k, sigma=sigma, monotonic=True
         )
         valid = res.indices >= 0
         answers = valid.sum()
@@ -150,7 +152,7 @@ def _adaptivity_trial(key, counts, descending, k):
                 res.branch == svt.BRANCH_TOP, 1, jnp.where(res.branch == svt.BRANCH_MIDDLE, 2, 0)
             )
             kth = res.indices[k - 1]
-            budget = svt.gap_budget(EPSILON, k, monotonic=True)
+            budget = svt.gap_budget(epsilon=EPSILON, k=k, monotonic=True)
             spent = budget.eps0 + jnp.cumsum(units)[jnp.maximum(kth, 0)] * budget.eps2
             out["left"] = jnp.where(kth >= 0, (EPSILON - spent) / EPSILON, 0.0)
             out["top"] = (res.answer_branches == svt.BRANCH_TOP).sum()
