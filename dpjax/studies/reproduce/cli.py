@@ -85,9 +85,10 @@ def _resolve(names: list[str]) -> list[str] | str:
 
 
 def _machine() -> str:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (
-        f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}, "
-        f"jax {jax.__version__} on {jax.default_backend()}"
+        f"{platform.machine()}, {os.cpu_count()} CPU cores, load average {load} at the end, "
+        f"Python {platform.python_version()}, jax {jax.__version__} on {jax.default_backend()}"
     )
 
 
@@ -127,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
     key = jax.random.key(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     done, failures = [], []
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for name in names:
         print(f"\n== {name}: {REPRODUCTIONS[name].TITLE}", flush=True)
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         try:
             rep = REPRODUCTIONS[name].run(
                 jax.random.fold_in(key, list(REPRODUCTIONS).index(name)), args.mode, args.data_dir
@@ -139,11 +140,12 @@ def run(args: argparse.Namespace) -> int:
             failures.append(name)
             print(f"dpjax reproduce: error: {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
             continue
-        rep.seconds = time.perf_counter() - began
+        rep.seconds, rep.cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
         writers.write_png(rep, args.out / f"{name}.png")
-        print(f"{rep.trials}\n{writers.markdown_table(rep)}\n({rep.seconds:.0f} s)", flush=True)
+        timing = f"({rep.seconds:.0f} s, {rep.cpu_seconds:.0f} s CPU)"
+        print(f"{rep.trials}\n{writers.markdown_table(rep)}\n{timing}", flush=True)
         done.append(rep)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
     if done:
         writers.write_csv(done, args.out / "reproduction.csv")
         markdown = args.markdown or args.out / "reproduction.md"
@@ -154,10 +156,12 @@ def run(args: argparse.Namespace) -> int:
             mode_line=MODE_LINES[args.mode],
             machine=_machine(),
             seconds=seconds,
+            cpu_seconds=cpu_seconds,
             figures=Path(os.path.relpath(args.out, markdown.parent)),
         )
         markdown.write_text(report)
-        print(f"\nwrote {markdown}, {args.out / 'reproduction.csv'} and the PNGs ({seconds:.0f} s in all)")
+        timing = f"({seconds:.0f} s, {cpu_seconds:.0f} s CPU)"
+        print(f"\nwrote {markdown}, {args.out / 'reproduction.csv'} and the PNGs {timing}")
     if failures:
         print(
             f"dpjax reproduce: {len(failures)} reproduction(s) failed: {', '.join(failures)}", file=sys.stderr

@@ -66,6 +66,8 @@ class Reproduction:
         known differences.
       plot: draws the figure into the given PNG path.
       seconds: wall time of the run.
+      cpu_seconds: CPU time of the process during the run (all threads); on a busy machine the
+        wall time says more about the other jobs than about the run.
     """
 
     name: str
@@ -75,6 +77,7 @@ class Reproduction:
     notes: list[str]
     plot: Callable[[Path], None] | None = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 def pick(mode: str, *, smoke, quick, full):
@@ -93,9 +96,17 @@ def mean_and_se(values) -> tuple[float, float]:
 
 
 def ratio_of_means_se(numerator, denominator) -> tuple[float, float]:
-    """``sum(numerator)/sum(denominator)`` over paired trials and its delta-method standard error."""
+    """``sum(numerator)/sum(denominator)`` over paired trials and its delta-method standard error.
+
+    Two all-zero samples (e.g. two methods that are exact on every trial) have ratio 1 and
+    standard error 0; a zero denominator alone gives ``inf``.
+    """
     a = np.asarray(numerator, np.float64).ravel()
     b = np.asarray(denominator, np.float64).ravel()
+    if a.sum() == 0 and b.sum() == 0:
+        return 1.0, 0.0
+    if b.sum() == 0:
+        return math.inf, math.nan
     ratio = float(a.sum() / b.sum())
     if a.size < 2:
         return ratio, math.nan
