@@ -118,6 +118,7 @@ def _inverse_cdf_draw(key, units):
 
 
 @functools.partial(jax.jit, static_argnames=("k",))
+@sharded.auto_axes
 def _tree_top(key, units, *, k: int):
     """The top-k indices of ``units + Gumbel(1)`` by the top-down Gumbel process
     (:mod:`dpjax.gumbel_process`); the log-mass tree is key independent (built once under ``vmap``

@@ -191,6 +191,7 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, d
 
 
 @functools.partial(jax.jit, static_argnames=("dtype",))
+@sharded.auto_axes
 def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, dtype):
     centered = center(queries, threshold, dtype)
     _, scale = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
