@@ -20,6 +20,7 @@ import traceback
 MODE = sys.argv[1]
 LOCAL_DEVICES = 2 if MODE == "distributed" else int(sys.argv[2])
 os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={LOCAL_DEVICES}"
+os.environ["JAX_PLATFORMS"] = "cpu"  # virtual host devices, also on a machine with an accelerator
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # mechanism_registry
 
 import jax  # noqa: E402

@@ -81,8 +81,6 @@ def test_rng_floor_is_per_release():
     single = rng_floor("gumbel", 1000, repeats=2)
     batch = rng_floor("gumbel", 1000, releases=50, repeats=2)
     assert len(single.times) >= 2 and single.median > 0 and batch.median > 0
-    # Drawing 50 x 1000 variates costs more than drawing 1000 once, so the whole call is longer.
-    assert batch.median * 50 > single.median
 
 
 def test_batch_size_caps_by_device_memory():
