@@ -12,7 +12,6 @@ MECHANISMS = [
         data={"value": np.array([1.0, 2.5, -3.0], np.float32)},
         params={"epsilon": (1.0, 0.5, 2.0), "sensitivity": (1.0, 3.0)},
         guarantee=additive.laplace_guarantee,
-        guarantee_args=("epsilon", "sensitivity"),
     ),
     Mechanism(
         name="additive.gaussian_mechanism",
@@ -21,6 +20,5 @@ MECHANISMS = [
         params={"sigma": (1.0, 0.3, 4.0), "sensitivity": (1.0, 2.0)},
         privacy=("sigma",),
         guarantee=additive.gaussian_guarantee,
-        guarantee_args=("sigma", "sensitivity"),
     ),
 ]

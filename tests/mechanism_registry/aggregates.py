@@ -22,7 +22,6 @@ MECHANISMS = [
         params=PARAMS,
         privacy=("epsilon", "clip_fraction"),
         guarantee=aggregates.sum_guarantee,
-        guarantee_args=("epsilon", "clip_fraction"),
     ),
     # sum and mean are clipped_sum's value (over n): two parameters each keep the suite lean.
     *(
@@ -32,7 +31,6 @@ MECHANISMS = [
             data={"x": X},
             params={"epsilon": PARAMS["epsilon"], "q": PARAMS["q"]},
             guarantee=guarantee,
-            guarantee_args=("epsilon",),
         )
         for name, guarantee in (("sum", aggregates.sum_guarantee), ("mean", aggregates.mean_guarantee))
     ),

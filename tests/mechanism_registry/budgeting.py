@@ -10,8 +10,9 @@ per-user arrays of rho under ``vmap`` are tested in ``tests/test_budgeting_apps.
 ``run_multi_query`` is not registered: it is a host-side driver (a Python loop over queries that
 authorizes and settles each one on a float64 :class:`~dpjax.accounting.per_user.PerUserLedger`),
 with no traceable parameter and no data argument of its own. The PIE-based entries have no
-registered guarantee: their companions read an array ``rho`` as per-user allotments (a worst case
-over users), not as a grid of parameters.
+``guarantee_grid=False``: their companions read an array ``rho`` as per-user allotments (a worst case
+over users), not as a grid of parameters. A baseline spends each user's full ``rho_i`` once, the worst
+case of its PIE variant, so it shares that companion.
 """
 
 import numpy as np
@@ -92,6 +93,8 @@ MECHANISMS = [
         params={"rho": RHO, "beta0": BETA0, "nu_low": (-1.0, -3.0, 0.0), "nu_high": (1.0, 0.0, 2.0)},
         static={"c": 4},
         privacy=("rho", "beta0"),
+        guarantee=budgeting.pie_guarantee,
+        guarantee_grid=False,
     ),
     Mechanism(
         name="budgeting.pie_k",
@@ -100,6 +103,8 @@ MECHANISMS = [
         params={"rho": RHO, "beta0": BETA0, "score_params": POINT},
         static={"k": 3, "c": 4, "score_fn": distance_to, "noise_mode": "low"},
         privacy=("rho", "beta0"),
+        guarantee=budgeting.pie_guarantee,
+        guarantee_grid=False,
     ),
     Mechanism(
         name="budgeting.range_count",
@@ -108,6 +113,8 @@ MECHANISMS = [
         params={"rho": RHO, "beta0": BETA0, "center": CENTER, "half_widths": HALF},
         static={"c": 4, "noise_mode": "low"},
         privacy=("rho", "beta0"),
+        guarantee=budgeting.range_count_guarantee,
+        guarantee_grid=False,
     ),
     Mechanism(
         name="budgeting.range_count_baseline",
@@ -116,6 +123,8 @@ MECHANISMS = [
         params={"rho": RHO, "center": CENTER, "half_widths": HALF},
         static={"mode": "distance", "noise_mode": "low"},
         privacy=("rho",),
+        guarantee=budgeting.range_count_guarantee,
+        guarantee_grid=False,
     ),
     Mechanism(
         name="budgeting.kde",
@@ -124,6 +133,8 @@ MECHANISMS = [
         params={"rho": RHO, "beta0": BETA0, "p": POINT, "bandwidth": BANDWIDTH},
         static={"c": 4, "noise_mode": "low"},
         privacy=("rho", "beta0", "bandwidth"),
+        guarantee=budgeting.kde_guarantee,
+        guarantee_grid=False,
     ),
     Mechanism(
         name="budgeting.kde_baseline",
@@ -132,6 +143,8 @@ MECHANISMS = [
         params={"rho": RHO, "p": POINT, "bandwidth": BANDWIDTH},
         static={"noise_mode": "low"},
         privacy=("rho", "bandwidth"),
+        guarantee=budgeting.kde_guarantee,
+        guarantee_grid=False,
     ),
     Mechanism(
         name="budgeting.knn",
@@ -140,6 +153,8 @@ MECHANISMS = [
         params={"rho": RHO, "beta0": BETA0, "p": POINT},
         static={"k": 3, "c": 4, "noise_mode": "low"},
         privacy=("rho", "beta0"),
+        guarantee=budgeting.knn_guarantee,
+        guarantee_grid=False,
     ),
     Mechanism(
         name="budgeting.knn_baseline",
@@ -148,6 +163,8 @@ MECHANISMS = [
         params={"rho": RHO, "p": POINT},
         static={"k": 3, "mode": "point", "noise_mode": "low"},
         privacy=("rho",),
+        guarantee=budgeting.knn_guarantee,
+        guarantee_grid=False,
     ),
     Mechanism(
         name="budgeting.threshold_query",
@@ -157,7 +174,6 @@ MECHANISMS = [
         static={"c": 4},
         privacy=("rho", "beta0", "q"),
         guarantee=budgeting.threshold_guarantee,
-        guarantee_args=("rho",),
     ),
     Mechanism(
         name="budgeting.threshold_baseline",
@@ -166,6 +182,5 @@ MECHANISMS = [
         params={"rho": RHO, "q": Q, "n_records": N_RECORDS},
         privacy=("rho", "q"),
         guarantee=budgeting.threshold_guarantee,
-        guarantee_args=("rho",),
     ),
 ]

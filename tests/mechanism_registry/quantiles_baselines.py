@@ -3,6 +3,7 @@
 import numpy as np
 
 from dpjax import quantiles
+from dpjax.accounting import Neighbors
 from mechanism_registry import Mechanism
 
 X = np.random.default_rng(0).normal(0.0, 1.0, 30).astype(np.float32)
@@ -15,7 +16,7 @@ MECHANISMS = [
         fn=quantiles.joint_exp,
         data={"x": X},
         params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS},
-        static={"neighbors": "add_remove"},
+        static={"neighbors": Neighbors.ADD_REMOVE},
         guarantee=quantiles.joint_exp_guarantee,
     ),
     Mechanism(
@@ -23,7 +24,7 @@ MECHANISMS = [
         fn=quantiles.emq,
         data={"x": X},
         params={"epsilon": (1.0, 0.5, 2.0), "q": (0.5, 0.1, 0.8), "bounds": BOUNDS},
-        static={"neighbors": "add_remove"},
+        static={"neighbors": Neighbors.ADD_REMOVE},
         guarantee=quantiles.emq_guarantee,
     ),
     Mechanism(
@@ -38,14 +39,15 @@ MECHANISMS = [
         fn=quantiles.app_ind_exp,
         data={"x": X},
         params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS, "delta": (1e-6, 1e-3, 0.0)},
+        static={"neighbors": Neighbors.SWAP},
         guarantee=quantiles.app_ind_exp_guarantee,
-        guarantee_args=("epsilon", "delta"),
     ),
     Mechanism(
         name="quantiles.csmooth",
         fn=quantiles.csmooth,
         data={"x": X},
-        params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS},
+        params={"rho": (0.5, 0.125, 2.0), "qs": QS, "bounds": BOUNDS},
+        privacy=("rho",),
         guarantee=quantiles.csmooth_guarantee,
     ),
     Mechanism(
@@ -53,7 +55,7 @@ MECHANISMS = [
         fn=quantiles.agg_tree,
         data={"x": X},
         params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS},
-        static={"branching": 3, "height": 2, "neighbors": "add_remove"},
+        static={"branching": 3, "height": 2, "neighbors": Neighbors.ADD_REMOVE},
         guarantee=quantiles.agg_tree_guarantee,
     ),
 ]

@@ -1,7 +1,5 @@
 """Registry entries: the unbounded quantile family of :mod:`dpjax.quantiles` (Durfee 2023)."""
 
-import functools
-
 import numpy as np
 
 from dpjax import quantiles
@@ -24,8 +22,8 @@ MECHANISMS = [
             "beta": (1.01, 1.001, 1.5),
         },
         privacy=("epsilon", "split"),
+        static={"neighbors": "add_remove"},  # the value of Neighbors.ADD_REMOVE is accepted too
         guarantee=quantiles.unbounded_guarantee,
-        guarantee_args=("epsilon", "split"),
     ),
     Mechanism(
         name="quantiles.unbounded_result",
@@ -41,7 +39,6 @@ MECHANISMS = [
         static={"noise": "laplace", "max_queries": 700},
         privacy=("epsilon", "split"),
         guarantee=quantiles.unbounded_guarantee,
-        guarantee_args=("epsilon", "split", "q"),
     ),
     Mechanism(
         name="quantiles.fully_unbounded",
@@ -50,7 +47,6 @@ MECHANISMS = [
         params={"q": (0.25, 0.75, 0.5), "epsilon": (1.0, 0.2, 3.0), "beta": (1.01, 1.002)},
         static={"noise": "gumbel", "max_queries": 2000},
         guarantee=quantiles.fully_unbounded_guarantee,
-        guarantee_args=("epsilon",),
     ),
     Mechanism(
         name="quantiles.unbounded_many",
@@ -64,7 +60,6 @@ MECHANISMS = [
             "beta": (1.01, 1.2),
         },
         privacy=("epsilon", "split"),
-        guarantee=functools.partial(quantiles.unbounded_many_guarantee, 3),
-        guarantee_args=("epsilon", "split"),
+        guarantee=quantiles.unbounded_many_guarantee,
     ),
 ]

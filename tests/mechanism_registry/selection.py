@@ -7,7 +7,6 @@ from mechanism_registry import Mechanism
 
 SCORES = np.array([3.0, 1.0, 0.0, 2.5, -1.0], np.float32)
 PARAMS = {"epsilon": (1.0, 0.5, 2.0), "sensitivity": (1.0, 2.5)}
-GUARANTEE_ARGS = ("epsilon", "sensitivity")
 
 MECHANISMS = [
     Mechanism(
@@ -16,7 +15,6 @@ MECHANISMS = [
         data={"utilities": SCORES},
         params=PARAMS,
         guarantee=selection.exponential_mechanism_guarantee,
-        guarantee_args=GUARANTEE_ARGS,
     ),
     Mechanism(
         name="selection.exponential_mechanism[inverse_cdf]",
@@ -25,7 +23,6 @@ MECHANISMS = [
         params=PARAMS,
         static={"method": "inverse_cdf"},
         guarantee=selection.exponential_mechanism_guarantee,
-        guarantee_args=GUARANTEE_ARGS,
     ),
     Mechanism(
         name="selection.exponential_mechanism[tree]",
@@ -34,7 +31,6 @@ MECHANISMS = [
         params=PARAMS,
         static={"method": "tree"},
         guarantee=selection.exponential_mechanism_guarantee,
-        guarantee_args=GUARANTEE_ARGS,
     ),
     Mechanism(
         name="selection.report_noisy_max",
@@ -42,7 +38,6 @@ MECHANISMS = [
         data={"scores": SCORES},
         params=PARAMS,
         guarantee=selection.report_noisy_max_guarantee,
-        guarantee_args=GUARANTEE_ARGS,
     ),
     *(
         Mechanism(
@@ -52,8 +47,7 @@ MECHANISMS = [
             params=PARAMS,
             static={"noise": noise, "monotonic": True},
             guarantee=selection.report_noisy_max_guarantee,
-            guarantee_args=(*GUARANTEE_ARGS, "noise", "monotonic"),
-        )
+            )
         for noise in ("exponential", "laplace")
     ),
     Mechanism(
@@ -63,7 +57,6 @@ MECHANISMS = [
         params=PARAMS,
         static={"k": 3},
         guarantee=selection.gumbel_top_k_guarantee,
-        guarantee_args=("k", *GUARANTEE_ARGS),
     ),
     Mechanism(
         name="selection.gumbel_top_k[tree]",
@@ -72,7 +65,6 @@ MECHANISMS = [
         params=PARAMS,
         static={"k": 3, "method": "tree"},
         guarantee=selection.gumbel_top_k_guarantee,
-        guarantee_args=("k", *GUARANTEE_ARGS),
     ),
     Mechanism(
         name="selection.noisy_top_k_with_gap",
@@ -81,7 +73,6 @@ MECHANISMS = [
         params=PARAMS,
         static={"k": 2},
         guarantee=selection.noisy_top_k_with_gap_guarantee,
-        guarantee_args=("k", *GUARANTEE_ARGS),
     ),
     Mechanism(
         name="selection.noisy_max_with_gap",
@@ -90,7 +81,6 @@ MECHANISMS = [
         params=PARAMS,
         static={"monotonic": True},
         guarantee=selection.noisy_max_with_gap_guarantee,
-        guarantee_args=(*GUARANTEE_ARGS, "monotonic"),
     ),
     Mechanism(
         name="selection.gumbel_top_k[counts]",
@@ -98,5 +88,6 @@ MECHANISMS = [
         data={"scores": np.array([7, 2, 9, 9, 0, 4], np.int32)},
         params=PARAMS,
         static={"k": 2, "monotonic": True},
+        guarantee=selection.gumbel_top_k_guarantee,
     ),
 ]

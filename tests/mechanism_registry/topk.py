@@ -23,7 +23,6 @@ MECHANISMS = [
         static={"k": 3, "kbar": 5},
         privacy=("epsilon", "delta"),
         guarantee=topk.limited_domain_guarantee,
-        guarantee_args=("k", "epsilon", "delta"),
     ),
     Mechanism(
         name="topk.strictly_limited_domain",
@@ -33,7 +32,6 @@ MECHANISMS = [
         static={"k": 3, "kbar": 5},
         privacy=("epsilon", "delta"),
         guarantee=topk.limited_domain_guarantee,
-        guarantee_args=("k", "epsilon", "delta"),
     ),
     Mechanism(
         name="topk.private_kbar",
@@ -43,7 +41,6 @@ MECHANISMS = [
         static={"k": 2, "kbar_max": 6},
         privacy=("epsilon", "delta"),
         guarantee=topk.private_kbar_guarantee,
-        guarantee_args=("k", "epsilon", "delta"),
     ),
     Mechanism(
         name="topk.fixed_threshold",
@@ -53,7 +50,6 @@ MECHANISMS = [
         static={"kbar": 4},
         privacy=("epsilon", "delta"),
         guarantee=topk.fixed_threshold_guarantee,
-        guarantee_args=("kbar", "epsilon", "delta"),
     ),
     Mechanism(  # experimental, not exported from dpjax.topk
         name="topk.laplace.laplace_limited_domain",
@@ -63,6 +59,5 @@ MECHANISMS = [
         static={"k": 3, "kbar": 5},
         privacy=("epsilon", "delta"),
         guarantee=laplace_limited_domain_guarantee,
-        guarantee_args=("epsilon", "delta", "max_contributions"),
     ),
 ]

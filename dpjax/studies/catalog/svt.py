@@ -37,7 +37,7 @@ def _gap_with_measures(key, counts, epsilon, threshold):
     budget = gap_budget(epsilon / 2, K, monotonic=True)
     measure_scale = K / (epsilon / 2)
     select_key, measure_key = jax.random.split(key)
-    res = sparse_vector_with_gap(select_key, counts, threshold, epsilon / 2, k=K, monotonic=True)
+    res = sparse_vector_with_gap(select_key, counts, threshold, epsilon / 2, c=K, monotonic=True)
     truth = jnp.where(res.indices >= 0, counts[jnp.maximum(res.indices, 0)], jnp.nan)  # NaN: not reported
     alpha = truth + measure_scale * jax.random.laplace(measure_key, (K,), truth.dtype)
     beta = svt_gap.combine_gap_and_measurement(
@@ -69,7 +69,7 @@ def _adaptive(key, counts, epsilon, threshold):
     counts = counts.astype(jnp.result_type(float))
     out = {}
     for name, sigma in (("adaptive", None), ("σ=∞ baseline", jnp.inf)):
-        res = adaptive_sparse_vector_with_gap(key, counts, threshold, epsilon, k=K, sigma=sigma,
+        res = adaptive_sparse_vector_with_gap(key, counts, threshold, epsilon, c=K, sigma=sigma,
                                               monotonic=True)
         out[name] = {"indices": res.indices, "answers": (res.indices >= 0).sum(),
                      "budget_left": res.epsilon_left / epsilon}
