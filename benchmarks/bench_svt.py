@@ -110,7 +110,7 @@ def speed_cases(scale: float) -> list[Case]:
         Case(
             family="svt",
             mechanism="svt.adaptive_sparse_vector_with_gap",
-            setting=f"{power_label(items)}-item Zipf(1.1) histogram, k={K}, eps={EPSILON}, monotonic",
+            setting=f"{power_label(items)}-item Zipf(1.1) histogram, c={K}, eps={EPSILON}, monotonic",
             release=lambda key, c: svt.adaptive_sparse_vector_with_gap(
                 key, c, threshold=threshold, epsilon=EPSILON, c=K, monotonic=True
             ),

@@ -139,7 +139,8 @@ def sum(
       beta: UQE grid ratio > 1 (may be traced; the paper uses 1.001 and recommends 1.01 for clipping).
       clip_fraction: share of ``epsilon`` spent on the bound, in (0, 1) (may be traced).
       lower: a data-independent lower bound (may be traced; 0 in the paper).
-      noise: UQE's noise family ("exponential", "laplace", "gumbel") (static).
+      noise: UQE's noise family ("exponential", "laplace", "gumbel") (static); the default is the
+        quantile family's (:func:`~dpjax.quantiles.unbounded`: the paper's exponential noise).
       max_queries: the cap on UQE's halting query (static; see :func:`dpjax.quantiles.unbounded`).
 
     Returns:

@@ -248,7 +248,10 @@ def report_noisy_max(
       key: a ``jax.random`` key.
       scores: shape [n], finite.
       epsilon: privacy parameter, > 0 (may be traced).
-      noise: "gumbel", "exponential" or "laplace" (static).
+      noise: "gumbel", "exponential" or "laplace" (static). Default "gumbel": the output is exactly
+        the exponential mechanism and epsilon-range-bounded (Durfee and Rogers 2019, Lemmas 4.2-4.3),
+        so it is charged the tighter epsilon^2/8-zCDP; "exponential" (permute-and-flip) is more
+        accurate under pure DP but not range-bounded.
       sensitivity: per-score sensitivity, > 0 (may be traced).
       monotonic: see above (static bool).
       method: ``"literal"`` (noisy scores and their argmax) or, with ``noise="gumbel"`` only,

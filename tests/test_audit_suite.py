@@ -38,10 +38,10 @@ def claim(guarantee) -> tuple[float, float]:
 
 EPS = 1.0
 NMAX = neighbours.noisy_max_worst_case()
-NMAX_MONO = neighbours.noisy_max_worst_case(monotone=True)
+NMAX_MONO = neighbours.noisy_max_worst_case(monotonic=True)
 TOP2 = (np.zeros(4), np.array([1.0, 1.0, -1.0, -1.0]))
 SVT = neighbours.svt_worst_case(8)
-SVT_MONO = neighbours.svt_worst_case(8, monotone=True)
+SVT_MONO = neighbours.svt_worst_case(8, monotonic=True)
 QUANT = neighbours.quantile_worst_case(8, 0.0, 1.0)
 QUANT_WIDE = neighbours.quantile_worst_case(8, 0.0, 10.0)
 QUANT_SIGNED = neighbours.quantile_worst_case(8, -10.0, 10.0)
@@ -76,9 +76,9 @@ POSITIVE = {
         reference.randomized_response_guarantee(EPS),
     ),
     "reference_sparse_vector_c2": (
-        lambda k, v: reference.sparse_vector(k, v, EPS, 0.0, cutoff=2),
+        lambda k, v: reference.sparse_vector(k, v, EPS, 0.0, c=2),
         *SVT,
-        reference.sparse_vector_guarantee(EPS, cutoff=2),
+        reference.sparse_vector_guarantee(EPS, c=2),
     ),
     "reference_noisy_max_with_gap": (
         lambda k, v: reference.noisy_max_with_gap(k, v, EPS),

@@ -63,7 +63,7 @@ from dpjax.validation import (
     is_traced,
 )
 
-NOISES = ("exponential", "laplace", "gumbel")
+NOISES = ("exponential", "laplace", "gumbel")  # default: exponential (see unbounded's docstring)
 GUMBEL_SPLIT = "noise='gumbel' requires epsilon1 == epsilon2 (split=0.5), Lemma 3.2."
 # The static cap K on the halting query: the count table of traced data (or of a traced lower bound
 # or beta) has K + 1 entries. Above the paper's float32 limit at beta = 1.001 (86,6xx queries).
@@ -286,7 +286,9 @@ def unbounded(
       lower: a data-independent lower bound, finite (may be traced; points below it are allowed).
       beta: grid ratio > 1 (may be traced; the paper uses 1.001; 1.01 for clipping). The grid uses
         ``beta`` rounded to the working dtype.
-      noise: "exponential" (the paper's experiments), "laplace" or "gumbel" (requires split=0.5) (static).
+      noise: "exponential" (default: the noise of the paper's experiments, Durfee 2023 Sec. 5; it has
+        Laplace's guarantee, Cor. 3.1, with one-sided noise and a smaller error on these counts),
+        "laplace" or "gumbel" (requires split=0.5) (static).
       split: fraction of ``epsilon`` spent on the threshold, in (0, 1) (may be traced).
       neighbors: a :class:`~dpjax.accounting.Neighbors` (or its value); documents the intended
         relation for the guarantee (the computation is the same under both) (static).
