@@ -50,7 +50,12 @@ def laplace_mechanism(key, value, epsilon: float, *, sensitivity: float = 1.0) -
 
 @elementwise("epsilon", "sensitivity")
 def laplace_guarantee(epsilon: float, *, sensitivity: float = 1.0) -> PureDP:
-    """The Laplace mechanism's guarantee: pure ``epsilon``-DP (whatever the stated sensitivity)."""
+    """The Laplace mechanism's guarantee: pure ``epsilon``-DP (Dwork et al. 2006, Thm 1).
+
+    Takes the mechanism's privacy arguments. ``sensitivity`` is validated as the mechanism validates
+    it, and cancels from the bound: the noise scale is ``sensitivity/epsilon``, so the release is
+    ``epsilon``-DP for every stated value, provided the statistic's L1 sensitivity is at most it.
+    """
     check_positive(sensitivity, "sensitivity")
     return PureDP(check_epsilon(epsilon))
 
