@@ -416,13 +416,8 @@ def sparse_vector_with_gap_guarantee(
 
 @elementwise("epsilon", "theta", "sigma", "sensitivity")
 def adaptive_sparse_vector_with_gap_guarantee(
-    epsilon: float,
-    *,
-    c: int,
-    theta: float | None = None,
-    sigma: float | None = None,
-    monotonic: bool = False,
-    sensitivity: float = 1.0,
+    epsilon: float, *, c: int, theta: float | None = None, sigma: float | None = None,
+    monotonic: bool = False, sensitivity: float = 1.0,
 ) -> PureDP:
     """Adaptive-Sparse-Vector-with-Gap is ``epsilon``-DP (Ding et al. 2019, Theorem 4) whatever the
     other arguments: the worst case to reserve before the run; ``GapResult.epsilon_spent`` is the
