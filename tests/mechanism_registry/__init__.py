@@ -93,6 +93,19 @@ class Mechanism:
         return self.guarantee(**{name: values[name] for name in self.guarantee_args})
 
 
+def entry(module, name: str, **fields) -> Mechanism:
+    """The entry of ``module``'s mechanism ``name`` (``"function"`` or ``"function[variant]"``).
+
+    Named ``"<module path after dpjax.>.<name>"``; ``fn`` defaults to the module's function and
+    ``guarantee`` to its ``<function>_guarantee`` companion (give either explicitly otherwise).
+    """
+    base = name.split("[")[0]
+    fields.setdefault("fn", getattr(module, base))
+    if "guarantee" not in fields and not fields.get("no_guarantee"):
+        fields["guarantee"] = getattr(module, f"{base}_guarantee")
+    return Mechanism(name=f"{module.__name__.removeprefix('dpjax.')}.{name}", **fields)
+
+
 def all_mechanisms() -> list[Mechanism]:
     """Every registered mechanism: the ``MECHANISMS`` list of each module of this package."""
     package = importlib.import_module(__name__)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from dpjax import svt
-from mechanism_registry import Mechanism
+from mechanism_registry import Mechanism, entry
 
 QUERIES = {"queries": np.array([0.5, 3.0, -1.0, 4.5, 2.0, 6.0, 1.0, 5.0], np.float32)}
 AT_PARAMS = {
@@ -45,48 +45,44 @@ MECHANISMS = [
         privacy=("epsilon", "sensitivity"),
         guarantee=gumbel_above_threshold_guarantee,
     ),
-    Mechanism(
-        name="svt.above_threshold",
-        fn=svt.above_threshold,
+    entry(
+        svt,
+        "above_threshold",
         data=QUERIES,
         params=AT_PARAMS,
         privacy=(*AT_PRIVACY, "sensitivity"),
-        guarantee=svt.above_threshold_guarantee,
     ),
-    Mechanism(
-        name="svt.above_threshold_blocked",
-        fn=svt.above_threshold_blocked,
+    entry(
+        svt,
+        "above_threshold_blocked",
         data=QUERIES,
         params=AT_PARAMS,
         static={"block_size": 3, "noise": "exponential"},
         privacy=AT_PRIVACY,
         guarantee=svt.above_threshold_guarantee,
     ),
-    Mechanism(
-        name="svt.sparse_vector",
-        fn=svt.sparse_vector,
+    entry(
+        svt,
+        "sparse_vector",
         data=QUERIES,
         params=AT_PARAMS,
         static={"c": 2},
         privacy=AT_PRIVACY,
-        guarantee=svt.sparse_vector_guarantee,
     ),
-    Mechanism(
-        name="svt.sparse_vector_with_gap",
-        fn=svt.sparse_vector_with_gap,
+    entry(
+        svt,
+        "sparse_vector_with_gap",
         data=QUERIES,
         params=GAP_PARAMS,
         static={"c": 2},
         privacy=GAP_PRIVACY,
-        guarantee=svt.sparse_vector_with_gap_guarantee,
     ),
-    Mechanism(
-        name="svt.adaptive_sparse_vector_with_gap",
-        fn=svt.adaptive_sparse_vector_with_gap,
+    entry(
+        svt,
+        "adaptive_sparse_vector_with_gap",
         data=QUERIES,
         params={**GAP_PARAMS, "sigma": (2.0, 0.0, math.inf)},
         static={"c": 2, "monotonic": True},
         privacy=(*GAP_PRIVACY, "sensitivity"),
-        guarantee=svt.adaptive_sparse_vector_with_gap_guarantee,
     ),
 ]
