@@ -201,14 +201,19 @@ def test_neighbors_is_one_enum_that_accepts_its_values():
 
 
 def test_guarantees_compose_through_a_dp_accounting_accountant():
-    """Laplace (eps = 0.5: eps^2/2-zCDP), Gaussian (sigma = 2: 1/8-zCDP) and Gumbel top-3 at 0.2
-    (3 * 0.2^2/8-zCDP) exported as dp_accounting events and composed by its RDP accountant: the
-    total is rho = 0.125 + 0.125 + 0.015 and epsilon(delta) the CKS20 Prop. 12 conversion of it."""
+    """Laplace (eps = 0.5: eps^2/2-zCDP), Gaussian (sigma = 2: 1/8-zCDP, once as its zCDP form and
+    once as its own GaussianDpEvent, which RDP composes identically) and Gumbel top-3 at 0.2
+    (3 * 0.2^2/8-zCDP) composed by dp_accounting's RDP accountant: the total is
+    rho = 0.125 + 0.125 + 0.125 + 0.015 and epsilon(delta) the CKS20 Prop. 12 conversion of it."""
     guarantees = [laplace_guarantee(0.5), gaussian_guarantee(2.0), gumbel_top_k_guarantee(3, 0.2)]
     events = [g.to_dp_event() for g in guarantees]
-    assert all(isinstance(e, dp_event.ZCDpEvent) for e in events)
-    rho = 0.5**2 / 2 + 1 / (2 * 2.0**2) + 3 * 0.2**2 / 8
-    assert sum(e.rho for e in events) == pytest.approx(rho, rel=1e-12)
+    assert isinstance(events[0], dp_event.LaplaceDpEvent) and events[0].noise_multiplier == 2.0
+    assert isinstance(events[1], dp_event.GaussianDpEvent) and events[1].noise_multiplier == 2.0
+    assert isinstance(events[2], dp_event.ZCDpEvent)
+    # The RDP accountant composes the Laplace event exactly (tighter than eps^2/2-zCDP), so compose
+    # their zCDP forms here to compare with the closed form.
+    events = [dp_event.ZCDpEvent(g.to_zcdp().rho) for g in guarantees[:2]] + events[1:]
+    rho = 0.5**2 / 2 + 1 / (2 * 2.0**2) + 1 / (2 * 2.0**2) + 3 * 0.2**2 / 8
     orders = np.concatenate([np.linspace(1.01, 10.0, 2000), np.linspace(10.01, 500.0, 2000)])
     accountant = RdpAccountant(orders=list(orders))
     for event in events:
@@ -222,3 +227,15 @@ def test_guarantees_compose_through_a_dp_accounting_accountant():
     assert accountant.get_epsilon(delta) == pytest.approx(epsilon, rel=1e-9)
     assert accountant.get_epsilon(delta) == pytest.approx(zcdp_epsilon(rho, delta), rel=1e-6)
     assert isinstance(ApproxDP(1.0, 1e-6).to_dp_event(), dp_event.UnsupportedDpEvent)
+
+
+def test_laplace_event_composes_exactly_in_the_pld_accountant():
+    """The Laplace mechanism at epsilon0 has delta(eps) = 1 - exp((eps - epsilon0)/2) for
+    0 <= eps <= epsilon0 (its privacy loss law); the PLD accountant's (pessimistic) value is within
+    its discretization of it."""
+    from dp_accounting.pld import PLDAccountant
+
+    accountant = PLDAccountant()
+    accountant.compose(laplace_guarantee(0.5, sensitivity=3.0).to_dp_event())
+    assert accountant.get_delta(0.25) == pytest.approx(1 - math.exp((0.25 - 0.5) / 2), abs=2e-3)
+    assert accountant.get_delta(0.25) >= 1 - math.exp((0.25 - 0.5) / 2) - 1e-9

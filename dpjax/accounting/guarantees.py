@@ -19,9 +19,12 @@ the :class:`~dpjax.accounting.Accountant` converts each spend to its budget's no
 never asks which notion the caller wants. ``rho`` is kept only when it is strictly tighter than the
 generic conversion, so equal guarantees compare equal.
 
-``to_dp_event()`` exports a guarantee as a ``dp_accounting`` event (``ZCDpEvent`` for everything that
-implies zCDP; ``dp_accounting`` 0.6 has no pure or (epsilon, delta) event, so a guarantee that is only
-(epsilon, delta)-DP exports as ``UnsupportedDpEvent``).
+``to_dp_event()`` exports a guarantee as a ``dp_accounting`` event: the mechanism's own event where
+its companion attaches one (``LaplaceDpEvent``, ``GaussianDpEvent``: exact for every ``dp_accounting``
+accountant, PLD included), else ``ZCDpEvent`` for everything that implies zCDP (RDP accountant);
+``dp_accounting`` 0.6 has no pure or (epsilon, delta) event, so a guarantee that is only
+(epsilon, delta)-DP exports as ``UnsupportedDpEvent``. The attached event does not take part in
+equality: it describes the same guarantee exactly.
 """
 
 from __future__ import annotations
@@ -55,10 +58,13 @@ class Guarantee:
         raise NotImplementedError
 
     def to_dp_event(self):
-        """The ``dp_accounting`` event of this guarantee: ``ZCDpEvent(rho)`` of :meth:`to_zcdp`
-        (an RDP accountant composes it exactly), ``UnsupportedDpEvent`` when none implies it."""
+        """The ``dp_accounting`` event of this guarantee: the mechanism's event when its companion
+        attached one, else ``ZCDpEvent(rho)`` of :meth:`to_zcdp` (an RDP accountant composes it
+        exactly), ``UnsupportedDpEvent`` when none implies it."""
         from dp_accounting import dp_event
 
+        if getattr(self, "event", None) is not None:
+            return self.event
         try:
             return dp_event.ZCDpEvent(self.to_zcdp().rho)
         except TypeError:
@@ -87,11 +93,12 @@ class PureDP(Guarantee):
     """epsilon-DP: Pr[M(x) in S] <= e^epsilon Pr[M(x') in S] for all neighbours and events.
 
     ``rho`` (optional): a rho-zCDP bound proved for the mechanism, kept when tighter than
-    epsilon^2/2.
+    epsilon^2/2. ``event`` (optional): the mechanism's own ``dp_accounting`` event.
     """
 
     epsilon: float
     rho: float | None = None
+    event: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
@@ -140,9 +147,13 @@ class ApproxDP(Guarantee):
 
 @dataclasses.dataclass(frozen=True)
 class ZCDP(Guarantee):
-    """rho-zCDP: the Renyi divergence of order alpha is at most rho*alpha for every alpha > 1."""
+    """rho-zCDP: the Renyi divergence of order alpha is at most rho*alpha for every alpha > 1.
+
+    ``event`` (optional): the mechanism's own ``dp_accounting`` event.
+    """
 
     rho: float
+    event: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "rho", _check_nonnegative("rho", self.rho))
