@@ -1,12 +1,14 @@
 """Sparse-Vector-with-Gap and Adaptive-Sparse-Vector-with-Gap (Ding, Wang, Zhang, Kifer, PVLDB 2019).
 
 Algorithm 2 of "Free Gap Information from the Differentially Private Sparse Vector and Noisy Max
-Mechanisms". Budgets: ``eps0 = theta*epsilon`` (threshold, ``Lap(1/eps0)``), ``eps1 = (1-theta)*epsilon/c``
-(middle branch) and ``eps2 = eps1/2`` (top branch); the query noise is ``Lap(2/eps1)`` / ``Lap(2/eps2)``
-for general queries and ``Lap(1/eps1)`` / ``Lap(1/eps2)`` for monotonic ones (all times the
-sensitivity). A query whose top-noised gap reaches ``sigma`` is a top ⊤ (costs eps2), else one whose
-middle-noised gap is >= 0 is a middle ⊤ (costs eps1), else ⊥ (free); every ⊤ releases its noisy gap
-``q_i + noise - T~``. The run stops once the cost exceeds ``epsilon - eps1`` (line 16).
+Mechanisms". ``c`` is the number of answers above the threshold (the paper's ``k``; ``c`` in every SVT
+of this package, as in Lyu, Su and Li 2017). Budgets: ``eps0 = theta*epsilon`` (threshold,
+``Lap(1/eps0)``), ``eps1 = (1-theta)*epsilon/c`` (middle branch) and ``eps2 = eps1/2`` (top branch); the
+query noise is ``Lap(2/eps1)`` / ``Lap(2/eps2)`` for general queries and ``Lap(1/eps1)`` /
+``Lap(1/eps2)`` for monotonic ones (all times the sensitivity). A query whose top-noised gap reaches
+``sigma`` is a top ⊤ (costs eps2), else one whose middle-noised gap is >= 0 is a middle ⊤ (costs eps1),
+else ⊥ (free); every ⊤ releases its noisy gap ``q_i + noise - T~``. The run stops once the cost exceeds
+``epsilon - eps1`` (line 16).
 
 Integer accounting (spec seed-002 §2.3.4): costs are counted in units of ``eps2`` (top 1, middle 2,
 ⊥ 0) and line 16 is exactly "units > 2c - 2". Adding floats instead stops one answer early in a large
