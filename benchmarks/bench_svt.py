@@ -61,7 +61,7 @@ def numpy_adaptive_svt(rng, queries, threshold, budget):
             if middle >= 0:
                 units += 2
                 answers.append((i, middle))
-        if units > 2 * budget.k - 2:
+        if units > 2 * budget.c - 2:
             break
     return answers
 
@@ -110,9 +110,9 @@ def speed_cases(scale: float) -> list[Case]:
         Case(
             family="svt",
             mechanism="svt.adaptive_sparse_vector_with_gap",
-            setting=f"{power_label(items)}-item Zipf(1.1) histogram, k={K}, eps={EPSILON}, monotonic",
+            setting=f"{power_label(items)}-item Zipf(1.1) histogram, c={K}, eps={EPSILON}, monotonic",
             release=lambda key, c: svt.adaptive_sparse_vector_with_gap(
-                key, c, threshold=threshold, epsilon=EPSILON, k=K, monotonic=True
+                key, c, threshold=threshold, epsilon=EPSILON, c=K, monotonic=True
             ),
             args=(counts.astype(np.float32),),
             releases=scaled(100, scale, 8),
@@ -146,7 +146,7 @@ def adaptivity_trial(key, counts, descending, k, epsilon):
     out = {}
     for name, sigma in (("asvt", None), ("svt", jnp.inf)):
         res = svt.adaptive_sparse_vector_with_gap(
-            run_key, counts, threshold, epsilon, k=k, sigma=sigma, monotonic=True
+            run_key, counts, threshold, epsilon, c=k, sigma=sigma, monotonic=True
         )
         valid = res.indices >= 0
         answers = valid.sum()

@@ -50,9 +50,18 @@ def laplace_mechanism(key, value, epsilon: float, *, sensitivity: float = 1.0) -
 
 @elementwise("epsilon", "sensitivity")
 def laplace_guarantee(epsilon: float, *, sensitivity: float = 1.0) -> PureDP:
-    """The Laplace mechanism's guarantee: pure ``epsilon``-DP (whatever the stated sensitivity)."""
+    """The Laplace mechanism's guarantee: pure ``epsilon``-DP (Dwork et al. 2006, Thm 1).
+
+    Takes the mechanism's privacy arguments. ``sensitivity`` is validated as the mechanism validates
+    it, and cancels from the bound: the noise scale is ``sensitivity/epsilon``, so the release is
+    ``epsilon``-DP for every stated value, provided the statistic's L1 sensitivity is at most it.
+    ``dp_accounting``'s ``LaplaceDpEvent(1 / epsilon)`` (scale over sensitivity) is attached.
+    """
+    from dp_accounting import dp_event
+
     check_positive(sensitivity, "sensitivity")
-    return PureDP(check_epsilon(epsilon))
+    epsilon = check_epsilon(epsilon)
+    return PureDP(epsilon, event=dp_event.LaplaceDpEvent(noise_multiplier=1 / epsilon))
 
 
 def gaussian_mechanism(key, value, sigma: float, *, sensitivity: float = 1.0) -> jax.Array:
@@ -72,9 +81,14 @@ def gaussian_mechanism(key, value, sigma: float, *, sensitivity: float = 1.0) ->
 
 @elementwise("sigma", "sensitivity")
 def gaussian_guarantee(sigma: float, *, sensitivity: float = 1.0) -> ZCDP:
-    """The Gaussian mechanism's guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP."""
+    """The Gaussian mechanism's guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP (Bun and Steinke 2016,
+    Prop. 1.6), with ``dp_accounting``'s ``GaussianDpEvent(sigma / sensitivity)`` attached."""
+    from dp_accounting import dp_event
+
     sensitivity = check_positive(sensitivity, "sensitivity")
-    return ZCDP(sensitivity**2 / (2 * check_positive(sigma, "sigma") ** 2))
+    sigma = check_positive(sigma, "sigma")
+    event = dp_event.GaussianDpEvent(noise_multiplier=sigma / sensitivity)
+    return ZCDP(sensitivity**2 / (2 * sigma**2), event=event)
 
 
 def gaussian_sigma_for_zcdp(rho: float, *, sensitivity: float = 1.0) -> float:

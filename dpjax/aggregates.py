@@ -139,7 +139,8 @@ def sum(
       beta: UQE grid ratio > 1 (may be traced; the paper uses 1.001 and recommends 1.01 for clipping).
       clip_fraction: share of ``epsilon`` spent on the bound, in (0, 1) (may be traced).
       lower: a data-independent lower bound (may be traced; 0 in the paper).
-      noise: UQE's noise family ("exponential", "laplace", "gumbel") (static).
+      noise: UQE's noise family ("exponential", "laplace", "gumbel") (static); the default is the
+        quantile family's (:func:`~dpjax.quantiles.unbounded`: the paper's exponential noise).
       max_queries: the cap on UQE's halting query (static; see :func:`dpjax.quantiles.unbounded`).
 
     Returns:
@@ -196,17 +197,16 @@ def mean(
     return value / jnp.shape(x)[0]
 
 
-@elementwise("epsilon", "clip_fraction")
-def sum_guarantee(
-    epsilon: float, *, clip_fraction: float = 0.5, noise: str = "exponential", notion: str = "pure"
-):
-    """Guarantee of :func:`sum` (swap): UQE with ``clip_fraction * epsilon`` composed with the
-    Laplace step's ``PureDP((1 - clip_fraction) * epsilon)``; ``PureDP(epsilon)`` for notion "pure",
-    or zCDP with Theorem 1 for the UQE part (notion "zcdp"). Host side: concrete numbers, or arrays
-    of ``epsilon``/``clip_fraction`` for a grid (an object array of guarantees)."""
+@elementwise("epsilon", "q", "clip_fraction")
+def sum_guarantee(epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: str = "exponential"):
+    """Guarantee of :func:`sum` (swap): UQE with ``clip_fraction * epsilon``
+    (:func:`~dpjax.quantiles.unbounded_guarantee`, which carries Theorem 1's zCDP bound) composed
+    with the Laplace step's ``PureDP((1 - clip_fraction) * epsilon)``: ``PureDP(epsilon)`` with the
+    sum of the parts' zCDP bounds. Host side: concrete numbers, or arrays of ``epsilon``, ``q``,
+    ``clip_fraction`` for a grid (an object array of guarantees)."""
     epsilon = check_epsilon(epsilon)
     clip_fraction = check_probability(clip_fraction, "clip_fraction", open_low=True, open_high=True)
-    bound = unbounded_guarantee(clip_fraction * epsilon, noise=noise, notion=notion)
+    bound = unbounded_guarantee(q, clip_fraction * epsilon, noise=noise)
     return compose([bound, PureDP((1 - clip_fraction) * epsilon)])
 
 

@@ -95,6 +95,38 @@ def test_reservation_authorizes_worst_case_and_charges_actual():
         acct.reserve(PureDP(0.2))
 
 
+def test_each_budget_uses_the_form_it_needs_from_one_guarantee():
+    # 10 Gumbel selections at 0.2: RangeBounded(2.0, rho=10 * 0.2^2/8) (Cesar and Rogers 2021).
+    top10 = RangeBounded(2.0, rho=0.05)
+    zcdp = Accountant(ZCDP(0.1))
+    zcdp.spend(top10)
+    assert zcdp.remaining.rho == pytest.approx(0.1 - 0.05)  # not 2.0^2/8 = 0.5, which would not fit
+    pure = Accountant(PureDP(2.5))
+    pure.spend(top10)
+    assert pure.remaining.epsilon == pytest.approx(0.5)
+    approx = Accountant(ApproxDP(2.0, 1e-6))
+    approx.spend(top10)
+    assert approx.spent.epsilon == pytest.approx(zcdp_epsilon(0.05, 1e-6))  # < 2.0 by the zCDP route
+
+
+def test_every_ledger_has_the_reserve_settle_protocol():
+    from dpjax.accounting import Ledger, PayWhatYouGet, PerUserLedger, Reservation
+
+    ledgers = {
+        Accountant(PureDP(1.0)): (PureDP(0.5), (PureDP(0.2),)),
+        PayWhatYouGet(0.1, 1e-9, max_outcomes=5, max_calls=2): (3, (1, True)),
+        PerUserLedger(1.0, n=2): ([0.5, 0.5], ([1, 0], [0.0, 1.0])),
+    }
+    for ledger, (worst, used) in ledgers.items():
+        assert isinstance(ledger, Ledger)
+        reservation = ledger.reserve(worst, label="q")
+        assert isinstance(reservation, Reservation) and not reservation.settled
+        reservation.settle(*used)
+        assert reservation.settled and ledger.history[-1].label == "q"
+        with pytest.raises(RuntimeError, match="settled"):
+            reservation.settle(*used)
+
+
 def test_bad_budgets_and_spends():
     with pytest.raises(TypeError, match="budget"):
         Accountant(RangeBounded(1.0))

@@ -24,7 +24,7 @@ def test_standard_conversions_golden_values():
     assert PureDP(0.1).to_zcdp().rho == pytest.approx(0.005)
     # Cesar and Rogers 2021: epsilon-range-bounded => epsilon^2/8-zCDP and epsilon-DP.
     assert RangeBounded(1.0).to_zcdp() == ZCDP(0.125)
-    assert RangeBounded(2.0).to_pure() == PureDP(2.0)
+    assert RangeBounded(2.0).to_pure() == PureDP(2.0, rho=0.5)  # the range bound keeps its zCDP
     # Bun and Steinke 2016, Prop. 1.3: rho + 2 sqrt(rho log(1/delta)).
     assert bun_steinke_epsilon(0.5, 1e-6) == pytest.approx(0.5 + 2 * math.sqrt(0.5 * math.log(1e6)))
     assert bun_steinke_epsilon(0.5, 1e-6) == pytest.approx(5.7565217697569, rel=1e-12)
@@ -77,9 +77,11 @@ def test_zcdp_conversion_edge_cases():
 
 
 def test_composition_rules():
-    assert compose([PureDP(0.3), PureDP(0.7)]) == PureDP(1.0)
-    assert compose([RangeBounded(0.5), RangeBounded(0.5)]) == RangeBounded(1.0)
-    assert compose([RangeBounded(0.5), PureDP(0.5)]) == PureDP(1.0)
+    # Epsilons add; the parts' zCDP bounds add too (Bun and Steinke 2016, Lemma 2.3) and are kept.
+    assert compose([PureDP(0.3), PureDP(0.7)]) == PureDP(1.0, rho=0.3**2 / 2 + 0.7**2 / 2)
+    assert compose([RangeBounded(0.5), RangeBounded(0.5)]) == RangeBounded(1.0, rho=2 * 0.5**2 / 8)
+    assert compose([RangeBounded(0.5), PureDP(0.5)]) == PureDP(1.0, rho=0.5**2 / 8 + 0.5**2 / 2)
+    assert compose([PureDP(0.5)]) == PureDP(0.5)  # one part: nothing tighter than eps^2/2
     assert compose([PureDP(1.0), RangeBounded(2.0), ZCDP(0.1)]) == ZCDP(0.5 + 0.5 + 0.1)
     assert compose([ApproxDP(1.0, 1e-6), PureDP(0.5)]) == ApproxDP(1.5, 1e-6)
     mixed = compose([ApproxDP(1.0, 1e-6), ZCDP(0.5)], delta=1e-6)
@@ -98,6 +100,7 @@ def test_k_fold_composition_in_zcdp_beats_linear():
     assert total.epsilon == pytest.approx(10.0)
     rho = compose([PureDP(0.1).to_zcdp()] * 100).rho
     assert rho == pytest.approx(0.5)
+    assert total.to_zcdp().rho == pytest.approx(0.5)  # the composed pure value carries it
     assert zcdp_epsilon(rho, 1e-6) < 5.3
 
 

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from dpjax import aggregates
-from dpjax.accounting import ZCDP, PureDP
+from dpjax.accounting import ZCDP
 
 X = np.concatenate(
     [
@@ -72,9 +72,9 @@ def test_swap_sensitivity_of_the_clipped_sum():
 
 
 def test_guarantees():
-    assert aggregates.sum_guarantee(2.0) == PureDP(2.0)
-    assert aggregates.mean_guarantee(1.0, clip_fraction=0.3) == PureDP(1.0)
-    rho = aggregates.sum_guarantee(2.0, notion="zcdp")
+    assert aggregates.sum_guarantee(2.0).epsilon == 2.0
+    assert aggregates.mean_guarantee(1.0, clip_fraction=0.3).epsilon == 1.0
+    rho = aggregates.sum_guarantee(2.0).to_zcdp()
     assert rho == ZCDP(0.5 * (0.25 + 0.5) ** 2 + 0.5 * 1.0**2)
 
 

@@ -230,7 +230,7 @@ def test_limit_domain_bottom_probability():
 
 def test_sparse_vector_stops_after_cutoff():
     q = jnp.array([5.0, -5.0, 5.0, 5.0, 5.0])
-    out = np.asarray(_runs(lambda k: reference.sparse_vector(k, q, 1.0, 0.0, cutoff=2), 2000))
+    out = np.asarray(_runs(lambda k: reference.sparse_vector(k, q, 1.0, 0.0, c=2), 2000))
     tops = np.cumsum(out == 1, axis=1)
     assert np.all(tops[:, -1] <= 2)
     assert np.all((out == -1) == (np.concatenate([np.zeros((2000, 1)), tops[:, :-1]], 1) >= 2))

@@ -38,10 +38,10 @@ def claim(guarantee) -> tuple[float, float]:
 
 EPS = 1.0
 NMAX = neighbours.noisy_max_worst_case()
-NMAX_MONO = neighbours.noisy_max_worst_case(monotone=True)
+NMAX_MONO = neighbours.noisy_max_worst_case(monotonic=True)
 TOP2 = (np.zeros(4), np.array([1.0, 1.0, -1.0, -1.0]))
 SVT = neighbours.svt_worst_case(8)
-SVT_MONO = neighbours.svt_worst_case(8, monotone=True)
+SVT_MONO = neighbours.svt_worst_case(8, monotonic=True)
 QUANT = neighbours.quantile_worst_case(8, 0.0, 1.0)
 QUANT_WIDE = neighbours.quantile_worst_case(8, 0.0, 10.0)
 QUANT_SIGNED = neighbours.quantile_worst_case(8, -10.0, 10.0)
@@ -76,9 +76,9 @@ POSITIVE = {
         reference.randomized_response_guarantee(EPS),
     ),
     "reference_sparse_vector_c2": (
-        lambda k, v: reference.sparse_vector(k, v, EPS, 0.0, cutoff=2),
+        lambda k, v: reference.sparse_vector(k, v, EPS, 0.0, c=2),
         *SVT,
-        reference.sparse_vector_guarantee(EPS, cutoff=2),
+        reference.sparse_vector_guarantee(EPS, c=2),
     ),
     "reference_noisy_max_with_gap": (
         lambda k, v: reference.noisy_max_with_gap(k, v, EPS),
@@ -143,14 +143,14 @@ POSITIVE = {
         svt.sparse_vector_guarantee(EPS / 2, EPS / 2, c=2),
     ),
     "sparse_vector_with_gap": (
-        lambda k, v: svt.sparse_vector_with_gap(k, v, 0.0, EPS, k=2),
+        lambda k, v: svt.sparse_vector_with_gap(k, v, 0.0, EPS, c=2),
         *SVT,
-        svt.sparse_vector_with_gap_guarantee(EPS, k=2),
+        svt.sparse_vector_with_gap_guarantee(EPS, c=2),
     ),
     "adaptive_sparse_vector_with_gap": (
-        lambda k, v: svt.adaptive_sparse_vector_with_gap(k, v, 0.0, EPS, k=2),
+        lambda k, v: svt.adaptive_sparse_vector_with_gap(k, v, 0.0, EPS, c=2),
         *SVT,
-        svt.adaptive_sparse_vector_with_gap_guarantee(EPS, k=2),
+        svt.adaptive_sparse_vector_with_gap_guarantee(EPS, c=2),
     ),
     # top-k over unknown domains
     "limited_domain": (
@@ -171,7 +171,7 @@ POSITIVE = {
     "laplace_limited_domain_experimental": (
         lambda k, v: laplace_limited_domain(k, v, 2, 2, EPS, 1e-3, max_contributions=1),
         *HIST,
-        laplace_limited_domain_guarantee(EPS, 1e-3, max_contributions=1),
+        laplace_limited_domain_guarantee(2, EPS, 1e-3, max_contributions=1),
     ),
     # quantiles
     "emq": (
@@ -197,17 +197,17 @@ POSITIVE = {
     "unbounded_quantile": (
         lambda k, v: quantiles.unbounded(k, v, 0.5, EPS, beta=1.5, max_queries=30),
         *QUANT_WIDE,
-        quantiles.unbounded_guarantee(EPS),
+        quantiles.unbounded_guarantee(0.5, EPS),
     ),
     "fully_unbounded_quantile": (
         lambda k, v: quantiles.fully_unbounded(k, v, 0.5, EPS, beta=1.5, max_queries=30),
         *QUANT_SIGNED,
-        quantiles.fully_unbounded_guarantee(EPS),
+        quantiles.fully_unbounded_guarantee(0.5, EPS),
     ),
     "unbounded_many": (
         lambda k, v: quantiles.unbounded_many(k, v, (0.25, 0.75), EPS, beta=1.5, max_queries=30),
         *QUANT_WIDE,
-        quantiles.unbounded_many_guarantee(2, EPS),
+        quantiles.unbounded_many_guarantee((0.25, 0.75), EPS),
     ),
     "app_ind_exp": (
         lambda k, v: quantiles.app_ind_exp(k, v, (0.25, 0.75), EPS, bounds=(0.0, 1.0)),
@@ -216,15 +216,15 @@ POSITIVE = {
     ),
     # t is given: its default is tuned with NumPy at call time, which fails when x is traced
     "csmooth": (
-        lambda k, v: quantiles.csmooth(k, v, (0.5,), EPS, bounds=(0.0, 1.0), t=(1.0,)),
+        lambda k, v: quantiles.csmooth(k, v, (0.5,), EPS**2 / 2, bounds=(0.0, 1.0), t=(1.0,)),
         *QUANT,
-        quantiles.csmooth_guarantee(EPS),
+        quantiles.csmooth_guarantee(EPS**2 / 2),
     ),
     # DP sum with a UQE clipping bound (the bound and the truncation flag are released too)
     "dp_sum": (
         lambda k, v: aggregates.clipped_sum(k, v, 2 * EPS, q=0.9, beta=1.5, max_queries=30),
         *QUANT_WIDE,
-        aggregates.sum_guarantee(2 * EPS),
+        aggregates.sum_guarantee(2 * EPS, q=0.9),
     ),
     # adaptive per-user budgeting: one user whose score moves by 1 (the metric's unit)
     "pie_ni": (

@@ -104,46 +104,46 @@ def test_filter_rejects_bad_budget():
 # --- the ledger ----------------------------------------------------------------------------------
 
 
-def test_ledger_authorizes_worst_case_and_debits_actual_cost():
+def test_ledger_reserves_worst_case_and_debits_actual_cost():
     ledger = PerUserLedger(1e-4, n=4)
     _, cum = split_schedule(4)
-    grant = ledger.authorize(np.array([5e-5, 5e-5, 0.0, 1e-4]), label="q1")
+    grant = ledger.reserve(np.array([5e-5, 5e-5, 0.0, 1e-4]), label="q1")
     assert np.all(ledger.remaining <= ledger.capacity - grant.r + 1e-20)  # reserved while open
-    debit = ledger.settle(grant, np.array([1, 4, 0, 2]), cum)
+    debit = grant.settle(np.array([1, 4, 0, 2]), cum)
     np.testing.assert_allclose(debit, grant.r * cum[[1, 4, 0, 2]], rtol=0)
     assert np.all(ledger.spent <= ledger.budget)
     np.testing.assert_allclose(ledger.remaining, 1e-4 - debit)
     assert ledger.history[-1].label == "q1" and ledger.history[-1].users_charged == 3
     with pytest.raises(RuntimeError, match="settled"):
-        ledger.settle(grant, np.zeros(4, int), cum)
+        grant.settle(np.zeros(4, int), cum)
 
 
 def test_ledger_refuses_before_recording_and_halts_when_not_strict():
     ledger = PerUserLedger(np.array([1.0, 2.0]))
     with pytest.raises(BudgetExceededError):
-        ledger.authorize(np.array([1.5, 1.5]))
+        ledger.reserve(np.array([1.5, 1.5]))
     assert np.all(ledger.spent == 0) and np.all(ledger.remaining == [1.0, 2.0])
-    grant = ledger.authorize(np.array([1.5, 1.5]), strict=False)
+    grant = ledger.reserve(np.array([1.5, 1.5]), strict=False)
     assert grant.r[0] == 0 and ledger.halted.tolist() == [True, False]
-    ledger.settle(grant, np.array([0, 1]), np.array([0.0, 1.0]))
-    assert ledger.authorize(np.array([0.1, 0.1]), strict=False).r[0] == 0  # halted forever
+    grant.settle(np.array([0, 1]), np.array([0.0, 1.0]))
+    assert ledger.reserve(np.array([0.1, 0.1]), strict=False).r[0] == 0  # halted forever
 
 
 def test_ledger_exhausts_exactly_to_the_budget():
     ledger = PerUserLedger(np.array([0.3, 1e-4, 7.0]))
     for _ in range(3):
-        grant = ledger.authorize(ledger.remaining)
+        grant = ledger.reserve(ledger.remaining)
         assert np.all(ledger.spent + grant.r <= ledger.capacity)
-        ledger.settle(grant, np.ones(3, int), np.array([0.0, 1.0]))
+        grant.settle(np.ones(3, int), np.array([0.0, 1.0]))
     assert np.all(ledger.spent <= ledger.budget)
     assert np.all(ledger.remaining <= 1e-6 * ledger.budget)
 
 
 def test_ledger_approx_gp_capacity():
-    ledger = PerUserLedger(1.0, n=2, notion="approx_gp", delta=1e-6, lam=1.0)
+    ledger = PerUserLedger(1.0, n=2, delta=1e-6, lam=1.0)
     assert ledger.capacity[0] == pytest.approx(approx_gp_rho_star(1.0, 1e-6, 1.0))
     with pytest.raises(ValueError, match="delta"):
-        PerUserLedger(1.0, n=2, notion="approx_gp", delta=0.0, lam=1.0)
+        PerUserLedger(1.0, n=2, delta=0.0, lam=1.0)
 
 
 @pytest.mark.parametrize("budget", [0.0, -1.0, np.nan, [1.0, 0.0]])
@@ -155,11 +155,11 @@ def test_ledger_rejects_nonpositive_budgets(budget):
 def test_ledger_rejects_bad_shapes():
     ledger = PerUserLedger(1.0, n=3)
     with pytest.raises(ValueError, match="shape"):
-        ledger.authorize(np.ones(2))
+        ledger.reserve(np.ones(2))
     with pytest.raises(ValueError, match="r must"):
-        ledger.authorize(np.array([0.1, -0.1, 0.1]))
-    with pytest.raises(ValueError, match="notion"):
-        PerUserLedger(1.0, n=3, notion="dp")
+        ledger.reserve(np.array([0.1, -0.1, 0.1]))
+    with pytest.raises(ValueError, match="both delta and lam"):
+        PerUserLedger(1.0, n=3, delta=1e-6)
 
 
 # --- splits and lambda ---------------------------------------------------------------------------

@@ -121,41 +121,41 @@ def make(**kwargs):
 
 def test_bottom_counts_as_one_outcome():
     acct = make()
-    acct.admit(3).settle(0, True)  # (⊥): one outcome
-    acct.admit(3).settle(2, True)  # (i, j, ⊥): three outcomes
-    acct.admit(3).settle(3, False)  # (i, j, l): three outcomes, no ⊥
+    acct.reserve(3).settle(0, True)  # (⊥): one outcome
+    acct.reserve(3).settle(2, True)  # (i, j, ⊥): three outcomes
+    acct.reserve(3).settle(3, False)  # (i, j, l): three outcomes, no ⊥
     assert [c.outcomes for c in acct.history] == [1, 3, 3]
     assert acct.outcomes_used == 7 and acct.calls_used == 3 and acct.remaining_outcomes == 3
 
 
 def test_refuses_a_call_whose_worst_case_does_not_fit():
     acct = make()
-    acct.admit(5).settle(5, False)
-    acct.admit(4).settle(1, True)  # charged 2, not 4
+    acct.reserve(5).settle(5, False)
+    acct.reserve(4).settle(1, True)  # charged 2, not 4
     assert acct.remaining_outcomes == 3
     before = (acct.outcomes_used, acct.calls_used, acct.history)
     with pytest.raises(BudgetExceededError, match="max_outcomes"):
-        acct.admit(4)
+        acct.reserve(4)
     assert (acct.outcomes_used, acct.calls_used, acct.history) == before  # nothing recorded
-    acct.admit(3).settle(3, False)
+    acct.reserve(3).settle(3, False)
     with pytest.raises(BudgetExceededError):
-        acct.admit(1)
+        acct.reserve(1)
 
 
 def test_refuses_beyond_max_calls():
     acct = make(max_outcomes=100, max_calls=2)
-    acct.admit(1).settle(1, False)
-    acct.admit(1).settle(0, True)
+    acct.reserve(1).settle(1, False)
+    acct.reserve(1).settle(0, True)
     with pytest.raises(BudgetExceededError, match="max_calls"):
-        acct.admit(1)
+        acct.reserve(1)
 
 
 def test_open_tickets_hold_their_worst_case():
     acct = make()
-    ticket = acct.admit(6)
+    ticket = acct.reserve(6)
     assert acct.remaining_outcomes == 4 and acct.remaining_calls == 3
     with pytest.raises(BudgetExceededError):
-        acct.admit(5)
+        acct.reserve(5)
     ticket.settle(1, True)
     assert acct.remaining_outcomes == 8
     with pytest.raises(RuntimeError, match="already"):
@@ -164,11 +164,11 @@ def test_open_tickets_hold_their_worst_case():
 
 def test_private_kbar_costs_one_more_and_batches_of_queries():
     acct = make(max_outcomes=20, max_calls=10)
-    t = acct.admit(2, private_kbar=True)
+    t = acct.reserve(2, private_kbar=True)
     assert t.worst_case == 3
     t.settle(0, True)
     assert acct.outcomes_used == 2
-    batch = acct.admit(2, queries=3)
+    batch = acct.reserve(2, queries=3)
     assert acct.remaining_outcomes == 20 - 2 - 6 and acct.remaining_calls == 10 - 1 - 3
     batch.settle(np.array([2, 0, 1]), np.array([False, True, True]))
     assert acct.outcomes_used == 2 + 2 + 1 + 2 and acct.calls_used == 4
@@ -177,11 +177,11 @@ def test_private_kbar_costs_one_more_and_batches_of_queries():
 def test_settle_rejects_inconsistent_results():
     acct = make()
     with pytest.raises(ValueError, match="bottom"):
-        acct.admit(3).settle(1, False)
+        acct.reserve(3).settle(1, False)
     with pytest.raises(ValueError, match="num_returned"):
-        acct.admit(3).settle(4, False)
+        acct.reserve(3).settle(4, False)
     with pytest.raises(ValueError, match="expected 1"):
-        acct.admit(3).settle([1, 2], [True, True])
+        acct.reserve(3).settle([1, 2], [True, True])
 
 
 def test_guarantee_depends_on_caps_only():
@@ -189,7 +189,7 @@ def test_guarantee_depends_on_caps_only():
     g = acct.guarantee
     assert g.epsilon == pytest.approx(epsilon_star(10, 0.2, 1e-6))
     assert g.delta == pytest.approx(2 * 4 * 1e-8 + 1e-6)
-    acct.admit(2).settle(0, True)
+    acct.reserve(2).settle(0, True)
     assert acct.guarantee == g
 
 
@@ -201,7 +201,7 @@ def test_session_with_the_kernel_never_exceeds_the_caps():
     while True:
         k = min(5, acct.remaining_outcomes)
         try:
-            ticket = acct.admit(max(k, 1))
+            ticket = acct.reserve(max(k, 1))
         except BudgetExceededError:
             break
         key, sub = jax.random.split(key)
@@ -223,7 +223,7 @@ def test_session_with_the_kernel_never_exceeds_the_caps():
         (lambda: PayWhatYouGet(0.1, 0.0, max_outcomes=3, max_calls=1), "delta"),
         (lambda: PayWhatYouGet(0.1, 1e-6, max_outcomes=0, max_calls=1), "max_outcomes"),
         (lambda: PayWhatYouGet(0.1, 1e-6, max_outcomes=3, max_calls=0), "max_calls"),
-        (lambda: make().admit(0), "k"),
+        (lambda: make().reserve(0), "k"),
         (lambda: topk.limited_domain_guarantee(2, 0.1, 1e-6, delta_prime=-1.0), "delta_prime"),
     ],
 )

@@ -158,7 +158,7 @@ def test_csmooth_output_and_guarantee():
     x = np.sort(np.random.default_rng(7).normal(0, 1, 200))
     out = csmooth(jax.random.key(8), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10), t=0.1)
     assert out.shape == (3,) and bool(jnp.all(jnp.diff(out) >= 0)) and bool(jnp.all(jnp.abs(out) <= 10))
-    assert csmooth_guarantee(1.0) == ZCDP(0.5)
+    assert csmooth_guarantee(0.5) == ZCDP(0.5)
 
 
 def test_honaker_exact_counts_are_fixed_point():

@@ -345,8 +345,8 @@ def test_guarantees():
     # Only the range-bounded (Gumbel) version gets the epsilon^2/8 zCDP conversion.
     assert selection.report_noisy_max_guarantee(0.5).to_zcdp() == ZCDP(0.5**2 / 8)
     assert selection.report_noisy_max_guarantee(0.5, noise="exponential").to_zcdp() == ZCDP(0.5**2 / 2)
-    assert selection.gumbel_top_k_guarantee(10, 0.1) == RangeBounded(10 * 0.1)
-    assert selection.gumbel_top_k_guarantee(10, 0.1, notion="zcdp") == ZCDP(10 * 0.1**2 / 8)
+    assert selection.gumbel_top_k_guarantee(10, 0.1).epsilon == 10 * 0.1
+    assert selection.gumbel_top_k_guarantee(10, 0.1).to_zcdp() == ZCDP(10 * 0.1**2 / 8)
     assert selection.noisy_top_k_with_gap_guarantee(10, 0.7, monotonic=True) == PureDP(0.7)
     assert selection.noisy_max_with_gap_guarantee(0.7) == PureDP(0.7)
     assert selection.noisy_top_k_with_gap_scale(10, 0.7) == pytest.approx(20 / 0.7)
@@ -385,7 +385,6 @@ KEY = jax.random.key(0)
         (lambda: selection.report_noisy_max(KEY, jnp.zeros((2, 3)), 1.0), "rank"),
         (lambda: selection.report_noisy_max(KEY, SCORES, 1.0, noise="gaussian"), "noise"),
         (lambda: selection.report_noisy_max(KEY, SCORES, 1.0, sensitivity=0.0), "sensitivity"),
-        (lambda: selection.gumbel_top_k_guarantee(2, 1.0, notion="pure"), "notion"),
         (lambda: selection.gumbel_top_k_guarantee(0, 1.0), "k"),
         (lambda: selection.exponential_mechanism_guarantee(0.0), "epsilon"),
         (lambda: selection.report_noisy_max_guarantee(1.0, noise="uniform"), "noise"),

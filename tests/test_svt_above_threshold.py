@@ -175,16 +175,15 @@ def test_integer_counts_are_accepted():
 
 def test_guarantee_values():
     assert svt.above_threshold_guarantee(0.5, 0.25) == PureDP(1.0)
-    assert svt.above_threshold_guarantee(0.5, 0.25, monotonic=True) == PureDP(0.75)
-    assert svt.above_threshold_guarantee(0.5, 0.5, monotonic=True, notion="zcdp") == ZCDP(0.5 * 0.75**2)
-    assert svt.above_threshold_guarantee(0.5, 0.5, notion="zcdp") == ZCDP(0.5 * 1.5**2)
+    assert svt.above_threshold_guarantee(0.5, 0.25, monotonic=True).epsilon == 0.75
+    assert svt.above_threshold_guarantee(0.5, 0.5, monotonic=True).to_zcdp() == ZCDP(0.5 * 0.75**2)
+    assert svt.above_threshold_guarantee(0.5, 0.5).to_zcdp() == ZCDP(0.5 * 1.5**2)
     # Theorem 1 beats Prop. 1 applied to the pure bound: 9/32 eps^2 vs 1/2 eps^2 at eps1 = eps2 = eps/2.
-    rho = svt.above_threshold_guarantee(0.5, 0.5, monotonic=True, notion="zcdp").rho
+    rho = svt.above_threshold_guarantee(0.5, 0.5, monotonic=True).to_zcdp().rho
     assert rho == pytest.approx(9 / 32) and rho < PureDP(1.0).to_zcdp().rho
-    assert svt.sparse_vector_guarantee(0.5, 0.5, c=3, monotonic=True) == PureDP(3.0)
-    assert svt.sparse_vector_guarantee(0.5, 0.5, c=4, monotonic=True, notion="zcdp").rho == pytest.approx(
-        4 * 9 / 32
-    )
+    assert svt.sparse_vector_guarantee(0.5, 0.5, c=3, monotonic=True).epsilon == 3.0
+    rho = svt.sparse_vector_guarantee(0.5, 0.5, c=4, monotonic=True).to_zcdp().rho
+    assert rho == pytest.approx(4 * 9 / 32)
     assert svt.above_threshold_guarantee(0.3, 0.3, noise="gumbel").epsilon == pytest.approx(0.9)
 
 
@@ -228,8 +227,8 @@ def test_traced_gumbel_budgets_must_be_equal():
 def test_bad_input_guarantees_and_sparse_vector():
     with pytest.raises(ValueError, match="epsilon1 == epsilon2"):
         svt.above_threshold_guarantee(0.5, 0.4, noise="gumbel")
-    with pytest.raises(ValueError, match="notion"):
-        svt.above_threshold_guarantee(0.5, 0.4, notion="renyi")
+    with pytest.raises(ValueError, match="sensitivity"):
+        svt.above_threshold_guarantee(0.5, 0.4, sensitivity=0.0)
     with pytest.raises(ValueError, match="c"):
         svt.sparse_vector(jax.random.key(0), [1.0], 0.0, 1.0, 1.0, c=0)
     with pytest.raises(ValueError, match="block_size"):

@@ -22,7 +22,7 @@ def test_adaptive_invariants():
     k, epsilon, sigma = 3, 1.0, 40.0
     run = jax.jit(
         jax.vmap(
-            lambda key: svt.adaptive_sparse_vector_with_gap(key, STREAM, 60.0, epsilon, k=k, sigma=sigma)
+            lambda key: svt.adaptive_sparse_vector_with_gap(key, STREAM, 60.0, epsilon, c=k, sigma=sigma)
         )
     )
     res = jax.tree.map(np.asarray, run(KEYS))
@@ -46,10 +46,10 @@ def test_sigma_inf_equals_sparse_vector_with_gap_for_the_same_key():
     k, epsilon = 3, 0.7
     adaptive = jax.jit(
         jax.vmap(
-            lambda key: svt.adaptive_sparse_vector_with_gap(key, STREAM, 60.0, epsilon, k=k, sigma=math.inf)
+            lambda key: svt.adaptive_sparse_vector_with_gap(key, STREAM, 60.0, epsilon, c=k, sigma=math.inf)
         )
     )(KEYS)
-    plain = jax.jit(jax.vmap(lambda key: svt.sparse_vector_with_gap(key, STREAM, 60.0, epsilon, k=k)))(KEYS)
+    plain = jax.jit(jax.vmap(lambda key: svt.sparse_vector_with_gap(key, STREAM, 60.0, epsilon, c=k)))(KEYS)
     np.testing.assert_array_equal(adaptive.indices[:, :k], plain.indices)
     assert (np.asarray(adaptive.indices[:, k:]) == -1).all()
     # Same noise; XLA may fuse the two programs' float arithmetic differently (FMA), so the released
@@ -87,7 +87,7 @@ def test_integer_accounting_gives_exactly_k_and_2k_minus_1_answers(k):
             zeros = np.zeros(n)
             for centered, expected in ((budget.sigma + 1.0, 2 * k - 1), (budget.sigma / 2, k)):
                 res = svt.adaptive_sparse_vector_with_gap_from_noise(
-                    np.full(n, centered), 0.0, 0.0, zeros, zeros, epsilon=epsilon, k=k, monotonic=monotonic
+                    np.full(n, centered), 0.0, 0.0, zeros, zeros, epsilon=epsilon, c=k, monotonic=monotonic
                 )
                 assert int((res.indices >= 0).sum()) == expected
             top = svt.adaptive_sparse_vector_with_gap_from_noise(
@@ -97,7 +97,7 @@ def test_integer_accounting_gives_exactly_k_and_2k_minus_1_answers(k):
                 zeros,
                 zeros,
                 epsilon=epsilon,
-                k=k,
+                c=k,
                 monotonic=monotonic,
             )
             assert budget.eps0 == pytest.approx(theta * epsilon)
@@ -191,7 +191,7 @@ def test_gap_with_measures_reduction_and_coverage(monotonic):
 
     def trial(key):
         select_key, measure_key = jax.random.split(key)
-        res = svt.sparse_vector_with_gap(select_key, q, threshold, epsilon / 2, k=k, monotonic=monotonic)
+        res = svt.sparse_vector_with_gap(select_key, q, threshold, epsilon / 2, c=k, monotonic=monotonic)
         truth = jnp.asarray(q)[res.indices]
         alpha = truth + measure_scale * jax.random.laplace(measure_key, (k,))
         beta = svt_gap.combine_gap_and_measurement(
@@ -219,7 +219,7 @@ def test_gap_with_measures_reduction_and_coverage(monotonic):
     ("kwargs", "match"),
     [
         ({"epsilon": 0.0}, "epsilon"),
-        ({"k": 0}, "k"),
+        ({"c": 0}, "c"),
         ({"theta": 1.0}, "theta"),
         ({"sigma": -1.0}, "sigma"),
         ({"queries": []}, "queries"),
@@ -228,7 +228,7 @@ def test_gap_with_measures_reduction_and_coverage(monotonic):
     ],
 )
 def test_bad_input_is_refused(kwargs, match):
-    args = {"queries": [1.0, 2.0], "threshold": 0.0, "epsilon": 1.0, "k": 1} | kwargs
+    args = {"queries": [1.0, 2.0], "threshold": 0.0, "epsilon": 1.0, "c": 1} | kwargs
     queries, threshold, epsilon = args.pop("queries"), args.pop("threshold"), args.pop("epsilon")
     with pytest.raises(ValueError, match=match):
         svt.adaptive_sparse_vector_with_gap(jax.random.key(0), queries, threshold, epsilon, **args)
@@ -244,15 +244,15 @@ def test_traced_gap_budget_is_the_concrete_one_in_x64(x64):
         want = svt.gap_budget(0.7, 3, theta=theta, sigma=sigma, sensitivity=2.0)
         traced = jax.jit(lambda e, t, g, s: svt.gap_budget(e, 3, theta=t, sigma=g, sensitivity=s))
         got = traced(0.7, theta, sigma, 2.0)
-        assert got.k == 3
+        assert got.c == 3
         assert_close_ulp(np.array([float(x) for x in got]), np.array(want, float))
     bad = traced(-1.0, None, None, 2.0)
-    assert all(math.isnan(float(x)) for name, x in bad._asdict().items() if name != "k")
+    assert all(math.isnan(float(x)) for name, x in bad._asdict().items() if name != "c")
 
 
 def test_invalid_traced_sigma_marks_the_result():
     run = jax.jit(
-        lambda s: svt.adaptive_sparse_vector_with_gap(jax.random.key(0), STREAM, 60.0, 1.0, k=2, sigma=s)
+        lambda s: svt.adaptive_sparse_vector_with_gap(jax.random.key(0), STREAM, 60.0, 1.0, c=2, sigma=s)
     )
     assert int(run(math.inf).units_used) >= 0 and int(run(0.0).units_used) >= 0
     for bad in (-1.0, math.nan):
@@ -264,16 +264,16 @@ def test_invalid_traced_sigma_marks_the_result():
 def test_mismatched_noise_shapes_are_refused():
     with pytest.raises(ValueError, match="top_noise"):
         svt.adaptive_sparse_vector_with_gap_from_noise(
-            [1.0, 2.0], 0.0, 0.0, [0.0], [0.0, 0.0], epsilon=1.0, k=1
+            [1.0, 2.0], 0.0, 0.0, [0.0], [0.0, 0.0], epsilon=1.0, c=1
         )
     with pytest.raises(ValueError, match="middle_noise"):
-        svt.sparse_vector_with_gap_from_noise([1.0, 2.0], 0.0, 0.0, [0.0, 0.0, 0.0], epsilon=1.0, k=1)
+        svt.sparse_vector_with_gap_from_noise([1.0, 2.0], 0.0, 0.0, [0.0, 0.0, 0.0], epsilon=1.0, c=1)
     with pytest.raises(ValueError, match="confidence"):
         svt_gap.gap_confidence_margin(0.1, 0.1, confidence=0.4)
 
 
 def test_guarantees():
-    assert svt.sparse_vector_with_gap_guarantee(0.7, k=3).epsilon == 0.7
-    assert svt.adaptive_sparse_vector_with_gap_guarantee(0.7, k=3).epsilon == 0.7
+    assert svt.sparse_vector_with_gap_guarantee(0.7, c=3).epsilon == 0.7
+    assert svt.adaptive_sparse_vector_with_gap_guarantee(0.7, c=3).epsilon == 0.7
     with pytest.raises(ValueError, match="epsilon"):
-        svt.adaptive_sparse_vector_with_gap_guarantee(-1.0)
+        svt.adaptive_sparse_vector_with_gap_guarantee(-1.0, c=1)

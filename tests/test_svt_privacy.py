@@ -175,11 +175,11 @@ def test_gap_mechanisms_pass_statistical_check(monotonic):
     epsilon = 1.5
 
     def adaptive(key, x):
-        res = svt.adaptive_sparse_vector_with_gap(key, x, 0.0, epsilon, k=2, sigma=2.0, monotonic=monotonic)
+        res = svt.adaptive_sparse_vector_with_gap(key, x, 0.0, epsilon, c=2, sigma=2.0, monotonic=monotonic)
         return _gap_code(res, 3)
 
     def plain(key, x):
-        return _gap_code(svt.sparse_vector_with_gap(key, x, 0.0, epsilon, k=2, monotonic=monotonic), 3)
+        return _gap_code(svt.sparse_vector_with_gap(key, x, 0.0, epsilon, c=2, monotonic=monotonic), 3)
 
     # Sparse vector with gap is the adaptive kernel with sigma = inf: checked once, on general pairs.
     for mechanism in (adaptive,) if monotonic else (adaptive, plain):

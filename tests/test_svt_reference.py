@@ -177,7 +177,7 @@ def test_adaptive_sparse_vector_with_gap_equals_sequential(k, epsilon, sigma):
 
     def run(q, threshold, eta, xi, nu):
         return svt.adaptive_sparse_vector_with_gap_from_noise(
-            q, threshold, eta, xi, nu, epsilon=epsilon, k=k, sigma=sigma
+            q, threshold, eta, xi, nu, epsilon=epsilon, c=k, sigma=sigma
         )
 
     batched = jax.jit(jax.vmap(run, in_axes=(0, None, 0, 0, 0)))
@@ -201,7 +201,7 @@ def test_sparse_vector_with_gap_equals_sequential(k, epsilon):
 
     def run(q, threshold, eta, nu):
         return svt.sparse_vector_with_gap_from_noise(
-            q, threshold, eta, nu, epsilon=epsilon, k=k, monotonic=True
+            q, threshold, eta, nu, epsilon=epsilon, c=k, monotonic=True
         )
 
     batched = jax.jit(jax.vmap(run, in_axes=(0, None, 0, 0)))
@@ -223,7 +223,7 @@ def test_gap_kernels_equal_reference_in_x64(x64):
         q, threshold, noise = random_case(rng, 12, np.float64)
         eta, xi, nu = noise(()), noise(12), noise(12)
         got = svt.adaptive_sparse_vector_with_gap_from_noise(
-            q, threshold, eta, xi, nu, epsilon=epsilon, k=k, sigma=1.0
+            q, threshold, eta, xi, nu, epsilon=epsilon, c=k, sigma=1.0
         )
         assert got.gaps.dtype == jnp.float64
         want = ref_gap(centered_np(q, threshold, np.float64), eta, xi, nu, k, 1.0, True)
@@ -274,12 +274,12 @@ def test_keyed_gap_kernels_use_the_documented_noise(monotonic):
         xi = noise_lib.laplace(ktop, (8,), 8.0 * width)
         nu = noise_lib.laplace(kmid, (8,), 4.0 * width)
         return svt.adaptive_sparse_vector_with_gap_from_noise(
-            q, 20.0, eta, xi, nu, epsilon=1.0, k=2, theta=0.5, sigma=4.0, monotonic=monotonic
+            q, 20.0, eta, xi, nu, epsilon=1.0, c=2, theta=0.5, sigma=4.0, monotonic=monotonic
         )
 
     def keyed(key):
         return svt.adaptive_sparse_vector_with_gap(
-            key, q, 20.0, 1.0, k=2, theta=0.5, sigma=4.0, monotonic=monotonic
+            key, q, 20.0, 1.0, c=2, theta=0.5, sigma=4.0, monotonic=monotonic
         )
 
     assert_same_result(jax.jit(jax.vmap(keyed))(KEYS), jax.jit(jax.vmap(core))(KEYS))

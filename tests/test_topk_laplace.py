@@ -61,7 +61,7 @@ def test_kernel_matches_law():
 @pytest.mark.parametrize(("kbar", "cap", "values"), [(2, 1, 3), (3, 2, 2)])
 @pytest.mark.parametrize(("eps", "delta"), [(0.5, 0.05), (2.0, 0.2)])
 def test_derived_guarantee_holds_for_k1(kbar, cap, values, eps, delta):
-    g = laplace_limited_domain_guarantee(eps, delta, max_contributions=cap)
+    g = laplace_limited_domain_guarantee(1, eps, delta, max_contributions=cap)
     worst = 0.0
     for h, h2 in neighbour_pairs(4, cap, values=range(values)):
         p, q = laplace_law_k1(h, kbar, eps, delta, cap), laplace_law_k1(h2, kbar, eps, delta, cap)

@@ -129,7 +129,7 @@ def session_law(accountant, histogram, kbar, k_max, ticket_type=Ticket):
     def run(acct, prefix, prob):
         k = min(k_max, acct.remaining_outcomes)
         try:
-            ticket = acct.admit(max(k, 1))
+            ticket = acct.reserve(max(k, 1))
         except BudgetExceededError:
             law[prefix] = law.get(prefix, 0.0) + prob
             return

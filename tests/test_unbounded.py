@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpjax.accounting import ZCDP, PureDP
+from dpjax.accounting import ZCDP, Neighbors, PureDP
 from dpjax.quantiles import (
     fully_unbounded,
     fully_unbounded_guarantee,
@@ -249,25 +249,25 @@ def test_unbounded_many_near_truth_sorted_and_guarantee():
     outs = np.asarray(jax.vmap(lambda k: unbounded_many(k, x, qs, 3.0))(keys))
     assert np.all(np.diff(outs, axis=1) >= 0)
     np.testing.assert_allclose(np.median(outs, axis=0), np.quantile(x, qs), rtol=0.01)
-    assert unbounded_many_guarantee(6, 3.0) == PureDP(3.0)
-    assert unbounded_many_guarantee(1, 2.0, split=0.25) == PureDP(2.0)
+    assert unbounded_many_guarantee(np.linspace(0.1, 0.9, 6), 3.0) == PureDP(3.0)
+    assert unbounded_many_guarantee([0.5], 2.0, split=0.25) == PureDP(2.0)
     with pytest.raises(ValueError, match="increasing"):
         unbounded_many(jax.random.key(0), x, [0.5, 0.5], 1.0)
 
 
 def test_guarantees():
-    assert unbounded_guarantee(1.0) == PureDP(1.0)
-    assert unbounded_guarantee(1.0, split=0.3, notion="zcdp") == ZCDP(0.5 * (0.15 + 0.7) ** 2)
-    assert unbounded_guarantee(1.0, q=0.99, neighbors="add_remove").epsilon == pytest.approx(0.995)
-    assert unbounded_guarantee(1.0, q=0.5, neighbors="add_remove").epsilon == pytest.approx(0.75)
+    assert unbounded_guarantee(0.5, 1.0).epsilon == 1.0
+    assert unbounded_guarantee(0.5, 1.0, split=0.3).to_zcdp() == ZCDP(0.5 * (0.15 + 0.7) ** 2)
+    assert unbounded_guarantee(0.99, 1.0, neighbors="add_remove").epsilon == pytest.approx(0.995)
+    assert unbounded_guarantee(0.5, 1.0, neighbors=Neighbors.ADD_REMOVE).epsilon == pytest.approx(0.75)
     # General split (Lemma B.1): max{(1-q) eps1, q eps1 + eps2}.
-    assert unbounded_guarantee(1.0, q=0.1, split=0.9, neighbors="add_remove").epsilon == pytest.approx(0.81)
-    assert fully_unbounded_guarantee(2.0) == PureDP(2.0)
-    assert fully_unbounded_guarantee(2.0, notion="zcdp").rho == pytest.approx(2 * 0.5 * 0.75**2)
-    with pytest.raises(ValueError, match="q is required"):
-        unbounded_guarantee(1.0, neighbors="add_remove")
+    assert unbounded_guarantee(0.1, 1.0, split=0.9, neighbors="add_remove").epsilon == pytest.approx(0.81)
+    assert fully_unbounded_guarantee(0.5, 2.0).epsilon == 2.0
+    assert fully_unbounded_guarantee(0.5, 2.0).to_zcdp().rho == pytest.approx(2 * 0.5 * 0.75**2)
+    with pytest.raises(ValueError, match="q"):
+        unbounded_guarantee(0.0, 1.0, neighbors="add_remove")
     with pytest.raises(ValueError, match="gumbel"):
-        unbounded_guarantee(1.0, noise="gumbel", split=0.4)
+        unbounded_guarantee(0.5, 1.0, noise="gumbel", split=0.4)
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,12 @@
-"""Privacy guarantees, their composition and conversions, and the budget-keeping Accountant."""
+"""Privacy guarantees, their composition and conversions, the neighbouring relation, and the budget
+keepers (Accountant, PayWhatYouGet, PerUserLedger) with their shared reserve/settle protocol."""
 
-from dpjax.accounting.accountant import Accountant, BudgetExceededError, Reservation, Spend
+from dpjax.accounting.accountant import Accountant, Spend
 from dpjax.accounting.composition import compose
 from dpjax.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
+from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax.accounting.neighbors import Neighbors
 from dpjax.accounting.pay_what_you_get import PayWhatYouGet as PayWhatYouGet
 from dpjax.accounting.per_user import PerUserLedger
 
@@ -13,6 +16,8 @@ __all__ = [
     "ApproxDP",
     "BudgetExceededError",
     "Guarantee",
+    "Ledger",
+    "Neighbors",
     "PerUserLedger",
     "PureDP",
     "RangeBounded",

@@ -15,8 +15,9 @@ Accounting per budget type:
   one of them is pure, plain epsilon addition is used instead if it is smaller. The
   (epsilon, delta) spends add by basic composition.
 
-Data-dependent costs (pay-what-you-get, adaptive SVT, per-user filters) use ``reserve``: the worst
-case is authorized before the release and ``Reservation.settle`` charges what was actually used.
+Data-dependent costs (adaptive SVT, pay-what-you-get, per-user filters) use ``reserve``: the worst
+case is authorized before the release and ``Reservation.settle`` charges what was actually used (the
+protocol of :mod:`dpjax.accounting.ledger`, shared with ``PayWhatYouGet`` and ``PerUserLedger``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,11 @@ import math
 
 from dpjax.accounting.conversions import zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
+from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
+
+__all__ = ["Accountant", "BudgetExceededError", "Reservation", "Spend"]
 
 _SLACK = 1e-12  # relative tolerance for float sums that land exactly on the budget
-
-
-class BudgetExceededError(RuntimeError):
-    """Raised when a spend would exceed the budget; nothing has been recorded."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Spend:
     label: str
 
 
-class Accountant:
+class Accountant(Ledger):
     """Tracks spends against a fixed privacy budget.
 
     Example:
@@ -96,11 +96,20 @@ class Accountant:
         self._authorize(guarantee)
         self._history.append(Spend(guarantee, label))
 
-    def reserve(self, worst_case: Guarantee, label: str = "") -> Reservation:
-        """Authorizes a worst case now; ``settle`` the returned reservation after the release."""
+    def reserve(self, worst_case: Guarantee, *, label: str = "") -> Reservation:
+        """Authorizes a worst case now; ``settle`` the returned reservation with the guarantee
+        actually spent (which must not exceed ``worst_case``) after the release."""
         self._authorize(worst_case)
         self._reserved.append(worst_case)
         return Reservation(self, worst_case, label)
+
+    def _settle(self, reservation: Reservation, actual: Guarantee) -> Guarantee:
+        if not _dominated(actual, reservation.worst_case):
+            worst = reservation.worst_case
+            raise ValueError(f"actual cost {actual} exceeds the reserved worst case {worst}.")
+        self._reserved.remove(reservation.worst_case)
+        self._history.append(Spend(actual, reservation.label))
+        return actual
 
     def _authorize(self, guarantee: Guarantee) -> None:
         if not isinstance(guarantee, Guarantee):
@@ -155,36 +164,21 @@ class _Infeasible(Guarantee):
     """Marks a composition that no (epsilon, delta) within the budget's delta can describe."""
 
 
-class Reservation:
-    """A worst case authorized by ``Accountant.reserve``; settle it once with the actual cost."""
-
-    def __init__(self, accountant: Accountant, worst_case: Guarantee, label: str):
-        self._accountant = accountant
-        self.worst_case = worst_case
-        self.label = label
-        self._open = True
-
-    def settle(self, actual: Guarantee) -> None:
-        """Charges ``actual`` (which must not exceed the reserved worst case) and releases the rest."""
-        if not self._open:
-            raise RuntimeError("this reservation has already been settled.")
-        acct = self._accountant
-        if not _dominated(actual, self.worst_case):
-            raise ValueError(f"actual cost {actual} exceeds the reserved worst case {self.worst_case}.")
-        acct._reserved.remove(self.worst_case)
-        acct._history.append(Spend(actual, self.label))
-        self._open = False
-
-
 def _dominated(actual: Guarantee, worst: Guarantee) -> bool:
-    if type(actual) is not type(worst):
-        try:
-            return actual.to_zcdp().rho <= worst.to_zcdp().rho * (1 + _SLACK) and (
-                not isinstance(worst, PureDP | RangeBounded)
-                or actual.to_pure().epsilon <= worst.to_pure().epsilon * (1 + _SLACK)
-            )
-        except TypeError:
+    """Whether ``actual`` costs no more than ``worst`` in every notion ``worst`` is charged in."""
+
+    def within(a: float, w: float) -> bool:
+        return a <= w * (1 + _SLACK)
+
+    if isinstance(worst, ApproxDP):
+        return (
+            isinstance(actual, ApproxDP)
+            and within(actual.epsilon, worst.epsilon)
+            and within(actual.delta, worst.delta)
+        )
+    try:
+        if not within(actual.to_zcdp().rho, worst.to_zcdp().rho):
             return False
-    return all(
-        getattr(actual, f.name) <= getattr(worst, f.name) * (1 + _SLACK) for f in dataclasses.fields(worst)
-    )
+        return not isinstance(worst, PureDP | RangeBounded) or within(actual.to_pure().epsilon, worst.epsilon)
+    except TypeError:
+        return False

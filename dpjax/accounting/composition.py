@@ -22,10 +22,9 @@ def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> G
       delta: needed only when zCDP parts are composed with (epsilon, delta)-DP parts: the zCDP block
         is converted to (epsilon, delta)-DP at this delta before the basic composition.
 
-    Composition loses what a single value cannot carry: k ``RangeBounded(eps)`` parts compose to
-    ``RangeBounded(k eps)``, whose zCDP conversion (k eps)^2/8 is looser than the k eps^2/8 of
-    converting each part first. Compose ``[g.to_zcdp() for g in parts]`` for the latter, or let the
-    :class:`~dpjax.accounting.Accountant` charge the parts one by one (it converts each).
+    Composition keeps both accountings: the composed ``RangeBounded``/``PureDP`` value carries the sum
+    of the parts' zCDP bounds as its ``rho`` (so ``k`` parts ``RangeBounded(eps)`` compose to
+    ``RangeBounded(k eps, rho=k eps^2/8)``, not only to the ``(k eps)^2/8`` of the composed range).
 
     Returns:
       ``RangeBounded`` if every part is range-bounded, ``PureDP`` if every part is pure (or
@@ -38,10 +37,11 @@ def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> G
             raise TypeError(f"cannot compose {type(g).__name__}; expected a Guarantee.")
     if not parts:
         return PureDP(0.0)
-    if all(isinstance(g, RangeBounded) for g in parts):
-        return RangeBounded(sum(g.epsilon for g in parts))
     if all(isinstance(g, PureDP | RangeBounded) for g in parts):
-        return PureDP(sum(g.to_pure().epsilon for g in parts))
+        rho = sum(g.to_zcdp().rho for g in parts)
+        if all(isinstance(g, RangeBounded) for g in parts):
+            return RangeBounded(sum(g.epsilon for g in parts), rho)
+        return PureDP(sum(g.epsilon for g in parts), rho)
     if all(isinstance(g, PureDP | RangeBounded | ZCDP) for g in parts):
         return ZCDP(sum(g.to_zcdp().rho for g in parts))
     # Some part is (epsilon, delta)-DP only.

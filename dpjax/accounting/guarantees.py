@@ -10,6 +10,21 @@ spirit of ``dp_accounting.dp_event``: the math lives in :mod:`dpjax.accounting.c
 * ``RangeBounded(epsilon)``: epsilon-range-bounded (Durfee and Rogers 2019, Def. 3.1): the privacy
   loss ranges over an interval of width epsilon. Implies epsilon-DP and epsilon^2/8-zCDP
   (Cesar and Rogers 2021, Lemma 3.4).
+
+One value carries both accountings. ``PureDP`` and ``RangeBounded`` take an optional ``rho``: a
+zCDP bound the mechanism's paper proves directly and that is tighter than the generic conversion
+(e.g. ``k`` composed epsilon-range-bounded selections are ``k epsilon``-range-bounded *and*
+``k epsilon^2/8``-zCDP, not only ``(k epsilon)^2/8``). ``to_zcdp()`` returns the tighter of the two,
+the :class:`~dpjax.accounting.Accountant` converts each spend to its budget's notion, and a companion
+never asks which notion the caller wants. ``rho`` is kept only when it is strictly tighter than the
+generic conversion, so equal guarantees compare equal.
+
+``to_dp_event()`` exports a guarantee as a ``dp_accounting`` event: the mechanism's own event where
+its companion attaches one (``LaplaceDpEvent``, ``GaussianDpEvent``: exact for every ``dp_accounting``
+accountant, PLD included), else ``ZCDpEvent`` for everything that implies zCDP (RDP accountant);
+``dp_accounting`` 0.6 has no pure or (epsilon, delta) event, so a guarantee that is only
+(epsilon, delta)-DP exports as ``UnsupportedDpEvent``. The attached event does not take part in
+equality: it describes the same guarantee exactly.
 """
 
 from __future__ import annotations
@@ -42,24 +57,66 @@ class Guarantee:
         """An (epsilon, delta)-DP guarantee at the given delta."""
         raise NotImplementedError
 
+    def to_dp_event(self):
+        """The ``dp_accounting`` event of this guarantee: the mechanism's event when its companion
+        attached one, else ``ZCDpEvent(rho)`` of :meth:`to_zcdp` (an RDP accountant composes it
+        exactly), ``UnsupportedDpEvent`` when none implies it."""
+        from dp_accounting import dp_event
+
+        if getattr(self, "event", None) is not None:
+            return self.event
+        try:
+            return dp_event.ZCDpEvent(self.to_zcdp().rho)
+        except TypeError:
+            return dp_event.UnsupportedDpEvent()
+
+
+def _tight_rho(guarantee, generic: float) -> None:
+    """Validates the optional direct zCDP bound and drops it unless it beats ``generic``."""
+    rho = guarantee.rho
+    if rho is not None:
+        rho = _check_nonnegative("rho", rho)
+        if rho >= generic:
+            rho = None
+    object.__setattr__(guarantee, "rho", rho)
+
+
+def _repr(guarantee) -> str:
+    fields = [f"epsilon={guarantee.epsilon!r}"]
+    if guarantee.rho is not None:
+        fields.append(f"rho={guarantee.rho!r}")
+    return f"{type(guarantee).__name__}({', '.join(fields)})"
+
 
 @dataclasses.dataclass(frozen=True)
 class PureDP(Guarantee):
-    """epsilon-DP: Pr[M(x) in S] <= e^epsilon Pr[M(x') in S] for all neighbours and events."""
+    """epsilon-DP: Pr[M(x) in S] <= e^epsilon Pr[M(x') in S] for all neighbours and events.
+
+    ``rho`` (optional): a rho-zCDP bound proved for the mechanism, kept when tighter than
+    epsilon^2/2. ``event`` (optional): the mechanism's own ``dp_accounting`` event.
+    """
 
     epsilon: float
+    rho: float | None = None
+    event: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
+        _tight_rho(self, self.epsilon**2 / 2)
+
+    __repr__ = _repr
 
     def to_pure(self) -> PureDP:
         return self
 
     def to_zcdp(self) -> ZCDP:
-        """epsilon-DP implies epsilon^2/2-zCDP (Bun and Steinke 2016, Prop. 1.4)."""
-        return ZCDP(self.epsilon**2 / 2)
+        """epsilon-DP implies epsilon^2/2-zCDP (Bun and Steinke 2016, Prop. 1.4), or ``rho``."""
+        return ZCDP(self.epsilon**2 / 2 if self.rho is None else self.rho)
 
     def to_approx_dp(self, delta: float = 0.0) -> ApproxDP:
+        if delta > 0 and self.rho is not None:
+            direct = ApproxDP(self.epsilon, delta)
+            return min(direct, self.to_zcdp().to_approx_dp(delta), key=lambda g: g.epsilon)
         return ApproxDP(self.epsilon, delta)
 
 
@@ -90,9 +147,13 @@ class ApproxDP(Guarantee):
 
 @dataclasses.dataclass(frozen=True)
 class ZCDP(Guarantee):
-    """rho-zCDP: the Renyi divergence of order alpha is at most rho*alpha for every alpha > 1."""
+    """rho-zCDP: the Renyi divergence of order alpha is at most rho*alpha for every alpha > 1.
+
+    ``event`` (optional): the mechanism's own ``dp_accounting`` event.
+    """
 
     rho: float
+    event: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "rho", _check_nonnegative("rho", self.rho))
@@ -109,20 +170,28 @@ class ZCDP(Guarantee):
 
 @dataclasses.dataclass(frozen=True)
 class RangeBounded(Guarantee):
-    """epsilon-range-bounded (Durfee and Rogers 2019): the privacy loss spans at most epsilon."""
+    """epsilon-range-bounded (Durfee and Rogers 2019): the privacy loss spans at most epsilon.
+
+    ``rho`` (optional): a rho-zCDP bound proved for the mechanism, kept when tighter than
+    epsilon^2/8 (e.g. ``k`` composed epsilon-range-bounded steps: ``k epsilon^2/8``).
+    """
 
     epsilon: float
+    rho: float | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
+        _tight_rho(self, self.epsilon**2 / 8)
+
+    __repr__ = _repr
 
     def to_pure(self) -> PureDP:
-        """epsilon-range-bounded implies epsilon-DP."""
-        return PureDP(self.epsilon)
+        """epsilon-range-bounded implies epsilon-DP (and the zCDP bound carries over)."""
+        return PureDP(self.epsilon, self.to_zcdp().rho)
 
     def to_zcdp(self) -> ZCDP:
-        """epsilon-range-bounded implies epsilon^2/8-zCDP (Cesar and Rogers 2021, Lemma 3.4)."""
-        return ZCDP(self.epsilon**2 / 8)
+        """epsilon-range-bounded implies epsilon^2/8-zCDP (Cesar and Rogers 2021, Lemma 3.4), or ``rho``."""
+        return ZCDP(self.epsilon**2 / 8 if self.rho is None else self.rho)
 
     def to_approx_dp(self, delta: float = 0.0) -> ApproxDP:
         if delta > 0:

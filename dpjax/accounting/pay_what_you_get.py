@@ -34,8 +34,8 @@ import math
 
 import numpy as np
 
-from dpjax.accounting.accountant import BudgetExceededError
 from dpjax.accounting.guarantees import ApproxDP
+from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
 from dpjax.validation import check_epsilon, check_int, check_probability
 
 _BISECTION_STEPS = 200
@@ -189,7 +189,7 @@ class Charge:
     outcomes: int
 
 
-class PayWhatYouGet:
+class PayWhatYouGet(Ledger):
     """The pay-what-you-get accountant of Algorithm 2 (Theorem 2).
 
     A session fixes the per-step ``epsilon`` and per-call ``delta`` of every limited-domain call and
@@ -197,17 +197,19 @@ class PayWhatYouGet:
     on the number of top-k queries. Each call is charged by what it returned: its number of indices
     plus one if it ended with ⊥ (``num_returned + bottom``), plus one more for the private choice of
     kbar (Algorithm 6). A call is admitted only if its worst case (``k`` outcomes, ``k + 1`` with
-    Algorithm 6) still fits, so the caps are never exceeded; :meth:`admit` raises
-    ``BudgetExceededError`` *before* any noise is drawn. The guarantee (:attr:`guarantee`) depends
+    Algorithm 6) still fits, so the caps are never exceeded; :meth:`reserve` raises
+    ``BudgetExceededError`` *before* any noise is drawn (the reserve/settle protocol of
+    :mod:`dpjax.accounting.ledger`). The guarantee (:attr:`guarantee`) depends
     on the caps only.
 
     Example:
       >>> import jax
       >>> from dpjax import topk
       >>> acct = PayWhatYouGet(0.1, 1e-9, max_outcomes=30, max_calls=5, delta_prime=1e-6)
-      >>> ticket = acct.admit(10)
+      >>> ticket = acct.reserve(10)
       >>> res = topk.limited_domain(jax.random.key(0), [90, 80, 70, 5, 3], 3, 4, acct.epsilon, acct.delta)
-      >>> ticket.settle(res.num_returned, res.bottom)
+      >>> ticket.settle(res.num_returned, res.bottom) <= 4
+      True
       >>> acct.remaining_outcomes <= 29
       True
     """
@@ -257,7 +259,7 @@ class PayWhatYouGet:
         """Queries still available (open tickets count)."""
         return self.max_calls - self._calls - sum(t.queries for t in self._open)
 
-    def admit(self, k: int, *, queries: int = 1, private_kbar: bool = False, label: str = "") -> Ticket:
+    def reserve(self, k: int, *, queries: int = 1, private_kbar: bool = False, label: str = "") -> Ticket:
         """Authorizes ``queries`` top-k calls of output length at most ``k`` before they run.
 
         Args:
@@ -293,28 +295,28 @@ class PayWhatYouGet:
         self._open.append(ticket)
         return ticket
 
-    def _settle(self, ticket: Ticket, outcomes: int) -> None:
+    def _settle(self, ticket: Ticket, num_returned, bottom) -> int:
+        outcomes = ticket.cost(num_returned, bottom)
         self._open.remove(ticket)
         self._outcomes += outcomes
         self._calls += ticket.queries
         self._history.append(Charge(ticket.label, ticket.queries, outcomes))
+        return outcomes
 
 
-class Ticket:
-    """An admitted batch of top-k calls; settle it once with what the calls returned."""
+class Ticket(Reservation):
+    """A reserved batch of top-k calls (worst case: outcomes); settle it once with
+    ``(num_returned, bottom)``, what the calls returned."""
 
     def __init__(
         self, accountant: PayWhatYouGet, k: int, queries: int, private_kbar: bool, worst: int, label: str
     ):
-        self._accountant = accountant
+        super().__init__(accountant, worst, label)
         self.k = k
         self.queries = queries
         self.private_kbar = private_kbar
-        self.worst_case = worst
-        self.label = label
         self.epsilon = accountant.epsilon
         self.delta = accountant.delta
-        self._open = True
 
     def cost(self, num_returned, bottom) -> int:
         """Outcomes charged for these results: ``sum(num_returned + bottom (+1 with Algorithm 6))``."""
@@ -329,11 +331,3 @@ class Ticket:
         if np.any(b != (n < self.k)):
             raise ValueError("bottom must be True exactly when num_returned < k (⊥ ends a short output).")
         return int(n.sum() + b.sum() + (self.queries if self.private_kbar else 0))
-
-    def settle(self, num_returned, bottom) -> None:
-        """Charges the outcomes these calls returned (⊥ counts as one) and releases the rest."""
-        if not self._open:
-            raise RuntimeError("this ticket has already been settled.")
-        outcomes = self.cost(num_returned, bottom)
-        self._accountant._settle(self, outcomes)
-        self._open = False

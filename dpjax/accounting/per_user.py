@@ -5,24 +5,23 @@ user ``i`` holds one scalar budget ``B_i`` that covers all of its data component
 filter rule is "continue while ``spent_i + request_i <= B_i``" (eq. 7); a user whose request would
 not fit halts and releases nothing.
 
-Notions (``notion=``):
+Units of the budgets and charges (one ledger, no notion switch):
 
-* ``"cgp"``: budgets and charges are CGP ``rho`` (loss per unit distance squared; with the Hamming
-  metric and Lambda = 1 this is rho-zCDP). Guarantee: (B_i, Lambda)-CGP per user (Thm 4.4).
-* ``"gp"``: budgets and charges are pure-GP ``epsilon`` per unit distance (Sec. 4.2.1).
-* ``"approx_gp"``: budgets are approximate-GP ``epsilon`` (with ``delta`` and a finite ``Lambda``);
-  charges are CGP ``rho`` and the eq. (10) filter is applied. Since the eq. (10) epsilon is
-  non-decreasing in the cumulative rho, the filter equals ``spent_i + request_i <= rho*(B_i)``
-  (:func:`approx_gp_rho_star`), which is the capacity the ledger uses (Thm 4.5: (B_i, delta,
-  Lambda)-GP per user).
+* without ``delta``: budgets and charges are in the same units, CGP ``rho`` (loss per unit distance
+  squared; with the Hamming metric and Lambda = 1 this is rho-zCDP; guarantee: (B_i, Lambda)-CGP per
+  user, Thm 4.4) or pure-GP ``epsilon`` per unit distance (Sec. 4.2.1): the filter is the same rule;
+* with ``delta`` (and a finite ``lam``): budgets are approximate-GP ``epsilon`` and charges CGP
+  ``rho``; the eq. (10) filter is applied. Since the eq. (10) epsilon is non-decreasing in the
+  cumulative rho, the filter equals ``spent_i + request_i <= rho*(B_i)`` (:func:`approx_gp_rho_star`),
+  which is the capacity the ledger uses (Thm 4.5: (B_i, delta, Lambda)-GP per user).
 
-Protocol (spec section 3.1): ``grant = ledger.authorize(r)`` before a query checks the worst case
-``r_i`` of every participating user against its filter and raises before any noise is drawn (or, with
-``strict=False``, halts the users that do not fit, Algorithm 1 line 13); after the query,
-``ledger.settle(grant, rounds, cumfrac)`` debits exactly what each user's released noise cost,
-``r_i * cumfrac[rounds_i]`` computed in float64 and clamped to ``r_i``. Reserving the worst case and
-refunding unused rounds is sound: the filter theorems only need the sum of the costs actually applied
-to stay within the budget.
+Protocol (the reserve/settle protocol of :mod:`dpjax.accounting.ledger`): ``grant = ledger.reserve(r)``
+before a query checks the worst case ``r_i`` of every participating user against its filter and raises
+before any noise is drawn (or, with ``strict=False``, halts the users that do not fit, Algorithm 1
+line 13); after the query, ``grant.settle(rounds, cumfrac)`` debits exactly what each user's released
+noise cost, ``r_i * cumfrac[rounds_i]`` computed in float64 and clamped to ``r_i``. Reserving the worst
+case and refunding unused rounds is sound: the filter theorems only need the sum of the costs actually
+applied to stay within the budget.
 
 The eq. (10) helpers live here because they are accounting math (a conversion from CGP to
 approximate GP); the kernels import them, never the other way round.
@@ -35,10 +34,8 @@ import math
 
 import numpy as np
 
-from dpjax.accounting.accountant import BudgetExceededError
-from dpjax.validation import check_choice, check_positive, check_probability
-
-_NOTIONS = ("cgp", "gp", "approx_gp")
+from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax.validation import check_positive, check_probability
 
 
 def _g_delta(t, delta):
@@ -117,20 +114,20 @@ def approx_gp_rho_star(budget, delta: float, lam: float):
     return float(lo) if lo.ndim == 0 else lo
 
 
-@dataclasses.dataclass(frozen=True)
-class Grant:
-    """An authorized per-user worst case, to be settled once.
+class Grant(Reservation):
+    """An authorized per-user worst case; settle it once with ``(rounds, cumfrac)``.
 
     Attributes:
       r: (n,) float64 allotments, each exactly representable in the kernel dtype (rounded towards
-        zero) and fitting its user's filter; 0 for users that do not take part.
+        zero) and fitting its user's filter; 0 for users that do not take part (also ``worst_case``).
       label: free text recorded in the history.
       dtype: the kernel dtype the allotments were rounded to.
     """
 
-    r: np.ndarray
-    label: str
-    dtype: np.dtype
+    def __init__(self, ledger: PerUserLedger, r: np.ndarray, label: str, dtype: np.dtype):
+        super().__init__(ledger, r, label)
+        self.r = r
+        self.dtype = dtype
 
     def kernel_r(self):
         """The allotments as the kernel receives them (exact in ``dtype``)."""
@@ -147,26 +144,25 @@ class LedgerEntry:
     maximum: float
 
 
-class PerUserLedger:
+class PerUserLedger(Ledger):
     """Per-user budgets and the filter rule, on the host in float64.
 
     Args:
       budget: initial budget per user, a scalar (with ``n``) or an (n,) array; every entry > 0.
       n: number of users when ``budget`` is a scalar.
-      notion: "cgp" (default), "gp" or "approx_gp" (see the module docstring).
-      delta, lam: for "approx_gp", the delta in (0, 1) and the finite neighbourhood radius Lambda.
+      delta, lam: for approximate-GP budgets (see the module docstring), the delta in (0, 1) and the
+        finite neighbourhood radius Lambda; without them budgets are in the charges' units.
 
     Example:
       >>> import numpy as np
       >>> ledger = PerUserLedger(1e-4, n=3)
-      >>> grant = ledger.authorize(np.full(3, 5e-5), label="range count")
-      >>> ledger.settle(grant, rounds=np.array([1, 4, 0]), cumfrac=np.array([0, .25, .5, .75, 1]))
+      >>> grant = ledger.reserve(np.full(3, 5e-5), label="range count")
+      >>> debit = grant.settle(np.array([1, 4, 0]), np.array([0, .25, .5, .75, 1]))
       >>> ledger.remaining.round(10).tolist()
       [8.75e-05, 5e-05, 0.0001]
     """
 
-    def __init__(self, budget, n: int | None = None, *, notion: str = "cgp", delta=None, lam=None):
-        self.notion = check_choice(notion, "notion", _NOTIONS)
+    def __init__(self, budget, n: int | None = None, *, delta=None, lam=None):
         budget = np.asarray(budget, dtype=np.float64)
         if budget.ndim == 0:
             if n is None:
@@ -179,7 +175,10 @@ class PerUserLedger:
         if budget.size == 0 or not np.all(np.isfinite(budget)) or np.any(budget <= 0):
             raise ValueError("budget must be finite and > 0 for every user.")
         self.budget = budget
-        if notion == "approx_gp":
+        if (delta is None) != (lam is None):
+            raise ValueError("give both delta and lam (approximate-GP budgets) or neither.")
+        self.delta, self.lam = None, None
+        if delta is not None:
             self.delta = check_probability(delta, "delta", open_low=True, open_high=True)
             self.lam = check_positive(lam, "Lambda")
             self.capacity = np.asarray(approx_gp_rho_star(budget, self.delta, self.lam))
@@ -189,7 +188,6 @@ class PerUserLedger:
         self._reserved = np.zeros_like(budget)
         self.halted = np.zeros(budget.shape, dtype=bool)
         self._history: list[LedgerEntry] = []
-        self._open: set[int] = set()
 
     @property
     def n(self) -> int:
@@ -197,7 +195,7 @@ class PerUserLedger:
 
     @property
     def remaining(self) -> np.ndarray:
-        """Each user's remaining capacity (CGP rho units for "cgp" and "approx_gp"), >= 0.
+        """Each user's remaining capacity (in the charges' units: CGP rho with ``delta``), >= 0.
 
         Outstanding (authorized, unsettled) grants count as spent.
         """
@@ -207,7 +205,7 @@ class PerUserLedger:
     def history(self) -> tuple[LedgerEntry, ...]:
         return tuple(self._history)
 
-    def authorize(self, r, *, label: str = "", strict: bool = True, dtype=np.float32) -> Grant:
+    def reserve(self, r, *, label: str = "", strict: bool = True, dtype=np.float32) -> Grant:
         """Checks the filter ``spent_i + r_i <= capacity_i`` for every user with ``r_i > 0``.
 
         Allotments are first rounded towards zero to ``dtype`` (the kernel dtype), then shaved by at
@@ -248,23 +246,20 @@ class PerUserLedger:
                 )
             self.halted |= over
             r = np.where(over, 0.0, r)
-        grant = Grant(r, label, dtype)
+        grant = Grant(self, r, label, dtype)
         self._reserved = self._reserved + r
-        self._open.add(id(grant))
         return grant
 
-    def settle(self, grant: Grant, rounds, cumfrac) -> np.ndarray:
-        """Debits ``min(r_i * cumfrac[rounds_i], r_i)`` (float64) and returns the debits.
+    def _settle(self, grant: Grant, rounds, cumfrac) -> np.ndarray:
+        """``grant.settle(rounds, cumfrac)``: debits ``min(r_i * cumfrac[rounds_i], r_i)`` (float64)
+        and returns the debits.
 
         Args:
-          grant: an unsettled grant from :meth:`authorize`.
           rounds: (n,) integers in ``0..c``, the number of rounds each user released in (``0``:
             not queried).
           cumfrac: (c + 1,) cumulative split fractions with ``cumfrac[0] = 0`` and
             ``cumfrac[c] = 1`` (see :func:`dpjax.budgeting.splits.split_schedule`).
         """
-        if id(grant) not in self._open:
-            raise RuntimeError("this grant was not issued by this ledger or has already been settled.")
         rounds = np.asarray(rounds)
         cumfrac = np.asarray(cumfrac, dtype=np.float64)
         if rounds.shape != (self.n,):
@@ -275,11 +270,10 @@ class PerUserLedger:
             raise ValueError(f"rounds must lie in 0..{cumfrac.size - 1}.")
         debit = np.minimum(grant.r * cumfrac[rounds], grant.r)
         spent = self.spent + debit
-        if np.any(spent > self.capacity):  # impossible after authorize; kept as a hard invariant
+        if np.any(spent > self.capacity):  # impossible after reserve; kept as a hard invariant
             raise BudgetExceededError("a settlement would exceed a user's budget.")
         self.spent = spent
         self._reserved = np.maximum(self._reserved - grant.r, 0.0)
-        self._open.discard(id(grant))
         self._history.append(
             LedgerEntry(grant.label, int(np.count_nonzero(debit)), float(debit.sum()), float(debit.max()))
         )

@@ -37,26 +37,26 @@ from dpjax.audit.reference import gap_max, limit_domain_core, svt_outputs
 from dpjax.validation import check_array, check_epsilon, check_int
 
 
-def _svt_checks(queries, epsilon, cutoff):
+def _svt_checks(queries, epsilon, c):
     return (
         check_array(queries, "queries", ndim=1),
         check_epsilon(epsilon),
-        check_int(cutoff, "cutoff", minimum=1),
+        check_int(c, "c", minimum=1),
     )
 
 
-def svt_without_threshold_noise(key, queries, epsilon: float, threshold: float, *, cutoff: int = 1):
+def svt_without_threshold_noise(key, queries, epsilon: float, threshold: float, *, c: int = 1):
     """DELIBERATELY BROKEN: sparse vector with no threshold noise (claims eps-DP; is not).
 
     Same as :func:`dpjax.audit.reference.sparse_vector` (query noise ``Lap(4c/eps)``) but compares
     against the exact threshold. Output: int8 vector, 1 above, 0 below, -1 not processed.
     """
-    queries, epsilon, cutoff = _svt_checks(queries, epsilon, cutoff)
-    nu = noise.laplace(key, queries.shape, 4.0 * cutoff / epsilon, queries.dtype)
-    return svt_outputs(queries + nu >= threshold, cutoff)
+    queries, epsilon, c = _svt_checks(queries, epsilon, c)
+    nu = noise.laplace(key, queries.shape, 4.0 * c / epsilon, queries.dtype)
+    return svt_outputs(queries + nu >= threshold, c)
 
 
-def svt_noisy_answers(key, queries, epsilon: float, threshold: float, *, cutoff: int = 1):
+def svt_noisy_answers(key, queries, epsilon: float, threshold: float, *, c: int = 1):
     """DELIBERATELY BROKEN: sparse vector releasing ``q_i + nu_i`` above threshold (Lyu et al. Alg. 3).
 
     Threshold noise ``Lap(2/eps)``, query noise ``Lap(2c/eps)`` as in Alg. 3 (claims eps-DP; it is not
@@ -64,16 +64,16 @@ def svt_noisy_answers(key, queries, epsilon: float, threshold: float, *, cutoff:
     :func:`dpjax.audit.reference.svt_outputs` and a float vector with the noisy answer where the
     pattern is 1 and NaN elsewhere.
     """
-    queries, epsilon, cutoff = _svt_checks(queries, epsilon, cutoff)
+    queries, epsilon, c = _svt_checks(queries, epsilon, c)
     k_threshold, k_queries = jax.random.split(key)
     noisy_threshold = threshold + noise.laplace(k_threshold, (), 2.0 / epsilon, queries.dtype)
-    answers = queries + noise.laplace(k_queries, queries.shape, 2.0 * cutoff / epsilon, queries.dtype)
-    pattern = svt_outputs(answers >= noisy_threshold, cutoff)
+    answers = queries + noise.laplace(k_queries, queries.shape, 2.0 * c / epsilon, queries.dtype)
+    pattern = svt_outputs(answers >= noisy_threshold, c)
     return pattern, jnp.where(pattern == 1, answers, jnp.nan)
 
 
 def svt_threshold_not_resampled(
-    key, queries, epsilon: float, threshold: float, *, cutoff: int = 1, threshold_key=None
+    key, queries, epsilon: float, threshold: float, *, c: int = 1, threshold_key=None
 ):
     """DELIBERATELY BROKEN: sparse vector whose threshold noise is not resampled between releases.
 
@@ -83,11 +83,11 @@ def svt_threshold_not_resampled(
     fresh. Claims eps-DP; the loss grows with the number of ⊥ answers. Output as
     :func:`svt_without_threshold_noise`.
     """
-    queries, epsilon, cutoff = _svt_checks(queries, epsilon, cutoff)
+    queries, epsilon, c = _svt_checks(queries, epsilon, c)
     threshold_key = jax.random.key(0) if threshold_key is None else threshold_key
     noisy_threshold = threshold + noise.laplace(threshold_key, (), 2.0 / epsilon, queries.dtype)
-    nu = noise.laplace(key, queries.shape, 4.0 * cutoff / epsilon, queries.dtype)
-    return svt_outputs(queries + nu >= noisy_threshold, cutoff)
+    nu = noise.laplace(key, queries.shape, 4.0 * c / epsilon, queries.dtype)
+    return svt_outputs(queries + nu >= noisy_threshold, c)
 
 
 def noisy_max_monotone_scale(key, queries, epsilon: float):

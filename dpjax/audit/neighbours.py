@@ -63,17 +63,17 @@ def scalar_worst_case(sensitivity: float = 1.0) -> tuple[float, float]:
     return 0.0, float(sensitivity)
 
 
-def noisy_max_worst_case(monotone: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Report-noisy-max (with gap), seed-002 §6 O9: q = (0, 0) vs (1, -1), or (1, 0) if monotone.
+def noisy_max_worst_case(monotonic: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Report-noisy-max (with gap), seed-002 §6 O9: q = (0, 0) vs (1, -1), or (1, 0) if monotonic.
 
     The non-monotone pair moves the two queries in opposite directions, which is what the general
     noise scale 2/eps pays for; the monotone pair is the worst case for counting queries.
     """
-    return np.zeros(2), np.array([1.0, 0.0]) if monotone else np.array([1.0, -1.0])
+    return np.zeros(2), np.array([1.0, 0.0]) if monotonic else np.array([1.0, -1.0])
 
 
-def svt_worst_case(num_queries: int, monotone: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Sparse vector / AboveThreshold: q = 0 vs q' = (1, ..., 1, -1) (or all ones if monotone).
+def svt_worst_case(num_queries: int, monotonic: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse vector / AboveThreshold: q = 0 vs q' = (1, ..., 1, -1) (or all ones if monotonic).
 
     Lyu, Su, Li (2017), proof of Theorem 2: the queries answered ⊥ move up (the threshold noise pays
     once for all of them) and the query answered ⊤ moves down (its own noise pays twice); with
@@ -81,7 +81,7 @@ def svt_worst_case(num_queries: int, monotone: bool = False) -> tuple[np.ndarray
     """
     num_queries = check_int(num_queries, "num_queries", minimum=1)
     queries = np.ones(num_queries)
-    if not monotone:
+    if not monotonic:
         queries[-1] = -1.0
     return np.zeros(num_queries), queries
 

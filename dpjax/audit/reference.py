@@ -50,23 +50,23 @@ def randomized_response_guarantee(epsilon: float) -> PureDP:
     return PureDP(check_epsilon(epsilon))
 
 
-def svt_outputs(hits, cutoff: int) -> jax.Array:
-    """SVT's released answers from the comparisons ``hits`` (bool, per query): stop after ``cutoff`` tops.
+def svt_outputs(hits, c: int) -> jax.Array:
+    """SVT's released answers from the comparisons ``hits`` (bool, per query): stop after ``c`` tops.
 
     Returns an int8 vector: 1 = above (⊤), 0 = below (⊥), -1 = not processed (after the stop).
     """
     tops = jnp.cumsum(hits.astype(jnp.int32))
     before = jnp.concatenate([jnp.zeros(1, jnp.int32), tops[:-1]])  # tops before query i
-    processed = before < cutoff
+    processed = before < c
     return jnp.where(processed, hits.astype(jnp.int8), jnp.int8(-1))
 
 
-def sparse_vector(key, queries, epsilon: float, threshold: float, *, cutoff: int = 1) -> jax.Array:
+def sparse_vector(key, queries, epsilon: float, threshold: float, *, c: int = 1) -> jax.Array:
     """Sparse vector (Lyu, Su, Li 2017, Alg. 1) with eps1 = eps2 = eps/2 and sensitivity 1.
 
-    Threshold noise ``Lap(2/eps)`` drawn once, query noise ``Lap(4 c/eps)`` (c = ``cutoff``), stop after
+    Threshold noise ``Lap(2/eps)`` drawn once, query noise ``Lap(4 c/eps)``, stop after
     ``c`` answers above. Guarantee: eps-DP for queries of sensitivity 1 (any relation under which every
-    query changes by at most 1). ``cutoff = 1`` is AboveThreshold.
+    query changes by at most 1). ``c = 1`` is AboveThreshold.
 
     Returns:
       int8 vector of the queries' shape: 1 above, 0 below, -1 not processed.
@@ -77,26 +77,26 @@ def sparse_vector(key, queries, epsilon: float, threshold: float, *, cutoff: int
       (5,)
     """
     epsilon = check_epsilon(epsilon)
-    cutoff = check_int(cutoff, "cutoff", minimum=1)
+    c = check_int(c, "c", minimum=1)
     queries = check_array(queries, "queries", ndim=1)
     k_threshold, k_queries = jax.random.split(key)
     noisy_threshold = threshold + noise.laplace(k_threshold, (), 2.0 / epsilon, queries.dtype)
-    nu = noise.laplace(k_queries, queries.shape, 4.0 * cutoff / epsilon, queries.dtype)
-    return svt_outputs(queries + nu >= noisy_threshold, cutoff)
+    nu = noise.laplace(k_queries, queries.shape, 4.0 * c / epsilon, queries.dtype)
+    return svt_outputs(queries + nu >= noisy_threshold, c)
 
 
-def sparse_vector_guarantee(epsilon: float, *, cutoff: int = 1) -> PureDP:
+def sparse_vector_guarantee(epsilon: float, *, c: int = 1) -> PureDP:
     """Sparse vector's guarantee (Lyu, Su, Li 2017, Theorem 2): pure eps-DP."""
-    check_int(cutoff, "cutoff", minimum=1)
+    check_int(c, "c", minimum=1)
     return PureDP(check_epsilon(epsilon))
 
 
 def noisy_max_with_gap(
-    key, queries, epsilon: float, *, monotone: bool = False
+    key, queries, epsilon: float, *, monotonic: bool = False
 ) -> tuple[jax.Array, jax.Array]:
     """Noisy-Max-with-Gap (Ding, Wang, Zhang, Kifer, PVLDB 2020, Alg. 1 with k = 1).
 
-    Noise ``Lap(2/eps)`` per query (``Lap(1/eps)`` if ``monotone``: counting queries under add/remove),
+    Noise ``Lap(2/eps)`` per query (``Lap(1/eps)`` if ``monotonic``: counting queries under add/remove),
     release the index of the largest noisy query and its gap to the second largest. Guarantee:
     eps-DP for sensitivity-1 queries (Theorem 2). The reference for the negative control
     :func:`dpjax.audit.broken.noisy_max_monotone_scale`.
@@ -108,7 +108,7 @@ def noisy_max_with_gap(
     queries = check_array(queries, "queries", ndim=1)
     if queries.shape[0] < 2:
         raise ValueError("queries must have at least 2 entries.")
-    return gap_max(key, queries, (1.0 if monotone else 2.0) / epsilon)
+    return gap_max(key, queries, (1.0 if monotonic else 2.0) / epsilon)
 
 
 def gap_max(key, queries, scale: float) -> tuple[jax.Array, jax.Array]:

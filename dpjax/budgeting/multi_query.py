@@ -94,9 +94,9 @@ def run_multi_query(key, psa: Callable, ledger, m: int, *, adaptive: bool = True
             r = allotment(ledger.remaining, initial, l, m)
         else:
             r = np.minimum(initial / m, ledger.remaining)
-        grant = ledger.authorize(r, label=f"query {l}", dtype=dtype)
+        grant = ledger.reserve(r, label=f"query {l}", dtype=dtype)
         answer, rounds, cumfrac = psa(jax.random.fold_in(key, l), l, grant.kernel_r())
-        ledger.settle(grant, np.asarray(rounds), np.asarray(cumfrac))
+        grant.settle(np.asarray(rounds), np.asarray(cumfrac))
         answers.append(answer)
         allots.append(grant.r)
     return answers, np.stack(allots)

@@ -168,7 +168,7 @@ def gap_lower_confidence_bound(gaps, threshold, budget: GapBudget, branch, confi
       >>> import jax, jax.numpy as jnp
       >>> from dpjax import svt
       >>> counts = jnp.array([3.0, 800.0, 2.0, 950.0])
-      >>> res = svt.sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, k=2, monotonic=True)
+      >>> res = svt.sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, c=2, monotonic=True)
       >>> budget = svt.gap_budget(1.0, 2, monotonic=True)
       >>> lcb = gap_lower_confidence_bound(res.gaps, 500.0, budget, res.answer_branches)
     """

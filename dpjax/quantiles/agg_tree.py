@@ -34,9 +34,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax import noise, sharded
-from dpjax.accounting import PureDP
+from dpjax.accounting import Neighbors, PureDP
 from dpjax.accounting.elementwise import elementwise
-from dpjax.quantiles.intervals import check_bounds, check_data, check_neighbors, check_quantiles
+from dpjax.quantiles.intervals import check_bounds, check_data, check_quantiles
 from dpjax.validation import Checks, check_epsilon, check_int, float_dtype
 
 DEFAULT_BRANCHING = 8
@@ -44,7 +44,7 @@ DEFAULT_HEIGHT = 3
 MAX_LEAVES = 2**24
 
 
-def agg_tree_sensitivity(height: int, neighbors: str = "swap") -> int:
+def agg_tree_sensitivity(height: int, neighbors: Neighbors | str = Neighbors.SWAP) -> int:
     """L1 sensitivity of the noised counts: ``2 h`` (swap) or ``h + 1`` (add/remove, root noised)."""
     return 2 * height if neighbors == "swap" else height + 1
 
@@ -147,7 +147,7 @@ def agg_tree(
     bounds,
     branching: int = DEFAULT_BRANCHING,
     height: int = DEFAULT_HEIGHT,
-    neighbors: str = "swap",
+    neighbors: Neighbors | str = Neighbors.SWAP,
 ) -> jax.Array:
     """AggTree quantiles (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1; tree counting of Dwork et al.
     2010 and Chan et al. 2011 with Honaker 2015 aggregation).
@@ -169,7 +169,7 @@ def agg_tree(
         points per quantile, next b = 10, h = 3 with 10.3 / 13.0, Durfee's (2023) "generally
         best" choice).
       height: h >= 1 (static), with ``b^h <= 2^24`` leaves.
-      neighbors: ``"swap"`` or ``"add_remove"`` (static).
+      neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
 
     Returns:
       Shape ``(m,)``: sorted estimates in ``[a, b]``; all NaN when a traced input is invalid
@@ -189,7 +189,7 @@ def agg_tree(
     height = check_int(height, "height", minimum=1)
     if branching**height > MAX_LEAVES:
         raise ValueError(f"branching**height must be <= {MAX_LEAVES}, got {branching}**{height}.")
-    neighbors = check_neighbors(neighbors)
+    neighbors = Neighbors.check(neighbors)
     x = check_data(checks, x)
     return checks.guard(_agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbors))
 
@@ -217,8 +217,10 @@ def _agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbor
 
 
 @elementwise("epsilon")
-def agg_tree_guarantee(epsilon: float) -> PureDP:
-    """AggTree's guarantee: pure ``epsilon``-DP for the whole noisy tree (all quantiles)."""
+def agg_tree_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> PureDP:
+    """AggTree's guarantee: pure ``epsilon``-DP for the whole noisy tree (all quantiles) under
+    ``neighbors`` (the Laplace scale, :func:`agg_tree_sensitivity`, is calibrated to it)."""
+    Neighbors.check(neighbors)
     return PureDP(check_epsilon(epsilon))
 
 

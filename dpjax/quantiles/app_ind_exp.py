@@ -25,10 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax.accounting import ApproxDP
+from dpjax.accounting import ApproxDP, Neighbors
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.exp_mech import independent_releases
-from dpjax.quantiles.intervals import check_bounds, check_data, check_neighbors, check_quantiles
+from dpjax.quantiles.intervals import check_bounds, check_data, check_quantiles
 from dpjax.validation import Checks, check_epsilon, check_int, check_probability, float_dtype
 
 
@@ -136,7 +136,7 @@ def composition_epsilon(epsilon, delta, k: int, dtype) -> jax.Array:
 
 
 def app_ind_exp(
-    key, x, qs, epsilon: float, *, bounds, delta: float = 1e-6, neighbors: str = "swap"
+    key, x, qs, epsilon: float, *, bounds, delta: float = 1e-6, neighbors: Neighbors | str = Neighbors.SWAP
 ) -> jax.Array:
     """AppIndExp (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1): IndExp with the DDR20 budget.
 
@@ -154,7 +154,7 @@ def app_ind_exp(
       epsilon: total privacy parameter, > 0 (may be traced).
       bounds: ``(a, b)`` with ``a < b`` (may be traced).
       delta: the approximate-DP delta in [0, 1] (may be traced; the paper uses 1e-6 for n = 1000).
-      neighbors: ``"swap"`` or ``"add_remove"`` (static).
+      neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
 
     Returns:
       Shape ``(m,)``, sorted, in ``[a, b]``; all NaN when a traced input is invalid or traced data
@@ -170,7 +170,7 @@ def app_ind_exp(
     levels = check_quantiles(checks, qs)
     epsilon = checks.epsilon(epsilon)
     delta = checks.probability(delta, "delta")
-    neighbors = check_neighbors(neighbors)
+    neighbors = Neighbors.check(neighbors)
     x = check_data(checks, x)
     dtype = float_dtype(x)
     epsilon_0 = composition_epsilon(epsilon, delta, levels.shape[0], dtype)
@@ -180,8 +180,12 @@ def app_ind_exp(
 
 
 @elementwise("epsilon", "delta")
-def app_ind_exp_guarantee(epsilon: float, delta: float = 1e-6) -> ApproxDP:
-    """AppIndExp's guarantee: ``(epsilon, delta)``-DP."""
+def app_ind_exp_guarantee(
+    epsilon: float, *, delta: float = 1e-6, neighbors: Neighbors | str = Neighbors.SWAP
+) -> ApproxDP:
+    """AppIndExp's guarantee: ``(epsilon, delta)``-DP under ``neighbors`` (``m`` EMQ releases at the
+    per-release epsilon of the optimal composition theorem, :func:`optimal_composition_epsilon`)."""
+    Neighbors.check(neighbors)
     return ApproxDP(check_epsilon(epsilon), check_probability(delta, "delta"))
 
 

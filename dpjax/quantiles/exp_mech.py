@@ -22,12 +22,11 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import sharded
-from dpjax.accounting import PureDP
+from dpjax.accounting import Neighbors, PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
     check_bounds,
     check_data,
-    check_neighbors,
     check_quantiles,
     gaps,
     gumbel_argmax,
@@ -36,7 +35,7 @@ from dpjax.quantiles.intervals import (
 from dpjax.validation import Checks, check_epsilon, float_dtype
 
 
-def emq_sensitivity(q, neighbors: str = "swap"):
+def emq_sensitivity(q, neighbors: Neighbors | str = Neighbors.SWAP):
     """Sensitivity of the rank utility ``-|#{x < o} - q n|``: 1 (swap), ``max(q, 1 - q)`` (add/remove).
 
     ``q`` may be an array (elementwise) and traced.
@@ -44,7 +43,7 @@ def emq_sensitivity(q, neighbors: str = "swap"):
     return 1.0 if neighbors == "swap" else jnp.maximum(q, 1 - q)
 
 
-def gap_logits(log_width, q, epsilon, neighbors: str = "swap"):
+def gap_logits(log_width, q, epsilon, neighbors: Neighbors | str = Neighbors.SWAP):
     """Log weights of the gaps for level(s) ``q``: ``log width - epsilon/(2 Delta) |i - q n|``.
 
     ``q`` and ``epsilon`` may be traced and are used in ``log_width``'s dtype; ``q`` may be an
@@ -60,7 +59,9 @@ def gap_logits(log_width, q, epsilon, neighbors: str = "swap"):
 
 @functools.partial(jax.jit, static_argnames=("neighbors",))
 @sharded.auto_axes
-def independent_releases(key, x, levels, epsilon_each, lower, upper, neighbors: str = "swap") -> jax.Array:
+def independent_releases(
+    key, x, levels, epsilon_each, lower, upper, neighbors: Neighbors | str = Neighbors.SWAP
+) -> jax.Array:
     """One EMQ release per level in ``levels`` (shape ``(m,)``), each with ``epsilon_each``; sorted.
 
     The shared body of EMQ, IndExp and AppIndExp (they differ only in how the budget is split); the
@@ -74,7 +75,9 @@ def independent_releases(key, x, levels, epsilon_each, lower, upper, neighbors: 
     return jnp.sort(uniform_in_gaps(uniform_key, edges, index))
 
 
-def emq(key, x, q: float, epsilon: float, *, bounds, neighbors: str = "swap") -> jax.Array:
+def emq(
+    key, x, q: float, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP
+) -> jax.Array:
     """The exponential mechanism for the ``q``-quantile of ``x`` within ``bounds`` (Smith 2011, Alg. 2).
 
     Neighbouring relation: ``"swap"`` (default; one record replaced, sensitivity 1) or
@@ -88,7 +91,7 @@ def emq(key, x, q: float, epsilon: float, *, bounds, neighbors: str = "swap") ->
       epsilon: privacy parameter, > 0 (may be traced).
       bounds: ``(a, b)`` with ``a < b``, data independent (may be traced: either end, or an array
         of shape ``(2,)``).
-      neighbors: ``"swap"`` or ``"add_remove"`` (static).
+      neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
 
     Returns:
       A scalar in ``[a, b]``, in ``x``'s float dtype (at least float32; the default float for integer
@@ -105,19 +108,21 @@ def emq(key, x, q: float, epsilon: float, *, bounds, neighbors: str = "swap") ->
     lower, upper = check_bounds(checks, bounds)
     q = checks.probability(q, "q")
     epsilon = checks.epsilon(epsilon)
-    neighbors = check_neighbors(neighbors)
+    neighbors = Neighbors.check(neighbors)
     x = check_data(checks, x)
     levels = jnp.reshape(jnp.asarray(q, float_dtype(x)), (1,))
     return checks.guard(independent_releases(key, x, levels, epsilon, lower, upper, neighbors)[0])
 
 
 @elementwise("epsilon")
-def emq_guarantee(epsilon: float) -> PureDP:
-    """EMQ's guarantee: pure ``epsilon``-DP (under the relation it was run with)."""
+def emq_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> PureDP:
+    """EMQ's guarantee: pure ``epsilon``-DP under ``neighbors`` (Smith 2011; the utility's
+    sensitivity, :func:`emq_sensitivity`, is calibrated to the relation, so epsilon is the same)."""
+    Neighbors.check(neighbors)
     return PureDP(check_epsilon(epsilon))
 
 
-def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: str = "swap") -> jax.Array:
+def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP) -> jax.Array:
     """IndExp: ``m`` independent EMQ releases with ``epsilon / m`` each, sorted.
 
     Gillenwater, Joseph, Kulesza (ICML 2021), Sec. 5.1 (baseline); each release is Smith (2011),
@@ -131,7 +136,7 @@ def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: str = "swap") -> j
       epsilon: total privacy parameter, > 0 (may be traced); ``epsilon / m`` per release, computed
         in the working dtype.
       bounds: ``(a, b)`` with ``a < b`` (may be traced).
-      neighbors: ``"swap"`` or ``"add_remove"`` (static).
+      neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
 
     Returns:
       Shape ``(m,)``, sorted, in ``[a, b]``; all NaN when a traced input is invalid or traced data
@@ -146,7 +151,7 @@ def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: str = "swap") -> j
     lower, upper = check_bounds(checks, bounds)
     levels = check_quantiles(checks, qs)
     epsilon = checks.epsilon(epsilon)
-    neighbors = check_neighbors(neighbors)
+    neighbors = Neighbors.check(neighbors)
     x = check_data(checks, x)
     dtype = float_dtype(x)
     m = levels.shape[0]
@@ -157,8 +162,10 @@ def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: str = "swap") -> j
 
 
 @elementwise("epsilon")
-def ind_exp_guarantee(epsilon: float) -> PureDP:
-    """IndExp's guarantee: pure ``epsilon``-DP (``m`` releases of ``epsilon / m``)."""
+def ind_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> PureDP:
+    """IndExp's guarantee: pure ``epsilon``-DP under ``neighbors`` (``m`` releases of ``epsilon / m``,
+    basic composition)."""
+    Neighbors.check(neighbors)
     return PureDP(check_epsilon(epsilon))
 
 

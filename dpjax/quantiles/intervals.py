@@ -23,9 +23,7 @@ import numpy as np
 from jax import lax
 
 from dpjax import noise
-from dpjax.validation import Checks, check_choice, float_dtype, is_traced
-
-NEIGHBORS = ("swap", "add_remove")
+from dpjax.validation import Checks, float_dtype, is_traced
 
 
 def _traced_scalar(value) -> jax.Array:
@@ -95,11 +93,6 @@ def check_quantiles(checks: Checks, qs, name: str = "qs"):
     if np.any(np.diff(levels) <= 0):
         raise ValueError(f"{name} must be strictly increasing, got {levels}.")
     return levels
-
-
-def check_neighbors(neighbors: str) -> str:
-    """The neighbouring relation: ``"swap"`` (replace one record) or ``"add_remove"``."""
-    return check_choice(neighbors, "neighbors", NEIGHBORS)
 
 
 def check_data(checks: Checks, x) -> jax.Array:

@@ -38,12 +38,11 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax import sharded
-from dpjax.accounting import PureDP
+from dpjax.accounting import Neighbors, PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
     check_bounds,
     check_data,
-    check_neighbors,
     check_quantiles,
     gaps,
     gumbel_argmax,
@@ -62,7 +61,7 @@ from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
 DEFAULT_METHOD = "scan"
 
 
-def joint_exp_sensitivity(qs, neighbors: str = "swap"):
+def joint_exp_sensitivity(qs, neighbors: Neighbors | str = Neighbors.SWAP):
     """``Delta`` of JointExp's utility: 2 (swap); ``2 (1 - min gap of [0, q_1..q_m, 1])`` (add/remove).
 
     ``qs`` may be traced; the add/remove value is computed in its dtype.
@@ -79,7 +78,7 @@ def _tables(checks: Checks, x, qs, epsilon, bounds, neighbors, method, *, allow_
     lower, upper = check_bounds(checks, bounds)
     levels = check_quantiles(checks, qs)
     epsilon = checks.epsilon(epsilon, allow_zero=allow_zero)
-    neighbors = check_neighbors(neighbors)
+    neighbors = Neighbors.check(neighbors)
     check_choice(method, "method", METHODS)
     x = check_data(checks, x)
     return _forward(x, levels, epsilon, lower, upper, neighbors, method)
@@ -97,7 +96,15 @@ def _forward(x, levels, epsilon, lower, upper, neighbors: str, method: str) -> T
     return forward_tables(edges, log_width, levels, c, method)
 
 
-def joint_exp_tables(x, qs, epsilon: float, *, bounds, neighbors: str = "swap", method: str = DEFAULT_METHOD):
+def joint_exp_tables(
+    x,
+    qs,
+    epsilon: float,
+    *,
+    bounds,
+    neighbors: Neighbors | str = Neighbors.SWAP,
+    method: str = DEFAULT_METHOD,
+):
     """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
 
     Arguments as in :func:`joint_exp`, except that ``epsilon = 0`` is allowed here (the tables of
@@ -109,7 +116,7 @@ def joint_exp_tables(x, qs, epsilon: float, *, bounds, neighbors: str = "swap", 
 
 
 def joint_exp_log_normalizer(
-    x, qs, epsilon: float, *, bounds, neighbors: str = "swap", method=DEFAULT_METHOD
+    x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP, method=DEFAULT_METHOD
 ):
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
     (``epsilon >= 0``; NaN when a traced input is invalid)."""
@@ -215,7 +222,14 @@ def sample_outputs(key, tables: Tables) -> jax.Array:
 
 
 def joint_exp(
-    key, x, qs, epsilon: float, *, bounds, neighbors: str = "swap", method: str = DEFAULT_METHOD
+    key,
+    x,
+    qs,
+    epsilon: float,
+    *,
+    bounds,
+    neighbors: Neighbors | str = Neighbors.SWAP,
+    method: str = DEFAULT_METHOD,
 ) -> jax.Array:
     """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
 
@@ -240,7 +254,7 @@ def joint_exp(
       epsilon: privacy parameter, > 0 (may be traced).
       bounds: ``(a, b)`` with ``a < b``, data independent (may be traced: either end, or an array
         of shape ``(2,)``).
-      neighbors: ``"swap"`` or ``"add_remove"`` (static).
+      neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
       method: ``"scan"`` or ``"fft"`` (static).
 
     Returns:
@@ -264,13 +278,15 @@ def joint_exp(
 
 
 @elementwise("epsilon")
-def joint_exp_guarantee(epsilon: float) -> PureDP:
-    """JointExp's guarantee: pure ``epsilon``-DP for all ``m`` quantiles together (Thm. 1).
+def joint_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> PureDP:
+    """JointExp's guarantee: pure ``epsilon``-DP for all ``m`` quantiles together (Thm. 1), under
+    ``neighbors`` (the utility's sensitivity, :func:`joint_exp_sensitivity`, is calibrated to it).
 
     This is the guarantee of the mechanism. The sampled law is within total variation
     ``OMITTED_MASS = 2^-64`` of it (see the module docstring), so strictly the implementation is
     ``(epsilon, (1 + e^epsilon) 2^-64)``-DP, a gap of the same order as floating-point sampling's.
     """
+    Neighbors.check(neighbors)
     return PureDP(check_epsilon(epsilon))
 
 

@@ -10,8 +10,9 @@ Raskhodnikova, Smith (STOC 2007), Sec. 3.1. For the order statistic ``x_(r)``,
 and the release is ``x_(r) + S_t(X) Z / s`` with ``Z = Lap(0, 1) exp(sigma N(0, 1))`` (Laplace
 log-normal), ``sigma`` the positive root of ``(5 eps'/t) sigma^3 - 5 sigma^2 - 1 = 0`` and
 ``s = exp(-1.5 sigma^2) (eps' - t/sigma)``: each quantile is ``eps'^2/2``-zCDP under swap. With
-``eps' = epsilon / sqrt(m)`` the ``m`` quantiles are ``epsilon^2/2``-zCDP together (the same zCDP
-that pure ``epsilon``-DP implies, the paper's comparison). Outputs are clipped to the bounds and
+``eps' = sqrt(2 rho / m)`` the ``m`` quantiles are ``rho``-zCDP together. The mechanism takes the
+zCDP ``rho`` it guarantees; the paper's comparison with pure ``epsilon``-DP mechanisms uses
+``rho = epsilon^2/2``, the zCDP that ``epsilon``-DP implies. Outputs are clipped to the bounds and
 sorted (post-processing).
 
 ``t`` is a tuning parameter; like the paper, :func:`csmooth_default_t` tunes it on N(0, 1) data of
@@ -20,7 +21,7 @@ the same size (never on the private data): for each quantile the ``t`` of a 50-p
 averaged over 2 synthetic datasets (the
 authors' code uses 2 by default, 5 for the paper's runs).
 
-Every parameter but the number of quantiles may be traced (epsilon, the levels, the bounds, ``t``):
+Every parameter but the number of quantiles may be traced (rho, the levels, the bounds, ``t``):
 ``sigma`` is found by Newton's method in the graph, and the tuning runs in the graph when the levels
 or bounds are traced (``O(m n^2)`` on the synthetic data; for concrete levels and bounds it is
 computed once on the host and cached). All of it is in the working dtype, whichever path is taken.
@@ -160,18 +161,18 @@ def _check_t(checks: Checks, t, m: int):
     return host
 
 
-def csmooth(key, x, qs, epsilon: float, *, bounds, t=None) -> jax.Array:
+def csmooth(key, x, qs, rho: float, *, bounds, t=None) -> jax.Array:
     """CSmooth quantiles (Gillenwater et al. 2021, Sec. 5.1; Bun and Steinke 2019, Sec. 3.1.1).
 
     Neighbouring relation: swap (smooth sensitivity is defined for swap neighbours). Guarantee:
-    ``epsilon^2/2``-zCDP for all ``m`` quantiles together (:func:`csmooth_guarantee`), each
-    released with ``eps' = epsilon / sqrt(m)``.
+    ``rho``-zCDP for all ``m`` quantiles together (:func:`csmooth_guarantee`), each released with
+    ``eps' = sqrt(2 rho / m)``.
 
     Args:
       key: a ``jax.random`` key.
       x: data, shape ``(n,)`` with ``n >= 1`` (static); clamped to ``bounds``.
       qs: ``m`` strictly increasing levels in [0, 1] (may be traced; ``m`` is static).
-      epsilon: privacy parameter (of the zCDP ``rho = epsilon^2/2``), > 0 (may be traced).
+      rho: the zCDP parameter, > 0 (may be traced); ``epsilon^2/2`` compares with ``epsilon``-DP.
       bounds: ``(a, b)`` with ``a < b`` (may be traced).
       t: smoothing parameter, > 0, a scalar or one per quantile (may be traced); by default
         :func:`csmooth_default_t` (tuned on N(0, 1) data of the same size).
@@ -183,12 +184,12 @@ def csmooth(key, x, qs, epsilon: float, *, bounds, t=None) -> jax.Array:
     Example:
       >>> import jax, jax.numpy as jnp
       >>> x = jax.random.normal(jax.random.key(1), (1000,))
-      >>> quartiles = csmooth(jax.random.key(0), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10))
+      >>> quartiles = csmooth(jax.random.key(0), x, [0.25, 0.5, 0.75], 0.5, bounds=(-10, 10))
     """
     checks = Checks()
     lower, upper = check_bounds(checks, bounds)
     levels = check_quantiles(checks, qs)
-    epsilon = checks.epsilon(epsilon)
+    rho = checks.epsilon(rho, "rho")
     x = check_data(checks, x)
     n, m = x.shape[0], levels.shape[0]
     if n == 0:
@@ -197,19 +198,19 @@ def csmooth(key, x, qs, epsilon: float, *, bounds, t=None) -> jax.Array:
         t, tuning = None, _tuning(n, levels, lower, upper, float_dtype(x))
     else:
         t, tuning = _check_t(checks, t, m), None
-    return checks.guard(_csmooth(key, x, levels, epsilon, lower, upper, t, tuning))
+    return checks.guard(_csmooth(key, x, levels, rho, lower, upper, t, tuning))
 
 
 @jax.jit
 @sharded.auto_axes
-def _csmooth(key, x, levels, epsilon, lower, upper, t, tuning) -> jax.Array:
+def _csmooth(key, x, levels, rho, lower, upper, t, tuning) -> jax.Array:
     """CSmooth after validation, with ``t`` given or (``t = None``) tuned from ``tuning``.
 
     Compiled, so that an eager call runs the same fused arithmetic as a call inside ``jit``.
     """
     dtype = float_dtype(x)
     n, m = x.shape[0], levels.shape[0]
-    epsilon_each = jnp.asarray(epsilon, dtype) / jnp.sqrt(jnp.asarray(m, dtype))
+    epsilon_each = jnp.sqrt(2 * jnp.asarray(rho, dtype) / jnp.asarray(m, dtype))
     ts = _tuned_t(tuning, epsilon_each) if t is None else jnp.broadcast_to(jnp.asarray(t, dtype), (m,))
     sigma, log_s = lln_parameters(epsilon_each, ts)
     edges, _ = gaps(x, lower, upper)
@@ -223,10 +224,11 @@ def _csmooth(key, x, levels, epsilon, lower, upper, t, tuning) -> jax.Array:
     return jnp.sort(jnp.clip(releases, edges[0], edges[-1]))
 
 
-@elementwise("epsilon")
-def csmooth_guarantee(epsilon: float) -> ZCDP:
-    """CSmooth's guarantee: ``epsilon^2/2``-zCDP (``m`` releases of ``(epsilon/sqrt(m))^2/2``)."""
-    return ZCDP(check_epsilon(epsilon) ** 2 / 2)
+@elementwise("rho")
+def csmooth_guarantee(rho: float) -> ZCDP:
+    """CSmooth's guarantee: ``rho``-zCDP under swap (``m`` releases of ``eps'^2/2 = rho/m`` each;
+    Bun and Steinke 2019, Sec. 3.1.1, composed by Lemma 2.3 of Bun and Steinke 2016)."""
+    return ZCDP(check_epsilon(rho, "rho"))
 
 
 __all__ = ["csmooth", "csmooth_default_t", "csmooth_guarantee"]

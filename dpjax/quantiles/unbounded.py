@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.accounting import PureDP, compose
+from dpjax.accounting import Neighbors, PureDP, compose
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded_bins import (
     INDEX_LIMIT,
@@ -63,9 +63,7 @@ from dpjax.validation import (
     is_traced,
 )
 
-NOISES = ("exponential", "laplace", "gumbel")
-NEIGHBORS = ("swap", "add_remove")
-NOTIONS = ("pure", "zcdp")
+NOISES = ("exponential", "laplace", "gumbel")  # default: exponential (see unbounded's docstring)
 GUMBEL_SPLIT = "noise='gumbel' requires epsilon1 == epsilon2 (split=0.5), Lemma 3.2."
 # The static cap K on the halting query: the count table of traced data (or of a traced lower bound
 # or beta) has K + 1 entries. Above the paper's float32 limit at beta = 1.001 (86,6xx queries).
@@ -214,7 +212,7 @@ def unbounded_result(
     beta: float = 1.001,
     noise: str = "exponential",
     split: float = 0.5,
-    neighbors: str = "swap",
+    neighbors: Neighbors | str = Neighbors.SWAP,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> UnboundedResult:
     """UQE (Durfee 2023, Algorithm 2) with its halting index and truncation flag.
@@ -230,7 +228,7 @@ def unbounded_result(
     split = check_split(checks, split, noise)
     lower = checks.real(lower, "lower")
     beta = check_beta(checks, beta, dtype)
-    check_choice(neighbors, "neighbors", NEIGHBORS)
+    neighbors = Neighbors.check(neighbors)
     max_queries = check_max_queries(max_queries)
     q, epsilon, split = usable(checks, q, 0.5), usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
     lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
@@ -254,7 +252,7 @@ def unbounded(
     beta: float = 1.001,
     noise: str = "exponential",
     split: float = 0.5,
-    neighbors: str = "swap",
+    neighbors: Neighbors | str = Neighbors.SWAP,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """Differentially private q-quantile of data bounded below only (UQE).
@@ -288,10 +286,12 @@ def unbounded(
       lower: a data-independent lower bound, finite (may be traced; points below it are allowed).
       beta: grid ratio > 1 (may be traced; the paper uses 1.001; 1.01 for clipping). The grid uses
         ``beta`` rounded to the working dtype.
-      noise: "exponential" (the paper's experiments), "laplace" or "gumbel" (requires split=0.5) (static).
+      noise: "exponential" (default: the noise of the paper's experiments, Durfee 2023 Sec. 5; it has
+        Laplace's guarantee, Cor. 3.1, with one-sided noise and a smaller error on these counts),
+        "laplace" or "gumbel" (requires split=0.5) (static).
       split: fraction of ``epsilon`` spent on the threshold, in (0, 1) (may be traced).
-      neighbors: "swap" or "add_remove"; documents the intended relation (the computation is the
-        same) (static).
+      neighbors: a :class:`~dpjax.accounting.Neighbors` (or its value); documents the intended
+        relation for the guarantee (the computation is the same under both) (static).
       max_queries: the cap K on the halting query, 1 <= K <= 2**24 (static). The largest candidate
         is ``beta**K + lower - 1``; a later halt is released as that candidate and flagged
         ``truncated`` (post-processing, no privacy cost). Where ``beta**K - 1`` would overflow the
@@ -324,44 +324,40 @@ def unbounded(
     ).estimate
 
 
-@elementwise("epsilon", "q", "split")
+@elementwise("q", "epsilon", "split")
 def unbounded_guarantee(
+    q: float,
     epsilon: float,
     *,
-    q: float | None = None,
-    split: float = 0.5,
     noise: str = "exponential",
-    neighbors: str = "swap",
-    notion: str = "pure",
-):
+    split: float = 0.5,
+    neighbors: Neighbors | str = Neighbors.SWAP,
+) -> PureDP:
     """The guarantee of :func:`unbounded` (also of each call inside :func:`fully_unbounded`).
+
+    Takes :func:`unbounded`'s privacy arguments, in its order.
 
     * swap: the counts are monotonic with sensitivity 1 (Lemma 4.1), so this is AboveThreshold's
       monotonic guarantee (:func:`dpjax.svt.above_threshold_guarantee`): ``PureDP(epsilon1 + epsilon2)``
-      (notion "pure") or ``ZCDP((epsilon1/2 + epsilon2)**2/2)`` (notion "zcdp", Theorem 1).
-    * add_remove (needs ``q``): ``PureDP(max{(1-q) epsilon1, q epsilon1 + epsilon2})`` (Lemma B.1 with
-      Cor. A.1; Cor. B.1 when epsilon1 = epsilon2); notion "zcdp" converts it with Prop. 1 (these
-      queries are not monotonic, so Theorem 1 does not apply).
+      carrying Theorem 1's ``rho = (epsilon1/2 + epsilon2)**2/2``; ``q`` is validated, unused.
+    * add_remove: ``PureDP(max{(1-q) epsilon1, q epsilon1 + epsilon2})`` (Lemma B.1 with Cor. A.1;
+      Cor. B.1 when epsilon1 = epsilon2); these queries are not monotonic, so Theorem 1 does not
+      apply and the zCDP form is the generic conversion.
 
-    Host side: concrete numbers, or arrays of ``epsilon``, ``q``, ``split`` for a grid (an object
+    Host side: concrete numbers, or arrays of ``q``, ``epsilon``, ``split`` for a grid (an object
     array of guarantees); traced values are refused.
 
     Example:
-      >>> unbounded_guarantee(1.0)
-      PureDP(epsilon=1.0)
-      >>> unbounded_guarantee(1.0, q=0.99, neighbors="add_remove")
+      >>> unbounded_guarantee(0.5, 1.0)
+      PureDP(epsilon=1.0, rho=0.28125)
+      >>> unbounded_guarantee(0.99, 1.0, neighbors="add_remove")
       PureDP(epsilon=0.995)
     """
-    epsilon1, epsilon2 = split_epsilon(epsilon, split, noise)
-    check_choice(neighbors, "neighbors", NEIGHBORS)
-    check_choice(notion, "notion", NOTIONS)
-    if neighbors == "swap":
-        return above_threshold_guarantee(epsilon1, epsilon2, monotonic=True, notion=notion, noise=noise)
-    if q is None:
-        raise ValueError("q is required for the add_remove guarantee (Lemma B.1).")
     q = check_probability(q, "q", open_low=True)
-    pure = PureDP(max((1 - q) * epsilon1, q * epsilon1 + epsilon2))
-    return pure if notion == "pure" else pure.to_zcdp()
+    epsilon1, epsilon2 = split_epsilon(epsilon, split, noise)
+    if Neighbors.check(neighbors) == Neighbors.SWAP:
+        return above_threshold_guarantee(epsilon1, epsilon2, monotonic=True, noise=noise)
+    return PureDP(max((1 - q) * epsilon1, q * epsilon1 + epsilon2))
 
 
 def fully_unbounded(
@@ -435,12 +431,11 @@ def fully_unbounded(
     return checks.guard(jnp.where(k[0] > 0, up, jnp.where(k[1] > 0, down, jnp.zeros((), dtype))))
 
 
-@elementwise("epsilon", "split")
-def fully_unbounded_guarantee(
-    epsilon: float, *, split: float = 0.5, noise: str = "exponential", notion: str = "pure"
-):
-    """The guarantee of :func:`fully_unbounded` under swap: the composition of two calls of
-    :func:`unbounded_guarantee` at ``epsilon/2`` each (pure: ``epsilon``; zCDP: twice Theorem 1's rho).
-    Host side: concrete numbers, or arrays of them for a grid (an object array of guarantees)."""
-    part = unbounded_guarantee(check_epsilon(epsilon) / 2, split=split, noise=noise, notion=notion)
+@elementwise("q", "epsilon", "split")
+def fully_unbounded_guarantee(q: float, epsilon: float, *, noise: str = "exponential", split: float = 0.5):
+    """The guarantee of :func:`fully_unbounded` (swap; it takes no ``neighbors``: Lemma 4.1's
+    monotonicity is what its two calls use): the composition of two calls of
+    :func:`unbounded_guarantee` at ``epsilon/2`` each (pure: ``epsilon``; zCDP: twice Theorem 1's
+    rho). Host side: concrete numbers, or arrays of them for a grid (an object array of guarantees)."""
+    part = unbounded_guarantee(q, check_epsilon(epsilon) / 2, split=split, noise=noise)
     return compose([part, part])

@@ -214,12 +214,12 @@ def unbounded_many(
 
 
 @elementwise("epsilon", "split")
-def unbounded_many_guarantee(
-    m: int, epsilon: float, *, split: float = 0.5, noise: str = "exponential"
-) -> PureDP:
-    """Guarantee of :func:`unbounded_many` (swap): ``ceil(log2(m+1))`` levels, each
-    ``2 max{epsilon1, epsilon2}``-DP (Lemmas 4.1 and B.2), which the budget split makes ``epsilon``.
-    Host side: concrete numbers, or arrays of ``epsilon``/``split`` for a grid."""
-    m = check_int(m, "m", minimum=1)
+def unbounded_many_guarantee(qs, epsilon: float, *, noise: str = "exponential", split: float = 0.5) -> PureDP:
+    """Guarantee of :func:`unbounded_many` (swap; no ``neighbors`` argument: Lemma 4.1's swap
+    monotonicity is what it uses): for ``m = len(qs)`` levels, ``ceil(log2(m+1))`` levels of the
+    tree, each ``2 max{epsilon1, epsilon2}``-DP (Lemmas 4.1 and B.2), which the budget split makes
+    ``epsilon``. Only the number of levels matters. Host side: concrete numbers, or arrays of
+    ``epsilon``/``split`` for a grid."""
+    m = check_int(np.size(qs), "len(qs)", minimum=1)
     epsilon1, epsilon2 = _per_call(check_epsilon(epsilon), m, split, noise)
     return PureDP(_levels(m) * 2 * max(epsilon1, epsilon2))

@@ -12,11 +12,17 @@ equal a sequential loop of the paper's pseudocode bit for bit. Inside a keyed ke
 
 Parameters: the threshold, every budget (``epsilon1``, ``epsilon2``, ``epsilon``, ``theta``),
 ``sigma`` and ``sensitivity`` may be traced (``jax.vmap`` over any of them equals separate calls
-for the same key: noise scales are computed in the working dtype either way); ``c``, ``k``,
-``block_size``, ``noise`` and ``monotonic`` are static. Concrete values are validated eagerly
+for the same key: noise scales are computed in the working dtype either way); ``c`` (the number of
+answers above the threshold before halting, the papers' ``c``), ``block_size``, ``noise`` and
+``monotonic`` are static. Concrete values are validated eagerly
 (``ValueError`` before any randomness); invalid traced values or NaN queries give the invalid
 marker: index -1 (AboveThreshold), ``num_processed = -1`` (sparse vector), ``units_used = -1``
 and NaN gaps (the gap variants). Guarantee companions are host-side and take arrays for grids.
+
+Default noise: Laplace, the noise of the classical analysis (Dwork and Roth 2014, Alg. 1 and 2; Lyu,
+Su and Li 2017) and of Durfee's Lemma 3.1: its guarantee holds for any split of the budget between
+``epsilon1`` and ``epsilon2``, whereas Gumbel noise needs ``epsilon1 == epsilon2`` (Lemma 3.2).
+Exponential noise has the same guarantee (Cor. 3.1) and is offered for its smaller error.
 """
 
 from dpjax.svt.above_threshold import (

@@ -25,7 +25,7 @@ from jax import lax
 
 from dpjax import noise as noise_lib
 from dpjax import sharded
-from dpjax.accounting import ZCDP, PureDP
+from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.first_passage import gumbel_halting_index
 from dpjax.validation import (
@@ -39,7 +39,6 @@ from dpjax.validation import (
 )
 
 NOISES = ("laplace", "gumbel", "exponential")
-NOTIONS = ("pure", "zcdp")
 METHODS = ("literal", "first_passage")
 
 
@@ -282,15 +281,15 @@ def above_threshold_blocked(
     )
 
 
-@elementwise("epsilon1", "epsilon2")
+@elementwise("epsilon1", "epsilon2", "sensitivity")
 def above_threshold_guarantee(
     epsilon1: float,
     epsilon2: float,
     *,
-    monotonic: bool = False,
-    notion: str = "pure",
     noise: str = "laplace",
-) -> PureDP | ZCDP:
+    sensitivity: float = 1.0,
+    monotonic: bool = False,
+) -> PureDP:
     """The guarantee of one AboveThreshold run (Durfee 2023, Lemmas 3.1, 3.2, Cor. 3.1, Theorem 1).
 
     Host-side, for the accountant: the budgets must be concrete numbers, or arrays of them for a
@@ -298,26 +297,29 @@ def above_threshold_guarantee(
 
     Args:
       epsilon1: threshold budget; epsilon2: query budget (both > 0).
-      monotonic: the queries are monotonic (Def. 3.1): for every neighbouring pair they all move
-        in the same direction (e.g. counting queries ``|{x_j < t_i}|`` under swap).
-      notion: "pure" -> ``PureDP(epsilon1 + 2*epsilon2)``, or ``PureDP(epsilon1 + epsilon2)`` when
-        monotonic; "zcdp" -> ``ZCDP(1/2*(epsilon1/2 + epsilon2)^2)`` when monotonic (Theorem 1, via the
-        ``(epsilon1 + 2*epsilon2)``-range-bounded property), else ``ZCDP(1/2*(epsilon1 + 2*epsilon2)^2)``.
       noise: the noise family; "gumbel" requires ``epsilon1 == epsilon2``.
+      sensitivity: the queries' sensitivity the noise is calibrated to (> 0); the guarantee holds
+        for queries of at most this sensitivity, whatever its value.
+      monotonic: the queries are monotonic (Def. 3.1): for every neighbouring pair they all move
+        in the same direction (e.g. counting queries ``|{x_j < t_i}|`` under swap). A property of
+        the queries, not an option of the mechanism: the same run has the tighter guarantee.
+
+    Returns:
+      ``PureDP(epsilon1 + 2*epsilon2)``, or ``PureDP(epsilon1 + epsilon2, rho=(epsilon1/2 +
+      epsilon2)^2/2)`` when monotonic: Theorem 1's zCDP bound, via the range-bounded property, is
+      tighter than converting the pure epsilon; the accountant uses it for zCDP budgets.
 
     Example:
       >>> above_threshold_guarantee(0.5, 0.5, monotonic=True)
-      PureDP(epsilon=1.0)
-      >>> above_threshold_guarantee(0.5, 0.5, monotonic=True, notion="zcdp")
+      PureDP(epsilon=1.0, rho=0.28125)
+      >>> above_threshold_guarantee(0.5, 0.5, monotonic=True).to_zcdp()
       ZCDP(rho=0.28125)
     """
     epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
-    check_choice(notion, "notion", NOTIONS)
-    if notion == "pure":
-        return PureDP(epsilon1 + (epsilon2 if monotonic else 2 * epsilon2))
+    check_positive(sensitivity, "sensitivity")
     if monotonic:
-        return ZCDP(0.5 * (epsilon1 / 2 + epsilon2) ** 2)
-    return ZCDP(0.5 * (epsilon1 + 2 * epsilon2) ** 2)
+        return PureDP(epsilon1 + epsilon2, rho=0.5 * (epsilon1 / 2 + epsilon2) ** 2)
+    return PureDP(epsilon1 + 2 * epsilon2)
 
 
 def gumbel_halting_log_probabilities(queries, threshold, epsilon: float, *, sensitivity: float = 1.0):

@@ -1,20 +1,22 @@
 """Sparse-Vector-with-Gap and Adaptive-Sparse-Vector-with-Gap (Ding, Wang, Zhang, Kifer, PVLDB 2019).
 
 Algorithm 2 of "Free Gap Information from the Differentially Private Sparse Vector and Noisy Max
-Mechanisms". Budgets: ``eps0 = theta*epsilon`` (threshold, ``Lap(1/eps0)``), ``eps1 = (1-theta)*epsilon/k``
-(middle branch) and ``eps2 = eps1/2`` (top branch); the query noise is ``Lap(2/eps1)`` / ``Lap(2/eps2)``
-for general queries and ``Lap(1/eps1)`` / ``Lap(1/eps2)`` for monotonic ones (all times the
-sensitivity). A query whose top-noised gap reaches ``sigma`` is a top ⊤ (costs eps2), else one whose
-middle-noised gap is >= 0 is a middle ⊤ (costs eps1), else ⊥ (free); every ⊤ releases its noisy gap
-``q_i + noise - T~``. The run stops once the cost exceeds ``epsilon - eps1`` (line 16).
+Mechanisms". ``c`` is the number of answers above the threshold (the paper's ``k``; ``c`` in every SVT
+of this package, as in Lyu, Su and Li 2017). Budgets: ``eps0 = theta*epsilon`` (threshold,
+``Lap(1/eps0)``), ``eps1 = (1-theta)*epsilon/c`` (middle branch) and ``eps2 = eps1/2`` (top branch); the
+query noise is ``Lap(2/eps1)`` / ``Lap(2/eps2)`` for general queries and ``Lap(1/eps1)`` /
+``Lap(1/eps2)`` for monotonic ones (all times the sensitivity). A query whose top-noised gap reaches
+``sigma`` is a top ⊤ (costs eps2), else one whose middle-noised gap is >= 0 is a middle ⊤ (costs eps1),
+else ⊥ (free); every ⊤ releases its noisy gap ``q_i + noise - T~``. The run stops once the cost exceeds
+``epsilon - eps1`` (line 16).
 
 Integer accounting (spec seed-002 §2.3.4): costs are counted in units of ``eps2`` (top 1, middle 2,
-⊥ 0) and line 16 is exactly "units > 2k - 2". Adding floats instead stops one answer early in a large
+⊥ 0) and line 16 is exactly "units > 2c - 2". Adding floats instead stops one answer early in a large
 share of settings. Since the branch of query ``i`` depends only on its own noise and the noisy
-threshold, the sequential loop is a cumsum of units cut at the first index past ``2k - 2``.
+threshold, the sequential loop is a cumsum of units cut at the first index past ``2c - 2``.
 
 With ``sigma = inf`` the top branch never fires and Algorithm 2 is Sparse-Vector-with-Gap (Wang et
-al. 2019): exactly the ``k``-answer sparse vector of Lyu, Su and Li (2017, Alg. 1), plus the gaps.
+al. 2019): exactly the ``c``-answer sparse vector of Lyu, Su and Li (2017, Alg. 1), plus the gaps.
 Privacy (Theorem 4): ``epsilon``-DP for any data-independent ``sigma``; the cost actually used,
 ``eps0 + units*eps2 <= epsilon``, is returned for data-dependent accounting.
 
@@ -25,7 +27,7 @@ under add/remove; *not* item counts under substitution).
 
 Parameters: ``epsilon``, ``theta``, ``sigma``, ``sensitivity`` and the threshold may be traced (a
 ``vmap`` over any of them equals separate calls for the same key); the budget split and the noise
-scales are computed in the working dtype the same way for concrete and traced values. ``k`` fixes
+scales are computed in the working dtype the same way for concrete and traced values. ``c`` fixes
 the output sizes and ``monotonic`` the noise scales: both are static.
 """
 
@@ -54,15 +56,15 @@ class GapResult(NamedTuple):
     """Output of :func:`sparse_vector_with_gap` and :func:`adaptive_sparse_vector_with_gap`.
 
     Attributes:
-      indices: int32 ``(m,)``, the ⊤ queries in stream order, padded with -1; ``m = k`` for
-        sparse vector with gap and ``2k - 1`` for the adaptive version.
+      indices: int32 ``(m,)``, the ⊤ queries in stream order, padded with -1; ``m = c`` for
+        sparse vector with gap and ``2c - 1`` for the adaptive version.
       gaps: float ``(m,)``, the released noisy gap ``q_i + noise_i - T~`` of each ⊤, NaN padded
         (>= 0 in the middle branch, >= sigma in the top branch).
       answer_branches: int8 ``(m,)``, the branch of each ⊤ (1 top, 2 middle), -1 padded.
       branch: int8 ``(n,)``: -1 not processed, 0 ⊥, 1 top branch ⊤, 2 middle branch ⊤.
-      units_used: int32, the budget used by the queries in units of ``eps2 = eps1/2`` (<= 2k).
+      units_used: int32, the budget used by the queries in units of ``eps2 = eps1/2`` (<= 2c).
       epsilon_spent: ``eps0 + units_used*eps2`` (<= epsilon).
-      epsilon_left: ``epsilon - epsilon_spent = (2k - units_used)*eps2`` (>= 0).
+      epsilon_left: ``epsilon - epsilon_spent = (2c - units_used)*eps2`` (>= 0).
       num_processed: int32, the number of queries answered before the run stopped.
 
     On invalid traced input (a parameter out of range, NaN queries) every integer field is -1
@@ -87,7 +89,7 @@ class GapBudget(NamedTuple):
     """
 
     epsilon: float
-    k: int
+    c: int
     eps0: float
     eps1: float
     eps2: float
@@ -97,11 +99,11 @@ class GapBudget(NamedTuple):
     sigma: float
 
 
-def default_theta(k: int, *, monotonic: bool) -> float:
-    """The threshold share of Lyu, Su and Li (2017): ``1/(1 + (2k)^(2/3))``, or ``1/(1 + k^(2/3))``
+def default_theta(c: int, *, monotonic: bool) -> float:
+    """The threshold share of Lyu, Su and Li (2017): ``1/(1 + (2c)^(2/3))``, or ``1/(1 + c^(2/3))``
     for monotonic queries (free-gap paper §6.1; it minimizes the variance of the gap)."""
-    k = check_int(k, "k", minimum=1)
-    return 1.0 / (1.0 + float(k if monotonic else 2 * k) ** (2.0 / 3.0))
+    c = check_int(c, "c", minimum=1)
+    return 1.0 / (1.0 + float(c if monotonic else 2 * c) ** (2.0 / 3.0))
 
 
 def _check_sigma(checks: Checks, sigma):
@@ -122,37 +124,37 @@ def _check_sigma(checks: Checks, sigma):
     return check_epsilon(sigma, "sigma", allow_zero=True)
 
 
-def _check_parameters(checks: Checks, epsilon, k, theta, sigma, sensitivity, monotonic):
+def _check_parameters(checks: Checks, epsilon, c, theta, sigma, sensitivity, monotonic):
     """Validates Algorithm 2's parameters (eagerly when concrete, in ``checks`` when traced)."""
     epsilon = checks.epsilon(epsilon)
-    k = check_int(k, "k", minimum=1)
-    theta = default_theta(k, monotonic=monotonic) if theta is None else theta
+    c = check_int(c, "c", minimum=1)
+    theta = default_theta(c, monotonic=monotonic) if theta is None else theta
     theta = checks.probability(theta, "theta", open_low=True, open_high=True)
     sensitivity = checks.positive(sensitivity, "sensitivity")
-    return epsilon, k, theta, _check_sigma(checks, sigma), sensitivity
+    return epsilon, c, theta, _check_sigma(checks, sigma), sensitivity
 
 
-def _split(epsilon, k: int, theta, sigma, sensitivity, monotonic: bool) -> GapBudget:
+def _split(epsilon, c: int, theta, sigma, sensitivity, monotonic: bool) -> GapBudget:
     """Algorithm 2, line 2, in the arithmetic of its arguments (Python floats, or jnp scalars of
     one dtype): the one formula behind :func:`gap_budget` and the kernels."""
     eps0 = theta * epsilon
-    eps1 = (1.0 - theta) * epsilon / k
+    eps1 = (1.0 - theta) * epsilon / c
     eps2 = eps1 / 2.0
     if sigma is None:
         sigma = 4.0 * math.sqrt(2.0) / eps2 * sensitivity
     width = (1.0 if monotonic else 2.0) * sensitivity
-    return GapBudget(epsilon, k, eps0, eps1, eps2, sensitivity / eps0, width / eps1, width / eps2, sigma)
+    return GapBudget(epsilon, c, eps0, eps1, eps2, sensitivity / eps0, width / eps1, width / eps2, sigma)
 
 
-def _working_budget(dtype, params, k: int, monotonic: bool) -> GapBudget:
+def _working_budget(dtype, params, c: int, monotonic: bool) -> GapBudget:
     """The budget in the kernel's dtype; ``params = (epsilon, theta, sigma, sensitivity)``."""
     epsilon, theta, sigma, sensitivity = (None if v is None else jnp.asarray(v, dtype) for v in params)
-    return _split(epsilon, k, theta, sigma, sensitivity, monotonic)
+    return _split(epsilon, c, theta, sigma, sensitivity, monotonic)
 
 
 def gap_budget(
     epsilon: float,
-    k: int,
+    c: int,
     *,
     theta: float | None = None,
     monotonic: bool = False,
@@ -168,22 +170,22 @@ def gap_budget(
     ``epsilon``, ``theta``, ``sigma`` and ``sensitivity`` may be traced: the budget is then computed
     with jnp in their dtype by the same formula (in float64 the same numbers to 1 ulp), and its
     float fields are NaN where a traced value is invalid. With concrete values it is computed in
-    Python floats (float64), as the accountant wants; ``k`` and ``monotonic`` are static.
+    Python floats (float64), as the accountant wants; ``c`` and ``monotonic`` are static.
     """
     checks = Checks()
-    epsilon, k, theta, sigma, sensitivity = _check_parameters(
-        checks, epsilon, k, theta, sigma, sensitivity, monotonic
+    epsilon, c, theta, sigma, sensitivity = _check_parameters(
+        checks, epsilon, c, theta, sigma, sensitivity, monotonic
     )
-    budget = _split(epsilon, k, theta, sigma, sensitivity, monotonic)
+    budget = _split(epsilon, c, theta, sigma, sensitivity, monotonic)
     if not checks.traced:
         return budget._replace(sigma=float(budget.sigma))
-    return checks.guard(budget._replace(k=None))._replace(k=k)
+    return checks.guard(budget._replace(c=None))._replace(c=c)
 
 
 def _gap_core(centered, threshold_noise, top_noise, middle_noise, budget: GapBudget, *, adaptive):
     """Algorithm 2 on given noise and a budget in ``centered.dtype`` (traced inside a jitted caller)."""
-    k, sigma = budget.k, budget.sigma
-    size = 2 * k - 1 if adaptive else k
+    c, sigma = budget.c, budget.sigma
+    size = 2 * c - 1 if adaptive else c
     n = centered.shape[0]
     middle_gap = (centered + middle_noise) - threshold_noise
     if adaptive:
@@ -193,7 +195,7 @@ def _gap_core(centered, threshold_noise, top_noise, middle_noise, budget: GapBud
         top_gap, top = middle_gap, jnp.zeros(n, jnp.bool_)
     middle = ~top & (middle_gap >= 0)
     units = jnp.where(top, 1, jnp.where(middle, 2, 0)).astype(jnp.int32)
-    stop = first_true(jnp.cumsum(units) > 2 * k - 2)  # line 16 in integer units of eps2
+    stop = first_true(jnp.cumsum(units) > 2 * c - 2)  # line 16 in integer units of eps2
     processed = jnp.arange(n) <= jnp.where(stop >= 0, stop, n - 1)
     branch = jnp.where(top, BRANCH_TOP, jnp.where(middle, BRANCH_MIDDLE, BRANCH_BOTTOM))
     branch = jnp.where(processed, branch, BRANCH_UNPROCESSED).astype(jnp.int8)
@@ -205,7 +207,7 @@ def _gap_core(centered, threshold_noise, top_noise, middle_noise, budget: GapBud
     answer_branches = jnp.where(valid, branch[jnp.maximum(indices, 0)], BRANCH_UNPROCESSED).astype(jnp.int8)
     units_used = jnp.where(processed, units, 0).sum().astype(jnp.int32)
     spent = budget.eps0 + units_used.astype(centered.dtype) * budget.eps2
-    left = (2 * k - units_used).astype(centered.dtype) * budget.eps2
+    left = (2 * c - units_used).astype(centered.dtype) * budget.eps2
     return GapResult(
         indices, gaps, answer_branches, branch, units_used, spent, left, processed.sum().astype(jnp.int32)
     )
@@ -218,9 +220,9 @@ def _noise_like(noise, centered, name):
     return noise
 
 
-@functools.partial(jax.jit, static_argnames=("k", "adaptive", "monotonic"))
-def _from_noise(centered, threshold_noise, top_noise, middle_noise, params, *, k, adaptive, monotonic):
-    budget = _working_budget(centered.dtype, params, k, monotonic)
+@functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic"))
+def _from_noise(centered, threshold_noise, top_noise, middle_noise, params, *, c, adaptive, monotonic):
+    budget = _working_budget(centered.dtype, params, c, monotonic)
     threshold_noise = jnp.asarray(threshold_noise, centered.dtype)
     return _gap_core(centered, threshold_noise, top_noise, middle_noise, budget, adaptive=adaptive)
 
@@ -228,7 +230,7 @@ def _from_noise(centered, threshold_noise, top_noise, middle_noise, params, *, k
 def _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic):
     """Validates, then runs the core on given noise (``noises``: (name, array) for top and middle)."""
     checks = Checks()
-    epsilon, k, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
+    epsilon, c, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
     centered = centered_queries(checks, queries, threshold)
     top, middle = (None if noise is None else _noise_like(noise, centered, name) for name, noise in noises)
     result = _from_noise(
@@ -237,7 +239,7 @@ def _run_from_noise(queries, threshold, threshold_noise, noises, parameters, mon
         top,
         middle,
         (epsilon, theta, sigma, sensitivity),
-        k=k,
+        c=c,
         adaptive=top is not None,
         monotonic=monotonic,
     )
@@ -251,16 +253,16 @@ def sparse_vector_with_gap_from_noise(
     middle_noise,
     *,
     epsilon,
-    k,
+    c,
     theta=None,
     monotonic=False,
     sensitivity=1.0,
 ) -> GapResult:
     """:func:`sparse_vector_with_gap` on given (already scaled) noise: ``threshold_noise`` (scalar,
     ``Lap(1/eps0)``) and ``middle_noise`` (shape ``(n,)``). For exact tests against a reference.
-    Parameters may be traced as in :func:`sparse_vector_with_gap` (``k``, ``monotonic`` static)."""
+    Parameters may be traced as in :func:`sparse_vector_with_gap` (``c``, ``monotonic`` static)."""
     noises = (("top_noise", None), ("middle_noise", middle_noise))
-    parameters = (epsilon, k, theta, None, sensitivity)
+    parameters = (epsilon, c, theta, None, sensitivity)
     return _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic)
 
 
@@ -272,7 +274,7 @@ def adaptive_sparse_vector_with_gap_from_noise(
     middle_noise,
     *,
     epsilon,
-    k,
+    c,
     theta=None,
     sigma=None,
     monotonic=False,
@@ -280,18 +282,18 @@ def adaptive_sparse_vector_with_gap_from_noise(
 ) -> GapResult:
     """:func:`adaptive_sparse_vector_with_gap` on given (already scaled) noise: ``threshold_noise``
     (scalar), ``top_noise`` (the xi_i of line 7) and ``middle_noise`` (the eta_i), shape ``(n,)``.
-    Parameters may be traced as in :func:`adaptive_sparse_vector_with_gap` (``k``, ``monotonic``
+    Parameters may be traced as in :func:`adaptive_sparse_vector_with_gap` (``c``, ``monotonic``
     static)."""
     noises = (("top_noise", top_noise), ("middle_noise", middle_noise))
-    parameters = (epsilon, k, theta, sigma, sensitivity)
+    parameters = (epsilon, c, theta, sigma, sensitivity)
     return _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic)
 
 
-@functools.partial(jax.jit, static_argnames=("k", "adaptive", "monotonic", "dtype"))
+@functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic", "dtype"))
 @sharded.auto_axes
-def _keyed(key, queries, threshold, params, *, k, adaptive, monotonic, dtype):
+def _keyed(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
     centered = center(queries, threshold, dtype)
-    budget = _working_budget(centered.dtype, params, k, monotonic)
+    budget = _working_budget(centered.dtype, params, c, monotonic)
     threshold_key, top_key, middle_key = jax.random.split(key, 3)
     eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, centered.dtype)
     xi = noise_lib.laplace(top_key, centered.shape, budget.top_scale, centered.dtype) if adaptive else None
@@ -301,10 +303,10 @@ def _keyed(key, queries, threshold, params, *, k, adaptive, monotonic, dtype):
 
 def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive):
     checks = Checks()
-    epsilon, k, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
+    epsilon, c, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
     params = (epsilon, theta, sigma, sensitivity)
-    result = _keyed(key, queries, threshold, params, k=k, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
+    result = _keyed(key, queries, threshold, params, c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
     return checks.guard(result)
 
 
@@ -314,15 +316,15 @@ def sparse_vector_with_gap(
     threshold,
     epsilon: float,
     *,
-    k: int,
+    c: int,
     theta: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
 ) -> GapResult:
     """Sparse-Vector-with-Gap (Wang et al. 2019; Ding et al. 2019, Algorithm 2 with ``sigma = inf``).
 
-    Reports up to ``k`` queries above the noisy threshold ``T + Lap(1/eps0)`` (noise ``Lap(2/eps1)``,
-    or ``Lap(1/eps1)`` when monotonic; ``eps0 = theta*epsilon``, ``eps1 = (1-theta)*epsilon/k``) and
+    Reports up to ``c`` queries above the noisy threshold ``T + Lap(1/eps0)`` (noise ``Lap(2/eps1)``,
+    or ``Lap(1/eps1)`` when monotonic; ``eps0 = theta*epsilon``, ``eps1 = (1-theta)*epsilon/c``) and
     releases each one's noisy gap. Same answers as the classical sparse vector of Lyu, Su and Li
     (2017, Alg. 1) on the same noise; the gaps are free.
 
@@ -335,23 +337,23 @@ def sparse_vector_with_gap(
       queries: shape ``(n,)``.
       threshold: the public threshold, a finite scalar (may be traced).
       epsilon: total budget, > 0 (may be traced).
-      k: number of ⊤ answers, >= 1 (static: it fixes the output sizes).
+      c: number of ⊤ answers, >= 1 (static: it fixes the output sizes).
       theta: threshold share in (0, 1) (may be traced); default :func:`default_theta`.
       monotonic: use the monotonic noise scales (static).
       sensitivity: per-query sensitivity, > 0, multiplies every noise scale (may be traced).
 
     Returns:
-      A :class:`GapResult` with ``indices``/``gaps`` of size ``k``. On invalid traced input
+      A :class:`GapResult` with ``indices``/``gaps`` of size ``c``. On invalid traced input
       (``epsilon``, ``theta`` or ``sensitivity`` out of range, a non-finite threshold, NaN
       queries) its integer fields are -1 and its float fields NaN.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> counts = jnp.array([3.0, 800.0, 2.0, 950.0, 700.0])
-      >>> res = sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, k=2, monotonic=True)
+      >>> res = sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, c=2, monotonic=True)
       >>> estimate = res.gaps + 500.0          # unbiased-noise estimates of the reported counts
     """
-    parameters = (epsilon, k, theta, None, sensitivity)
+    parameters = (epsilon, c, theta, None, sensitivity)
     return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=False)
 
 
@@ -361,7 +363,7 @@ def adaptive_sparse_vector_with_gap(
     threshold,
     epsilon: float,
     *,
-    k: int,
+    c: int,
     theta: float | None = None,
     sigma: float | None = None,
     monotonic: bool = False,
@@ -372,7 +374,7 @@ def adaptive_sparse_vector_with_gap(
     Each query is first tested with the cheap top-branch noise (``Lap(2/eps2)``, ``eps2 = eps1/2``)
     against ``T~ + sigma``; failing that, with the middle-branch noise (``Lap(2/eps1)``) against ``T~``.
     A top ⊤ costs ``eps2``, a middle ⊤ ``eps1``, a ⊥ nothing; the run stops when the cost exceeds
-    ``epsilon - eps1``. It answers between ``k`` (all middle) and ``2k - 1`` (all top) queries when the
+    ``epsilon - eps1``. It answers between ``c`` (all middle) and ``2c - 1`` (all top) queries when the
     stream is long enough, and leaves the unused budget for later use.
 
     Neighbouring relation: as :func:`sparse_vector_with_gap`.
@@ -383,37 +385,44 @@ def adaptive_sparse_vector_with_gap(
       sigma: top-branch margin, >= 0 (may be traced); default ``4*sqrt(2)/eps2`` (times the
         sensitivity, computed in the working dtype); ``math.inf`` gives exactly
         :func:`sparse_vector_with_gap` for the same key.
-      Other arguments as in :func:`sparse_vector_with_gap` (``k`` and ``monotonic`` static, the
+      Other arguments as in :func:`sparse_vector_with_gap` (``c`` and ``monotonic`` static, the
       rest may be traced).
 
     Returns:
-      A :class:`GapResult` with ``indices``/``gaps`` of size ``2k - 1``. On invalid traced input
+      A :class:`GapResult` with ``indices``/``gaps`` of size ``2c - 1``. On invalid traced input
       (as for :func:`sparse_vector_with_gap`, or ``sigma`` NaN or negative) its integer fields are
       -1 and its float fields NaN.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> counts = jnp.array([3.0, 8000.0, 2.0, 9500.0, 7000.0])
-      >>> res = adaptive_sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, k=2, monotonic=True)
+      >>> res = adaptive_sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, c=2, monotonic=True)
       >>> int(res.units_used) <= 4
       True
     """
-    parameters = (epsilon, k, theta, sigma, sensitivity)
+    parameters = (epsilon, c, theta, sigma, sensitivity)
     return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=True)
 
 
-@elementwise("epsilon")
-def sparse_vector_with_gap_guarantee(epsilon: float, *, k: int = 1) -> PureDP:
-    """Sparse-Vector-with-Gap is ``epsilon``-DP whatever ``k`` and ``theta`` (Theorem 4, sigma = inf).
-    Host-side: ``epsilon`` must be a concrete number (or an array of them for a grid)."""
-    check_int(k, "k", minimum=1)
-    return PureDP(check_epsilon(epsilon))
+@elementwise("epsilon", "theta", "sensitivity")
+def sparse_vector_with_gap_guarantee(
+    epsilon: float, *, c: int, theta: float | None = None, monotonic: bool = False, sensitivity: float = 1.0
+) -> PureDP:
+    """Sparse-Vector-with-Gap is ``epsilon``-DP whatever ``c``, ``theta``, ``monotonic`` and
+    ``sensitivity`` (Ding et al. 2019, Theorem 4 with sigma = inf): they only split and calibrate the
+    budget. Takes the mechanism's privacy arguments (validated as the mechanism does). Host-side:
+    concrete numbers (or arrays of them for a grid)."""
+    epsilon, *_ = _check_parameters(Checks(), epsilon, c, theta, None, sensitivity, monotonic)
+    return PureDP(float(epsilon))
 
 
-@elementwise("epsilon")
-def adaptive_sparse_vector_with_gap_guarantee(epsilon: float, *, k: int = 1) -> PureDP:
-    """Adaptive-Sparse-Vector-with-Gap is ``epsilon``-DP (Theorem 4): the worst case to reserve
-    before the run; ``GapResult.epsilon_spent`` is the cost it actually used. Host-side:
-    ``epsilon`` must be a concrete number (or an array of them for a grid)."""
-    check_int(k, "k", minimum=1)
-    return PureDP(check_epsilon(epsilon))
+@elementwise("epsilon", "theta", "sigma", "sensitivity")
+def adaptive_sparse_vector_with_gap_guarantee(
+    epsilon: float, *, c: int, theta: float | None = None, sigma: float | None = None,
+    monotonic: bool = False, sensitivity: float = 1.0,
+) -> PureDP:
+    """Adaptive-Sparse-Vector-with-Gap is ``epsilon``-DP (Ding et al. 2019, Theorem 4) whatever the
+    other arguments: the worst case to reserve before the run; ``GapResult.epsilon_spent`` is the
+    cost it actually used. Host-side: concrete numbers (or arrays of them for a grid)."""
+    epsilon, *_ = _check_parameters(Checks(), epsilon, c, theta, sigma, sensitivity, monotonic)
+    return PureDP(float(epsilon))

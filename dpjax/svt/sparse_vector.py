@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax import noise as noise_lib
-from dpjax.accounting import ZCDP, PureDP, compose
+from dpjax.accounting import PureDP, compose
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import (
     above_threshold_guarantee,
@@ -159,24 +159,26 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c
     return _sparse_core(centered, eta, nu, c=c)
 
 
-@elementwise("epsilon1", "epsilon2")
+@elementwise("epsilon1", "epsilon2", "sensitivity")
 def sparse_vector_guarantee(
     epsilon1: float,
     epsilon2: float,
     *,
     c: int,
-    monotonic: bool = False,
-    notion: str = "pure",
     noise: str = "laplace",
-) -> PureDP | ZCDP:
-    """``c`` compositions of the AboveThreshold guarantee (pure DP, or zCDP with Theorem 1).
+    sensitivity: float = 1.0,
+    monotonic: bool = False,
+) -> PureDP:
+    """``c`` compositions of :func:`~dpjax.svt.above_threshold_guarantee` (its pure epsilon and, for
+    monotonic queries, Theorem 1's zCDP bound, both added ``c`` times).
 
     Host-side: the budgets must be concrete numbers (or arrays of them for a grid).
 
     Example:
-      >>> sparse_vector_guarantee(0.5, 0.5, c=4, monotonic=True, notion="zcdp")
+      >>> sparse_vector_guarantee(0.5, 0.5, c=4, monotonic=True).to_zcdp()
       ZCDP(rho=1.125)
     """
     c = check_int(c, "c", minimum=1)
-    one = above_threshold_guarantee(epsilon1, epsilon2, monotonic=monotonic, notion=notion, noise=noise)
+    options = {"noise": noise, "sensitivity": sensitivity, "monotonic": monotonic}
+    one = above_threshold_guarantee(epsilon1, epsilon2, **options)
     return compose([one] * c)

@@ -102,18 +102,22 @@ def laplace_limited_domain(
 
 
 @elementwise("epsilon", "delta", "max_contributions")
-def laplace_limited_domain_guarantee(epsilon: float, delta: float, *, max_contributions: int) -> ApproxDP:
+def laplace_limited_domain_guarantee(
+    k: int, epsilon: float, delta: float, *, max_contributions: int
+) -> ApproxDP:
     """EXPERIMENTAL: ``((Delta+1) eps, (1 + e^{(Delta+1) eps}) (delta/2)(1 + ln(Delta/delta)/2))``.
 
-    Independent of k (the noisy counts themselves are a Laplace mechanism on the common domain).
+    Takes the mechanism's privacy arguments in its order; ``k`` is validated (>= 1) but the bound is
+    independent of it (the noisy counts themselves are a Laplace mechanism on the common domain).
     Derived in the dpjax spec (§4.1, [D]) with the conservative ``Delta + 1``; not the paper's
     statement, which was lost. Host side: ``epsilon``, ``delta`` and ``max_contributions`` are
     concrete numbers or arrays of them (one guarantee per entry).
 
     Example:
-      >>> round(laplace_limited_domain_guarantee(0.5, 1e-6, max_contributions=1).epsilon, 6)
+      >>> round(laplace_limited_domain_guarantee(3, 0.5, 1e-6, max_contributions=1).epsilon, 6)
       1.0
     """
+    check_int(k, "k", minimum=1)
     epsilon, delta = check_privacy(epsilon, delta)
     cap = check_int(max_contributions, "max_contributions", minimum=1)
     eps = (cap + 1) * epsilon

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,8 +36,13 @@ class Mechanism:
         an invalid traced value of each must make the whole output "invalid" (NaN / -1).
       nan_data: the float data arguments whose NaN entries must make the output invalid (default:
         every floating data argument).
-      guarantee: the guarantee companion, or ``None`` for mechanisms without one.
-      guarantee_args: the names (among params and static) passed to ``guarantee`` by keyword.
+      guarantee: the guarantee companion; it takes the mechanism's privacy arguments by the same
+        names (``tests/test_guarantees.py`` checks it).
+      guarantee_args: the names (among params and static) passed to ``guarantee`` by keyword;
+        default: every parameter of the companion that the entry registers (params or static).
+      guarantee_grid: whether the companion reads an array of a privacy parameter as a grid (one
+        guarantee per entry); ``False`` where an array means something else (per-user allotments).
+      no_guarantee: for a mechanism without a companion, the documented reason why (required then).
     """
 
     name: str
@@ -47,9 +53,17 @@ class Mechanism:
     privacy: tuple[str, ...] = ("epsilon",)
     nan_data: tuple[str, ...] | None = None
     guarantee: Callable | None = None
-    guarantee_args: tuple[str, ...] = ("epsilon",)
+    guarantee_args: tuple[str, ...] | None = None
+    guarantee_grid: bool = True
+    no_guarantee: str = ""
 
     def __post_init__(self):
+        if (self.guarantee is None) == (not self.no_guarantee):
+            raise ValueError(f"{self.name}: give a guarantee companion or the reason why there is none.")
+        if self.guarantee is not None and self.guarantee_args is None:
+            accepted = inspect.signature(self.guarantee).parameters
+            names = tuple(name for name in accepted if name in {**self.params, **self.static})
+            object.__setattr__(self, "guarantee_args", names)
         for name, values in self.params.items():
             if len(values) < 2:
                 raise ValueError(f"{self.name}: give at least two valid values of {name}.")
@@ -77,6 +91,19 @@ class Mechanism:
     def call_guarantee(self, **params):
         values = {**self.defaults, **self.static, **params}
         return self.guarantee(**{name: values[name] for name in self.guarantee_args})
+
+
+def entry(module, name: str, **fields) -> Mechanism:
+    """The entry of ``module``'s mechanism ``name`` (``"function"`` or ``"function[variant]"``).
+
+    Named ``"<module path after dpjax.>.<name>"``; ``fn`` defaults to the module's function and
+    ``guarantee`` to its ``<function>_guarantee`` companion (give either explicitly otherwise).
+    """
+    base = name.split("[")[0]
+    fields.setdefault("fn", getattr(module, base))
+    if "guarantee" not in fields and not fields.get("no_guarantee"):
+        fields["guarantee"] = getattr(module, f"{base}_guarantee")
+    return Mechanism(name=f"{module.__name__.removeprefix('dpjax.')}.{name}", **fields)
 
 
 def all_mechanisms() -> list[Mechanism]:

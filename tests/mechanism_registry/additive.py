@@ -3,24 +3,22 @@
 import numpy as np
 
 from dpjax import additive
-from mechanism_registry import Mechanism
+from mechanism_registry import entry
 
 MECHANISMS = [
-    Mechanism(
-        name="additive.laplace_mechanism",
-        fn=additive.laplace_mechanism,
+    entry(
+        additive,
+        "laplace_mechanism",
         data={"value": np.array([1.0, 2.5, -3.0], np.float32)},
         params={"epsilon": (1.0, 0.5, 2.0), "sensitivity": (1.0, 3.0)},
         guarantee=additive.laplace_guarantee,
-        guarantee_args=("epsilon", "sensitivity"),
     ),
-    Mechanism(
-        name="additive.gaussian_mechanism",
-        fn=additive.gaussian_mechanism,
+    entry(
+        additive,
+        "gaussian_mechanism",
         data={"value": np.array([1.0, 2.5, -3.0], np.float32)},
         params={"sigma": (1.0, 0.3, 4.0), "sensitivity": (1.0, 2.0)},
         privacy=("sigma",),
         guarantee=additive.gaussian_guarantee,
-        guarantee_args=("sigma", "sensitivity"),
     ),
 ]

@@ -3,7 +3,7 @@
 import numpy as np
 
 from dpjax import aggregates
-from mechanism_registry import Mechanism
+from mechanism_registry import entry
 
 X = np.round(np.random.default_rng(12).lognormal(2.0, 1.0, 300), 3).astype(np.float32)
 PARAMS = {
@@ -15,25 +15,17 @@ PARAMS = {
 }
 
 MECHANISMS = [
-    Mechanism(
-        name="aggregates.clipped_sum",
-        fn=aggregates.clipped_sum,
+    entry(
+        aggregates,
+        "clipped_sum",
         data={"x": X},
         params=PARAMS,
         privacy=("epsilon", "clip_fraction"),
         guarantee=aggregates.sum_guarantee,
-        guarantee_args=("epsilon", "clip_fraction"),
     ),
     # sum and mean are clipped_sum's value (over n): two parameters each keep the suite lean.
     *(
-        Mechanism(
-            name=f"aggregates.{name}",
-            fn=getattr(aggregates, name),
-            data={"x": X},
-            params={"epsilon": PARAMS["epsilon"], "q": PARAMS["q"]},
-            guarantee=guarantee,
-            guarantee_args=("epsilon",),
-        )
-        for name, guarantee in (("sum", aggregates.sum_guarantee), ("mean", aggregates.mean_guarantee))
+        entry(aggregates, name, data={"x": X}, params={"epsilon": PARAMS["epsilon"], "q": PARAMS["q"]})
+        for name in ("sum", "mean")
     ),
 ]

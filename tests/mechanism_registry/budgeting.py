@@ -10,15 +10,16 @@ per-user arrays of rho under ``vmap`` are tested in ``tests/test_budgeting_apps.
 ``run_multi_query`` is not registered: it is a host-side driver (a Python loop over queries that
 authorizes and settles each one on a float64 :class:`~dpjax.accounting.per_user.PerUserLedger`),
 with no traceable parameter and no data argument of its own. The PIE-based entries have no
-registered guarantee: their companions read an array ``rho`` as per-user allotments (a worst case
-over users), not as a grid of parameters.
+``guarantee_grid=False``: their companions read an array ``rho`` as per-user allotments (a worst case
+over users), not as a grid of parameters. A baseline spends each user's full ``rho_i`` once, the worst
+case of its PIE variant, so it shares that companion.
 """
 
 import numpy as np
 
 from dpjax import budgeting
 from dpjax.budgeting.geometry import distance_to
-from mechanism_registry import Mechanism
+from mechanism_registry import entry
 
 X = np.array(
     [
@@ -84,88 +85,87 @@ COUNT = np.array(12.0, np.float32)
 Q = (0.1, 0.05, 0.3)
 N_RECORDS = (100, 40, 1000)
 
+
+def per_user(name, data, params, static, privacy, companion):
+    """A PIE or baseline entry; its companion reads an array ``rho`` as per-user allotments."""
+    guarantee = getattr(budgeting, f"{companion}_guarantee")
+    fields = {"static": static, "privacy": privacy, "guarantee": guarantee, "guarantee_grid": False}
+    return entry(budgeting, name, data=data, params=params, **fields)
+
+
+PIE_PRIVACY = ("rho", "beta0")
 MECHANISMS = [
-    Mechanism(
-        name="budgeting.pie_ni",
-        fn=budgeting.pie_ni,
-        data={"data": SCORES},
-        params={"rho": RHO, "beta0": BETA0, "nu_low": (-1.0, -3.0, 0.0), "nu_high": (1.0, 0.0, 2.0)},
-        static={"c": 4},
-        privacy=("rho", "beta0"),
+    per_user(
+        "pie_ni",
+        {"data": SCORES},
+        {"rho": RHO, "beta0": BETA0, "nu_low": (-1.0, -3.0, 0.0), "nu_high": (1.0, 0.0, 2.0)},
+        {"c": 4},
+        PIE_PRIVACY,
+        "pie",
     ),
-    Mechanism(
-        name="budgeting.pie_k",
-        fn=budgeting.pie_k,
-        data={"data": X},
-        params={"rho": RHO, "beta0": BETA0, "score_params": POINT},
-        static={"k": 3, "c": 4, "score_fn": distance_to, "noise_mode": "low"},
-        privacy=("rho", "beta0"),
+    per_user(
+        "pie_k",
+        {"data": X},
+        {"rho": RHO, "beta0": BETA0, "score_params": POINT},
+        {"k": 3, "c": 4, "score_fn": distance_to, "noise_mode": "low"},
+        PIE_PRIVACY,
+        "pie",
     ),
-    Mechanism(
-        name="budgeting.range_count",
-        fn=budgeting.range_count,
-        data={"x": X},
-        params={"rho": RHO, "beta0": BETA0, "center": CENTER, "half_widths": HALF},
-        static={"c": 4, "noise_mode": "low"},
-        privacy=("rho", "beta0"),
+    per_user(
+        "range_count",
+        {"x": X},
+        {"rho": RHO, "beta0": BETA0, "center": CENTER, "half_widths": HALF},
+        {"c": 4, "noise_mode": "low"},
+        PIE_PRIVACY,
+        "range_count",
     ),
-    Mechanism(
-        name="budgeting.range_count_baseline",
-        fn=budgeting.range_count_baseline,
-        data={"x": X},
-        params={"rho": RHO, "center": CENTER, "half_widths": HALF},
-        static={"mode": "distance", "noise_mode": "low"},
-        privacy=("rho",),
+    per_user(
+        "range_count_baseline",
+        {"x": X},
+        {"rho": RHO, "center": CENTER, "half_widths": HALF},
+        {"mode": "distance", "noise_mode": "low"},
+        ("rho",),
+        "range_count",
     ),
-    Mechanism(
-        name="budgeting.kde",
-        fn=budgeting.kde,
-        data={"x": X},
-        params={"rho": RHO, "beta0": BETA0, "p": POINT, "bandwidth": BANDWIDTH},
-        static={"c": 4, "noise_mode": "low"},
-        privacy=("rho", "beta0", "bandwidth"),
+    per_user(
+        "kde",
+        {"x": X},
+        {"rho": RHO, "beta0": BETA0, "p": POINT, "bandwidth": BANDWIDTH},
+        {"c": 4, "noise_mode": "low"},
+        (*PIE_PRIVACY, "bandwidth"),
+        "kde",
     ),
-    Mechanism(
-        name="budgeting.kde_baseline",
-        fn=budgeting.kde_baseline,
-        data={"x": X},
-        params={"rho": RHO, "p": POINT, "bandwidth": BANDWIDTH},
-        static={"noise_mode": "low"},
-        privacy=("rho", "bandwidth"),
+    per_user(
+        "kde_baseline",
+        {"x": X},
+        {"rho": RHO, "p": POINT, "bandwidth": BANDWIDTH},
+        {"noise_mode": "low"},
+        ("rho", "bandwidth"),
+        "kde",
     ),
-    Mechanism(
-        name="budgeting.knn",
-        fn=budgeting.knn,
-        data={"x": X},
-        params={"rho": RHO, "beta0": BETA0, "p": POINT},
-        static={"k": 3, "c": 4, "noise_mode": "low"},
-        privacy=("rho", "beta0"),
+    per_user(
+        "knn", {"x": X}, {"rho": RHO, "beta0": BETA0, "p": POINT}, {"k": 3, "c": 4, "noise_mode": "low"},
+        PIE_PRIVACY, "knn",
     ),
-    Mechanism(
-        name="budgeting.knn_baseline",
-        fn=budgeting.knn_baseline,
-        data={"x": X},
-        params={"rho": RHO, "p": POINT},
-        static={"k": 3, "mode": "point", "noise_mode": "low"},
-        privacy=("rho",),
+    per_user(
+        "knn_baseline", {"x": X}, {"rho": RHO, "p": POINT}, {"k": 3, "mode": "point", "noise_mode": "low"},
+        ("rho",), "knn",
     ),
-    Mechanism(
-        name="budgeting.threshold_query",
-        fn=budgeting.threshold_query,
+    entry(
+        budgeting,
+        "threshold_query",
         data={"count": COUNT},
         params={"rho": RHO, "beta0": BETA0, "q": Q, "n_records": N_RECORDS},
         static={"c": 4},
         privacy=("rho", "beta0", "q"),
         guarantee=budgeting.threshold_guarantee,
-        guarantee_args=("rho",),
     ),
-    Mechanism(
-        name="budgeting.threshold_baseline",
-        fn=budgeting.threshold_baseline,
+    entry(
+        budgeting,
+        "threshold_baseline",
         data={"count": COUNT},
         params={"rho": RHO, "q": Q, "n_records": N_RECORDS},
         privacy=("rho", "q"),
         guarantee=budgeting.threshold_guarantee,
-        guarantee_args=("rho",),
     ),
 ]

@@ -3,57 +3,53 @@
 import numpy as np
 
 from dpjax import quantiles
-from mechanism_registry import Mechanism
+from dpjax.accounting import Neighbors
+from mechanism_registry import entry
 
 X = np.random.default_rng(0).normal(0.0, 1.0, 30).astype(np.float32)
 QS = ((0.25, 0.5, 0.75), (0.1, 0.5, 0.9), (0.2, 0.3, 0.95))
 BOUNDS = ((-3.0, 3.0), (-5.0, 4.0), (-1.5, 2.5))
 
 MECHANISMS = [
-    Mechanism(
-        name="quantiles.joint_exp",
-        fn=quantiles.joint_exp,
+    entry(
+        quantiles,
+        "joint_exp",
         data={"x": X},
         params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS},
-        static={"neighbors": "add_remove"},
-        guarantee=quantiles.joint_exp_guarantee,
+        static={"neighbors": Neighbors.ADD_REMOVE},
     ),
-    Mechanism(
-        name="quantiles.emq",
-        fn=quantiles.emq,
+    entry(
+        quantiles,
+        "emq",
         data={"x": X},
         params={"epsilon": (1.0, 0.5, 2.0), "q": (0.5, 0.1, 0.8), "bounds": BOUNDS},
-        static={"neighbors": "add_remove"},
-        guarantee=quantiles.emq_guarantee,
+        static={"neighbors": Neighbors.ADD_REMOVE},
     ),
-    Mechanism(
-        name="quantiles.ind_exp",
-        fn=quantiles.ind_exp,
+    entry(
+        quantiles,
+        "ind_exp",
         data={"x": X},
         params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS},
-        guarantee=quantiles.ind_exp_guarantee,
     ),
-    Mechanism(
-        name="quantiles.app_ind_exp",
-        fn=quantiles.app_ind_exp,
+    entry(
+        quantiles,
+        "app_ind_exp",
         data={"x": X},
         params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS, "delta": (1e-6, 1e-3, 0.0)},
-        guarantee=quantiles.app_ind_exp_guarantee,
-        guarantee_args=("epsilon", "delta"),
+        static={"neighbors": Neighbors.SWAP},
     ),
-    Mechanism(
-        name="quantiles.csmooth",
-        fn=quantiles.csmooth,
+    entry(
+        quantiles,
+        "csmooth",
+        data={"x": X},
+        params={"rho": (0.5, 0.125, 2.0), "qs": QS, "bounds": BOUNDS},
+        privacy=("rho",),
+    ),
+    entry(
+        quantiles,
+        "agg_tree",
         data={"x": X},
         params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS},
-        guarantee=quantiles.csmooth_guarantee,
-    ),
-    Mechanism(
-        name="quantiles.agg_tree",
-        fn=quantiles.agg_tree,
-        data={"x": X},
-        params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS},
-        static={"branching": 3, "height": 2, "neighbors": "add_remove"},
-        guarantee=quantiles.agg_tree_guarantee,
+        static={"branching": 3, "height": 2, "neighbors": Neighbors.ADD_REMOVE},
     ),
 ]

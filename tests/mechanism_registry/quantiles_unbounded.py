@@ -1,20 +1,18 @@
 """Registry entries: the unbounded quantile family of :mod:`dpjax.quantiles` (Durfee 2023)."""
 
-import functools
-
 import numpy as np
 
 from dpjax import quantiles
-from mechanism_registry import Mechanism
+from mechanism_registry import entry
 
 _RNG = np.random.default_rng(11)
 POSITIVE = np.round(_RNG.lognormal(2.0, 1.0, 300), 3).astype(np.float32)
 SIGNED = np.round(_RNG.normal(-3.0, 20.0, 300), 3).astype(np.float32)
 
 MECHANISMS = [
-    Mechanism(
-        name="quantiles.unbounded",
-        fn=quantiles.unbounded,
+    entry(
+        quantiles,
+        "unbounded",
         data={"x": POSITIVE},
         params={
             "q": (0.9, 0.5, 0.99),
@@ -24,12 +22,11 @@ MECHANISMS = [
             "beta": (1.01, 1.001, 1.5),
         },
         privacy=("epsilon", "split"),
-        guarantee=quantiles.unbounded_guarantee,
-        guarantee_args=("epsilon", "split"),
+        static={"neighbors": "add_remove"},  # the value of Neighbors.ADD_REMOVE is accepted too
     ),
-    Mechanism(
-        name="quantiles.unbounded_result",
-        fn=quantiles.unbounded_result,
+    entry(
+        quantiles,
+        "unbounded_result",
         data={"x": POSITIVE},
         params={
             "q": (0.5, 0.1, 1.0),
@@ -41,20 +38,17 @@ MECHANISMS = [
         static={"noise": "laplace", "max_queries": 700},
         privacy=("epsilon", "split"),
         guarantee=quantiles.unbounded_guarantee,
-        guarantee_args=("epsilon", "split", "q"),
     ),
-    Mechanism(
-        name="quantiles.fully_unbounded",
-        fn=quantiles.fully_unbounded,
+    entry(
+        quantiles,
+        "fully_unbounded",
         data={"x": SIGNED},
         params={"q": (0.25, 0.75, 0.5), "epsilon": (1.0, 0.2, 3.0), "beta": (1.01, 1.002)},
         static={"noise": "gumbel", "max_queries": 2000},
-        guarantee=quantiles.fully_unbounded_guarantee,
-        guarantee_args=("epsilon",),
     ),
-    Mechanism(
-        name="quantiles.unbounded_many",
-        fn=quantiles.unbounded_many,
+    entry(
+        quantiles,
+        "unbounded_many",
         data={"x": POSITIVE},
         params={
             "qs": ((0.25, 0.5, 0.75), (0.1, 0.5, 0.99)),
@@ -64,7 +58,5 @@ MECHANISMS = [
             "beta": (1.01, 1.2),
         },
         privacy=("epsilon", "split"),
-        guarantee=functools.partial(quantiles.unbounded_many_guarantee, 3),
-        guarantee_args=("epsilon", "split"),
     ),
 ]

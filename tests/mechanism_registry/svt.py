@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from dpjax import svt
-from mechanism_registry import Mechanism
+from mechanism_registry import Mechanism, entry
 
 QUERIES = {"queries": np.array([0.5, 3.0, -1.0, 4.5, 2.0, 6.0, 1.0, 5.0], np.float32)}
 AT_PARAMS = {
@@ -31,8 +31,9 @@ def gumbel_above_threshold_first_passage(key, queries, threshold, epsilon, sensi
     return svt.above_threshold(key, queries, threshold, epsilon, epsilon, **options)
 
 
-def gumbel_above_threshold_guarantee(epsilon):
-    return svt.above_threshold_guarantee(epsilon, epsilon, noise="gumbel")
+def gumbel_above_threshold_guarantee(epsilon, sensitivity=1.0):
+    """The wrapper's companion: the same arguments, one budget for both."""
+    return svt.above_threshold_guarantee(epsilon, epsilon, noise="gumbel", sensitivity=sensitivity)
 
 
 MECHANISMS = [
@@ -43,55 +44,45 @@ MECHANISMS = [
         params={k: AT_PARAMS[k] for k in ("threshold", "sensitivity")} | {"epsilon": (0.5, 0.1, 4.0)},
         privacy=("epsilon", "sensitivity"),
         guarantee=gumbel_above_threshold_guarantee,
-        guarantee_args=("epsilon",),
     ),
-    Mechanism(
-        name="svt.above_threshold",
-        fn=svt.above_threshold,
+    entry(
+        svt,
+        "above_threshold",
         data=QUERIES,
         params=AT_PARAMS,
         privacy=(*AT_PRIVACY, "sensitivity"),
-        guarantee=svt.above_threshold_guarantee,
-        guarantee_args=("epsilon1", "epsilon2"),
     ),
-    Mechanism(
-        name="svt.above_threshold_blocked",
-        fn=svt.above_threshold_blocked,
+    entry(
+        svt,
+        "above_threshold_blocked",
         data=QUERIES,
         params=AT_PARAMS,
         static={"block_size": 3, "noise": "exponential"},
         privacy=AT_PRIVACY,
         guarantee=svt.above_threshold_guarantee,
-        guarantee_args=("epsilon1", "epsilon2", "noise"),
     ),
-    Mechanism(
-        name="svt.sparse_vector",
-        fn=svt.sparse_vector,
+    entry(
+        svt,
+        "sparse_vector",
         data=QUERIES,
         params=AT_PARAMS,
         static={"c": 2},
         privacy=AT_PRIVACY,
-        guarantee=svt.sparse_vector_guarantee,
-        guarantee_args=("epsilon1", "epsilon2", "c"),
     ),
-    Mechanism(
-        name="svt.sparse_vector_with_gap",
-        fn=svt.sparse_vector_with_gap,
+    entry(
+        svt,
+        "sparse_vector_with_gap",
         data=QUERIES,
         params=GAP_PARAMS,
-        static={"k": 2},
+        static={"c": 2},
         privacy=GAP_PRIVACY,
-        guarantee=svt.sparse_vector_with_gap_guarantee,
-        guarantee_args=("epsilon", "k"),
     ),
-    Mechanism(
-        name="svt.adaptive_sparse_vector_with_gap",
-        fn=svt.adaptive_sparse_vector_with_gap,
+    entry(
+        svt,
+        "adaptive_sparse_vector_with_gap",
         data=QUERIES,
         params={**GAP_PARAMS, "sigma": (2.0, 0.0, math.inf)},
-        static={"k": 2, "monotonic": True},
+        static={"c": 2, "monotonic": True},
         privacy=(*GAP_PRIVACY, "sensitivity"),
-        guarantee=svt.adaptive_sparse_vector_with_gap_guarantee,
-        guarantee_args=("epsilon", "k"),
     ),
 ]

@@ -8,52 +8,45 @@ import numpy as np
 
 from dpjax import topk
 from dpjax.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
-from mechanism_registry import Mechanism
+from mechanism_registry import Mechanism, entry
 
 COUNTS = np.array([40, 3, 31, 0, 29, 29, 7, 18, 2, 25, 1, 0, 12, 9, 5, 27, 4, 6, 8, 3], np.float32)
 EPSILON = (1.0, 0.3, 2.0)
 DELTA = (1e-3, 1e-6, 0.1)
 
 MECHANISMS = [
-    Mechanism(
-        name="topk.limited_domain",
-        fn=topk.limited_domain,
+    entry(
+        topk,
+        "limited_domain",
         data={"counts": COUNTS},
         params={"epsilon": EPSILON, "delta": DELTA, "max_contributions": (2, 1, 6)},
         static={"k": 3, "kbar": 5},
         privacy=("epsilon", "delta"),
-        guarantee=topk.limited_domain_guarantee,
-        guarantee_args=("k", "epsilon", "delta"),
     ),
-    Mechanism(
-        name="topk.strictly_limited_domain",
-        fn=topk.strictly_limited_domain,
+    entry(
+        topk,
+        "strictly_limited_domain",
         data={"counts": COUNTS},
         params={"epsilon": EPSILON, "delta": DELTA},
         static={"k": 3, "kbar": 5},
         privacy=("epsilon", "delta"),
         guarantee=topk.limited_domain_guarantee,
-        guarantee_args=("k", "epsilon", "delta"),
     ),
-    Mechanism(
-        name="topk.private_kbar",
-        fn=topk.private_kbar,
+    entry(
+        topk,
+        "private_kbar",
         data={"counts": COUNTS},
         params={"epsilon": EPSILON, "delta": DELTA, "max_contributions": (2, 1, 6)},
         static={"k": 2, "kbar_max": 6},
         privacy=("epsilon", "delta"),
-        guarantee=topk.private_kbar_guarantee,
-        guarantee_args=("k", "epsilon", "delta"),
     ),
-    Mechanism(
-        name="topk.fixed_threshold",
-        fn=topk.fixed_threshold,
+    entry(
+        topk,
+        "fixed_threshold",
         data={"counts": COUNTS},
         params={"epsilon": EPSILON, "delta": DELTA},
         static={"kbar": 4},
         privacy=("epsilon", "delta"),
-        guarantee=topk.fixed_threshold_guarantee,
-        guarantee_args=("kbar", "epsilon", "delta"),
     ),
     Mechanism(  # experimental, not exported from dpjax.topk
         name="topk.laplace.laplace_limited_domain",
@@ -63,6 +56,5 @@ MECHANISMS = [
         static={"k": 3, "kbar": 5},
         privacy=("epsilon", "delta"),
         guarantee=laplace_limited_domain_guarantee,
-        guarantee_args=("epsilon", "delta", "max_contributions"),
     ),
 ]

@@ -54,7 +54,11 @@ register(Study(
         _mechanism("JointExp", joint_exp, "one exponential mechanism over all m quantiles (ε-DP)"),
         _mechanism("IndExp", ind_exp, "one exponential mechanism per quantile at ε/m (ε-DP)"),
         _mechanism("AppIndExp", app_ind_exp, "IndExp with DDR20 composition ((ε, 1e-6)-DP)"),
-        _mechanism("CSmooth", csmooth, "smooth sensitivity + Laplace log-normal (ε²/2-zCDP)"),
+        _mechanism(  # rho = ε²/2: the zCDP that ε-DP implies, the paper's comparison
+            "CSmooth",
+            lambda key, x, qs, epsilon, **kw: csmooth(key, x, qs, epsilon**2 / 2, **kw),
+            "smooth sensitivity + Laplace log-normal (ε²/2-zCDP)",
+        ),
         _mechanism("AggTree", agg_tree, "noisy b=8, h=3 count tree + Honaker aggregation (ε-DP)"),
     ],
     datasets={"normal": "normal", "uniform": "uniform"},

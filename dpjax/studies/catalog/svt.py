@@ -19,7 +19,7 @@ from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
 from dpjax.svt import above_threshold, adaptive_sparse_vector_with_gap, gap_budget, sparse_vector_with_gap
 
-K = 10
+C = 10  # the number of answers above the threshold (the SVT count c)
 
 
 def _threshold_at_rank(rank):
@@ -34,12 +34,12 @@ def _threshold_at_rank(rank):
 
 def _gap_with_measures(key, counts, epsilon, threshold):
     counts = counts.astype(jnp.result_type(float))
-    budget = gap_budget(epsilon / 2, K, monotonic=True)
-    measure_scale = K / (epsilon / 2)
+    budget = gap_budget(epsilon / 2, C, monotonic=True)
+    measure_scale = C / (epsilon / 2)
     select_key, measure_key = jax.random.split(key)
-    res = sparse_vector_with_gap(select_key, counts, threshold, epsilon / 2, k=K, monotonic=True)
+    res = sparse_vector_with_gap(select_key, counts, threshold, epsilon / 2, c=C, monotonic=True)
     truth = jnp.where(res.indices >= 0, counts[jnp.maximum(res.indices, 0)], jnp.nan)  # NaN: not reported
-    alpha = truth + measure_scale * jax.random.laplace(measure_key, (K,), truth.dtype)
+    alpha = truth + measure_scale * jax.random.laplace(measure_key, (C,), truth.dtype)
     beta = svt_gap.combine_gap_and_measurement(
         res.gaps, threshold, alpha, svt_gap.gap_variance(budget, res.answer_branches), 2 * measure_scale**2)
     # NaN where fewer than k were reported: a failed trial.
@@ -50,26 +50,26 @@ def _gap_with_measures(key, counts, epsilon, threshold):
 register(Study(
     "svt_gap_with_measures",
     family="svt",
-    description=f"sparse vector with gap (k={K}, ε/2) + Laplace measurements (ε/2), combined (Ding §6.2)",
+    description=f"sparse vector with gap (c={C}, ε/2) + Laplace measurements (ε/2), combined (Ding §6.2)",
     mechanisms=[Mechanism("SVT with gap + measures", _gap_with_measures,
                           variants=("measurement only", "gap only", "gap + measurement"),
                           theory={("measurement only", "count_mse"): lambda counts, epsilon, **_: {
-                              "mean": 2 * (2 * K / epsilon) ** 2}})],
-    datasets={"zipf": ("zipf", {"threshold": _threshold_at_rank(4 * K)})},
+                              "mean": 2 * (2 * C / epsilon) ** 2}})],
+    datasets={"zipf": ("zipf", {"threshold": _threshold_at_rank(4 * C)})},
     grid={"epsilon": EPSILONS},
     metrics=[metrics.Metric(
         "count_mse", lambda error, _: jnp.mean(error**2),
-        f"squared error of the {K} reported items' counts (mean over the {K})", "count²")],
+        f"squared error of the {C} reported items' counts (mean over the {C})", "count²")],
 ))
 
-ABOVE = 8 * K  # items above the adaptive study's threshold
+ABOVE = 8 * C  # items above the adaptive study's threshold
 
 
 def _adaptive(key, counts, epsilon, threshold):
     counts = counts.astype(jnp.result_type(float))
     out = {}
     for name, sigma in (("adaptive", None), ("σ=∞ baseline", jnp.inf)):
-        res = adaptive_sparse_vector_with_gap(key, counts, threshold, epsilon, k=K, sigma=sigma,
+        res = adaptive_sparse_vector_with_gap(key, counts, threshold, epsilon, c=C, sigma=sigma,
                                               monotonic=True)
         out[name] = {"indices": res.indices, "answers": (res.indices >= 0).sum(),
                      "budget_left": res.epsilon_left / epsilon}
@@ -79,7 +79,7 @@ def _adaptive(key, counts, epsilon, threshold):
 register(Study(
     "adaptive_svt_answers",
     family="svt",
-    description=f"adaptive SVT with gap vs its σ=∞ baseline (k={K}), {ABOVE} items above the threshold",
+    description=f"adaptive SVT with gap vs its σ=∞ baseline (c={C}), {ABOVE} items above the threshold",
     mechanisms=[Mechanism("adaptive SVT", _adaptive, variants=("adaptive", "σ=∞ baseline"))],
     datasets={"zipf": ("zipf", {"threshold": _threshold_at_rank(ABOVE)})},
     grid={"epsilon": EPSILONS},

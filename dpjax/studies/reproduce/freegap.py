@@ -71,14 +71,14 @@ def _svt_errors(key, counts, descending, k, eps):
     rank_key, select_key, measure_key = jax.random.split(key, 3)
     threshold = _threshold(rank_key, descending, k)
     res = svt.sparse_vector_with_gap(
-        select_key, counts, threshold=threshold, epsilon=eps / 2, k=k, monotonic=True
+        select_key, counts, threshold=threshold, epsilon=eps / 2, c=k, monotonic=True
     )
     valid = res.indices >= 0
     answered = jnp.maximum(valid.sum(), 1)
     truth = counts[jnp.maximum(res.indices, 0)]
     scale = answered / (eps / 2)
     alpha = truth + noise.laplace(measure_key, shape=(k,), scale=scale, dtype=counts.dtype)
-    budget = svt.gap_budget(epsilon=eps / 2, k=k, monotonic=True)
+    budget = svt.gap_budget(epsilon=eps / 2, c=k, monotonic=True)
     beta = svt_gap.combine_gap_and_measurement(
         gaps=res.gaps,
         threshold=threshold,
@@ -140,7 +140,7 @@ def _adaptivity_trial(key, counts, descending, k):
     out = {}
     for name, sigma in (("asvt", None), ("svt", math.inf)):
         res = svt.adaptive_sparse_vector_with_gap(
-            run_key, counts, threshold=threshold, epsilon=EPSILON, k=k, sigma=sigma, monotonic=True
+            run_key, counts, threshold=threshold, epsilon=EPSILON, c=k, sigma=sigma, monotonic=True
         )
         valid = res.indices >= 0
         answers = valid.sum()
@@ -152,7 +152,7 @@ def _adaptivity_trial(key, counts, descending, k):
                 res.branch == svt.BRANCH_TOP, 1, jnp.where(res.branch == svt.BRANCH_MIDDLE, 2, 0)
             )
             kth = res.indices[k - 1]
-            budget = svt.gap_budget(epsilon=EPSILON, k=k, monotonic=True)
+            budget = svt.gap_budget(epsilon=EPSILON, c=k, monotonic=True)
             spent = budget.eps0 + jnp.cumsum(units)[jnp.maximum(kth, 0)] * budget.eps2
             out["left"] = jnp.where(kth >= 0, (EPSILON - spent) / EPSILON, 0.0)
             out["top"] = (res.answer_branches == svt.BRANCH_TOP).sum()

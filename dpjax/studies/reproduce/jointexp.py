@@ -34,7 +34,8 @@ METHODS = {
     "JointExp": joint_exp,
     "IndExp": ind_exp,
     "AppIndExp": app_ind_exp,
-    "CSmooth": csmooth,
+    # CSmooth takes zCDP rho: rho = epsilon^2/2, the zCDP that epsilon-DP implies (the paper's comparison).
+    "CSmooth": lambda key, x, qs, epsilon, **kw: csmooth(key, x, qs, epsilon**2 / 2, **kw),
     "AggTree": agg_tree,
 }
 N, BOUNDS, EPSILON = 1000, (-100.0, 100.0), 1.0
