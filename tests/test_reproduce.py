@@ -19,6 +19,22 @@ def test_row_ratio_is_ours_over_paper_and_absent_without_a_number():
     assert Row("T", "s", "q", 2.0, math.nan).ratio is None
 
 
+def test_table_and_csv_put_the_paper_beside_ours_as_plain_numbers(tmp_path):
+    from dpjax.studies.reproduce import writers
+
+    rows = [
+        Row("T", "s", "q", 4.0, np.float64(5.0), np.float64(0.25)),
+        Row("F", "s", "q", None, 0.5, claim="< 1", holds=True),
+    ]
+    rep = Reproduction("aa", "Paper", rows, "3 trials", [])
+    table = rep.table()
+    assert list(table.ratio[:1]) == [1.25] and table.ratio.isna()[1] and list(table.holds[1:]) == [True]
+    writers.write_csv([rep], tmp_path / "r.csv")
+    with open(tmp_path / "r.csv") as f:
+        first = next(csv.DictReader(f))
+    assert (first["ours"], first["std_error"], first["ratio"]) == ("5.0", "0.25", "1.25")
+
+
 def test_pick_and_mean_and_se():
     assert pick("quick", smoke=1, quick=2, full=3) == 2
     with pytest.raises(ValueError, match="mode"):

@@ -79,6 +79,26 @@ class Reproduction:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
 
+    def table(self):
+        """The rows as a ``pandas.DataFrame``: experiment, setting, quantity, paper, ours,
+        std_error, ratio (ours / paper), claim, holds."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [{**dataclasses.asdict(row), "ratio": row.ratio} for row in self.rows],
+            columns=[
+                "experiment",
+                "setting",
+                "quantity",
+                "paper",
+                "ours",
+                "std_error",
+                "ratio",
+                "claim",
+                "holds",
+            ],
+        )
+
 
 def pick(mode: str, *, smoke, quick, full):
     """The value for ``mode`` ("smoke", "quick" or "full")."""
