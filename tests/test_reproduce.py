@@ -194,6 +194,23 @@ def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeyp
     assert f"`dpjax reproduce aa bb --smoke --out {out} --markdown {report}`" in text
     assert "| Table 9 | smoke | MAE | 2 | 3 ± 0.1 | 1.5 |" in text and "| yes |" in text
     assert "![aa](../figs/aa.png)" in text and (out / "aa.png").stat().st_size > 1000
+    readme = tmp_path / "docs" / "README.md"
+    readme.write_text(
+        "intro\n<!-- dpjax-bench:begin reproduction -->\nstale table\n<!-- dpjax-bench:end reproduction -->\n"
+    )
+    args = [
+        "--from-csv",
+        str(out / "reproduction.csv"),
+        "--update-readme",
+        str(readme),
+        "--markdown",
+        str(report),
+    ]
+    assert main(["reproduce", *args]) == 0
+    summary = readme.read_text()
+    assert summary.startswith("intro\n") and "stale" not in summary and "--from-csv" in summary
+    # two rows, one with a paper value (ratio 1.5, outside [0.8, 1.25]), one claim that holds
+    assert "| [`aa`](REPORT.md#aa) | Paper aa | 2 | 1 | 0 | 1 / 1 |" in summary
 
 
 def test_cli_list_and_bad_arguments(tmp_path, capsys):
