@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 MODES = ("smoke", "quick", "full")
+COLUMNS = ("experiment", "setting", "quantity", "paper", "ours", "std_error", "ratio", "claim", "holds")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,17 +87,7 @@ class Reproduction:
 
         return pd.DataFrame(
             [{**dataclasses.asdict(row), "ratio": row.ratio} for row in self.rows],
-            columns=[
-                "experiment",
-                "setting",
-                "quantity",
-                "paper",
-                "ours",
-                "std_error",
-                "ratio",
-                "claim",
-                "holds",
-            ],
+            columns=list(COLUMNS),
         )
 
 

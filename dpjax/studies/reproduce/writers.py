@@ -7,20 +7,9 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpjax.studies.reproduce.result import Reproduction, Row
+from dpjax.studies.reproduce.result import COLUMNS, Reproduction, Row
 
-CSV_COLUMNS = (
-    "reproduction",
-    "experiment",
-    "setting",
-    "quantity",
-    "paper",
-    "ours",
-    "std_error",
-    "ratio",
-    "claim",
-    "holds",
-)
+CSV_COLUMNS = ("reproduction", *COLUMNS)
 
 
 def number(value: float | None, digits: int = 4) -> str:
