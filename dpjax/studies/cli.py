@@ -178,7 +178,8 @@ def _run(selected, options, start) -> int:
     cache = compile_cache(options["compile_cache"])
     print(f"dpjax study: {len(selected)} studies, {options['trials']} trials per cell, epsilon "
           f"{'each study’s grid' if epsilon is None else ' '.join(f'{e:g}' for e in epsilon)}, seed "
-          f"{options['seed']}, compile cache {cache or 'off'}", flush=True)
+          f"{options['seed']}", flush=True)
+    print(f"dpjax study: compile cache {cache}" if cache else "dpjax study: compile cache off", flush=True)
     steps = sum(step_count(s, options["dataset"]) for s in selected)
     results, failures = {}, []
 
