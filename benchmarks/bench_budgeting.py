@@ -4,7 +4,7 @@ tail-exact and plain noise, 10^6 and 10^7 users, c = 64 rounds (same harness as 
 ``dpjax bench budgeting`` times the headline row (distance mode, tail-exact noise, 10^6 users, with
 the NumPy loop). Run: ``python -m benchmarks.bench_budgeting [--sizes 1000000 10000000] [--rounds 64]``
 
-Data (synthetic, not from the paper, :func:`dpjax.bench.cases.budgeting.hotspots`): users at a
+Data (synthetic, not from the paper, :func:`dpjax.studies.reproduce.data.hotspots`): users at a
 Gaussian mixture of 20 "hotspots" in a 100 km x 100 km square (metres); the query counts the users
 in a 2 km x 2 km square centred on a hotspot; every user has rho = 1e-4 / m^2 (one-shot noise
 70.7 m), beta0 = 0.025, even split.
@@ -29,12 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.bench.cases.budgeting import BETA0, HALF, RHO, box_distance, hotspots, numpy_pie_ni
+from dpjax.bench.cases.budgeting import BETA0, HALF, RHO, box_distance, numpy_pie_ni
 from dpjax.bench.floor import rng_floor
 from dpjax.bench.harness import time_host, time_jitted
 from dpjax.bench.report import print_machine, print_table
 from dpjax.budgeting import pie_ni
 from dpjax.budgeting.geometry import box_signed_distance
+from dpjax.studies.reproduce.data import hotspots
 
 
 def main(argv=None) -> None:

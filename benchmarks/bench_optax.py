@@ -27,7 +27,7 @@ Runs of a strategy (seeds x clip grid or targets) are one compiled program (``la
 median final clip norm.
 
 Speed (``--part speed``): one jitted training step (per-example gradients, aggregation, Adam) at batch
-256 on the Adult and MNIST MLPs, side by side in interleaved rounds:
+256 on the Adult and MNIST MLPs, timed by the harness of ``dpjax bench`` (``time_jitted``):
 ``optax.contrib.differentially_private_aggregate`` (fixed clip, no accounting) and dpjax with a fixed,
 a geometric and the benchmark's quantile clip, timed both on a step that runs the UQE estimate and on
 one that does not (``lax.cond`` skips it); the amortized cost over ``every`` steps follows. The clip
@@ -46,8 +46,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from benchmarks.harness import print_machine, print_table
 from dpjax import optax as dpo
+from dpjax.bench.harness import time_jitted
+from dpjax.bench.report import print_machine, print_table
 from dpjax.optax import data as data_lib
 from dpjax.optax import train
 
@@ -206,73 +207,58 @@ def step_functions(dataset: data_lib.Dataset):
     return out
 
 
+def _row(dataset, aggregation, timing, reference, vs_reference):
+    return dict(
+        dataset=dataset.name,
+        aggregation=aggregation,
+        ms_min=1e3 * timing.low,
+        ms_median=1e3 * timing.median,
+        examples_per_s=BATCH / timing.low if vs_reference.endswith("%") else float("nan"),
+        vs_dpjax_fixed=vs_reference,
+    )
+
+
 def speed_part(datasets, repeats: int):
-    """Interleaved rounds (every aggregation once per round), so load changes hit all of them alike;
-    the minimum over rounds is the least disturbed figure on a shared machine."""
+    """Every aggregation's step timed by the harness (``dpjax.bench.harness.time_jitted``: compile
+    excluded, ``repeats`` calls or more); the minimum is the least disturbed figure on a shared machine."""
     rows = []
     for dataset in datasets:
         x = jnp.asarray(dataset.x_train[:BATCH])
         y = jnp.asarray(dataset.y_train[:BATCH])
         steps = step_functions(dataset)
-        for step, params, state in steps.values():
-            jax.block_until_ready(step(params, state, x, y))  # compile
-        times = {name: [] for name in steps}
-        for _ in range(repeats):
-            for name, (step, params, state) in steps.items():
-                start = time.perf_counter()
-                jax.block_until_ready(step(params, state, x, y))
-                times[name].append(time.perf_counter() - start)
-        reference = min(times["dpjax fixed"])
-        for name, t in times.items():
-            rows.append(
-                dict(
-                    dataset=dataset.name,
-                    aggregation=name,
-                    ms_min=1e3 * min(t),
-                    ms_median=1e3 * float(np.median(t)),
-                    examples_per_s=BATCH / min(t),
-                    vs_dpjax_fixed=f"{100 * (min(t) / reference - 1):+.1f}%",
-                )
-            )
+        times = {
+            name: time_jitted(step, params, state, x, y, repeats=repeats)[0]
+            for name, (step, params, state) in steps.items()
+        }
+        reference = times["dpjax fixed"].low
+        rows += [
+            _row(dataset, name, t, reference, f"{100 * (t.low / reference - 1):+.1f}%")
+            for name, t in times.items()
+        ]
         # the clip estimates alone, on the step's 256 norms
         norms = dpo.example_norms(dpo.per_example_grads(train.example_loss)(steps["dpjax fixed"][1], x, y))
         estimates = {
             "UQE estimate alone": quantile_default(),
             "geometric count alone": geometric_default(),
         }
-        alone = {}
+
+        def estimate(strategy, key, norms):
+            return strategy.next_norm(
+                key,
+                jnp.float32(1.0),
+                norms,
+                jnp.ones(BATCH, bool),
+                expected_batch_size=float(BATCH),
+                step=jnp.int32(0),
+            )
+
         for name, strategy in estimates.items():
-            fn = jax.jit(
-                lambda s, k, n: s.next_norm(
-                    k,
-                    jnp.float32(1.0),
-                    n,
-                    jnp.ones(BATCH, bool),
-                    expected_batch_size=float(BATCH),
-                    step=jnp.int32(0),
-                )
-            )
-            jax.block_until_ready(fn(strategy, jax.random.key(0), norms))
-            alone[name] = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                jax.block_until_ready(fn(strategy, jax.random.key(0), norms))
-                alone[name].append(time.perf_counter() - start)
-        for name, t in alone.items():
-            rows.append(
-                dict(
-                    dataset=dataset.name,
-                    aggregation=name,
-                    ms_min=1e3 * min(t),
-                    ms_median=1e3 * float(np.median(t)),
-                    examples_per_s=float("nan"),
-                    vs_dpjax_fixed=f"{100 * min(t) / reference:.1f}% of it",
-                )
-            )
+            t = time_jitted(estimate, strategy, jax.random.key(0), norms, repeats=repeats)[0]
+            rows.append(_row(dataset, name, t, reference, f"{100 * t.low / reference:.1f}% of it"))
         every = quantile_default().every
         amortized = (
-            min(times["dpjax quantile, estimating step"])
-            + (every - 1) * min(times["dpjax quantile, other step"])
+            times["dpjax quantile, estimating step"].low
+            + (every - 1) * times["dpjax quantile, other step"].low
         ) / every
         rows.append(
             dict(
@@ -284,7 +270,7 @@ def speed_part(datasets, repeats: int):
                 vs_dpjax_fixed=f"{100 * (amortized / reference - 1):+.1f}%",
             )
         )
-    print_table(f"one training step at batch {BATCH} ({repeats} interleaved rounds, compile excluded)", rows)
+    print_table(f"one training step at batch {BATCH} ({repeats}+ timed calls each, compile excluded)", rows)
 
 
 def main() -> None:

@@ -1,7 +1,12 @@
 """Shared pytest fixtures: float32 by default, and an x64 fixture that restores the setting."""
 
+import os
+
 import jax
 import pytest
+
+# `dpjax study` turns on JAX's persistent compilation cache (a process-wide setting): not in tests.
+os.environ.setdefault("DPJAX_COMPILE_CACHE", "off")
 
 
 @pytest.fixture

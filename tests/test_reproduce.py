@@ -19,6 +19,22 @@ def test_row_ratio_is_ours_over_paper_and_absent_without_a_number():
     assert Row("T", "s", "q", 2.0, math.nan).ratio is None
 
 
+def test_table_and_csv_put_the_paper_beside_ours_as_plain_numbers(tmp_path):
+    from dpjax.studies.reproduce import writers
+
+    rows = [
+        Row("T", "s", "q", 4.0, np.float64(5.0), np.float64(0.25)),
+        Row("F", "s", "q", None, 0.5, claim="< 1", holds=True),
+    ]
+    rep = Reproduction("aa", "Paper", rows, "3 trials", [])
+    table = rep.table()
+    assert list(table.ratio[:1]) == [1.25] and table.ratio.isna()[1] and list(table.holds[1:]) == [True]
+    writers.write_csv([rep], tmp_path / "r.csv")
+    with open(tmp_path / "r.csv") as f:
+        first = next(csv.DictReader(f))
+    assert (first["ours"], first["std_error"], first["ratio"]) == ("5.0", "0.25", "1.25")
+
+
 def test_pick_and_mean_and_se():
     assert pick("quick", smoke=1, quick=2, full=3) == 2
     with pytest.raises(ValueError, match="mode"):
@@ -178,6 +194,23 @@ def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeyp
     assert f"`dpjax reproduce aa bb --smoke --out {out} --markdown {report}`" in text
     assert "| Table 9 | smoke | MAE | 2 | 3 ± 0.1 | 1.5 |" in text and "| yes |" in text
     assert "![aa](../figs/aa.png)" in text and (out / "aa.png").stat().st_size > 1000
+    readme = tmp_path / "docs" / "README.md"
+    readme.write_text(
+        "intro\n<!-- dpjax-bench:begin reproduction -->\nstale table\n<!-- dpjax-bench:end reproduction -->\n"
+    )
+    args = [
+        "--from-csv",
+        str(out / "reproduction.csv"),
+        "--update-readme",
+        str(readme),
+        "--markdown",
+        str(report),
+    ]
+    assert main(["reproduce", *args]) == 0
+    summary = readme.read_text()
+    assert summary.startswith("intro\n") and "stale" not in summary and "--from-csv" in summary
+    # two rows, one with a paper value (ratio 1.5, outside [0.8, 1.25]), one claim that holds
+    assert "| [`aa`](REPORT.md#aa) | Paper aa | 2 | 1 | 0 | 1 / 1 |" in summary
 
 
 def test_cli_list_and_bad_arguments(tmp_path, capsys):

@@ -150,3 +150,23 @@ def test_cli_reports_a_failing_study_and_still_runs_the_others(capsys, monkeypat
     assert code == 1
     assert "zz_broken: RuntimeError: boom" in captured.err
     assert "clipped_mean" in captured.out
+
+
+@pytest.mark.slow
+def test_second_run_loads_the_compiled_study_from_the_compile_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "DPJAX_COMPILE_CACHE": str(tmp_path / "cache")}
+    command = [sys.executable, "-c", "from dpjax.cli import main; raise SystemExit(main(['study', "
+               "'--study', 'clipped_mean', '--trials', '50', '--epsilon', '1', '--out', 'out']))"]
+    hits = []
+    for run in ("first", "second"):
+        out = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert f"compile cache {tmp_path / 'cache'}" in out.stdout, run
+        hits.append(json.loads((tmp_path / "out" / "results.json").read_text())["record"]["cache_hits"])
+    assert hits[0] == 0 and hits[1] >= 2  # one kernel per mechanism, loaded instead of compiled

@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 
 @dataclasses.dataclass(frozen=True)
 class Peer:
@@ -83,3 +85,11 @@ def power_label(n: int) -> str:
     if mantissa == "1" and 10 ** int(exponent) == n:
         return f"10^{int(exponent)}"
     return f"{n:,}" if n < 10_000 else f"{n:.3g}"
+
+
+def zipf_counts(items: int, occurrences: int, exponent: float, seed: int) -> np.ndarray:
+    """A histogram of ``occurrences`` records over ``items`` items with Zipf(``exponent``) weights,
+    in a random item order (float64): the skewed counts of the selection and SVT benchmarks."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, items + 1) ** exponent
+    return rng.permutation(rng.multinomial(occurrences, weights / weights.sum())).astype(np.float64)

@@ -80,22 +80,18 @@ def auto_scale(memory: int | None) -> float:
 
 
 def command_line(args: argparse.Namespace) -> str:
-    parts = ["dpjax bench", *args.families]
-    if args.quick:
-        parts.append("--quick")
-    if args.size is not None:
-        parts.append(f"--size {args.size:g}")
-    if args.repeats is not None:
-        parts.append(f"--repeats {args.repeats}")
-    if args.no_peers:
-        parts.append("--no-peers")
-    if args.out is not None:
-        parts.append(f"--out {args.out}")
-    if args.update_readme is not None:
-        parts.append(f"--update-readme {args.update_readme}")
-    if args.region is not None:
-        parts.append(f"--region {args.region}")
-    return " ".join(parts)
+    """The ``dpjax bench`` command that ``args`` stand for (recorded with the results)."""
+    given = (
+        ("--quick", True if args.quick else None),
+        ("--size", None if args.size is None else f"{args.size:g}"),
+        ("--repeats", args.repeats),
+        ("--no-peers", True if args.no_peers else None),
+        ("--out", args.out),
+        ("--update-readme", args.update_readme),
+        ("--region", args.region),
+    )
+    options = [flag if value is True else f"{flag} {value}" for flag, value in given if value is not None]
+    return " ".join(["dpjax bench", *args.families, *options])
 
 
 def collect(args: argparse.Namespace) -> dict:

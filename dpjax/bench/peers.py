@@ -37,39 +37,32 @@ def _opendp():
 # ----------------------------------------------------------------------------------------- selection
 
 
-def opendp_noisy_top_k(counts: np.ndarray, k: int, scale: float) -> Peer:
-    """OpenDP ``make_noisy_top_k`` with a zCDP output measure (Gumbel noise, as dpjax), int64 counts."""
+def _opendp_gumbel_selection(constructor: str, counts: np.ndarray, **params) -> Peer:
+    """OpenDP's ``constructor`` (``make_noisy_top_k`` or ``make_noisy_max``) on int64 ndarray counts
+    (monotonic L-inf distance) with a zCDP output measure: Gumbel noise, as dpjax."""
     data = np.asarray(counts, np.int64)
 
     def single():
         dp = _opendp()
-        meas = dp.m.make_noisy_top_k(
+        meas = getattr(dp.m, constructor)(
             dp.vector_domain(dp.atom_domain(T="i64")),
             dp.linf_distance(T="i64", monotonic=True),
             dp.zero_concentrated_divergence(),
-            k=k,
-            scale=scale,
+            **params,
         )
         return lambda: meas(data)
 
-    return Peer("OpenDP make_noisy_top_k (zCDP: Gumbel)", "opendp", single, note="int64 ndarray counts")
+    return Peer(f"OpenDP {constructor} (zCDP: Gumbel)", "opendp", single, note="int64 ndarray counts")
+
+
+def opendp_noisy_top_k(counts: np.ndarray, k: int, scale: float) -> Peer:
+    """OpenDP ``make_noisy_top_k`` (Gumbel noise: the one-shot top-k of the exponential mechanism)."""
+    return _opendp_gumbel_selection("make_noisy_top_k", counts, k=k, scale=scale)
 
 
 def opendp_noisy_max(counts: np.ndarray, scale: float) -> Peer:
-    """OpenDP ``make_noisy_max`` with a zCDP output measure (Gumbel noise: the exponential mechanism)."""
-    data = np.asarray(counts, np.int64)
-
-    def single():
-        dp = _opendp()
-        meas = dp.m.make_noisy_max(
-            dp.vector_domain(dp.atom_domain(T="i64")),
-            dp.linf_distance(T="i64", monotonic=True),
-            dp.zero_concentrated_divergence(),
-            scale=scale,
-        )
-        return lambda: meas(data)
-
-    return Peer("OpenDP make_noisy_max (zCDP: Gumbel)", "opendp", single, note="int64 ndarray counts")
+    """OpenDP ``make_noisy_max`` (Gumbel noise: the exponential mechanism)."""
+    return _opendp_gumbel_selection("make_noisy_max", counts, scale=scale)
 
 
 def diffprivlib_exponential(utilities: np.ndarray, epsilon: float) -> Peer:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 import time
@@ -15,6 +16,7 @@ from dpjax.studies import datasets
 from dpjax.studies.study import COLUMNS
 
 DEFAULTS = {"trials": 500, "seed": 0, "confidence": 0.95, "jobs": 2}
+CACHE_ENV = "DPJAX_COMPILE_CACHE"
 
 EPILOG = """\
 What the tables and files show
@@ -40,6 +42,10 @@ Files written with --out DIR: results.csv (the tidy table of every study), resul
 record: seed, trials, versions, backend, date, wall time, compiles; metric legend; rows) and
 figures/STUDY.png (per study: one panel per metric and statistic against epsilon, log-log, CI
 bands, closed forms dashed).
+
+Compilation cache: compiled studies are kept in JAX's persistent cache (--compile-cache, default
+~/.cache/dpjax/jax), so a second run loads them instead of compiling; the table headers say how
+many compiles came from the cache.
 
 Custom studies: --config FILE.toml (see dpjax.studies.config), or the Python API
 dpjax.studies.run_study, which makes the same tables and figures.
@@ -81,8 +87,33 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="studies run at the same time, in threads (default: 2)")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="write results.csv, results.json and figures/STUDY.png to DIR")
+    parser.add_argument(
+        "--compile-cache", metavar="DIR|off",
+        help=f"JAX's persistent compilation cache: later runs load the compiled studies instead of compiling "
+        f"them again (default: ${CACHE_ENV}, else ~/.cache/dpjax/jax; 'off' turns it off; a cache "
+        "directory set in JAX's own configuration wins)")
     parser.add_argument("--list", action="store_true", help="list the studies and datasets, then exit")
     return parser
+
+
+def compile_cache(option: str | None) -> str | None:
+    """Turns on JAX's persistent compilation cache in the directory ``option`` (or ``$DPJAX_COMPILE_CACHE``,
+    else ``$XDG_CACHE_HOME/dpjax/jax``, default ``~/.cache/dpjax/jax``); ``"off"`` leaves it off. A
+    directory already set in JAX's configuration (``JAX_COMPILATION_CACHE_DIR``) is kept. Returns the
+    directory in use, or ``None``."""
+    import jax
+
+    if jax.config.jax_compilation_cache_dir:
+        return jax.config.jax_compilation_cache_dir
+    choice = option or os.environ.get(CACHE_ENV)
+    if choice == "off":
+        return None
+    if not choice:
+        choice = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpjax" / "jax")
+    jax.config.update("jax_compilation_cache_dir", choice)
+    # the default (1 s) would leave out most of the studies' kernels on a fast machine
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+    return choice
 
 
 def _error(message: str) -> int:
@@ -98,7 +129,8 @@ def _options(args) -> tuple[dict, list]:
 
         config, custom = config_file.load(args.config)
     options = {}
-    for name in ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs"):
+    names = ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs", "compile_cache")
+    for name in names:
         value = getattr(args, name)
         options[name] = value if value is not None else config.get(name, DEFAULTS.get(name))
     if options["out"] is not None:
@@ -140,13 +172,15 @@ def _run(selected, options, start) -> int:
 
     from dpjax.studies.progress import Progress
     from dpjax.studies.report import format_result
-    from dpjax.studies.study import run_study
+    from dpjax.studies.study import run_study, step_count
 
     epsilon = options["epsilon"]
+    cache = compile_cache(options["compile_cache"])
     print(f"dpjax study: {len(selected)} studies, {options['trials']} trials per cell, epsilon "
           f"{'each study’s grid' if epsilon is None else ' '.join(f'{e:g}' for e in epsilon)}, seed "
           f"{options['seed']}", flush=True)
-    steps = sum(_steps(s, options) for s in selected)
+    print(f"dpjax study: compile cache {cache}" if cache else "dpjax study: compile cache off", flush=True)
+    steps = sum(step_count(s, options["dataset"]) for s in selected)
     results, failures = {}, []
 
     def one(study, progress):
@@ -180,14 +214,6 @@ def _run(selected, options, start) -> int:
         print(f"dpjax study: {len(failures)} studies failed: {', '.join(failures)}", file=sys.stderr)
         return 1
     return 0
-
-
-def _steps(study, options) -> int:
-    names = [d for d in study.datasets if not options["dataset"] or d in options["dataset"]]
-    static = 1
-    for p in study.static:
-        static *= len(study.grid[p])
-    return len(study.mechanisms) * static * len(names)
 
 
 def _write(results, options, wall: float) -> list[Path]:

@@ -7,20 +7,23 @@ import threading
 from jax import monitoring
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 
 
 class CompileCounter:
-    """Counts the backend compilations made in this thread while the block runs.
+    """Counts the backend compilations made in this thread while the block runs, and how many of
+    them were loaded from JAX's persistent compilation cache (``cache_hits``) instead of compiled.
 
     Example:
       >>> with CompileCounter() as compiles:
       ...     jax.jit(lambda x: x + 1)(1.0)
-      >>> compiles.count, compiles.seconds
+      >>> compiles.count, compiles.seconds, compiles.cache_hits
     """
 
     def __init__(self):
         self.count = 0
         self.seconds = 0.0
+        self.cache_hits = 0
         self._thread = threading.get_ident()
 
     def _listener(self, event: str, duration: float, **_) -> None:
@@ -28,10 +31,16 @@ class CompileCounter:
             self.count += 1
             self.seconds += duration
 
+    def _hit_listener(self, event: str, **_) -> None:
+        if event == CACHE_HIT_EVENT and threading.get_ident() == self._thread:
+            self.cache_hits += 1
+
     def __enter__(self) -> CompileCounter:
         self._thread = threading.get_ident()
         monitoring.register_event_duration_secs_listener(self._listener)
+        monitoring.register_event_listener(self._hit_listener)
         return self
 
     def __exit__(self, *exc) -> None:
         monitoring.unregister_event_duration_listener(self._listener)
+        monitoring.unregister_event_listener(self._hit_listener)

@@ -1,7 +1,8 @@
 """Study configuration files (TOML) for ``dpjax study --config FILE``.
 
 A file may set any command-line option at the top level (``trials``, ``epsilon``, ``seed``,
-``study``, ``dataset``, ``out``, ``confidence``, ``jobs``; an option given on the command line wins) and
+``study``, ``dataset``, ``out``, ``confidence``, ``jobs``, ``compile_cache``; an option given on the
+command line wins) and
 declare studies of its own under ``[studies.NAME]``::
 
     trials = 2000
@@ -35,7 +36,7 @@ from dpjax.studies import metrics as builtin_metrics
 from dpjax.studies.datasets import DATASET_NAMES
 from dpjax.studies.study import Mechanism, Study
 
-OPTIONS = ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs")
+OPTIONS = ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs", "compile_cache")
 _STUDY_KEYS = {"description", "mechanisms", "truth", "datasets", "grid", "static", "params", "metrics"}
 _METRICS = ("abs_error", "rel_error", "error", "squared_error", "recall", "precision", "set_error",
             "wrong_answer", "value")

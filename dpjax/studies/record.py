@@ -38,6 +38,8 @@ def run_record(*, seed: int, trials: int, replicates: int, confidence: float, ch
         "date": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(timespec="seconds"),
         "wall_seconds": round(wall_seconds, 3),
         "compiles": sum(s["compiles"] for s in steps),
+        "cache_hits": sum(s.get("cache_hits", 0) for s in steps),
+        "compile_cache": jax.config.jax_compilation_cache_dir,
         "steps": steps,
         "versions": {
             "dpjax": dpjax.__version__,

@@ -75,7 +75,9 @@ def format_result(result, *, width: int = WIDTH, seconds: float | None = None) -
     fallbacks = [s for s in record["steps"] if s["path"].startswith("one compile per grid point")]
     level = f"{100 * record['confidence']:g}%"
     notes = [f"{record['trials']} trials per cell", f"±h: half the {level} CI", f"[a, b]: the {level} CI",
-             f"{record['compiles']} compiles", f"{seconds:.1f} s"]
+             f"{record['compiles']} compiles"
+             + (f" ({record['cache_hits']} from the cache)" if record.get("cache_hits") else ""),
+             f"{seconds:.1f} s"]
     lines.append(_clip("   " + " · ".join(notes), width))
     if fallbacks:
         names = ", ".join(dict.fromkeys(s["mechanism"] for s in fallbacks))

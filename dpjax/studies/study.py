@@ -53,7 +53,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -251,8 +251,17 @@ class StudyResult:
         return paths
 
 
-def _load_dataset(entry, seed: int):
-    """``(device data, host data, fixed params)`` of one ``datasets`` entry."""
+class _Data(NamedTuple):
+    """One dataset of a study: on the device (what ``fn`` gets), on the host (for theory values and
+    parameters computed from the data), and its fixed parameters."""
+
+    device: Any
+    host: Any
+    params: Mapping
+
+
+def _load_dataset(entry, seed: int) -> _Data:
+    """The :class:`_Data` of one ``datasets`` entry."""
     params: Mapping = {}
     if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], Mapping):
         entry, params = entry
@@ -261,7 +270,7 @@ def _load_dataset(entry, seed: int):
     if isinstance(entry, builtin.Dataset):
         entry = entry.values
     params = {k: v(entry) if callable(v) else v for k, v in params.items()}
-    return jax.tree.map(jnp.asarray, entry), entry, params
+    return _Data(jax.tree.map(jnp.asarray, entry), entry, params)
 
 
 _MISSING = object()
@@ -323,6 +332,89 @@ def _per_chunk(total_trials: int, grid_points: int, chunk_size: int) -> int:
     return -(-total_trials // chunks)
 
 
+class _Plan(NamedTuple):
+    """What :func:`run_study` runs: the study, its resolved grid and datasets, the Monte Carlo settings."""
+
+    study: Study
+    grid: dict[str, tuple]
+    datasets: list[str]
+    static_points: list[dict]  # one compile each (parameters that fix a shape)
+    grid_points: list[dict]  # traced: one compiled call covers them all
+    trials: int
+    replicates: int
+    chunk_size: int
+    confidence: float
+    seed: int
+
+
+class _Cell(NamedTuple):
+    """One step of a run: a mechanism on a dataset at a static point, over the traced grid points."""
+
+    mechanism: Mechanism
+    dataset: str
+    data: _Data
+    static: dict
+    points: list[dict]  # the traced grid points, with the derived parameters
+    grid: dict  # {parameter: array over the points}, what the compiled call gets
+
+    @property
+    def label(self) -> str:
+        where = ", ".join(f"{k}={v}" for k, v in self.static.items())
+        return f"{self.mechanism.name} on {self.dataset}" + (f" ({where})" if where else "")
+
+    @property
+    def fixed(self) -> dict:
+        """The closed-over (static) parameters: the mechanism's, the dataset's and the static point."""
+        return {**self.mechanism.params, **self.data.params, **self.static}
+
+
+def _plan(study: Study, *, trials, seed, grid, datasets, replicates, confidence, chunk_size) -> _Plan:
+    """The validated settings and the resolved grid and datasets of a run (see :func:`run_study`)."""
+    full_grid = dict(study.grid)
+    if grid:
+        unknown = sorted(set(grid) - set(full_grid))
+        if unknown:
+            raise ValueError(f"study {study.name!r} has no grid parameter {unknown}.")
+        full_grid.update(_check_grid(grid))
+    names = list(study.datasets) if datasets is None else [d for d in study.datasets if d in datasets]
+    if not names:
+        raise ValueError(f"study {study.name!r} runs on none of the datasets {list(datasets or [])}.")
+
+    def points(params):
+        return [dict(zip(params, v, strict=True)) for v in itertools.product(*(full_grid[p] for p in params))]
+
+    return _Plan(
+        study, full_grid, names,
+        static_points=points([p for p in full_grid if p in study.static]),
+        grid_points=points([p for p in full_grid if p not in study.static]),
+        trials=check_int(trials, "trials", minimum=1),
+        replicates=check_int(replicates, "replicates", minimum=1),
+        chunk_size=check_int(chunk_size, "chunk_size", minimum=1),
+        confidence=confidence,
+        seed=seed,
+    )
+
+
+def step_count(study: Study, datasets: Sequence[str] | None = None) -> int:
+    """The steps (compiled calls, progress bar steps) of ``study`` on ``datasets`` (default: all)."""
+    names = [d for d in study.datasets if not datasets or d in datasets]
+    return len(study.mechanisms) * math.prod(len(study.grid[p]) for p in study.static) * len(names)
+
+
+def _cells(plan: _Plan):
+    """The steps of a run, in order; each dataset is loaded once, when first needed."""
+    loaded: dict[str, _Data] = {}
+    for mechanism in plan.study.mechanisms:
+        for static in plan.static_points:
+            points = [{**pt, **{name: fn(**static, **pt) for name, fn in plan.study.derived.items()}}
+                      for pt in plan.grid_points]
+            grid = {p: jnp.asarray([pt[p] for pt in points]) for p in points[0]}
+            for name in plan.datasets:
+                if name not in loaded:
+                    loaded[name] = _load_dataset(plan.study.datasets[name], plan.seed)
+                yield _Cell(mechanism, name, loaded[name], static, points, grid)
+
+
 def run_study(
     study: Study,
     *,
@@ -353,79 +445,47 @@ def run_study(
     Returns:
       A :class:`StudyResult`.
     """
-    trials = check_int(trials, "trials", minimum=1)
-    replicates = check_int(replicates, "replicates", minimum=1)
-    chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
-    full_grid = dict(study.grid)
-    if grid:
-        unknown = sorted(set(grid) - set(full_grid))
-        if unknown:
-            raise ValueError(f"study {study.name!r} has no grid parameter {unknown}.")
-        full_grid.update(_check_grid(grid))
-    names = list(study.datasets) if datasets is None else [d for d in study.datasets if d in datasets]
-    if not names:
-        raise ValueError(f"study {study.name!r} runs on none of the datasets {list(datasets or [])}.")
-    static_names = [p for p in full_grid if p in study.static]
-    traced_names = [p for p in full_grid if p not in study.static]
-    static_points = [dict(zip(static_names, v, strict=True))
-                     for v in itertools.product(*(full_grid[p] for p in static_names))]
-    grid_points = [dict(zip(traced_names, v, strict=True))
-                   for v in itertools.product(*(full_grid[p] for p in traced_names))]
-
+    plan = _plan(study, trials=trials, seed=seed, grid=grid, datasets=datasets, replicates=replicates,
+                 confidence=confidence, chunk_size=chunk_size)
     owned = not isinstance(progress, Progress)
-    bar = Progress(len(study.mechanisms) * len(static_points) * len(names), enabled=progress) if owned \
-        else progress
+    bar = Progress(len(study.mechanisms) * len(plan.static_points) * len(plan.datasets), enabled=progress) \
+        if owned else progress
     started, clock = time.time(), time.perf_counter()
-    loaded, rows, steps = {}, [], []
+    functions: dict = {}  # trial functions, shared by the datasets with the same fixed parameters
+    rows, steps = [], []
     try:
-        for mechanism in study.mechanisms:
-            for static in static_points:
-                traced_points = [{**pt, **{name: fn(**static, **pt) for name, fn in study.derived.items()}}
-                                 for pt in grid_points]
-                traced_grid = {p: jnp.asarray([pt[p] for pt in traced_points]) for p in traced_points[0]}
-                functions: dict = {}  # shared by the datasets with the same fixed parameters
-                for name in names:
-                    where = ", ".join(f"{k}={v}" for k, v in static.items())
-                    label = f"{study.name}: {mechanism.name} on {name}" + (f" ({where})" if where else "")
-                    bar.start(label)
-                    try:
-                        if name not in loaded:
-                            loaded[name] = _load_dataset(study.datasets[name], seed)
-                        step, step_rows = _step(study, mechanism, name, loaded[name], static, functions,
-                                                seed, traced_points, traced_grid, trials, replicates,
-                                                chunk_size, confidence)
-                    finally:
-                        bar.done(label)
-                    steps.append(step)
-                    rows += step_rows
+        for cell in _cells(plan):
+            label = f"{study.name}: {cell.label}"
+            bar.start(label)
+            try:
+                step, step_rows = _step(plan, cell, functions)
+            finally:
+                bar.done(label)
+            steps.append(step)
+            rows += step_rows
     finally:
         if owned:
             bar.close()
     import pandas as pd  # here, not at the top: the first step shows without waiting for pandas
 
-    table = pd.DataFrame(rows)
-    record = run_record(seed=seed, trials=trials, replicates=replicates, confidence=confidence,
-                        chunk_size=chunk_size, grid=full_grid, datasets=names, started=started,
+    record = run_record(seed=seed, trials=plan.trials, replicates=plan.replicates, confidence=confidence,
+                        chunk_size=plan.chunk_size, grid=plan.grid, datasets=plan.datasets, started=started,
                         wall_seconds=time.perf_counter() - clock, steps=steps)
-    return StudyResult(study, table, record)
+    return StudyResult(study, pd.DataFrame(rows), record)
 
 
-def _step(study, mechanism, name, dataset, static, functions, seed, traced_points, traced_grid, trials,
-          replicates, chunk_size, confidence) -> tuple[dict, list[dict]]:
+def _step(plan: _Plan, cell: _Cell, functions: dict) -> tuple[dict, list[dict]]:
     """One mechanism on one dataset at one static point: its record and its table rows."""
-    device_data, host_data, data_params = dataset
-    fixed = {**mechanism.params, **data_params, **static}
-    study_key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(study.name.encode()))
-    key = jax.random.fold_in(study_key, zlib.crc32(f"{mechanism.name}/{name}".encode()))
+    study_key = jax.random.fold_in(jax.random.key(plan.seed), zlib.crc32(plan.study.name.encode()))
+    key = jax.random.fold_in(study_key, zlib.crc32(f"{cell.mechanism.name}/{cell.dataset}".encode()))
     clock = time.perf_counter()
     with CompileCounter() as compiles:
-        values, path = _run_step(mechanism, study, fixed, functions, key, device_data, traced_points,
-                                 traced_grid, trials * replicates, chunk_size)
-    step = {"mechanism": mechanism.name, "dataset": name, **static, "path": path, "compiles": compiles.count,
-            "compile_seconds": round(compiles.seconds, 3), "seconds": round(time.perf_counter() - clock, 3)}
-    rows = _rows(study, mechanism, name, host_data, fixed, static, traced_points, values, trials, replicates,
-                 confidence)
-    return step, rows
+        values, path = _run_step(plan, cell, functions, key)
+    step = {"mechanism": cell.mechanism.name, "dataset": cell.dataset, **cell.static, "path": path,
+            "compiles": compiles.count, "cache_hits": compiles.cache_hits,
+            "compile_seconds": round(compiles.seconds, 3),
+            "seconds": round(time.perf_counter() - clock, 3)}
+    return step, _rows(plan, cell, values)
 
 
 @dataclasses.dataclass
@@ -438,26 +498,29 @@ class _Trials:
     refusal: str | None = None
 
 
-def _run_step(mechanism, study, fixed, functions, key, data, traced_points, traced_grid, total, chunk_size):
-    """Per-trial metric values ``{(label, metric): [total, G]}`` of one mechanism on one dataset, and
-    how they were computed."""
-    cache_key = tuple(sorted((k, repr(v)) for k, v in fixed.items()))
+def _run_step(plan: _Plan, cell: _Cell, functions: dict, key):
+    """Per-trial metric values ``{(label, metric): [trials x replicates, G]}`` of one step, and how
+    they were computed."""
+    study, mechanism, fixed = plan.study, cell.mechanism, cell.fixed
+    total = plan.trials * plan.replicates
+    cache_key = (mechanism.name, tuple(sorted((k, repr(v)) for k, v in fixed.items())))
     if cache_key not in functions:
-        traced = _trial_function(mechanism, study.metrics, study.truth, fixed, None) if traced_grid else None
-        points = [_trial_function(mechanism, study.metrics, study.truth, fixed, p) for p in traced_points]
+        traced = _trial_function(mechanism, study.metrics, study.truth, fixed, None) if cell.grid else None
+        points = [_trial_function(mechanism, study.metrics, study.truth, fixed, p) for p in cell.points]
         functions[cache_key] = _Trials(traced, points)
     trials = functions[cache_key]
     if trials.traced is not None and trials.refusal is None:
         try:
-            out = monte_carlo(trials.traced, key, total, args=(data, traced_grid),
-                              chunk_size=_per_chunk(total, len(traced_points), chunk_size), progress=False)
+            out = monte_carlo(trials.traced, key, total, args=(cell.data.device, cell.grid),
+                              chunk_size=_per_chunk(total, len(cell.points), plan.chunk_size), progress=False)
             return out, "one compiled call over the grid"
         except TypeError as err:
             if not _is_traced_refusal(err):
                 raise
             trials.refusal = str(err).splitlines()[0]
     per_point = [
-        monte_carlo(f, key, total, args=(data,), chunk_size=_per_chunk(total, 1, chunk_size), progress=False)
+        monte_carlo(f, key, total, args=(cell.data.device,), chunk_size=_per_chunk(total, 1, plan.chunk_size),
+                    progress=False)
         for f in trials.points
     ]
     out = jax.tree.map(lambda *leaves: np.stack(leaves, axis=-1), *per_point)
@@ -466,21 +529,22 @@ def _run_step(mechanism, study, fixed, functions, key, data, traced_points, trac
     return out, "one compiled call"
 
 
-def _rows(study, mechanism, dataset, host_data, fixed, static, traced_points, values, trials, replicates,
-          confidence) -> list[dict]:
+def _rows(plan: _Plan, cell: _Cell, values: dict) -> list[dict]:
+    """The table rows of one step: every (label, metric) x statistic x grid point [x replicate]."""
+    study, fixed, replicates, trials = plan.study, cell.fixed, plan.replicates, plan.trials
     rows = []
     for (label, metric_name), trial_values in values.items():
         metric = next(m for m in study.metrics if m.name == metric_name)
         per_cell = np.moveaxis(np.asarray(trial_values).reshape(replicates, trials, -1), 1, 2)  # [R, G, T]
-        theory_fn = mechanism.theory.get((label, metric_name), mechanism.theory.get(metric_name))
-        laws = [None if theory_fn is None else theory_fn(host_data, **fixed, **point)
-                for point in traced_points]
+        theory_fn = cell.mechanism.theory.get((label, metric_name), cell.mechanism.theory.get(metric_name))
+        laws = [None if theory_fn is None else theory_fn(cell.data.host, **fixed, **point)
+                for point in cell.points]
         for statistic in metric.statistics:
-            s = summarize(per_cell, statistic, confidence, rate=metric.rate)
+            s = summarize(per_cell, statistic, plan.confidence, rate=metric.rate)
             theory = [theory_value(law, statistic) for law in laws]
-            for r, g in itertools.product(range(replicates), range(len(traced_points))):
-                row = {"study": study.name, "mechanism": label, "dataset": dataset}
-                row.update({p: v for p, v in {**static, **traced_points[g]}.items()})
+            for r, g in itertools.product(range(replicates), range(len(cell.points))):
+                row = {"study": study.name, "mechanism": label, "dataset": cell.dataset,
+                       **cell.static, **cell.points[g]}
                 row.update(metric=metric_name, statistic=statistic, estimate=s["estimate"][r, g],
                            se=s["se"][r, g], ci_low=s["ci_low"][r, g], ci_high=s["ci_high"][r, g],
                            theory=theory[g] if math.isfinite(theory[g]) else None, unit=metric.unit,

@@ -16,17 +16,9 @@ import numpy as np
 
 from dpjax.bench.case import Case, Peer, power_label, scaled
 from dpjax.budgeting import pie_ni, split_schedule, tail_radius
+from dpjax.studies.reproduce.data import hotspots
 
 RHO, BETA0, HALF, ROUNDS = 1e-4, 0.025, 1000.0, 64
-
-
-def hotspots(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """n users around 20 hotspots in a 100 km square (float32 metres) and the hotspot centres."""
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(10_000, 90_000, (20, 2))
-    which = rng.integers(0, 20, n)
-    x = centres[which] + rng.normal(0, 3_000, (n, 2))
-    return x.astype(np.float32), centres.astype(np.float32)
 
 
 def box_distance(p: np.ndarray, center: np.ndarray, half: np.ndarray) -> np.ndarray:

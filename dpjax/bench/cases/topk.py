@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from dpjax import topk
-from dpjax.bench.case import Case, Peer, power_label, scaled
+from dpjax.bench.case import Case, Peer, power_label, scaled, zipf_counts
 
 K, KBAR, EPSILON, DELTA = 10, 100, 0.1, 1e-6
 
@@ -41,9 +41,7 @@ def _numpy_one_shot(counts: np.ndarray) -> Peer:
 
 def cases(scale: float) -> list[Case]:
     d = scaled(10**6, scale, 1_000)
-    weights = 1.0 / np.arange(1, d + 1) ** 1.1
-    rng = np.random.default_rng(0)
-    counts = rng.permutation(rng.multinomial(10 * d, weights / weights.sum())).astype(np.int32)
+    counts = zipf_counts(d, 10 * d, 1.1, 0).astype(np.int32)
     return [
         Case(
             family="topk",

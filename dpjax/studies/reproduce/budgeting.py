@@ -57,44 +57,35 @@ def _saving(res, c):
     return 1 - jnp.mean(res.rounds) / c
 
 
-@functools.cache
-def _range_fn(mode, c):
-    """(keys, x, rho (n,), centre) -> (counts, savings); ``c=None`` is the baseline."""
-    half = np.full(2, HALF, np.float32)
+def _batched(private, baseline, c, query: str, **fixed):
+    """``jit(vmap over keys)`` of ``(keys, x, rho (n,), q) -> (release, savings)``: the PIE kernel
+    ``private`` with ``c`` rounds, or for ``c=None`` the one-shot ``baseline`` (no savings); ``q`` is
+    passed as the keyword ``query``."""
 
-    def one(key, x, rho, centre):
+    def one(key, x, rho, q):
+        kwargs = {query: q, **fixed}
         if c is None:
-            return range_count_baseline(
-                key, x, rho=rho, center=centre, half_widths=half, mode=mode
-            ), jnp.float32(0)
-        count, res = range_count(
-            key, x, rho=rho, center=centre, half_widths=half, c=c, beta0=BETA0, mode=mode
-        )
-        return count, _saving(res, c)
+            return baseline(key, x, rho=rho, **kwargs), jnp.float32(0)
+        release, res = private(key, x, rho=rho, c=c, beta0=BETA0, **kwargs)
+        return release, _saving(res, c)
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
+
+
+@functools.cache
+def _range_fn(mode, c):
+    half = np.full(2, HALF, np.float32)
+    return _batched(range_count, range_count_baseline, c, "center", half_widths=half, mode=mode)
 
 
 @functools.cache
 def _kde_fn(mode, c):
-    def one(key, x, rho, p):
-        if c is None:
-            return kde_baseline(key, x, rho=rho, p=p, bandwidth=BANDWIDTH, mode=mode), jnp.float32(0)
-        value, res = kde(key, x, rho=rho, p=p, bandwidth=BANDWIDTH, c=c, beta0=BETA0, mode=mode)
-        return value, _saving(res, c)
-
-    return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
+    return _batched(kde, kde_baseline, c, "p", bandwidth=BANDWIDTH, mode=mode)
 
 
 @functools.cache
 def _knn_fn(mode, c, k):
-    def one(key, x, rho, p):
-        if c is None:
-            return knn_baseline(key, x, rho=rho, p=p, k=k, mode=mode), jnp.float32(0)
-        indices, res = knn(key, x, rho=rho, p=p, k=k, c=c, beta0=BETA0, mode=mode)
-        return indices, _saving(res, c)
-
-    return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
+    return _batched(knn, knn_baseline, c, "p", k=k, mode=mode)
 
 
 def _single_query(fn, keys, x, rhos, queries, error):

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 MODES = ("smoke", "quick", "full")
+COLUMNS = ("experiment", "setting", "quantity", "paper", "ours", "std_error", "ratio", "claim", "holds")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,16 @@ class Reproduction:
     plot: Callable[[Path], None] | None = None
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+
+    def table(self):
+        """The rows as a ``pandas.DataFrame``: experiment, setting, quantity, paper, ours,
+        std_error, ratio (ours / paper), claim, holds."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [{**dataclasses.asdict(row), "ratio": row.ratio} for row in self.rows],
+            columns=list(COLUMNS),
+        )
 
 
 def pick(mode: str, *, smoke, quick, full):

@@ -7,20 +7,9 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpjax.studies.reproduce.result import Reproduction
+from dpjax.studies.reproduce.result import COLUMNS, Reproduction, Row
 
-CSV_COLUMNS = (
-    "reproduction",
-    "experiment",
-    "setting",
-    "quantity",
-    "paper",
-    "ours",
-    "std_error",
-    "ratio",
-    "claim",
-    "holds",
-)
+CSV_COLUMNS = ("reproduction", *COLUMNS)
 
 
 def number(value: float | None, digits: int = 4) -> str:
@@ -54,14 +43,62 @@ def write_csv(reproductions: Sequence[Reproduction], path: Path) -> None:
                         row.experiment,
                         row.setting,
                         row.quantity,
-                        "" if row.paper is None else repr(row.paper),
-                        repr(row.ours),
-                        "" if row.std_error is None else repr(row.std_error),
-                        "" if row.ratio is None else repr(row.ratio),
+                        "" if row.paper is None else repr(float(row.paper)),
+                        repr(float(row.ours)),
+                        "" if row.std_error is None else repr(float(row.std_error)),
+                        "" if row.ratio is None else repr(float(row.ratio)),
                         row.claim,
                         "" if row.holds is None else row.holds,
                     ]
                 )
+
+
+def read_csv(path: Path, titles: dict[str, str]) -> list[Reproduction]:
+    """The reproductions of a ``reproduction.csv`` (rows only: no notes, trials, figure or timings);
+    ``titles`` maps the reproduction names to their papers."""
+
+    def number(text: str) -> float | None:
+        return float(text) if text else None
+
+    reproductions: dict[str, Reproduction] = {}
+    with open(path, newline="") as handle:
+        for line in csv.DictReader(handle):
+            name = line["reproduction"]
+            if name not in reproductions:
+                reproductions[name] = Reproduction(name, titles.get(name, name), [], "", [])
+            holds = {"True": True, "False": False}.get(line["holds"])
+            reproductions[name].rows.append(
+                Row(
+                    line["experiment"],
+                    line["setting"],
+                    line["quantity"],
+                    number(line["paper"]),
+                    float(line["ours"]),
+                    number(line["std_error"]),
+                    line["claim"],
+                    holds,
+                )
+            )
+    return list(reproductions.values())
+
+
+def summary_table(reproductions: Sequence[Reproduction], report: str) -> str:
+    """One line per reproduction: its numbers, how many have a paper value and how many of those lie
+    within 0.8-1.25x of it, and the paper's claims that hold; each links to its section of ``report``."""
+    lines = [
+        "| reproduction | paper | numbers | with a paper value | of those, ours / paper in [0.8, 1.25] | "
+        "claims that hold |",
+        "|---|---|---|---|---|---|",
+    ]
+    for rep in reproductions:
+        ratios = [r.ratio for r in rep.rows if r.ratio is not None]
+        close = sum(0.8 <= ratio <= 1.25 for ratio in ratios)
+        checked = [r.holds for r in rep.rows if r.holds is not None]
+        lines.append(
+            f"| [`{rep.name}`]({report}#{rep.name}) | {rep.title} | {len(rep.rows)} | {len(ratios)} | "
+            f"{close} | {sum(checked)} / {len(checked)} |"
+        )
+    return "\n".join(lines)
 
 
 def markdown_table(rep: Reproduction) -> str:
