@@ -23,7 +23,7 @@ from dpjax.quantiles import (
     optimal_composition_epsilon,
 )
 from dpjax.quantiles.agg_tree import _descend, _level_counts, _noisy_levels, agg_tree_sensitivity, honaker
-from dpjax.quantiles.app_ind_exp import composition_delta, composition_epsilon
+from dpjax.accounting.bounded_range import composition_delta, composition_epsilon
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps
 from dpjax.quantiles.smooth import lln_parameters, log_smooth_sensitivity

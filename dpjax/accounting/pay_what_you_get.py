@@ -36,8 +36,11 @@ import numpy as np
 
 from dpjax.accounting.accountant import BudgetExceededError
 from dpjax.accounting.guarantees import ApproxDP
+from dpjax.numerics import bisect
 from dpjax.validation import check_epsilon, check_int, check_probability
 
+# Halvings of the calibration bracket [lo, hi], hi <= 2 max(lo, target): 200 reach adjacent float64
+# values for any root above 2^-140 target (54 halvings per binade crossed, see dpjax.numerics).
 _BISECTION_STEPS = 200
 
 
@@ -109,15 +112,8 @@ def calibrate_epsilon(target_epsilon: float, k: int, delta_prime: float) -> floa
     lo, hi = 0.0, target
     while epsilon_star(k, hi, delta_prime) <= target:
         lo, hi = hi, 2 * hi
-    for _ in range(_BISECTION_STEPS):
-        mid = (lo + hi) / 2
-        if mid in (lo, hi):
-            break
-        if epsilon_star(k, mid, delta_prime) <= target:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    lo, _ = bisect(lambda eps: epsilon_star(k, float(eps), delta_prime) <= target, lo, hi, _BISECTION_STEPS)
+    return float(lo)
 
 
 def optimal_composition(k: int, epsilon: float, delta: float) -> tuple[float, float]:

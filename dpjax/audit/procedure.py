@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.special
 
 from dpjax.audit.binomial import loss_statistics
 from dpjax.audit.events import Event, candidate_events, features
@@ -108,7 +109,7 @@ class AuditResult:
 
 def _approximate_bound(k_p, k_q, n, level, delta):
     """Cheap Wilson-score version of the loss bound, used only to rank candidate events."""
-    z = math.sqrt(2.0) * _erfcinv(2.0 * level)
+    z = math.sqrt(2.0) * float(scipy.special.erfcinv(2.0 * level))
 
     def wilson(k, sign):
         p = k / n
@@ -119,15 +120,6 @@ def _approximate_bound(k_p, k_q, n, level, delta):
     p_low, q_high = wilson(k_p, -1.0), wilson(k_q, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(p_low > delta, np.log(np.maximum(p_low - delta, 1e-300)) - np.log(q_high), -np.inf)
-
-
-def _erfcinv(y: float) -> float:
-    """Inverse complementary error function of a scalar (bisection; standard library only)."""
-    lo, hi = 0.0, 40.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if math.erfc(mid) > y else (lo, mid)
-    return 0.5 * (lo + hi)
 
 
 def _select(selection_x, selection_xp, events, candidates, level, delta):
