@@ -73,7 +73,7 @@ def clipped_sum(
     Same arguments as :func:`sum`; returns a :class:`ClippedSum`.
     """
     checks = Checks()
-    x = checks.array(x, "x", ndim=1, finite=False)
+    x = checks.data(x, allow_infinite=True)
     dtype = float_dtype(x)
     epsilon = checks.epsilon(epsilon)
     q = checks.probability(q, "q", open_low=True)

@@ -333,6 +333,17 @@ class Checks:
             self.record(arr >= 0, f"{name} must be non-negative.")
         return arr
 
+    def data(self, x, name: str = "x", *, allow_infinite: bool, allow_empty: bool = False) -> jax.Array:
+        """The one data contract: a 1-D real array without NaN, with +-inf allowed only if asked.
+
+        ``allow_infinite`` has no default, so every mechanism states its contract: ``True`` where
+        the mechanism is defined for infinite records (the unbounded-range quantiles and clipped
+        aggregates clip or compare them), ``False`` where a record must be a finite number (the
+        bounded quantile baselines). ``allow_empty`` accepts ``n = 0``. Values are checked as in
+        :meth:`array`: eagerly for concrete data, recorded for traced data.
+        """
+        return self.array(x, name, ndim=1, allow_empty=allow_empty, finite=not allow_infinite)
+
     def guard(self, output):
         """``output`` with every floating leaf NaN and every integer leaf -1 if a check failed.
 

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import integrate, stats
+from svt_laws import gumbel_halting_log_probabilities
 
 from dpjax import ZCDP, PureDP, svt
 from dpjax import noise as noise_lib
@@ -36,7 +37,7 @@ def halting_law(noise, queries, threshold, epsilon1, epsilon2, sensitivity=1.0):
     (spec seed-000, oracle O3): P(i) = int p(v) prod_{j<i} (1 - S(v - c_j)) S(v - c_i) dv."""
     if noise == "gumbel":
         return np.exp(
-            svt.gumbel_halting_log_probabilities(queries, threshold, epsilon1, sensitivity=sensitivity)
+            gumbel_halting_log_probabilities(queries, threshold, epsilon1, sensitivity=sensitivity)
         )
     c = np.asarray(queries, float) - threshold
     b1, b2 = sensitivity / epsilon1, sensitivity / epsilon2

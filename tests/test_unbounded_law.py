@@ -12,7 +12,7 @@ import pytest
 from scipy import integrate, special, stats
 
 from dpjax.quantiles.unbounded_bins import Counts, cumulative_counts, log_beta
-from dpjax.quantiles.unbounded_halting import halting_index, split_threshold
+from dpjax.svt.monotone_halting import halting_index, split_threshold
 
 TRIALS = 20_000
 CAP = 2000  # one static cap for every test, so compiled kernels are shared

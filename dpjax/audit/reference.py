@@ -5,7 +5,7 @@
   It is eps-DP and the bound is attained by both outcomes, so an audit of it can only pass by the
   margin of its statistical error: the right mechanism to measure an audit's false-alarm rate.
 * :func:`sparse_vector` (Lyu, Su, Li, PVLDB 2017, Algorithm 1): the correct SVT that the negative
-  controls of :mod:`dpjax.audit.broken` modify. It is a reference for audits only; the library's SVT
+  controls of ``tests/negative_controls.py`` modify. It is a reference for audits only; the library's SVT
   family lives in ``dpjax.svt``.
 """
 
@@ -99,7 +99,7 @@ def noisy_max_with_gap(
     Noise ``Lap(2/eps)`` per query (``Lap(1/eps)`` if ``monotone``: counting queries under add/remove),
     release the index of the largest noisy query and its gap to the second largest. Guarantee:
     eps-DP for sensitivity-1 queries (Theorem 2). The reference for the negative control
-    :func:`dpjax.audit.broken.noisy_max_monotone_scale`.
+    ``noisy_max_monotone_scale`` of ``tests/negative_controls.py``.
 
     Returns:
       ``(index, gap)``: int32 scalar and a non-negative float scalar.

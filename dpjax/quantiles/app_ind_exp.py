@@ -23,7 +23,7 @@ from dpjax.accounting import ApproxDP
 from dpjax.accounting.bounded_range import composition_epsilon
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.exp_mech import independent_releases
-from dpjax.quantiles.intervals import check_bounds, check_data, check_neighbors, check_quantiles
+from dpjax.quantiles.intervals import check_inputs, check_neighbors
 from dpjax.validation import Checks, check_epsilon, check_probability, float_dtype
 
 
@@ -59,12 +59,9 @@ def app_ind_exp(
       >>> deciles = app_ind_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-10, 10))
     """
     checks = Checks()
-    lower, upper = check_bounds(checks, bounds)
-    levels = check_quantiles(checks, qs)
-    epsilon = checks.epsilon(epsilon)
+    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     delta = checks.probability(delta, "delta")
     neighbors = check_neighbors(neighbors)
-    x = check_data(checks, x)
     dtype = float_dtype(x)
     epsilon_0 = composition_epsilon(epsilon, delta, levels.shape[0], dtype)
     return checks.guard(

@@ -16,6 +16,7 @@ concrete ones eagerly, before any randomness is drawn.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -97,14 +98,30 @@ def check_quantiles(checks: Checks, qs, name: str = "qs"):
     return levels
 
 
+class BoundedInputs(NamedTuple):
+    """The validated inputs shared by the bounded-range quantile mechanisms."""
+
+    x: jax.Array
+    levels: jax.Array
+    epsilon: jax.Array | float
+    lower: jax.Array | float
+    upper: jax.Array | float
+
+
+def check_inputs(checks: Checks, x, qs, epsilon, bounds, *, allow_zero: bool = False) -> BoundedInputs:
+    """Validates ``bounds``, the levels ``qs``, ``epsilon`` (> 0, >= 0 with ``allow_zero``) and the
+    data, in that order: finite records (no +-inf: they lie outside every bounded range), possibly
+    none. Concrete values raise eagerly, traced ones are recorded in ``checks``."""
+    lower, upper = check_bounds(checks, bounds)
+    levels = check_quantiles(checks, qs)
+    epsilon = checks.epsilon(epsilon, allow_zero=allow_zero)
+    x = checks.data(x, allow_infinite=False, allow_empty=True)
+    return BoundedInputs(x, levels, epsilon, lower, upper)
+
+
 def check_neighbors(neighbors: str) -> str:
     """The neighbouring relation: ``"swap"`` (replace one record) or ``"add_remove"``."""
     return check_choice(neighbors, "neighbors", NEIGHBORS)
-
-
-def check_data(checks: Checks, x) -> jax.Array:
-    """The data: a 1-D real array (may be empty) without NaN or infinities (recorded if traced)."""
-    return checks.array(x, "x", ndim=1, allow_empty=True)
 
 
 def sort_floats(x) -> jax.Array:

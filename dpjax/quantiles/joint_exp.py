@@ -41,10 +41,8 @@ from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
-    check_bounds,
-    check_data,
+    check_inputs,
     check_neighbors,
-    check_quantiles,
     gaps,
     gumbel_argmax,
     uniform_in_gaps,
@@ -76,12 +74,9 @@ def joint_exp_sensitivity(qs, neighbors: str = "swap"):
 
 def _tables(checks: Checks, x, qs, epsilon, bounds, neighbors, method, *, allow_zero: bool) -> Tables:
     """Validates (eagerly, or recorded in ``checks`` for traced values) and runs the forward pass."""
-    lower, upper = check_bounds(checks, bounds)
-    levels = check_quantiles(checks, qs)
-    epsilon = checks.epsilon(epsilon, allow_zero=allow_zero)
+    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds, allow_zero=allow_zero)
     neighbors = check_neighbors(neighbors)
     check_choice(method, "method", METHODS)
-    x = check_data(checks, x)
     return _forward(x, levels, epsilon, lower, upper, neighbors, method)
 
 

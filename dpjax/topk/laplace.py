@@ -18,8 +18,6 @@ import functools
 import math
 
 import jax
-import jax.numpy as jnp
-from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -32,6 +30,7 @@ from dpjax.topk._histogram import (
     log_ratio,
     max_contributions_value,
     privacy,
+    report_above,
     top_counts,
 )
 from dpjax.topk.limited_domain import TopKResult
@@ -60,10 +59,7 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, exact_in_float32
     laplaces = noise.laplace(key, values.shape, dtype=dtype)
     scores = epsilon * gaps + laplaces[..., :kbar]
     threshold = epsilon + log_ratio(delta_cap, delta) + laplaces[..., kbar]
-    noisy, positions = lax.top_k(scores, k)
-    above = noisy > threshold[..., None]
-    num_returned = above.sum(-1, dtype=jnp.int32)
-    indices = jnp.where(above, jnp.take_along_axis(ids[..., :kbar], positions, axis=-1), -1)
+    indices, num_returned = report_above(scores, threshold, ids[..., :kbar], k)
     return TopKResult(indices, num_returned, num_returned < k)
 
 
