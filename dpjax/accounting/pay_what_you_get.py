@@ -1,9 +1,9 @@
 """Pay-what-you-get accounting for top-k over unknown domains (Durfee and Rogers, NeurIPS 2019).
 
 "Practical Differentially Private Top-k Selection with Pay-what-you-get Composition",
-arXiv 1905.04273. The extracted paper text lost its formulas; those below are the rebuilt ones of
-the dpjax spec (``seed-003-topk-pwyg.md`` §2.4, §3.4, §5; tagged [R] there, corroborated by the
-google-research ``dp_mm_domain/top_k.py`` implementation of Theorem 1):
+arXiv 1905.04273. The extracted paper text lost its formulas; those below are rebuilt from the
+statements of Lemma 4.4 and Theorems 1-3 (corroborated by the google-research
+``dp_mm_domain/top_k.py`` implementation of Theorem 1):
 
 * :func:`epsilon_star` -- Lemma 4.4 (composition of ``k`` epsilon-range-bounded mechanisms) and
   Theorem 1 (one call of the limited-domain Algorithm 1 with output length at most ``k`` is

@@ -16,7 +16,7 @@ Notions (``notion=``):
   (:func:`approx_gp_rho_star`), which is the capacity the ledger uses (Thm 4.5: (B_i, delta,
   Lambda)-GP per user).
 
-Protocol (spec section 3.1): ``grant = ledger.authorize(r)`` before a query checks the worst case
+Protocol (Liang and Yi, Algorithm 1): ``grant = ledger.authorize(r)`` before a query checks the worst case
 ``r_i`` of every participating user against its filter and raises before any noise is drawn (or, with
 ``strict=False``, halts the users that do not fit, Algorithm 1 line 13); after the query,
 ``ledger.settle(grant, rounds, cumfrac)`` debits exactly what each user's released noise cost,

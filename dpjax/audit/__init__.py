@@ -2,7 +2,7 @@
 
 * :func:`audit` runs a mechanism on two neighbours, searches output events on one half of the runs
   and bounds the privacy loss from below on the other half (Clopper–Pearson, Bonferroni).
-* :mod:`dpjax.audit.neighbours`: neighbour generators and the specs' worst-case pairs.
+* :mod:`dpjax.audit.neighbours`: neighbour generators and the papers' worst-case pairs.
 * :mod:`dpjax.audit.reference`: mechanisms with exactly known loss (randomized response, SVT).
 
 The deliberately broken mechanisms the audit must refute (negative controls) are test helpers, in

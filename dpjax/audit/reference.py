@@ -124,7 +124,8 @@ def limit_domain_top1(key, counts, epsilon: float, delta: float, *, kbar: int) -
     Among the ``kbar`` largest counts (ties broken by the smaller id, data-independently), report the
     argmax of ``h_i + Gumbel(1/eps)`` against ``⊥`` with score ``h_(kbar+1) + 1 + ln(kbar/delta)/eps +
     Gumbel(1/eps)``. Guarantee: (eps, delta)-DP under add/remove of one user who changes each count by
-    at most 1 (seed-003 §12; exact audit tight at (k̄ eps, delta) for k = 1).
+    at most 1 (Durfee and Rogers 2019, Theorem 1 with k = 1; an exact audit is tight at
+    (k̄ eps, delta)).
 
     Returns:
       int32 scalar: the reported item id, or -1 for ⊥.

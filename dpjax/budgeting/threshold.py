@@ -3,8 +3,8 @@
 The curator is the single "user" (n = 1) holding N records; the metric is Hamming, so CGP is
 zCDP. Query: ``1{|H| < qN}`` for a count ``|H|`` of sensitivity 1 (add/remove or swap one record).
 
-:func:`threshold_query` runs PIE-NI on the noisy count with ``nu_low = nu_high = qN``. **Erratum
-(spec 6.7):** the paper says S_0 / S_1 mean "less / greater than qN" and answers "Yes iff 1 in S_0",
+:func:`threshold_query` runs PIE-NI on the noisy count with ``nu_low = nu_high = qN``. **Erratum:** the
+paper says S_0 / S_1 mean "less / greater than qN" and answers "Yes iff 1 in S_0",
 which contradicts Algorithm 4 and Lemma 5.2 (S_1: phi < nu_low). The correct rule, implemented here,
 is **Yes iff 1 in S_1**; if the count survives all c rounds the answer is ``y-bar < qN`` (the
 baseline's distribution). With c = 1 it equals :func:`threshold_baseline` exactly.

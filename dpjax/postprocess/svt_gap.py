@@ -12,7 +12,7 @@ releases the gap ``gamma_i = q_i + nu_i - (T + eta)``, so ``gamma_i + T`` estima
 * :func:`query_lower_confidence_bound` (Lemma 5): ``q_i >= gamma_i + T - t`` with the given probability,
   where ``t`` solves ``P(nu_i - eta >= -t) = confidence`` for the difference of two Laplace variables.
 
-Caveats (spec seed-002 §3.2): queries close to the threshold are selected with upward-biased noise,
+Caveats (beyond Ding et al. 2019): queries close to the threshold are selected with upward-biased noise,
 and gaps of one run share ``eta`` (covariance ``2*b_T^2``), so sums of the estimates need care.
 Post-processing of released values costs no privacy.
 

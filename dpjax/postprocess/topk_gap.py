@@ -13,7 +13,7 @@
   difference of two iid ``Lap(b)`` variables, whose tail is ``P(Z >= t) = (2 + t/b)/4 * exp(-t/b)``.
   The same radius bounds any pairwise difference ``q_{j_a} - q_{j_c} >= g_a + ... + g_{c-1} - t``.
 
-Caveat (spec seed-002 §3.1): both results treat the winners' noise as unconditioned Laplace noise.
+Caveat (beyond Ding et al. 2019): both results treat the winners' noise as unconditioned Laplace noise.
 That holds when the top k+1 true values are separated by many noise scales; with near-ties the
 winners' noise is biased upward (the BLUE is then biased by rank and the bound over-covers less).
 Post-processing of released values costs no privacy.

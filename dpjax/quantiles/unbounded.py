@@ -5,13 +5,14 @@ UQE runs AboveThreshold with threshold ``T = q*n`` over the counting queries
 ``f_i = #{j : x_j - lower + 1 < beta**i}``, i = 1, 2, ..., and releases ``beta**k + lower - 1`` where k
 is the first query whose noisy count reaches the noisy threshold. No upper bound is needed.
 
-Kernel design (spec §4.2): one O(n) pass bins the data on the geometric grid exactly
+Kernel design (Durfee 2023, §4.2 "simple and scalable implementation", vectorised): one O(n)
+pass bins the data on the geometric grid exactly
 (:mod:`dpjax.quantiles.unbounded_bins`); each trial then samples the halting query exactly in
 O(log bins) expected time (thinning far below the threshold, literal draws near it, and the constant
 stretch beyond the data maximum in closed form; :mod:`dpjax.svt.monotone_halting`), so no
 trial runs long. Under ``vmap`` over keys the binning is done once.
 
-Traced parameters (design §3): the quantile level, epsilon and its split, the lower bound and beta
+Traced parameters: the quantile level, epsilon and its split, the lower bound and beta
 are values that may be traced (inside ``jit``, ``vmap``, ``scan``); only ``max_queries``, the cap on
 the halting query, is static, because it sizes the count table of traced inputs. It replaces the
 cap the code used to derive from beta with Python math: the cap in force is the smaller of

@@ -8,7 +8,8 @@ sensitivity). A query whose top-noised gap reaches ``sigma`` is a top ⊤ (costs
 middle-noised gap is >= 0 is a middle ⊤ (costs eps1), else ⊥ (free); every ⊤ releases its noisy gap
 ``q_i + noise - T~``. The run stops once the cost exceeds ``epsilon - eps1`` (line 16).
 
-Integer accounting (spec seed-002 §2.3.4): costs are counted in units of ``eps2`` (top 1, middle 2,
+Integer accounting (Ding, Wang, Zhang, Kifer 2019, Alg. 2, line 16, in exact arithmetic): costs are
+counted in units of ``eps2`` (top 1, middle 2,
 ⊥ 0) and line 16 is exactly "units > 2k - 2". Adding floats instead stops one answer early in a large
 share of settings. Since the branch of query ``i`` depends only on its own noise and the noisy
 threshold, the sequential loop is a cumsum of units cut at the first index past ``2k - 2``.

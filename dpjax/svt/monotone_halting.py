@@ -28,7 +28,7 @@ Given the threshold noise ``nu``, the queries are independent: query i halts wit
 
 Closed-form tail: from ``tail_start`` on every count is ``n_counted`` and the number G of further
 queries is geometric, ``G = 1 + floor(E / a)`` with ``E ~ Exp(1)``, so no trial can run long and
-``vmap`` over keys never waits for a straggler (with epsilon1 = epsilon2 G has infinite mean, spec §4.4).
+``vmap`` over keys never waits for a straggler (with epsilon1 = epsilon2 G has infinite mean).
 
 The comparison is centred, ``nu_i - nu >= (c - f_i) + (T - c)`` with ``c = floor(T)``, so integer
 counts stay exact for n up to 2**31. A halting index beyond ``cap`` is truncated to ``cap`` and
