@@ -309,6 +309,21 @@ class Checks:
         requirement = "finite" if minimum is None else f"finite and {'>' if open_minimum else '>='} {minimum}"
         return self._scalar(value, name, host, condition, requirement)
 
+    def integer(self, value, name: str, dtype, *, minimum: int = 1):
+        """An integer-valued number ``>= minimum`` (a record count, a contribution bound) as a
+        ``dtype`` scalar: a concrete one is checked eagerly (:func:`check_int`), a traced one (any
+        real dtype) is recorded as finite, integer-valued and ``>= minimum``."""
+        if not is_traced(value):
+            return jnp.asarray(check_int(value, name, minimum=minimum), dtype)
+        value = jnp.asarray(value).astype(dtype)
+        if value.ndim != 0:
+            raise ValueError(f"{name} must be a scalar, got shape {value.shape}.")
+        self.record(
+            jnp.isfinite(value) & (value >= minimum) & (value == jnp.round(value)),
+            f"{name} must be an integer >= {minimum}.",
+        )
+        return value
+
     def array(self, x, name: str, **kwargs) -> jax.Array:
         """A data array, as :func:`check_array` (same keyword arguments).
 

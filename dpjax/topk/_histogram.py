@@ -77,16 +77,7 @@ def max_contributions_value(checks: Checks, max_contributions, dtype):
     """
     if max_contributions is None:
         return None
-    if not is_traced(max_contributions):
-        return jnp.asarray(check_max_contributions(max_contributions), dtype)
-    value = jnp.asarray(max_contributions).astype(dtype)
-    if value.ndim != 0:
-        raise ValueError(f"max_contributions must be a scalar, got shape {value.shape}.")
-    checks.record(
-        jnp.isfinite(value) & (value >= 1) & (value == jnp.round(value)),
-        "max_contributions must be an integer >= 1.",
-    )
-    return value
+    return checks.integer(max_contributions, "max_contributions", dtype)
 
 
 def log_ratio(m, delta) -> jax.Array:
