@@ -10,6 +10,7 @@ from float_tolerance import assert_close_ulp
 from scipy import stats
 
 from dpjax.accounting import ZCDP, ApproxDP, PureDP
+from dpjax.accounting.bounded_range import composition_delta, composition_epsilon
 from dpjax.quantiles import (
     agg_tree,
     agg_tree_guarantee,
@@ -23,7 +24,6 @@ from dpjax.quantiles import (
     optimal_composition_epsilon,
 )
 from dpjax.quantiles.agg_tree import _descend, _level_counts, _noisy_levels, agg_tree_sensitivity, honaker
-from dpjax.accounting.bounded_range import composition_delta, composition_epsilon
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps
 from dpjax.quantiles.smooth import lln_parameters, log_smooth_sensitivity
