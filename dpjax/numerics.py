@@ -11,11 +11,11 @@ contract and a stated tolerance:
   their sides: the returned ``lo`` satisfies the predicate (a budget found this way never overspends)
   and ``hi`` does not;
 * once the bracket reaches adjacent floats the midpoint rounds to an end and the bracket stops
-  shrinking, so extra steps are harmless: :func:`resolution_steps` (``nmant + 2`` halvings: 25 in
-  float32, 54 in float64) brings the width below a quarter ulp of ``max(|lo|, |hi|)`` of the initial
-  bracket, i.e. to the dtype's resolution for a bracket ``[0, hi]`` or any bracket within a factor of
-  2 of its root. Brackets spanning many binades (a root near 0 in ``[0, 1]``) need more steps for a
-  relative tolerance; callers that need that say how many and why.
+  shrinking, so extra steps are harmless. After :func:`resolution_steps` halvings (``nmant + 2``:
+  25 in float32, 54 in float64) the width is below one ulp of ``M = max(|lo|, |hi|)`` of the initial
+  bracket (half an ulp when ``lo = 0``), so a root within a factor of 2 of ``M`` is found to about
+  an ulp of itself: the dtype's resolution. Brackets spanning many binades (a root near 0 in
+  ``[0, 1]``) need more steps for a relative tolerance; callers that need that say how many and why.
 
 Host calls (NumPy or Python numbers) loop in Python in float64; calls with a ``jax.Array`` or a
 tracer run one ``lax.fori_loop`` in the bracket's dtype, so every argument of the predicate may be
@@ -36,7 +36,7 @@ from dpjax.validation import float_dtype
 
 
 def resolution_steps(dtype) -> int:
-    """Halvings that shrink a bracket ``[0, hi]`` to the resolution of ``dtype`` at ``hi``: ``nmant + 2``."""
+    """Halvings that shrink a bracket ``[0, hi]`` below half an ulp of ``hi`` in ``dtype``: ``nmant + 2``."""
     return int(jnp.finfo(dtype).nmant) + 2
 
 
