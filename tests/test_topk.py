@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from laws import P_MIN
 from scipy import stats
 from topk_laws import (
     BOTTOM,
@@ -19,7 +20,6 @@ from dpjax import noise, topk
 from dpjax.topk._histogram import float32_exact, top_counts
 
 N_DRAWS = 100_000
-P_MIN = 1e-4
 
 
 def draws(mechanism, counts, *args, n=N_DRAWS, seed=0, **kwargs):
