@@ -5,11 +5,11 @@
 
 Under swap neighbours (n public) one record moves the clipped sum by at most ``bound - lower``, so
 step 2 is ``(1 - clip_fraction) epsilon``-DP given the bound, and the composition is ``epsilon``-DP.
-Data below ``lower`` are clipped up to it (spec §2.9: clipping only from above would break the
+Data below ``lower`` are clipped up to it (clipping only from above would break the
 sensitivity for negative values, e.g. jittered zeros). The paper's Table 1 "eps" is per part, i.e.
 ``epsilon = 2 * eps`` with ``clip_fraction = 0.5`` here.
 
-Traced parameters: epsilon, q, beta, clip_fraction and lower may be traced (design §3); the query
+Traced parameters: epsilon, q, beta, clip_fraction and lower may be traced; the query
 cap ``max_queries`` is static (see :func:`dpjax.quantiles.unbounded`).
 
 Kernel design: the released bound is always a grid point ``lower + beta**k - 1``, so the clipped sum
@@ -73,7 +73,7 @@ def clipped_sum(
     Same arguments as :func:`sum`; returns a :class:`ClippedSum`.
     """
     checks = Checks()
-    x = checks.array(x, "x", ndim=1, finite=False)
+    x = checks.data(x, allow_infinite=True)
     dtype = float_dtype(x)
     epsilon = checks.epsilon(epsilon)
     q = checks.probability(q, "q", open_low=True)
@@ -135,7 +135,8 @@ def sum(
         to the bound).
       epsilon: total privacy parameter, > 0 (may be traced).
       q: the quantile used as clipping bound, in (0, 1] (may be traced; the paper: 0.99; q = 1 or a
-        higher threshold avoids negative bias but has a heavy overshoot tail, spec §4.4).
+        higher threshold avoids negative bias but has a heavy overshoot tail: with the equal split
+        the halting query's overshoot has infinite mean, see :mod:`dpjax.svt.monotone_halting`).
       beta: UQE grid ratio > 1 (may be traced; the paper uses 1.001 and recommends 1.01 for clipping).
       clip_fraction: share of ``epsilon`` spent on the bound, in (0, 1) (may be traced).
       lower: a data-independent lower bound (may be traced; 0 in the paper).

@@ -49,7 +49,8 @@ class LogCdfTable(NamedTuple):
     block_size: int  # B, a power of two (static)
 
 
-def _pow2_at_least(n: int) -> int:
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two ``>= n`` (1 for ``n <= 1``): the block sizes of the two-level tables."""
     return 1 << max(0, math.ceil(math.log2(max(n, 1))))
 
 
@@ -64,7 +65,7 @@ def log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> L
       A :class:`LogCdfTable` in the dtype of ``log_weights``.
     """
     d = log_weights.shape[0]
-    size = _pow2_at_least(math.isqrt(max(d - 1, 0)) + 1) if block_size is None else block_size
+    size = pow2_at_least(math.isqrt(max(d - 1, 0)) + 1) if block_size is None else block_size
     if size < 1 or size & (size - 1):
         raise ValueError(f"block_size must be a power of two, got {size}.")
     num_blocks = -(-d // size)
@@ -80,7 +81,7 @@ def log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> L
     log_mass = top[:, 0] + jnp.log(total[:, 0])
     block_cumulative = lax.cummax(jnp.cumsum(jnp.exp(log_mass - jnp.max(log_mass))))
     blocks = block_cumulative / block_cumulative[-1]
-    padding = jnp.ones(_pow2_at_least(num_blocks) - num_blocks, blocks.dtype)
+    padding = jnp.ones(pow2_at_least(num_blocks) - num_blocks, blocks.dtype)
     return LogCdfTable(jnp.concatenate([blocks, padding]), within.reshape(-1), size)
 
 

@@ -309,6 +309,21 @@ class Checks:
         requirement = "finite" if minimum is None else f"finite and {'>' if open_minimum else '>='} {minimum}"
         return self._scalar(value, name, host, condition, requirement)
 
+    def integer(self, value, name: str, dtype, *, minimum: int = 1):
+        """An integer-valued number ``>= minimum`` (a record count, a contribution bound) as a
+        ``dtype`` scalar: a concrete one is checked eagerly (:func:`check_int`), a traced one (any
+        real dtype) is recorded as finite, integer-valued and ``>= minimum``."""
+        if not is_traced(value):
+            return jnp.asarray(check_int(value, name, minimum=minimum), dtype)
+        value = jnp.asarray(value).astype(dtype)
+        if value.ndim != 0:
+            raise ValueError(f"{name} must be a scalar, got shape {value.shape}.")
+        self.record(
+            jnp.isfinite(value) & (value >= minimum) & (value == jnp.round(value)),
+            f"{name} must be an integer >= {minimum}.",
+        )
+        return value
+
     def array(self, x, name: str, **kwargs) -> jax.Array:
         """A data array, as :func:`check_array` (same keyword arguments).
 
@@ -332,6 +347,17 @@ class Checks:
         if kwargs.get("nonnegative", False):
             self.record(arr >= 0, f"{name} must be non-negative.")
         return arr
+
+    def data(self, x, name: str = "x", *, allow_infinite: bool, allow_empty: bool = False) -> jax.Array:
+        """The one data contract: a 1-D real array without NaN, with +-inf allowed only if asked.
+
+        ``allow_infinite`` has no default, so every mechanism states its contract: ``True`` where
+        the mechanism is defined for infinite records (the unbounded-range quantiles and clipped
+        aggregates clip or compare them), ``False`` where a record must be a finite number (the
+        bounded quantile baselines). ``allow_empty`` accepts ``n = 0``. Values are checked as in
+        :meth:`array`: eagerly for concrete data, recorded for traced data.
+        """
+        return self.array(x, name, ndim=1, allow_empty=allow_empty, finite=not allow_infinite)
 
     def guard(self, output):
         """``output`` with every floating leaf NaN and every integer leaf -1 if a check failed.

@@ -1,5 +1,5 @@
 """The audit suite: every mechanism the library exports passes a statistical privacy audit on the
-specs' worst-case neighbours, and every deliberately broken variant (dpjax.audit.broken) is caught.
+specs' worst-case neighbours, and every deliberately broken variant (tests/negative_controls.py) is caught.
 
 Each audit has false-alarm probability <= alpha = 1e-3 (DEFAULT_ALPHA) and fixed keys, so a correct
 mechanism fails here only if its privacy claim is wrong. Positive audits use 200,000 runs per input
@@ -10,12 +10,13 @@ zCDP -> (epsilon, 1e-3)).
 """
 
 import jax
+import negative_controls
 import numpy as np
 import pytest
 
 from dpjax import additive, aggregates, budgeting, quantiles, selection, svt, topk
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
-from dpjax.audit import audit, broken, neighbours, reference
+from dpjax.audit import audit, neighbours, reference
 from dpjax.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
 
 POSITIVE_TRIALS = 200_000
@@ -257,31 +258,33 @@ def test_library_mechanism_passes_its_audit(name):
 
 NEGATIVE = {
     "svt_without_threshold_noise": (
-        lambda k, v: broken.svt_without_threshold_noise(k, v, EPS, 0.0),
+        lambda k, v: negative_controls.svt_without_threshold_noise(k, v, EPS, 0.0),
         *neighbours.svt_worst_case(10),
         EPS,
         0.0,
     ),
     "svt_noisy_answers": (
-        lambda k, v: broken.svt_noisy_answers(k, v, EPS, 0.0),
+        lambda k, v: negative_controls.svt_noisy_answers(k, v, EPS, 0.0),
         *neighbours.svt_worst_case(10),
         EPS,
         0.0,
     ),
     "svt_threshold_not_resampled": (
-        lambda k, v: broken.svt_threshold_not_resampled(k, v, EPS, 0.0),
+        lambda k, v: negative_controls.svt_threshold_not_resampled(k, v, EPS, 0.0),
         *neighbours.svt_worst_case(10),
         EPS,
         0.0,
     ),
-    "noisy_max_monotone_scale": (lambda k, v: broken.noisy_max_monotone_scale(k, v, EPS), *NMAX, EPS, 0.0),
+    "noisy_max_monotone_scale": (
+        lambda k, v: negative_controls.noisy_max_monotone_scale(k, v, EPS), *NMAX, EPS, 0.0
+    ),
     "limit_domain_without_plus_one": (
-        lambda k, v: broken.limit_domain_without_plus_one(k, v, EPS, DELTA, kbar=2),
+        lambda k, v: negative_controls.limit_domain_without_plus_one(k, v, EPS, DELTA, kbar=2),
         *HIST,
         EPS,
         DELTA,
     ),
-    "laplace_half_scale": (lambda k, v: broken.laplace_half_scale(k, v, EPS), 0.0, 1.0, EPS, 0.0),
+    "laplace_half_scale": (lambda k, v: negative_controls.laplace_half_scale(k, v, EPS), 0.0, 1.0, EPS, 0.0),
 }
 
 

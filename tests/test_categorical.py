@@ -5,16 +5,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_selection import P_MIN, N, chi_square_pvalue, em_probabilities, sample
+from laws import LAW_CASES, P_MIN, N, chi_square_pvalue, em_probabilities, sample
 
 from dpjax import categorical, selection
-
-LAW_CASES = {  # utilities (scale 2: epsilon = 1, general sensitivity 1)
-    "flat_13": [0.0] * 13,  # four blocks of 4, the last one padded
-    "peaked_spanning_1e4": [0.0, -1.0, -3.0, -1e4, -5e3, -2.0, 0.0, -10.0, -20.0, -9999.0],
-    "ties": [1.0, 1.0, 0.5, 1.0, -1.0, 0.5, 0.0],
-    "single": [4.0],
-}
 
 
 @pytest.mark.parametrize("case", sorted(LAW_CASES))

@@ -6,9 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import special, stats
-from test_categorical import LAW_CASES
-from test_selection import (
+from laws import (
+    LAW_CASES,
     P_MIN,
     PEELING_CASES,
     N,
@@ -18,6 +17,7 @@ from test_selection import (
     sample,
     scale_of,
 )
+from scipy import special, stats
 
 from dpjax import gumbel_process, selection
 

@@ -8,12 +8,13 @@ Each audit has false-alarm probability <= alpha = 1e-3 with fixed keys (see dpja
 
 import jax
 import jax.numpy as jnp
+import negative_controls
 import numpy as np
 import pytest
 from dp_accounting import get_epsilon_gaussian
 
 from dpjax import optax as dpo
-from dpjax.audit import audit, broken
+from dpjax.audit import audit
 
 SIGMA = 1.0
 CLIP = 1.0
@@ -112,7 +113,7 @@ def test_one_quantile_estimate_is_epsilon_dp_under_add_remove():
 def test_noise_scaled_by_the_wrong_norm_is_caught():
     def mechanism(key, data):
         grads, mask = data
-        return broken.dp_sum_noise_by_largest_norm(key, jnp.asarray(grads), mask, SIGMA, CLIP)
+        return negative_controls.dp_sum_noise_by_largest_norm(key, jnp.asarray(grads), mask, SIGMA, CLIP)
 
     epsilon = claimed_epsilon(dpo.fixed_clip(CLIP))
     result = audit(mechanism, WITH, WITHOUT, epsilon=epsilon, delta=DELTA, key=jax.random.key(7))

@@ -20,10 +20,8 @@ from dpjax.quantiles import (
     emq,
     emq_guarantee,
     ind_exp,
-    optimal_composition_epsilon,
 )
 from dpjax.quantiles.agg_tree import _descend, _level_counts, _noisy_levels, agg_tree_sensitivity, honaker
-from dpjax.quantiles.app_ind_exp import composition_delta, composition_epsilon
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps
 from dpjax.quantiles.smooth import lln_parameters, log_smooth_sensitivity
@@ -76,28 +74,6 @@ def test_ind_exp_is_emq_per_quantile():
     )
     out = ind_exp(key, x, [0.1, 0.5, 0.9], 3.0, bounds=(-5, 5))
     assert out.shape == (3,) and bool(jnp.all(jnp.diff(out) >= 0))
-
-
-def test_optimal_composition_matches_paper_grid_and_is_valid():
-    table = {1: 1.0, 2: 0.5, 3: 0.343333, 5: 0.23, 10: 0.15, 20: 0.10, 29: 0.0844828}
-    for k, want in table.items():
-        assert abs(optimal_composition_epsilon(1.0, 1e-6, k, grid=True) - want) < 1e-5
-        best = optimal_composition_epsilon(1.0, 1e-6, k)
-        assert best >= want - 1e-9 and best <= want + 0.011
-        assert composition_delta(best, 1.0, k) <= 1e-6
-
-
-def test_in_graph_composition_budget_is_valid_and_near_optimal():
-    # float32 bisection with the rounding margin: never above the float64 optimum (so the
-    # composition is (epsilon, delta)-DP), and within 1e-3 of it; delta = 0 gives basic composition.
-    for k in (2, 5, 29):
-        budget = jax.jit(lambda eps, delta, k=k: composition_epsilon(eps, delta, k, np.dtype(np.float32)))
-        for epsilon, delta in ((1.0, 1e-6), (0.3, 1e-9), (4.0, 1e-3)):
-            got = float(budget(epsilon, delta))
-            best = optimal_composition_epsilon(epsilon, delta, k)
-            assert composition_delta(got, epsilon, k) <= delta
-            assert best * (1 - 1e-3) <= got <= best + 1e-8
-        assert float(budget(1.0, 0.0)) == float(np.float32(1.0) / np.float32(k))
 
 
 def test_app_ind_exp_output_and_guarantee():

@@ -1,89 +1,26 @@
 """dpjax.selection: exact laws (chi-square against closed forms), invariants, batching, bad input."""
 
-import functools
-import itertools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import integrate, stats
+from laws import (
+    P_MIN,
+    PEELING_CASES,
+    N,
+    chi_square_pvalue,
+    em_probabilities,
+    laplace_difference_tail,
+    noisy_max_probabilities,
+    plackett_luce,
+    sample,
+    scale_of,
+)
+from scipy import stats
 
 from dpjax import selection
 from dpjax.accounting import ZCDP, PureDP, RangeBounded
-
-N = 100_000
-P_MIN = 1e-4  # a correct implementation fails a law test with probability 1e-4 (seeds are fixed anyway)
-LAWS = {
-    "gumbel": lambda b: stats.gumbel_r(scale=b),
-    "exponential": lambda b: stats.expon(scale=b),
-    "laplace": lambda b: stats.laplace(scale=b),
-}
-
-
-@functools.cache
-def _batched(mechanism, options):
-    return jax.jit(jax.vmap(lambda key, scores: mechanism(key, scores, **dict(options)), in_axes=(0, None)))
-
-
-def sample(mechanism, scores, trials, seed, **options):
-    """``trials`` releases of ``mechanism(key, scores, **options)``, one compile per (mechanism, options)."""
-    keys = jax.random.split(jax.random.key(seed), trials)
-    return jax.tree.map(np.asarray, _batched(mechanism, tuple(sorted(options.items())))(keys, scores))
-
-
-def chi_square_pvalue(observed, expected_probabilities):
-    """Pearson chi-square p-value; cells expected below 5 are pooled into one."""
-    observed = np.asarray(observed, np.float64)
-    expected = np.asarray(expected_probabilities, np.float64) * observed.sum()
-    small = expected < 5
-    if small.any():
-        observed = np.append(observed[~small], observed[small].sum())
-        expected = np.append(expected[~small], expected[small].sum())
-    return stats.chisquare(observed, expected).pvalue
-
-
-def em_probabilities(scores, scale):
-    logits = np.asarray(scores, np.float64) / scale
-    weights = np.exp(logits - logits.max())
-    return weights / weights.sum()
-
-
-def plackett_luce(scores, k, scale):
-    """Exact law of k-fold exponential-mechanism peeling, over ordered k-tuples."""
-    weights = em_probabilities(scores, scale)
-    tuples = list(itertools.permutations(range(len(weights)), k))
-    probs = []
-    for t in tuples:
-        p, left = 1.0, 1.0
-        for i in t:
-            p *= weights[i] / left
-            left -= weights[i]
-        probs.append(p)
-    return tuples, np.array(probs)
-
-
-def noisy_max_probabilities(scores, noise, scale):
-    """P(argmax_i s_i + Z_i = j), Z iid, by numerical integration of f_j(x) prod_{i != j} F_i(x)."""
-    law = LAWS[noise](scale)
-    scores = np.asarray(scores, np.float64)
-    lo, hi = scores.min() + law.ppf(1e-13), scores.max() + law.isf(1e-13)
-    probs = []
-    for j, s in enumerate(scores):
-        others = np.delete(scores, j)
-
-        def density(x, s=s, others=others):
-            return law.pdf(x - s) * np.prod(law.cdf(x - others))
-
-        probs.append(integrate.quad(density, lo, hi, points=sorted(scores), limit=500, epsabs=1e-13)[0])
-    probs = np.array(probs)
-    assert abs(probs.sum() - 1) < 1e-8
-    return probs
-
-
-def scale_of(epsilon, sensitivity, monotonic):
-    return (1 if monotonic else 2) * sensitivity / epsilon
-
 
 # ----------------------------------------------------------------------------------------------- laws
 
@@ -144,16 +81,6 @@ def test_gumbel_noisy_max_is_the_exponential_mechanism():
     )
 
 
-PEELING_CASES = {  # scores, k, monotonic
-    "d3_k2": ([3.0, 1.0, 2.0], 2, False),
-    "d4_k3_negative": ([-1.0, -2.5, 0.5, -0.5], 3, True),
-    "d5_k3_ties": ([0.0, 0.0, 1.0, -2.0, 1.0], 3, False),
-    "d5_k2_ties_monotone": ([0.0, 0.0, 1.0, -2.0, 1.0], 2, True),
-    "d6_k2_shift": ([2.0**20 + v for v in (0.0, 1.0, 3.0, 2.0, 0.0, -1.0)], 2, False),
-    "d6_k1": ([1.0, 0.0, 2.0, 0.5, -1.0, 1.5], 1, True),
-}
-
-
 @pytest.mark.parametrize("case", sorted(PEELING_CASES))
 def test_gumbel_top_k_equals_peeling(case):
     scores, k, monotonic = PEELING_CASES[case]
@@ -178,15 +105,6 @@ def test_gumbel_top_k_equals_peeling_x64(x64):
 
 
 # ------------------------------------------------------------------------------ noisy top-k with gap
-
-
-def laplace_difference_tail(t, b):
-    """P(eta - eta' >= t) for iid Lap(b) (spec seed-002 §2.1.4)."""
-    t = np.asarray(t, np.float64)
-    x = np.abs(t) / b
-    with np.errstate(invalid="ignore"):
-        upper = np.where(np.isinf(x), 0.0, (2 + x) / 4 * np.exp(-x))
-    return np.where(t >= 0, upper, 1 - upper)
 
 
 @pytest.mark.parametrize("separation", [0.0, 3.0])

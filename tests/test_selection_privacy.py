@@ -6,7 +6,7 @@ import itertools
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_selection import laplace_difference_tail, plackett_luce, sample
+from laws import laplace_difference_tail, plackett_luce, sample
 
 from dpjax import selection
 

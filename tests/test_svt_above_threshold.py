@@ -1,74 +1,19 @@
 """AboveThreshold: exact halting laws (Lemma 3.3 for Gumbel, 1-D quadrature for Laplace and
 Exponential), the blocked form, batching, guarantees and bad input."""
 
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import integrate, stats
+from laws import P_MIN, chi_square_pvalue
+from svt_laws import halting_histogram, halting_law
 
 from dpjax import ZCDP, PureDP, svt
 from dpjax import noise as noise_lib
 from dpjax.svt.above_threshold import blocked_query_noise
 
-P_MIN = 1e-4  # chi-square p-value floor (seeds are fixed; a correct kernel fails < 1e-4 of seeds)
-
 # ----------------------------------------------------------------------------- exact laws
-
-
-def _survival(noise, u, scale):
-    """P(nu >= u) for the query noise."""
-    if noise == "laplace":
-        return 0.5 * math.exp(-u / scale) if u > 0 else 1 - 0.5 * math.exp(u / scale)
-    return math.exp(-u / scale) if u > 0 else 1.0  # exponential
-
-
-def _density(noise, v, scale):
-    if noise == "laplace":
-        return math.exp(-abs(v) / scale) / (2 * scale)
-    return math.exp(-v / scale) / scale if v >= 0 else 0.0
-
-
-def halting_law(noise, queries, threshold, epsilon1, epsilon2, sensitivity=1.0):
-    """P(index = i), i = 0..n-1, then P(index = -1), by quadrature over the threshold noise v
-    (spec seed-000, oracle O3): P(i) = int p(v) prod_{j<i} (1 - S(v - c_j)) S(v - c_i) dv."""
-    if noise == "gumbel":
-        return np.exp(
-            svt.gumbel_halting_log_probabilities(queries, threshold, epsilon1, sensitivity=sensitivity)
-        )
-    c = np.asarray(queries, float) - threshold
-    b1, b2 = sensitivity / epsilon1, sensitivity / epsilon2
-    lo = 0.0 if noise == "exponential" else min(c.min(), 0) - 60 * b1
-    hi = max(c.max(), 0) + 60 * max(b1, b2)
-    points = sorted({float(x) for x in c if lo < x < hi} | ({0.0} if lo < 0 else set()))
-
-    def prob(i):
-        def f(v):
-            p = _density(noise, v, b1)
-            for j in range(i if i >= 0 else len(c)):
-                p *= 1 - _survival(noise, v - c[j], b2)
-            return p * (_survival(noise, v - c[i], b2) if i >= 0 else 1.0)
-
-        return integrate.quad(f, lo, hi, points=points, limit=400, epsabs=1e-13, epsrel=1e-10)[0]
-
-    return np.array([prob(i) for i in range(len(c))] + [prob(-1)])
-
-
-def _histogram(indices, n):
-    indices = np.asarray(indices)
-    return np.bincount(np.where(indices < 0, n, indices), minlength=n + 1)
-
-
-def _chi_square_pvalue(counts, probs):
-    expected = probs * counts.sum()
-    keep = expected > 5
-    observed = np.append(counts[keep], counts[~keep].sum())
-    expected = np.append(expected[keep], expected[~keep].sum())
-    if expected[-1] == 0:
-        observed, expected = observed[:-1], expected[:-1]
-    return stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue
 
 
 QUERIES = np.array([-1.5, 0.5, -0.5, 1.0, 0.0, 2.0])
@@ -88,9 +33,9 @@ def test_law_oracle_sums_to_one():
 def test_halting_law_matches_closed_form(noise, epsilon1, epsilon2):
     keys = jax.random.split(jax.random.key(1), TRIALS)
     run = jax.jit(jax.vmap(lambda k: svt.above_threshold(k, QUERIES, 1.0, epsilon1, epsilon2, noise=noise)))
-    counts = _histogram(run(keys), len(QUERIES))
+    counts = halting_histogram(run(keys), len(QUERIES))
     probs = halting_law(noise, QUERIES, 1.0, epsilon1, epsilon2)
-    assert _chi_square_pvalue(counts, probs) > P_MIN
+    assert chi_square_pvalue(counts, probs) > P_MIN
 
 
 def test_halting_law_with_sensitivity_and_x64(x64):
@@ -100,8 +45,8 @@ def test_halting_law_with_sensitivity_and_x64(x64):
     run = jax.jit(
         jax.vmap(lambda k: svt.above_threshold(k, q, 2.0, 0.7, 0.7, noise="laplace", sensitivity=2.0))
     )
-    counts = _histogram(run(keys), len(q))
-    assert _chi_square_pvalue(counts, halting_law("laplace", q, 2.0, 0.7, 0.7, sensitivity=2.0)) > P_MIN
+    counts = halting_histogram(run(keys), len(q))
+    assert chi_square_pvalue(counts, halting_law("laplace", q, 2.0, 0.7, 0.7, sensitivity=2.0)) > P_MIN
 
 
 def test_blocked_halting_law():
@@ -113,8 +58,8 @@ def test_blocked_halting_law():
             )
         )
     )
-    counts = _histogram(run(keys), len(QUERIES))
-    assert _chi_square_pvalue(counts, halting_law("exponential", QUERIES, 1.0, 0.9, 0.9)) > P_MIN
+    counts = halting_histogram(run(keys), len(QUERIES))
+    assert chi_square_pvalue(counts, halting_law("exponential", QUERIES, 1.0, 0.9, 0.9)) > P_MIN
 
 
 # ----------------------------------------------------------------------------- blocked form, batching

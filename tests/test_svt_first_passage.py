@@ -7,8 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from laws import P_MIN, chi_square_pvalue
 from scipy import stats
-from test_svt_above_threshold import P_MIN, _chi_square_pvalue, _histogram
+from svt_laws import gumbel_halting_log_probabilities, halting_histogram
 
 from dpjax import svt
 
@@ -41,23 +42,23 @@ def test_first_passage_halting_law(case):
     queries, threshold, epsilon = CASES[case]
     got = sample("first_passage", np.asarray(queries, np.float32), threshold, epsilon, 41)
     assert got.dtype == np.int32 and got.min() >= -1 and got.max() < len(queries)
-    probs = np.exp(svt.gumbel_halting_log_probabilities(queries, threshold, epsilon))
-    assert _chi_square_pvalue(_histogram(got, len(queries)), probs) > P_MIN
+    probs = np.exp(gumbel_halting_log_probabilities(queries, threshold, epsilon))
+    assert chi_square_pvalue(halting_histogram(got, len(queries)), probs) > P_MIN
 
 
 def test_first_passage_halting_law_x64(x64):
     queries, threshold, epsilon = CASES["mixed"]
     got = sample("first_passage", np.asarray(queries), threshold, epsilon, 42)
-    probs = np.exp(svt.gumbel_halting_log_probabilities(queries, threshold, epsilon))
-    assert _chi_square_pvalue(_histogram(got, len(queries)), probs) > P_MIN
+    probs = np.exp(gumbel_halting_log_probabilities(queries, threshold, epsilon))
+    assert chi_square_pvalue(halting_histogram(got, len(queries)), probs) > P_MIN
 
 
 def test_first_passage_equals_literal_in_law():
     """Two-sample chi-square (contingency table) on a 2000-query stream, halting indices pooled in
     cells of expected count >= 20."""
     queries = np.random.default_rng(3).normal(-4.0, 2.0, 2000).astype(np.float32)
-    fast = _histogram(sample("first_passage", queries, 1.0, 1.0, 43, 50_000), 2000)
-    literal = _histogram(sample("literal", queries, 1.0, 1.0, 44, 50_000), 2000)
+    fast = halting_histogram(sample("first_passage", queries, 1.0, 1.0, 43, 50_000), 2000)
+    literal = halting_histogram(sample("literal", queries, 1.0, 1.0, 44, 50_000), 2000)
     table = np.stack([fast, literal])
     big = table.sum(axis=0) >= 20
     table = np.concatenate([table[:, big], table[:, ~big].sum(axis=1, keepdims=True)], axis=1)

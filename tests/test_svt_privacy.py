@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
-from test_svt_above_threshold import halting_law
+from svt_laws import halting_law
 
 from dpjax import noise as noise_lib
 from dpjax import svt

@@ -6,8 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from laws import P_MIN
 from scipy import stats
-from test_topk_oracle import (
+from topk_laws import (
     BOTTOM,
     fixed_threshold_law,
     limited_domain_law,
@@ -19,7 +20,6 @@ from dpjax import noise, topk
 from dpjax.topk._histogram import float32_exact, top_counts
 
 N_DRAWS = 100_000
-P_MIN = 1e-4
 
 
 def draws(mechanism, counts, *args, n=N_DRAWS, seed=0, **kwargs):
@@ -319,3 +319,32 @@ def test_bad_input_variants():
         jax.jit(lambda k: topk.limited_domain(key, [3, 2, 1], k, 2, 1.0, 0.1))(1)
     with pytest.raises(TypeError, match="kbar must be a concrete integer"):
         jax.jit(lambda kbar: topk.fixed_threshold(key, [3, 2, 1], kbar, 1.0, 0.1))(2)
+
+
+# ------------------------------------------------------------------ the closed-form laws themselves
+
+
+def test_laws_sum_to_one():
+    for law in (
+        limited_domain_law([3, 1, 4, 1, 5], 3, 4, 0.7, 0.1),
+        limited_domain_law([3, 1, 4, 1, 5], 2, 3, 0.7, 0.1, strict=True, max_contributions=1),
+        limited_domain_law([2, 2], 2, 3, 1.0, 0.3),
+        private_kbar_law([9, 7, 7, 2, 1, 0], 2, 4, 0.5, 0.05),
+        fixed_threshold_law([9, 7, 7, 2, 1, 0], 3, 0.5, 0.05),
+    ):
+        assert sum(law.values()) == pytest.approx(1.0, abs=1e-12)
+        assert min(law.values()) >= 0
+
+
+def test_spec_example_bottom_first():
+    # h = [10, 9, 9, 7], h_(kbar+1) = 6, k = 2, eps = 0.7, delta = 0.2: 17 outcomes.
+    law = limited_domain_law([10, 9, 9, 7, 6], 2, 4, 0.7, 0.2)
+    assert len(law) == 17
+    assert law[(BOTTOM,)] == pytest.approx(0.53653, abs=5e-6)
+
+
+def test_flat_histogram_bottom_first():
+    # All counts equal => P[first = ⊥] = 1 / (1 + kbar delta e^-eps / min(Delta, kbar)).
+    eps, delta, kbar = 0.5, 0.01, 5
+    law = limited_domain_law([4] * 8, 2, kbar, eps, delta, max_contributions=2)
+    assert law[(BOTTOM,)] == pytest.approx(1 / (1 + kbar * delta * math.exp(-eps) / 2), rel=1e-12)

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from float_tolerance import assert_close_ulp
-from test_selection import laplace_difference_tail, sample
+from laws import laplace_difference_tail, sample
 
 from dpjax import selection
 from dpjax.additive import laplace_mechanism

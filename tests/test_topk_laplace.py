@@ -10,8 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import integrate, stats
-from test_topk_oracle import BOTTOM, hockey_stick, ranked
-from test_topk_privacy import neighbour_pairs
+from topk_laws import BOTTOM, hockey_stick, neighbour_pairs, ranked
 
 from dpjax import topk
 from dpjax.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee

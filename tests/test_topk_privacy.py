@@ -1,38 +1,29 @@
-"""Exact privacy audits of the top-k mechanisms by enumeration on tiny domains (spec §9.2).
+"""Exact privacy audits of the top-k mechanisms by enumeration on tiny domains.
 
 For every histogram with small counts and every add-one-user neighbour ``h' = h + 1_U`` (``|U| <=
-Delta``), the closed-form output laws (``test_topk_oracle``) are compared by the hockey-stick
+Delta``), the closed-form output laws (``topk_laws``) are compared by the hockey-stick
 divergence ``sum_o max(0, P(o) - e^eps Q(o))`` in both directions, which must be at most the claimed
 delta at the claimed epsilon. Negative controls (the threshold without its "+1", a Delta that the
 neighbours do not respect, a pay-what-you-get session that does not charge ⊥) must fail.
 """
 
 import copy
-import itertools
 import math
 
 import numpy as np
 import pytest
-from test_topk_oracle import (
+from topk_laws import (
     BOTTOM,
     fixed_threshold_law,
     hockey_stick,
     limited_domain_law,
+    neighbour_pairs,
     private_kbar_law,
 )
 
 from dpjax.accounting import BudgetExceededError, PayWhatYouGet
 from dpjax.accounting.pay_what_you_get import Ticket
 from dpjax.topk import fixed_threshold_guarantee, limited_domain_guarantee, private_kbar_guarantee
-
-
-def neighbour_pairs(d, max_contributions=None, values=range(3)):
-    """Every h in values^d with every h + 1_U, 1 <= |U| <= Delta."""
-    cap = d if max_contributions is None else max_contributions
-    for h in itertools.product(values, repeat=d):
-        for size in range(1, cap + 1):
-            for users_items in itertools.combinations(range(d), size):
-                yield list(h), [c + (i in users_items) for i, c in enumerate(h)]
 
 
 def worst_divergence(law, eps, pairs):

@@ -130,3 +130,34 @@ def test_traced_checks_raise_under_checkify_only_when_asked():
         assert err.get() is None and jnp.isfinite(out)
     err, out = checkify.checkify(jax.jit(release))(jnp.float32(-1.0), jnp.float32(1.0))
     assert err.get() is None and jnp.isnan(out)  # off by default: the output carries the marker
+
+
+def test_data_contract_states_whether_infinities_are_allowed():
+    x = jnp.asarray([1.0, jnp.inf])
+    assert v.Checks().data(x, allow_infinite=True).shape == (2,)
+    with pytest.raises(ValueError, match="infinite"):
+        v.Checks().data(x, allow_infinite=False)
+    with pytest.raises(ValueError, match="NaN"):
+        v.Checks().data(jnp.asarray([jnp.nan]), allow_infinite=True)
+    with pytest.raises(ValueError, match="empty"):
+        v.Checks().data(jnp.zeros(0), allow_infinite=True)
+    assert v.Checks().data(jnp.zeros(0), allow_infinite=False, allow_empty=True).shape == (0,)
+
+    def traced(values):
+        checks = v.Checks()
+        return checks.guard(checks.data(values, allow_infinite=False).sum())
+
+    assert jnp.isnan(jax.jit(traced)(x)) and float(jax.jit(traced)(jnp.ones(2))) == 2.0
+
+
+def test_integer_check_concrete_and_traced():
+    assert float(v.Checks().integer(3, "n", jnp.float32)) == 3.0
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        v.Checks().integer(0, "n", jnp.float32)
+
+    def traced(value):
+        checks = v.Checks()
+        return checks.guard(checks.integer(value, "n", jnp.float32))
+
+    assert float(jax.jit(traced)(4.0)) == 4.0
+    assert jnp.isnan(jax.jit(traced)(2.5)) and jnp.isnan(jax.jit(traced)(0.0))

@@ -19,27 +19,26 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.optimize
 
 from dpjax.validation import check_epsilon, check_probability
 
-# Search alpha = 1 + exp(t) over a grid in t, then refine by golden-section search.
+# Search alpha = 1 + exp(t) over a grid in t, then refine around the best grid point by Brent's
+# bounded minimization to |t - t*| <= 1e-12 (the objectives are smooth in t, so the value is then
+# within ~1e-24 relative of the minimum; the best grid point is kept if it is lower).
 _T_GRID = np.linspace(-25.0, 25.0, 2001)
-_GOLDEN = (math.sqrt(5) - 1) / 2
+_T_TOLERANCE = 1e-12
 
 
 def _minimize(objective, t_grid=_T_GRID) -> float:
     values = objective(t_grid)
     i = int(np.nanargmin(values))
     lo, hi = t_grid[max(i - 1, 0)], t_grid[min(i + 1, len(t_grid) - 1)]
-    for _ in range(80):
-        a = hi - _GOLDEN * (hi - lo)
-        b = lo + _GOLDEN * (hi - lo)
-        if objective(np.array([a]))[0] < objective(np.array([b]))[0]:
-            hi = b
-        else:
-            lo = a
-    t = np.array([lo, hi, t_grid[i]])
-    return float(np.nanmin(objective(t)))
+    refined = scipy.optimize.minimize_scalar(
+        lambda t: float(objective(np.array([t]))[0]), bounds=(lo, hi), method="bounded",
+        options={"xatol": _T_TOLERANCE},
+    )
+    return float(np.nanmin([refined.fun, values[i]]))
 
 
 def bun_steinke_epsilon(rho: float, delta: float) -> float:

@@ -1,9 +1,9 @@
 """Pay-what-you-get accounting for top-k over unknown domains (Durfee and Rogers, NeurIPS 2019).
 
 "Practical Differentially Private Top-k Selection with Pay-what-you-get Composition",
-arXiv 1905.04273. The extracted paper text lost its formulas; those below are the rebuilt ones of
-the dpjax spec (``seed-003-topk-pwyg.md`` §2.4, §3.4, §5; tagged [R] there, corroborated by the
-google-research ``dp_mm_domain/top_k.py`` implementation of Theorem 1):
+arXiv 1905.04273. The extracted paper text lost its formulas; those below are rebuilt from the
+statements of Lemma 4.4 and Theorems 1-3 (corroborated by the google-research
+``dp_mm_domain/top_k.py`` implementation of Theorem 1):
 
 * :func:`epsilon_star` -- Lemma 4.4 (composition of ``k`` epsilon-range-bounded mechanisms) and
   Theorem 1 (one call of the limited-domain Algorithm 1 with output length at most ``k`` is
@@ -36,8 +36,11 @@ import numpy as np
 
 from dpjax.accounting.guarantees import ApproxDP
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax.numerics import bisect
 from dpjax.validation import check_epsilon, check_int, check_probability
 
+# Halvings of the calibration bracket [lo, hi], hi <= 2 max(lo, target): 200 reach adjacent float64
+# values for any root above 2^-140 target (54 halvings per binade crossed, see dpjax.numerics).
 _BISECTION_STEPS = 200
 
 
@@ -109,15 +112,8 @@ def calibrate_epsilon(target_epsilon: float, k: int, delta_prime: float) -> floa
     lo, hi = 0.0, target
     while epsilon_star(k, hi, delta_prime) <= target:
         lo, hi = hi, 2 * hi
-    for _ in range(_BISECTION_STEPS):
-        mid = (lo + hi) / 2
-        if mid in (lo, hi):
-            break
-        if epsilon_star(k, mid, delta_prime) <= target:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    lo, _ = bisect(lambda eps: epsilon_star(k, float(eps), delta_prime) <= target, lo, hi, _BISECTION_STEPS)
+    return float(lo)
 
 
 def optimal_composition(k: int, epsilon: float, delta: float) -> tuple[float, float]:

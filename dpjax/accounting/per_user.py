@@ -15,13 +15,13 @@ Units of the budgets and charges (one ledger, no notion switch):
   cumulative rho, the filter equals ``spent_i + request_i <= rho*(B_i)`` (:func:`approx_gp_rho_star`),
   which is the capacity the ledger uses (Thm 4.5: (B_i, delta, Lambda)-GP per user).
 
-Protocol (the reserve/settle protocol of :mod:`dpjax.accounting.ledger`): ``grant = ledger.reserve(r)``
-before a query checks the worst case ``r_i`` of every participating user against its filter and raises
-before any noise is drawn (or, with ``strict=False``, halts the users that do not fit, Algorithm 1
-line 13); after the query, ``grant.settle(rounds, cumfrac)`` debits exactly what each user's released
-noise cost, ``r_i * cumfrac[rounds_i]`` computed in float64 and clamped to ``r_i``. Reserving the worst
-case and refunding unused rounds is sound: the filter theorems only need the sum of the costs actually
-applied to stay within the budget.
+Protocol (Liang and Yi, Algorithm 1, as the reserve/settle protocol of :mod:`dpjax.accounting.ledger`):
+``grant = ledger.reserve(r)`` before a query checks the worst case ``r_i`` of every participating user
+against its filter and raises before any noise is drawn (or, with ``strict=False``, halts the users that
+do not fit, Algorithm 1 line 13); after the query, ``grant.settle(rounds, cumfrac)`` debits exactly what
+each user's released noise cost, ``r_i * cumfrac[rounds_i]`` computed in float64 and clamped to ``r_i``.
+Reserving the worst case and refunding unused rounds is sound: the filter theorems only need the sum of
+the costs actually applied to stay within the budget.
 
 The eq. (10) helpers live here because they are accounting math (a conversion from CGP to
 approximate GP); the kernels import them, never the other way round.
@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax.numerics import bisect
 from dpjax.validation import check_positive, check_probability
 
 
@@ -69,14 +70,12 @@ def approx_gp_epsilon(rho, delta: float, lam: float):
     rho = np.asarray(rho, dtype=np.float64)
     if np.any(~np.isfinite(rho)) or np.any(rho < 0):
         raise ValueError("rho must be finite and >= 0.")
-    lo = np.full(rho.shape, -60.0)  # log(s - 1)
-    hi = np.full(rho.shape, math.log(2 / delta - 2))
     sq = np.sqrt(rho)
-    for _ in range(64):
-        mid = 0.5 * (lo + hi)
-        above = _g_delta(mid, delta) * sq > (1 + np.exp(mid)) * lam * rho
-        lo = np.where(above, mid, lo)
-        hi = np.where(above, hi, mid)
+    # Bracket on log(s - 1); 64 halvings of a width below 80 leave less than 5e-18.
+    lo, hi = bisect(
+        lambda t: _g_delta(t, delta) * sq > (1 + np.exp(t)) * lam * rho,
+        np.full(rho.shape, -60.0), math.log(2 / delta - 2), steps=64,
+    )
     eps = np.minimum(
         np.maximum(_g_delta(lo, delta) * sq, (1 + np.exp(lo)) * lam * rho),
         np.maximum(_g_delta(hi, delta) * sq, (1 + np.exp(hi)) * lam * rho),
@@ -104,13 +103,8 @@ def approx_gp_rho_star(budget, delta: float, lam: float):
         if unique.size < budget.size:
             return np.asarray(approx_gp_rho_star(unique, delta, lam))[inverse].reshape(budget.shape)
     # epsilon(rho) >= rho * Lambda, hence rho* <= B / Lambda; and epsilon <= closed form.
-    lo = np.zeros(budget.shape)
     hi = budget / check_positive(lam, "Lambda") * (1 + 1e-12)
-    for _ in range(64):
-        mid = 0.5 * (lo + hi)
-        ok = approx_gp_epsilon(mid, delta, lam) <= budget
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
+    lo, _ = bisect(lambda rho: approx_gp_epsilon(rho, delta, lam) <= budget, 0.0, hi, steps=64)
     return float(lo) if lo.ndim == 0 else lo
 
 

@@ -2,12 +2,14 @@
 
 * :func:`audit` runs a mechanism on two neighbours, searches output events on one half of the runs
   and bounds the privacy loss from below on the other half (Clopper–Pearson, Bonferroni).
-* :mod:`dpjax.audit.neighbours`: neighbour generators and the specs' worst-case pairs.
+* :mod:`dpjax.audit.neighbours`: neighbour generators and the papers' worst-case pairs.
 * :mod:`dpjax.audit.reference`: mechanisms with exactly known loss (randomized response, SVT).
-* :mod:`dpjax.audit.broken`: DELIBERATELY BROKEN mechanisms, negative controls for tests only.
+
+The deliberately broken mechanisms the audit must refute (negative controls) are test helpers, in
+``tests/negative_controls.py``.
 """
 
-from dpjax.audit import broken, neighbours, reference
+from dpjax.audit import neighbours, reference
 from dpjax.audit.binomial import clopper_pearson, loss_p_value, privacy_loss_lower_bound
 from dpjax.audit.events import Event, candidate_events, features
 from dpjax.audit.procedure import DEFAULT_ALPHA, DEFAULT_TRIALS, AuditResult, TestedEvent, audit
@@ -19,7 +21,6 @@ __all__ = [
     "Event",
     "TestedEvent",
     "audit",
-    "broken",
     "candidate_events",
     "clopper_pearson",
     "features",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -197,44 +198,73 @@ def candidate_events(
       grid: number of quantile thresholds per continuous coordinate and stratum.
     """
     layout = _layout(np.concatenate([y_x, y_x_prime]), max_levels)
-    blocks = []
+    outcomes = _outcomes(layout, y_x, y_x_prime, max_outcomes)
+    blocks = _outcome_blocks(layout, outcomes)
+    blocks += _discrete_blocks(layout, y_x, y_x_prime)
+    blocks += _continuous_blocks(layout, y_x, y_x_prime, outcomes, max_strata, grid)
+    return Candidates(blocks)
+
+
+class _Outcomes(NamedTuple):
+    """The runs' outcomes (strata), most frequent first, counted on each side."""
+
+    inverse: np.ndarray  # outcome id of each run, x runs first then x' runs
+    order: np.ndarray  # outcome ids by decreasing frequency (at most max_outcomes)
+    rows: np.ndarray  # a strata row of each outcome in ``order``
+    count_x: np.ndarray  # runs on x with each outcome in ``order``
+    count_x_prime: np.ndarray
+    n: int  # runs on x
+
+
+def _outcomes(layout, y_x, y_x_prime, max_outcomes) -> _Outcomes:
     n = y_x.shape[0]
-    # Outcomes (strata) and their most discriminating unions.
     pooled = np.concatenate([layout.strata_matrix(y_x), layout.strata_matrix(y_x_prime)])
     _, first_row, inverse, frequency = np.unique(
         _row_keys(pooled), return_index=True, return_inverse=True, return_counts=True
     )
     inverse = inverse.ravel()
     order = np.argsort(-frequency, kind="stable")[:max_outcomes]
-    cx = np.bincount(inverse[:n], minlength=frequency.size)[order].astype(np.float64)
-    cxp = np.bincount(inverse[n:], minlength=frequency.size)[order].astype(np.float64)
-    stratum_rows = pooled[first_row[order]]
-    if order.size > 1:
+    return _Outcomes(
+        inverse,
+        order,
+        pooled[first_row[order]],
+        np.bincount(inverse[:n], minlength=frequency.size)[order].astype(np.float64),
+        np.bincount(inverse[n:], minlength=frequency.size)[order].astype(np.float64),
+        n,
+    )
+
+
+def _outcome_blocks(layout, outcomes: _Outcomes) -> list:
+    """Each frequent outcome, and the unions of the most discriminating ones in either direction."""
+    if outcomes.order.size <= 1:
+        return []
+    cx, cxp, rows = outcomes.count_x, outcomes.count_x_prime, outcomes.rows
+
+    def single(i):
+        return _outcome_event(layout, rows[i : i + 1], f"outcome {layout.describe(rows[i])}")
+
+    blocks = [_Block(cx, cxp, single)]
+    for sign in (1.0, -1.0):
+        ranked = np.argsort(-sign * (np.log(cx + 0.5) - np.log(cxp + 0.5)), kind="stable")
         blocks.append(
             _Block(
-                cx,
-                cxp,
-                lambda i: _outcome_event(
-                    layout, stratum_rows[i : i + 1], f"outcome {layout.describe(stratum_rows[i])}"
+                np.cumsum(cx[ranked])[1:-1],
+                np.cumsum(cxp[ranked])[1:-1],
+                lambda i, ranked=ranked: _outcome_event(
+                    layout,
+                    rows[ranked[: i + 2]],
+                    f"one of {i + 2} outcomes: "
+                    + ", ".join(layout.describe(r) for r in rows[ranked[: min(i + 2, 8)]])
+                    + (", ..." if i + 2 > 8 else ""),
                 ),
             )
         )
-        for sign in (1.0, -1.0):
-            ranked = np.argsort(-sign * (np.log(cx + 0.5) - np.log(cxp + 0.5)), kind="stable")
-            blocks.append(
-                _Block(
-                    np.cumsum(cx[ranked])[1:-1],
-                    np.cumsum(cxp[ranked])[1:-1],
-                    lambda i, ranked=ranked: _outcome_event(
-                        layout,
-                        stratum_rows[ranked[: i + 2]],
-                        f"one of {i + 2} outcomes: "
-                        + ", ".join(layout.describe(r) for r in stratum_rows[ranked[: min(i + 2, 8)]])
-                        + (", ..." if i + 2 > 8 else ""),
-                    ),
-                )
-            )
-    # Values of each discrete coordinate.
+    return blocks
+
+
+def _discrete_blocks(layout, y_x, y_x_prime) -> list:
+    """Each value of each discrete coordinate."""
+    blocks = []
     for column in layout.discrete:
         values = np.unique(np.concatenate([y_x[:, column], y_x_prime[:, column]]))
         if values.size < 2:
@@ -250,38 +280,47 @@ def candidate_events(
                 make,
             )
         )
-    # Thresholds and intervals on each continuous coordinate, overall and within frequent outcomes.
+    return blocks
+
+
+def _continuous_blocks(layout, y_x, y_x_prime, outcomes: _Outcomes, max_strata, grid) -> list:
+    """Thresholds and intervals on each continuous coordinate, overall and within frequent outcomes."""
+    n, order = outcomes.n, outcomes.order
     strata_choices = [None] + ([] if order.size <= 1 else list(range(min(max_strata, order.size))))
+    blocks = []
     for column in layout.continuous:
         for choice in strata_choices:
             if choice is None:
                 in_x, in_xp, row = np.ones(n, bool), np.ones(y_x_prime.shape[0], bool), None
             else:
                 in_x, in_xp, row = (
-                    inverse[:n] == order[choice],
-                    inverse[n:] == order[choice],
-                    stratum_rows[choice],
+                    outcomes.inverse[:n] == order[choice],
+                    outcomes.inverse[n:] == order[choice],
+                    outcomes.rows[choice],
                 )
             vx, vxp = y_x[in_x, column], y_x_prime[in_xp, column]
-            vx, vxp = vx[~np.isnan(vx)], vxp[~np.isnan(vxp)]
-            both = np.concatenate([vx, vxp])
-            if both.size < 2:
-                continue
-            cuts = np.unique(np.quantile(both, np.linspace(0, 1, grid + 2)[1:-1]))
-            edges = np.concatenate([[-np.inf], cuts, [np.inf]])
-            below_x = np.searchsorted(np.sort(vx), edges, side="right").astype(np.float64)  # #(y <= edge)
-            below_xp = np.searchsorted(np.sort(vxp), edges, side="right").astype(np.float64)
-            lows, highs = np.triu_indices(edges.size, k=1)
-            if choice is None:  # drop the whole space
-                keep = ~((lows == 0) & (highs == edges.size - 1))
-                lows, highs = lows[keep], highs[keep]
-            blocks.append(
-                _Block(
-                    below_x[highs] - below_x[lows],
-                    below_xp[highs] - below_xp[lows],
-                    lambda i, column=column, row=row, edges=edges, lows=lows, highs=highs: _threshold_event(
-                        layout, column, row, edges[lows[i]], edges[highs[i]]
-                    ),
-                )
-            )
-    return Candidates(blocks)
+            block = _interval_block(layout, column, row, vx[~np.isnan(vx)], vxp[~np.isnan(vxp)], grid)
+            if block is not None:
+                blocks.append(block)
+    return blocks
+
+
+def _interval_block(layout, column, row, vx, vxp, grid):
+    """Intervals ``(edge_a, edge_b]`` between ``grid`` quantile cuts of the pooled values (and +-inf);
+    the whole space is left out when not within an outcome (``row`` None). None for < 2 values."""
+    both = np.concatenate([vx, vxp])
+    if both.size < 2:
+        return None
+    cuts = np.unique(np.quantile(both, np.linspace(0, 1, grid + 2)[1:-1]))
+    edges = np.concatenate([[-np.inf], cuts, [np.inf]])
+    below_x = np.searchsorted(np.sort(vx), edges, side="right").astype(np.float64)  # #(y <= edge)
+    below_xp = np.searchsorted(np.sort(vxp), edges, side="right").astype(np.float64)
+    lows, highs = np.triu_indices(edges.size, k=1)
+    if row is None:  # drop the whole space
+        keep = ~((lows == 0) & (highs == edges.size - 1))
+        lows, highs = lows[keep], highs[keep]
+    return _Block(
+        below_x[highs] - below_x[lows],
+        below_xp[highs] - below_xp[lows],
+        lambda i: _threshold_event(layout, column, row, edges[lows[i]], edges[highs[i]]),
+    )

@@ -1,6 +1,6 @@
-"""Neighbouring inputs for audits: the library's relations and the specs' worst-case pairs.
+"""Neighbouring inputs for audits: the library's relations and the papers' worst-case pairs.
 
-Relations (design.md §3):
+Relations:
 
 * **swap** (bounded DP): one record is replaced by another; the dataset size is public.
 * **add/remove** (unbounded DP): one record is added or removed.
@@ -8,8 +8,8 @@ Relations (design.md §3):
   ``h' = h + 1_U`` with ``|U| <= l0``.
 * **query vectors** of sensitivity 1 (SVT, report-noisy-max): every query moves by at most 1.
 
-An audit is only as strong as its neighbours: the ``*_worst_case`` pairs are those the specs give as
-stressing the privacy proofs (they attain or nearly attain the claimed loss).
+An audit is only as strong as its neighbours: the ``*_worst_case`` pairs are those that stress the
+papers' privacy proofs (they attain or nearly attain the claimed loss).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def scalar_worst_case(sensitivity: float = 1.0) -> tuple[float, float]:
 
 
 def noisy_max_worst_case(monotonic: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Report-noisy-max (with gap), seed-002 §6 O9: q = (0, 0) vs (1, -1), or (1, 0) if monotonic.
+    """Report-noisy-max (with gap; Ding, Wang, Zhang, Kifer 2019): q = (0, 0) vs (1, -1), or (1, 0) if
+    monotonic.
 
     The non-monotone pair moves the two queries in opposite directions, which is what the general
     noise scale 2/eps pays for; the monotone pair is the worst case for counting queries.
@@ -90,7 +91,8 @@ def quantile_worst_case(n: int, low: float = 0.0, high: float = 1.0) -> tuple[np
     """Quantile mechanisms under swap: n points spread on [low, high] and the smallest moved to ``high``.
 
     Moving one point across the whole range changes every rank below it by one, the largest change
-    a swap can make (seed-001 §9.2, seed-000 §6 O5 "swap one value to a larger one").
+    a swap can make (it attains the rank utility's sensitivity 1, Gillenwater, Joseph, Kulesza 2021,
+    Lemma 7).
     """
     n = check_int(n, "n", minimum=2)
     x = np.linspace(low, high, n + 2)[1:-1]
@@ -98,7 +100,8 @@ def quantile_worst_case(n: int, low: float = 0.0, high: float = 1.0) -> tuple[np
 
 
 def histogram_worst_case(d: int, kbar: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k over unknown domains (seed-003 §9.2): an item just below the top-k̄ cut-off gains a count.
+    """Top-k over unknown domains (Durfee and Rogers 2019, Lemma 5.2's bad event): an item just below
+    the top-k̄ cut-off gains a count.
 
     ``h`` is flat (all counts 0, so the top-k̄ are items ``0..kbar-1`` by the data-independent tie-break
     on the id) and ``h'`` adds a user to item ``kbar``, which enters the candidate set: outputs

@@ -34,10 +34,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.special
 
 from dpjax.audit.binomial import loss_statistics
 from dpjax.audit.events import Event, candidate_events, features
@@ -108,7 +110,7 @@ class AuditResult:
 
 def _approximate_bound(k_p, k_q, n, level, delta):
     """Cheap Wilson-score version of the loss bound, used only to rank candidate events."""
-    z = math.sqrt(2.0) * _erfcinv(2.0 * level)
+    z = math.sqrt(2.0) * float(scipy.special.erfcinv(2.0 * level))
 
     def wilson(k, sign):
         p = k / n
@@ -119,15 +121,6 @@ def _approximate_bound(k_p, k_q, n, level, delta):
     p_low, q_high = wilson(k_p, -1.0), wilson(k_q, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(p_low > delta, np.log(np.maximum(p_low - delta, 1e-300)) - np.log(q_high), -np.inf)
-
-
-def _erfcinv(y: float) -> float:
-    """Inverse complementary error function of a scalar (bisection; standard library only)."""
-    lo, hi = 0.0, 40.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if math.erfc(mid) > y else (lo, mid)
-    return 0.5 * (lo + hi)
 
 
 def _select(selection_x, selection_xp, events, candidates, level, delta):
@@ -243,49 +236,14 @@ def audit(
     candidates = check_int(candidates, "candidates", minimum=1)
     if not callable(mechanism):
         raise TypeError("mechanism must be callable as mechanism(key, data).")
-    if events is not None:
-        events = [e if isinstance(e, Event) else Event(getattr(e, "__name__", repr(e)), e) for e in events]
-        if not events:
-            raise ValueError("events must be None or a non-empty sequence.")
+    events = _as_events(events)
     key = jax.random.key(0) if key is None else key
-
-    batched = _batched(mechanism, min(chunk_size, trials))
-    out_x = _sample(batched, x, jax.random.fold_in(key, 0), trials, chunk_size)
-    out_xp = _sample(batched, x_prime, jax.random.fold_in(key, 1), trials, chunk_size)
+    runs = _draw(mechanism, x, x_prime, key, trials, chunk_size)
     sampling_seconds = time.perf_counter() - start
-    shapes = [jax.tree.map(lambda a: a.shape[1:], out) for out in (out_x, out_xp)]
-    if jax.tree.structure(out_x) != jax.tree.structure(out_xp) or shapes[0] != shapes[1]:
-        raise ValueError(
-            "the mechanism's outputs on x and x_prime must have the same structure and shapes, got "
-            f"{shapes[0]} and {shapes[1]}."
-        )
-    if events is not None and len(events) <= candidates:
-        test_x, test_xp = out_x, out_xp
-        chosen = [(e, d) for e in events for d in ("x", "x_prime")]
-    else:
-        half = trials // 2
-        head = lambda tree: jax.tree.map(lambda a: a[:half], tree)  # noqa: E731
-        tail = lambda tree: jax.tree.map(lambda a: a[half:], tree)  # noqa: E731
-        test_x, test_xp = tail(out_x), tail(out_xp)
-        level = alpha / (2 * candidates)
-        chosen = _select(head(out_x), head(out_xp), events, candidates, level, delta)
-    n = jax.tree.leaves(test_x)[0].shape[0]
-    level = alpha / (2 * len(chosen))
-    flat_x, flat_xp = features(test_x), features(test_xp)
-    counts = []
-    for event, direction in chosen:
-        in_x, in_xp = int(event.evaluate(test_x, flat_x).sum()), int(event.evaluate(test_xp, flat_xp).sum())
-        counts.append((in_x, in_xp) if direction == "x" else (in_xp, in_x))
-    k_p = np.array([c[0] for c in counts], np.float64)
-    k_q = np.array([c[1] for c in counts], np.float64)
-    bounds, p_values = loss_statistics(k_p, n, k_q, n, level, epsilon, delta)
-    p_values = np.minimum(1.0, len(chosen) * p_values)
-    tested = tuple(
-        TestedEvent(e, d, c, n, float(b), float(p))
-        for (e, d), c, b, p in zip(chosen, counts, bounds, p_values, strict=True)
-    )
-    best = int(np.argmax(bounds))
-    lower_bound = max(0.0, float(bounds[best]))
+    split = _split_runs(runs, events, candidates, alpha, delta)
+    tested = _test_events(split, alpha, epsilon, delta)
+    best = max(range(len(tested)), key=lambda i: tested[i].epsilon_lower_bound)
+    lower_bound = max(0.0, tested[best].epsilon_lower_bound)
     return AuditResult(
         epsilon_lower_bound=lower_bound,
         event=tested[best].event,
@@ -296,9 +254,88 @@ def audit(
         trials=trials,
         direction=tested[best].direction,
         counts=tested[best].counts,
-        n=n,
-        p_value=float(p_values.min()),
+        n=tested[best].n,
+        p_value=min(t.p_value for t in tested),
         tested=tested,
         seconds=time.perf_counter() - start,
         sampling_seconds=sampling_seconds,
+    )
+
+
+class _Runs(NamedTuple):
+    """The mechanism's stacked outputs on the two neighbours (pytrees of NumPy arrays, trials first)."""
+
+    on_x: object
+    on_x_prime: object
+
+
+class _Split(NamedTuple):
+    """The test half of the runs and the (event, direction) pairs chosen on the selection half."""
+
+    test_x: object
+    test_x_prime: object
+    chosen: list
+
+
+def _as_events(events):
+    """``None`` (automatic families) or a non-empty list of :class:`Event`."""
+    if events is None:
+        return None
+    events = [e if isinstance(e, Event) else Event(getattr(e, "__name__", repr(e)), e) for e in events]
+    if not events:
+        raise ValueError("events must be None or a non-empty sequence.")
+    return events
+
+
+def _draw(mechanism, x, x_prime, key, trials, chunk_size) -> _Runs:
+    """``trials`` runs on each neighbour (keys ``fold_in(key, 0)`` and ``fold_in(key, 1)``)."""
+    batched = _batched(mechanism, min(chunk_size, trials))
+    runs = _Runs(
+        _sample(batched, x, jax.random.fold_in(key, 0), trials, chunk_size),
+        _sample(batched, x_prime, jax.random.fold_in(key, 1), trials, chunk_size),
+    )
+    shapes = [jax.tree.map(lambda a: a.shape[1:], out) for out in runs]
+    if jax.tree.structure(runs.on_x) != jax.tree.structure(runs.on_x_prime) or shapes[0] != shapes[1]:
+        raise ValueError(
+            "the mechanism's outputs on x and x_prime must have the same structure and shapes, got "
+            f"{shapes[0]} and {shapes[1]}."
+        )
+    return runs
+
+
+def _split_runs(runs: _Runs, events, candidates, alpha, delta) -> _Split:
+    """Given events that fit the budget are all tested on every run; otherwise the first half of the
+    runs selects ``candidates`` (event, direction) pairs and the second half tests them."""
+    if events is not None and len(events) <= candidates:
+        return _Split(runs.on_x, runs.on_x_prime, [(e, d) for e in events for d in ("x", "x_prime")])
+    half = jax.tree.leaves(runs.on_x)[0].shape[0] // 2
+
+    def head(tree):
+        return jax.tree.map(lambda a: a[:half], tree)
+
+    def tail(tree):
+        return jax.tree.map(lambda a: a[half:], tree)
+
+    level = alpha / (2 * candidates)
+    chosen = _select(head(runs.on_x), head(runs.on_x_prime), events, candidates, level, delta)
+    return _Split(tail(runs.on_x), tail(runs.on_x_prime), chosen)
+
+
+def _test_events(split: _Split, alpha, epsilon, delta) -> tuple[TestedEvent, ...]:
+    """Clopper-Pearson loss bounds and Bonferroni-corrected p-values of the chosen events."""
+    n = jax.tree.leaves(split.test_x)[0].shape[0]
+    level = alpha / (2 * len(split.chosen))
+    flat_x, flat_xp = features(split.test_x), features(split.test_x_prime)
+    counts = []
+    for event, direction in split.chosen:
+        in_x = int(event.evaluate(split.test_x, flat_x).sum())
+        in_xp = int(event.evaluate(split.test_x_prime, flat_xp).sum())
+        counts.append((in_x, in_xp) if direction == "x" else (in_xp, in_x))
+    k_p = np.array([c[0] for c in counts], np.float64)
+    k_q = np.array([c[1] for c in counts], np.float64)
+    bounds, p_values = loss_statistics(k_p, n, k_q, n, level, epsilon, delta)
+    p_values = np.minimum(1.0, len(split.chosen) * p_values)
+    return tuple(
+        TestedEvent(e, d, c, n, float(b), float(p))
+        for (e, d), c, b, p in zip(split.chosen, counts, bounds, p_values, strict=True)
     )

@@ -5,7 +5,7 @@
   It is eps-DP and the bound is attained by both outcomes, so an audit of it can only pass by the
   margin of its statistical error: the right mechanism to measure an audit's false-alarm rate.
 * :func:`sparse_vector` (Lyu, Su, Li, PVLDB 2017, Algorithm 1): the correct SVT that the negative
-  controls of :mod:`dpjax.audit.broken` modify. It is a reference for audits only; the library's SVT
+  controls of ``tests/negative_controls.py`` modify. It is a reference for audits only; the library's SVT
   family lives in ``dpjax.svt``.
 """
 
@@ -99,7 +99,7 @@ def noisy_max_with_gap(
     Noise ``Lap(2/eps)`` per query (``Lap(1/eps)`` if ``monotonic``: counting queries under add/remove),
     release the index of the largest noisy query and its gap to the second largest. Guarantee:
     eps-DP for sensitivity-1 queries (Theorem 2). The reference for the negative control
-    :func:`dpjax.audit.broken.noisy_max_monotone_scale`.
+    ``noisy_max_monotone_scale`` of ``tests/negative_controls.py``.
 
     Returns:
       ``(index, gap)``: int32 scalar and a non-negative float scalar.
@@ -124,7 +124,8 @@ def limit_domain_top1(key, counts, epsilon: float, delta: float, *, kbar: int) -
     Among the ``kbar`` largest counts (ties broken by the smaller id, data-independently), report the
     argmax of ``h_i + Gumbel(1/eps)`` against ``⊥`` with score ``h_(kbar+1) + 1 + ln(kbar/delta)/eps +
     Gumbel(1/eps)``. Guarantee: (eps, delta)-DP under add/remove of one user who changes each count by
-    at most 1 (seed-003 §12; exact audit tight at (k̄ eps, delta) for k = 1).
+    at most 1 (Durfee and Rogers 2019, Theorem 1 with k = 1; an exact audit is tight at
+    (k̄ eps, delta)).
 
     Returns:
       int32 scalar: the reported item id, or -1 for ⊥.

@@ -6,7 +6,7 @@ For ``Z ~ N(0, I_d)``, ``P(||Z|| > lambda(d, beta)) <= beta`` with
 * ``d = 2``: ``sqrt(2 log(1/beta))`` (exact chi-2 tail with 2 degrees of freedom);
 * ``d > 2``: ``sqrt(d + 2 sqrt(d log(1/beta)) + 2 log(1/beta))`` (Laurent and Massart).
 
-The paper states the general formula for d > 2 with these special forms (spec erratum 9).
+The paper states the general formula for d > 2 with these special forms (an erratum of the paper).
 """
 
 from __future__ import annotations

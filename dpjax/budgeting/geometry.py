@@ -71,7 +71,7 @@ def eta_shift(rho, length, width):
     * otherwise (inner rectangle empty): ``a = (8 gamma^2 + 2 gamma (l+w) - 2 gamma sqrt((l+w)^2 + 4 l w))
       / (8 gamma^2)``.
 
-    Implemented as printed (spec erratum 8): the case split is discontinuous at ``l = w = 2 gamma``
+    Implemented as printed (an erratum of the paper): the case split is discontinuous at ``l = w = 2 gamma``
     (a jumps from 1 to 2 - sqrt(2) for squares), and case 1's area formula presumes
     ``l, w > 2 (1 + a) gamma``. ``a`` is clipped to [0, 1]. ``rho = 0`` gives ``eta = 0``.
 

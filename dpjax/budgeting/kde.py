@@ -3,7 +3,7 @@
 Query: ``A = (1/n) sum_i exp(-||x_i - p||^2 / (2 b^2))``; score ``len_p(x) = ||x - p||``.
 
 * :func:`kde` (PM0 / PM1): PIE-NI with ``phi = len_p`` (the paper's listing passes ``Proj_Gamma``,
-  spec erratum 6), ``nu_low = -inf`` and ``nu_high = 6 b``. Eliminated users (``S_0``) have
+  an erratum), ``nu_low = -inf`` and ``nu_high = 6 b``. Eliminated users (``S_0``) have
   ``len_p >= 6b`` w.p. >= 1 - beta0 and contribute at most ``e^{-18}/n`` each; the answer is
   ``(sum_{survivors} exp(-est^2/(2b^2)) + |S_0| e^{-18}) / n``, or 0 when nobody survives (Cor 6.4).
 * :func:`kde_baseline` (BM0 / BM1): one release per user at its full ``rho_i``.

@@ -5,17 +5,17 @@ is allotted
 
     r_i = gamma_l (B_i - (m - l + 1) B / m) + B / m,   gamma_l = 3/4 + (l - 1) / (4 (m - 1)),
 
-i.e. ``B/m`` plus a share ``gamma_l`` of its accumulated savings (spec 1.8: implemented as printed;
+i.e. ``B/m`` plus a share ``gamma_l`` of its accumulated savings (implemented as printed;
 the text's "3/4 for the second query" differs from the formula; ``m = 1`` gives ``r_i = B``). Then a
 privacy-saving algorithm ``PSA_l`` (e.g. :func:`dpjax.budgeting.range_count.range_count`) runs with
 the allotments and each user is debited what it actually used (the paper prints ``Psi_s`` for
-``Psi_l``, spec erratum 4).
+``Psi_l``, an erratum).
 
 Invariants (proved by induction, checked in tests): at the start of query l,
 ``B_i >= (m - l + 1) B / m``; ``B/m <= r_i <= B_i``; at ``l = m``, ``r_i = B_i``; no user ever
 exceeds B. If the PSA never saves, every ``r_i = B/m``: the uniform non-adaptive baseline.
 
-:func:`run_multi_query` is a host-side driver (a Python loop over the m queries, spec 3.6), not a
+:func:`run_multi_query` is a host-side driver (a Python loop over the m queries), not a
 kernel: the allotments and debits are float64 on the host through a
 :class:`~dpjax.accounting.per_user.PerUserLedger`, which must authorize every query's worst case
 before it runs and settle what it actually used before the next allotment is computed. That

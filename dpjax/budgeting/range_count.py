@@ -6,7 +6,7 @@ negative exactly inside ``Gamma``.
 
 * :func:`range_count` (PM0 / PM1): PIE-NI with ``nu_low = nu_high = 0``; the answer is ``|S_1|``
   plus the survivors classified from their full-budget mean (PM0: ``Proj(x-bar) < 0``, with the
-  "< 0" the paper drops, spec erratum 5; PM1: ``y-bar < eta_i``).
+  "< 0" the paper drops; PM1: ``y-bar < eta_i``).
 * :func:`range_count_baseline` (BM0 / BM1): one release per user at its full ``rho_i``.
 
 Modes: "point" releases noisy locations (d-dim); "distance" releases noisy ``Proj_Gamma(x_i)``

@@ -3,8 +3,8 @@
 The curator is the single "user" (n = 1) holding N records; the metric is Hamming, so CGP is
 zCDP. Query: ``1{|H| < qN}`` for a count ``|H|`` of sensitivity 1 (add/remove or swap one record).
 
-:func:`threshold_query` runs PIE-NI on the noisy count with ``nu_low = nu_high = qN``. **Erratum
-(spec 6.7):** the paper says S_0 / S_1 mean "less / greater than qN" and answers "Yes iff 1 in S_0",
+:func:`threshold_query` runs PIE-NI on the noisy count with ``nu_low = nu_high = qN``. **Erratum:** the
+paper says S_0 / S_1 mean "less / greater than qN" and answers "Yes iff 1 in S_0",
 which contradicts Algorithm 4 and Lemma 5.2 (S_1: phi < nu_low). The correct rule, implemented here,
 is **Yes iff 1 in S_1**; if the count survives all c rounds the answer is ``y-bar < qN`` (the
 baseline's distribution). With c = 1 it equals :func:`threshold_baseline` exactly.
@@ -29,7 +29,7 @@ from dpjax.accounting import ZCDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.budgeting._common import baseline_release
 from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, _beta0, _pie_kernel, _plan
-from dpjax.validation import Checks, check_epsilon, check_int, float_dtype, is_traced
+from dpjax.validation import Checks, check_epsilon, float_dtype
 
 
 def _inputs(checks, count, rho, q, n_records):
@@ -38,18 +38,9 @@ def _inputs(checks, count, rho, q, n_records):
     dtype = float_dtype(count)
     rho = checks.epsilon(rho, "rho")
     q = checks.probability(q, "q", open_low=True, open_high=True)
-    if is_traced(n_records):
-        n_records = jnp.asarray(n_records).astype(dtype)
-        if n_records.ndim != 0:
-            raise ValueError(f"n_records must be a scalar, got shape {n_records.shape}.")
-        checks.record(
-            jnp.isfinite(n_records) & (n_records >= 1) & (n_records == jnp.round(n_records)),
-            "n_records must be an integer >= 1.",
-        )
-    else:
-        n_records = check_int(n_records, "n_records", minimum=1)
+    n_records = checks.integer(n_records, "n_records", dtype)
     data = count.astype(dtype).reshape(1)
-    return data, jnp.full(1, rho, dtype), jnp.asarray(q, dtype), jnp.asarray(n_records, dtype)
+    return data, jnp.full(1, rho, dtype), jnp.asarray(q, dtype), n_records
 
 
 @functools.partial(jax.jit, static_argnames=("plan",))

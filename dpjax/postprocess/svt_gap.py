@@ -9,10 +9,10 @@ releases the gap ``gamma_i = q_i + nu_i - (T + eta)``, so ``gamma_i + T`` estima
   With the paper's protocol (half the budget for the sparse vector at the optimal ``theta``, half for
   ``Lap(k/(epsilon/2))`` measurements) the MSE drops by :func:`svt_measure_reduction`, e.g. 35.77% for
   monotonic queries at ``k = 10``, tending to 50% (monotonic) or 20% (general).
-* :func:`gap_lower_confidence_bound` (Lemma 5): ``q_i >= gamma_i + T - t`` with the given probability,
+* :func:`query_lower_confidence_bound` (Lemma 5): ``q_i >= gamma_i + T - t`` with the given probability,
   where ``t`` solves ``P(nu_i - eta >= -t) = confidence`` for the difference of two Laplace variables.
 
-Caveats (spec seed-002 §3.2): queries close to the threshold are selected with upward-biased noise,
+Caveats (beyond Ding et al. 2019): queries close to the threshold are selected with upward-biased noise,
 and gaps of one run share ``eta`` (covariance ``2*b_T^2``), so sums of the estimates need care.
 Post-processing of released values costs no privacy.
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
+from dpjax.postprocess.laplace_difference import laplace_difference_quantile, laplace_difference_tail
 from dpjax.svt.gap import BRANCH_MIDDLE, BRANCH_TOP, GapBudget
 from dpjax.validation import Checks, check_int, float_dtype, is_traced
 
@@ -99,15 +99,6 @@ def _rates(checks: Checks, threshold_rate, query_rate):
     return (rate.astype(dtype) for rate in rates)
 
 
-def _lower_tail(t, a, b):
-    """``P(nu - eta < -t)``, written without cancellation (no special case for ``a == b``):
-    ``exp(-a t)/2 + a^2 t/(2 (a + b)) * exp(-min(a, b) t) * r(-|a - b| t)``, ``r(z) = expm1(z)/z``."""
-    z = -jnp.abs(a - b) * t
-    safe_z = jnp.where(z == 0, -1, z)
-    r = jnp.where(z == 0, 1, jnp.expm1(safe_z) / safe_z)
-    return jnp.exp(-a * t) / 2 + a**2 * t / (2 * (a + b)) * jnp.exp(-jnp.minimum(a, b) * t) * r
-
-
 def gap_tail_probability(t, threshold_rate, query_rate):
     """``P(nu - eta >= -t)`` for ``t >= 0``, ``eta ~ Lap(1/threshold_rate)``, ``nu ~ Lap(1/query_rate)``
     (Ding et al. 2019, Lemma 5); the rates are the inverse Laplace scales, > 0.
@@ -120,13 +111,13 @@ def gap_tail_probability(t, threshold_rate, query_rate):
     checks = Checks()
     a, b = _rates(checks, threshold_rate, query_rate)
     t = jnp.asarray(t, a.dtype)
-    return checks.guard(1 - _lower_tail(t, a, b))
+    return checks.guard(1 - laplace_difference_tail(t, a, b))
 
 
 def gap_confidence_margin(threshold_rate, query_rate, confidence: float = 0.95, *, iterations: int = 200):
-    """The ``t`` of Lemma 5 with ``P(nu - eta >= -t) = confidence``, by bisection (``iterations``
-    steps, static) on ``[0, sqrt(Var/(2*(1 - confidence)))]`` (Chebyshev plus symmetry). E.g.
-    ``t = 16.359`` for rates 0.2 and 0.2 at 95%.
+    """The ``t`` of Lemma 5 with ``P(nu - eta >= -t) = confidence``: the
+    :func:`~dpjax.postprocess.laplace_difference.laplace_difference_quantile` at ``1 - confidence``,
+    by bisection with ``iterations`` halvings (static). E.g. ``t = 16.359`` for rates 0.2 and 0.2 at 95%.
 
     The rates (> 0, broadcast) and ``confidence`` (in (1/2, 1)) may be traced; the margin is NaN
     where a traced one is invalid.
@@ -140,21 +131,11 @@ def gap_confidence_margin(threshold_rate, query_rate, confidence: float = 0.95, 
     elif confidence <= 0.5:
         raise ValueError(f"{message}, got {confidence}.")
     a, b = _rates(checks, threshold_rate, query_rate)
-    target = 1 - jnp.asarray(confidence, a.dtype)  # the lower tail at the margin
-    lo = jnp.zeros(jnp.broadcast_shapes(a.shape, b.shape), a.dtype)
-    hi = jnp.sqrt((2 / a**2 + 2 / b**2) / (2 * target)) + lo
-
-    def step(_, bracket):
-        lo, hi = bracket
-        mid = (lo + hi) / 2
-        below = _lower_tail(mid, a, b) > target  # P(nu - eta >= -mid) < confidence
-        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
-
-    lo, hi = lax.fori_loop(0, iterations, step, (lo, hi))
-    return checks.guard((lo + hi) / 2)
+    target = 1 - jnp.asarray(confidence, a.dtype)  # P(nu - eta < -t) at the margin
+    return checks.guard(laplace_difference_quantile(target, a, b, iterations))
 
 
-def gap_lower_confidence_bound(gaps, threshold, budget: GapBudget, branch, confidence: float = 0.95):
+def query_lower_confidence_bound(gaps, threshold, budget: GapBudget, branch, confidence: float = 0.95):
     """Lower confidence bounds ``gamma_i + T - t_conf`` on the reported queries (Lemma 5).
 
     ``branch`` gives each gap's branch (top or middle), which sets the query-noise rate; with the
@@ -170,7 +151,7 @@ def gap_lower_confidence_bound(gaps, threshold, budget: GapBudget, branch, confi
       >>> counts = jnp.array([3.0, 800.0, 2.0, 950.0])
       >>> res = svt.sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, c=2, monotonic=True)
       >>> budget = svt.gap_budget(1.0, 2, monotonic=True)
-      >>> lcb = gap_lower_confidence_bound(res.gaps, 500.0, budget, res.answer_branches)
+      >>> lcb = query_lower_confidence_bound(res.gaps, 500.0, budget, res.answer_branches)
     """
     gaps = jnp.asarray(gaps)
     dtype = float_dtype(gaps)

@@ -13,7 +13,7 @@
   difference of two iid ``Lap(b)`` variables, whose tail is ``P(Z >= t) = (2 + t/b)/4 * exp(-t/b)``.
   The same radius bounds any pairwise difference ``q_{j_a} - q_{j_c} >= g_a + ... + g_{c-1} - t``.
 
-Caveat (spec seed-002 §3.1): both results treat the winners' noise as unconditioned Laplace noise.
+Caveat (beyond Ding et al. 2019): both results treat the winners' noise as unconditioned Laplace noise.
 That holds when the top k+1 true values are separated by many noise scales; with near-ties the
 winners' noise is biased upward (the BLUE is then biased by rank and the bound over-covers less).
 Post-processing of released values costs no privacy.
@@ -29,9 +29,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from dpjax.numerics import resolution_steps
+from dpjax.postprocess.laplace_difference import laplace_difference_quantile
 from dpjax.validation import Checks, check_int, float_dtype
-
-_NEWTON_STEPS = 12  # from x = 0 the iteration reaches float64 precision in at most 8 steps
 
 
 def variance_ratio(selection_scale: float, measurement_scale: float) -> float:
@@ -106,27 +106,13 @@ def blue_mse_ratio(k: int, lam: float) -> float:
     return checks.guard((1 + lam * k) / (k + lam * k))
 
 
-def _standard_radius(confidence: jax.Array) -> jax.Array:
-    """The ``x >= 0`` with ``(2 + x)/4 * exp(-x) = p = min(c, 1 - c)``, in ``confidence``'s dtype.
-
-    Newton's method on ``g(x) = log(2 + x) - log 4 - x - log p``, which is decreasing and concave:
-    from ``x = 0`` (where ``g >= 0`` as ``p <= 1/2``) the first step lands right of the root and the
-    iterates then decrease to it quadratically, for any ``p`` down to the smallest float.
-    """
-    log_target = jnp.log(jnp.minimum(confidence, 1 - confidence))  # log p, p <= 1/2 (exact for c >= 1/2)
-    x = jnp.zeros_like(confidence)
-    for _ in range(_NEWTON_STEPS):
-        g = jnp.log(2 + x) - jnp.log(jnp.asarray(4.0, x.dtype)) - x - log_target
-        x = jnp.maximum(x + g * (2 + x) / (1 + x), 0)  # g' = -(1 + x)/(2 + x)
-    return x
-
-
 def gap_confidence_radius(scale: float, confidence: float = 0.95) -> jax.Array:
     """The ``t`` with ``P(eta - eta' <= t) = confidence`` for iid ``eta, eta' ~ Lap(scale)``.
 
-    Solves the closed-form tail ``(2 + t/b)/4 * exp(-t/b) = 1 - confidence`` in log space by Newton's
-    method, to the precision of the working dtype (that of ``scale``, at least float32); negative
-    when ``confidence < 1/2``. ``scale`` (> 0) and ``confidence`` (in (0, 1)) may be traced; the
+    Solves the closed-form tail ``(2 + t/b)/4 * exp(-t/b) = 1 - confidence``
+    (:func:`~dpjax.postprocess.laplace_difference.laplace_difference_quantile` with equal rates) to
+    the precision of the working dtype (that of ``scale``, at least float32); negative when
+    ``confidence < 1/2``. ``scale`` (> 0) and ``confidence`` (in (0, 1)) may be traced; the
     result is a scalar, NaN when a traced value is invalid.
 
     Example:
@@ -138,8 +124,10 @@ def gap_confidence_radius(scale: float, confidence: float = 0.95) -> jax.Array:
     confidence = checks.probability(confidence, "confidence", open_low=True, open_high=True)
     dtype = float_dtype(b)
     confidence = jnp.asarray(confidence, dtype)
-    x = _standard_radius(confidence)
-    return checks.guard(jnp.asarray(b, dtype) * jnp.where(confidence >= 0.5, x, -x))
+    rate = 1 / jnp.asarray(b, dtype)
+    p = jnp.minimum(confidence, 1 - confidence)  # exact for confidence >= 1/2
+    x = laplace_difference_quantile(p, rate, rate, resolution_steps(dtype))
+    return checks.guard(jnp.where(confidence >= 0.5, x, -x))
 
 
 def gap_lower_confidence_bound(gaps, scale: float, confidence: float = 0.95) -> jax.Array:

@@ -1,11 +1,11 @@
 """Differentially private quantiles: the unbounded quantile mechanism (Durfee 2023), JointExp
 (Gillenwater, Joseph, Kulesza 2021) and the baselines the papers compare against."""
 
+from dpjax.accounting.bounded_range import optimal_composition_epsilon as optimal_composition_epsilon
 from dpjax.quantiles.agg_tree import agg_tree as agg_tree
 from dpjax.quantiles.agg_tree import agg_tree_guarantee as agg_tree_guarantee
 from dpjax.quantiles.app_ind_exp import app_ind_exp as app_ind_exp
 from dpjax.quantiles.app_ind_exp import app_ind_exp_guarantee as app_ind_exp_guarantee
-from dpjax.quantiles.app_ind_exp import optimal_composition_epsilon as optimal_composition_epsilon
 from dpjax.quantiles.exp_mech import emq as emq
 from dpjax.quantiles.exp_mech import emq_guarantee as emq_guarantee
 from dpjax.quantiles.exp_mech import ind_exp as ind_exp

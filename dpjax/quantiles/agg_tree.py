@@ -36,7 +36,7 @@ from jax import lax
 from dpjax import noise, sharded
 from dpjax.accounting import Neighbors, PureDP
 from dpjax.accounting.elementwise import elementwise
-from dpjax.quantiles.intervals import check_bounds, check_data, check_quantiles
+from dpjax.quantiles.intervals import check_inputs
 from dpjax.validation import Checks, check_epsilon, check_int, float_dtype
 
 DEFAULT_BRANCHING = 8
@@ -182,15 +182,12 @@ def agg_tree(
       >>> quartiles = agg_tree(jax.random.key(0), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10))
     """
     checks = Checks()
-    lower, upper = check_bounds(checks, bounds)
-    levels = check_quantiles(checks, qs)
-    epsilon = checks.epsilon(epsilon)
+    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     branching = check_int(branching, "branching", minimum=2)
     height = check_int(height, "height", minimum=1)
     if branching**height > MAX_LEAVES:
         raise ValueError(f"branching**height must be <= {MAX_LEAVES}, got {branching}**{height}.")
     neighbors = Neighbors.check(neighbors)
-    x = check_data(checks, x)
     return checks.guard(_agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbors))
 
 

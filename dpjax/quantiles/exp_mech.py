@@ -26,8 +26,7 @@ from dpjax.accounting import Neighbors, PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
     check_bounds,
-    check_data,
-    check_quantiles,
+    check_inputs,
     gaps,
     gumbel_argmax,
     uniform_in_gaps,
@@ -109,7 +108,7 @@ def emq(
     q = checks.probability(q, "q")
     epsilon = checks.epsilon(epsilon)
     neighbors = Neighbors.check(neighbors)
-    x = check_data(checks, x)
+    x = checks.data(x, allow_infinite=False, allow_empty=True)
     levels = jnp.reshape(jnp.asarray(q, float_dtype(x)), (1,))
     return checks.guard(independent_releases(key, x, levels, epsilon, lower, upper, neighbors)[0])
 
@@ -148,11 +147,8 @@ def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = 
       >>> deciles = ind_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-10, 10))
     """
     checks = Checks()
-    lower, upper = check_bounds(checks, bounds)
-    levels = check_quantiles(checks, qs)
-    epsilon = checks.epsilon(epsilon)
+    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
-    x = check_data(checks, x)
     dtype = float_dtype(x)
     m = levels.shape[0]
     epsilon_each = jnp.asarray(epsilon, dtype) / m

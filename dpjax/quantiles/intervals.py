@@ -8,7 +8,7 @@ gap, and a gap is chosen with weight ``width * exp(score)``: ``log width = -inf`
 gaps of duplicates (and of points clamped onto a bound), which therefore have probability 0.
 
 This module also holds the input checks those mechanisms share (bounds, quantile levels, the
-neighbouring relation). Each records traced values in the mechanism's
+data). Each records traced values in the mechanism's
 :class:`~dpjax.validation.Checks` (so an invalid traced value makes the output NaN) and validates
 concrete ones eagerly, before any randomness is drawn.
 """
@@ -16,6 +16,7 @@ concrete ones eagerly, before any randomness is drawn.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -95,9 +96,28 @@ def check_quantiles(checks: Checks, qs, name: str = "qs"):
     return levels
 
 
-def check_data(checks: Checks, x) -> jax.Array:
-    """The data: a 1-D real array (may be empty) without NaN or infinities (recorded if traced)."""
-    return checks.array(x, "x", ndim=1, allow_empty=True)
+class BoundedInputs(NamedTuple):
+    """The validated inputs shared by the bounded-range quantile mechanisms."""
+
+    x: jax.Array
+    levels: jax.Array
+    epsilon: jax.Array | float
+    lower: jax.Array | float
+    upper: jax.Array | float
+
+
+def check_inputs(
+    checks: Checks, x, qs, epsilon, bounds, *, allow_zero: bool = False, name: str = "epsilon"
+) -> BoundedInputs:
+    """Validates ``bounds``, the levels ``qs``, the privacy parameter ``epsilon`` (named ``name`` in
+    errors; > 0, >= 0 with ``allow_zero``) and the data, in that order: finite records (no +-inf:
+    they lie outside every bounded range), possibly none. Concrete values raise eagerly, traced ones
+    are recorded in ``checks``."""
+    lower, upper = check_bounds(checks, bounds)
+    levels = check_quantiles(checks, qs)
+    epsilon = checks.epsilon(epsilon, name, allow_zero=allow_zero)
+    x = checks.data(x, allow_infinite=False, allow_empty=True)
+    return BoundedInputs(x, levels, epsilon, lower, upper)
 
 
 def sort_floats(x) -> jax.Array:

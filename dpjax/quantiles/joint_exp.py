@@ -1,7 +1,7 @@
 """JointExp: all ``m`` quantiles from one exponential mechanism (pure epsilon-DP, no budget split).
 
 Gillenwater, Joseph, Kulesza, "Differentially Private Quantiles", ICML 2021, Alg. 1 (with the
-typos listed in spec seed-001 Sec. 3 fixed). The output ``o_1 <= ... <= o_m`` in ``[a, b]`` has density
+typos of its printed listing fixed). The output ``o_1 <= ... <= o_m`` in ``[a, b]`` has density
 
     f(o) ∝ exp(epsilon u(X, o) / (2 Delta)),
     u(X, o) = -sum_{j=1}^{m+1} | n(o_{j-1}, o_j) - (q_j - q_{j-1}) n |,
@@ -41,9 +41,7 @@ from dpjax import sharded
 from dpjax.accounting import Neighbors, PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
-    check_bounds,
-    check_data,
-    check_quantiles,
+    check_inputs,
     gaps,
     gumbel_argmax,
     uniform_in_gaps,
@@ -75,12 +73,9 @@ def joint_exp_sensitivity(qs, neighbors: Neighbors | str = Neighbors.SWAP):
 
 def _tables(checks: Checks, x, qs, epsilon, bounds, neighbors, method, *, allow_zero: bool) -> Tables:
     """Validates (eagerly, or recorded in ``checks`` for traced values) and runs the forward pass."""
-    lower, upper = check_bounds(checks, bounds)
-    levels = check_quantiles(checks, qs)
-    epsilon = checks.epsilon(epsilon, allow_zero=allow_zero)
+    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds, allow_zero=allow_zero)
     neighbors = Neighbors.check(neighbors)
     check_choice(method, "method", METHODS)
-    x = check_data(checks, x)
     return _forward(x, levels, epsilon, lower, upper, neighbors, method)
 
 
@@ -173,7 +168,8 @@ def draw_gap(key, tables: Tables, row, hi, inclusive):
 def sample_gaps(key, tables: Tables) -> jax.Array:
     """One exact draw of the nondecreasing gap sequence ``(i_1, ..., i_m)`` (Alg. 1 lines 14-17).
 
-    Two-stage backward sampling (spec seed-001 Sec. 4.3): at each step the gap of the last open run
+    Two-stage backward sampling (Gillenwater et al. 2021, Alg. 1, sampling step): at each step the
+    gap of the last open run
     is drawn from ``alphahat(j, i) phi_{j+1}(hi - i)`` (``i <= hi`` at the first step, ``i < hi``
     after; :func:`draw_gap`, ``O(sqrt(n))``), then its run length ``k <= j`` from
     ``alpha(j, i, k)`` by the closed form; at most ``m`` steps.

@@ -12,7 +12,7 @@ of the log vector ``x`` (length ``n + 1``) with a two-sided exponential kernel.
   multiply in Fourier space (zero-padded to a power of two, so the convolution is linear), clamp
   round-off below 0, take the log. ``O(n log n)``; entries below about ``unit roundoff * max`` are
   lost (become noise or ``-inf``), which in float32 costs up to ~1e-4 in total variation.
-* ``"scan"``: exact ``O(n)`` log-space recurrences (spec seed-001 Sec. 4.2, option B), every entry
+* ``"scan"``: exact ``O(n)`` log-space recurrences, every entry
   accurate relative to itself. With ``L = floor(nu)`` and ``f = nu - L``:
 
   - far part (``g > L``): ``z[k] = LSE_{u <= k} x[u] - c (k - u)``, a decaying causal filter, and

@@ -42,7 +42,7 @@ from jax import lax
 from dpjax import noise, sharded
 from dpjax.accounting import ZCDP
 from dpjax.accounting.elementwise import elementwise
-from dpjax.quantiles.intervals import check_bounds, check_data, check_quantiles, gaps
+from dpjax.quantiles.intervals import check_inputs, gaps
 from dpjax.validation import Checks, check_epsilon, float_dtype, is_traced
 
 T_GRID = np.logspace(-2, 0, 50)
@@ -187,10 +187,7 @@ def csmooth(key, x, qs, rho: float, *, bounds, t=None) -> jax.Array:
       >>> quartiles = csmooth(jax.random.key(0), x, [0.25, 0.5, 0.75], 0.5, bounds=(-10, 10))
     """
     checks = Checks()
-    lower, upper = check_bounds(checks, bounds)
-    levels = check_quantiles(checks, qs)
-    rho = checks.epsilon(rho, "rho")
-    x = check_data(checks, x)
+    x, levels, rho, lower, upper = check_inputs(checks, x, qs, rho, bounds, name="rho")
     n, m = x.shape[0], levels.shape[0]
     if n == 0:
         raise ValueError("x must not be empty for CSmooth (the order statistic is undefined).")

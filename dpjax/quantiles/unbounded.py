@@ -5,13 +5,14 @@ UQE runs AboveThreshold with threshold ``T = q*n`` over the counting queries
 ``f_i = #{j : x_j - lower + 1 < beta**i}``, i = 1, 2, ..., and releases ``beta**k + lower - 1`` where k
 is the first query whose noisy count reaches the noisy threshold. No upper bound is needed.
 
-Kernel design (spec §4.2): one O(n) pass bins the data on the geometric grid exactly
+Kernel design (Durfee 2023, §4.2 "simple and scalable implementation", vectorised): one O(n)
+pass bins the data on the geometric grid exactly
 (:mod:`dpjax.quantiles.unbounded_bins`); each trial then samples the halting query exactly in
 O(log bins) expected time (thinning far below the threshold, literal draws near it, and the constant
-stretch beyond the data maximum in closed form; :mod:`dpjax.quantiles.unbounded_halting`), so no
+stretch beyond the data maximum in closed form; :mod:`dpjax.svt.monotone_halting`), so no
 trial runs long. Under ``vmap`` over keys the binning is done once.
 
-Traced parameters (design §3): the quantile level, epsilon and its split, the lower bound and beta
+Traced parameters: the quantile level, epsilon and its split, the lower bound and beta
 are values that may be traced (inside ``jit``, ``vmap``, ``scan``); only ``max_queries``, the cap on
 the halting query, is static, because it sizes the count table of traced inputs. It replaces the
 cap the code used to derive from beta with Python math: the cap in force is the smaller of
@@ -51,8 +52,8 @@ from dpjax.quantiles.unbounded_bins import (
     query_cap,
     static_size,
 )
-from dpjax.quantiles.unbounded_halting import halting_index, split_threshold
 from dpjax.svt import above_threshold_guarantee
+from dpjax.svt.monotone_halting import halting_index, split_threshold
 from dpjax.validation import (
     Checks,
     check_choice,
@@ -186,7 +187,7 @@ def tabulate(x, lower, beta, g: Grid, dtype, *, negate: bool = False, sums: bool
 @functools.partial(jax.jit, static_argnames=("noise", "dtype", "first", "method"))
 def halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, method="fast"):
     """AboveThreshold's halting index over ``counts`` with ``T = q*n`` computed in ``dtype``:
-    ``(k, truncated)`` (see :func:`~dpjax.quantiles.unbounded_halting.halting_index`)."""
+    ``(k, truncated)`` (see :func:`~dpjax.svt.monotone_halting.halting_index`)."""
     threshold = split_threshold(jnp.asarray(q, dtype) * jnp.asarray(n, dtype))
     return halting_index(
         key,
@@ -221,7 +222,7 @@ def unbounded_result(
     input: estimate NaN, index -1).
     """
     checks = Checks()
-    x = checks.array(x, "x", ndim=1, finite=False)
+    x = checks.data(x, allow_infinite=True)
     dtype = float_dtype(x)
     q = checks.probability(q, "q", open_low=True)
     epsilon = checks.epsilon(epsilon)
@@ -398,7 +399,7 @@ def fully_unbounded(
       >>> est = fully_unbounded(jax.random.key(0), x, 0.25, 1.0)  # close to -25
     """
     checks = Checks()
-    x = checks.array(x, "x", ndim=1, finite=False)
+    x = checks.data(x, allow_infinite=True)
     dtype = float_dtype(x)
     q = checks.probability(q, "q", open_low=True)
     epsilon = checks.epsilon(epsilon)

@@ -45,7 +45,7 @@ from dpjax.quantiles.unbounded import (
     usable,
 )
 from dpjax.quantiles.unbounded_bins import bin_index, grid_edges
-from dpjax.quantiles.unbounded_halting import halting_index, split_threshold
+from dpjax.svt.monotone_halting import halting_index, split_threshold
 from dpjax.validation import Checks, check_epsilon, check_int, check_probability, float_dtype, is_traced
 
 
@@ -195,7 +195,7 @@ def unbounded_many(
       >>> qs = unbounded_many(jax.random.key(0), x, [0.25, 0.5, 0.75], 3.0)  # near 2500, 5000, 7500
     """
     checks = Checks()
-    x = checks.array(x, "x", ndim=1, finite=False)
+    x = checks.data(x, allow_infinite=True)
     dtype = float_dtype(x)
     qs = _check_levels(checks, qs, dtype)
     epsilon = checks.epsilon(epsilon)

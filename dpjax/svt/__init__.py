@@ -31,7 +31,6 @@ from dpjax.svt.above_threshold import (
     above_threshold_blocked,
     above_threshold_from_noise,
     above_threshold_guarantee,
-    gumbel_halting_log_probabilities,
 )
 from dpjax.svt.gap import (
     BRANCH_BOTTOM,
@@ -74,7 +73,6 @@ __all__ = [
     "adaptive_sparse_vector_with_gap_guarantee",
     "default_theta",
     "gap_budget",
-    "gumbel_halting_log_probabilities",
     "sparse_vector",
     "sparse_vector_from_noise",
     "sparse_vector_guarantee",

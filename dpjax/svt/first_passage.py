@@ -41,14 +41,14 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax.categorical import _pow2_at_least
+from dpjax.categorical import pow2_at_least
 from dpjax.noise import standard_exponential
 
 
 def gumbel_halting_index(key, units: jax.Array) -> jax.Array:
     """The halting index of Gumbel AboveThreshold on ``units = (q - T) / b``: an int32, -1 when none."""
     n = units.shape[0]
-    size = _pow2_at_least(math.isqrt(max(n - 1, 0)) + 1)
+    size = pow2_at_least(math.isqrt(max(n - 1, 0)) + 1)
     blocks = -(-n // size)
     padded = jnp.full(blocks * size, -jnp.inf, units.dtype).at[:n].set(units).reshape(blocks, size)
     top = jnp.max(padded, axis=1)  # finite: every block holds a query

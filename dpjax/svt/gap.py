@@ -10,8 +10,9 @@ query noise is ``Lap(2/eps1)`` / ``Lap(2/eps2)`` for general queries and ``Lap(1
 else ⊥ (free); every ⊤ releases its noisy gap ``q_i + noise - T~``. The run stops once the cost exceeds
 ``epsilon - eps1`` (line 16).
 
-Integer accounting (spec seed-002 §2.3.4): costs are counted in units of ``eps2`` (top 1, middle 2,
-⊥ 0) and line 16 is exactly "units > 2c - 2". Adding floats instead stops one answer early in a large
+Integer accounting (Ding, Wang, Zhang, Kifer 2019, Alg. 2, line 16, in exact arithmetic): costs are
+counted in units of ``eps2`` (top 1, middle 2, ⊥ 0) and line 16 is exactly "units > 2c - 2". Adding
+floats instead stops one answer early in a large
 share of settings. Since the branch of query ``i`` depends only on its own noise and the noisy
 threshold, the sequential loop is a cumsum of units cut at the first index past ``2c - 2``.
 

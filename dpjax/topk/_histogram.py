@@ -77,16 +77,7 @@ def max_contributions_value(checks: Checks, max_contributions, dtype):
     """
     if max_contributions is None:
         return None
-    if not is_traced(max_contributions):
-        return jnp.asarray(check_max_contributions(max_contributions), dtype)
-    value = jnp.asarray(max_contributions).astype(dtype)
-    if value.ndim != 0:
-        raise ValueError(f"max_contributions must be a scalar, got shape {value.shape}.")
-    checks.record(
-        jnp.isfinite(value) & (value >= 1) & (value == jnp.round(value)),
-        "max_contributions must be an integer >= 1.",
-    )
-    return value
+    return checks.integer(max_contributions, "max_contributions", dtype)
 
 
 def log_ratio(m, delta) -> jax.Array:
@@ -143,3 +134,27 @@ def top_counts(
     else:
         ids, values = (via_float32 if exact_in_float32 else native)(counts)
     return ids.astype(jnp.int32), values
+
+
+def report_above(scores, threshold, ids, k: int) -> tuple[jax.Array, jax.Array]:
+    """The kernels' common tail: the ``k`` largest noisy ``scores`` that beat the noisy ⊥ ``threshold``.
+
+    Durfee and Rogers (2019), Algorithm 1 lines 4-6 (and Algorithms 4 and 6, which reuse it): report
+    the items in noisy order until one falls below ``threshold``, then ⊥. Since the top-k values are
+    sorted, the items above the threshold are a prefix.
+
+    Args:
+      scores: ``[..., kbar]`` noisy scores of the candidate items (``-inf`` for excluded ones).
+      threshold: ``[...]`` the noisy threshold.
+      ids: ``[..., kbar]`` the item index of each score.
+      k: how many to report at most (static).
+
+    Returns:
+      ``(indices, num_returned)``: ``[..., k]`` int32 item indices in noisy order, ``-1`` after the
+      ``num_returned`` (``[...]`` int32) that beat the threshold.
+    """
+    noisy, positions = lax.top_k(scores, k)
+    above = noisy > threshold[..., None]
+    num_returned = above.sum(-1, dtype=jnp.int32)
+    indices = jnp.where(above, jnp.take_along_axis(ids, positions, axis=-1), -1)
+    return indices, num_returned

@@ -6,8 +6,8 @@ Each item strictly above ``h_(kbar+1)`` is reported independently when its count
 no pay-what-you-get composition; the paper recommends it when kbar is small and ⊥ is preferred to an
 item outside the true top-kbar.
 
-The constant ``ln(kbar/(2 delta))`` is rebuilt (the paper's formula was lost in extraction; spec
-``seed-003`` §4.4, [R/D]): an item in only one of two neighbours' strict domains has count
+The constant ``ln(kbar/(2 delta))`` is rebuilt from Durfee and Rogers (2019), Lemma F.2 (the
+paper's formula was lost in extraction): an item in only one of two neighbours' strict domains has count
 ``h_(kbar+1) + 1``, so it is reported with probability ``exp(-epsilon(tau - h_(kbar+1) - 1))/2 =
 delta/kbar``, and each item is ``(epsilon, delta/kbar)``-DP (Cor. F.1). The exact enumeration audit
 in ``tests/test_topk_privacy.py`` checks the resulting guarantee.

@@ -5,8 +5,9 @@ As Algorithm 1 with ``Lap(1/epsilon)`` instead of Gumbel noise and, for restrict
 scales with Delta instead of k, but it has no range-bounded or pay-what-you-get composition.
 
 Why experimental: the paper's constants for this variant (its eq. 8 and Lemma 6.1) were lost in the
-text extraction. :func:`laplace_limited_domain_guarantee` returns the spec's derived bound
-(``seed-003`` §4.1, [D], not the paper's statement) with its conservative ``Delta + 1`` in place of
+text extraction. :func:`laplace_limited_domain_guarantee` returns a bound derived here from the
+paper's proof outline (Cor. 6.1 and Lemma 6.2 for the fixed domain, Lemmas 5.2, 6.3 and 6.4 for the
+bad and good events), not the paper's statement, with a conservative ``Delta + 1`` in place of
 ``Delta``: ``((Delta + 1) epsilon, (1 + e^{(Delta+1) epsilon}) (delta/2)(1 + ln(Delta/delta)/2))``.
 ``tests/test_topk_laplace.py`` checks it for k = 1 by exact numerical integration on tiny domains;
 it is not proven here. Neighbours: add/remove one user touching at most Delta items.
@@ -18,8 +19,6 @@ import functools
 import math
 
 import jax
-import jax.numpy as jnp
-from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -32,6 +31,7 @@ from dpjax.topk._histogram import (
     log_ratio,
     max_contributions_value,
     privacy,
+    report_above,
     top_counts,
 )
 from dpjax.topk.limited_domain import TopKResult
@@ -60,10 +60,7 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, exact_in_float32
     laplaces = noise.laplace(key, values.shape, dtype=dtype)
     scores = epsilon * gaps + laplaces[..., :kbar]
     threshold = epsilon + log_ratio(delta_cap, delta) + laplaces[..., kbar]
-    noisy, positions = lax.top_k(scores, k)
-    above = noisy > threshold[..., None]
-    num_returned = above.sum(-1, dtype=jnp.int32)
-    indices = jnp.where(above, jnp.take_along_axis(ids[..., :kbar], positions, axis=-1), -1)
+    indices, num_returned = report_above(scores, threshold, ids[..., :kbar], k)
     return TopKResult(indices, num_returned, num_returned < k)
 
 
@@ -109,9 +106,12 @@ def laplace_limited_domain_guarantee(
 
     Takes the mechanism's privacy arguments in its order; ``k`` is validated (>= 1) but the bound is
     independent of it (the noisy counts themselves are a Laplace mechanism on the common domain).
-    Derived in the dpjax spec (§4.1, [D]) with the conservative ``Delta + 1``; not the paper's
-    statement, which was lost. Host side: ``epsilon``, ``delta`` and ``max_contributions`` are
-    concrete numbers or arrays of them (one guarantee per entry).
+    Derived from Durfee and Rogers (2019), Lemma 6.2 (the fixed-domain noisy counts are a Laplace
+    mechanism in which at most Delta counts and ⊥ move) and Lemmas 5.2, 6.3, 6.4 (bad events: the
+    difference of two ``Lap(1/eps)`` exceeds ``ln(Delta/delta)/eps`` with probability
+    ``(delta/2Delta)(1 + ln(Delta/delta)/2)``, union over Delta indices), with the conservative
+    ``Delta + 1``; not the paper's statement, which was lost. Host side: ``epsilon``, ``delta`` and
+    ``max_contributions`` are concrete numbers or arrays of them (one guarantee per entry).
 
     Example:
       >>> round(laplace_limited_domain_guarantee(3, 0.5, 1e-6, max_contributions=1).epsilon, 6)

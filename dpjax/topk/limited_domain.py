@@ -29,7 +29,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -44,6 +43,7 @@ from dpjax.topk._histogram import (
     log_ratio,
     max_contributions_value,
     privacy,
+    report_above,
     top_counts,
 )
 from dpjax.validation import Checks, check_int, check_probability, float_dtype
@@ -106,10 +106,7 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, strict, exact_in
     # h_bot in EM units: epsilon * threshold_offset = epsilon + ln(min(Delta, kbar)/delta).
     m = kbar if delta_cap is None else jnp.minimum(delta_cap, kbar)
     threshold = epsilon + log_ratio(m, delta) + gumbels[..., kbar]
-    noisy, positions = lax.top_k(scores, k)
-    above = noisy > threshold[..., None]  # a prefix: the noisy values are sorted
-    num_returned = above.sum(-1, dtype=jnp.int32)
-    indices = jnp.where(above, jnp.take_along_axis(ids[..., :kbar], positions, axis=-1), -1)
+    indices, num_returned = report_above(scores, threshold, ids[..., :kbar], k)
     return TopKResult(indices, num_returned, num_returned < k)
 
 

@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -33,6 +32,7 @@ from dpjax.topk._histogram import (
     log_ratio,
     max_contributions_value,
     privacy,
+    report_above,
     top_counts,
 )
 from dpjax.validation import Checks, check_int, check_probability, float_dtype
@@ -84,10 +84,7 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar_max, exact_in_flo
     scores = jnp.where(ranks < chosen[..., None], epsilon * gaps[..., :kbar_max] + item_noise, -jnp.inf)
     next_gap = jnp.take_along_axis(gaps, chosen[..., None], axis=-1)[..., 0]
     threshold = epsilon * next_gap + epsilon + jnp.take(log_terms, chosen - k) + bottom_noise
-    noisy, positions = lax.top_k(scores, k)
-    above = noisy > threshold[..., None]
-    num_returned = above.sum(-1, dtype=jnp.int32)
-    indices = jnp.where(above, jnp.take_along_axis(ids[..., :kbar_max], positions, axis=-1), -1)
+    indices, num_returned = report_above(scores, threshold, ids[..., :kbar_max], k)
     return PrivateKbarResult(indices, num_returned, num_returned < k, chosen)
 
 

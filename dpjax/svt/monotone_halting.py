@@ -1,5 +1,10 @@
 """The halting index of AboveThreshold over monotone cumulative counts (Durfee 2023, Alg. 1-2).
 
+This is the AboveThreshold engine of the unbounded quantile estimators
+(:mod:`dpjax.quantiles.unbounded`, :mod:`dpjax.quantiles.unbounded_many`): the same law as
+:func:`dpjax.svt.above_threshold` with sensitivity-1 queries, specialised to non-decreasing integer
+counts so that a trial costs O(log bins) instead of one noise per query.
+
 Given integer counts ``f_i`` (non-decreasing in i, equal to ``n_counted`` from ``tail_start`` on), a
 threshold ``T``, and noise scales ``s1 = 1/epsilon1`` (threshold) and ``s2 = 1/epsilon2`` (queries),
 the mechanism halts at the first query i >= ``first`` with ``f_i + nu_i >= T + nu``. Every parameter
@@ -23,7 +28,7 @@ Given the threshold noise ``nu``, the queries are independent: query i halts wit
 
 Closed-form tail: from ``tail_start`` on every count is ``n_counted`` and the number G of further
 queries is geometric, ``G = 1 + floor(E / a)`` with ``E ~ Exp(1)``, so no trial can run long and
-``vmap`` over keys never waits for a straggler (with epsilon1 = epsilon2 G has infinite mean, spec §4.4).
+``vmap`` over keys never waits for a straggler (with epsilon1 = epsilon2 G has infinite mean).
 
 The comparison is centred, ``nu_i - nu >= (c - f_i) + (T - c)`` with ``c = floor(T)``, so integer
 counts stay exact for n up to 2**31. A halting index beyond ``cap`` is truncated to ``cap`` and
@@ -40,7 +45,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax import noise as noise_lib
-from dpjax.quantiles.unbounded_bins import Counts
 
 BLOCK = 256
 NEAR_BLOCK = 16
@@ -85,7 +89,7 @@ def _literal_blocks(key, count_at, start, stop, nu_threshold, base, frac, scale2
     return lax.while_loop(cond, body, (jnp.int32(0), jnp.int32(-1)))[1]
 
 
-def _thinning(key, counts: Counts, start, stop, nu_threshold, base, frac, scale2, rate2, *, noise, dtype):
+def _thinning(key, counts, start, stop, nu_threshold, base, frac, scale2, rate2, *, noise, dtype):
     """Halting query in [start, a_end) by thinning, or -1; returns ``(found, a_end)`` where
     ``a_end`` is the first query (<= stop) whose halting probability exceeds 1/2."""
     f = counts.f
@@ -130,7 +134,7 @@ def _tail(key, nu_threshold, base, frac, n_counted, stop, rate2, *, noise, dtype
 
 def halting_index(
     key,
-    counts: Counts | None,
+    counts,
     threshold,
     epsilon1,
     epsilon2,
@@ -148,8 +152,10 @@ def halting_index(
 
     Args:
       key: a ``jax.random`` key.
-      counts: the tabulated counts (required by ``method="fast"``); or ``None`` with ``count_at``,
-        ``n_counted`` and ``tail_start`` given (counts computed on the fly, e.g. per recursion node).
+      counts: the tabulated counts, any object with fields ``f`` (the int32 counts, non-decreasing),
+        ``n_counted`` and ``tail_start`` such as :class:`dpjax.quantiles.unbounded_bins.Counts`
+        (required by ``method="fast"``); or ``None`` with ``count_at``, ``n_counted`` and
+        ``tail_start`` given (counts computed on the fly, e.g. per recursion node).
       threshold: T = q*n as a pair ``(c, T - c)``: an int32 ``c = floor(T)`` and its float remainder
         (may be traced, so one compiled kernel serves every q and n); see :func:`split_threshold`.
       epsilon1, epsilon2: privacy parameters of the threshold and of each query (sensitivity 1):

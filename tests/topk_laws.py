@@ -13,8 +13,6 @@ An outcome of Algorithms 1/5 is a tuple of item ids, ending with ``BOTTOM`` when
 import itertools
 import math
 
-import pytest
-
 BOTTOM = -1
 
 
@@ -96,27 +94,10 @@ def hockey_stick(p, q, eps):
     return sum(max(0.0, v - factor * q.get(o, 0.0)) for o, v in p.items())
 
 
-def test_laws_sum_to_one():
-    for law in (
-        limited_domain_law([3, 1, 4, 1, 5], 3, 4, 0.7, 0.1),
-        limited_domain_law([3, 1, 4, 1, 5], 2, 3, 0.7, 0.1, strict=True, max_contributions=1),
-        limited_domain_law([2, 2], 2, 3, 1.0, 0.3),
-        private_kbar_law([9, 7, 7, 2, 1, 0], 2, 4, 0.5, 0.05),
-        fixed_threshold_law([9, 7, 7, 2, 1, 0], 3, 0.5, 0.05),
-    ):
-        assert sum(law.values()) == pytest.approx(1.0, abs=1e-12)
-        assert min(law.values()) >= 0
-
-
-def test_spec_example_bottom_first():
-    # Spec §9.3.3: h = [10, 9, 9, 7], h_(kbar+1) = 6, k = 2, eps = 0.7, delta = 0.2: 17 outcomes.
-    law = limited_domain_law([10, 9, 9, 7, 6], 2, 4, 0.7, 0.2)
-    assert len(law) == 17
-    assert law[(BOTTOM,)] == pytest.approx(0.53653, abs=5e-6)
-
-
-def test_flat_histogram_bottom_first():
-    # Spec §6: all counts equal => P[first = ⊥] = 1 / (1 + kbar delta e^-eps / min(Delta, kbar)).
-    eps, delta, kbar = 0.5, 0.01, 5
-    law = limited_domain_law([4] * 8, 2, kbar, eps, delta, max_contributions=2)
-    assert law[(BOTTOM,)] == pytest.approx(1 / (1 + kbar * delta * math.exp(-eps) / 2), rel=1e-12)
+def neighbour_pairs(d, max_contributions=None, values=range(3)):
+    """Every h in values^d with every h + 1_U, 1 <= |U| <= Delta."""
+    cap = d if max_contributions is None else max_contributions
+    for h in itertools.product(values, repeat=d):
+        for size in range(1, cap + 1):
+            for users_items in itertools.combinations(range(d), size):
+                yield list(h), [c + (i in users_items) for i, c in enumerate(h)]

@@ -1,5 +1,10 @@
 """DELIBERATELY BROKEN mechanisms — negative controls for the audit tests. NEVER use them on data.
 
+They live in ``tests/`` (a test helper module, not part of the package): a user audits their own
+mechanism with :func:`dpjax.audit.audit` and calibrates the audit's false-alarm rate on the exactly
+attained :mod:`dpjax.audit.reference` mechanisms; only the audit's own tests need mechanisms known to
+be wrong.
+
 Each function below is a known-wrong variant of a correct mechanism (its correct counterpart is in
 :mod:`dpjax.audit.reference` or the library) and claims the correct mechanism's epsilon. The audit
 suite (``tests/test_audit_suite.py``) checks that :func:`dpjax.audit.audit` refutes every claim

@@ -1,6 +1,6 @@
-"""UQE halting-index laws (Durfee 2023): Lemma 3.3 (Gumbel), the quadrature law (Exponential and
-Laplace, spec §6 O3), the overshoot tail (spec §4.4, O12), sampler agreement (O14) and the exact
-privacy ratio on neighbouring data (O5)."""
+"""dpjax.svt.monotone_halting, the AboveThreshold engine of UQE (Durfee 2023): halting-index laws by
+Lemma 3.3 (Gumbel) and by quadrature (Exponential and Laplace), the overshoot tail, agreement of the
+samplers and the exact privacy ratio on neighbouring data."""
 
 import functools
 import math
@@ -12,7 +12,7 @@ import pytest
 from scipy import integrate, special, stats
 
 from dpjax.quantiles.unbounded_bins import Counts, cumulative_counts, log_beta
-from dpjax.quantiles.unbounded_halting import halting_index, split_threshold
+from dpjax.svt.monotone_halting import halting_index, split_threshold
 
 TRIALS = 20_000
 CAP = 2000  # one static cap for every test, so compiled kernels are shared
