@@ -100,6 +100,26 @@ def constrain_leading(x, layout):
     return jax.lax.with_sharding_constraint(x, sharding)
 
 
+def sum_over_shards(fn, layout, x, *replicated):
+    """``fn(x, *replicated)`` for an ``fn`` additive over the leading axis of ``x`` (a histogram, a
+    count): each device applies ``fn`` to its own block of ``x`` (``shard_map`` over ``layout``,
+    :func:`leading_axes`) and the results are summed over the devices (``psum``; exact for integers,
+    a different order of summation for floats). The result is replicated."""
+    mesh, axes = layout
+
+    def local(block, *rest):
+        return jax.tree.map(lambda a: lax.psum(a, axes), fn(block, *rest))
+
+    return jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(PartitionSpec(axes), *(PartitionSpec(),) * len(replicated)),
+        out_specs=PartitionSpec(),
+        axis_names=set(axes),
+        check_vma=False,  # also evaluated eagerly (ensure_compile_time_eval), where pvary cannot run
+    )(constrain_leading(x, layout), *replicated)
+
+
 def _explicit_mesh(tree):
     """The mesh and explicit axes of the first array leaf of ``tree`` placed on a mesh with explicit axes."""
     for leaf in jax.tree.leaves(tree):
