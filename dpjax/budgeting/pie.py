@@ -40,19 +40,28 @@ dist^2``), whatever the stopping time (Thm 4.4); eliminated users are charged on
 analyst's decisions use only releases and public parameters: the raw data enter only
 :func:`_user_release`.
 
-Noise, chunking and compaction: the Gaussian of user ``i`` in round ``j`` is drawn (through
-:mod:`dpjax.noise`) from ``fold_in(fold_in(key, j), i)``: it depends only on the key, the round and
-the user's index. Rounds are element-wise over users except two exact reductions (the active count
-and, for PIE-k, ``U_k``, merged from per-chunk top-k), so ``chunk_size`` (which only bounds the
-per-round working memory) never changes the result. Noise is drawn for active users only: whenever
-the active set falls to a quarter of the working set, the active users are gathered into a smaller
-static working set (n, n/4, n/16, ... down to 2048), so late rounds cost what their survivors cost.
+Noise, chunking and compaction: the Gaussian of user ``i`` in round ``j`` depends only on the key,
+the round and the user's index: with threefry keys (JAX's default) its four random words are
+``threefry2x32(fold_in(key, j), (i, 0))`` and ``(i, 1)``, mapped by
+:func:`dpjax.noise.gaussian_from_words` (the law of ``noise.gaussian``'s tail-exact mode); other key
+implementations draw them from ``fold_in(fold_in(key, j), i)``. Rounds are element-wise over users
+except two exact reductions (the active count and, for PIE-k, ``U_k``, the k-th smallest upper
+end), so ``chunk_size`` (users whose noise words are drawn at once: it bounds the temporaries) and
+the sharding never change the result. Noise is drawn for active users only: the active users are
+gathered into smaller static working sets (n, n/4, then halves down to 2048) once the next one can
+hold them, so late rounds cost what their survivors cost.
+
+Many devices: users sharded evenly along a mesh axis (explicit axes under ``jit``, or any concrete
+sharded array) run the rounds per device with ``shard_map``: each device keeps the state and the
+working sets of its own users, and the devices exchange only the active count (``psum``), the
+largest per-device active count (``pmax``: when to compact) and PIE-k's k smallest upper ends.
+Results equal one device's for the same key (integers bit for bit, floats within 1 ulp).
 
 Memory: per user and query (float32), the inputs ``4 d + 4`` bytes (data and allotment), the state
-and outputs ``4 d`` (mean) + 4 (estimate) + 4 (half-width) + 1 (status) + 2 (rounds), plus the
-compacted working sets (at most a quarter of that again) and one chunk of noise temporaries: XLA's
-compiled memory analysis gives about 43 bytes per user in distance mode and 56 in 2-D point mode at
-n = 10^6 (``benchmarks/bench_budgeting.py``).
+and outputs ``4 d`` (mean) + 4 (estimate) + 4 (half-width) + 1 (status) + 2 (rounds), the round's
+noise ``4 d``, plus the compacted working sets and one chunk of noise words: XLA's compiled memory
+analysis gives about 40 bytes per user in distance mode at n = 10^6 (c = 4), divided by the device
+count when the users are sharded (``benchmarks/sharded_memory.py``).
 """
 
 from __future__ import annotations
