@@ -1,14 +1,21 @@
-"""Compiled memory per device of the heavy kernels on 1, 2, 4, 8 virtual CPU devices (issue 17).
+"""Memory per device and time of the heavy kernels on 1, 2, 4, 8 virtual CPU devices (issue 17).
 
-Compiles only (abstract sharded inputs, nothing is allocated), so sizes beyond the machine's RAM can
-be measured. Per device: arguments + temporaries + outputs from ``compiled.memory_analysis()``.
+Memory: compiled only (abstract sharded inputs, nothing is allocated), so sizes beyond the machine's
+RAM can be measured. Per device: arguments + temporaries + outputs from ``compiled.memory_analysis()``.
+Memory is that of a call under ``jit`` on abstract inputs: with automatic axes the sharding is not
+in the traced type, so it shows XLA's partitioning (an eager call on concrete data reads the layout
+from the data and splits like explicit axes). Time (explicit axes): one eager call, compiled
+beforehand, on real sharded data of the ``--time-*`` sizes; the virtual devices share the machine's
+cores, so time shows the overhead of splitting, not a speed-up.
 
     python benchmarks/sharded_memory.py [--users 1e8] [--values 1e9] [--items 1e8] [--trials 1e7]
+        [--time-users 1e7] [--time-values 1e8] [--time-items 1e7] [--time-trials 1e5] [--out FILE.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 
@@ -22,6 +29,7 @@ from dpjax import budgeting, quantiles, topk
 from dpjax.studies import runner
 
 KEY = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+DEVICES = (1, 2, 4, 8)
 
 
 def per_device(compiled) -> float:
@@ -29,56 +37,92 @@ def per_device(compiled) -> float:
     return (m.argument_size_in_bytes + m.temp_size_in_bytes + m.output_size_in_bytes) / 2**20
 
 
-def sharded(n: int, mesh, dtype=jnp.float32):
-    return jax.ShapeDtypeStruct((n,), dtype, sharding=NamedSharding(mesh, PartitionSpec("d")))
-
-
 def mc_trial(key, x):
     return topk.limited_domain(key, x, k=5, kbar=10, epsilon=1.0, delta=1e-6)
 
 
+# name: (function of (key, sharded data), what the data are, trailing data shape, data generator)
 CASES = {
-    "budgeting.pie_ni": lambda n: (
-        lambda key, d: budgeting.pie_ni(key, d, 1.0, c=4, beta0=0.1, nu_low=-1.0, nu_high=1.0), "users"),
-    "quantiles.unbounded (UQE)": lambda n: (lambda key, x: quantiles.unbounded(key, x, 0.5, 1.0), "values"),
-    "topk.limited_domain": lambda n: (
-        lambda key, c: topk.limited_domain(key, c, k=10, kbar=20, epsilon=1.0, delta=1e-6), "items"),
+    "budgeting.pie_ni (distance mode, c=4)": (
+        lambda key, d: budgeting.pie_ni(key, d, 1.0, c=4, beta0=0.1, nu_low=-1.0, nu_high=1.0),
+        "users", (), jax.random.normal),
+    "quantiles.unbounded (UQE binning)": (
+        lambda key, x: quantiles.unbounded(key, x, 0.5, 1.0), "values", (), jax.random.normal),
+    "topk.limited_domain (top-k, unknown domain)": (
+        lambda key, c: topk.limited_domain(key, c, k=10, kbar=20, epsilon=1.0, delta=1e-6), "items", (),
+        lambda key, shape: jnp.floor(1000 * jax.random.uniform(key, shape))),
 }
+
+
+def mesh_of(devices: int, axis_type):
+    return jax.make_mesh((devices,), ("d",), (axis_type,), devices=jax.devices()[:devices])
+
+
+def timed(fn, *args) -> float:
+    jax.block_until_ready(fn(*args))  # compile
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    return time.perf_counter() - start
+
+
+def time_call(fn, make, shape, sharding) -> float:
+    """One eager call of ``fn`` on concrete data of ``shape`` made by ``make``, sharded by ``sharding``."""
+    x = jax.jit(lambda k: make(k, shape), out_shardings=sharding)(jax.random.key(1))
+    return timed(fn, jax.random.key(0), x)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=float, default=1e8)
-    parser.add_argument("--values", type=float, default=1e9)
-    parser.add_argument("--items", type=float, default=1e8)
-    parser.add_argument("--trials", type=float, default=1e7)
+    for name, default in (("users", 1e8), ("values", 1e9), ("items", 1e8), ("trials", 1e7)):
+        parser.add_argument(f"--{name}", type=float, default=default)
+    for name, default in (("users", 1e7), ("values", 1e8), ("items", 1e7), ("trials", 1e5)):
+        parser.add_argument(f"--time-{name}", type=float, default=default)
     parser.add_argument("--chunk", type=int, default=2**16, help="Monte Carlo trials per compiled call")
+    parser.add_argument("--out", help="also write the table to this Markdown file")
     args = parser.parse_args()
-    sizes = {"users": int(args.users), "values": int(args.values), "items": int(args.items)}
-    print("| kernel | size | axes | 1 | 2 | 4 | 8 | (MiB per device; compile s at 8) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, case in CASES.items():
-        fn, what = case(0)
-        n = sizes[what]
+    lines = [
+        "| kernel | memory at | time at | axes | " + " | ".join(f"{d} dev." for d in DEVICES) + " |",
+        "|---|---|---|---|" + "---|" * len(DEVICES),
+    ]
+
+    def emit(line):
+        print(line, flush=True)
+        lines.append(line)
+
+    for line in lines:
+        print(line)
+    for name, (fn, what, trailing, make) in CASES.items():
+        n, n_time = int(getattr(args, what)), int(getattr(args, f"time_{what}"))
         for kind, axis_type in (("explicit", AxisType.Explicit), ("auto", AxisType.Auto)):
             cells = []
-            for devices in (1, 2, 4, 8):
-                mesh = jax.make_mesh((devices,), ("d",), (axis_type,), devices=jax.devices()[:devices])
-                start = time.perf_counter()
+            for devices in DEVICES:
+                mesh = mesh_of(devices, axis_type)
+                sharding = NamedSharding(mesh, PartitionSpec("d"))
+                data = jax.ShapeDtypeStruct((n, *trailing), jnp.float32, sharding=sharding)
                 try:
-                    cells.append(f"{per_device(jax.jit(fn).lower(KEY, sharded(n, mesh)).compile()):.0f}")
+                    memory = per_device(jax.jit(fn).lower(KEY, data).compile())
+                    cell = f"{memory:.0f} MiB"
+                    if kind == "explicit":
+                        cell += f", {time_call(fn, make, (n_time, *trailing), sharding):.2f} s"
+                    cells.append(cell)
                 except Exception as error:  # recorded in the table
                     cells.append(type(error).__name__)
-                seconds = time.perf_counter() - start
-            print(f"| {name} | {n:.0e} {what} | {kind} | {' | '.join(cells)} | {seconds:.1f} |", flush=True)
+            emit(f"| {name} | {n:.0e} {what} | {n_time:.0e} | {kind} | " + " | ".join(cells) + " |")
     x = jnp.zeros(1000, jnp.float32)  # a 1000-item histogram per trial
     cells = []
-    for devices in (1, 2, 4, 8):
-        mesh = jax.make_mesh((devices,), ("d",), devices=jax.devices()[:devices])
+    for devices in DEVICES:
+        mesh = mesh_of(devices, AxisType.Explicit)
         chunk = runner._chunk_runner(mc_trial, args.chunk, mesh)
-        cells.append(f"{per_device(chunk.lower(jax.random.key(0), jnp.uint32(0), (x,)).compile()):.1f}")
-    print(f"| Monte Carlo (topk.limited_domain) | {args.trials:.0e} trials, chunk {args.chunk} | mesh | "
-          f"{' | '.join(cells)} | |")
+        memory = per_device(chunk.lower(jax.random.key(0), jnp.uint32(0), (x,)).compile())
+        study = functools.partial(runner.monte_carlo, mc_trial, jax.random.key(0), int(args.time_trials),
+                                  args=(x,), chunk_size=args.chunk, mesh=mesh)
+        seconds = timed(study)
+        cells.append(f"{memory:.1f} MiB, {seconds:.2f} s")
+    emit(f"| Monte Carlo (topk.limited_domain, 1000 items) | chunk of {args.chunk} (any number of trials) | "
+         f"{args.time_trials:.0e} trials | mesh | " + " | ".join(cells) + " |")
+    if args.out:
+        with open(args.out, "w") as out:
+            out.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

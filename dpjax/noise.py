@@ -133,10 +133,36 @@ def gaussian(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax
         return scale * jax.random.normal(key, shape, dtype)
     radius_key, angle_key = jax.random.split(key)
     negative, w = _sign_and_half_uniform(radius_key, shape, dtype)
-    radius = jnp.sqrt(-2 * jnp.log(2 * w))
     angle = jax.random.uniform(angle_key, shape, dtype, maxval=jnp.pi / 2)
-    z = radius * lax.cos(angle)
-    return scale * jnp.where(negative, -z, z)
+    return scale * _box_muller(negative, w, angle)
+
+
+def _box_muller(negative, w, angle):
+    """``±sqrt(2E) cos(angle)`` with ``E = -log(2W)`` (Exp(1): 2W is uniform on (0, 1]) and
+    ``angle`` uniform on [0, pi/2): a standard Gaussian, tail-exact to about 9.4 sigma."""
+    z = jnp.sqrt(-2 * jnp.log(2 * w)) * lax.cos(angle)
+    return jnp.where(negative, -z, z)
+
+
+def gaussian_from_words(words, dtype) -> jax.Array:
+    """Standard Gaussians (``mode="high"``'s law) from uint32 words ``[4, ...]``, one variate per
+    position of ``words[0]``.
+
+    Words 0 and 1 give the sign and W (:func:`sign_and_half_uniform_from_bits`); words 2 and 3 the
+    angle, uniform on [0, pi/2) with the dtype's full precision (the top ``nmant + 1`` of their 64
+    bits, exact in ``dtype``). For counter-based callers that draw many variates from one hash each
+    (e.g. one threefry block per user and round in :mod:`dpjax.budgeting.pie`).
+    """
+    dtype = _float_dtype(dtype)
+    negative, w = sign_and_half_uniform_from_bits(words[0], words[1], dtype)
+    bits = jnp.finfo(dtype).nmant + 1
+    if bits <= 32:
+        u = (words[2] >> (32 - bits)).astype(dtype)
+    else:
+        high = words[2].astype(dtype) * jnp.asarray(2.0 ** (bits - 32), dtype)
+        u = high + (words[3] >> (64 - bits)).astype(dtype)
+    u = u * jnp.asarray(2.0**-bits, dtype)
+    return _box_muller(negative, w, u * jnp.asarray(jnp.pi / 2, dtype))
 
 
 SAMPLERS = {"laplace": laplace, "gumbel": gumbel, "exponential": exponential, "gaussian": gaussian}

@@ -66,6 +66,60 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     return top, jnp.take_along_axis(indices, positions, axis=-1)
 
 
+def leading_axes(x) -> tuple | None:
+    """``(mesh, axes)``: the mesh axes that shard ``x``'s leading axis into equal blocks, or ``None``.
+
+    Read from the value's type for a traced value (mesh axes of explicit type only) and from its
+    placement for a concrete array (explicit or automatic axes); ``None`` when the leading axis is
+    not sharded, spans one device, or does not split evenly. Hashable: a static kernel option.
+    """
+    if isinstance(x, jax.core.Tracer):
+        sharding = jax.typeof(x).sharding
+    else:
+        sharding = getattr(x, "sharding", None)
+    spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+    if not spec or spec[0] is None or jnp.ndim(x) == 0:
+        return None
+    axes = spec[0] if isinstance(spec[0], tuple) else (spec[0],)
+    devices = 1
+    for axis in axes:
+        devices *= mesh.shape[axis]
+    if devices == 1 or x.shape[0] % devices:
+        return None
+    return mesh, axes
+
+
+def constrain_leading(x, layout):
+    """``x`` laid out with its leading axis over ``layout``'s mesh axes (``reshard`` on explicit axes,
+    a sharding constraint on automatic ones)."""
+    mesh, axes = layout
+    sharding = NamedSharding(mesh, PartitionSpec(axes))
+    explicit = set(getattr(mesh, "explicit_axes", ()) or ())
+    if explicit.issuperset(axes):
+        return jax.sharding.reshard(x, sharding)
+    return jax.lax.with_sharding_constraint(x, sharding)
+
+
+def sum_over_shards(fn, layout, x, *replicated):
+    """``fn(x, *replicated)`` for an ``fn`` additive over the leading axis of ``x`` (a histogram, a
+    count): each device applies ``fn`` to its own block of ``x`` (``shard_map`` over ``layout``,
+    :func:`leading_axes`) and the results are summed over the devices (``psum``; exact for integers,
+    a different order of summation for floats). The result is replicated."""
+    mesh, axes = layout
+
+    def local(block, *rest):
+        return jax.tree.map(lambda a: lax.psum(a, axes), fn(block, *rest))
+
+    return jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(PartitionSpec(axes), *(PartitionSpec(),) * len(replicated)),
+        out_specs=PartitionSpec(),
+        axis_names=set(axes),
+        check_vma=False,  # also evaluated eagerly (ensure_compile_time_eval), where pvary cannot run
+    )(constrain_leading(x, layout), *replicated)
+
+
 def _explicit_mesh(tree):
     """The mesh and explicit axes of the first array leaf of ``tree`` placed on a mesh with explicit axes."""
     for leaf in jax.tree.leaves(tree):

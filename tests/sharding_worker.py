@@ -32,7 +32,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
 
-from dpjax import additive, selection  # noqa: E402
+from dpjax import additive, budgeting, quantiles, selection, topk  # noqa: E402
 from dpjax.studies import runner  # noqa: E402
 
 KEY = jax.random.key(17)
@@ -140,7 +140,33 @@ def monte_carlo(devices: int, memory: bool = True) -> dict:
             analysis = compiled.memory_analysis()
             memory[n] = analysis.temp_size_in_bytes + analysis.output_size_in_bytes
     results["memory"] = memory
+    results["kernels"] = kernel_memory(devices)
     return results
+
+
+# The heavy kernels whose memory per device must fall as 1/devices: (call, data size).
+HEAVY = {
+    "budgeting.pie_ni": (
+        lambda key, d: budgeting.pie_ni(key, d, 1.0, c=2, beta0=0.1, nu_low=-1.0, nu_high=1.0), 2**15),
+    "quantiles.unbounded": (lambda key, x: quantiles.unbounded(key, x, 0.5, 1.0), 2**20),
+    "topk.limited_domain": (lambda key, c: topk.limited_domain(key, c, k=4, kbar=8, epsilon=1.0, delta=1e-6),
+                            2**20),
+}
+
+
+def kernel_memory(devices: int) -> dict:
+    """Compiled memory per device (arguments + temporaries + outputs) of the heavy kernels under
+    ``jit`` on data sharded over 1 and ``devices`` devices (explicit axes; nothing is allocated)."""
+    key = jax.ShapeDtypeStruct((), KEY.dtype)
+    out = {}
+    for name, (fn, n) in HEAVY.items():
+        out[name] = {}
+        for count in (1, devices):
+            mesh = jax.make_mesh((count,), ("d",), (AxisType.Explicit,), devices=jax.devices()[:count])
+            data = jax.ShapeDtypeStruct((n,), jnp.float32, sharding=NamedSharding(mesh, PartitionSpec("d")))
+            m = jax.jit(fn).lower(key, data).compile().memory_analysis()
+            out[name][count] = m.argument_size_in_bytes + m.temp_size_in_bytes + m.output_size_in_bytes
+    return out
 
 
 def top_k(devices: int) -> dict:

@@ -129,3 +129,18 @@ def test_bad_arguments():
         noise.sample("cauchy", key, (2,))
     with pytest.raises(ValueError, match="dtype"):
         noise.laplace(key, (2,), dtype=jnp.int32)
+
+
+def test_gaussian_from_words_reaches_the_tail_and_is_standard_normal(x64):
+    """The counter-based map (PIE's per-user noise): sign and W from words 0-1 (W down to 2^-64,
+    so |Z| reaches sqrt(2 log 2^64) = 9.42), the angle on [0, pi/2) from words 2-3."""
+    for dtype in (np.float32, np.float64):
+        words = np.zeros((4, 3), np.uint32)
+        words[0, 2] = 2**31  # the sign bit
+        words[2, 1] = 2**31  # angle pi/4
+        z = np.asarray(noise.gaussian_from_words(jnp.asarray(words), dtype), np.float64)
+        assert noise.gaussian_from_words(jnp.asarray(words), dtype).dtype == dtype
+        radius = np.sqrt(2 * 64 * np.log(2))
+        np.testing.assert_allclose(z, [radius, radius * np.sqrt(0.5), -radius], rtol=1e-5)
+        words = jnp.asarray(jax.random.bits(jax.random.key(5), (4, 20000), jnp.uint32))
+        assert stats.kstest(np.asarray(noise.gaussian_from_words(words, dtype)), "norm").pvalue > 1e-4

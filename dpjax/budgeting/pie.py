@@ -40,19 +40,28 @@ dist^2``), whatever the stopping time (Thm 4.4); eliminated users are charged on
 analyst's decisions use only releases and public parameters: the raw data enter only
 :func:`_user_release`.
 
-Noise, chunking and compaction: the Gaussian of user ``i`` in round ``j`` is drawn (through
-:mod:`dpjax.noise`) from ``fold_in(fold_in(key, j), i)``: it depends only on the key, the round and
-the user's index. Rounds are element-wise over users except two exact reductions (the active count
-and, for PIE-k, ``U_k``, merged from per-chunk top-k), so ``chunk_size`` (which only bounds the
-per-round working memory) never changes the result. Noise is drawn for active users only: whenever
-the active set falls to a quarter of the working set, the active users are gathered into a smaller
-static working set (n, n/4, n/16, ... down to 2048), so late rounds cost what their survivors cost.
+Noise, chunking and compaction: the Gaussian of user ``i`` in round ``j`` depends only on the key,
+the round and the user's index: with threefry keys (JAX's default) its four random words are
+``threefry2x32(fold_in(key, j), (i, 0))`` and ``(i, 1)``, mapped by
+:func:`dpjax.noise.gaussian_from_words` (the law of ``noise.gaussian``'s tail-exact mode); other key
+implementations draw them from ``fold_in(fold_in(key, j), i)``. Rounds are element-wise over users
+except two exact reductions (the active count and, for PIE-k, ``U_k``, the k-th smallest upper
+end), so ``chunk_size`` (users whose noise words are drawn at once: it bounds the temporaries) and
+the sharding never change the result. Noise is drawn for active users only: the active users are
+gathered into smaller static working sets (n, n/4, then halves down to 2048) once the next one can
+hold them, so late rounds cost what their survivors cost.
+
+Many devices: users sharded evenly along a mesh axis (explicit axes under ``jit``, or any concrete
+sharded array) run the rounds per device with ``shard_map``: each device keeps the state and the
+working sets of its own users, and the devices exchange only the active count (``psum``), the
+largest per-device active count (``pmax``: when to compact) and PIE-k's k smallest upper ends.
+Results equal one device's for the same key (integers bit for bit, floats within 1 ulp).
 
 Memory: per user and query (float32), the inputs ``4 d + 4`` bytes (data and allotment), the state
-and outputs ``4 d`` (mean) + 4 (estimate) + 4 (half-width) + 1 (status) + 2 (rounds), plus the
-compacted working sets (at most a quarter of that again) and one chunk of noise temporaries: XLA's
-compiled memory analysis gives about 43 bytes per user in distance mode and 56 in 2-D point mode at
-n = 10^6 (``benchmarks/bench_budgeting.py``).
+and outputs ``4 d`` (mean) + 4 (estimate) + 4 (half-width) + 1 (status) + 2 (rounds), the round's
+noise ``4 d``, plus the compacted working sets and one chunk of noise words: XLA's compiled memory
+analysis gives about 40 bytes per user in distance mode at n = 10^6 (c = 4), divided by the device
+count when the users are sharded (``benchmarks/sharded_memory.py``).
 """
 
 from __future__ import annotations
@@ -65,6 +74,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend.random import threefry_2x32
+from jax.sharding import PartitionSpec
 
 from dpjax import noise, sharded
 from dpjax.accounting import ZCDP
@@ -101,21 +112,60 @@ class PIEResult(NamedTuple):
     active_counts: jax.Array
 
 
+def _user_words(round_key, users, count: int) -> jax.Array:
+    """uint32 words (count, len(users)); user i's (column i) depend only on ``round_key`` and i.
+
+    Threefry keys (JAX's default): words ``b`` and ``count/2 + b`` of user i are
+    ``threefry2x32(round_key, (i, b))``, one hash per two words. Other key implementations:
+    ``bits(fold_in(round_key, i), count)``.
+    """
+    if str(jax.random.key_impl(round_key)) != "threefry2x32":
+        bits = jax.vmap(lambda i: jax.random.bits(jax.random.fold_in(round_key, i), (count,), jnp.uint32))
+        return bits(users).T
+    blocks = -(-count // 2)
+    m = users.shape[0]
+    keypair = jax.random.key_data(round_key)
+    counters = jnp.concatenate([jnp.tile(users, blocks), jnp.repeat(jnp.arange(blocks, dtype=jnp.uint32), m)])
+    return threefry_2x32((keypair[0], keypair[1]), counters).reshape(2 * blocks, m)[:count]
+
+
 def _user_gaussians(round_key, users, dshape, dtype, mode):
-    """Standard Gaussians (len(users), *dshape): user i's from ``fold_in(round_key, i)``."""
-    return jax.vmap(
-        lambda i: noise.gaussian(jax.random.fold_in(round_key, i), dshape, 1.0, dtype, mode=mode)
-    )(users)
+    """Standard Gaussians (len(users), *dshape): user i's depend only on ``round_key`` and i.
+
+    ``mode="high"``: :func:`dpjax.noise.gaussian_from_words` on 4 words per coordinate from
+    :func:`_user_words`; ``mode="low"``: ``jax.random.normal`` from ``fold_in(round_key, i)``.
+    """
+    if mode == "low":
+        return jax.vmap(
+            lambda i: noise.gaussian(jax.random.fold_in(round_key, i), dshape, 1.0, dtype, mode=mode)
+        )(users)
+    coords = int(np.prod(dshape, dtype=np.int64))
+    words = _user_words(round_key, users, 4 * coords).reshape(4, coords, users.shape[0])
+    return noise.gaussian_from_words(jnp.swapaxes(words, 1, 2).reshape(4, users.shape[0], *dshape), dtype)
 
 
 def user_noise(key, round_index: int, n: int, dshape=(), dtype=None, mode: str = "high") -> jax.Array:
     """The (n, *dshape) standard Gaussians PIE uses for users 0..n-1 in round ``round_index`` (0-based).
 
-    User i's noise in round j comes from ``fold_in(fold_in(key, j), i)``: it depends on nothing
-    else (not on n, the chunking or which other users are still active). Exposed for audits.
+    User i's noise in round j depends only on the key, j and i (:func:`_user_gaussians` with the
+    round key ``fold_in(key, j)``): not on n, the chunking, the sharding or which other users are
+    still active. Exposed for audits.
     """
     users = jnp.arange(n, dtype=jnp.uint32)
     return _user_gaussians(jax.random.fold_in(key, round_index), users, tuple(dshape), dtype, mode)
+
+
+def _chunked(fn, x, chunk: int):
+    """``fn(x)`` for an element-wise ``fn`` of the leading axis, computed ``chunk`` rows at a time (a
+    scan, then the remainder): bounds the temporaries (the noise's random words) to one chunk."""
+    size = x.shape[0]
+    cs = min(chunk, max(size // 2, 1))
+    main = size - size % cs
+    if main == cs and main == size:
+        return fn(x)
+    _, out = lax.scan(lambda _, rows: (None, fn(rows)), None, x[:main].reshape(main // cs, cs, *x.shape[1:]))
+    out = out.reshape(main, *out.shape[2:])
+    return out if main == size else jnp.concatenate([out, fn(x[main:])])
 
 
 def _user_release(x, r_round, z):
@@ -129,10 +179,10 @@ def _expand(mask, like):
 
 
 def _analyst_round(v, rq, m, e, s, rd, *, j, wj, cj, lam, nu, score, k):
-    """Analyst side of one round for a chunk: sees the releases ``v`` and public parameters only.
+    """Analyst side of one round over a working set: sees the releases ``v`` and public parameters only.
 
     Updates the running mean ``m``, estimate ``e``, status ``s`` and rounds ``rd`` of the active
-    users; returns the new state and (PIE-k) the chunk's k smallest upper ends.
+    users; returns the new state and (PIE-k) the working set's k smallest upper ends.
     """
     active = s == ACTIVE
     m = jnp.where(_expand(active, m), m + wj * (v - m), m)
@@ -148,24 +198,13 @@ def _analyst_round(v, rq, m, e, s, rd, *, j, wj, cj, lam, nu, score, k):
     return (m, e, s, rd), -lax.top_k(-upper, min(k, upper.shape[0]))[0]
 
 
-def keep_k_smallest(estimate, half_width, active, k: int):
-    """PIE-k's elimination rule (Algorithm 5, lines 8-14) in vectorised form.
-
-    Keeps ``{i active : est_i - h_i <= U_k}`` with ``U_k`` the k-th smallest upper end ``est + h``
-    among the active users (needs more than k active). Equivalent to the literal rule "the k smallest
-    upper ends plus every interval meeting the k-th one's interval", ties included: a user whose
-    interval lies wholly left of ``I_{t_k}`` has an upper end below ``U_k`` and is one of the k.
-    """
-    upper = jnp.where(active, estimate + half_width, jnp.inf)
-    u_k = -lax.top_k(-upper, k)[0][k - 1]
-    return active & (estimate - half_width <= u_k)
-
-
 def _levels(n: int, floor: int) -> list[int]:
-    """Static sizes of the compacted working sets: n, then about a quarter at a time."""
-    caps = [n]
-    while caps[-1] // 4 >= max(MIN_LEVEL, floor):
-        caps.append(caps[-1] // 4)
+    """Static sizes of the compacted working sets: n, n/4, then half the previous one at a time (the
+    first compaction reads all n users; the later ones read the smaller working sets)."""
+    caps, step = [n], 4
+    while caps[-1] // step >= max(MIN_LEVEL, floor):
+        caps.append(caps[-1] // step)
+        step = 2
     return caps
 
 
@@ -188,15 +227,40 @@ def _plan(c: int, split: str = "even", chunk_size: int | None = None, noise_mode
     return Plan(c, split, chunk, noise_mode)
 
 
-@functools.partial(jax.jit, static_argnames=("score_fn", "k", "plan"))
-@sharded.auto_axes
-def _pie_kernel(key, data, r, nu, beta0, score_params=None, *, score_fn=None, k=None, plan: Plan):
-    """The PIE kernel on validated inputs: ``data`` and ``r`` (n,) in one float dtype, ``nu`` (2,)
-    and ``beta0`` in that dtype, ``k=None`` for PIE-NI. The applications call it inside their own
-    jit-compiled kernels, so that a call with concrete parameters runs the same compiled code as a
-    call under ``vmap`` (bit-identical results)."""
+class _Fixed(NamedTuple):
+    """What the rounds over a working set read and never change."""
+
+    data: jax.Array  # (m, *dshape) the users' data: read by the user side only
+    r: jax.Array  # (m,) allotments
+    users: jax.Array  # (m,) uint32 global user indices: the noise streams
+
+
+class _Work(NamedTuple):
+    """The per-user state of a working set, updated by every round."""
+
+    mean: jax.Array  # (m, *dshape) weighted mean of the releases
+    estimate: jax.Array  # (m,) running estimate g
+    status: jax.Array  # (m,) int8 status code
+    rounds: jax.Array  # (m,) int16 rounds released in
+
+
+class _Loop(NamedTuple):
+    """The carry of the round loop."""
+
+    j: jax.Array  # int32, rounds run so far
+    active: jax.Array  # int32 |G_j| over all users (every shard)
+    local: jax.Array  # int32 active users of this shard's working set (= active on one device)
+    counts: jax.Array  # (c,) int32 |G_{j-1}| of each executed round
+    work: _Work
+
+
+def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Plan, axes, devices: int):
+    """PIE on the users of one shard (``axes``: the mesh axes the users are split over, inside
+    ``shard_map``) or on all users (``axes=None``). Rounds are element-wise over users; the shards
+    meet only in the active count (``psum``), the level decisions (``pmax``) and PIE-k's ``U_k``
+    (the shards' k smallest upper ends, gathered)."""
     c, split, chunk, noise_mode = plan
-    n = r.shape[0]
+    block = r.shape[0]
     dtype = data.dtype
     dshape = data.shape[1:]
     point = score_fn is not None
@@ -207,89 +271,117 @@ def _pie_kernel(key, data, r, nu, beta0, score_params=None, *, score_fn=None, k=
     weight = jnp.asarray(running_mean_weights(cum64), dtype)
     log_c_over_beta = jnp.log(jnp.asarray(c, dtype)) - jnp.log(beta0)  # beta0: a dtype scalar
     stop_at = 0 if k is None else k
+    if axes is None:
+        offset, total, largest = jnp.uint32(0), (lambda a: a), (lambda a: a)
+    else:
+        offset = (lax.axis_index(axes) * block).astype(jnp.uint32)
+        total = functools.partial(lax.psum, axis_name=axes)
+        largest = functools.partial(lax.pmax, axis_name=axes)
 
     def score(m):
         return score_fn(m, score_params) if point else m
 
-    def one_round(j, nact, fixed, work):
-        """Round j over a working set: ``fixed = (x, r, users)`` (data, allotments, global indices)
-        stays out of the loop carry; ``work = (mean, est, status, rounds)`` is updated."""
+    def one_round(j, nact, fixed: _Fixed, work: _Work) -> _Work:
+        """Round j over a working set (``nact`` = |G_{j-1}| over all users)."""
         lam = tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(nact.astype(dtype)))
         fj, wj, cj = frac[j], weight[j], cum[j + 1]
         rkey = jax.random.fold_in(key, j)
-        size = fixed[1].shape[0]
-        cs = min(chunk, size)
-        n_chunks = -(-size // cs)
+        z = _chunked(lambda ids: _user_gaussians(rkey, ids, dshape, dtype, noise_mode), fixed.users, chunk)
+        v = _user_release(fixed.data, fixed.r * fj, z)  # user side
+        work, best = _analyst_round(v, fixed.r, *work, j=j, wj=wj, cj=cj, lam=lam, nu=nu, score=score, k=k)
+        work = _Work(*work)
+        if k is None:
+            return work
+        if best.shape[0] < k:  # a working set of fewer than k users
+            best = jnp.concatenate([best, jnp.full((k - best.shape[0],), jnp.inf, dtype)])
+        if axes is not None:  # U_k over all users: the k smallest of every shard's k smallest
+            best = -lax.top_k(-lax.all_gather(best, axes, tiled=True), k)[0]
+        active = work.status == ACTIVE
+        h = lam * lax.rsqrt(2 * jnp.where(active, fixed.r * cj, 1))
+        return work._replace(status=jnp.where(active & (work.estimate - h > best[k - 1]), S0, work.status))
 
-        def chunk_round(q, work, best):
-            # the last chunk is shifted back to fit; users already done in chunk q-1 are masked out
-            start = jnp.minimum(q * cs, size - cs)
-            x, rq, ids, m, e, s, rd = (lax.dynamic_slice_in_dim(a, start, cs) for a in (*fixed, *work))
-            fresh = start + jnp.arange(cs) >= q * cs
-            s_masked = jnp.where(fresh, s, OUT).astype(jnp.int8)
-            v = _user_release(x, rq * fj, _user_gaussians(rkey, ids, dshape, dtype, noise_mode))  # user side
-            (m2, e2, s2, rd2), cand = _analyst_round(
-                v, rq, m, e, s_masked, rd, j=j, wj=wj, cj=cj, lam=lam, nu=nu, score=score, k=k
-            )
-            s2 = jnp.where(fresh, s2, s).astype(jnp.int8)
-            new = [
-                lax.dynamic_update_slice_in_dim(a, b, start, 0)
-                for a, b in zip(work, (m2, e2, s2, rd2), strict=True)
-            ]
-            if k is not None:
-                best = -lax.top_k(-jnp.concatenate([best, cand]), k)[0]
-            return tuple(new), best
+    def run_level(caps, fixed: _Fixed, loop: _Loop) -> _Loop:
+        """Rounds over a working set of ``caps[0]`` users while the next level cannot hold every
+        shard's active users; then (if rounds remain) the active users are gathered into a working
+        set of ``caps[1]``, run there, and scattered back."""
+        next_cap = caps[1] if len(caps) > 1 else -1
 
-        best = jnp.full((0 if k is None else k,), jnp.inf, dtype)
-        if n_chunks == 1:
-            work, best = chunk_round(0, work, best)
-        else:
-            work, best = lax.fori_loop(0, n_chunks, lambda q, wb: chunk_round(q, *wb), (work, best))
-        m, e, s, rd = work
-        if k is not None:
-            active = s == ACTIVE
-            h = lam * lax.rsqrt(2 * jnp.where(active, fixed[1] * cj, 1))
-            s = jnp.where(active & (e - h > best[k - 1]), S0, s).astype(jnp.int8)
-        return (m, e, s, rd)
+        def cond(loop: _Loop):
+            return (loop.j < c) & (loop.active > stop_at) & (largest(loop.local) > next_cap)
+
+        def body(loop: _Loop) -> _Loop:
+            work = one_round(loop.j, loop.active, fixed, loop.work)
+            local = jnp.sum(work.status == ACTIVE, dtype=jnp.int32)
+            return _Loop(loop.j + 1, total(local), local, loop.counts.at[loop.j].set(loop.active), work)
+
+        loop = lax.while_loop(cond, body, loop)
+        if len(caps) == 1:
+            return loop
+
+        def deeper(loop: _Loop) -> _Loop:
+            size = fixed.r.shape[0]
+            idx = jnp.nonzero(loop.work.status == ACTIVE, size=caps[1], fill_value=size)[0]
+
+            def take(a, fill=0):
+                return a.at[idx].get(mode="fill", fill_value=fill)
+
+            inner = _Fixed(*(take(a) for a in fixed))
+            work = loop.work._replace(status=take(loop.work.status, OUT))
+            work = work._replace(mean=take(work.mean), estimate=take(work.estimate), rounds=take(work.rounds))
+            out = run_level(caps[1:], inner, loop._replace(work=work))
+            back = _Work(*(a.at[idx].set(b, mode="drop") for a, b in zip(loop.work, out.work, strict=True)))
+            return out._replace(work=back)
+
+        return lax.cond((loop.j < c) & (loop.active > stop_at), deeper, lambda loop: loop, loop)
 
     status = jnp.where(r > 0, ACTIVE, OUT).astype(jnp.int8)
-    state = [jnp.zeros_like(data), jnp.zeros(n, dtype), status, jnp.zeros(n, jnp.int16)]  # m, e, s, rd
-    j, nact, counts = jnp.int32(0), jnp.sum(status == ACTIVE, dtype=jnp.int32), jnp.zeros(c, jnp.int32)
-    caps = _levels(n, stop_at)
-    for level, cap in enumerate(caps):
-        next_cap = caps[level + 1] if level + 1 < len(caps) else -1
-        if level == 0:
-            fixed, work = (data, r, jnp.arange(n, dtype=jnp.uint32)), tuple(state)
-        else:  # compaction: gather the (at most cap) active users
-            idx = jnp.nonzero(state[2] == ACTIVE, size=cap, fill_value=n)[0]
-            gather = lambda a, fill=0, idx=idx: a.at[idx].get(mode="fill", fill_value=fill)  # noqa: E731
-            fixed = (gather(data), gather(r), idx.astype(jnp.uint32))
-            work = (gather(state[0]), gather(state[1]), gather(state[2], OUT), gather(state[3]))
+    work = _Work(jnp.zeros_like(data), jnp.zeros_like(r), status, jnp.zeros_like(r, jnp.int16))  # per shard
+    local = jnp.sum(status == ACTIVE, dtype=jnp.int32)
+    loop = _Loop(jnp.int32(0), total(local), local, jnp.zeros(c, jnp.int32), work)
+    fixed = _Fixed(data, r, offset + jnp.arange(block, dtype=jnp.uint32))
+    loop = run_level(_levels(block, -(-stop_at // devices)), fixed, loop)
 
-        def cond(carry, next_cap=next_cap):
-            j, nact = carry[0], carry[1]
-            return (j < c) & (nact > stop_at) & (nact > next_cap)
-
-        def body(carry, fixed=fixed):
-            j, nact, counts, work = carry
-            work = one_round(j, nact, fixed, work)
-            counts = counts.at[j].set(nact)
-            return j + 1, jnp.sum(work[2] == ACTIVE, dtype=jnp.int32), counts, work
-
-        j, nact, counts, work = lax.while_loop(cond, body, (j, nact, counts, work))
-        if level == 0:
-            state = list(work)
-        else:  # scatter the working set back (fill indices n are dropped)
-            state = [a.at[idx].set(w, mode="drop") for a, w in zip(state, work, strict=True)]
-
-    mean, est, status, rounds = state
+    mean, est, status, rounds = loop.work
+    counts = loop.counts
     last = jnp.maximum(rounds.astype(jnp.int32) - 1, 0)
-    lam_last = tail_radius_from_log(
-        d_eff, log_c_over_beta + jnp.log(jnp.maximum(counts[last], 1).astype(dtype))
-    )
+    lam_rounds = tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(jnp.maximum(counts, 1).astype(dtype)))
+    lam_last = lam_rounds[last]
     took_part = rounds > 0
     half = jnp.where(took_part, lam_last * lax.rsqrt(2 * jnp.where(took_part, r * cum[rounds], 1)), jnp.inf)
-    return PIEResult(status, rounds, mean, est, half, j, counts)
+    return PIEResult(status, rounds, mean, est, half, loop.j, counts)
+
+
+@functools.partial(jax.jit, static_argnames=("score_fn", "k", "plan", "layout"))
+def _pie_kernel(
+    key, data, r, nu, beta0, score_params=None, *, score_fn=None, k=None, plan: Plan, layout=None
+):
+    """The PIE kernel on validated inputs: ``data`` and ``r`` (n,) in one float dtype, ``nu`` (2,)
+    and ``beta0`` in that dtype, ``k=None`` for PIE-NI. The applications call it inside their own
+    jit-compiled kernels, so that a call with concrete parameters runs the same compiled code as a
+    call under ``vmap`` (bit-identical results).
+
+    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of the data,
+    also read from explicit-axis types under ``jit``): each device runs the rounds on its own users
+    (``shard_map``), so the per-user state, noise and compaction are split over the devices, and the
+    per-user outputs stay sharded. Otherwise XLA partitions the kernel (:func:`dpjax.sharded.auto_axes`).
+    """
+    options = dict(score_fn=score_fn, k=k, plan=plan)
+    layout = layout or sharded.leading_axes(data)
+    if layout is None:
+        run = sharded.auto_axes(functools.partial(_pie_rounds, axes=None, devices=1, **options))
+        return run(key, data, r, nu, beta0, score_params)
+    mesh, axes = layout
+    devices = int(np.prod([mesh.shape[a] for a in axes]))
+    users = PartitionSpec(axes)
+    run = jax.shard_map(
+        functools.partial(_pie_rounds, axes=axes, devices=devices, **options),
+        mesh=mesh,
+        in_specs=(PartitionSpec(), users, users, PartitionSpec(), PartitionSpec(), PartitionSpec()),
+        out_specs=PIEResult(users, users, users, users, users, PartitionSpec(), PartitionSpec()),
+        axis_names=set(axes),
+    )
+    data, r = sharded.constrain_leading(data, layout), sharded.constrain_leading(r, layout)
+    return run(key, data, r, nu, beta0, score_params)
 
 
 def _per_user(checks: Checks, rho, n: int, dtype) -> jax.Array:

@@ -46,15 +46,27 @@ def _eta(r, box, shift: bool):
     return eta_shift(r, 2 * box[1][0], 2 * box[1][1]).astype(r.dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("point", "shift", "plan"))
-@sharded.auto_axes
-def _count_kernel(key, x, r, box, beta0, *, point, shift, plan):
+@functools.partial(jax.jit, static_argnames=("point", "shift", "plan", "layout"))
+def _count_kernel(key, x, r, box, beta0, *, point, shift, plan, layout):
+    """Users sharded evenly over mesh axes (``layout``): PIE runs per shard (see
+    :func:`dpjax.budgeting.pie._pie_kernel`) and the count is a sum over shards; otherwise XLA
+    partitions the kernel."""
+    if layout is None:
+        body = sharded.auto_axes(functools.partial(_count, point=point, shift=shift, plan=plan, layout=None))
+        return body(key, x, r, box, beta0)
+    return _count(key, x, r, box, beta0, point=point, shift=shift, plan=plan, layout=layout)
+
+
+def _count(key, x, r, box, beta0, *, point, shift, plan, layout):
+    if layout is not None:
+        x, r = sharded.constrain_leading(x, layout), sharded.constrain_leading(r, layout)
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = _pie_kernel(key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan)
+        res = _pie_kernel(key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan, layout=layout)
         inside = res.estimate < 0
     else:
-        res = _pie_kernel(key, box_signed_distance(x, box), r, nu, beta0, plan=plan)
+        scores = box_signed_distance(x, box)
+        res = _pie_kernel(key, scores, r, nu, beta0, plan=plan, layout=layout)
         inside = res.mean < _eta(r, box, shift)
     count = jnp.sum(res.status == S1, dtype=jnp.int32) + jnp.sum(
         (res.status == ACTIVE) & inside, dtype=jnp.int32
@@ -120,7 +132,8 @@ def range_count(
     x, box = _box(checks, x, center, half_widths)
     beta0 = _beta0(checks, beta0, x.dtype)
     r = _per_user(checks, rho, x.shape[0], x.dtype)
-    result = _count_kernel(key, x, r, box, beta0, point=mode == "point", shift=shift, plan=static)
+    point, layout = mode == "point", sharded.leading_axes(x)
+    result = _count_kernel(key, x, r, box, beta0, point=point, shift=shift, plan=static, layout=layout)
     return checks.guard(result)
 
 

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax import sharded
 from dpjax.accounting import Neighbors, PureDP, compose
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded_bins import (
@@ -179,7 +180,9 @@ def tabulate(x, lower, beta, g: Grid, dtype, *, negate: bool = False, sums: bool
         size = g.static_cap + 1
     context = jax.ensure_compile_time_eval() if concrete else contextlib.nullcontext()
     with context:
-        counts = cumulative_counts(x, lower, g.log_b, g.cap, size=size, dtype=dtype, negate=negate)
+        counts = cumulative_counts(
+            x, lower, g.log_b, g.cap, size=size, dtype=dtype, negate=negate, layout=sharded.leading_axes(x)
+        )
         prefix = prefix_sums(x, lower, g.log_b, g.cap, size=size, dtype=dtype) if sums else None
     return counts, prefix
 

@@ -106,16 +106,29 @@ def _slots(x, lower, log_b, cap, size: int, dtype, negate: bool):
     return jnp.where(b >= cap, size, b + 1)
 
 
-@functools.partial(jax.jit, static_argnames=("size", "dtype", "negate"))
-@sharded.auto_axes
-def cumulative_counts(x, lower, log_b, cap, *, size: int, dtype, negate: bool = False) -> Counts:
+def _histogram(x, lower, log_b, cap, *, size: int, dtype, negate: bool) -> jax.Array:
+    """int32 ``[size]``: the number of points in each histogram slot (see :func:`_slots`)."""
+    slot = _slots(x, lower, log_b, cap, size, dtype, negate)
+    return jnp.zeros(size, jnp.int32).at[slot].add(1, mode="drop")
+
+
+@functools.partial(jax.jit, static_argnames=("size", "dtype", "negate", "layout"))
+def cumulative_counts(x, lower, log_b, cap, *, size: int, dtype, negate: bool = False, layout=None) -> Counts:
     """The cumulative counts ``f_0..f_{size-1}`` of ``z = x - lower`` (or ``-x - lower`` with ``negate``),
     computed in ``dtype``; one compiled O(n) pass.
 
     ``size`` must exceed every counted point's bin + 1 or equal ``cap + 1`` (see :func:`static_size`).
+    Points sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of ``x``,
+    also read from explicit-axis types under ``jit``) are binned by their device into a local
+    histogram, and the histograms are summed (``psum``, exact in int32); otherwise XLA partitions
+    the binning.
     """
-    slot = _slots(x, lower, log_b, cap, size, dtype, negate)
-    hist = jnp.zeros(size, jnp.int32).at[slot].add(1, mode="drop")
+    histogram = functools.partial(_histogram, size=size, dtype=dtype, negate=negate)
+    layout = layout or sharded.leading_axes(x)
+    if layout is None:
+        hist = sharded.auto_axes(histogram)(x, lower, log_b, cap)
+    else:
+        hist = sharded.sum_over_shards(histogram, layout, x, lower, log_b, cap)
     f = jnp.cumsum(hist, dtype=jnp.int32)
     n_counted = f[-1]
     tail_start = jnp.searchsorted(f, n_counted, side="left").astype(jnp.int32)
