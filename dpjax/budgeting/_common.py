@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax
 from jax import lax
 
-from dpjax.budgeting.pie import _user_release, user_noise
+from dpjax.budgeting.pie import user_noise, user_release
 from dpjax.validation import Checks, check_choice, float_dtype
 
 MODES = ("point", "distance")
@@ -25,7 +25,7 @@ def baseline_release(key, data, r, noise_mode: str = "high"):
     compilation and not in another (e.g. under ``vmap`` over ``r``), a 1-ulp difference that would
     break "same key, same result" between a concrete and a traced ``rho``."""
     z = lax.optimization_barrier(user_noise(key, 0, data.shape[0], data.shape[1:], data.dtype, noise_mode))
-    return _user_release(data, r, z)
+    return user_release(data, r, z)
 
 
 def points(checks: Checks, x) -> jax.Array:

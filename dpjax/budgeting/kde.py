@@ -23,7 +23,16 @@ import numpy as np
 from dpjax import sharded
 from dpjax.budgeting._common import baseline_release, check_mode, points, query_point
 from dpjax.budgeting.geometry import distance_to
-from dpjax.budgeting.pie import ACTIVE, S0, PIEResult, _beta0, _per_user, _pie_kernel, _plan, pie_guarantee
+from dpjax.budgeting.pie import (
+    ACTIVE,
+    S0,
+    PIEResult,
+    check_allotments,
+    check_beta0,
+    check_plan,
+    pie_guarantee,
+    pie_kernel,
+)
 from dpjax.validation import Checks
 
 ELIMINATED_BIAS = float(np.exp(-18.0))  # exp(-(6b)^2 / (2 b^2))
@@ -45,10 +54,10 @@ def _kernel(dist, b):
 def _kde_kernel(key, x, r, p, b, beta0, *, point, plan):
     nu = jnp.stack([jnp.asarray(-jnp.inf, x.dtype), 6 * b])  # S_0: len_p > 6b
     if point:
-        res = _pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan)
+        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan)
         dist = res.estimate
     else:
-        res = _pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan)
+        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan)
         dist = res.mean
     survivors = res.status == ACTIVE
     total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + ELIMINATED_BIAS * jnp.sum(res.status == S0)
@@ -102,11 +111,11 @@ def kde(
       >>> a, res = kde(jax.random.key(0), x, 1e-2, jnp.zeros(2), bandwidth=50.0, c=4, beta0=0.025)
     """
     check_mode(mode)
-    static = _plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x, p, b = _inputs(checks, x, p, bandwidth)
-    beta0 = _beta0(checks, beta0, x.dtype)
-    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    beta0 = check_beta0(checks, beta0, x.dtype)
+    r = check_allotments(checks, rho, x.shape[0], x.dtype)
     result = _kde_kernel(key, x, r, p, b, beta0, point=mode == "point", plan=static)
     return checks.guard(result)
 
@@ -121,7 +130,7 @@ def kde_baseline(key, x, rho, p, *, bandwidth: float, mode: str = "point", noise
     check_mode(mode)
     checks = Checks()
     x, p, b = _inputs(checks, x, p, bandwidth)
-    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    r = check_allotments(checks, rho, x.shape[0], x.dtype)
     return checks.guard(_baseline_kernel(key, x, r, p, b, point=mode == "point", noise_mode=noise_mode))
 
 

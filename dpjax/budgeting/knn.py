@@ -22,7 +22,15 @@ import jax.numpy as jnp
 from dpjax import sharded
 from dpjax.budgeting._common import baseline_release, check_mode, points, query_point
 from dpjax.budgeting.geometry import distance_to
-from dpjax.budgeting.pie import ACTIVE, PIEResult, _beta0, _per_user, _pie_kernel, _plan, pie_guarantee
+from dpjax.budgeting.pie import (
+    ACTIVE,
+    PIEResult,
+    check_allotments,
+    check_beta0,
+    check_plan,
+    pie_guarantee,
+    pie_kernel,
+)
 from dpjax.validation import Checks, check_int
 
 
@@ -37,9 +45,9 @@ def _smallest(scores, eligible, k):
 def _knn_kernel(key, x, r, p, beta0, *, point, k, plan):
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = _pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan)
+        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan)
     else:
-        res = _pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan)
+        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan)
     return _smallest(res.estimate, res.status == ACTIVE, k), res
 
 
@@ -94,13 +102,13 @@ def knn(
       (5,)
     """
     check_mode(mode)
-    static = _plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x = points(checks, x)
     p = query_point(checks, x, p)
     k = check_int(k, "k", minimum=1, maximum=x.shape[0])
-    beta0 = _beta0(checks, beta0, x.dtype)
-    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    beta0 = check_beta0(checks, beta0, x.dtype)
+    r = check_allotments(checks, rho, x.shape[0], x.dtype)
     return checks.guard(_knn_kernel(key, x, r, p, beta0, point=mode == "point", k=k, plan=static))
 
 
@@ -116,7 +124,7 @@ def knn_baseline(key, x, rho, p, *, k: int, mode: str = "distance", noise_mode: 
     x = points(checks, x)
     p = query_point(checks, x, p)
     k = check_int(k, "k", minimum=1, maximum=x.shape[0])
-    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    r = check_allotments(checks, rho, x.shape[0], x.dtype)
     return checks.guard(_baseline_kernel(key, x, r, p, point=mode == "point", k=k, noise_mode=noise_mode))
 
 

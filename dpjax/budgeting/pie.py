@@ -38,7 +38,7 @@ releases of user ``i`` cost at most ``r_i`` in CGP (``r_i``-CGP, i.e. ``D_alpha 
 dist^2``), whatever the stopping time (Thm 4.4); eliminated users are charged only
 ``r_i cumfrac[e_i]`` for the ``e_i`` rounds they released in, and keep the rest as savings. The
 analyst's decisions use only releases and public parameters: the raw data enter only
-:func:`_user_release`.
+:func:`user_release`.
 
 Noise, chunking and compaction: the Gaussian of user ``i`` in round ``j`` depends only on the key,
 the round and the user's index: with threefry keys (JAX's default) its four random words are
@@ -168,7 +168,7 @@ def _chunked(fn, x, chunk: int):
     return out if main == size else jnp.concatenate([out, fn(x[main:])])
 
 
-def _user_release(x, r_round, z):
+def user_release(x, r_round, z):
     """User side: ``x + Z/sqrt(2 r)``: the only function that sees raw data."""
     scale = lax.rsqrt(2 * jnp.where(r_round > 0, r_round, 1))
     return x + z * scale.reshape(scale.shape + (1,) * (z.ndim - scale.ndim))
@@ -218,7 +218,7 @@ class Plan(NamedTuple):
     noise_mode: str
 
 
-def _plan(c: int, split: str = "even", chunk_size: int | None = None, noise_mode: str = "high") -> Plan:
+def check_plan(c: int, split: str = "even", chunk_size: int | None = None, noise_mode: str = "high") -> Plan:
     """Validates the static options of a PIE run (eagerly: they fix shapes and loop structure)."""
     c = check_int(c, "c", minimum=1)
     check_choice(noise_mode, "noise_mode", ("high", "low"))
@@ -287,7 +287,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
         fj, wj, cj = frac[j], weight[j], cum[j + 1]
         rkey = jax.random.fold_in(key, j)
         z = _chunked(lambda ids: _user_gaussians(rkey, ids, dshape, dtype, noise_mode), fixed.users, chunk)
-        v = _user_release(fixed.data, fixed.r * fj, z)  # user side
+        v = user_release(fixed.data, fixed.r * fj, z)  # user side
         work, best = _analyst_round(v, fixed.r, *work, j=j, wj=wj, cj=cj, lam=lam, nu=nu, score=score, k=k)
         work = _Work(*work)
         if k is None:
@@ -352,7 +352,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
 
 
 @functools.partial(jax.jit, static_argnames=("score_fn", "k", "plan", "layout"))
-def _pie_kernel(
+def pie_kernel(
     key, data, r, nu, beta0, score_params=None, *, score_fn=None, k=None, plan: Plan, layout=None
 ):
     """The PIE kernel on validated inputs: ``data`` and ``r`` (n,) in one float dtype, ``nu`` (2,)
@@ -384,7 +384,7 @@ def _pie_kernel(
     return run(key, data, r, nu, beta0, score_params)
 
 
-def _per_user(checks: Checks, rho, n: int, dtype) -> jax.Array:
+def check_allotments(checks: Checks, rho, n: int, dtype) -> jax.Array:
     """Per-user allotments: a scalar > 0 (everyone) or an (n,) array >= 0 (0 = not in G_0).
 
     Concrete values are checked eagerly; traced ones are recorded in ``checks``.
@@ -397,7 +397,7 @@ def _per_user(checks: Checks, rho, n: int, dtype) -> jax.Array:
     return r.astype(dtype)
 
 
-def _beta0(checks: Checks, beta0, dtype) -> jax.Array:
+def check_beta0(checks: Checks, beta0, dtype) -> jax.Array:
     """The failure probability ``beta0`` in (0, 1) as a ``dtype`` scalar (eager or recorded)."""
     return jnp.asarray(checks.probability(beta0, "beta0", open_low=True, open_high=True), dtype)
 
@@ -406,8 +406,8 @@ def _prepare(checks: Checks, data, rho, beta0, *, point: bool, score_params):
     """Validates PIE's own inputs (before any randomness): (data, r, beta0) in the data's dtype."""
     data = checks.array(data, "data", ndim=2 if point else 1)
     dtype = float_dtype(data)
-    beta0 = _beta0(checks, beta0, dtype)
-    r = _per_user(checks, rho, data.shape[0], dtype)
+    beta0 = check_beta0(checks, beta0, dtype)
+    r = check_allotments(checks, rho, data.shape[0], dtype)
     for leaf in jax.tree.leaves(score_params):
         checks.array(leaf, "score_params", ndim=None, allow_empty=True, finite=False)
     return data.astype(dtype), r, beta0
@@ -494,11 +494,11 @@ def pie_ni(
     """
     checks = Checks()
     nu_low, nu_high = _thresholds(checks, nu_low, nu_high)
-    static = _plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     point = score_fn is not None
     data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     nu = jnp.stack([jnp.asarray(nu_low, data.dtype), jnp.asarray(nu_high, data.dtype)])
-    result = _pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, plan=static)
+    result = pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, plan=static)
     return checks.guard(result)
 
 
@@ -536,12 +536,12 @@ def pie_k(
       True
     """
     checks = Checks()
-    static = _plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     point = score_fn is not None
     data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     k = check_int(k, "k", minimum=1, maximum=data.shape[0])
     nu = jnp.zeros(2, data.dtype)
-    result = _pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, k=k, plan=static)
+    result = pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, k=k, plan=static)
     return checks.guard(result)
 
 

@@ -26,7 +26,16 @@ import jax.numpy as jnp
 from dpjax import sharded
 from dpjax.budgeting._common import baseline_release, check_mode, points
 from dpjax.budgeting.geometry import box_signed_distance, eta_shift
-from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, _beta0, _per_user, _pie_kernel, _plan, pie_guarantee
+from dpjax.budgeting.pie import (
+    ACTIVE,
+    S1,
+    PIEResult,
+    check_allotments,
+    check_beta0,
+    check_plan,
+    pie_guarantee,
+    pie_kernel,
+)
 from dpjax.validation import Checks
 
 
@@ -49,7 +58,7 @@ def _eta(r, box, shift: bool):
 @functools.partial(jax.jit, static_argnames=("point", "shift", "plan", "layout"))
 def _count_kernel(key, x, r, box, beta0, *, point, shift, plan, layout):
     """Users sharded evenly over mesh axes (``layout``): PIE runs per shard (see
-    :func:`dpjax.budgeting.pie._pie_kernel`) and the count is a sum over shards; otherwise XLA
+    :func:`dpjax.budgeting.pie.pie_kernel`) and the count is a sum over shards; otherwise XLA
     partitions the kernel."""
     if layout is None:
         body = sharded.auto_axes(functools.partial(_count, point=point, shift=shift, plan=plan, layout=None))
@@ -62,11 +71,11 @@ def _count(key, x, r, box, beta0, *, point, shift, plan, layout):
         x, r = sharded.constrain_leading(x, layout), sharded.constrain_leading(r, layout)
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = _pie_kernel(key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan, layout=layout)
+        res = pie_kernel(key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan, layout=layout)
         inside = res.estimate < 0
     else:
         scores = box_signed_distance(x, box)
-        res = _pie_kernel(key, scores, r, nu, beta0, plan=plan, layout=layout)
+        res = pie_kernel(key, scores, r, nu, beta0, plan=plan, layout=layout)
         inside = res.mean < _eta(r, box, shift)
     count = jnp.sum(res.status == S1, dtype=jnp.int32) + jnp.sum(
         (res.status == ACTIVE) & inside, dtype=jnp.int32
@@ -127,11 +136,11 @@ def range_count(
       ...                          jnp.array([100., 100.]), c=4, beta0=0.025)
     """
     check_mode(mode)
-    static = _plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x, box = _box(checks, x, center, half_widths)
-    beta0 = _beta0(checks, beta0, x.dtype)
-    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    beta0 = check_beta0(checks, beta0, x.dtype)
+    r = check_allotments(checks, rho, x.shape[0], x.dtype)
     point, layout = mode == "point", sharded.leading_axes(x)
     result = _count_kernel(key, x, r, box, beta0, point=point, shift=shift, plan=static, layout=layout)
     return checks.guard(result)
@@ -149,7 +158,7 @@ def range_count_baseline(
     check_mode(mode)
     checks = Checks()
     x, box = _box(checks, x, center, half_widths)
-    r = _per_user(checks, rho, x.shape[0], x.dtype)
+    r = check_allotments(checks, rho, x.shape[0], x.dtype)
     result = _baseline_kernel(key, x, r, box, point=mode == "point", shift=shift, noise_mode=noise_mode)
     return checks.guard(result)
 

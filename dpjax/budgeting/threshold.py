@@ -28,7 +28,7 @@ from dpjax import sharded
 from dpjax.accounting import ZCDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.budgeting._common import baseline_release
-from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, _beta0, _pie_kernel, _plan
+from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, check_beta0, check_plan, pie_kernel
 from dpjax.validation import Checks, check_epsilon, float_dtype
 
 
@@ -47,7 +47,7 @@ def _inputs(checks, count, rho, q, n_records):
 @sharded.auto_axes
 def _query_kernel(key, data, r, q, n_records, beta0, *, plan):
     thr = q * n_records
-    res = _pie_kernel(key, data, r, jnp.stack([thr, thr]), beta0, plan=plan)
+    res = pie_kernel(key, data, r, jnp.stack([thr, thr]), beta0, plan=plan)
     yes = (res.status[0] == S1) | ((res.status[0] == ACTIVE) & (res.mean[0] < thr))
     return yes.astype(jnp.int32), res
 
@@ -95,10 +95,10 @@ def threshold_query(
       >>> int(ans)
       1
     """
-    static = _plan(c, split, None, noise_mode)
+    static = check_plan(c, split, None, noise_mode)
     checks = Checks()
     data, r, q, n_records = _inputs(checks, count, rho, q, n_records)
-    beta0 = _beta0(checks, beta0, data.dtype)
+    beta0 = check_beta0(checks, beta0, data.dtype)
     return checks.guard(_query_kernel(key, data, r, q, n_records, beta0, plan=static))
 
 
