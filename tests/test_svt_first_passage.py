@@ -88,7 +88,7 @@ def _two_sample_pvalue(first, second, cells):
     table = np.stack([np.bincount(first, minlength=cells), np.bincount(second, minlength=cells)])
     big = table.sum(axis=0) >= 20
     table = np.concatenate([table[:, big], table[:, ~big].sum(axis=1, keepdims=True)], axis=1)
-    return stats.chi2_contingency(table).pvalue
+    return stats.chi2_contingency(table[:, table.sum(axis=0) > 0]).pvalue
 
 
 @pytest.mark.parametrize("noise", svt.NOISES)
@@ -190,3 +190,45 @@ def test_first_passage_checks_method_and_traced_budgets():
     options = {"noise": "gumbel", "method": "first_passage"}
     eager = svt.above_threshold(jax.random.key(0), queries, 2.0, 1.0, 1.0, **options)
     assert int(release(1.0)) == int(eager)  # a valid traced budget: the eager call's draw
+
+
+# ----------------------------------------------------------------------------- sparse vector with gap
+
+GAP_QUERIES = np.array([12.0, -3.0, 1.0, -20.0, 4.0, 0.0, 2.5, 30.0], np.float32)
+
+
+@functools.cache
+def _batched_gap(method):
+    def release(key, queries):
+        return svt.sparse_vector_with_gap(key, queries, 1.0, 2.0, k=2, method=method)
+
+    return jax.jit(jax.vmap(release, in_axes=(0, None)))
+
+
+def test_sparse_vector_with_gap_first_passage_equals_literal_in_law():
+    """The answers (two-sample chi-square on the pairs) and the released gaps (two-sample KS, per
+    answer slot and given the most frequent first answer) against the literal kernel, 40k releases
+    each, with queries far above (gap = c - T~ + Exp) and below (gap an Exp by memorylessness)."""
+    keys = jax.random.split(jax.random.key(50), 40_000)
+    fast = jax.tree.map(np.asarray, _batched_gap("first_passage")(keys, jnp.asarray(GAP_QUERIES)))
+    keys = jax.random.split(jax.random.key(51), 40_000)
+    literal = jax.tree.map(np.asarray, _batched_gap("literal")(keys, jnp.asarray(GAP_QUERIES)))
+    n = len(GAP_QUERIES)
+    assert (
+        _two_sample_pvalue(_pair_codes(fast.indices, n), _pair_codes(literal.indices, n), (n + 1) ** 2)
+        > P_MIN
+    )
+    for j in range(2):
+        a, b = fast.gaps[fast.indices[:, j] >= 0, j], literal.gaps[literal.indices[:, j] >= 0, j]
+        assert (a >= 0).all() and stats.ks_2samp(a, b).pvalue > P_MIN / 4
+    first = np.bincount(literal.indices[:, 0] + 1).argmax() - 1
+    a, b = fast.gaps[fast.indices[:, 0] == first, 0], literal.gaps[literal.indices[:, 0] == first, 0]
+    assert stats.ks_2samp(a, b).pvalue > P_MIN / 4
+    for field in ("units_used", "num_processed", "answer_branches"):
+        got = getattr(fast, field)
+        assert _two_sample_pvalue(np.ravel(got) + 1, np.ravel(getattr(literal, field)) + 1, n + 2) > P_MIN / 4
+    answers = (fast.indices >= 0).sum(axis=1)
+    np.testing.assert_array_equal(fast.units_used, 2 * answers)
+    np.testing.assert_array_equal((fast.branch == svt.BRANCH_MIDDLE).sum(axis=1), answers)
+    np.testing.assert_array_equal((fast.branch >= 0).sum(axis=1), fast.num_processed)
+    np.testing.assert_allclose(fast.epsilon_spent + fast.epsilon_left, 2.0, rtol=1e-6)

@@ -45,6 +45,39 @@ MECHANISMS = [
         guarantee=gumbel_above_threshold_guarantee,
         guarantee_args=("epsilon",),
     ),
+    *(
+        Mechanism(
+            name=f"svt.above_threshold[first_passage_{noise}]",
+            fn=svt.above_threshold,
+            data=QUERIES,
+            params=AT_PARAMS,
+            static={"noise": noise, "method": "first_passage"},
+            privacy=(*AT_PRIVACY, "sensitivity"),
+            guarantee=svt.above_threshold_guarantee,
+            guarantee_args=("epsilon1", "epsilon2", "noise"),
+        )
+        for noise in ("laplace", "exponential")
+    ),
+    Mechanism(
+        name="svt.sparse_vector[first_passage]",
+        fn=svt.sparse_vector,
+        data=QUERIES,
+        params=AT_PARAMS,
+        static={"c": 2, "method": "first_passage"},
+        privacy=AT_PRIVACY,
+        guarantee=svt.sparse_vector_guarantee,
+        guarantee_args=("epsilon1", "epsilon2", "c"),
+    ),
+    Mechanism(
+        name="svt.sparse_vector_with_gap[first_passage]",
+        fn=svt.sparse_vector_with_gap,
+        data=QUERIES,
+        params=GAP_PARAMS,
+        static={"k": 2, "method": "first_passage"},
+        privacy=GAP_PRIVACY,
+        guarantee=svt.sparse_vector_with_gap_guarantee,
+        guarantee_args=("epsilon", "k"),
+    ),
     Mechanism(
         name="svt.above_threshold",
         fn=svt.above_threshold,
