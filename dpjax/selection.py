@@ -387,6 +387,13 @@ def noisy_top_k_with_gap(
     ``g_i = v_i - v_{i+1}``. ``g_k`` is the gap to the best unselected candidate. The noisy values
     themselves are never released.
 
+    No fast sampler: the top-down construction behind ``gumbel_top_k(method="tree")`` needs the
+    max-stability of Gumbel noise (the max of a region is again Gumbel, with the region's
+    log-mass), which Laplace noise lacks (nor does Exponential noise have it). Only the Laplace
+    form of Theorem 2 is offered; with Gumbel noise the k + 1 largest values, hence the gaps, would
+    come out of the same tree (:func:`dpjax.gumbel_process.top_k` returns them). Under ``vmap``
+    over keys this kernel costs what :func:`gumbel_top_k` costs (about 1x at d = 10^6).
+
     Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2); see
     :func:`noisy_top_k_with_gap_guarantee`. Ties have probability zero only in exact arithmetic
     (Section 5.1 of the paper); prefer float64 (``jax_enable_x64``) for releases.
