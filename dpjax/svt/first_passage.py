@@ -126,33 +126,16 @@ def _thinning(noise: str, log_x):
     return log_a, -_LOG2, log_r - jnp.minimum(log_x, 0)
 
 
-def first_passage(key, tree: PassageTree, start, shift, noise: str) -> jax.Array:
-    """The first query ``i >= start`` that fires given the threshold noise ``shift = eta / b2``,
-    exactly in law (module docstring); ``n`` when none does. ``noise`` is static."""
+def candidate(key, tree: PassageTree, start, shift, noise: str):
+    """One step of the thinned passage from ``start`` (module docstring): the next candidate
+    ``index`` (``n`` when none) and whether it fires (always true for Gumbel noise)."""
     dtype = tree.log_mass.dtype
     leaves = tree.log_mass.shape[0] // 2
-    n = tree.size
     log_a, offset, _ = _thinning(noise, jnp.zeros((), dtype))
-
-    def candidate(t, start):
-        stop_exp, keep_exp = standard_exponential(jax.random.fold_in(key, t), (2,), dtype)
-        index = first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, shift + offset)
-        log_x = tree.top[leaves + jnp.minimum(index, n - 1)] - shift
-        return index, keep_exp >= _thinning(noise, log_x)[2]
-
-    if noise == "gumbel":
-        return candidate(0, start)[0]
-
-    def not_done(carry):
-        return ~carry[2]
-
-    def step(carry):
-        t, start, _ = carry
-        index, keep = candidate(t, start)
-        done = (index >= n) | keep
-        return t + 1, jnp.where(done, index, index + 1), done
-
-    return lax.while_loop(not_done, step, (jnp.int32(0), jnp.asarray(start, jnp.int32), jnp.bool_(False)))[1]
+    stop_exp, keep_exp = standard_exponential(key, (2,), dtype)
+    index = first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, shift + offset)
+    log_x = tree.top[leaves + jnp.minimum(index, tree.size - 1)] - shift
+    return index, keep_exp >= _thinning(noise, log_x)[2]
 
 
 def threshold_shift(key, noise: str, scale1, scale2, dtype) -> jax.Array:
@@ -162,27 +145,53 @@ def threshold_shift(key, noise: str, scale1, scale2, dtype) -> jax.Array:
     return noise_lib.sample(noise, key, (), scale1, dtype) / scale2
 
 
+class _Passages(NamedTuple):
+    run: jax.Array  # j, the run under way (count when all are done)
+    step: jax.Array  # candidates drawn so far in run j
+    start: jax.Array  # where run j's next search starts
+    shift: jax.Array  # run j's threshold noise in units of b2
+    indices: jax.Array  # (count,) answers so far, -1 padded
+    shifts: jax.Array  # (count,) the runs' threshold noises
+
+
 def halting_indices(key, units, scale1, scale2, *, noise: str, count: int, resample: bool = True):
     """The first ``count`` answers of sparse vector on ``units = (q - T) / b2`` (AboveThreshold when
     ``count == 1``), static ``noise``, ``count`` and ``resample``. Run ``j`` starts one past answer
     ``j - 1`` with a fresh threshold noise (``resample``: Dwork and Roth 2014, Algorithm 2) or with
     the first one (Lyu, Su and Li 2017, Algorithm 1). Returns the int32 indices ``(count,)``, -1
-    padded, and the threshold noises in units of ``b2``, ``(count,)``."""
+    padded, and the threshold noises in units of ``b2``, ``(count,)``.
+
+    One ``lax.while_loop`` draws one candidate per step and moves to the next run when the current
+    one ends, so under ``vmap`` the loop lasts as long as the slowest release's total number of
+    candidates (not the sum over runs of the slowest run). A run that finds no answer ends them all.
+    """
     tree = passage_tree(units)
     n = units.shape[0]
     dtype = units.dtype
     fixed_key = jax.random.fold_in(key, count)
     fixed = None if resample else threshold_shift(fixed_key, noise, scale1, scale2, dtype)
 
-    def run(j, carry):
-        start, indices, shifts = carry
-        threshold_key, passage_key = jax.random.split(jax.random.fold_in(key, j))
-        shift = threshold_shift(threshold_key, noise, scale1, scale2, dtype) if resample else fixed
-        index = first_passage(passage_key, tree, start, shift, noise)
-        found = index < n
-        indices = indices.at[j].set(jnp.where(found, index, -1))
-        return jnp.where(found, index + 1, n), indices, shifts.at[j].set(shift)
+    def step(state: _Passages) -> _Passages:
+        threshold_key, passage_key = jax.random.split(jax.random.fold_in(key, state.run))
+        fresh = threshold_shift(threshold_key, noise, scale1, scale2, dtype) if resample else fixed
+        shift = jnp.where(state.step == 0, fresh, state.shift)
+        index, keep = candidate(jax.random.fold_in(passage_key, state.step), tree, state.start, shift, noise)
+        none, done = index >= n, (index >= n) | keep
+        run = jnp.minimum(state.run, count - 1)
+        indices = state.indices.at[run].set(jnp.where(done & ~none, index, state.indices[run]))
+        shifts = state.shifts.at[run].set(shift)
+        return _Passages(
+            jnp.where(none, count, state.run + done.astype(jnp.int32)),
+            jnp.where(done, 0, state.step + 1),
+            index + 1,
+            shift,
+            indices,
+            shifts,
+        )
 
-    init = (jnp.int32(0), jnp.full((count,), -1, jnp.int32), jnp.zeros((count,), units.dtype))
-    _, indices, shifts = lax.fori_loop(0, count, run, init)
-    return indices, shifts
+    zero = jnp.int32(0)
+    init = _Passages(
+        zero, zero, zero, jnp.zeros((), dtype), jnp.full((count,), -1, jnp.int32), jnp.zeros((count,), dtype)
+    )
+    final = lax.while_loop(lambda state: state.run < count, step, init)
+    return final.indices, final.shifts
