@@ -144,7 +144,9 @@ def above_threshold(
         independent, so built once under ``vmap`` over keys), O(log n) per search: one search
         for Gumbel noise, ``1 + Geometric(1/2)`` on average for Laplace and Exponential (envelope
         and thinning, :mod:`dpjax.svt.first_passage`, which states its float error). Same law,
-        different random stream (static).
+        different random stream (static). Cost (jit, 2 loaded CPU cores): under ``vmap`` over
+        10^4 keys at 10^4 queries 0.5-6 us per release against about 500 us; one release costs
+        0.3-1.0x the literal kernel from 10 to 10^4 queries, so either method suits one release.
 
     The noise scales are computed in the working dtype (:func:`~dpjax.validation.float_dtype` of
     ``queries`` and ``threshold``), the same way for concrete and traced parameters.
