@@ -24,7 +24,6 @@ GAP_PARAMS = {
 GAP_PRIVACY = ("epsilon", "theta")
 
 
-
 def gumbel_above_threshold_first_passage(key, queries, threshold, epsilon, sensitivity):
     """Gumbel AboveThreshold needs ``epsilon1 == epsilon2``: one traced budget for both."""
     options = {"noise": "gumbel", "sensitivity": sensitivity, "method": "first_passage"}
