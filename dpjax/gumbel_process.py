@@ -56,6 +56,23 @@ class LogMassTree(NamedTuple):
     size: int  # d, the number of candidates (static)
 
 
+def heap(values: jax.Array, combine, fill) -> jax.Array:
+    """A complete binary heap over ``values`` padded with ``fill`` to ``D = 2^L`` leaves, O(d).
+
+    Entry ``n`` (1 <= n < D) is ``combine(entry 2n, entry 2n + 1)``, the leaves are entries
+    ``D .. 2D - 1`` and entry 0 is ``fill`` (unused). ``combine`` is elementwise and associative
+    (``jnp.logaddexp`` for log-masses, ``jnp.maximum`` for maxima).
+    """
+    d = values.shape[0]
+    leaves = 1 << max(0, math.ceil(math.log2(d)))
+    level = jnp.full(leaves, fill, values.dtype).at[:d].set(values)
+    levels = [level]
+    while level.shape[0] > 1:
+        level = combine(level[0::2], level[1::2])
+        levels.append(level)
+    return jnp.concatenate([jnp.full(1, fill, values.dtype), *reversed(levels)])
+
+
 def log_mass_tree(log_weights: jax.Array) -> LogMassTree:
     """Builds the log-mass heap for ``P(i) ∝ exp(log_weights[i])``, O(d).
 
@@ -65,20 +82,13 @@ def log_mass_tree(log_weights: jax.Array) -> LogMassTree:
     Returns:
       A :class:`LogMassTree` in the dtype of ``log_weights``.
     """
-    d = log_weights.shape[0]
-    leaves = 1 << max(0, math.ceil(math.log2(d)))
-    level = jnp.full(leaves, -jnp.inf, log_weights.dtype).at[:d].set(log_weights)
-    levels, splits = [level], []
-    while level.shape[0] > 1:
-        left, right = level[0::2], level[1::2]
-        delta = jnp.where(jnp.isneginf(left) & jnp.isneginf(right), 0, right - left)
-        splits.append(jnp.logaddexp(0, delta))
-        level = jnp.logaddexp(left, right)
-        levels.append(level)
+    log_mass = heap(log_weights, jnp.logaddexp, -jnp.inf)
+    leaves = log_mass.shape[0] // 2
+    left, right = log_mass[2 : 2 * leaves : 2], log_mass[3 : 2 * leaves : 2]
+    delta = jnp.where(jnp.isneginf(left) & jnp.isneginf(right), 0, right - left)
     unused = jnp.zeros(1, log_weights.dtype)
-    log_mass = jnp.concatenate([unused, *reversed(levels)])
-    split = jnp.concatenate([unused, *reversed(splits)])
-    return LogMassTree(log_mass, split, d)
+    split = jnp.concatenate([unused, jnp.logaddexp(0, delta)])
+    return LogMassTree(log_mass.at[0].set(0), split, log_weights.shape[0])
 
 
 def top_k(key, tree: LogMassTree, k: int) -> tuple[jax.Array, jax.Array]:

@@ -1,5 +1,7 @@
-"""Gumbel AboveThreshold by first passage (``method="first_passage"``): the halting law against Durfee's
-Lemma 3.3 (exact, float64) by chi-square, equality in law with the literal kernel, and bad input."""
+"""AboveThreshold and sparse vector by first passage (``method="first_passage"``): the halting law
+against Durfee's Lemma 3.3 (Gumbel, exact) and the 1-D quadrature oracle (Laplace, Exponential) by
+chi-square, sparse vector's law of the answer pairs (a product of halting laws from each restart),
+equality in law with the literal kernels on medium streams, and bad input."""
 
 import functools
 
@@ -9,7 +11,7 @@ import numpy as np
 import pytest
 from laws import P_MIN, chi_square_pvalue
 from scipy import stats
-from svt_laws import gumbel_halting_log_probabilities, halting_histogram
+from svt_laws import gumbel_halting_log_probabilities, halting_histogram, halting_law
 
 from dpjax import svt
 
@@ -24,17 +26,24 @@ CASES = {  # queries, threshold, epsilon
 }
 
 
+THINNED = ("laplace", "exponential")
+THINNED_CASES = ("mixed", "far_above", "far_below", "ties", "all_below")
+EPSILON1 = 0.6  # Laplace and Exponential: a threshold budget other than the query budget
+
+
 @functools.cache
-def _batched(method, epsilon):
+def _batched(method, epsilon, noise="gumbel", epsilon1=None):
+    epsilon1 = epsilon if epsilon1 is None else epsilon1
+
     def release(key, queries, threshold):
-        return svt.above_threshold(key, queries, threshold, epsilon, epsilon, noise="gumbel", method=method)
+        return svt.above_threshold(key, queries, threshold, epsilon1, epsilon, noise=noise, method=method)
 
     return jax.jit(jax.vmap(release, in_axes=(0, None, None)))
 
 
-def sample(method, queries, threshold, epsilon, seed, trials=TRIALS):
+def sample(method, queries, threshold, epsilon, seed, trials=TRIALS, noise="gumbel", epsilon1=None):
     keys = jax.random.split(jax.random.key(seed), trials)
-    return np.asarray(_batched(method, epsilon)(keys, jnp.asarray(queries), threshold))
+    return np.asarray(_batched(method, epsilon, noise, epsilon1)(keys, jnp.asarray(queries), threshold))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -53,22 +62,122 @@ def test_first_passage_halting_law_x64(x64):
     assert chi_square_pvalue(halting_histogram(got, len(queries)), probs) > P_MIN
 
 
-def test_first_passage_equals_literal_in_law():
-    """Two-sample chi-square (contingency table) on a 2000-query stream, halting indices pooled in
-    cells of expected count >= 20."""
-    queries = np.random.default_rng(3).normal(-4.0, 2.0, 2000).astype(np.float32)
-    fast = halting_histogram(sample("first_passage", queries, 1.0, 1.0, 43, 50_000), 2000)
-    literal = halting_histogram(sample("literal", queries, 1.0, 1.0, 44, 50_000), 2000)
-    table = np.stack([fast, literal])
+@pytest.mark.parametrize("noise", THINNED)
+@pytest.mark.parametrize("case", THINNED_CASES)
+def test_thinned_first_passage_halting_law(noise, case):
+    """Laplace and Exponential (envelope and thinning) against the quadrature oracle, including
+    queries far above (certain firing) and far below the threshold."""
+    queries, threshold, epsilon = CASES[case]
+    got = sample(
+        "first_passage", np.asarray(queries, np.float32), threshold, epsilon, 45, 50_000, noise, EPSILON1
+    )
+    assert got.dtype == np.int32 and got.min() >= -1 and got.max() < len(queries)
+    probs = halting_law(noise, queries, threshold, EPSILON1, epsilon)
+    assert chi_square_pvalue(halting_histogram(got, len(queries)), probs) > P_MIN
+
+
+@pytest.mark.parametrize("noise", THINNED)
+def test_thinned_first_passage_halting_law_x64(x64, noise):
+    queries, threshold, epsilon = CASES["mixed"]
+    got = sample("first_passage", np.asarray(queries), threshold, epsilon, 46, 50_000, noise, EPSILON1)
+    probs = halting_law(noise, queries, threshold, EPSILON1, epsilon)
+    assert chi_square_pvalue(halting_histogram(got, len(queries)), probs) > P_MIN
+
+
+def _two_sample_pvalue(first, second, cells):
+    """Chi-square of a 2 x cells contingency table, cells of total count < 20 pooled."""
+    table = np.stack([np.bincount(first, minlength=cells), np.bincount(second, minlength=cells)])
     big = table.sum(axis=0) >= 20
     table = np.concatenate([table[:, big], table[:, ~big].sum(axis=1, keepdims=True)], axis=1)
-    assert stats.chi2_contingency(table).pvalue > P_MIN
+    return stats.chi2_contingency(table[:, table.sum(axis=0) > 0]).pvalue
 
 
-def test_first_passage_refuses_other_noise_and_checks_traced_budgets():
+@pytest.mark.parametrize("noise", svt.NOISES)
+def test_first_passage_equals_literal_in_law(noise):
+    """Two-sample chi-square on a 1000-query stream, halting indices pooled in cells of count >= 20."""
+    queries = np.random.default_rng(3).normal(-4.0, 2.0, 1000).astype(np.float32)
+    epsilon1 = None if noise == "gumbel" else EPSILON1
+    fast = sample("first_passage", queries, 1.0, 1.0, 43, 20_000, noise, epsilon1)
+    literal = sample("literal", queries, 1.0, 1.0, 44, 20_000, noise, epsilon1)
+    assert _two_sample_pvalue(fast % 1001, literal % 1001, 1001) > P_MIN
+
+
+# ----------------------------------------------------------------------------- sparse vector
+
+
+def _sparse_pair_law(noise, queries, threshold, epsilon1, epsilon2):
+    """P(first two answers = (i, j)) of sparse vector with c = 2, the threshold redrawn after the
+    first answer: the halting law from 0 times the halting law from i + 1 (fresh noise), flattened
+    to cells ``(i + 1) * (n + 1) + (j + 1)`` with -1 for no answer."""
+    n = len(queries)
+    law = np.zeros((n + 1, n + 1))
+    first = halting_law(noise, queries, threshold, epsilon1, epsilon2)
+    law[0, 0] = first[n]
+    for i in range(n):
+        rest = (
+            halting_law(noise, queries[i + 1 :], threshold, epsilon1, epsilon2) if i + 1 < n else np.ones(1)
+        )
+        law[i + 1, 0] = first[i] * rest[-1]
+        law[i + 1, i + 2 :] = first[i] * rest[:-1]
+    return law.reshape(-1)
+
+
+def _pair_codes(indices, n):
+    return (indices[:, 0] + 1) * (n + 1) + (indices[:, 1] + 1)
+
+
+@functools.cache
+def _batched_sparse(method, noise, epsilon1, epsilon2, c):
+    def release(key, queries, threshold):
+        options = {"c": c, "noise": noise, "method": method}
+        return svt.sparse_vector(key, queries, threshold, epsilon1, epsilon2, **options)
+
+    return jax.jit(jax.vmap(release, in_axes=(0, None, None)))
+
+
+def sample_sparse(method, noise, queries, threshold, epsilon1, epsilon2, seed, trials, c=2):
+    keys = jax.random.split(jax.random.key(seed), trials)
+    return _batched_sparse(method, noise, epsilon1, epsilon2, c)(keys, jnp.asarray(queries), threshold)
+
+
+SPARSE_QUERIES = np.array([60.0, -1.0, 0.5, -30.0, 1.5, 0.0], np.float32)  # a first answer far above
+
+
+@pytest.mark.parametrize("noise", svt.NOISES)
+def test_sparse_vector_first_passage_pair_law(noise):
+    """The law of the first two answers, exactly: after an answer far above the threshold the next run
+    must see the following queries at full precision (no prefix sum through the big one)."""
+    epsilon1 = 0.9 if noise == "gumbel" else EPSILON1
+    result = sample_sparse("first_passage", noise, SPARSE_QUERIES, 0.5, epsilon1, 0.9, 47, 50_000)
+    n = len(SPARSE_QUERIES)
+    indices = np.asarray(result.indices)
+    assert indices.dtype == np.int32 and ((indices[:, 1] > indices[:, 0]) | (indices[:, 1] == -1)).all()
+    last = np.where(indices[:, 1] >= 0, indices[:, 1] + 1, n)
+    np.testing.assert_array_equal(np.asarray(result.num_processed), last)
+    np.testing.assert_array_equal(np.asarray(result.above).sum(axis=1), (indices >= 0).sum(axis=1))
+    probs = _sparse_pair_law(noise, SPARSE_QUERIES, 0.5, epsilon1, 0.9)
+    observed = np.bincount(_pair_codes(indices, n), minlength=(n + 1) ** 2)
+    assert chi_square_pvalue(observed, probs) > P_MIN
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("noise", svt.NOISES)
+def test_sparse_vector_first_passage_equals_literal_in_law(noise):
+    """c = 10 over 2000 queries: the marginal laws of answers 1, 5 and 10, two-sample chi-square."""
+    queries = np.random.default_rng(5).normal(-3.0, 2.5, 2000).astype(np.float32)
+    epsilon1 = 1.0 if noise == "gumbel" else EPSILON1
+    fast = sample_sparse("first_passage", noise, queries, 1.0, epsilon1, 1.0, 48, 10_000, c=10)
+    literal = sample_sparse("literal", noise, queries, 1.0, epsilon1, 1.0, 49, 10_000, c=10)
+    for j in (0, 4, 9):
+        first = np.asarray(fast.indices[:, j]) % 2001
+        second = np.asarray(literal.indices[:, j]) % 2001
+        assert _two_sample_pvalue(first, second, 2001) > P_MIN / 3
+
+
+def test_first_passage_checks_method_and_traced_budgets():
     queries = jnp.arange(5.0)
-    with pytest.raises(ValueError, match="first_passage"):
-        svt.above_threshold(jax.random.key(0), queries, 2.0, 1.0, 1.0, method="first_passage")
+    with pytest.raises(ValueError, match="method"):
+        svt.sparse_vector(jax.random.key(0), queries, 2.0, 1.0, 1.0, c=2, method="fast")
     with pytest.raises(ValueError, match="method"):
         svt.above_threshold(jax.random.key(0), queries, 2.0, 1.0, 1.0, noise="gumbel", method="fast")
 
@@ -82,3 +191,45 @@ def test_first_passage_refuses_other_noise_and_checks_traced_budgets():
     options = {"noise": "gumbel", "method": "first_passage"}
     eager = svt.above_threshold(jax.random.key(0), queries, 2.0, 1.0, 1.0, **options)
     assert int(release(1.0)) == int(eager)  # a valid traced budget: the eager call's draw
+
+
+# ----------------------------------------------------------------------------- sparse vector with gap
+
+GAP_QUERIES = np.array([12.0, -3.0, 1.0, -20.0, 4.0, 0.0, 2.5, 30.0], np.float32)
+
+
+@functools.cache
+def _batched_gap(method):
+    def release(key, queries):
+        return svt.sparse_vector_with_gap(key, queries, 1.0, 2.0, c=2, method=method)
+
+    return jax.jit(jax.vmap(release, in_axes=(0, None)))
+
+
+def test_sparse_vector_with_gap_first_passage_equals_literal_in_law():
+    """The answers (two-sample chi-square on the pairs) and the released gaps (two-sample KS, per
+    answer slot and given the most frequent first answer) against the literal kernel, 40k releases
+    each, with queries far above (gap = c - T~ + Exp) and below (gap an Exp by memorylessness)."""
+    keys = jax.random.split(jax.random.key(50), 40_000)
+    fast = jax.tree.map(np.asarray, _batched_gap("first_passage")(keys, jnp.asarray(GAP_QUERIES)))
+    keys = jax.random.split(jax.random.key(51), 40_000)
+    literal = jax.tree.map(np.asarray, _batched_gap("literal")(keys, jnp.asarray(GAP_QUERIES)))
+    n = len(GAP_QUERIES)
+    assert (
+        _two_sample_pvalue(_pair_codes(fast.indices, n), _pair_codes(literal.indices, n), (n + 1) ** 2)
+        > P_MIN
+    )
+    for j in range(2):
+        a, b = fast.gaps[fast.indices[:, j] >= 0, j], literal.gaps[literal.indices[:, j] >= 0, j]
+        assert (a >= 0).all() and stats.ks_2samp(a, b).pvalue > P_MIN / 4
+    first = np.bincount(literal.indices[:, 0] + 1).argmax() - 1
+    a, b = fast.gaps[fast.indices[:, 0] == first, 0], literal.gaps[literal.indices[:, 0] == first, 0]
+    assert stats.ks_2samp(a, b).pvalue > P_MIN / 4
+    for field in ("units_used", "num_processed", "answer_branches"):
+        got = getattr(fast, field)
+        assert _two_sample_pvalue(np.ravel(got) + 1, np.ravel(getattr(literal, field)) + 1, n + 2) > P_MIN / 4
+    answers = (fast.indices >= 0).sum(axis=1)
+    np.testing.assert_array_equal(fast.units_used, 2 * answers)
+    np.testing.assert_array_equal((fast.branch == svt.BRANCH_MIDDLE).sum(axis=1), answers)
+    np.testing.assert_array_equal((fast.branch >= 0).sum(axis=1), fast.num_processed)
+    np.testing.assert_allclose(fast.epsilon_spent + fast.epsilon_left, 2.0, rtol=1e-6)

@@ -95,6 +95,33 @@ def log_factorials(m: int) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, m + 1, dtype=np.float64)))])
 
 
+class ForwardState(NamedTuple):
+    """The loop state of :func:`forward_tables` (one ``lax.while_loop`` over the rows).
+
+    Attributes:
+      row: ``j``, the next row to compute (int32; back to 1 on a restart).
+      omit: whether negligible runs are still being omitted (false after a restart).
+      firsts: ``log alpha(l, :, 1) - D_l`` for the rows done, shape ``(m, L)``.
+      log_total: ``log alphahat(l, :) - D_l`` for the rows done, shape ``(m, W)``.
+      masses: the two block-mass tables of :func:`_block_masses`, shape ``(2, m, W / B)``.
+      first_max: ``max log alpha(l, :, 1) - D_l`` per row, shape ``(m,)``.
+      offsets: ``D_l``, shape ``(m,)``.
+      run_weight: the run weights of row ``l`` from each earlier row (``-inf`` when omitted or not
+        yet computed), shape ``(m, m)``.
+      log_omitted: the certificate's log-mass of the left-out sequences so far (scalar).
+    """
+
+    row: jax.Array
+    omit: jax.Array
+    firsts: jax.Array
+    log_total: jax.Array
+    masses: jax.Array
+    first_max: jax.Array
+    offsets: jax.Array
+    run_weight: jax.Array
+    log_omitted: jax.Array
+
+
 OMITTED_MASS = 2.0**-64
 """Certified upper bound on the probability of the gap sequences that the forward pass leaves out
 (:func:`forward_tables`), so a release's law is within this total variation of the exact one."""
@@ -164,7 +191,7 @@ def forward_tables(
     first_max = jnp.full((m,), -jnp.inf, dtype).at[0].set(jnp.max(first) - top)
     offsets = jnp.zeros((m,), dtype).at[0].set(top)
 
-    def step(state):
+    def step(state: ForwardState) -> ForwardState:
         j, omit, firsts, log_total, masses, first_max, offsets, run_weight, log_omitted = state
         # New runs: Toeplitz step from the previous row (relative to D_{j-1}), none at gap 0.
         previous = lax.dynamic_index_in_dim(log_total, j - 1, 0, keepdims=False)[:length]
@@ -194,14 +221,32 @@ def forward_tables(
         )
         restart = (j == m - 1) & omit & (log_omitted > math.log(restart_above))
         log_omitted = jnp.where(restart, -jnp.inf, log_omitted)
-        j = jnp.where(restart, 1, j + 1)
-        return j, omit & ~restart, firsts, log_total, masses, first_max, offsets, run_weight, log_omitted
+        return ForwardState(
+            jnp.where(restart, 1, j + 1).astype(jnp.int32),
+            omit & ~restart,
+            firsts,
+            log_total,
+            masses,
+            first_max,
+            offsets,
+            run_weight,
+            log_omitted,
+        )
 
-    run_weight = jnp.full((m, m), -jnp.inf, dtype)
-    start = (1, True, firsts, log_total, masses, first_max, offsets, run_weight, jnp.asarray(-jnp.inf, dtype))
-    _, _, firsts, log_total, masses, _, offsets, run_weight, log_omitted = lax.while_loop(
-        lambda state: state[0] < m, step, start
+    start = ForwardState(
+        row=jnp.int32(1),
+        omit=jnp.bool_(True),
+        firsts=firsts,
+        log_total=log_total,
+        masses=masses,
+        first_max=first_max,
+        offsets=offsets,
+        run_weight=jnp.full((m, m), -jnp.inf, dtype),
+        log_omitted=jnp.asarray(-jnp.inf, dtype),
     )
+    final = lax.while_loop(lambda state: state.row < m, step, start)
+    firsts, log_total, masses, offsets = final.firsts, final.log_total, final.masses, final.offsets
+    run_weight, log_omitted = final.run_weight, final.log_omitted
     kept = jnp.isfinite(run_weight) | (rows[:, None] == rows[None, :])
     run_shift = jnp.where(kept, offsets[None, :] - offsets[:, None] - c_arr * run_gap, -jnp.inf)
     return Tables(

@@ -1,66 +1,197 @@
-"""Gumbel AboveThreshold as a first-passage time: O(n) once, two variates and one search per release.
+"""AboveThreshold and sparse vector as first-passage times: O(n) once, O(log n) per answer.
 
-With Gumbel noise of one scale b on the threshold and on the queries (Durfee 2023, Algorithm 1 with
-``epsilon1 == epsilon2``), write ``c_i = q_i - T``, ``eta = b G_0`` the threshold noise and
-``w_i = exp(c_i / b)``. Given eta, query i fires (``c_i + nu_i >= eta``) independently with
-probability ``1 - exp(-C w_i)`` where ``C = exp(-eta / b) = E_0`` is Exp(1) (``G_0 = -log E_0``). So
-no query among the first i + 1 fires with probability ``exp(-E_0 W_i)``, ``W_i = w_0 + ... + w_i``,
-which is ``P(E_1 > E_0 W_i)`` for an independent ``E_1 ~ Exp(1)``. The halting index is therefore
-exactly ``min{i : log W_i >= log E_1 - log E_0}`` (-1 when there is none): one search in the running
-log-sums of ``c / b``, which do not depend on the key (computed once under ``vmap`` over keys).
-Marginally ``P(index > i) = 1 / (1 + W_i)``, Durfee's Lemma 3.3.
+Durfee (2023), Algorithm 1: threshold noise ``eta`` (scale ``b1``), query noise ``nu_i`` (scale ``b2``),
+and the run halts at the first ``i`` with ``c_i + nu_i >= eta`` (``c_i = q_i - T``). Given ``eta`` the
+queries fire independently with probability ``p_i = S(eta - c_i)`` (``S`` the survival function of
+the query noise), so the halting index is the first success of independent Bernoulli trials. In units
+of ``b2`` write ``u_i = c_i / b2``, ``h = eta / b2`` and ``x_i = exp(u_i - h) = C w_i`` with
+``C = e^-h`` (key) and ``w_i = e^{u_i}`` (data):
 
-Two levels (as in :mod:`dpjax.categorical`), key independent: blocks of ``B = 2^ceil(log2 sqrt n)``
-queries hold the running sums of ``exp(c_j/b - max of the block)`` (one ``exp`` and one ``cumsum`` per
-query: cheaper than the literal kernel's noise, so a single release costs less too), and the block
-log-masses get a pairwise (``associative_scan``) running ``logaddexp``. A draw searches the block
-prefixes, then computes ``log W_i`` for the B queries of the one block where the passage happens.
+* Gumbel (``b1 == b2``): ``p_i = 1 - exp(-x_i)``, so no query in ``s..i`` fires with probability
+  ``exp(-C (w_s + ... + w_i))``: the first passage from ``s`` is the first ``i`` with
+  ``log(w_s + ... + w_i) >= log E + h`` (``E ~ Exp(1)``; ``h = -log E_0`` with ``E_0 ~ Exp(1)``).
+* Laplace: ``p_i = x_i / 2`` for ``x_i < 1`` and ``1 - 1/(2 x_i)`` otherwise. The envelope
+  ``r_i = 1 - exp(-x_i)`` dominates it for every ``x`` (``1 - e^-x >= x/2`` on ``[0, 1]`` by concavity
+  and ``e^x >= 2x`` everywhere) and is of the Gumbel form: candidates are drawn as above and each is
+  kept with probability ``p_i / r_i >= 1/2`` (thinning, Lewis and Shedler 1979); after a rejection
+  the passage restarts one past the candidate with a fresh exponential (the trials are independent).
+* Exponential: ``p_i = min(1, x_i)``, which no envelope of the form ``1 - exp(-a x)`` dominates near
+  ``x = 1``. Queries with ``x_i >= 1/2`` (``u_i >= h - log 2``) are candidates with certainty, kept
+  with probability ``min(1, x_i) >= 1/2``: the first of them after ``s`` is a search in the running
+  maximum of ``u`` over the queries from ``s`` on. The others are candidates with probability
+  ``1 - exp(-2 log 2 x_i) >= x_i`` (concave, equal at ``x = 1/2``), kept with probability ``x_i`` over
+  it (``>= 1/(2 log 2)``). The next candidate is the first of the two searches.
 
-Float precision. A block's sequential cumulative sum has a relative error of at most ``B eps`` and
-the pairwise block prefix an absolute error of at most ``ceil(log2(n/B)) eps (|log W| + 1)`` in log
-space; the search only looks at ``|log W_i| <= 49`` (``log E_1 - log E_0`` lies within +-48.9 for
-the tail-exact exponentials of :mod:`dpjax.noise`), so ``W_i`` is off by a relative
-``(B + 50 ceil(log2(n/B)) + 2) eps`` at most and ``P(index > i) = 1/(1 + W_i)`` by a quarter of that,
-absolute: about 2e-5 in float32 and 3e-14 in float64 at ``n = 10^4`` (the literal kernel's
-comparison ``c_i + nu_i >= eta`` rounds with an absolute ``eps (|c_i| + |eta|)``). Terms below
-``exp(-87)`` (float32) of their block's largest underflow to 0 and are dropped (a relative error
-below ``B e^-87``). ``c_i / b`` is computed as in the literal kernel. A rounding disagreement between
-the two levels (the block prefix reaches the target but the recomputed sums in the block do not)
-returns the block's last query.
+Each candidate is kept with probability at least 1/2, so a release takes ``1 + Geometric(1/2)``
+searches on average (at most a few dozen over 10^6 vmapped keys, which share the loop).
 
-Laplace and Exponential noise do not factor this way (the firing probability given eta is not of
-the form ``1 - exp(-C w_i)``), and sparse vector with c > 1 answers would need the sums from each
-restart on, ``W_i - W_s``, a cancellation-prone subtraction; neither has a first-passage path here.
+The data structure (key independent, built once under ``vmap`` over keys): two heaps over the
+queries padded to ``D = 2^L`` leaves, :func:`dpjax.gumbel_process.heap`, of the log-masses
+``logsumexp(u)`` and of the maxima of ``u``. The search from ``s`` climbs from leaf ``s``
+accumulating the log-mass of the nodes to its right until one holds the passage, then descends into
+it: ``2 L`` steps, each a ``logaddexp``. Only sums *from* ``s`` on are formed (no difference of
+prefix sums), so the queries before ``s`` (in particular those far above the threshold that answered
+a previous run of sparse vector) cost no precision.
+
+Float precision. A node's log-mass at height ``k`` carries an absolute error of at most
+``k eps (|l| + 1)`` (``l`` the largest log-mass on the way) and the climb adds at most ``2 L`` more
+roundings, so the sums from ``s`` are off by a relative ``(3 L + 2) eps (M + 1)`` with ``M`` the
+largest ``|log sum|`` the search compares: the target ``log E + h - log a`` lies within
+``|h| + 45`` (tail-exact exponentials of :mod:`dpjax.noise`), so at ``n = 10^4`` and ``|h| < 5``
+a passage probability is off by about ``2e-4`` relative in float32 and ``4e-13`` in float64, at
+most (the literal kernel's comparison rounds with an absolute ``eps (|c_i| + |eta|)``). The
+acceptance test compares ``E' >= log r_i - log p_i`` in log space (``log1p``/``expm1``), exact to a
+few ulp. The maxima are exact. A rounding disagreement between a node and its children ends the
+descent at the node's last leaf, clamped to the last query.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax.categorical import pow2_at_least
+from dpjax import noise as noise_lib
+from dpjax.gumbel_process import heap
 from dpjax.noise import standard_exponential
 
+NOISES = ("laplace", "gumbel", "exponential")
+_LOG2 = math.log(2.0)
 
-def gumbel_halting_index(key, units: jax.Array) -> jax.Array:
-    """The halting index of Gumbel AboveThreshold on ``units = (q - T) / b``: an int32, -1 when none."""
+
+class PassageTree(NamedTuple):
+    """The heaps of :func:`passage_tree` (key independent)."""
+
+    log_mass: jax.Array  # [2D]: log of the sum of e^u under each node (leaves D .. 2D - 1)
+    top: jax.Array  # [2D]: the largest u under each node (-inf on padding)
+    size: int  # n, the number of queries (static)
+
+
+def passage_tree(units: jax.Array) -> PassageTree:
+    """The log-mass and maximum heaps over ``units = (q - T) / b2``, O(n)."""
+    log_mass = heap(units, jnp.logaddexp, -jnp.inf)
+    return PassageTree(log_mass, heap(units, jnp.maximum, -jnp.inf), units.shape[0])
+
+
+def first_stop(tree: PassageTree, start, target, level) -> jax.Array:
+    """The first ``i >= start`` with ``log(sum_{start <= j <= i} e^{u_j}) >= target`` or
+    ``u_i >= level``; ``n`` when there is none (or ``start >= n``). ``2 L`` heap steps."""
+    leaves = tree.log_mass.shape[0] // 2
+    depth = leaves.bit_length() - 1
+    n = tree.size
+
+    def stop(node, acc):
+        return (jnp.logaddexp(acc, tree.log_mass[node]) >= target) | (tree.top[node] >= level)
+
+    node = leaves + jnp.minimum(start, n - 1)
+    found = stop(node, -jnp.inf)
+    acc = jnp.where(found, -jnp.inf, tree.log_mass[node])
+
+    def climb(_, carry):  # acc: log-mass of start .. the last leaf under node
+        node, found, acc = carry
+        sibling = jnp.minimum(node + 1, 2 * leaves - 1)
+        right = ~found & (node % 2 == 0)
+        hit = right & stop(sibling, acc)
+        acc = jnp.where(right & ~hit, jnp.logaddexp(acc, tree.log_mass[sibling]), acc)
+        return jnp.where(found, node, jnp.where(hit, sibling, node // 2)), found | hit, acc
+
+    def descend(_, carry):  # acc: log-mass of start .. the leaf before node's first
+        node, acc = carry
+        internal = node < leaves
+        left = jnp.where(internal, 2 * node, node)
+        hit = stop(left, acc)
+        acc = jnp.where(internal & ~hit, jnp.logaddexp(acc, tree.log_mass[left]), acc)
+        return jnp.where(internal, jnp.where(hit, left, left + 1), node), acc
+
+    node, found, acc = lax.fori_loop(0, depth, climb, (node, found, acc))
+    node, _ = lax.fori_loop(0, depth, descend, (node, acc))
+    return jnp.where(found & (start < n), jnp.minimum(node - leaves, n - 1), n).astype(jnp.int32)
+
+
+def _thinning(noise: str, log_x):
+    """``(log a, level offset, log r_i - log p_i)`` of the envelope of module docstring for a
+    candidate with ``log x_i = log_x``: rate ``a x`` and certain candidates at ``u >= h + offset``."""
+    if noise == "gumbel":
+        return 0.0, math.inf, jnp.zeros_like(log_x)
+    if noise == "laplace":
+        log_r = jnp.log(-jnp.expm1(-jnp.exp(log_x)))
+        log_p = jnp.where(log_x < 0, log_x - _LOG2, jnp.log1p(-0.5 * jnp.exp(-jnp.maximum(log_x, 0))))
+        return 0.0, math.inf, log_r - log_p
+    log_a = math.log(2.0 * _LOG2)
+    certain = log_x >= -_LOG2
+    log_r = jnp.where(certain, 0, jnp.log(-jnp.expm1(-jnp.exp(log_x + log_a))))
+    return log_a, -_LOG2, log_r - jnp.minimum(log_x, 0)
+
+
+def candidate(key, tree: PassageTree, start, shift, noise: str):
+    """One step of the thinned passage from ``start`` (module docstring): the next candidate
+    ``index`` (``n`` when none) and whether it fires (always true for Gumbel noise)."""
+    dtype = tree.log_mass.dtype
+    leaves = tree.log_mass.shape[0] // 2
+    log_a, offset, _ = _thinning(noise, jnp.zeros((), dtype))
+    stop_exp, keep_exp = standard_exponential(key, (2,), dtype)
+    index = first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, shift + offset)
+    log_x = tree.top[leaves + jnp.minimum(index, tree.size - 1)] - shift
+    return index, keep_exp >= _thinning(noise, log_x)[2]
+
+
+def threshold_shift(key, noise: str, scale1, scale2, dtype) -> jax.Array:
+    """``eta / b2`` for one threshold noise ``eta`` of scale ``b1 = scale1`` (``b2 = scale2``)."""
+    if noise == "gumbel":  # b1 == b2: eta / b2 = -log E_0
+        return -jnp.log(standard_exponential(key, (), dtype))
+    return noise_lib.sample(noise, key, (), scale1, dtype) / scale2
+
+
+class _Passages(NamedTuple):
+    run: jax.Array  # j, the run under way (count when all are done)
+    step: jax.Array  # candidates drawn so far in run j
+    start: jax.Array  # where run j's next search starts
+    shift: jax.Array  # run j's threshold noise in units of b2
+    indices: jax.Array  # (count,) answers so far, -1 padded
+    shifts: jax.Array  # (count,) the runs' threshold noises
+
+
+def halting_indices(key, units, scale1, scale2, *, noise: str, count: int, resample: bool = True):
+    """The first ``count`` answers of sparse vector on ``units = (q - T) / b2`` (AboveThreshold when
+    ``count == 1``), static ``noise``, ``count`` and ``resample``. Run ``j`` starts one past answer
+    ``j - 1`` with a fresh threshold noise (``resample``: Dwork and Roth 2014, Algorithm 2) or with
+    the first one (Lyu, Su and Li 2017, Algorithm 1). Returns the int32 indices ``(count,)``, -1
+    padded, and the threshold noises in units of ``b2``, ``(count,)``.
+
+    One ``lax.while_loop`` draws one candidate per step and moves to the next run when the current
+    one ends, so under ``vmap`` the loop lasts as long as the slowest release's total number of
+    candidates (not the sum over runs of the slowest run). A run that finds no answer ends them all.
+    """
+    tree = passage_tree(units)
     n = units.shape[0]
-    size = pow2_at_least(math.isqrt(max(n - 1, 0)) + 1)
-    blocks = -(-n // size)
-    padded = jnp.full(blocks * size, -jnp.inf, units.dtype).at[:n].set(units).reshape(blocks, size)
-    top = jnp.max(padded, axis=1)  # finite: every block holds a query
-    within = jnp.cumsum(jnp.exp(padded - top[:, None]), axis=1)
-    prefix = lax.associative_scan(jnp.logaddexp, top + jnp.log(within[:, -1]))
+    dtype = units.dtype
+    fixed_key = jax.random.fold_in(key, count)
+    fixed = None if resample else threshold_shift(fixed_key, noise, scale1, scale2, dtype)
 
-    threshold_exp, stop_exp = standard_exponential(key, (2,), units.dtype)
-    target = jnp.log(stop_exp) - jnp.log(threshold_exp)
-    block = jnp.searchsorted(prefix, target, side="left")
-    found = block < blocks
-    block = jnp.minimum(block, blocks - 1)
-    before = jnp.where(block > 0, prefix[jnp.maximum(block - 1, 0)], -jnp.inf)
-    hit = jnp.logaddexp(before, top[block] + jnp.log(within[block])) >= target
-    index = block * size + jnp.where(hit.any(), jnp.argmax(hit), size - 1)
-    return jnp.where(found, jnp.minimum(index, n - 1), -1).astype(jnp.int32)
+    def step(state: _Passages) -> _Passages:
+        threshold_key, passage_key = jax.random.split(jax.random.fold_in(key, state.run))
+        fresh = threshold_shift(threshold_key, noise, scale1, scale2, dtype) if resample else fixed
+        shift = jnp.where(state.step == 0, fresh, state.shift)
+        index, keep = candidate(jax.random.fold_in(passage_key, state.step), tree, state.start, shift, noise)
+        none, done = index >= n, (index >= n) | keep
+        run = jnp.minimum(state.run, count - 1)
+        indices = state.indices.at[run].set(jnp.where(done & ~none, index, state.indices[run]))
+        shifts = state.shifts.at[run].set(shift)
+        return _Passages(
+            jnp.where(none, count, state.run + done.astype(jnp.int32)),
+            jnp.where(done, 0, state.step + 1),
+            index + 1,
+            shift,
+            indices,
+            shifts,
+        )
+
+    zero = jnp.int32(0)
+    init = _Passages(
+        zero, zero, zero, jnp.zeros((), dtype), jnp.full((count,), -1, jnp.int32), jnp.zeros((count,), dtype)
+    )
+    final = lax.while_loop(lambda state: state.run < count, step, init)
+    return final.indices, final.shifts

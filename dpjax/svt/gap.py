@@ -26,6 +26,16 @@ is offered. Neighbouring relation: any under which each query changes by at most
 ``monotonic=True`` additionally needs all queries to move in the same direction (counting queries
 under add/remove; *not* item counts under substitution).
 
+First passage (``sparse_vector_with_gap(..., method="first_passage")``). Given the one threshold
+noise, the queries fire independently, so the ``j``-th answer is a first passage from one past the
+``(j-1)``-th with the same threshold (:func:`dpjax.svt.first_passage.halting_indices` with
+``resample=False``), and its gap is, given that it fired, independent of the rest: the overshoot
+``c_i + nu_i - T~`` of a Laplace variate conditioned to exceed ``t = T~ - c_i``, sampled exactly (an
+Exp(1) when ``t >= 0``, by memorylessness; otherwise, with probability ``1/(2 - e^(t/b))``, ``-t``
+plus an Exp(1), else the inverse CDF on ``[t, 0)``). The adaptive version is not offered this way:
+each query there has two noises and two branches, which a first passage would handle with a
+two-rate envelope (one heap per noise scale) and a branch draw given the firing; it is not built.
+
 Parameters: ``epsilon``, ``theta``, ``sigma``, ``sensitivity`` and the threshold may be traced (a
 ``vmap`` over any of them equals separate calls for the same key); the budget split and the noise
 scales are computed in the working dtype the same way for concrete and traced values. ``c`` fixes
@@ -48,7 +58,10 @@ from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import center, centered_queries, checked_queries, first_true
-from dpjax.validation import Checks, check_epsilon, check_int, float_dtype, is_traced
+from dpjax.svt.first_passage import halting_indices
+from dpjax.validation import Checks, check_choice, check_epsilon, check_int, float_dtype, is_traced
+
+METHODS = ("literal", "first_passage")
 
 BRANCH_UNPROCESSED, BRANCH_BOTTOM, BRANCH_TOP, BRANCH_MIDDLE = -1, 0, 1, 2
 
@@ -302,12 +315,60 @@ def _keyed(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
     return _gap_core(centered, eta, xi, nu, budget, adaptive=adaptive)
 
 
-def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive):
+def laplace_overshoot(key, t) -> jax.Array:
+    """``Z - t`` for ``Z ~ Laplace(1)`` conditioned on ``Z >= t``, exactly (module docstring)."""
+    dtype = jnp.asarray(t).dtype
+    exp_key, pick_key, inverse_key = jax.random.split(key, 3)
+    above_zero = jax.random.uniform(pick_key, (), dtype) * (2 - jnp.exp(jnp.minimum(t, 0))) < 1
+    tail = jnp.maximum(-t, 0) + noise_lib.standard_exponential(exp_key, (), dtype)
+    inside = jnp.log1p(jax.random.uniform(inverse_key, (), dtype) * jnp.expm1(-jnp.minimum(t, 0)))
+    return jnp.where((t >= 0) | above_zero, tail, inside)
+
+
+@functools.partial(jax.jit, static_argnames=("c", "monotonic", "dtype"))
+@sharded.auto_axes
+def _first_passage(key, queries, threshold, params, *, c, monotonic, dtype):
+    centered = center(queries, threshold, dtype)
+    budget = _working_budget(centered.dtype, params, c, monotonic)
+    units = centered / budget.middle_scale
+    passage_key, gap_key = jax.random.split(key)
+    indices, shifts = halting_indices(
+        passage_key,
+        units,
+        budget.threshold_scale,
+        budget.middle_scale,
+        noise="laplace",
+        count=c,
+        resample=False,
+    )
+    n = centered.shape[0]
+    valid = indices >= 0
+    overshoot_keys = jax.random.split(gap_key, c)
+    overshoot = jax.vmap(laplace_overshoot)(overshoot_keys, shifts - units[jnp.maximum(indices, 0)])
+    gaps = jnp.where(valid, overshoot * budget.middle_scale, jnp.nan)
+    answers = valid.sum().astype(jnp.int32)
+    processed = jnp.where(valid[c - 1], indices[c - 1] + 1, n).astype(jnp.int32)
+    above = jnp.zeros(n, jnp.bool_).at[jnp.where(valid, indices, n)].set(True, mode="drop")
+    branch = jnp.where(above, BRANCH_MIDDLE, BRANCH_BOTTOM)
+    branch = jnp.where(jnp.arange(n) < processed, branch, BRANCH_UNPROCESSED).astype(jnp.int8)
+    answer_branches = jnp.where(valid, BRANCH_MIDDLE, BRANCH_UNPROCESSED).astype(jnp.int8)
+    units_used = 2 * answers
+    spent = budget.eps0 + units_used.astype(centered.dtype) * budget.eps2
+    left = (2 * c - units_used).astype(centered.dtype) * budget.eps2
+    return GapResult(indices, gaps, answer_branches, branch, units_used, spent, left, processed)
+
+
+def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive, method="literal"):
     checks = Checks()
     epsilon, c, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
     params = (epsilon, theta, sigma, sensitivity)
-    result = _keyed(key, queries, threshold, params, c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
+    if method == "first_passage":
+        result = _first_passage(key, queries, threshold, params, c=c, monotonic=monotonic, dtype=dtype)
+    else:
+        result = _keyed(
+            key, queries, threshold, params, c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype
+        )
     return checks.guard(result)
 
 
@@ -321,6 +382,7 @@ def sparse_vector_with_gap(
     theta: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
+    method: str = "literal",
 ) -> GapResult:
     """Sparse-Vector-with-Gap (Wang et al. 2019; Ding et al. 2019, Algorithm 2 with ``sigma = inf``).
 
@@ -342,6 +404,10 @@ def sparse_vector_with_gap(
       theta: threshold share in (0, 1) (may be traced); default :func:`default_theta`.
       monotonic: use the monotonic noise scales (static).
       sensitivity: per-query sensitivity, > 0, multiplies every noise scale (may be traced).
+      method: ``"literal"`` (one Laplace variate per query) or ``"first_passage"``: the same law
+        (answers and gaps) by ``c`` first passages with the one threshold noise and an exact draw of
+        each gap given its answer (module docstring; heaps built once per data under ``vmap`` over
+        keys, O(c log n) per release). Different random stream (static).
 
     Returns:
       A :class:`GapResult` with ``indices``/``gaps`` of size ``c``. On invalid traced input
@@ -354,8 +420,9 @@ def sparse_vector_with_gap(
       >>> res = sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, c=2, monotonic=True)
       >>> estimate = res.gaps + 500.0          # unbiased-noise estimates of the reported counts
     """
+    check_choice(method, "method", METHODS)
     parameters = (epsilon, c, theta, None, sensitivity)
-    return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=False)
+    return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=False, method=method)
 
 
 def adaptive_sparse_vector_with_gap(

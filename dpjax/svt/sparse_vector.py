@@ -8,7 +8,9 @@ monotonic queries, ``c/2*(epsilon1/2 + epsilon2)^2``-zCDP (Theorem 1 composed in
 
 Vectorization: the ``j``-th run halts at the first query after the previous ⊤ whose noisy value
 reaches the ``j``-th noisy threshold; a ``fori_loop`` over the (static, small) ``c`` does one vector
-comparison and ``argmax`` per run.
+comparison and ``argmax`` per run. ``method="first_passage"`` draws each run as a first-passage time
+from one past the previous answer (:mod:`dpjax.svt.first_passage`): heaps built once per data, then
+O(c log n) work per release with no per-query noise.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax import noise as noise_lib
+from dpjax import sharded
 from dpjax.accounting import PureDP, compose
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import (
@@ -32,7 +35,10 @@ from dpjax.svt.above_threshold import (
     first_true,
     noise_scales,
 )
-from dpjax.validation import Checks, check_int
+from dpjax.svt.first_passage import halting_indices
+from dpjax.validation import Checks, check_choice, check_int
+
+METHODS = ("literal", "first_passage")
 
 
 class SparseVectorResult(NamedTuple):
@@ -110,6 +116,7 @@ def sparse_vector(
     c: int,
     noise: str = "laplace",
     sensitivity: float = 1.0,
+    method: str = "literal",
 ) -> SparseVectorResult:
     """Sparse vector with threshold resampling (Dwork and Roth 2014, Algorithm 2; Durfee 2023, §3.2).
 
@@ -129,6 +136,16 @@ def sparse_vector(
         traced).
       c: maximum number of ⊤ answers, >= 1 (static: it fixes the shape of ``indices``).
       noise: as in :func:`~dpjax.svt.above_threshold` (static).
+      method: ``"literal"`` (one noise variate per query, ``c`` comparisons and ``argmax``) or
+        ``"first_passage"``: the same law, each run a first passage from one past the previous
+        answer with a fresh threshold noise (:mod:`dpjax.svt.first_passage`: heaps built once per
+        data, key independent, so once under ``vmap`` over keys; O(log n) per search, ``c`` runs
+        of ``1 + Geometric(1/2)`` searches on average for Laplace and Exponential noise, one for
+        Gumbel). Different random stream (static). Cost (jit, 2 loaded CPU cores, c = 10): under
+        ``vmap`` over 10^4 keys 4-11 us per release at 10^3 queries against about 60 us; one
+        release costs about 1.4x the literal kernel at 10^2-10^3 queries (c sequential searches
+        against one vector pass) and 0.6x at 10^4, so keep ``"literal"`` (the default) for single
+        releases on short streams.
 
     Returns:
       A :class:`SparseVectorResult` (indices ``(c,)`` padded with -1, mask ``(n,)``, count processed).
@@ -140,12 +157,14 @@ def sparse_vector(
       >>> counts = jnp.array([3.0, 80.0, 2.0, 95.0, 70.0])
       >>> res = sparse_vector(jax.random.key(0), counts, 50.0, 0.5, 0.5, c=2)
     """
+    check_choice(method, "method", METHODS)
     checks = Checks()
     epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
     c = check_int(c, "c", minimum=1)
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
-    result = _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, noise=noise, c=c, dtype=dtype)
+    kernel = _first_passage if method == "first_passage" else _keyed
+    result = kernel(key, queries, threshold, epsilon1, epsilon2, sensitivity, noise=noise, c=c, dtype=dtype)
     return _guard(checks, result)
 
 
@@ -157,6 +176,17 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c
     eta = noise_lib.sample(noise, threshold_key, (c,), scale1, centered.dtype)
     nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
     return _sparse_core(centered, eta, nu, c=c)
+
+
+@functools.partial(jax.jit, static_argnames=("noise", "c", "dtype"))
+@sharded.auto_axes
+def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c, dtype):
+    centered = center(queries, threshold, dtype)
+    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    indices, _ = halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=c)
+    n = centered.shape[0]
+    processed = jnp.where(indices[c - 1] >= 0, indices[c - 1] + 1, n).astype(jnp.int32)
+    return SparseVectorResult(indices, answer_mask(indices, n), processed)
 
 
 @elementwise("epsilon1", "epsilon2", "sensitivity")

@@ -24,7 +24,6 @@ GAP_PARAMS = {
 GAP_PRIVACY = ("epsilon", "theta")
 
 
-
 def gumbel_above_threshold_first_passage(key, queries, threshold, epsilon, sensitivity):
     """Gumbel AboveThreshold needs ``epsilon1 == epsilon2``: one traced budget for both."""
     options = {"noise": "gumbel", "sensitivity": sensitivity, "method": "first_passage"}
@@ -44,6 +43,33 @@ MECHANISMS = [
         params={k: AT_PARAMS[k] for k in ("threshold", "sensitivity")} | {"epsilon": (0.5, 0.1, 4.0)},
         privacy=("epsilon", "sensitivity"),
         guarantee=gumbel_above_threshold_guarantee,
+    ),
+    *(
+        entry(
+            svt,
+            f"above_threshold[first_passage_{noise}]",
+            data=QUERIES,
+            params=AT_PARAMS,
+            static={"noise": noise, "method": "first_passage"},
+            privacy=(*AT_PRIVACY, "sensitivity"),
+        )
+        for noise in ("laplace", "exponential")
+    ),
+    entry(
+        svt,
+        "sparse_vector[first_passage]",
+        data=QUERIES,
+        params=AT_PARAMS,
+        static={"c": 2, "method": "first_passage"},
+        privacy=AT_PRIVACY,
+    ),
+    entry(
+        svt,
+        "sparse_vector_with_gap[first_passage]",
+        data=QUERIES,
+        params=GAP_PARAMS,
+        static={"c": 2, "method": "first_passage"},
+        privacy=GAP_PRIVACY,
     ),
     entry(
         svt,

@@ -5,6 +5,11 @@ release halts near the middle of the stream. The kernels draw noise for the whol
 (floor: n + 1 Laplace for AboveThreshold, n + c for sparse vector); the NumPy loops are the literal
 algorithms (one draw and one comparison per query, stopping at the halt), so they pay only for the
 queries they process. No peer library implements AboveThreshold.
+
+First-passage rows (``method="first_passage"``, same laws, heaps built once per batch under ``vmap``
+over keys, O(log n) per search): AboveThreshold over 10^4 queries with each noise (floor: n + 1 draws
+of that noise) and sparse vector with c = 10 over 10^5 queries (floor: n + c Laplace), 10^4 releases
+per batch.
 """
 
 from __future__ import annotations
@@ -51,7 +56,44 @@ def cases(scale: float) -> list[Case]:
         bytes_per_release=16 * n,
         noise="laplace",
     )
+    long_n = scaled(10**5, scale, 1_000)
+    long_queries = np.linspace(0.0, 100.0, long_n).astype(np.float32)
+    fast = dict(family="svt", releases=scaled(10_000, scale, 100), bytes_per_release=4096)
     return [
+        *(
+            Case(
+                mechanism=f"svt.above_threshold (method='first_passage', noise='{noise}')",
+                setting=setting.replace("Laplace", noise.capitalize()),
+                release=lambda key, q, noise=noise: svt.above_threshold(
+                    key,
+                    q,
+                    threshold=THRESHOLD,
+                    epsilon1=EPSILON1,
+                    epsilon2=EPSILON2,
+                    noise=noise,
+                    method="first_passage",
+                ),
+                args=(queries,),
+                noise=noise,
+                variates=float(n + 1),
+                variates_note="floor: the literal kernel's n + 1 draws",
+                **fast,
+            )
+            for noise in ("laplace", "gumbel", "exponential")
+        ),
+        Case(
+            mechanism="svt.sparse_vector (method='first_passage')",
+            setting=f"{power_label(long_n)} queries linspace(0, 100), T={THRESHOLD:g}, "
+            f"eps1=eps2={EPSILON1:g}, Laplace, c={C}",
+            release=lambda key, q: svt.sparse_vector(
+                key, q, threshold=THRESHOLD, epsilon1=EPSILON1, epsilon2=EPSILON2, c=C, method="first_passage"
+            ),
+            args=(long_queries,),
+            noise="laplace",
+            variates=float(long_n + C),
+            variates_note="floor: the literal kernel's n + c draws",
+            **fast,
+        ),
         Case(
             mechanism="svt.above_threshold",
             setting=setting,
