@@ -69,6 +69,10 @@ def _fully_unbounded(v):
     return PureDP(2 * half.epsilon, rho=2 * half.rho)
 
 
+def _above_threshold_run(v):
+    return _above_threshold(v["epsilon1"], v["epsilon2"])
+
+
 def _sparse_vector(v):
     one = _above_threshold(v["epsilon1"], v["epsilon2"])  # c AboveThreshold runs composed
     return PureDP(v["c"] * one.epsilon, rho=v["c"] * one.epsilon**2 / 2)
@@ -123,6 +127,11 @@ EXPECTED = {
     "selection.noisy_max_with_gap": lambda v: PureDP(v["epsilon"]),
     "svt.above_threshold[first_passage]": lambda v: _above_threshold(v["epsilon"], v["epsilon"]),
     "svt.above_threshold": lambda v: _above_threshold(v["epsilon1"], v["epsilon2"]),
+    # The first-passage samplers have the literal kernels' laws, hence their guarantees.
+    "svt.above_threshold[first_passage_laplace]": _above_threshold_run,
+    "svt.above_threshold[first_passage_exponential]": _above_threshold_run,
+    "svt.sparse_vector[first_passage]": _sparse_vector,
+    "svt.sparse_vector_with_gap[first_passage]": lambda v: PureDP(v["epsilon"]),
     "svt.above_threshold_blocked": lambda v: _above_threshold(v["epsilon1"], v["epsilon2"]),
     "svt.sparse_vector": _sparse_vector,
     "svt.sparse_vector_with_gap": lambda v: PureDP(v["epsilon"]),  # Ding et al. 2019, Theorem 4
