@@ -4,12 +4,15 @@ Memory: compiled only (abstract sharded inputs, nothing is allocated), so sizes 
 RAM can be measured. Per device: arguments + temporaries + outputs from ``compiled.memory_analysis()``.
 Memory is that of a call under ``jit`` on abstract inputs: with automatic axes the sharding is not
 in the traced type, so it shows XLA's partitioning (an eager call on concrete data reads the layout
-from the data and splits like explicit axes). Time (explicit axes): one eager call, compiled
-beforehand, on real sharded data of the ``--time-*`` sizes; the virtual devices share the machine's
-cores, so time shows the overhead of splitting, not a speed-up.
+from the data and splits like explicit axes). Time (explicit axes): eager calls on real sharded data
+of the ``--time-*`` sizes, timed by the harness of ``dpjax bench`` (``time_eager``: the first call
+compiles and is not counted, then the median of ``--repeats`` calls or more, more for calls shorter
+than 0.2 s, with the range when there are several); the virtual devices share the machine's cores,
+so time shows the overhead of splitting, not a speed-up.
 
     python benchmarks/sharded_memory.py [--users 1e8] [--values 1e9] [--items 1e8] [--trials 1e7]
-        [--time-users 1e7] [--time-values 1e8] [--time-items 1e7] [--time-trials 1e5] [--out FILE.md]
+        [--time-users 1e7] [--time-values 1e8] [--time-items 1e7] [--time-trials 1e5] [--repeats 1]
+        [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import time
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 
@@ -26,6 +28,7 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from dpjax import budgeting, quantiles, topk
+from dpjax.bench.harness import Timing, time_eager
 from dpjax.studies import runner
 
 KEY = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
@@ -58,17 +61,17 @@ def mesh_of(devices: int, axis_type):
     return jax.make_mesh((devices,), ("d",), (axis_type,), devices=jax.devices()[:devices])
 
 
-def timed(fn, *args) -> float:
-    jax.block_until_ready(fn(*args))  # compile
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    return time.perf_counter() - start
+def seconds(timing: Timing) -> str:
+    """The median time, with the range of the repeats when there are several."""
+    if len(timing.times) == 1:
+        return f"{timing.median:.3g} s"
+    return f"{timing.median:.3g} s [{timing.low:.3g}, {timing.high:.3g}]"
 
 
-def time_call(fn, make, shape, sharding) -> float:
-    """One eager call of ``fn`` on concrete data of ``shape`` made by ``make``, sharded by ``sharding``."""
+def time_call(fn, make, shape, sharding, repeats: int) -> Timing:
+    """Eager calls of ``fn`` on concrete data of ``shape`` made by ``make``, sharded by ``sharding``."""
     x = jax.jit(lambda k: make(k, shape), out_shardings=sharding)(jax.random.key(1))
-    return timed(fn, jax.random.key(0), x)
+    return time_eager(fn, jax.random.key(0), x, repeats=repeats)[0]
 
 
 def main() -> None:
@@ -78,6 +81,7 @@ def main() -> None:
     for name, default in (("users", 1e7), ("values", 1e8), ("items", 1e7), ("trials", 1e5)):
         parser.add_argument(f"--time-{name}", type=float, default=default)
     parser.add_argument("--chunk", type=int, default=2**16, help="Monte Carlo trials per compiled call")
+    parser.add_argument("--repeats", type=int, default=1, help="timed calls per cell at least (default 1)")
     parser.add_argument("--out", help="also write the table to this Markdown file")
     args = parser.parse_args()
     lines = [
@@ -103,7 +107,8 @@ def main() -> None:
                     memory = per_device(jax.jit(fn).lower(KEY, data).compile())
                     cell = f"{memory:.0f} MiB"
                     if kind == "explicit":
-                        cell += f", {time_call(fn, make, (n_time, *trailing), sharding):.2f} s"
+                        timing = time_call(fn, make, (n_time, *trailing), sharding, args.repeats)
+                        cell += f", {seconds(timing)}"
                     cells.append(cell)
                 except Exception as error:  # recorded in the table
                     cells.append(type(error).__name__)
@@ -116,8 +121,8 @@ def main() -> None:
         memory = per_device(chunk.lower(jax.random.key(0), jnp.uint32(0), (x,)).compile())
         study = functools.partial(runner.monte_carlo, mc_trial, jax.random.key(0), int(args.time_trials),
                                   args=(x,), chunk_size=args.chunk, mesh=mesh)
-        seconds = timed(study)
-        cells.append(f"{memory:.1f} MiB, {seconds:.2f} s")
+        timing = time_eager(study, repeats=args.repeats)[0]
+        cells.append(f"{memory:.1f} MiB, {seconds(timing)}")
     emit(f"| Monte Carlo (topk.limited_domain, 1000 items) | chunk of {args.chunk} (any number of trials) | "
          f"{args.time_trials:.0e} trials | mesh | " + " | ".join(cells) + " |")
     if args.out:
