@@ -148,6 +148,9 @@ def monte_carlo(devices: int, memory: bool = True) -> dict:
 HEAVY = {
     "budgeting.pie_ni": (
         lambda key, d: budgeting.pie_ni(key, d, 1.0, c=2, beta0=0.1, nu_low=-1.0, nu_high=1.0), 2**15),
+    "budgeting.kde": (  # distance mode: one coordinate per user
+        lambda key, d: budgeting.kde(key, d[:, None], 1.0, jnp.zeros(1), bandwidth=1.0, c=2, beta0=0.1,
+                                     mode="distance"), 2**15),
     "quantiles.unbounded": (lambda key, x: quantiles.unbounded(key, x, 0.5, 1.0), 2**20),
     "topk.limited_domain": (lambda key, c: topk.limited_domain(key, c, k=4, kbar=8, epsilon=1.0, delta=1e-6),
                             2**20),

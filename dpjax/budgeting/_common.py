@@ -3,9 +3,12 @@ round-1 noise."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 from jax import lax
 
+from dpjax import sharded
 from dpjax.budgeting.pie import user_noise, user_release
 from dpjax.validation import Checks, check_choice, float_dtype
 
@@ -40,3 +43,17 @@ def query_point(checks: Checks, x: jax.Array, p) -> jax.Array:
     if p.shape != (x.shape[1],):
         raise ValueError(f"p must have shape ({x.shape[1]},) to match x, got {p.shape}.")
     return p
+
+
+def on_users(body, layout, key, x, r, *rest):
+    """``body(key, x, r, *rest, layout=layout)`` inside an application's jit-compiled kernel.
+
+    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of ``x``):
+    ``x`` and the allotments ``r`` are laid out along them and ``body`` passes ``layout`` to
+    :func:`dpjax.budgeting.pie.pie_kernel`, which runs the rounds per device (per-user state split);
+    the answer is then a reduction over the sharded per-user outputs. Otherwise (``layout=None``)
+    ``body`` runs under :func:`dpjax.sharded.auto_axes` (XLA partitions it)."""
+    if layout is None:
+        return sharded.auto_axes(functools.partial(body, layout=None))(key, x, r, *rest)
+    x, r = sharded.constrain_leading(x, layout), sharded.constrain_leading(r, layout)
+    return body(key, x, r, *rest, layout=layout)

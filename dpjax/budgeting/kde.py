@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import sharded
-from dpjax.budgeting._common import baseline_release, check_mode, points, query_point
+from dpjax.budgeting._common import baseline_release, check_mode, on_users, points, query_point
 from dpjax.budgeting.geometry import distance_to
 from dpjax.budgeting.pie import (
     ACTIVE,
@@ -49,15 +49,21 @@ def _kernel(dist, b):
     return jnp.exp(-jnp.square(dist) / (2 * b * b))
 
 
-@functools.partial(jax.jit, static_argnames=("point", "plan"))
-@sharded.auto_axes
-def _kde_kernel(key, x, r, p, b, beta0, *, point, plan):
+@functools.partial(jax.jit, static_argnames=("point", "plan", "layout"))
+def _kde_kernel(key, x, r, p, b, beta0, *, point, plan, layout):
+    """Users sharded evenly over mesh axes (``layout``): PIE runs per shard and the estimate is a
+    sum over the sharded per-user kernel values (:func:`dpjax.budgeting._common.on_users`; per-device
+    partial sums: another order of summation than on one device)."""
+    return on_users(functools.partial(_kde, point=point, plan=plan), layout, key, x, r, p, b, beta0)
+
+
+def _kde(key, x, r, p, b, beta0, *, point, plan, layout):
     nu = jnp.stack([jnp.asarray(-jnp.inf, x.dtype), 6 * b])  # S_0: len_p > 6b
     if point:
-        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan)
+        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan, layout=layout)
         dist = res.estimate
     else:
-        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan)
+        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan, layout=layout)
         dist = res.mean
     survivors = res.status == ACTIVE
     total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + ELIMINATED_BIAS * jnp.sum(res.status == S0)
@@ -116,7 +122,8 @@ def kde(
     x, p, b = _inputs(checks, x, p, bandwidth)
     beta0 = check_beta0(checks, beta0, x.dtype)
     r = check_allotments(checks, rho, x.shape[0], x.dtype)
-    result = _kde_kernel(key, x, r, p, b, beta0, point=mode == "point", plan=static)
+    layout = sharded.leading_axes(x)
+    result = _kde_kernel(key, x, r, p, b, beta0, point=mode == "point", plan=static, layout=layout)
     return checks.guard(result)
 
 

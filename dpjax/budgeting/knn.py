@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import sharded
-from dpjax.budgeting._common import baseline_release, check_mode, points, query_point
+from dpjax.budgeting._common import baseline_release, check_mode, on_users, points, query_point
 from dpjax.budgeting.geometry import distance_to
 from dpjax.budgeting.pie import (
     ACTIVE,
@@ -40,14 +40,20 @@ def _smallest(scores, eligible, k):
     return jnp.where(vals > -jnp.inf, idx, -1).astype(jnp.int32)
 
 
-@functools.partial(jax.jit, static_argnames=("point", "k", "plan"))
-@sharded.auto_axes
-def _knn_kernel(key, x, r, p, beta0, *, point, k, plan):
+@functools.partial(jax.jit, static_argnames=("point", "k", "plan", "layout"))
+def _knn_kernel(key, x, r, p, beta0, *, point, k, plan, layout):
+    """Users sharded evenly over mesh axes (``layout``): PIE-k runs per shard and the answer is an
+    exact top-k over the sharded estimates (:func:`dpjax.sharded.top_k`,
+    :func:`dpjax.budgeting._common.on_users`)."""
+    return on_users(functools.partial(_knn, point=point, k=k, plan=plan), layout, key, x, r, p, beta0)
+
+
+def _knn(key, x, r, p, beta0, *, point, k, plan, layout):
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan)
+        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan, layout=layout)
     else:
-        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan)
+        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan, layout=layout)
     return _smallest(res.estimate, res.status == ACTIVE, k), res
 
 
@@ -109,7 +115,8 @@ def knn(
     k = check_int(k, "k", minimum=1, maximum=x.shape[0])
     beta0 = check_beta0(checks, beta0, x.dtype)
     r = check_allotments(checks, rho, x.shape[0], x.dtype)
-    return checks.guard(_knn_kernel(key, x, r, p, beta0, point=mode == "point", k=k, plan=static))
+    point, layout = mode == "point", sharded.leading_axes(x)
+    return checks.guard(_knn_kernel(key, x, r, p, beta0, point=point, k=k, plan=static, layout=layout))
 
 
 def knn_baseline(key, x, rho, p, *, k: int, mode: str = "distance", noise_mode: str = "high"):

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import sharded
-from dpjax.budgeting._common import baseline_release, check_mode, points
+from dpjax.budgeting._common import baseline_release, check_mode, on_users, points
 from dpjax.budgeting.geometry import box_signed_distance, eta_shift
 from dpjax.budgeting.pie import (
     ACTIVE,
@@ -59,16 +59,12 @@ def _eta(r, box, shift: bool):
 def _count_kernel(key, x, r, box, beta0, *, point, shift, plan, layout):
     """Users sharded evenly over mesh axes (``layout``): PIE runs per shard (see
     :func:`dpjax.budgeting.pie.pie_kernel`) and the count is a sum over shards; otherwise XLA
-    partitions the kernel."""
-    if layout is None:
-        body = sharded.auto_axes(functools.partial(_count, point=point, shift=shift, plan=plan, layout=None))
-        return body(key, x, r, box, beta0)
-    return _count(key, x, r, box, beta0, point=point, shift=shift, plan=plan, layout=layout)
+    partitions the kernel (:func:`dpjax.budgeting._common.on_users`)."""
+    body = functools.partial(_count, point=point, shift=shift, plan=plan)
+    return on_users(body, layout, key, x, r, box, beta0)
 
 
 def _count(key, x, r, box, beta0, *, point, shift, plan, layout):
-    if layout is not None:
-        x, r = sharded.constrain_leading(x, layout), sharded.constrain_leading(r, layout)
     nu = jnp.zeros(2, x.dtype)
     if point:
         res = pie_kernel(key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan, layout=layout)
