@@ -105,11 +105,12 @@ def _noisy_top(key, units, *, noise: str, k: int | None):
     noisy = units + _noise.sample(noise, key, units.shape, 1.0, units.dtype)
     if k is None:
         return jnp.argmax(noisy).astype(jnp.int32)
-    # The barrier keeps XLA CPU's TopK custom call: slices of its outputs that do not all start at 0
-    # (the gaps read ``values[1:]``) otherwise turn it back into a full sort of each batch row (8x
-    # slower under ``vmap`` at d = 10^6).
-    values, indices = lax.optimization_barrier(sharded.top_k(noisy, k))
-    return values, indices.astype(jnp.int32)
+    # The barriers keep XLA CPU's TopK custom call: slices of its outputs that do not all start at 0
+    # (the gaps read ``values[1:]``) otherwise turn it back into a full sort of each batch row (25x
+    # slower under ``vmap`` at d = 10^6). One barrier per array: a barrier over the (values, indices)
+    # tuple aborts XLA's SPMD partitioner on sharded data (jaxlib 0.10).
+    values, indices = sharded.top_k(noisy, k)
+    return lax.optimization_barrier(values), lax.optimization_barrier(indices.astype(jnp.int32))
 
 
 @jax.jit
