@@ -56,25 +56,36 @@ class LogMassTree(NamedTuple):
     size: int  # d, the number of candidates (static)
 
 
-def heap(values: jax.Array, combine, fill) -> jax.Array:
-    """A complete binary heap over ``values`` padded with ``fill`` to ``D = 2^L`` leaves, O(d).
-
-    Entry ``n`` (1 <= n < D) is ``combine(entry 2n, entry 2n + 1)``, the leaves are entries
-    ``D .. 2D - 1`` and entry 0 is ``fill`` (unused). ``combine`` is elementwise and associative
-    (``jnp.logaddexp`` for log-masses, ``jnp.maximum`` for maxima).
-    """
+def heap_levels(values: jax.Array, combine, fill) -> list[jax.Array]:
+    """The levels of a complete binary tree over ``values`` padded with ``fill`` to ``D = 2^L``
+    leaves, leaves first: level ``l + 1`` holds ``combine(left, right)`` of level ``l``'s pairs, O(d).
+    ``combine`` is elementwise and associative (``jnp.logaddexp`` for log-masses, ``jnp.maximum``
+    for maxima)."""
     d = values.shape[0]
     leaves = 1 << max(0, math.ceil(math.log2(d)))
     level = jnp.full(leaves, fill, values.dtype).at[:d].set(values)
     levels = [level]
     while level.shape[0] > 1:
-        level = combine(level[0::2], level[1::2])
+        pairs = level.reshape(-1, 2)
+        level = combine(pairs[:, 0], pairs[:, 1])
         levels.append(level)
+    return levels
+
+
+def heap(values: jax.Array, combine, fill) -> jax.Array:
+    """The levels of :func:`heap_levels` as one array, root first: entry ``n`` (1 <= n < D) is
+    ``combine(entry 2n, entry 2n + 1)``, the leaves are entries ``D .. 2D - 1`` and entry 0 is
+    ``fill`` (unused)."""
+    levels = heap_levels(values, combine, fill)
     return jnp.concatenate([jnp.full(1, fill, values.dtype), *reversed(levels)])
 
 
 def log_mass_tree(log_weights: jax.Array) -> LogMassTree:
     """Builds the log-mass heap for ``P(i) ∝ exp(log_weights[i])``, O(d).
+
+    The split probabilities are computed level by level from the pairs of each level, not from
+    slices of the concatenated heap: on data sharded over several devices XLA's partitioner
+    mis-slices the concatenation (wrong masses, seen with jaxlib 0.10 on 8 virtual CPU devices).
 
     Args:
       log_weights: shape [d], float, finite or ``-inf`` (weight 0), at least one finite entry.
@@ -82,13 +93,17 @@ def log_mass_tree(log_weights: jax.Array) -> LogMassTree:
     Returns:
       A :class:`LogMassTree` in the dtype of ``log_weights``.
     """
-    log_mass = heap(log_weights, jnp.logaddexp, -jnp.inf)
-    leaves = log_mass.shape[0] // 2
-    left, right = log_mass[2 : 2 * leaves : 2], log_mass[3 : 2 * leaves : 2]
-    delta = jnp.where(jnp.isneginf(left) & jnp.isneginf(right), 0, right - left)
+    levels = heap_levels(log_weights, jnp.logaddexp, -jnp.inf)
+    splits = []
+    for level in levels[:-1]:
+        pairs = level.reshape(-1, 2)
+        left, right = pairs[:, 0], pairs[:, 1]
+        delta = jnp.where(jnp.isneginf(left) & jnp.isneginf(right), 0, right - left)
+        splits.append(jnp.logaddexp(0, delta))
     unused = jnp.zeros(1, log_weights.dtype)
-    split = jnp.concatenate([unused, jnp.logaddexp(0, delta)])
-    return LogMassTree(log_mass.at[0].set(0), split, log_weights.shape[0])
+    log_mass = jnp.concatenate([unused, *reversed(levels)])
+    split = jnp.concatenate([unused, *reversed(splits)])
+    return LogMassTree(log_mass, split, log_weights.shape[0])
 
 
 def top_k(key, tree: LogMassTree, k: int) -> tuple[jax.Array, jax.Array]:
