@@ -187,6 +187,34 @@ def tabulate(x, lower, beta, g: Grid, dtype, *, negate: bool = False, sums: bool
     return counts, prefix
 
 
+class CheckedInputs(NamedTuple):
+    """UQE's validated inputs (see :func:`checked_inputs`)."""
+
+    x: jax.Array
+    dtype: np.dtype
+    q: jax.Array | float
+    epsilon: jax.Array | float
+    split: jax.Array | float
+    beta: jax.Array | float
+    grid: Grid
+
+
+def checked_inputs(checks: Checks, x, q, epsilon, split, beta, noise: str, max_queries) -> CheckedInputs:
+    """Validates the inputs every UQE variant shares (eagerly when concrete, recorded in ``checks``
+    when traced), replaces invalid traced values by usable ones (the output is then marked by
+    ``checks.guard``) and builds the query grid."""
+    x = checks.data(x, allow_infinite=True)
+    dtype = float_dtype(x)
+    q = checks.probability(q, "q", open_low=True)
+    epsilon = checks.epsilon(epsilon)
+    split = check_split(checks, split, noise)
+    beta = check_beta(checks, beta, dtype)
+    max_queries = check_max_queries(max_queries)
+    q, epsilon, split = usable(checks, q, 0.5), usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
+    beta = usable(checks, beta, 2.0)
+    return CheckedInputs(x, dtype, q, epsilon, split, beta, grid(beta, max_queries, dtype))
+
+
 @functools.partial(jax.jit, static_argnames=("noise", "dtype", "first", "method"))
 def halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, method="fast"):
     """AboveThreshold's halting index over ``counts`` with ``T = q*n`` computed in ``dtype``:
@@ -225,18 +253,11 @@ def unbounded_result(
     input: estimate NaN, index -1).
     """
     checks = Checks()
-    x = checks.data(x, allow_infinite=True)
-    dtype = float_dtype(x)
-    q = checks.probability(q, "q", open_low=True)
-    epsilon = checks.epsilon(epsilon)
-    split = check_split(checks, split, noise)
-    lower = checks.real(lower, "lower")
-    beta = check_beta(checks, beta, dtype)
+    x, dtype, q, epsilon, split, beta, g = checked_inputs(
+        checks, x, q, epsilon, split, beta, noise, max_queries
+    )
+    lower = usable(checks, checks.real(lower, "lower"), 0.0)
     neighbors = Neighbors.check(neighbors)
-    max_queries = check_max_queries(max_queries)
-    q, epsilon, split = usable(checks, q, 0.5), usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
-    lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
-    g = grid(beta, max_queries, dtype)
     counts, _ = tabulate(x, lower, beta, g, dtype)
     epsilon1, epsilon2 = budget(epsilon, split, dtype)
     k, truncated = halting(
@@ -402,16 +423,9 @@ def fully_unbounded(
       >>> est = fully_unbounded(jax.random.key(0), x, 0.25, 1.0)  # close to -25
     """
     checks = Checks()
-    x = checks.data(x, allow_infinite=True)
-    dtype = float_dtype(x)
-    q = checks.probability(q, "q", open_low=True)
-    epsilon = checks.epsilon(epsilon)
-    split = check_split(checks, split, noise)
-    beta = check_beta(checks, beta, dtype)
-    max_queries = check_max_queries(max_queries)
-    q, epsilon, split = usable(checks, q, 0.5), usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
-    beta = usable(checks, beta, 2.0)
-    g = grid(beta, max_queries, dtype)
+    x, dtype, q, epsilon, split, beta, g = checked_inputs(
+        checks, x, q, epsilon, split, beta, noise, max_queries
+    )
     epsilon1, epsilon2 = budget(jnp.asarray(epsilon, dtype) * jnp.asarray(0.5, dtype), split, dtype)
     key_up, key_down = jax.random.split(key)
     k = []
