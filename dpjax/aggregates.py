@@ -41,6 +41,7 @@ from dpjax.quantiles.unbounded import (
     usable,
 )
 from dpjax.quantiles.unbounded_bins import grid_edges
+from dpjax.signatures import arguments_of
 from dpjax.validation import Checks, check_choice, check_epsilon, check_probability, float_dtype
 
 __all__ = ["ClippedSum", "clipped_sum", "mean", "mean_guarantee", "sum", "sum_guarantee"]
@@ -103,18 +104,8 @@ def clipped_sum(
     return checks.guard(ClippedSum(value, bound, truncated))
 
 
-def sum(
-    key,
-    x,
-    epsilon: float,
-    *,
-    q: float = 0.99,
-    beta: float = 1.001,
-    clip_fraction: float = 0.5,
-    lower: float = 0.0,
-    noise: str = "exponential",
-    max_queries: int = DEFAULT_MAX_QUERIES,
-) -> jax.Array:
+@arguments_of(clipped_sum)
+def sum(key, x, epsilon: float, **options) -> jax.Array:
     """DP sum of data bounded below only, clipped at a privately estimated quantile.
 
     Durfee (2023), §6.3: ``bound = UQE(x, q)`` with ``clip_fraction * epsilon`` (Algorithm 2,
@@ -152,31 +143,11 @@ def sum(
       >>> x = jnp.arange(1000.0)
       >>> total = sum(jax.random.key(0), x, 2.0)  # near 499,500 minus a little clipping bias
     """
-    return clipped_sum(
-        key,
-        x,
-        epsilon,
-        q=q,
-        beta=beta,
-        clip_fraction=clip_fraction,
-        lower=lower,
-        noise=noise,
-        max_queries=max_queries,
-    ).value
+    return clipped_sum(key, x, epsilon, **options).value
 
 
-def mean(
-    key,
-    x,
-    epsilon: float,
-    *,
-    q: float = 0.99,
-    beta: float = 1.001,
-    clip_fraction: float = 0.5,
-    lower: float = 0.0,
-    noise: str = "exponential",
-    max_queries: int = DEFAULT_MAX_QUERIES,
-) -> jax.Array:
+@arguments_of(clipped_sum)
+def mean(key, x, epsilon: float, **options) -> jax.Array:
     """DP mean: :func:`sum` divided by the public n (swap neighbours; ``epsilon``-DP in total,
     :func:`mean_guarantee`). Arguments as in :func:`sum` (the same may be traced).
 
@@ -184,18 +155,7 @@ def mean(
       >>> import jax, jax.numpy as jnp
       >>> m = mean(jax.random.key(0), jnp.arange(1000.0), 2.0)  # near 499.5
     """
-    value = sum(
-        key,
-        x,
-        epsilon,
-        q=q,
-        beta=beta,
-        clip_fraction=clip_fraction,
-        lower=lower,
-        noise=noise,
-        max_queries=max_queries,
-    )
-    return value / jnp.shape(x)[0]
+    return sum(key, x, epsilon, **options) / jnp.shape(x)[0]
 
 
 @elementwise("epsilon", "q", "clip_fraction")

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from laws import P_MIN
+from laws import P_MIN, chi_square_pvalue
 from scipy import stats
 from topk_laws import (
     BOTTOM,
@@ -17,7 +17,7 @@ from topk_laws import (
 )
 
 from dpjax import noise, topk
-from dpjax.topk._histogram import float32_exact, top_counts
+from dpjax.topk.histogram import float32_exact, top_counts
 
 N_DRAWS = 100_000
 
@@ -46,9 +46,7 @@ def chi_square(counts, law):
     """Chi-square p-value of ``{outcome: count}`` against ``{outcome: probability}``."""
     assert set(counts) <= set(law), f"impossible outcomes {set(counts) - set(law)}"
     outcomes = sorted(law, key=str)
-    observed = np.array([counts.get(o, 0) for o in outcomes], float)
-    expected = np.array([law[o] for o in outcomes]) * observed.sum()
-    return stats.chisquare(observed, expected).pvalue
+    return chi_square_pvalue([counts.get(o, 0) for o in outcomes], [law[o] for o in outcomes])
 
 
 # -- distribution -----------------------------------------------------------------------------------

@@ -21,18 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import sharded
+from dpjax.budgeting import pie
 from dpjax.budgeting._common import baseline_release, check_mode, on_users, points, query_point
 from dpjax.budgeting.geometry import distance_to
-from dpjax.budgeting.pie import (
-    ACTIVE,
-    S0,
-    PIEResult,
-    check_allotments,
-    check_beta0,
-    check_plan,
-    pie_guarantee,
-    pie_kernel,
-)
 from dpjax.validation import Checks
 
 ELIMINATED_BIAS = float(np.exp(-18.0))  # exp(-(6b)^2 / (2 b^2))
@@ -60,13 +51,15 @@ def _kde_kernel(key, x, r, p, b, beta0, *, point, plan, layout):
 def _kde(key, x, r, p, b, beta0, *, point, plan, layout):
     nu = jnp.stack([jnp.asarray(-jnp.inf, x.dtype), 6 * b])  # S_0: len_p > 6b
     if point:
-        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan, layout=layout)
+        res = pie.pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan, layout=layout)
         dist = res.estimate
     else:
-        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan, layout=layout)
+        res = pie.pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan, layout=layout)
         dist = res.mean
-    survivors = res.status == ACTIVE
-    total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + ELIMINATED_BIAS * jnp.sum(res.status == S0)
+    survivors = res.status == pie.ACTIVE
+    total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + ELIMINATED_BIAS * jnp.sum(
+        res.status == pie.S0
+    )
     return jnp.where(jnp.any(survivors), total / x.shape[0], 0.0), res
 
 
@@ -92,7 +85,7 @@ def kde(
     split: str = "even",
     chunk_size=None,
     noise_mode: str = "high",
-) -> tuple[jnp.ndarray, PIEResult]:
+) -> tuple[jnp.ndarray, pie.PIEResult]:
     """PM0 / PM1 Gaussian KDE at ``p`` via iterative elimination (Algorithm 7).
 
     ``rho``, ``p``, ``bandwidth`` and ``beta0`` may be traced; ``c``, ``mode``, ``split``,
@@ -117,11 +110,11 @@ def kde(
       >>> a, res = kde(jax.random.key(0), x, 1e-2, jnp.zeros(2), bandwidth=50.0, c=4, beta0=0.025)
     """
     check_mode(mode)
-    static = check_plan(c, split, chunk_size, noise_mode)
+    static = pie.check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x, p, b = _inputs(checks, x, p, bandwidth)
-    beta0 = check_beta0(checks, beta0, x.dtype)
-    r = check_allotments(checks, rho, x.shape[0], x.dtype)
+    beta0 = pie.check_beta0(checks, beta0, x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
     layout = sharded.leading_axes(x)
     result = _kde_kernel(key, x, r, p, b, beta0, point=mode == "point", plan=static, layout=layout)
     return checks.guard(result)
@@ -137,7 +130,7 @@ def kde_baseline(key, x, rho, p, *, bandwidth: float, mode: str = "point", noise
     check_mode(mode)
     checks = Checks()
     x, p, b = _inputs(checks, x, p, bandwidth)
-    r = check_allotments(checks, rho, x.shape[0], x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
     return checks.guard(_baseline_kernel(key, x, r, p, b, point=mode == "point", noise_mode=noise_mode))
 
 
@@ -147,4 +140,4 @@ def kde_guarantee(rho):
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
     Host side, as :func:`dpjax.budgeting.pie.pie_guarantee`.
     """
-    return pie_guarantee(rho)
+    return pie.pie_guarantee(rho)

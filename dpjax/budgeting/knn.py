@@ -20,17 +20,9 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import sharded
+from dpjax.budgeting import pie
 from dpjax.budgeting._common import baseline_release, check_mode, on_users, points, query_point
 from dpjax.budgeting.geometry import distance_to
-from dpjax.budgeting.pie import (
-    ACTIVE,
-    PIEResult,
-    check_allotments,
-    check_beta0,
-    check_plan,
-    pie_guarantee,
-    pie_kernel,
-)
 from dpjax.validation import Checks, check_int
 
 
@@ -51,10 +43,10 @@ def _knn_kernel(key, x, r, p, beta0, *, point, k, plan, layout):
 def _knn(key, x, r, p, beta0, *, point, k, plan, layout):
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan, layout=layout)
+        res = pie.pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan, layout=layout)
     else:
-        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan, layout=layout)
-    return _smallest(res.estimate, res.status == ACTIVE, k), res
+        res = pie.pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan, layout=layout)
+    return _smallest(res.estimate, res.status == pie.ACTIVE, k), res
 
 
 @functools.partial(jax.jit, static_argnames=("point", "k", "noise_mode"))
@@ -79,7 +71,7 @@ def knn(
     split: str = "even",
     chunk_size=None,
     noise_mode: str = "high",
-) -> tuple[jnp.ndarray, PIEResult]:
+) -> tuple[jnp.ndarray, pie.PIEResult]:
     """PM0 / PM1 private kNN via iterative elimination (Algorithm 8).
 
     ``rho``, ``p`` and ``beta0`` may be traced; ``k``, ``c``, ``mode``, ``split``, ``chunk_size`` and
@@ -108,13 +100,13 @@ def knn(
       (5,)
     """
     check_mode(mode)
-    static = check_plan(c, split, chunk_size, noise_mode)
+    static = pie.check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x = points(checks, x)
     p = query_point(checks, x, p)
     k = check_int(k, "k", minimum=1, maximum=x.shape[0])
-    beta0 = check_beta0(checks, beta0, x.dtype)
-    r = check_allotments(checks, rho, x.shape[0], x.dtype)
+    beta0 = pie.check_beta0(checks, beta0, x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
     point, layout = mode == "point", sharded.leading_axes(x)
     return checks.guard(_knn_kernel(key, x, r, p, beta0, point=point, k=k, plan=static, layout=layout))
 
@@ -131,7 +123,7 @@ def knn_baseline(key, x, rho, p, *, k: int, mode: str = "distance", noise_mode: 
     x = points(checks, x)
     p = query_point(checks, x, p)
     k = check_int(k, "k", minimum=1, maximum=x.shape[0])
-    r = check_allotments(checks, rho, x.shape[0], x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
     return checks.guard(_baseline_kernel(key, x, r, p, point=mode == "point", k=k, noise_mode=noise_mode))
 
 
@@ -141,4 +133,4 @@ def knn_guarantee(rho):
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
     Host side, as :func:`dpjax.budgeting.pie.pie_guarantee`.
     """
-    return pie_guarantee(rho)
+    return pie.pie_guarantee(rho)

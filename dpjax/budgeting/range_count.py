@@ -24,18 +24,9 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import sharded
+from dpjax.budgeting import pie
 from dpjax.budgeting._common import baseline_release, check_mode, on_users, points
 from dpjax.budgeting.geometry import box_signed_distance, eta_shift
-from dpjax.budgeting.pie import (
-    ACTIVE,
-    S1,
-    PIEResult,
-    check_allotments,
-    check_beta0,
-    check_plan,
-    pie_guarantee,
-    pie_kernel,
-)
 from dpjax.validation import Checks
 
 
@@ -67,14 +58,16 @@ def _count_kernel(key, x, r, box, beta0, *, point, shift, plan, layout):
 def _count(key, x, r, box, beta0, *, point, shift, plan, layout):
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = pie_kernel(key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan, layout=layout)
+        res = pie.pie_kernel(
+            key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan, layout=layout
+        )
         inside = res.estimate < 0
     else:
         scores = box_signed_distance(x, box)
-        res = pie_kernel(key, scores, r, nu, beta0, plan=plan, layout=layout)
+        res = pie.pie_kernel(key, scores, r, nu, beta0, plan=plan, layout=layout)
         inside = res.mean < _eta(r, box, shift)
-    count = jnp.sum(res.status == S1, dtype=jnp.int32) + jnp.sum(
-        (res.status == ACTIVE) & inside, dtype=jnp.int32
+    count = jnp.sum(res.status == pie.S1, dtype=jnp.int32) + jnp.sum(
+        (res.status == pie.ACTIVE) & inside, dtype=jnp.int32
     )
     return count, res
 
@@ -102,7 +95,7 @@ def range_count(
     split: str = "even",
     chunk_size=None,
     noise_mode: str = "high",
-) -> tuple[jnp.ndarray, PIEResult]:
+) -> tuple[jnp.ndarray, pie.PIEResult]:
     """PM0 / PM1 range count via iterative elimination (Algorithm 6).
 
     ``rho``, ``center``, ``half_widths`` and ``beta0`` may be traced (e.g. ``jax.vmap`` over
@@ -132,11 +125,11 @@ def range_count(
       ...                          jnp.array([100., 100.]), c=4, beta0=0.025)
     """
     check_mode(mode)
-    static = check_plan(c, split, chunk_size, noise_mode)
+    static = pie.check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x, box = _box(checks, x, center, half_widths)
-    beta0 = check_beta0(checks, beta0, x.dtype)
-    r = check_allotments(checks, rho, x.shape[0], x.dtype)
+    beta0 = pie.check_beta0(checks, beta0, x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
     point, layout = mode == "point", sharded.leading_axes(x)
     result = _count_kernel(key, x, r, box, beta0, point=point, shift=shift, plan=static, layout=layout)
     return checks.guard(result)
@@ -154,7 +147,7 @@ def range_count_baseline(
     check_mode(mode)
     checks = Checks()
     x, box = _box(checks, x, center, half_widths)
-    r = check_allotments(checks, rho, x.shape[0], x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
     result = _baseline_kernel(key, x, r, box, point=mode == "point", shift=shift, noise_mode=noise_mode)
     return checks.guard(result)
 
@@ -165,4 +158,4 @@ def range_count_guarantee(rho):
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
     Host side, as :func:`dpjax.budgeting.pie.pie_guarantee`.
     """
-    return pie_guarantee(rho)
+    return pie.pie_guarantee(rho)

@@ -114,16 +114,15 @@ def gap_tail_probability(t, threshold_rate, query_rate):
     return checks.guard(1 - laplace_difference_tail(t, a, b))
 
 
-def gap_confidence_margin(threshold_rate, query_rate, confidence: float = 0.95, *, iterations: int = 200):
+def gap_confidence_margin(threshold_rate, query_rate, confidence: float = 0.95):
     """The ``t`` of Lemma 5 with ``P(nu - eta >= -t) = confidence``: the
     :func:`~dpjax.postprocess.laplace_difference.laplace_difference_quantile` at ``1 - confidence``,
-    by bisection with ``iterations`` halvings (static). E.g. ``t = 16.359`` for rates 0.2 and 0.2 at 95%.
+    by bisection to the working dtype's resolution. E.g. ``t = 16.359`` for rates 0.2 and 0.2 at 95%.
 
     The rates (> 0, broadcast) and ``confidence`` (in (1/2, 1)) may be traced; the margin is NaN
     where a traced one is invalid.
     """
     checks = Checks()
-    iterations = check_int(iterations, "iterations", minimum=1)
     confidence = checks.probability(confidence, "confidence", open_low=True, open_high=True)
     message = "confidence must be > 0.5 for a lower bound below the estimate"
     if is_traced(confidence):
@@ -132,7 +131,7 @@ def gap_confidence_margin(threshold_rate, query_rate, confidence: float = 0.95, 
         raise ValueError(f"{message}, got {confidence}.")
     a, b = _rates(checks, threshold_rate, query_rate)
     target = 1 - jnp.asarray(confidence, a.dtype)  # P(nu - eta < -t) at the margin
-    return checks.guard(laplace_difference_quantile(target, a, b, iterations))
+    return checks.guard(laplace_difference_quantile(target, a, b))
 
 
 def query_lower_confidence_bound(gaps, threshold, budget: GapBudget, branch, confidence: float = 0.95):

@@ -29,7 +29,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dpjax.numerics import resolution_steps
 from dpjax.postprocess.laplace_difference import laplace_difference_quantile
 from dpjax.validation import Checks, check_int, float_dtype
 
@@ -126,7 +125,7 @@ def gap_confidence_radius(scale: float, confidence: float = 0.95) -> jax.Array:
     confidence = jnp.asarray(confidence, dtype)
     rate = 1 / jnp.asarray(b, dtype)
     p = jnp.minimum(confidence, 1 - confidence)  # exact for confidence >= 1/2
-    x = laplace_difference_quantile(p, rate, rate, resolution_steps(dtype))
+    x = laplace_difference_quantile(p, rate, rate)
     return checks.guard(jnp.where(confidence >= 0.5, x, -x))
 
 

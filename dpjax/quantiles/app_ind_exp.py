@@ -17,14 +17,12 @@ epsilon and delta may be traced.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from dpjax.accounting import ApproxDP, Neighbors
 from dpjax.accounting.bounded_range import composition_epsilon
 from dpjax.accounting.elementwise import elementwise
-from dpjax.quantiles.exp_mech import independent_releases
-from dpjax.quantiles.intervals import check_inputs
-from dpjax.validation import Checks, check_epsilon, check_probability, float_dtype
+from dpjax.quantiles.exp_mech import independent_quantiles
+from dpjax.validation import Checks, check_epsilon, check_probability
 
 
 def app_ind_exp(
@@ -41,17 +39,13 @@ def app_ind_exp(
     ``(epsilon, delta)``-DP (:func:`app_ind_exp_guarantee`).
 
     Args:
-      key: a ``jax.random`` key.
-      x: data, shape ``(n,)`` (may be empty; ``n`` static).
-      qs: ``m`` strictly increasing levels in [0, 1] (may be traced; ``m`` is static).
-      epsilon: total privacy parameter, > 0 (may be traced).
-      bounds: ``(a, b)`` with ``a < b`` (may be traced).
+      key, x, qs, epsilon, bounds, neighbors: as :func:`~dpjax.quantiles.ind_exp` (``epsilon`` is the
+        total, may be traced).
       delta: the approximate-DP delta in [0, 1] (may be traced; the paper uses 1e-6 for n = 1000).
-      neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
 
     Returns:
-      Shape ``(m,)``, sorted, in ``[a, b]``; all NaN when a traced input is invalid or traced data
-      contain NaN or infinities.
+      As :func:`~dpjax.quantiles.ind_exp`: shape ``(m,)``, sorted, in ``[a, b]``; NaN on invalid
+      traced input.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -59,14 +53,12 @@ def app_ind_exp(
       >>> deciles = app_ind_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-10, 10))
     """
     checks = Checks()
-    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     delta = checks.probability(delta, "delta")
-    neighbors = Neighbors.check(neighbors)
-    dtype = float_dtype(x)
-    epsilon_0 = composition_epsilon(epsilon, delta, levels.shape[0], dtype)
-    return checks.guard(
-        independent_releases(key, x, jnp.asarray(levels, dtype), epsilon_0, lower, upper, neighbors)
-    )
+
+    def per_level(epsilon, m: int, dtype):
+        return composition_epsilon(epsilon, delta, m, dtype)
+
+    return independent_quantiles(checks, key, x, qs, epsilon, bounds, neighbors, per_level)
 
 
 @elementwise("epsilon", "delta")

@@ -146,12 +146,22 @@ def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = 
       >>> x = jax.random.normal(jax.random.key(1), (1000,))
       >>> deciles = ind_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-10, 10))
     """
-    checks = Checks()
+    return independent_quantiles(
+        Checks(), key, x, qs, epsilon, bounds, neighbors, lambda epsilon, m, dtype: epsilon / m
+    )
+
+
+def independent_quantiles(checks: Checks, key, x, qs, epsilon, bounds, neighbors, per_level) -> jax.Array:
+    """Validated IndExp-style releases: one EMQ per level with ``per_level(epsilon, m, dtype)``.
+
+    IndExp and AppIndExp differ only in that budget rule (``epsilon / m``, or the DDR20 composition
+    budget); ``epsilon`` reaches ``per_level`` as a ``dtype`` array (it may be traced) and ``checks``
+    may already hold the caller's own checks. NaN on invalid traced input.
+    """
     x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
     dtype = float_dtype(x)
-    m = levels.shape[0]
-    epsilon_each = jnp.asarray(epsilon, dtype) / m
+    epsilon_each = per_level(jnp.asarray(epsilon, dtype), levels.shape[0], dtype)
     return checks.guard(
         independent_releases(key, x, jnp.asarray(levels, dtype), epsilon_each, lower, upper, neighbors)
     )

@@ -178,8 +178,8 @@ def csmooth(key, x, qs, rho: float, *, bounds, t=None) -> jax.Array:
         :func:`csmooth_default_t` (tuned on N(0, 1) data of the same size).
 
     Returns:
-      Shape ``(m,)``, sorted, in ``[a, b]``; all NaN when a traced input is invalid or traced data
-      contain NaN or infinities.
+      As :func:`~dpjax.quantiles.ind_exp`: shape ``(m,)``, sorted, in ``[a, b]``; NaN on invalid
+      traced input or non-finite traced data.
 
     Example:
       >>> import jax, jax.numpy as jnp

@@ -53,6 +53,7 @@ from dpjax.quantiles.unbounded_bins import (
     query_cap,
     static_size,
 )
+from dpjax.signatures import arguments_of
 from dpjax.svt import above_threshold_guarantee
 from dpjax.svt.monotone_halting import halting_index, split_threshold
 from dpjax.validation import (
@@ -267,19 +268,8 @@ def unbounded_result(
     return checks.guard(UnboundedResult(estimate, k, truncated))
 
 
-def unbounded(
-    key,
-    x,
-    q: float,
-    epsilon: float,
-    *,
-    lower: float = 0.0,
-    beta: float = 1.001,
-    noise: str = "exponential",
-    split: float = 0.5,
-    neighbors: Neighbors | str = Neighbors.SWAP,
-    max_queries: int = DEFAULT_MAX_QUERIES,
-) -> jax.Array:
+@arguments_of(unbounded_result)
+def unbounded(key, x, q: float, epsilon: float, **options) -> jax.Array:
     """Differentially private q-quantile of data bounded below only (UQE).
 
     Durfee (2023), Algorithm 2: AboveThreshold (Alg. 1) with ``T = q*n`` over
@@ -335,18 +325,7 @@ def unbounded(
       >>> x = jnp.arange(1000.0)
       >>> est = unbounded(jax.random.key(0), x, 0.9, 1.0)  # close to 900
     """
-    return unbounded_result(
-        key,
-        x,
-        q,
-        epsilon,
-        lower=lower,
-        beta=beta,
-        noise=noise,
-        split=split,
-        neighbors=neighbors,
-        max_queries=max_queries,
-    ).estimate
+    return unbounded_result(key, x, q, epsilon, **options).estimate
 
 
 @elementwise("q", "epsilon", "split")

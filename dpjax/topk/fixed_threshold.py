@@ -29,7 +29,7 @@ from dpjax import noise
 from dpjax.accounting import ApproxDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.accounting.pay_what_you_get import advanced_composition_epsilon
-from dpjax.topk._histogram import check_counts, check_privacy, float32_exact, log_ratio, privacy, top_counts
+from dpjax.topk import histogram
 from dpjax.validation import Checks, check_int, check_probability, float_dtype
 
 
@@ -50,10 +50,10 @@ class FixedThresholdResult(NamedTuple):
 
 @functools.partial(jax.jit, static_argnames=("kbar", "exact_in_float32"))
 def _kernel(key, counts, epsilon, delta, *, kbar, exact_in_float32):
-    ids, values = top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
+    ids, values = histogram.top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
-    threshold = epsilon + log_ratio(kbar / 2, delta)  # epsilon * (tau - h_(kbar+1))
+    threshold = epsilon + histogram.log_ratio(kbar / 2, delta)  # epsilon * (tau - h_(kbar+1))
     keep = (gaps > 0) & (epsilon * gaps + noise.laplace(key, gaps.shape, dtype=dtype) > threshold)
     missing = jnp.iinfo(jnp.int32).max
     members = jnp.sort(jnp.where(keep, ids[..., :kbar], missing), axis=-1)
@@ -93,10 +93,10 @@ def fixed_threshold(key, counts, kbar: int, epsilon: float, delta: float) -> Fix
       [1, 3]
     """
     checks = Checks()
-    counts = check_counts(checks, counts)
+    counts = histogram.check_counts(checks, counts)
     kbar = check_int(kbar, "kbar", minimum=1)
-    epsilon, delta = privacy(checks, epsilon, delta, float_dtype(counts))
-    result = _kernel(key, counts, epsilon, delta, kbar=kbar, exact_in_float32=float32_exact(counts))
+    epsilon, delta = histogram.privacy(checks, epsilon, delta, float_dtype(counts))
+    result = _kernel(key, counts, epsilon, delta, kbar=kbar, exact_in_float32=histogram.float32_exact(counts))
     return checks.guard(result)
 
 
@@ -115,6 +115,6 @@ def fixed_threshold_guarantee(
       ApproxDP(epsilon=1.0, delta=1e-06)
     """
     kbar = check_int(kbar, "kbar", minimum=1)
-    epsilon, delta = check_privacy(epsilon, delta)
+    epsilon, delta = histogram.check_privacy(epsilon, delta)
     delta_prime = check_probability(delta_prime, "delta_prime", open_high=True)
     return ApproxDP(advanced_composition_epsilon(kbar, epsilon, delta_prime), min(delta + delta_prime, 1.0))

@@ -23,17 +23,7 @@ import jax
 from dpjax import noise
 from dpjax.accounting import ApproxDP
 from dpjax.accounting.elementwise import elementwise
-from dpjax.topk._histogram import (
-    check_counts,
-    check_k_kbar,
-    check_privacy,
-    float32_exact,
-    log_ratio,
-    max_contributions_value,
-    privacy,
-    report_above,
-    top_counts,
-)
+from dpjax.topk import histogram
 from dpjax.topk.limited_domain import TopKResult
 from dpjax.validation import Checks, check_int, float_dtype, is_traced
 
@@ -42,7 +32,7 @@ _CAP_BELOW_KBAR = "max_contributions must be < kbar for the Laplace variant (res
 
 def _delta_cap(checks, max_contributions, kbar, dtype):
     """Delta (``1 <= Delta < kbar``) as a ``dtype`` scalar: eager when concrete, recorded when traced."""
-    cap = max_contributions_value(checks, max_contributions, dtype)
+    cap = histogram.max_contributions_value(checks, max_contributions, dtype)
     if is_traced(cap):
         checks.record(cap < kbar, f"{_CAP_BELOW_KBAR}.")
     elif max_contributions >= kbar:
@@ -54,13 +44,13 @@ def _delta_cap(checks, max_contributions, kbar, dtype):
 
 @functools.partial(jax.jit, static_argnames=("k", "kbar", "exact_in_float32"))
 def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, exact_in_float32):
-    ids, values = top_counts(counts, kbar + 1, exact_in_float32)
+    ids, values = histogram.top_counts(counts, kbar + 1, exact_in_float32)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
     laplaces = noise.laplace(key, values.shape, dtype=dtype)
     scores = epsilon * gaps + laplaces[..., :kbar]
-    threshold = epsilon + log_ratio(delta_cap, delta) + laplaces[..., kbar]
-    indices, num_returned = report_above(scores, threshold, ids[..., :kbar], k)
+    threshold = epsilon + histogram.log_ratio(delta_cap, delta) + laplaces[..., kbar]
+    indices, num_returned = histogram.report_above(scores, threshold, ids[..., :kbar], k)
     return TopKResult(indices, num_returned, num_returned < k)
 
 
@@ -89,12 +79,12 @@ def laplace_limited_domain(
       [0, 2]
     """
     checks = Checks()
-    counts = check_counts(checks, counts)
-    k, kbar = check_k_kbar(k, kbar)
+    counts = histogram.check_counts(checks, counts)
+    k, kbar = histogram.check_k_kbar(k, kbar)
     dtype = float_dtype(counts)
-    epsilon, delta = privacy(checks, epsilon, delta, dtype)
+    epsilon, delta = histogram.privacy(checks, epsilon, delta, dtype)
     cap = _delta_cap(checks, max_contributions, kbar, dtype)
-    exact = float32_exact(counts)
+    exact = histogram.float32_exact(counts)
     return checks.guard(_kernel(key, counts, epsilon, delta, cap, k=k, kbar=kbar, exact_in_float32=exact))
 
 
@@ -118,7 +108,7 @@ def laplace_limited_domain_guarantee(
       1.0
     """
     check_int(k, "k", minimum=1)
-    epsilon, delta = check_privacy(epsilon, delta)
+    epsilon, delta = histogram.check_privacy(epsilon, delta)
     cap = check_int(max_contributions, "max_contributions", minimum=1)
     eps = (cap + 1) * epsilon
     bad = (delta / 2) * (1 + math.log(cap / delta) / 2)

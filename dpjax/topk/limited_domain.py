@@ -34,18 +34,7 @@ from dpjax import noise
 from dpjax.accounting import ApproxDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.accounting.pay_what_you_get import epsilon_star
-from dpjax.topk._histogram import (
-    check_counts,
-    check_k_kbar,
-    check_max_contributions,
-    check_privacy,
-    float32_exact,
-    log_ratio,
-    max_contributions_value,
-    privacy,
-    report_above,
-    top_counts,
-)
+from dpjax.topk import histogram
 from dpjax.validation import Checks, check_int, check_probability, float_dtype
 
 
@@ -87,15 +76,15 @@ def threshold_offset(
       19.42
     """
     kbar = check_int(kbar, "kbar", minimum=1)
-    epsilon, delta = check_privacy(epsilon, delta)
-    delta_cap = check_max_contributions(max_contributions)
+    epsilon, delta = histogram.check_privacy(epsilon, delta)
+    delta_cap = histogram.check_max_contributions(max_contributions)
     m = kbar if delta_cap is None else min(delta_cap, kbar)
     return 1.0 + math.log(m / delta) / epsilon
 
 
 @functools.partial(jax.jit, static_argnames=("k", "kbar", "strict", "exact_in_float32"))
 def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, strict, exact_in_float32):
-    ids, values = top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
+    ids, values = histogram.top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)  # exact: h_i - h_(kbar+1) >= 0
     # One draw of kbar + 1 independent Gumbels (one sampler call keeps compilation cheap).
@@ -105,19 +94,19 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, strict, exact_in
         scores = jnp.where(gaps > 0, scores, -jnp.inf)
     # h_bot in EM units: epsilon * threshold_offset = epsilon + ln(min(Delta, kbar)/delta).
     m = kbar if delta_cap is None else jnp.minimum(delta_cap, kbar)
-    threshold = epsilon + log_ratio(m, delta) + gumbels[..., kbar]
-    indices, num_returned = report_above(scores, threshold, ids[..., :kbar], k)
+    threshold = epsilon + histogram.log_ratio(m, delta) + gumbels[..., kbar]
+    indices, num_returned = histogram.report_above(scores, threshold, ids[..., :kbar], k)
     return TopKResult(indices, num_returned, num_returned < k)
 
 
 def _run(key, counts, k, kbar, epsilon, delta, max_contributions, strict):
     checks = Checks()
-    counts = check_counts(checks, counts)
-    k, kbar = check_k_kbar(k, kbar)
+    counts = histogram.check_counts(checks, counts)
+    k, kbar = histogram.check_k_kbar(k, kbar)
     dtype = float_dtype(counts)
-    epsilon, delta = privacy(checks, epsilon, delta, dtype)
-    delta_cap = max_contributions_value(checks, max_contributions, dtype)
-    exact = float32_exact(counts)
+    epsilon, delta = histogram.privacy(checks, epsilon, delta, dtype)
+    delta_cap = histogram.max_contributions_value(checks, max_contributions, dtype)
+    exact = histogram.float32_exact(counts)
     result = _kernel(
         key, counts, epsilon, delta, delta_cap, k=k, kbar=kbar, strict=strict, exact_in_float32=exact
     )
@@ -222,6 +211,6 @@ def limited_domain_guarantee(k: int, epsilon: float, delta: float, *, delta_prim
       (0.88113, 1.01e-06)
     """
     k = check_int(k, "k", minimum=1)
-    epsilon, delta = check_privacy(epsilon, delta)
+    epsilon, delta = histogram.check_privacy(epsilon, delta)
     delta_prime = check_probability(delta_prime, "delta_prime", open_high=True)
     return ApproxDP(epsilon_star(k, epsilon, delta_prime), min(delta + delta_prime, 1.0))

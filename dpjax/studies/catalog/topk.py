@@ -29,7 +29,7 @@ from dpjax.studies import metrics
 from dpjax.studies.catalog import EPSILONS
 from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
-from dpjax.topk._histogram import top_counts
+from dpjax.topk.histogram import top_counts
 
 K, KBAR, DELTA, DELTA_PRIME = 10, 100, 5e-7, 5e-7
 VARIANTS = ("Alg. 1", "Alg. 1, Δ=1", "Alg. 6")
