@@ -171,7 +171,10 @@ def _units(scores: jax.Array, scale: jax.Array) -> jax.Array:
     if scores.dtype == jnp.bool_:
         scores = scores.astype(jnp.int32)
     # max - scores >= 0 is exact in integer arithmetic (large counts, unsigned dtypes included).
-    return -(jnp.max(scores) - scores).astype(scale.dtype) / scale
+    # The barrier keeps XLA from folding the scale's own arithmetic into the division (it rewrites
+    # ``x / (c k s / epsilon)`` differently under jit than op by op, an ulp apart in the units, which
+    # the tree's log-masses and the gaps carry): with it, eager and traced units are the same.
+    return -(jnp.max(scores) - scores).astype(scale.dtype) / lax.optimization_barrier(scale)
 
 
 def _prepare(
