@@ -17,7 +17,9 @@ top-k and noisy top-k with free gaps.
   decreasing order, is equal in law to k-fold peeling of the exponential mechanism.
 * Noisy-Top-K-with-Gap and Noisy-Max-with-Gap (Ding, Wang, Zhang and Kifer 2019, Algorithm 1,
   Theorem 2): Laplace noise, the k winners and the k gaps between consecutive noisy values, at no
-  extra privacy cost. Estimators that use the gaps are in :mod:`dpjax.postprocess.topk_gap`.
+  extra privacy cost; also with Gumbel noise at the same scale (a derivation beyond the paper, in
+  :func:`noisy_top_k_with_gap`), then with the one-shot top-down sampler of :func:`gumbel_top_k`
+  available. Estimators that use the gaps are in :mod:`dpjax.postprocess.topk_gap`.
 
 Noise convention (every function here). Each candidate score has sensitivity ``sensitivity``: under
 the chosen neighbouring relation no score moves by more than that (an L-infinity bound, not L1).
@@ -66,6 +68,7 @@ from dpjax.validation import Checks, check_choice, check_epsilon, check_int, che
 NOISES = ("gumbel", "exponential", "laplace")
 METHODS = ("literal", "inverse_cdf", "tree")
 TOP_K_METHODS = ("literal", "tree")
+GAP_NOISES = ("laplace", "gumbel")
 
 
 def _check_flag(value, name: str) -> bool:
@@ -80,6 +83,23 @@ def _check_guarantee_args(epsilon, sensitivity, monotonic) -> float:
     check_positive(sensitivity, "sensitivity")
     _check_flag(monotonic, "monotonic")
     return epsilon
+
+
+def _check_gap_noise(noise, method: str = "literal") -> str:
+    """The static options of the gap mechanisms: a noise of :data:`GAP_NOISES`, and ``"tree"`` only
+    with Gumbel noise (the top-down construction needs its max-stability)."""
+    if noise == "exponential":
+        raise ValueError(
+            "noise='exponential' is not offered for the gap mechanisms: the privacy of its gaps is "
+            "not proven (see noisy_top_k_with_gap); use 'laplace' or 'gumbel'."
+        )
+    check_choice(noise, "noise", GAP_NOISES)
+    check_choice(method, "method", TOP_K_METHODS)
+    if method != "literal" and noise != "gumbel":
+        raise ValueError(
+            f"method={method!r} is the top-down Gumbel process: noise must be 'gumbel', got {noise!r}."
+        )
+    return noise
 
 
 def _scale(checks: Checks, epsilon, sensitivity, monotonic, k: int, dtype) -> jax.Array:
@@ -124,10 +144,10 @@ def _inverse_cdf_draw(key, units):
 @functools.partial(jax.jit, static_argnames=("k",))
 @sharded.auto_axes
 def _tree_top(key, units, *, k: int):
-    """The top-k indices of ``units + Gumbel(1)`` by the top-down Gumbel process
-    (:mod:`dpjax.gumbel_process`); the log-mass tree is key independent (built once under ``vmap``
-    over keys)."""
-    return _gumbel_process.top_k(key, _gumbel_process.log_mass_tree(units), k)[1]
+    """The top-k ``(values, indices)`` of ``units + Gumbel(1)`` by the top-down Gumbel process
+    (:mod:`dpjax.gumbel_process`), values in the units of ``units``; the log-mass tree is key
+    independent (built once under ``vmap`` over keys)."""
+    return _gumbel_process.top_k(key, _gumbel_process.log_mass_tree(units), k)
 
 
 def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name, method):
@@ -142,7 +162,7 @@ def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name, met
     if method == "inverse_cdf":
         return checks.guard(_inverse_cdf_draw(key, units))
     if method == "tree":
-        return checks.guard(_tree_top(key, units, k=1)[0])
+        return checks.guard(_tree_top(key, units, k=1)[1][0])
     return checks.guard(_noisy_top(key, units, noise=noise, k=None))
 
 
@@ -151,7 +171,10 @@ def _units(scores: jax.Array, scale: jax.Array) -> jax.Array:
     if scores.dtype == jnp.bool_:
         scores = scores.astype(jnp.int32)
     # max - scores >= 0 is exact in integer arithmetic (large counts, unsigned dtypes included).
-    return -(jnp.max(scores) - scores).astype(scale.dtype) / scale
+    # The barrier keeps XLA from folding the scale's own arithmetic into the division (it rewrites
+    # ``x / (c k s / epsilon)`` differently under jit than op by op, an ulp apart in the units, which
+    # the tree's log-masses and the gaps carry): with it, eager and traced units are the same.
+    return -(jnp.max(scores) - scores).astype(scale.dtype) / lax.optimization_barrier(scale)
 
 
 def _prepare(
@@ -336,7 +359,7 @@ def gumbel_top_k(
     checks = Checks()
     units, _, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k)
     if method == "tree":
-        return checks.guard(_tree_top(key, units, k=k))
+        return checks.guard(_tree_top(key, units, k=k)[1])
     return checks.guard(_noisy_top(key, units, noise="gumbel", k=k)[1])
 
 
@@ -358,83 +381,142 @@ def gumbel_top_k_guarantee(
 
 
 def noisy_top_k_with_gap_scale(
-    k: int, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
+    k: int, epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> float:
-    """The Laplace scale of :func:`noisy_top_k_with_gap`: ``2k sensitivity/epsilon`` (``k ...`` monotone).
+    """The noise scale of :func:`noisy_top_k_with_gap`: ``2k sensitivity/epsilon`` (``k ...`` monotone).
 
-    The gap estimators of :mod:`dpjax.postprocess.topk_gap` take it as their ``scale``. ``k`` is
-    static; ``epsilon`` and ``sensitivity`` may be traced. Returns a scalar in the default float
-    dtype, computed as the mechanism computes it; NaN when a traced input is invalid (concrete
-    invalid inputs raise).
+    The same for both noises (``noise``, static, is checked as the mechanism checks it). The gap
+    estimators of :mod:`dpjax.postprocess.topk_gap` take it as their ``scale``, with the same
+    ``noise``. ``k`` is static; ``epsilon`` and ``sensitivity`` may be traced. Returns a scalar in
+    the default float dtype, computed as the mechanism computes it; NaN when a traced input is
+    invalid (concrete invalid inputs raise).
     """
+    _check_gap_noise(noise)
     k = check_int(k, "k", minimum=1)
     checks = Checks()
     return checks.guard(_scale(checks, epsilon, sensitivity, monotonic, k, float_dtype()))
 
 
 def noisy_top_k_with_gap(
-    key, scores, k: int, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
+    key,
+    scores,
+    k: int,
+    epsilon: float,
+    *,
+    noise: str = "laplace",
+    sensitivity: float = 1.0,
+    monotonic: bool = False,
+    method: str = "literal",
 ) -> tuple[jax.Array, jax.Array]:
     """Noisy-Top-K-with-Gap: the k noisy winners and the k gaps between consecutive noisy values.
 
-    Ding, Wang, Zhang and Kifer (2019), Algorithm 1 and Theorem 2. Adds ``Laplace(b)`` to every score
-    with ``b = 2 k sensitivity / epsilon`` (``b = k sensitivity / epsilon`` when ``monotonic=True``,
-    e.g. counts under add/remove neighbours), takes the k+1 largest noisy values
+    Ding, Wang, Zhang and Kifer (2019), Algorithm 1 and Theorem 2. Adds noise of scale
+    ``b = 2 k sensitivity / epsilon`` (``b = k sensitivity / epsilon`` when ``monotonic=True``,
+    e.g. counts under add/remove neighbours) to every score, takes the k+1 largest noisy values
     ``v_1 > ... > v_{k+1}`` (exact ``lax.top_k``) and releases their first k indices and the gaps
     ``g_i = v_i - v_{i+1}``. ``g_k`` is the gap to the best unselected candidate. The noisy values
     themselves are never released.
 
-    No fast sampler: the top-down construction behind ``gumbel_top_k(method="tree")`` needs the
-    max-stability of Gumbel noise (the max of a region is again Gumbel, with the region's
-    log-mass), which Laplace noise lacks (nor does Exponential noise have it). Only the Laplace
-    form of Theorem 2 is offered; with Gumbel noise the k + 1 largest values, hence the gaps, would
-    come out of the same tree (:func:`dpjax.gumbel_process.top_k` returns them). Under ``vmap``
-    over keys this kernel costs what :func:`gumbel_top_k` costs (about 1x at d = 10^6).
+    Noise. ``"laplace"`` (default): Laplace(b), the paper's mechanism (Theorem 2 covers
+    Laplace-type noise only). ``"gumbel"``: Gumbel(b) at the same b; the winners are then exactly
+    :func:`gumbel_top_k`'s Plackett-Luce ranking at ``epsilon / k`` (more accurate than Laplace's),
+    and ``method="tree"`` draws the k + 1 largest values, hence the gaps, by the top-down Gumbel
+    process (:func:`dpjax.gumbel_process.top_k`, O(k log n) per release after an O(n) key
+    independent preparation; about the literal kernel's cost for one release). Its gaps follow a
+    different law from the Laplace ones, so estimators must be told (``noise`` of
+    :mod:`dpjax.postprocess.topk_gap`).
 
-    Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2); see
-    :func:`noisy_top_k_with_gap_guarantee`. Ties have probability zero only in exact arithmetic
-    (Section 5.1 of the paper); prefer float64 (``jax_enable_x64``) for releases.
+    Privacy of the Gumbel version (a derivation, not in the 2019 paper). In units ``u = scores / b``,
+    with ``s_j = g_j + ... + g_k`` (gaps in units), ``S = {i_1..i_k}``,
+    ``Z_R = sum_{l not in S} exp(u_l)`` and ``A = sum_j exp(u_{i_j} - s_j) + Z_R``: the density of
+    ``(v_1..v_{k+1})`` with the top-k indices, summed over which unselected candidate is
+    ``v_{k+1}``, is ``prod_j exp(u_{i_j} - v_j - e^{u_{i_j} - v_j}) * Z_R t exp(-Z_R t)`` with
+    ``t = exp(-v_{k+1})`` (the product of the unselected Gumbel CDFs is ``exp(-Z_R t)``). Writing
+    ``v_j = v_{k+1} + s_j`` and integrating ``v_{k+1}`` out (``dv = dt / t``) gives the density of the
+    release: ``p(i_1..i_k, g_1..g_k) = k! prod_j exp(u_{i_j} - s_j) Z_R / A^{k+1}``. On a neighbour
+    every score moves by ``delta_l`` with ``|delta_l| <= a = sensitivity / b``: the numerator gains
+    the factors ``x_j = exp(delta_{i_j})`` and ``y = Z'_R / Z_R`` (a weighted mean of the
+    unselected ``exp(delta_l)``), and ``A' / A`` is a weighted mean of the same k + 1 factors, so
+    at least their minimum m. The density ratio is then at most ``prod_j (x_j / m) * (y / m)``:
+    k + 1 factors in ``[1, e^{2a}]``, one of them 1, so at most ``e^{2ka} = e^{epsilon}``; with
+    monotone neighbours all ``delta`` share a sign, the factors lie in ``[1, e^a]`` and the bound is
+    ``e^{ka} = e^{epsilon}`` at ``b = k sensitivity / epsilon``. The bound is attained in the limit
+    (winners up, the rest down, unselected mass dominating). Checked numerically in
+    ``tests/test_selection_gumbel_gap.py`` (the density against both samplers; its ratios on
+    neighbours). Ties: as for Laplace, probability zero only in exact arithmetic.
+
+    Not offered: one-sided Exponential noise (permute-and-flip's). Its density has bounded support,
+    so it is not admissible noise for the paper's proof (Lemma 1, a log-density Lipschitz on the
+    real line), and it lacks max-stability: the unselected maximum's law depends on each score
+    through the truncation ``max(v, u_l)``, so the integral above has no common form across
+    neighbours and no proof is at hand here (spec seed-002 §2.5: the seed covers Laplace-type noise only).
+
+    Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2 for Laplace, the
+    derivation above for Gumbel); see :func:`noisy_top_k_with_gap_guarantee`. Ties have probability
+    zero only in exact arithmetic (Section 5.1 of the paper); prefer float64 (``jax_enable_x64``)
+    for releases.
 
     Args:
       key: a ``jax.random`` key.
       scores: shape [n] with n >= k + 1, finite.
       k: number of winners, 1 <= k <= n - 1 (static).
       epsilon: privacy parameter, > 0 (may be traced).
+      noise: ``"laplace"`` or ``"gumbel"`` (static), see above.
       sensitivity: per-score sensitivity, > 0 (may be traced).
       monotonic: see above (static bool).
+      method: ``"literal"`` (n noisy scores and the exact top k + 1) or, with ``noise="gumbel"``
+        only, ``"tree"`` (see above; the float error of its split probabilities is in
+        :mod:`dpjax.gumbel_process`, which is why ``"literal"`` stays the default); static. Same
+        law, different random stream.
 
     Returns:
-      ``(indices, gaps)``: int32 indices [k] in decreasing noisy order and float gaps [k], > 0;
-      indices ``-1`` and gaps NaN when a traced input is invalid.
+      ``(indices, gaps)``: int32 indices [k] in decreasing noisy order and float gaps [k], > 0
+      (>= 0 after rounding); indices ``-1`` and gaps NaN when a traced input is invalid.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> idx, gaps = noisy_top_k_with_gap(jax.random.key(0), jnp.arange(20), 3, 1.0, monotonic=True)
     """
+    _check_gap_noise(noise, method)
     checks = Checks()
     units, scale, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k, gap=True)
-    values, indices = _noisy_top(key, units, noise="laplace", k=k + 1)
+    if method == "tree":
+        values, indices = _tree_top(key, units, k=k + 1)
+    else:
+        values, indices = _noisy_top(key, units, noise=noise, k=k + 1)
     gaps = (values[:-1] - values[1:]) * scale
     return checks.guard((indices[:k], gaps))
 
 
 @elementwise("epsilon", "sensitivity")
 def noisy_top_k_with_gap_guarantee(
-    k: int, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
+    k: int, epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
-    """Noisy-Top-K-with-Gap's guarantee: ``PureDP(epsilon)`` (Ding et al. 2019, Theorem 2)."""
+    """Noisy-Top-K-with-Gap's guarantee: ``PureDP(epsilon)`` for both noises (Ding et al. 2019,
+    Theorem 2 for Laplace; the derivation in :func:`noisy_top_k_with_gap` for Gumbel)."""
+    _check_gap_noise(noise)
     check_int(k, "k", minimum=1)
     return PureDP(_check_guarantee_args(epsilon, sensitivity, monotonic))
 
 
 def noisy_max_with_gap(
-    key, scores, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
+    key,
+    scores,
+    epsilon: float,
+    *,
+    noise: str = "laplace",
+    sensitivity: float = 1.0,
+    monotonic: bool = False,
+    method: str = "literal",
 ) -> tuple[jax.Array, jax.Array]:
     """Noisy-Max-with-Gap: :func:`noisy_top_k_with_gap` with k = 1, as scalars.
 
     Ding et al. (2019), Algorithm 1 with k = 1: Laplace(2 sensitivity/epsilon) noise (half with
-    ``monotonic=True``); releases the noisy argmax and its gap to the runner-up. epsilon-DP.
-    ``epsilon`` and ``sensitivity`` may be traced; ``monotonic`` is a static bool.
+    ``monotonic=True``), or Gumbel noise at the same scale (``noise="gumbel"``, static; then
+    ``method="tree"`` is allowed); releases the noisy argmax and its gap to the runner-up.
+    epsilon-DP (for Gumbel noise by the derivation in :func:`noisy_top_k_with_gap`: the density of
+    ``(i, g)`` in units is ``e^{u_i - g} Z_R / (e^{u_i - g} + Z_R)^2``). ``epsilon`` and
+    ``sensitivity`` may be traced; ``monotonic`` is a static bool.
 
     Returns:
       ``(index, gap)``: an int32 scalar and a positive float scalar; ``(-1, NaN)`` when a traced
@@ -445,14 +527,16 @@ def noisy_max_with_gap(
       >>> i, gap = noisy_max_with_gap(jax.random.key(0), jnp.array([3.0, 7.0, 1.0]), 1.0)
     """
     indices, gaps = noisy_top_k_with_gap(
-        key, scores, 1, epsilon, sensitivity=sensitivity, monotonic=monotonic
+        key, scores, 1, epsilon, noise=noise, sensitivity=sensitivity, monotonic=monotonic, method=method
     )
     return indices[0], gaps[0]
 
 
 @elementwise("epsilon", "sensitivity")
 def noisy_max_with_gap_guarantee(
-    epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
+    epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
-    """Noisy-Max-with-Gap's guarantee: ``PureDP(epsilon)``."""
-    return noisy_top_k_with_gap_guarantee(1, epsilon, sensitivity=sensitivity, monotonic=monotonic)
+    """Noisy-Max-with-Gap's guarantee: ``PureDP(epsilon)`` for both noises."""
+    return noisy_top_k_with_gap_guarantee(
+        1, epsilon, noise=noise, sensitivity=sensitivity, monotonic=monotonic
+    )

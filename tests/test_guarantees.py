@@ -125,6 +125,10 @@ EXPECTED = {
     # Ding et al. (2019), free gap: the gaps come at no extra cost.
     "selection.noisy_top_k_with_gap": lambda v: PureDP(v["epsilon"]),
     "selection.noisy_max_with_gap": lambda v: PureDP(v["epsilon"]),
+    # With Gumbel noise at the same scale (the derivation in selection.noisy_top_k_with_gap).
+    "selection.noisy_top_k_with_gap[gumbel]": lambda v: PureDP(v["epsilon"]),
+    "selection.noisy_top_k_with_gap[gumbel,tree]": lambda v: PureDP(v["epsilon"]),
+    "selection.noisy_max_with_gap[gumbel,tree]": lambda v: PureDP(v["epsilon"]),
     "svt.above_threshold[first_passage]": lambda v: _above_threshold(v["epsilon"], v["epsilon"]),
     "svt.above_threshold": lambda v: _above_threshold(v["epsilon1"], v["epsilon2"]),
     # The first-passage samplers have the literal kernels' laws, hence their guarantees.

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from float_tolerance import assert_close_ulp
 from laws import laplace_difference_tail, sample
+from scipy import stats
 
 from dpjax import selection
 from dpjax.additive import laplace_mechanism
@@ -80,29 +81,39 @@ def test_theoretical_ratios():
     assert topk_gap.blue_mse_ratio(2, 1.0) == pytest.approx(0.75)
     assert topk_gap.blue_mse_ratio(1, 3.0) == 1.0
     assert topk_gap.variance_ratio(20.0, 10.0) == 4.0
+    # Var Gumbel(b) = pi^2 b^2 / 6 against Var Lap(b) = 2 b^2.
+    assert topk_gap.variance_ratio(20.0, 10.0, noise="gumbel") == pytest.approx(4 * np.pi**2 / 12)
 
 
-def measured_trial(key, scores, k, epsilon, monotonic):
+def measured_trial(key, scores, k, epsilon, monotonic, noise="laplace"):
     """The paper's protocol (§5.2): half the budget selects with gaps, half measures Lap(k/(epsilon/2))."""
     select_key, measure_key = jax.random.split(key)
-    idx, gaps = selection.noisy_top_k_with_gap(select_key, scores, k, epsilon / 2, monotonic=monotonic)
+    idx, gaps = selection.noisy_top_k_with_gap(
+        select_key, scores, k, epsilon / 2, monotonic=monotonic, noise=noise
+    )
     truth = scores[idx]
     alpha = laplace_mechanism(measure_key, truth, epsilon / 2, sensitivity=k)
     lam = topk_gap.variance_ratio(
-        selection.noisy_top_k_with_gap_scale(k, epsilon / 2, monotonic=monotonic), k / (epsilon / 2)
+        selection.noisy_top_k_with_gap_scale(k, epsilon / 2, monotonic=monotonic),
+        k / (epsilon / 2),
+        noise=noise,
     )
     beta = topk_gap.blue_estimate(alpha, gaps, lam)
     return idx, alpha - truth, beta - truth
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("monotonic", "lam"), [(True, 1.0), (False, 4.0)])
-def test_blue_error_ratio_and_unbiasedness_on_separated_scores(monotonic, lam, x64):
-    """Corollary 1: MSE(beta)/MSE(alpha) = (1 + lam k)/(k + lam k) = 0.55 (monotone) or 0.82 (general)."""
+@pytest.mark.parametrize(
+    ("monotonic", "lam", "noise"),
+    [(True, 1.0, "laplace"), (False, 4.0, "laplace"), (True, np.pi**2 / 12, "gumbel")],
+)
+def test_blue_error_ratio_and_unbiasedness_on_separated_scores(monotonic, lam, noise, x64):
+    """Corollary 1: MSE(beta)/MSE(alpha) = (1 + lam k)/(k + lam k) = 0.55 (monotone) or 0.82 (general);
+    with Gumbel selection noise (Gauss-Markov: only lam changes) 0.51 at lam = pi^2/12."""
     k, epsilon, trials = 10, 0.7, 20_000
     scores = jnp.asarray(2_000.0 * np.arange(30, 0, -1))  # separated by ~35 noise scales
     idx, err_alpha, err_beta = sample(
-        measured_trial, scores, trials, 40, k=k, epsilon=epsilon, monotonic=monotonic
+        measured_trial, scores, trials, 40, k=k, epsilon=epsilon, monotonic=monotonic, noise=noise
     )
     assert (idx == np.arange(k)).all()
     ratio = (err_beta**2).mean() / (err_alpha**2).mean()
@@ -121,6 +132,17 @@ def test_confidence_radius_solves_the_tail_equation(x64):
         assert laplace_difference_tail(-t, b) == pytest.approx(1e-300, rel=1e-10)
     assert float(topk_gap.gap_confidence_radius(1.0, 0.95)) == pytest.approx(3.27181206, rel=1e-8)
     assert float(topk_gap.gap_confidence_radius(3.0, 0.95)) == pytest.approx(3 * 3.27181206, rel=1e-8)
+
+
+def test_gumbel_confidence_radius_is_the_logistic_quantile(x64):
+    """The difference of two iid Gumbel(b) variables is Logistic(b)."""
+    for b in (0.5, 28.6):
+        for confidence in (0.5, 0.95, 1 - 1e-12, 1e-300):
+            t = float(topk_gap.gap_confidence_radius(b, confidence, noise="gumbel"))
+            assert stats.logistic(scale=b).cdf(t) == pytest.approx(confidence, rel=1e-10)
+    x = stats.gumbel_r.rvs(size=(2, 200_000), random_state=np.random.default_rng(5))
+    t = float(topk_gap.gap_confidence_radius(1.0, 0.9, noise="gumbel"))
+    assert abs((x[0] - x[1] <= t).mean() - 0.9) < 4.5 * np.sqrt(0.09 / 200_000)
 
 
 def test_confidence_radius_in_float32():
@@ -154,17 +176,18 @@ def test_gap_estimators_take_traced_parameters():
 
 
 @pytest.mark.slow
-def test_gap_lower_bound_coverage_on_separated_scores():
+@pytest.mark.parametrize("noise", ["laplace", "gumbel"])
+def test_gap_lower_bound_coverage_on_separated_scores(noise):
     k, epsilon, trials = 5, 1.0, 20_000
     scores = jnp.asarray([1000.0, 800.0, 600.0, 350.0, 150.0, -100.0, -300.0])  # gaps >= 20 noise scales
-    b = selection.noisy_top_k_with_gap_scale(k, epsilon)
-    idx, gaps = sample(selection.noisy_top_k_with_gap, scores, trials, 41, k=k, epsilon=epsilon)
+    b = selection.noisy_top_k_with_gap_scale(k, epsilon, noise=noise)
+    idx, gaps = sample(selection.noisy_top_k_with_gap, scores, trials, 41, k=k, epsilon=epsilon, noise=noise)
     assert (idx == np.arange(k)).all()
     true_gaps = -np.diff(np.asarray(scores))[:k]
-    lower = np.asarray(topk_gap.gap_lower_confidence_bound(jnp.asarray(gaps), b, 0.95))
+    lower = np.asarray(topk_gap.gap_lower_confidence_bound(jnp.asarray(gaps), b, 0.95, noise=noise))
     np.testing.assert_allclose((true_gaps >= lower).mean(axis=0), 0.95, atol=0.01)
     # The same radius bounds any pairwise difference, e.g. q_1 - q_3 from g_1 + g_2.
-    pair_lower = gaps[:, 0] + gaps[:, 1] - topk_gap.gap_confidence_radius(b, 0.95)
+    pair_lower = gaps[:, 0] + gaps[:, 1] - topk_gap.gap_confidence_radius(b, 0.95, noise=noise)
     assert abs((true_gaps[0] + true_gaps[1] >= pair_lower).mean() - 0.95) < 0.01
 
 
@@ -182,6 +205,8 @@ def test_gap_lower_bound_coverage_on_separated_scores():
         (lambda: topk_gap.gap_confidence_radius(1.0, 1.0), "confidence"),
         (lambda: topk_gap.gap_lower_confidence_bound(jnp.ones(2), 1.0, 0.0), "confidence"),
         (lambda: topk_gap.variance_ratio(1.0, -2.0), "measurement_scale"),
+        (lambda: topk_gap.variance_ratio(1.0, 2.0, noise="exponential"), "noise"),
+        (lambda: topk_gap.gap_lower_confidence_bound(jnp.ones(2), 1.0, noise="exponential"), "noise"),
     ],
 )
 def test_bad_input_is_refused(call, match):

@@ -75,6 +75,27 @@ MECHANISMS = [
     ),
     entry(
         selection,
+        "noisy_top_k_with_gap[gumbel]",
+        data={"scores": SCORES},
+        params=PARAMS,
+        static={"k": 2, "noise": "gumbel"},
+    ),
+    entry(
+        selection,
+        "noisy_top_k_with_gap[gumbel,tree]",
+        data={"scores": np.linspace(-4.0, 2.0, 11, dtype=np.float32)},  # padded to 16 leaves
+        params=PARAMS,
+        static={"k": 3, "noise": "gumbel", "method": "tree", "monotonic": True},
+    ),
+    entry(
+        selection,
+        "noisy_max_with_gap[gumbel,tree]",
+        data={"scores": SCORES},
+        params=PARAMS,
+        static={"noise": "gumbel", "method": "tree"},
+    ),
+    entry(
+        selection,
         "gumbel_top_k[counts]",
         data={"scores": np.array([7, 2, 9, 9, 0, 4], np.int32)},
         params=PARAMS,

@@ -7,7 +7,8 @@ Gumbel per candidate per release (floor: d ``jax.random.gumbel``). Peers: a NumP
 
 The fast samplers (same laws, data work done once per batch under ``vmap`` over keys) have rows of
 their own at 10^4 releases per batch, against the same floor (d Gumbel draws, the literal kernel's):
-``gumbel_top_k(method="tree")`` (O(k log d) per release) and ``exponential_mechanism`` with
+``gumbel_top_k(method="tree")`` and ``noisy_top_k_with_gap(noise="gumbel", method="tree")`` (the
+k + 1 largest values, O(k log d) per release) and ``exponential_mechanism`` with
 ``method="inverse_cdf"`` and ``method="tree"`` (O(log d)).
 """
 
@@ -88,6 +89,14 @@ def cases(scale: float) -> list[Case]:
             setting=f"{setting}, k={K}",
             release=lambda key, c: selection.gumbel_top_k(
                 key, c, k=K, epsilon=EPSILON, monotonic=True, method="tree"
+            ),
+            **{**fast, "variates_note": fast_note},
+        ),
+        Case(
+            mechanism="selection.noisy_top_k_with_gap (noise='gumbel', method='tree')",
+            setting=f"{setting}, k={K}",
+            release=lambda key, c: selection.noisy_top_k_with_gap(
+                key, c, K, EPSILON, noise="gumbel", monotonic=True, method="tree"
             ),
             **{**fast, "variates_note": fast_note},
         ),
