@@ -449,7 +449,7 @@ def noisy_top_k_with_gap(
     so it is not admissible noise for the paper's proof (Lemma 1, a log-density Lipschitz on the
     real line), and it lacks max-stability: the unselected maximum's law depends on each score
     through the truncation ``max(v, u_l)``, so the integral above has no common form across
-    neighbours and no proof is at hand here (spec seed-002 §2.5: the seed covers Laplace-type noise only).
+    neighbours and no proof is at hand here (Ding et al. 2019 cover Laplace-type noise only).
 
     Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2 for Laplace, the
     derivation above for Gumbel); see :func:`noisy_top_k_with_gap_guarantee`. Ties have probability

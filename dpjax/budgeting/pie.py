@@ -9,13 +9,14 @@ the 1-Lipschitz score and the half-width
 
     h = lambda(d_eff, beta0 / (c |G_{j-1}|)) / sqrt(2 r_i cumfrac_j)          (Lemma 6.1)
 
-with ``|G_{j-1}|`` the number of users active *before* the round's eliminations (spec erratum 10).
+with ``|G_{j-1}|`` the number of users active *before* the round's eliminations (Liang and Yi,
+Algorithms 4 and 5: the current, public count, not ``n``).
 
 * **PIE-NI** moves user ``i`` to ``S_1`` when ``est < nu_low - h``, to ``S_0`` when
   ``est > nu_high + h``, and otherwise keeps it; it stops after ``c`` rounds or when nobody is left.
   Lemma 5.2: with probability >= 1 - beta0 every decision is right.
 * **PIE-k** keeps ``{i active : est_i - h_i <= U_k}``, ``U_k`` the k-th smallest upper end
-  ``est + h`` (equivalent to Algorithm 5, lines 8-14, spec section 2.3); it stops after ``c``
+  ``est + h`` (equivalent to Algorithm 5, lines 8-14); it stops after ``c``
   rounds or when exactly ``k`` users are left. Lemma 5.3: with probability >= 1 - beta0 the true k
   smallest stay active.
 

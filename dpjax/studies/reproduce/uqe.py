@@ -1,7 +1,7 @@
 """Durfee (2023), "Unbounded Differentially Private Quantile and Maximum Estimation": Table 1 (DP sum
 on real data) and Figure 3 (UQE against EMQ for single quantiles).
 
-Table 1 protocol (paper §6.3, with spec seed-000 §5.7 for what the paper leaves open): jitter
+Table 1 protocol (paper §6.3; where the paper leaves a choice open, ours is stated): jitter
 N(0, sd^2) drawn once per dataset (sd 0.001 for ratings, 0.1 otherwise); samples of 1000 points
 without replacement; on each, independent releases; the cell is the mean over samples of the
 per-sample mean absolute error against the un-jittered sample's sum, with the std across samples.
@@ -12,10 +12,10 @@ and the best q in {0.95, ..., 0.99} chosen after the fact, as in the paper.
 
 Figure 3 protocol (§6.2): epsilon = 1 (UQE: eps/2 each), q = 5%, 6%, ..., 95% each a separate
 release, samples of 1000 points, error |release - numpy quantile of the un-jittered sample|, outputs
-rounded for integer data; EMQ on the per-dataset ranges of spec §5.1 with the jittered data; UQE's
-lower bound is the lower end of that range (the paper leaves it open). The paper gives only the claim
-"EMQ consistently performs better on synthetic data, and UQE often performs better on the
-non-synthetic data".
+rounded for integer data; EMQ on per-dataset ranges of our choosing (``FIG3_RANGES``) with the
+jittered data; UQE's lower bound is the lower end of that range (the paper leaves it open). The
+paper gives only the claim "EMQ consistently performs better on synthetic data, and UQE often
+performs better on the non-synthetic data".
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ TABLE_1 = {
     (0.1, "EMQ"): ((45861.79, 28366.46), (46552.09, 27944.18), (50558.32, 28843.72), (47185.58, 29437.22)),
     (0.1, "AT"): ((11351.77, 21423.40), (30830.49, 20422.05), (14490.06, 25268.71), (9928.18, 20159.17)),
 }
-# Figure 3: the six datasets and the ranges given to EMQ (spec §5.1); UQE's lower bound is the lower end.
+# Figure 3: the six datasets and the ranges given to EMQ (ours); UQE's lower bound is the lower end.
 FIG3_RANGES = {
     "uniform": (-5.0, 5.0),
     "normal": (-25.0, 25.0),
