@@ -196,7 +196,7 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, d
 def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, dtype):
     centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
-    return halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=1)[0][0]
+    return halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=1)[0]
 
 
 def blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.Array:

@@ -183,7 +183,7 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c
 def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c, dtype):
     centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
-    indices, _ = halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=c)
+    indices = halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=c)
     n = centered.shape[0]
     processed = jnp.where(indices[c - 1] >= 0, indices[c - 1] + 1, n).astype(jnp.int32)
     return SparseVectorResult(indices, answer_mask(indices, n), processed)
