@@ -145,7 +145,8 @@ def above_threshold(
         and thinning, :mod:`dpjax.svt.first_passage`, which states its float error). Same law,
         different random stream (static). Cost (jit, 2 loaded CPU cores): under ``vmap`` over
         10^4 keys at 10^4 queries 0.5-6 us per release against about 500 us; one release costs
-        0.3-1.0x the literal kernel from 10 to 10^4 queries, so either method suits one release.
+        0.6-1.7x the literal kernel at 10^2-10^5 queries (benchmarks/README.md, "SVT: one
+        release"), so keep ``"literal"`` (the default) for single releases.
 
     The noise scales are computed in the working dtype (:func:`~dpjax.validation.float_dtype` of
     ``queries`` and ``threshold``), the same way for concrete and traced parameters.

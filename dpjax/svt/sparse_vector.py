@@ -143,9 +143,9 @@ def sparse_vector(
         of ``1 + Geometric(1/2)`` searches on average for Laplace and Exponential noise, one for
         Gumbel). Different random stream (static). Cost (jit, 2 loaded CPU cores, c = 10): under
         ``vmap`` over 10^4 keys 4-11 us per release at 10^3 queries against about 60 us; one
-        release costs about 1.4x the literal kernel at 10^2-10^3 queries (c sequential searches
-        against one vector pass) and 0.6x at 10^4, so keep ``"literal"`` (the default) for single
-        releases on short streams.
+        release costs 1.0-2.1x the literal kernel at 10^2-10^4 queries (c sequential searches
+        against one vector pass) and 0.7-0.95x at 10^5 (benchmarks/README.md, "SVT: one
+        release"), so keep ``"literal"`` (the default) for single releases.
 
     Returns:
       A :class:`SparseVectorResult` (indices ``(c,)`` padded with -1, mask ``(n,)``, count processed).
