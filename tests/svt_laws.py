@@ -59,3 +59,64 @@ def halting_law(noise, queries, threshold, epsilon1, epsilon2, sensitivity=1.0):
 def halting_histogram(indices, n):
     indices = np.asarray(indices)
     return np.bincount(np.where(indices < 0, n, indices), minlength=n + 1)
+
+
+def _laplace_survival(t):
+    """P(Z >= t) for Z ~ Laplace(1), vectorized."""
+    t = np.asarray(t, float)
+    return np.where(t > 0, 0.5 * np.exp(-np.abs(t)), 1 - 0.5 * np.exp(-np.abs(t)))
+
+
+def adaptive_gap_transcripts(n: int, c: int):
+    """Every transcript of Adaptive-Sparse-Vector-with-Gap on ``n`` queries (Ding, Wang, Zhang, Kifer
+    2019, Alg. 2): tuples of branches (0 ⊥, 1 top costing 1 unit, 2 middle costing 2 units), stopped
+    after the answer that takes the cost past ``2c - 2`` (line 16) and padded with -1."""
+    out = []
+
+    def extend(prefix, units):
+        if units > 2 * c - 2 or len(prefix) == n:
+            out.append(prefix + (-1,) * (n - len(prefix)))
+            return
+        for branch in (0, 1, 2):
+            extend((*prefix, branch), units + branch)
+
+    extend((), 0)
+    return out
+
+
+def adaptive_gap_law(queries, threshold, scales, sigma, c, gap_edges=None, answer=None):
+    """P(transcript) for every :func:`adaptive_gap_transcripts` by quadrature over the threshold noise
+    ``v ~ Lap(b0)``, ``scales = (b0, bt, bm)``: given ``v`` query ``i`` is a top ⊤ with probability
+    ``pt = S((v + sigma - c_i)/bt)``, a middle ⊤ with ``(1 - pt) S((v - c_i)/bm)``, else ⊥.
+
+    With ``gap_edges`` and ``answer = (transcript, i)`` it returns instead ``P(transcript, gap_i <=
+    g)`` for each edge ``g``: the answer's factor is replaced by the probability that its branch's
+    noise lands in ``[threshold of the branch, g]`` (gap ``c_i + noise - v``)."""
+    c_i = np.asarray(queries, float) - threshold
+    b0, bt, bm = scales
+    n = len(c_i)
+    listed = adaptive_gap_transcripts(n, c) if answer is None else [answer[0]]
+    codes = np.array(listed)
+
+    def integrand(v):
+        pt = _laplace_survival((v + sigma - c_i) / bt) if np.isfinite(sigma) else np.zeros(n)
+        pm = _laplace_survival((v - c_i) / bm)
+        table = np.stack([(1 - pt) * (1 - pm), pt, (1 - pt) * pm, np.ones(n)], axis=1)  # -1 -> column 3
+        factors = table[np.arange(n), codes]  # (transcripts, n)
+        if answer is None:
+            return np.exp(-abs(v) / b0) / (2 * b0) * factors.prod(axis=1)
+        i = answer[1]
+        rest = np.delete(factors[0], i).prod()
+        g = np.asarray(gap_edges, float)
+        if codes[0, i] == 1:
+            inside = np.clip(pt[i] - _laplace_survival((v + np.maximum(g, sigma) - c_i[i]) / bt), 0, None)
+        else:
+            inside = (1 - pt[i]) * (pm[i] - _laplace_survival((v + np.maximum(g, 0) - c_i[i]) / bm))
+        return np.exp(-abs(v) / b0) / (2 * b0) * rest * inside
+
+    lo = min(c_i.min(), 0) - 60 * b0
+    hi = max(c_i.max(), 0) + 60 * max(b0, bt, bm)
+    kinks = {0.0, *c_i, *(c_i - sigma if np.isfinite(sigma) else [])}
+    points = sorted(float(x) for x in kinks if lo < x < hi)
+    law = integrate.quad_vec(integrand, lo, hi, points=points, epsabs=1e-13, epsrel=1e-10, limit=400)[0]
+    return (dict(zip(listed, law, strict=True)) if answer is None else law), listed

@@ -140,6 +140,7 @@ EXPECTED = {
     "svt.sparse_vector": _sparse_vector,
     "svt.sparse_vector_with_gap": lambda v: PureDP(v["epsilon"]),  # Ding et al. 2019, Theorem 4
     "svt.adaptive_sparse_vector_with_gap": lambda v: PureDP(v["epsilon"]),
+    "svt.adaptive_sparse_vector_with_gap[first_passage]": lambda v: PureDP(v["epsilon"]),
     # Durfee and Rogers (2019), Thm 1 with delta' = 0 (k eps, delta); Sec. 6.3 (k + 1 outputs); Thm 5.
     "topk.limited_domain": lambda v: ApproxDP(v["k"] * v["epsilon"], v["delta"]),
     "topk.strictly_limited_domain": lambda v: ApproxDP(v["k"] * v["epsilon"], v["delta"]),

@@ -4,6 +4,7 @@ chi-square, sparse vector's law of the answer pairs (a product of halting laws f
 equality in law with the literal kernels on medium streams, and bad input."""
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from laws import P_MIN, chi_square_pvalue
 from scipy import stats
-from svt_laws import gumbel_halting_log_probabilities, halting_histogram, halting_law
+from svt_laws import adaptive_gap_law, gumbel_halting_log_probabilities, halting_histogram, halting_law
 
 from dpjax import svt
 
@@ -233,3 +234,88 @@ def test_sparse_vector_with_gap_first_passage_equals_literal_in_law():
     np.testing.assert_array_equal((fast.branch == svt.BRANCH_MIDDLE).sum(axis=1), answers)
     np.testing.assert_array_equal((fast.branch >= 0).sum(axis=1), fast.num_processed)
     np.testing.assert_allclose(fast.epsilon_spent + fast.epsilon_left, 2.0, rtol=1e-6)
+
+
+# ------------------------------------------------------------------------ adaptive sparse vector with gap
+
+ADAPTIVE_QUERIES = np.array([3.0, -40.0, 0.5, 40.0, -1.0, 2.0], np.float32)  # far below, far above
+ADAPTIVE = {"epsilon": 2.0, "c": 2, "theta": 0.4, "monotonic": True}
+ADAPTIVE_SCALES = (1 / 0.8, 1 / 0.3, 1 / 0.6)  # b0 = 1/eps0, bt = 1/eps2, bm = 1/eps1 (Alg. 2, line 2)
+
+
+@functools.cache
+def _batched_adaptive(method, sigma):
+    def release(key, queries):
+        return svt.adaptive_sparse_vector_with_gap(key, queries, 1.0, sigma=sigma, method=method, **ADAPTIVE)
+
+    return jax.jit(jax.vmap(release, in_axes=(0, None)))
+
+
+def sample_adaptive(method, sigma, seed, trials=100_000, queries=ADAPTIVE_QUERIES):
+    keys = jax.random.split(jax.random.key(seed), trials)
+    return jax.tree.map(np.asarray, _batched_adaptive(method, sigma)(keys, jnp.asarray(queries)))
+
+
+def _transcript_pvalue(result, sigma):
+    """Chi-square of the released transcripts (the ``branch`` arrays) against the quadrature law."""
+    law, listed = adaptive_gap_law(ADAPTIVE_QUERIES, 1.0, ADAPTIVE_SCALES, sigma, ADAPTIVE["c"])
+    index = {t: k for k, t in enumerate(listed)}
+    codes = np.array([index[tuple(int(b) for b in row)] for row in result.branch])
+    return chi_square_pvalue(np.bincount(codes, minlength=len(listed)), [law[t] for t in listed])
+
+
+@pytest.mark.parametrize("sigma", [2.0, math.inf])
+@pytest.mark.parametrize("method", ["first_passage", "literal"])
+def test_adaptive_gap_transcript_law(method, sigma):
+    """The law of the whole transcript (branch of every processed query, hence the indices, units
+    and stopping point) against quadrature over the threshold noise, for both kernels (the literal
+    one checks the oracle); queries far above (always a top ⊤) and far below (never a ⊤)."""
+    result = sample_adaptive(method, sigma, 60, 100_000 if method == "first_passage" else 50_000)
+    assert _transcript_pvalue(result, sigma) > P_MIN
+    answered = result.indices >= 0
+    np.testing.assert_array_equal(answered.sum(axis=1), (result.branch > 0).sum(axis=1))
+    units = np.where(result.branch == 2, 2, result.branch == 1).sum(axis=1)
+    np.testing.assert_array_equal(result.units_used, units)
+    np.testing.assert_array_equal(result.num_processed, (result.branch >= 0).sum(axis=1))
+    rows = np.arange(len(result.branch))[:, None]
+    np.testing.assert_array_equal(result.branch[rows, np.maximum(result.indices, 0)][answered],
+                                  result.answer_branches[answered])
+    assert (result.gaps[result.answer_branches == 1] >= sigma).all()
+    assert (result.gaps[result.answer_branches == 2] >= 0).all() and np.isnan(result.gaps[~answered]).all()
+
+
+@pytest.mark.slow
+def test_adaptive_gap_first_passage_transcript_law_x64(x64):
+    result = sample_adaptive("first_passage", 2.0, 61, 30_000, ADAPTIVE_QUERIES.astype(np.float64))
+    assert result.gaps.dtype == np.float64 and _transcript_pvalue(result, 2.0) > P_MIN
+
+
+def test_adaptive_gap_first_passage_gap_law():
+    """The released gaps of the most frequent transcript, each answer binned at quantile edges and
+    tested by chi-square against ``P(transcript, gap <= g)`` by quadrature (top and middle ⊤s)."""
+    result = sample_adaptive("first_passage", 2.0, 62)
+    law, listed = adaptive_gap_law(ADAPTIVE_QUERIES, 1.0, ADAPTIVE_SCALES, 2.0, ADAPTIVE["c"])
+    transcript = max(listed, key=law.get)
+    rows = (result.branch == np.array(transcript)).all(axis=1)
+    for slot, i in enumerate(np.flatnonzero(np.array(transcript) > 0)):
+        gaps = result.gaps[rows, slot]
+        edges = np.quantile(gaps, np.linspace(0.05, 0.95, 10))
+        cdf, _ = adaptive_gap_law(
+            ADAPTIVE_QUERIES, 1.0, ADAPTIVE_SCALES, 2.0, ADAPTIVE["c"], edges, (transcript, i)
+        )
+        probs = np.diff(np.concatenate([[0.0], cdf / law[transcript], [1.0]]))
+        assert chi_square_pvalue(np.bincount(np.searchsorted(edges, gaps), minlength=11), probs) > P_MIN / 3
+
+
+def test_adaptive_gap_first_passage_without_top_branch_is_sparse_vector_with_gap():
+    """``sigma = inf``: no top ⊤, and the same key draws what Sparse-Vector-with-Gap draws."""
+    queries = jnp.asarray(GAP_QUERIES)
+    options = {"c": 2, "method": "first_passage"}
+    for seed in range(8):
+        key = jax.random.key(seed)
+        plain = svt.sparse_vector_with_gap(key, queries, 1.0, 2.0, **options)
+        adaptive = svt.adaptive_sparse_vector_with_gap(key, queries, 1.0, 2.0, sigma=math.inf, **options)
+        np.testing.assert_array_equal(adaptive.indices, np.append(plain.indices, -1))
+        np.testing.assert_array_equal(adaptive.branch, plain.branch)
+        assert int(adaptive.units_used) == int(plain.units_used)
+        np.testing.assert_allclose(adaptive.gaps[:2], plain.gaps, rtol=1e-6)

@@ -6,9 +6,10 @@
 * :func:`sparse_vector_with_gap` and :func:`adaptive_sparse_vector_with_gap` (Ding, Wang, Zhang,
   Kifer 2019, Algorithm 2), with integer cost accounting.
 
-:func:`above_threshold`, :func:`sparse_vector` and :func:`sparse_vector_with_gap` take
-``method="first_passage"``: the same laws drawn as first-passage times on heaps built once per data
-(:mod:`dpjax.svt.first_passage`), O(log n) per answer, for Monte Carlo over keys.
+:func:`above_threshold`, :func:`sparse_vector`, :func:`sparse_vector_with_gap` and
+:func:`adaptive_sparse_vector_with_gap` take ``method="first_passage"``: the same laws drawn as
+first-passage times on heaps built once per data (:mod:`dpjax.svt.first_passage`,
+:mod:`dpjax.svt.gap_passage`), O(log n) per answer, for Monte Carlo over keys.
 
 Each keyed kernel has a ``*_from_noise`` core that takes the (scaled) noise as arrays; the cores
 equal a sequential loop of the paper's pseudocode bit for bit. Inside a keyed kernel XLA may fuse

@@ -145,7 +145,8 @@ def above_threshold(
         and thinning, :mod:`dpjax.svt.first_passage`, which states its float error). Same law,
         different random stream (static). Cost (jit, 2 loaded CPU cores): under ``vmap`` over
         10^4 keys at 10^4 queries 0.5-6 us per release against about 500 us; one release costs
-        0.3-1.0x the literal kernel from 10 to 10^4 queries, so either method suits one release.
+        0.6-1.7x the literal kernel at 10^2-10^5 queries (benchmarks/README.md, "SVT: one
+        release"), so keep ``"literal"`` (the default) for single releases.
 
     The noise scales are computed in the working dtype (:func:`~dpjax.validation.float_dtype` of
     ``queries`` and ``threshold``), the same way for concrete and traced parameters.
@@ -196,7 +197,7 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, d
 def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, dtype):
     centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
-    return halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=1)[0][0]
+    return halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=1)[0]
 
 
 def blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.Array:

@@ -76,26 +76,30 @@ def passage_tree(units: jax.Array) -> PassageTree:
     return PassageTree(log_mass, heap(units, jnp.maximum, -jnp.inf), units.shape[0])
 
 
-def first_stop(tree: PassageTree, start, target, level) -> jax.Array:
+def first_stop(tree: PassageTree, start, target, level=None, mass=None) -> jax.Array:
     """The first ``i >= start`` with ``log(sum_{start <= j <= i} e^{u_j}) >= target`` or
-    ``u_i >= level``; ``n`` when there is none (or ``start >= n``). ``2 L`` heap steps."""
+    ``u_i >= level`` (no such condition when ``level`` is None); ``n`` when there is none (or
+    ``start >= n``). ``mass(node)`` gives a node's log-mass (default ``tree.log_mass[node]``; the
+    two-rate passage of :mod:`dpjax.svt.gap_passage` adds a second heap). ``2 L`` heap steps."""
     leaves = tree.log_mass.shape[0] // 2
     depth = leaves.bit_length() - 1
     n = tree.size
+    mass = (lambda node: tree.log_mass[node]) if mass is None else mass
 
     def stop(node, acc):
-        return (jnp.logaddexp(acc, tree.log_mass[node]) >= target) | (tree.top[node] >= level)
+        reached = jnp.logaddexp(acc, mass(node)) >= target
+        return reached if level is None else reached | (tree.top[node] >= level)
 
     node = leaves + jnp.minimum(start, n - 1)
     found = stop(node, -jnp.inf)
-    acc = jnp.where(found, -jnp.inf, tree.log_mass[node])
+    acc = jnp.where(found, -jnp.inf, mass(node))
 
     def climb(_, carry):  # acc: log-mass of start .. the last leaf under node
         node, found, acc = carry
         sibling = jnp.minimum(node + 1, 2 * leaves - 1)
         right = ~found & (node % 2 == 0)
         hit = right & stop(sibling, acc)
-        acc = jnp.where(right & ~hit, jnp.logaddexp(acc, tree.log_mass[sibling]), acc)
+        acc = jnp.where(right & ~hit, jnp.logaddexp(acc, mass(sibling)), acc)
         return jnp.where(found, node, jnp.where(hit, sibling, node // 2)), found | hit, acc
 
     def descend(_, carry):  # acc: log-mass of start .. the leaf before node's first
@@ -103,12 +107,24 @@ def first_stop(tree: PassageTree, start, target, level) -> jax.Array:
         internal = node < leaves
         left = jnp.where(internal, 2 * node, node)
         hit = stop(left, acc)
-        acc = jnp.where(internal & ~hit, jnp.logaddexp(acc, tree.log_mass[left]), acc)
+        acc = jnp.where(internal & ~hit, jnp.logaddexp(acc, mass(left)), acc)
         return jnp.where(internal, jnp.where(hit, left, left + 1), node), acc
 
     node, found, acc = lax.fori_loop(0, depth, climb, (node, found, acc))
     node, _ = lax.fori_loop(0, depth, descend, (node, acc))
     return jnp.where(found & (start < n), jnp.minimum(node - leaves, n - 1), n).astype(jnp.int32)
+
+
+def laplace_log_fire(log_x):
+    """``log P(Z >= t)`` for ``Z ~ Laplace(1)`` and ``t = -log_x``: ``log(x/2)`` for ``x < 1``, else
+    ``log(1 - 1/(2x))``."""
+    return jnp.where(log_x < 0, log_x - _LOG2, jnp.log1p(-0.5 * jnp.exp(-jnp.maximum(log_x, 0))))
+
+
+def laplace_log_miss(log_x):
+    """``log P(Z < t)`` for ``Z ~ Laplace(1)`` and ``t = -log_x``: ``log(1 - x/2)`` for ``x < 1``,
+    else ``-log(2x)``."""
+    return jnp.where(log_x < 0, jnp.log1p(-0.5 * jnp.exp(jnp.minimum(log_x, 0))), -log_x - _LOG2)
 
 
 def _thinning(noise: str, log_x):
@@ -117,9 +133,7 @@ def _thinning(noise: str, log_x):
     if noise == "gumbel":
         return 0.0, math.inf, jnp.zeros_like(log_x)
     if noise == "laplace":
-        log_r = jnp.log(-jnp.expm1(-jnp.exp(log_x)))
-        log_p = jnp.where(log_x < 0, log_x - _LOG2, jnp.log1p(-0.5 * jnp.exp(-jnp.maximum(log_x, 0))))
-        return 0.0, math.inf, log_r - log_p
+        return 0.0, math.inf, jnp.log(-jnp.expm1(-jnp.exp(log_x))) - laplace_log_fire(log_x)
     log_a = math.log(2.0 * _LOG2)
     certain = log_x >= -_LOG2
     log_r = jnp.where(certain, 0, jnp.log(-jnp.expm1(-jnp.exp(log_x + log_a))))
@@ -151,15 +165,13 @@ class _Passages(NamedTuple):
     start: jax.Array  # where run j's next search starts
     shift: jax.Array  # run j's threshold noise in units of b2
     indices: jax.Array  # (count,) answers so far, -1 padded
-    shifts: jax.Array  # (count,) the runs' threshold noises
 
 
-def halting_indices(key, units, scale1, scale2, *, noise: str, count: int, resample: bool = True):
+def halting_indices(key, units, scale1, scale2, *, noise: str, count: int):
     """The first ``count`` answers of sparse vector on ``units = (q - T) / b2`` (AboveThreshold when
-    ``count == 1``), static ``noise``, ``count`` and ``resample``. Run ``j`` starts one past answer
-    ``j - 1`` with a fresh threshold noise (``resample``: Dwork and Roth 2014, Algorithm 2) or with
-    the first one (Lyu, Su and Li 2017, Algorithm 1). Returns the int32 indices ``(count,)``, -1
-    padded, and the threshold noises in units of ``b2``, ``(count,)``.
+    ``count == 1``), static ``noise`` and ``count``. Run ``j`` starts one past answer ``j - 1`` with
+    a fresh threshold noise (Dwork and Roth 2014, Algorithm 2). Returns the int32 indices
+    ``(count,)``, -1 padded.
 
     One ``lax.while_loop`` draws one candidate per step and moves to the next run when the current
     one ends, so under ``vmap`` the loop lasts as long as the slowest release's total number of
@@ -168,30 +180,23 @@ def halting_indices(key, units, scale1, scale2, *, noise: str, count: int, resam
     tree = passage_tree(units)
     n = units.shape[0]
     dtype = units.dtype
-    fixed_key = jax.random.fold_in(key, count)
-    fixed = None if resample else threshold_shift(fixed_key, noise, scale1, scale2, dtype)
 
     def step(state: _Passages) -> _Passages:
         threshold_key, passage_key = jax.random.split(jax.random.fold_in(key, state.run))
-        fresh = threshold_shift(threshold_key, noise, scale1, scale2, dtype) if resample else fixed
+        fresh = threshold_shift(threshold_key, noise, scale1, scale2, dtype)
         shift = jnp.where(state.step == 0, fresh, state.shift)
         index, keep = candidate(jax.random.fold_in(passage_key, state.step), tree, state.start, shift, noise)
         none, done = index >= n, (index >= n) | keep
         run = jnp.minimum(state.run, count - 1)
         indices = state.indices.at[run].set(jnp.where(done & ~none, index, state.indices[run]))
-        shifts = state.shifts.at[run].set(shift)
         return _Passages(
             jnp.where(none, count, state.run + done.astype(jnp.int32)),
             jnp.where(done, 0, state.step + 1),
             index + 1,
             shift,
             indices,
-            shifts,
         )
 
     zero = jnp.int32(0)
-    init = _Passages(
-        zero, zero, zero, jnp.zeros((), dtype), jnp.full((count,), -1, jnp.int32), jnp.zeros((count,), dtype)
-    )
-    final = lax.while_loop(lambda state: state.run < count, step, init)
-    return final.indices, final.shifts
+    init = _Passages(zero, zero, zero, jnp.zeros((), dtype), jnp.full((count,), -1, jnp.int32))
+    return lax.while_loop(lambda state: state.run < count, step, init).indices

@@ -26,15 +26,19 @@ is offered. Neighbouring relation: any under which each query changes by at most
 ``monotonic=True`` additionally needs all queries to move in the same direction (counting queries
 under add/remove; *not* item counts under substitution).
 
-First passage (``sparse_vector_with_gap(..., method="first_passage")``). Given the one threshold
-noise, the queries fire independently, so the ``j``-th answer is a first passage from one past the
-``(j-1)``-th with the same threshold (:func:`dpjax.svt.first_passage.halting_indices` with
-``resample=False``), and its gap is, given that it fired, independent of the rest: the overshoot
-``c_i + nu_i - T~`` of a Laplace variate conditioned to exceed ``t = T~ - c_i``, sampled exactly (an
-Exp(1) when ``t >= 0``, by memorylessness; otherwise, with probability ``1/(2 - e^(t/b))``, ``-t``
-plus an Exp(1), else the inverse CDF on ``[t, 0)``). The adaptive version is not offered this way:
-each query there has two noises and two branches, which a first passage would handle with a
-two-rate envelope (one heap per noise scale) and a branch draw given the firing; it is not built.
+First passage (``method="first_passage"`` of both functions, :mod:`dpjax.svt.gap_passage`). Given
+the one threshold noise the queries are independent, so the next ⊤ is a first passage with firing
+probability ``p_i = 1 - P(top misses) P(middle misses)``: a two-rate envelope (one log-mass heap
+per noise scale, built once per data, so once under ``vmap`` over keys) and thinning give its
+index exactly in O(log n), ``1 + Geometric(1/2)`` searches on average; the branch is then drawn
+given the firing (top with probability ``P(top fires) / p_i``) and the gap as the exact overshoot of
+that branch's Laplace noise over its threshold. The unit accounting is a loop over the ⊤s. Same law
+as the literal kernel (answers, branches, gaps, units), different random stream; with
+``sigma = inf`` the adaptive version draws exactly what :func:`sparse_vector_with_gap` draws for the
+same key. Float precision: the sums from the search's start are off by a relative
+``(4 L + 2) eps (M + 1)`` (``D = 2^L`` leaves, ``M`` the largest log-sum compared, as in
+:mod:`dpjax.svt.first_passage`), the acceptance and branch tests are exact to a few ulp (log space)
+and the overshoot is tail-exact to about 44 scales.
 
 Parameters: ``epsilon``, ``theta``, ``sigma``, ``sensitivity`` and the threshold may be traced (a
 ``vmap`` over any of them equals separate calls for the same key); the budget split and the noise
@@ -58,7 +62,7 @@ from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import center, centered_queries, checked_queries, first_true
-from dpjax.svt.first_passage import halting_indices
+from dpjax.svt.gap_passage import gap_passages
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, float_dtype, is_traced
 
 METHODS = ("literal", "first_passage")
@@ -315,47 +319,23 @@ def _keyed(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
     return _gap_core(centered, eta, xi, nu, budget, adaptive=adaptive)
 
 
-def laplace_overshoot(key, t) -> jax.Array:
-    """``Z - t`` for ``Z ~ Laplace(1)`` conditioned on ``Z >= t``, exactly (module docstring)."""
-    dtype = jnp.asarray(t).dtype
-    exp_key, pick_key, inverse_key = jax.random.split(key, 3)
-    above_zero = jax.random.uniform(pick_key, (), dtype) * (2 - jnp.exp(jnp.minimum(t, 0))) < 1
-    tail = jnp.maximum(-t, 0) + noise_lib.standard_exponential(exp_key, (), dtype)
-    inside = jnp.log1p(jax.random.uniform(inverse_key, (), dtype) * jnp.expm1(-jnp.minimum(t, 0)))
-    return jnp.where((t >= 0) | above_zero, tail, inside)
-
-
-@functools.partial(jax.jit, static_argnames=("c", "monotonic", "dtype"))
+@functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic", "dtype"))
 @sharded.auto_axes
-def _first_passage(key, queries, threshold, params, *, c, monotonic, dtype):
+def _first_passage(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
     centered = center(queries, threshold, dtype)
     budget = _working_budget(centered.dtype, params, c, monotonic)
-    units = centered / budget.middle_scale
-    passage_key, gap_key = jax.random.split(key)
-    indices, shifts = halting_indices(
-        passage_key,
-        units,
-        budget.threshold_scale,
-        budget.middle_scale,
-        noise="laplace",
-        count=c,
-        resample=False,
-    )
+    found = gap_passages(key, centered, budget, adaptive=adaptive)
     n = centered.shape[0]
-    valid = indices >= 0
-    overshoot_keys = jax.random.split(gap_key, c)
-    overshoot = jax.vmap(laplace_overshoot)(overshoot_keys, shifts - units[jnp.maximum(indices, 0)])
-    gaps = jnp.where(valid, overshoot * budget.middle_scale, jnp.nan)
-    answers = valid.sum().astype(jnp.int32)
-    processed = jnp.where(valid[c - 1], indices[c - 1] + 1, n).astype(jnp.int32)
-    above = jnp.zeros(n, jnp.bool_).at[jnp.where(valid, indices, n)].set(True, mode="drop")
-    branch = jnp.where(above, BRANCH_MIDDLE, BRANCH_BOTTOM)
-    branch = jnp.where(jnp.arange(n) < processed, branch, BRANCH_UNPROCESSED).astype(jnp.int8)
-    answer_branches = jnp.where(valid, BRANCH_MIDDLE, BRANCH_UNPROCESSED).astype(jnp.int8)
-    units_used = 2 * answers
-    spent = budget.eps0 + units_used.astype(centered.dtype) * budget.eps2
-    left = (2 * c - units_used).astype(centered.dtype) * budget.eps2
-    return GapResult(indices, gaps, answer_branches, branch, units_used, spent, left, processed)
+    valid = found.indices >= 0
+    answer_branches = jnp.where(found.top, BRANCH_TOP, BRANCH_MIDDLE)
+    answer_branches = jnp.where(valid, answer_branches, BRANCH_UNPROCESSED).astype(jnp.int8)
+    branch = jnp.where(jnp.arange(n) < found.processed, BRANCH_BOTTOM, BRANCH_UNPROCESSED).astype(jnp.int8)
+    branch = branch.at[jnp.where(valid, found.indices, n)].set(answer_branches, mode="drop")
+    spent = budget.eps0 + found.units.astype(centered.dtype) * budget.eps2
+    left = (2 * c - found.units).astype(centered.dtype) * budget.eps2
+    return GapResult(
+        found.indices, found.gaps, answer_branches, branch, found.units, spent, left, found.processed
+    )
 
 
 def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive, method="literal"):
@@ -363,12 +343,8 @@ def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive, method=
     epsilon, c, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
     params = (epsilon, theta, sigma, sensitivity)
-    if method == "first_passage":
-        result = _first_passage(key, queries, threshold, params, c=c, monotonic=monotonic, dtype=dtype)
-    else:
-        result = _keyed(
-            key, queries, threshold, params, c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype
-        )
+    kernel = _first_passage if method == "first_passage" else _keyed
+    result = kernel(key, queries, threshold, params, c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
     return checks.guard(result)
 
 
@@ -436,6 +412,7 @@ def adaptive_sparse_vector_with_gap(
     sigma: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
+    method: str = "literal",
 ) -> GapResult:
     """Adaptive-Sparse-Vector-with-Gap (Ding, Wang, Zhang, Kifer, PVLDB 2019, Algorithm 2).
 
@@ -453,6 +430,9 @@ def adaptive_sparse_vector_with_gap(
       sigma: top-branch margin, >= 0 (may be traced); default ``4*sqrt(2)/eps2`` (times the
         sensitivity, computed in the working dtype); ``math.inf`` gives exactly
         :func:`sparse_vector_with_gap` for the same key.
+      method: ``"literal"`` (two Laplace variates per query) or ``"first_passage"`` (module
+        docstring: the same law by a two-rate first passage per ⊤, O(log n) each, heaps built once
+        per data under ``vmap`` over keys). Different random stream (static).
       Other arguments as in :func:`sparse_vector_with_gap` (``c`` and ``monotonic`` static, the
       rest may be traced).
 
@@ -468,8 +448,9 @@ def adaptive_sparse_vector_with_gap(
       >>> int(res.units_used) <= 4
       True
     """
+    check_choice(method, "method", METHODS)
     parameters = (epsilon, c, theta, sigma, sensitivity)
-    return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=True)
+    return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=True, method=method)
 
 
 @elementwise("epsilon", "theta", "sensitivity")

@@ -143,9 +143,9 @@ def sparse_vector(
         of ``1 + Geometric(1/2)`` searches on average for Laplace and Exponential noise, one for
         Gumbel). Different random stream (static). Cost (jit, 2 loaded CPU cores, c = 10): under
         ``vmap`` over 10^4 keys 4-11 us per release at 10^3 queries against about 60 us; one
-        release costs about 1.4x the literal kernel at 10^2-10^3 queries (c sequential searches
-        against one vector pass) and 0.6x at 10^4, so keep ``"literal"`` (the default) for single
-        releases on short streams.
+        release costs 1.0-2.1x the literal kernel at 10^2-10^4 queries (c sequential searches
+        against one vector pass) and 0.7-0.95x at 10^5 (benchmarks/README.md, "SVT: one
+        release"), so keep ``"literal"`` (the default) for single releases.
 
     Returns:
       A :class:`SparseVectorResult` (indices ``(c,)`` padded with -1, mask ``(n,)``, count processed).
@@ -183,7 +183,7 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c
 def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c, dtype):
     centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
-    indices, _ = halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=c)
+    indices = halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=c)
     n = centered.shape[0]
     processed = jnp.where(indices[c - 1] >= 0, indices[c - 1] + 1, n).astype(jnp.int32)
     return SparseVectorResult(indices, answer_mask(indices, n), processed)

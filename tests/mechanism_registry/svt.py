@@ -73,6 +73,14 @@ MECHANISMS = [
     ),
     entry(
         svt,
+        "adaptive_sparse_vector_with_gap[first_passage]",
+        data=QUERIES,
+        params={**GAP_PARAMS, "sigma": (2.0, 0.0, math.inf)},
+        static={"c": 2, "monotonic": True, "method": "first_passage"},
+        privacy=(*GAP_PRIVACY, "sensitivity"),
+    ),
+    entry(
+        svt,
         "above_threshold",
         data=QUERIES,
         params=AT_PARAMS,

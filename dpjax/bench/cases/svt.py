@@ -8,8 +8,9 @@ queries they process. No peer library implements AboveThreshold.
 
 First-passage rows (``method="first_passage"``, same laws, heaps built once per batch under ``vmap``
 over keys, O(log n) per search): AboveThreshold over 10^4 queries with each noise (floor: n + 1 draws
-of that noise) and sparse vector with c = 10 over 10^5 queries (floor: n + c Laplace), 10^4 releases
-per batch.
+of that noise), sparse vector with c = 10 over 10^5 queries (floor: n + c Laplace) and the adaptive
+sparse vector with gap, c = 10, over 10^5 queries (floor: the literal kernel's 2n + 1 Laplace), 10^4
+releases per batch.
 """
 
 from __future__ import annotations
@@ -92,6 +93,18 @@ def cases(scale: float) -> list[Case]:
             noise="laplace",
             variates=float(long_n + C),
             variates_note="floor: the literal kernel's n + c draws",
+            **fast,
+        ),
+        Case(
+            mechanism="svt.adaptive_sparse_vector_with_gap (method='first_passage')",
+            setting=f"{power_label(long_n)} queries linspace(0, 100), T={THRESHOLD:g}, epsilon=1, c={C}",
+            release=lambda key, q: svt.adaptive_sparse_vector_with_gap(
+                key, q, threshold=THRESHOLD, epsilon=1.0, c=C, method="first_passage"
+            ),
+            args=(long_queries,),
+            noise="laplace",
+            variates=float(2 * long_n + 1),
+            variates_note="floor: the literal kernel's 2n + 1 draws",
             **fast,
         ),
         Case(
