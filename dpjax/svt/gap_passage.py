@@ -54,7 +54,7 @@ def laplace_overshoot(key, t) -> jax.Array:
     dtype = jnp.asarray(t).dtype
     exp_key, pick_key, inverse_key = jax.random.split(key, 3)
     above_zero = jax.random.uniform(pick_key, (), dtype) * (2 - jnp.exp(jnp.minimum(t, 0))) < 1
-    tail = jnp.maximum(-t, 0) + noise_lib.standard_exponential(exp_key, (), dtype)
+    tail = jnp.maximum(-t, 0) + standard_exponential(exp_key, (), dtype)
     inside = jnp.log1p(jax.random.uniform(inverse_key, (), dtype) * jnp.expm1(-jnp.minimum(t, 0)))
     return jnp.where((t >= 0) | above_zero, tail, inside)
 
