@@ -86,7 +86,7 @@ def main():
         x = rng.normal(0.0, 5.0, n)
         qs = np.arange(1, m + 1) / (m + 1)
         row = {"n": n, "m": m, "dtype": jnp.dtype(dtype).name}
-        for method in ("scan", "fft"):
+        for method in ("linear", "scan", "fft"):
             fn = jax.jit(
                 lambda k, x, method=method, qs=qs: joint_exp(
                     k, x, qs, epsilon=1.0, bounds=(-100, 100), method=method

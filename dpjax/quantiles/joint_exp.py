@@ -47,13 +47,13 @@ from dpjax.quantiles.intervals import (
     uniform_in_gaps,
 )
 from dpjax.quantiles.joint_exp_tables import (
+    METHODS,
     Tables,
     forward_tables,
     log_factorials,
     log_normalizer,
     log_phi,
 )
-from dpjax.quantiles.joint_exp_toeplitz import METHODS
 from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
 
 DEFAULT_METHOD = "scan"
