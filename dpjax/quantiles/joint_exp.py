@@ -56,7 +56,7 @@ from dpjax.quantiles.joint_exp_tables import (
 )
 from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
 
-DEFAULT_METHOD = "scan"
+DEFAULT_METHOD = "linear"
 
 
 def joint_exp_sensitivity(qs, neighbors: Neighbors | str = Neighbors.SWAP):

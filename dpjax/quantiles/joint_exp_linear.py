@@ -88,11 +88,11 @@ def toeplitz_linear_certified(x, c, nu):
         for d in distances
     ]
     peaks = [_safe(jnp.max(k)) for k in log_kernels]
-    kernels = [jnp.exp(k - peak) for k, peak in zip(log_kernels, peaks)]
+    kernels = [jnp.exp(k - peak) for k, peak in zip(log_kernels, peaks, strict=True)]
     # The kernel images of the input blocks d before each output block (scaling rows commutes with
     # the products, so the frames are applied afterwards; shifting the inputs, not the images, keeps
     # every dynamic offset out of the elementwise code below), and each block's two summaries.
-    images = [_shift_rows(v, d, 0) @ kernel for d, kernel in zip(distances, kernels)]
+    images = [_shift_rows(v, d, 0) @ kernel for d, kernel in zip(distances, kernels, strict=True)]
     sums = v @ jnp.stack([down, up], axis=1)  # sum_t' v r^t', sum_t' v r^(B - 1 - t')
     info = jnp.finfo(dtype)
     floor_sums = info.tiny / info.eps * block
@@ -104,22 +104,22 @@ def toeplitz_linear_certified(x, c, nu):
     pad = (0, level - blocks)
     big_c = c * block
     length = jnp.maximum(near_blocks, 1)
-    z, suffix, prefix = far_and_window_filters(
-        jnp.pad(left, pad, constant_values=-jnp.inf), jnp.pad(right, pad, constant_values=-jnp.inf), big_c, length
-    )
+    left, right = (jnp.pad(v, pad, constant_values=-jnp.inf) for v in (left, right))
+    z, suffix, prefix = far_and_window_filters(left, right, big_c, length)
     aligned = _remainder(jnp.arange(level, dtype=jnp.int32), length) == 0
     head = jnp.where(near_blocks >= 1, _shift_right(suffix, near_blocks), -jnp.inf)
-    tail = jnp.where(aligned | (near_blocks < 1), -jnp.inf, _shift_right(prefix, 1) - big_c * (near_blocks - 1))
+    tail = _shift_right(prefix, 1) - big_c * (near_blocks - 1)
+    tail = jnp.where(aligned | (near_blocks < 1), -jnp.inf, tail)
     # Near: LSE_{1 <= d <= D} R_{b-d} - c (nu - d B), times e^{c t} = e^{c (B - 1)} r^(B - 1 - t).
     near = jnp.logaddexp(head, tail)[:blocks] + c * (block * near_blocks.astype(dtype) + (block - 1) - nu)
     # Far: LSE_{d >= D + 3} F_{b-d} - c (d B - nu), times e^{-c t} = r^t.
     first_far = near_blocks + 3
     far = _shift_right(z, first_far)[:blocks] - c * (block * first_far.astype(dtype) - nu)
     # The frame G_b: the largest log-magnitude feeding output block b; every scale below is <= 1.
-    tops = [_shift_rows(top, d, -jnp.inf) + peak for d, peak in zip(distances, peaks)]
+    tops = [_shift_rows(top, d, -jnp.inf) + peak for d, peak in zip(distances, peaks, strict=True)]
     frame = _safe(jnp.maximum(jnp.maximum(jnp.maximum(tops[0], tops[1]), jnp.maximum(tops[2], near)), far))
     out = jnp.exp(near - frame)[:, None] * up + jnp.exp(far - frame)[:, None] * down
-    for image, s in zip(images, tops):
+    for image, s in zip(images, tops, strict=True):
         out = out + jnp.exp(s - frame)[:, None] * image
     # Exact zeros: positions at or before the first finite input; every other entry is checked.
     position = jnp.arange(blocks, dtype=jnp.int32)[:, None] * block + jnp.arange(block, dtype=jnp.int32)
