@@ -25,7 +25,9 @@ of the log vector ``x`` (length ``n + 1``) with a two-sided exponential kernel.
 
   The three filters run together as one batched first-order log-space recurrence
   (:func:`log_filter`), and ``L`` may be a traced value, so the steps of the ``lax.scan`` over
-  quantiles share one body.
+  quantiles share one body. The same filters run at the block level of the default ``"linear"``
+  step (:mod:`dpjax.quantiles.joint_exp_linear`), which falls back to ``"scan"`` when it cannot
+  certify an entry.
 """
 
 from __future__ import annotations
