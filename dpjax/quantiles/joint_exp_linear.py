@@ -111,7 +111,7 @@ def toeplitz_linear_certified(x, c, nu):
     big_c = c * block
     length = jnp.maximum(near_blocks, 1)
     left, right = (jnp.pad(v, pad, constant_values=-jnp.inf) for v in (left, right))
-    z, suffix, prefix = far_and_window_filters(left, right, big_c, length)
+    z, suffix, prefix = far_and_window_filters(left, right, big_c, length, tree=True)
     aligned = _remainder(jnp.arange(level, dtype=jnp.int32), length) == 0
     head = jnp.where(near_blocks >= 1, _shift_right(suffix, near_blocks), -jnp.inf)
     tail = _shift_right(prefix, 1) - big_c * (near_blocks - 1)
@@ -128,8 +128,12 @@ def toeplitz_linear_certified(x, c, nu):
     for image, s in zip(images, tops, strict=True):
         out = out + jnp.exp(s - frame)[:, None] * image
     # Exact zeros: positions at or before the first finite input; every other entry is checked.
+    # (The first finite input is found from the block maxima and one block: a search over the whole
+    # row is materialised by XLA CPU as a full integer array.)
     position = jnp.arange(blocks, dtype=jnp.int32)[:, None] * block + jnp.arange(block, dtype=jnp.int32)
-    first = jnp.min(jnp.where(jnp.isfinite(x), position, padded))
+    first_block = jnp.argmax(jnp.isfinite(top)).astype(jnp.int32)
+    inside = jnp.argmax(jnp.isfinite(lax.dynamic_index_in_dim(x, first_block, 0, keepdims=False)))
+    first = jnp.where(jnp.isfinite(top[first_block]), first_block * block + inside.astype(jnp.int32), padded)
     floor_out = info.tiny / info.eps * (3 * block + 2)
     checked = (position > first) & (position < size)
     certified &= ~jnp.any(checked & (out < floor_out))
