@@ -111,7 +111,7 @@ def toeplitz_linear_certified(x, c, nu):
     big_c = c * block
     length = jnp.maximum(near_blocks, 1)
     left, right = (jnp.pad(v, pad, constant_values=-jnp.inf) for v in (left, right))
-    z, suffix, prefix = far_and_window_filters(left, right, big_c, length, tree=True)
+    z, suffix, prefix = far_and_window_filters(left, right, big_c, length)
     aligned = _remainder(jnp.arange(level, dtype=jnp.int32), length) == 0
     head = jnp.where(near_blocks >= 1, _shift_right(suffix, near_blocks), -jnp.inf)
     tail = _shift_right(prefix, 1) - big_c * (near_blocks - 1)

@@ -157,19 +157,7 @@ def _remainder(values, length):
     return jnp.where(rest >= length, rest - length, rest)
 
 
-def _log_filter_tree(decay, values):
-    """:func:`log_filter` by ``lax.associative_scan`` (pairs ``(decay, value)`` compose as
-    ``(a1 + a2, logaddexp(b1 + a2, b2))``): ``O(size log size)`` work but no sequential loop, so for
-    short rows (a few thousand entries) it costs a fraction of the blocked scans' per-step overhead.
-    Sums of positive terms only, like :func:`log_filter`."""
-
-    def compose(earlier, later):
-        return earlier[0] + later[0], jnp.logaddexp(earlier[1] + later[0], later[1])
-
-    return lax.associative_scan(compose, (decay, values), axis=1)[1]
-
-
-def far_and_window_filters(far_values, window_values, c, length, *, tree: bool = False):
+def far_and_window_filters(far_values, window_values, c, length):
     """The three filters of :func:`toeplitz_scan` on inputs of an aligned length (``-inf`` padded):
 
     * ``z[k] = LSE_{u <= k} far_values[u] - c (k - u)`` (the far filter);
@@ -177,24 +165,10 @@ def far_and_window_filters(far_values, window_values, c, length, *, tree: bool =
       block of ``length`` that holds ``k`` (blocks aligned at multiples of ``length``);
     * ``prefix[k] = LSE_{s(k) <= u <= k} window_values[u] + c (k - u)``, ``s(k)`` its start.
 
-    ``length >= 1`` (int32) and ``c`` may be traced. Returns ``(z, suffix, prefix)``. ``tree``
-    (static) runs them by :func:`_log_filter_tree`, for short rows.
+    ``length >= 1`` (int32) and ``c`` may be traced. Returns ``(z, suffix, prefix)``.
     """
     padded = far_values.shape[0]
     dtype = far_values.dtype
-    if tree:
-        position = jnp.arange(padded, dtype=jnp.int32)
-        c = jnp.asarray(c, dtype)
-        decay = jnp.stack(
-            [
-                jnp.broadcast_to(-c, position.shape),
-                jnp.where(_remainder(padded - 1 - position, length) == length - 1, -jnp.inf, -c),
-                jnp.where(_remainder(position, length) == 0, -jnp.inf, c),
-            ]
-        )
-        values = jnp.stack([far_values, window_values[::-1], window_values])
-        z, suffix, prefix = _log_filter_tree(decay, values)
-        return z, suffix[::-1], prefix
     # The three filters' inputs are built directly in the block layout (position k = b * block + t);
     # the suffix filter runs on the reversed sequence.
     values = _to_blocks(jnp.stack([far_values, window_values[::-1], window_values]), FILTER_BLOCK, -jnp.inf)
