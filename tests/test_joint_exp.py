@@ -79,6 +79,10 @@ def test_log_normalizer_matches_brute_force_x64(method):
                 assert abs(float(got) - want) < 1e-9, (x, qs, eps, neighbors)
 
 
+def test_log_normalizer_linear_matches_brute_force_x64():
+    test_log_normalizer_matches_brute_force_x64("linear")
+
+
 def test_log_normalizer_float32_scan_close():
     rng = np.random.default_rng(2)
     for _ in range(3):
