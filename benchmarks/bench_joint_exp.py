@@ -1,15 +1,17 @@
-"""Speed of JointExp's two forward passes (scan and FFT) against a NumPy reference of the paper's
-algorithm (FFT per quantile, dense ``m x (n+1) x m`` table as in Alg. 1), side by side.
+"""Speed of JointExp's three forward passes (linear, scan and FFT) against a NumPy reference of the
+paper's algorithm (FFT per quantile, dense ``m x (n+1) x m`` table as in Alg. 1), side by side.
 
 ``dpjax bench quantiles`` times the headline row (the default scan path at n = 10^6, m = 29, one
 release and vmapped releases). This script uses the same harness (``dpjax.bench``) for the rest.
 Run from the repository root:
 
     python -m benchmarks.bench_joint_exp [--sizes 1000:30 100000:29 1000000:30] [--x64]
+    python -m benchmarks.bench_joint_exp --accuracy [--sizes 1500:19 20000:29]
 
 Prints machine info, then per size: seconds per release for each method, the speedup over NumPy,
 and the process's peak resident memory after each size. The NumPy reference is skipped when its
-table would exceed 2 GB.
+table would exceed 2 GB. With ``--accuracy`` it prints instead, per method and dtype, the largest
+total variation between a normalised forward row ``alphahat(j, .)`` and the float64 scan's.
 """
 
 from __future__ import annotations
@@ -63,6 +65,38 @@ def numpy_joint_exp(rng, x, qs, epsilon, lower, upper):
     return np.sort(edges[out] + rng.uniform(size=m) * (edges[out + 1] - edges[out]))
 
 
+def accuracy(sizes):
+    """Max total variation of the normalised ``alphahat`` rows of each method and dtype vs the float64
+    scan (N(0,5) data, bounds +-100, epsilon 1)."""
+    from dpjax.quantiles import joint_exp_tables
+    from dpjax.quantiles.joint_exp_tables import METHODS
+
+    def probs(tables, n):
+        t = np.asarray(tables.log_total, np.float64)[:, : n + 1]
+        p = np.exp(t - t.max(axis=1, keepdims=True))
+        return p / p.sum(axis=1, keepdims=True)
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for spec in sizes:
+        n, m = (int(v) for v in spec.split(":"))
+        x = rng.normal(0.0, 5.0, n)
+        qs = np.arange(1, m + 1) / (m + 1)
+
+        def tables(dtype, method, x=x, qs=qs):
+            return joint_exp_tables(jnp.asarray(x, dtype), qs, 1.0, bounds=(-100, 100), method=method)
+
+        with jax.enable_x64():
+            ref = probs(tables(jnp.float64, "scan"), n)
+            row = {"n": n, "m": m}
+            for method in METHODS:
+                row[f"{method} f64"] = 0.5 * np.abs(probs(tables(jnp.float64, method), n) - ref).sum(1).max()
+        for method in METHODS:
+            row[f"{method} f32"] = 0.5 * np.abs(probs(tables(jnp.float32, method), n) - ref).sum(1).max()
+        rows.append(row)
+    print_table("JointExp forward rows: max total variation vs the float64 scan", rows)
+
+
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -72,10 +106,16 @@ def main():
     parser.add_argument("--sizes", nargs="+", default=["1000:30", "100000:29", "1000000:30"])
     parser.add_argument("--x64", action="store_true", help="float64 (the FFT path needs it)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--accuracy", action="store_true", help="forward-row accuracy instead of speed")
     args = parser.parse_args()
+    if args.accuracy:
+        print_machine()
+        accuracy(args.sizes)
+        return
     if args.x64:
         jax.config.update("jax_enable_x64", True)
     from dpjax.quantiles import joint_exp
+    from dpjax.quantiles.joint_exp_tables import METHODS
 
     print_machine()
     dtype = jnp.float64 if args.x64 else jnp.float32
@@ -86,7 +126,7 @@ def main():
         x = rng.normal(0.0, 5.0, n)
         qs = np.arange(1, m + 1) / (m + 1)
         row = {"n": n, "m": m, "dtype": jnp.dtype(dtype).name}
-        for method in ("scan", "fft"):
+        for method in METHODS:
             fn = jax.jit(
                 lambda k, x, method=method, qs=qs: joint_exp(
                     k, x, qs, epsilon=1.0, bounds=(-100, 100), method=method
@@ -96,8 +136,8 @@ def main():
             row[f"{method} s"] = timing.median
         if m * (n + 1) * m * 8 <= 2e9:
             row["numpy s"] = time_host(numpy_joint_exp, rng, x, qs, 1.0, -100.0, 100.0, repeats=1).median
-            row["numpy/scan"] = row["numpy s"] / row["scan s"]
-            row["numpy/fft"] = row["numpy s"] / row["fft s"]
+            for method in METHODS:
+                row[f"numpy/{method}"] = row["numpy s"] / row[f"{method} s"]
         row["peak RSS MB"] = peak_mb()
         rows.append(row)
     print_table("JointExp, seconds per release (N(0,5) data, bounds [-100,100], epsilon 1)", rows)

@@ -17,6 +17,7 @@ from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normal
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps, sort_floats
 from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, sample_gaps, sample_outputs
+from dpjax.quantiles.joint_exp_linear import toeplitz_linear, toeplitz_linear_certified
 from dpjax.quantiles.joint_exp_tables import (
     OMITTED_MASS,
     forward_tables,
@@ -76,6 +77,10 @@ def test_log_normalizer_matches_brute_force_x64(method):
                     jnp.asarray(x, jnp.float64), qs, eps, bounds=(-1, 1), neighbors=neighbors, method=method
                 )
                 assert abs(float(got) - want) < 1e-9, (x, qs, eps, neighbors)
+
+
+def test_log_normalizer_linear_matches_brute_force_x64():
+    test_log_normalizer_matches_brute_force_x64("linear")
 
 
 def test_log_normalizer_float32_scan_close():
@@ -342,6 +347,47 @@ def test_toeplitz_scan_matches_dense_log_sum_exp(size):
             got32 = np.asarray(step(jnp.asarray(x, jnp.float32), c, nu), np.float64)
             near = finite & (want > want[finite].max(initial=0) - 30)
             np.testing.assert_allclose(got32[near], want[near], rtol=0, atol=2e-3)
+
+
+@pytest.mark.parametrize("size", [1, 17, 300, 2500])
+def test_toeplitz_linear_matches_dense_log_sum_exp(size):
+    rng = np.random.default_rng(size + 1)
+    step = jax.jit(toeplitz_linear)
+    certificate = jax.jit(lambda x, c, nu: toeplitz_linear_certified(x, c, nu)[1])
+    for nu in (0.0, 0.4, 2.5, 40.0, 70.5, size / 3, size - 0.5, size + 2.0):
+        for c in (0.05, 1.5, 40.0):
+            x = np.where(rng.random(size) < 0.15, -np.inf, 4 * rng.normal(size=size))
+            want = dense_toeplitz(x, c, nu)
+            finite = np.isfinite(want)
+            with enable_x64():
+                got = np.asarray(step(jnp.asarray(x), c, nu))
+                if c < 40:  # the linear-space path itself (not the scan fallback) is what is checked
+                    assert certificate(jnp.asarray(x), c, nu)
+            np.testing.assert_array_equal(np.isfinite(got), finite)
+            np.testing.assert_allclose(got[finite], want[finite], rtol=0, atol=1e-9)
+            got32 = np.asarray(step(jnp.asarray(x, jnp.float32), c, nu), np.float64)
+            np.testing.assert_array_equal(np.isfinite(got32), finite)
+            near = finite & (want > want[finite].max(initial=0) - 30)
+            np.testing.assert_allclose(got32[near], want[near], rtol=0, atol=2e-3)
+            if c == 0.05:
+                assert certificate(jnp.asarray(x, jnp.float32), c, nu)
+
+
+def test_toeplitz_linear_refuses_to_certify_underflow():
+    # One finite input and a steep kernel: y[i] = -3 (i - 1/2) spans ~190 nats within the blocks of
+    # the linear step, which float32 cannot hold in one frame. The step must see this and fall back
+    # to the scan (which keeps every entry exact); float64 holds the range and certifies.
+    x = np.full(64, -np.inf)
+    x[0] = 0.0
+    want = dense_toeplitz(x, 3.0, 0.5)
+    assert not toeplitz_linear_certified(jnp.asarray(x, jnp.float32), 3.0, 0.5)[1]
+    got32 = np.asarray(toeplitz_linear(jnp.asarray(x, jnp.float32), 3.0, 0.5), np.float64)
+    np.testing.assert_allclose(got32[1:], want[1:], rtol=1e-6)
+    with enable_x64():
+        assert toeplitz_linear_certified(jnp.asarray(x), 3.0, 0.5)[1]
+        got = np.asarray(toeplitz_linear(jnp.asarray(x), 3.0, 0.5))
+    assert got[0] == -np.inf
+    np.testing.assert_allclose(got[1:], want[1:], rtol=1e-12)
 
 
 def dense_alphahat(x, lower, upper, qs, epsilon):

@@ -10,9 +10,11 @@ typos of its printed listing fixed). The output ``o_1 <= ... <= o_m`` in ``[a, b
 ``2 (1 - min_j (q_j - q_{j-1}))`` under add/remove (the minimum includes the end gaps ``q_1`` and
 ``1 - q_m``). It is sampled exactly: a nondecreasing sequence of gaps between sorted clamped points
 is drawn with weight ``exp(c u) prod tau(i_j) / prod_runs k!`` by a forward pass
-(:mod:`dpjax.quantiles.joint_exp_tables`, log-space Toeplitz convolutions,
-:mod:`dpjax.quantiles.joint_exp_toeplitz`) and an exact two-stage backward pass (gap, then run
-length, each by Gumbel-max); each ``o_j`` is then uniform in its gap, and the output is sorted.
+(:mod:`dpjax.quantiles.joint_exp_tables`; its Toeplitz convolutions by linear-space block matrix
+products, certified exact or else redone by log-space recurrences:
+:mod:`dpjax.quantiles.joint_exp_linear`, :mod:`dpjax.quantiles.joint_exp_toeplitz`) and an exact
+two-stage backward pass (gap, then run length, each by Gumbel-max); each ``o_j`` is then uniform
+in its gap, and the output is sorted.
 Zero-width gaps (duplicates) have probability exactly 0. Runs of several quantiles in one gap whose
 weight is provably negligible are left out of the forward pass, under a per-dataset certificate that
 the sequences using them carry at most ``OMITTED_MASS = 2^-64`` of the probability (otherwise the
@@ -47,16 +49,16 @@ from dpjax.quantiles.intervals import (
     uniform_in_gaps,
 )
 from dpjax.quantiles.joint_exp_tables import (
+    METHODS,
     Tables,
     forward_tables,
     log_factorials,
     log_normalizer,
     log_phi,
 )
-from dpjax.quantiles.joint_exp_toeplitz import METHODS
 from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
 
-DEFAULT_METHOD = "scan"
+DEFAULT_METHOD = "linear"
 
 
 def joint_exp_sensitivity(qs, neighbors: Neighbors | str = Neighbors.SWAP):
@@ -234,12 +236,13 @@ def joint_exp(
     Guarantee: pure ``epsilon``-DP for the whole vector (:func:`joint_exp_guarantee`), with no
     split of epsilon over quantiles.
 
-    The forward pass's Toeplitz step is ``method="scan"`` (default: exact log-space recurrences,
-    accurate in float32) or ``"fft"`` (the paper's max-shifted FFT; needs float64 data under
-    ``jax_enable_x64`` to be accurate). See ``benchmarks/README.md`` for the measurements behind
-    the default. ``qs``, ``epsilon`` and ``bounds`` may be traced (``jax.vmap`` over any of them
-    gives what separate calls give); the forward pass is compiled once per ``m``, method, data
-    shape and dtype.
+    The forward pass's Toeplitz step is ``method="linear"`` (default: linear-space block matrix
+    products, every entry certified accurate relative to itself, else redone by the scan),
+    ``"scan"`` (exact log-space recurrences; as accurate in float32, about 3x slower) or ``"fft"``
+    (the paper's max-shifted FFT; needs float64 data under ``jax_enable_x64`` to be accurate). See
+    ``benchmarks/README.md`` for the measurements behind the default. ``qs``, ``epsilon`` and
+    ``bounds`` may be traced (``jax.vmap`` over any of them gives what separate calls give); the
+    forward pass is compiled once per ``m``, method, data shape and dtype.
 
     Args:
       key: a ``jax.random`` key.
@@ -251,7 +254,7 @@ def joint_exp(
       bounds: ``(a, b)`` with ``a < b``, data independent (may be traced: either end, or an array
         of shape ``(2,)``).
       neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
-      method: ``"scan"`` or ``"fft"`` (static).
+      method: ``"linear"``, ``"scan"`` or ``"fft"`` (static).
 
     Returns:
       Shape ``(m,)``: the estimates, sorted, in ``[a, b]``. All NaN when a traced input is invalid

@@ -39,7 +39,18 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz
+from dpjax.quantiles.joint_exp_linear import toeplitz_linear
+from dpjax.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz_fft, toeplitz_scan
+
+METHODS = ("linear", "scan", "fft")
+"""The Toeplitz steps of the forward pass: linear-space block products with a certified exact
+fallback (:mod:`dpjax.quantiles.joint_exp_linear`), exact log-space recurrences, and the paper's
+max-shifted FFT (:mod:`dpjax.quantiles.joint_exp_toeplitz`)."""
+
+
+def toeplitz(method: str, x, c, nu):
+    """Dispatches the Toeplitz step to ``"linear"``, ``"scan"`` or ``"fft"``."""
+    return {"linear": toeplitz_linear, "scan": toeplitz_scan, "fft": toeplitz_fft}[method](x, c, nu)
 
 
 class Tables(NamedTuple):

@@ -25,7 +25,9 @@ of the log vector ``x`` (length ``n + 1``) with a two-sided exponential kernel.
 
   The three filters run together as one batched first-order log-space recurrence
   (:func:`log_filter`), and ``L`` may be a traced value, so the steps of the ``lax.scan`` over
-  quantiles share one body.
+  quantiles share one body. The same filters run at the block level of the default ``"linear"``
+  step (:mod:`dpjax.quantiles.joint_exp_linear`), which falls back to ``"scan"`` when it cannot
+  certify an entry.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-METHODS = ("scan", "fft")
 FILTER_BLOCK = 16
 BLOCK_ALIGN = 8
 """Rows are padded to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN`` (:func:`aligned_length`), so that
@@ -156,6 +157,40 @@ def _remainder(values, length):
     return jnp.where(rest >= length, rest - length, rest)
 
 
+def far_and_window_filters(far_values, window_values, c, length):
+    """The three filters of :func:`toeplitz_scan` on inputs of an aligned length (``-inf`` padded):
+
+    * ``z[k] = LSE_{u <= k} far_values[u] - c (k - u)`` (the far filter);
+    * ``suffix[k] = LSE_{k <= u <= e(k)} window_values[u] - c (u - k)``, ``e(k)`` the end of the
+      block of ``length`` that holds ``k`` (blocks aligned at multiples of ``length``);
+    * ``prefix[k] = LSE_{s(k) <= u <= k} window_values[u] + c (k - u)``, ``s(k)`` its start.
+
+    ``length >= 1`` (int32) and ``c`` may be traced. Returns ``(z, suffix, prefix)``.
+    """
+    padded = far_values.shape[0]
+    dtype = far_values.dtype
+    # The three filters' inputs are built directly in the block layout (position k = b * block + t);
+    # the suffix filter runs on the reversed sequence.
+    values = _to_blocks(jnp.stack([far_values, window_values[::-1], window_values]), FILTER_BLOCK, -jnp.inf)
+    block, _, blocks = values.shape
+    position = (
+        jnp.arange(blocks, dtype=jnp.int32)[None, :] * block + jnp.arange(block, dtype=jnp.int32)[:, None]
+    )
+    c = jnp.asarray(c, dtype)
+    suffix_restart = _remainder(padded - 1 - position, length) == length - 1
+    prefix_restart = _remainder(position, length) == 0
+    decay = jnp.stack(
+        [
+            jnp.broadcast_to(-c, position.shape),
+            jnp.where(suffix_restart, -jnp.inf, -c),
+            jnp.where(prefix_restart, -jnp.inf, c),
+        ],
+        axis=1,
+    )
+    z, suffix, prefix = _from_blocks(_filter_blocks(decay, values), padded)
+    return z, suffix[::-1], prefix
+
+
 def toeplitz_scan(x, c, nu):
     """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` exactly, by three log-space filters."""
     size = x.shape[0]
@@ -168,28 +203,8 @@ def toeplitz_scan(x, c, nu):
     # below size, so the padding (-inf) changes nothing.
     padded = aligned_length(size)
     x = jnp.pad(x, (0, padded - size), constant_values=-jnp.inf)
-    # The three filters' inputs are built directly in the block layout (position k = b * block + t).
-    values = _to_blocks(jnp.stack([x, x[::-1], x]), FILTER_BLOCK, -jnp.inf)
-    block, _, blocks = values.shape
-    position = (
-        jnp.arange(blocks, dtype=jnp.int32)[None, :] * block + jnp.arange(block, dtype=jnp.int32)[:, None]
-    )
     c = jnp.asarray(c, dtype)
-    # Row 0: far filter z[k] = LSE_{u <= k} x[u] - c (k - u).
-    # Row 1, on the reversed sequence: suffix filter LSE_{k <= u <= block end} x[u] - c (u - k).
-    # Row 2: prefix filter LSE_{block start <= u <= k} x[u] + c (k - u).
-    suffix_restart = _remainder(padded - 1 - position, length) == length - 1
-    prefix_restart = _remainder(position, length) == 0
-    decay = jnp.stack(
-        [
-            jnp.broadcast_to(-c, position.shape),
-            jnp.where(suffix_restart, -jnp.inf, -c),
-            jnp.where(prefix_restart, -jnp.inf, c),
-        ],
-        axis=1,
-    )
-    z, suffix, prefix = _from_blocks(_filter_blocks(decay, values), padded)
-    suffix = suffix[::-1]
+    z, suffix, prefix = far_and_window_filters(x, x, c, length)
     far = _shift_right(z, window + 1) - c * (1 - frac)
     # W[i] = suffix[i - L] (u in the block of i - L) (+) prefix[i - 1] - c (L - 1) (u in the block
     # of i, present unless i is block-aligned).
@@ -206,8 +221,3 @@ def _log_sum_exp3(a, b, d):
     top = jnp.maximum(jnp.maximum(a, b), d)
     top = jnp.where(jnp.isfinite(top), top, 0)
     return top + jnp.log(jnp.exp(a - top) + jnp.exp(b - top) + jnp.exp(d - top))
-
-
-def toeplitz(method: str, x, c, nu):
-    """Dispatches the Toeplitz step to ``"scan"`` or ``"fft"``."""
-    return toeplitz_scan(x, c, nu) if method == "scan" else toeplitz_fft(x, c, nu)
