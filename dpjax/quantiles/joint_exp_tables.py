@@ -1,8 +1,9 @@
 """JointExp's forward pass: the dynamic-programming tables in ``O(m n)`` memory.
 
-Gillenwater, Joseph, Kulesza (ICML 2021), Alg. 1 lines 5-13, with the paper's typos fixed (spec
-seed-001 Sec. 3): ``alpha(j, i, k)`` is the mass of the length-``j`` prefixes ending with exactly
-``k`` copies of gap ``i``,
+Gillenwater, Joseph, Kulesza (ICML 2021), Alg. 1 lines 5-13, with the paper's index typos fixed
+(the recurrences below match brute-force enumeration, ``tests/test_joint_exp.py``):
+``alpha(j, i, k)`` is the mass of the length-``j`` prefixes ending with exactly ``k`` copies of gap
+``i``,
 
     alpha(1, i, 1) = phi_1(i) tau(i)
     alpha(j, i, 1) = tau(i) sum_{i' < i} phi_j(i - i') alphahat(j - 1, i')      (Toeplitz step)
@@ -11,8 +12,8 @@ seed-001 Sec. 3): ``alpha(j, i, k)`` is the mass of the length-``j`` prefixes en
 
 with ``phi_j(g) = exp(-c |g - nu_j|)``, ``nu_j = (q_j - q_{j-1}) n``. Instead of the paper's
 ``m x (n+1) x m`` table, only two ``m x (n+1)`` tables are kept, ``log alpha(j, :, 1)`` and
-``log alphahat(j, :)``: any ``alpha(j, i, k)`` follows from the first by the closed form (spec
-Sec. 4.3)
+``log alphahat(j, :)``: any ``alpha(j, i, k)`` follows from the first by the closed form (unrolling
+the ``k >= 2`` recurrence)
 
     log alpha(j, i, k) = log alpha(j-k+1, i, 1) + (k-1) log tau(i) - c (N_j - N_{j-k+1}) - log k!
 
@@ -207,7 +208,7 @@ def forward_tables(
         # New runs: Toeplitz step from the previous row (relative to D_{j-1}), none at gap 0.
         previous = lax.dynamic_index_in_dim(log_total, j - 1, 0, keepdims=False)[:length]
         new_first = jnp.where(gaps == 0, -jnp.inf, widths + toeplitz(method, previous, c_arr, nu[j]))
-        # Runs of k = j - l + 1 >= 2 copies of gap i (closed form, spec Sec. 4.3), relative to D_{j-1}.
+        # Runs of k = j - l + 1 >= 2 copies of gap i (the closed form above), relative to D_{j-1}.
         weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
         bound = weight + first_max + run_len[j] * max_log_width
         reference = jnp.max(new_first)
