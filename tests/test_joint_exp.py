@@ -425,6 +425,31 @@ def test_forward_tables_match_dense_reference_with_runs():
     assert abs(float(lz) - logsumexp(want[-1] + last)) < 1e-8
 
 
+@pytest.mark.parametrize(("x64", "epsilon"), [(False, 0.3), (False, 40.0), (True, 0.3)])
+def test_block_masses_are_the_log_sum_exp_of_their_blocks(x64, epsilon):
+    """block_left / block_right are LSE_t log_total[j, bB + t] +- c t for every row, whether they come
+    from the linear step's block summaries (epsilon 0.3) or, when float32 cannot certify the step
+    (epsilon 40, c = 10: ~310 nats per block of 32), from the fallback; m = 1 has only a last row."""
+    rng = np.random.default_rng(24)
+    x = rng.normal(0, 1, 3000)
+    for qs in ([0.5], [0.2, 0.5, 0.8]):
+        with enable_x64(x64):
+            tables = joint_exp_tables(
+                jnp.asarray(x, jnp.float64 if x64 else jnp.float32), qs, epsilon, bounds=(-4, 4)
+            )
+        block = sampling_block(x.size + 1)
+        total = np.asarray(tables.log_total, np.float64).reshape(len(qs), -1, block)
+        ramp = float(tables.c) * np.arange(block)
+        for got, sign in ((tables.block_left, 1), (tables.block_right, -1)):
+            want = logsumexp(total + sign * ramp, axis=2)
+            got = np.asarray(got, np.float64)
+            np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+            finite = np.isfinite(want)
+            np.testing.assert_allclose(
+                got[finite], want[finite], rtol=1e-13 if x64 else 1e-6, atol=1e-12 if x64 else 1e-4
+            )
+
+
 def test_block_sampler_draws_the_exact_conditional():
     """draw_gap (block masses + one block) against the exact pmf, at the kink, at block edges."""
     rng = np.random.default_rng(22)

@@ -34,13 +34,16 @@ spans ``c (B - 1)`` nats in a block, so in float32 this happens once ``c`` nears
 from epsilon 6 (there the step costs the scan plus the attempt, about 1.3x the scan). Float64 holds
 ~660 nats. Cost: one ``exp`` and one ``log`` per element, three ``(n / B, B) x (B, B)`` matrix
 products and ``O(n / B)`` log-space work, against the scan's dozen transcendental functions per
-element.
+element. The block summaries ``F_u`` and ``R_u`` of the input row are also its backward-sampler
+block masses at block size ``B`` (:func:`toeplitz_linear_with_masses` combines them to the
+sampler's blocks), so the forward pass needs no pass of its own over a row for those.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 from jax import lax
+from jax.nn import logsumexp
 
 from dpjax.quantiles.joint_exp_toeplitz import (
     _remainder,
@@ -71,6 +74,13 @@ def toeplitz_linear_certified(x, c, nu):
     """``(y, certified)``: ``y`` as in :func:`toeplitz_linear` before the fallback, in blocks (shape
     ``(aligned_length(n) / B, B)``, flattened by the caller), and whether every entry of it is
     certified accurate relative to itself (see the module docstring)."""
+    return _linear_step(x, c, nu)[:2]
+
+
+def _linear_step(x, c, nu):
+    """``(y, certified, left, right)``: :func:`toeplitz_linear_certified`'s pair and the input's
+    block summaries ``left = F_u = LSE_t x[u, t] + c t`` and ``right = R_u = LSE_t x[u, t] - c t``
+    (shape ``(aligned_length(n) / B,)``), which the certificate covers too."""
     size = x.shape[0]
     dtype = x.dtype
     block = LINEAR_BLOCK
@@ -129,15 +139,22 @@ def toeplitz_linear_certified(x, c, nu):
         out = out + jnp.exp(s - frame)[:, None] * image
     # Exact zeros: positions at or before the first finite input; every other entry is checked.
     # (The first finite input is found from the block maxima and one block: a search over the whole
-    # row is materialised by XLA CPU as a full integer array.)
+    # row is materialised by XLA CPU as a full integer array; minima of indices, as ``argmax`` is a
+    # slower reduce-window there.)
     position = jnp.arange(blocks, dtype=jnp.int32)[:, None] * block + jnp.arange(block, dtype=jnp.int32)
-    first_block = jnp.argmax(jnp.isfinite(top)).astype(jnp.int32)
-    inside = jnp.argmax(jnp.isfinite(lax.dynamic_index_in_dim(x, first_block, 0, keepdims=False)))
-    first = jnp.where(jnp.isfinite(top[first_block]), first_block * block + inside.astype(jnp.int32), padded)
+    first_block = jnp.min(jnp.where(jnp.isfinite(top), jnp.arange(blocks, dtype=jnp.int32), blocks - 1))
+    inside = jnp.min(
+        jnp.where(
+            jnp.isfinite(lax.dynamic_index_in_dim(x, first_block, 0, keepdims=False)),
+            jnp.arange(block, dtype=jnp.int32),
+            padded,
+        )
+    )
+    first = jnp.minimum(first_block * block + inside, padded)
     floor_out = info.tiny / info.eps * (3 * block + 2)
     checked = (position > first) & (position < size)
     certified &= ~jnp.any(checked & (out < floor_out))
-    return frame[:, None] + jnp.log(out), certified
+    return frame[:, None] + jnp.log(out), certified, left[:blocks], right[:blocks]
 
 
 def toeplitz_linear(x, c, nu):
@@ -148,4 +165,30 @@ def toeplitz_linear(x, c, nu):
     # flattening makes XLA CPU compile the blocked arithmetic to scalar code (3x the whole step).
     return lax.cond(
         certified, lambda y, x: y.reshape(-1)[: x.shape[0]], lambda y, x: toeplitz_scan(x, c, nu), y, x
+    )
+
+
+def toeplitz_linear_with_masses(x, c, nu, block: int, fallback_masses):
+    """``(toeplitz_linear(x, c, nu), masses)`` with ``masses[0] = LSE_{t < block} x[k block + t] + c t``
+    and ``masses[1]`` the same with ``- c t``, per block of ``block`` gaps (static, a multiple of
+    :data:`LINEAR_BLOCK`) of ``x`` padded with ``-inf`` to whole blocks: the backward sampler's
+    block masses. When the step is certified they come from its own block summaries (``F_u`` and
+    ``R_u``, certified accurate relative to themselves), combined exactly in log space over the
+    ``block / B`` summaries of each block, so they cost no pass over the row; otherwise the scan
+    runs and the masses are ``fallback_masses()``."""
+    size = x.shape[0]
+    y, certified, left, right = _linear_step(x, c, nu)
+    per = block // LINEAR_BLOCK
+    groups = -(-left.shape[0] // per)
+    shift = jnp.asarray(c, x.dtype) * LINEAR_BLOCK * jnp.arange(per, dtype=x.dtype)
+
+    def combine(summaries, sign):
+        summaries = jnp.pad(summaries, (0, groups * per - summaries.shape[0]), constant_values=-jnp.inf)
+        return logsumexp(summaries.reshape(groups, per) + sign * shift, axis=1)
+
+    # Flattened inside the branch, as in toeplitz_linear.
+    return lax.cond(
+        certified,
+        lambda: (y.reshape(-1)[:size], jnp.stack([combine(left, 1), combine(right, -1)])),
+        lambda: (toeplitz_scan(x, c, nu), fallback_masses()),
     )

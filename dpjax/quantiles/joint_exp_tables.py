@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax.quantiles.joint_exp_linear import toeplitz_linear
+from dpjax.quantiles.joint_exp_linear import LINEAR_BLOCK, toeplitz_linear, toeplitz_linear_with_masses
 from dpjax.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz_fft, toeplitz_scan
 
 METHODS = ("linear", "scan", "fft")
@@ -98,8 +98,9 @@ def log_phi(c, gap, nu):
 
 def sampling_block(size: int) -> int:
     """Gaps per block of the backward sampler: about ``sqrt(n)``, so a step costs ``O(sqrt(n))``;
-    a multiple of 8, so that the block masses' loops vectorize (see ``BLOCK_ALIGN``)."""
-    return -(-max(8, math.isqrt(max(size - 1, 0)) + 1) // 8) * 8
+    a multiple of :data:`~dpjax.quantiles.joint_exp_linear.LINEAR_BLOCK` (so the block masses follow
+    from the linear step's block summaries, and their loops vectorize: see ``BLOCK_ALIGN``)."""
+    return -(-max(LINEAR_BLOCK, math.isqrt(max(size - 1, 0)) + 1) // LINEAR_BLOCK) * LINEAR_BLOCK
 
 
 def log_factorials(m: int) -> np.ndarray:
@@ -198,16 +199,28 @@ def forward_tables(
     block = sampling_block(size)
     width = padded_width(size)
     log_total = jnp.full((m, width), -jnp.inf, dtype).at[0, :length].set(first - top)
-    # Block masses are computed row by row while the row is in cache (one pass over (m, n) saved).
-    masses = jnp.zeros((2, m, width // block), dtype).at[:, 0].set(_block_masses(log_total[0], c_arr, block))
+    # Block masses are computed row by row while the row is in cache (one pass over (m, n) saved);
+    # under "linear", those of row j - 1 come with step j's Toeplitz step (the last row's after).
+    masses = jnp.zeros((2, m, width // block), dtype)
+    if method != "linear":
+        masses = masses.at[:, 0].set(_block_masses(log_total[0], c_arr, block))
     first_max = jnp.full((m,), -jnp.inf, dtype).at[0].set(jnp.max(first) - top)
     offsets = jnp.zeros((m,), dtype).at[0].set(top)
 
     def step(state: ForwardState) -> ForwardState:
         j, omit, firsts, log_total, masses, first_max, offsets, run_weight, log_omitted = state
         # New runs: Toeplitz step from the previous row (relative to D_{j-1}), none at gap 0.
-        previous = lax.dynamic_index_in_dim(log_total, j - 1, 0, keepdims=False)[:length]
-        new_first = jnp.where(gaps == 0, -jnp.inf, widths + toeplitz(method, previous, c_arr, nu[j]))
+        previous_row = lax.dynamic_index_in_dim(log_total, j - 1, 0, keepdims=False)
+        previous = previous_row[:length]
+        if method == "linear":
+            # The linear step also gives the block masses of the previous row.
+            stepped, previous_masses = toeplitz_linear_with_masses(
+                previous, c_arr, nu[j], block, lambda: _block_masses(previous_row, c_arr, block)
+            )
+            masses = lax.dynamic_update_index_in_dim(masses, previous_masses, j - 1, 1)
+        else:
+            stepped = toeplitz(method, previous, c_arr, nu[j])
+        new_first = jnp.where(gaps == 0, -jnp.inf, widths + stepped)
         # Runs of k = j - l + 1 >= 2 copies of gap i (the closed form above), relative to D_{j-1}.
         weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
         bound = weight + first_max + run_len[j] * max_log_width
@@ -216,12 +229,12 @@ def forward_tables(
         dropped = jnp.where((rows < j) & ~kept, offsets[j - 1] + bound, -jnp.inf)
         log_omitted = jnp.logaddexp(log_omitted, jax.nn.logsumexp(dropped) + completion[j])
         weight = jnp.where(kept, weight, -jnp.inf)
-        total = _logsumexp_recent_rows(new_first, firsts, weight, widths, j, m)
-        top = safe_max(total)
+        total, top = _logsumexp_recent_rows(new_first, reference, firsts, weight, widths, j, m)
         firsts = lax.dynamic_update_index_in_dim(firsts, new_first - top, j, 0)
         row = jnp.pad(total - top, (0, width - length), constant_values=-jnp.inf)
         log_total = lax.dynamic_update_index_in_dim(log_total, row, j, 0)
-        masses = lax.dynamic_update_index_in_dim(masses, _block_masses(row, c_arr, block), j, 1)
+        if method != "linear":
+            masses = lax.dynamic_update_index_in_dim(masses, _block_masses(row, c_arr, block), j, 1)
         first_max = first_max.at[j].set(reference - top)
         offsets = offsets.at[j].set(offsets[j - 1] + top)
         run_weight = run_weight.at[j].set(weight)
@@ -259,6 +272,8 @@ def forward_tables(
     final = lax.while_loop(lambda state: state.row < m, step, start)
     firsts, log_total, masses, offsets = final.firsts, final.log_total, final.masses, final.offsets
     run_weight, log_omitted = final.run_weight, final.log_omitted
+    if method == "linear":
+        masses = masses.at[:, m - 1].set(_block_masses(log_total[m - 1], c_arr, block))
     kept = jnp.isfinite(run_weight) | (rows[:, None] == rows[None, :])
     run_shift = jnp.where(kept, offsets[None, :] - offsets[:, None] - c_arr * run_gap, -jnp.inf)
     return Tables(
@@ -279,8 +294,10 @@ def forward_tables(
 ROW_CHUNK = 4
 
 
-def _logsumexp_recent_rows(first, firsts, weight, log_width, j, m: int):
-    """Elementwise ``LSE(first, firsts[l] + weight[l] + (j - l) log_width)`` over rows ``l < j``.
+def _logsumexp_recent_rows(first, first_max, firsts, weight, log_width, j, m: int):
+    """``(total, safe_max(total))`` for the elementwise
+    ``total = LSE(first, firsts[l] + weight[l] + (j - l) log_width)`` over rows ``l < j``
+    (``first_max = max(first)``, which is the maximum when no row is live).
 
     Rows are visited backwards from ``l = j - 1`` in chunks of :data:`ROW_CHUNK` (offsets
     ``t = j - 1 - l`` are static, so each chunk is an unrolled elementwise max and exp-sum chain that
@@ -308,9 +325,13 @@ def _logsumexp_recent_rows(first, firsts, weight, log_width, j, m: int):
     def with_runs(first):
         top = over_chunks(first, jnp.maximum)
         top = jnp.where(jnp.isfinite(top), top, 0)
-        return top + jnp.log(over_chunks(jnp.exp(first - top), lambda acc, r: acc + jnp.exp(r - top)))
+        total = top + jnp.log(over_chunks(jnp.exp(first - top), lambda acc, r: acc + jnp.exp(r - top)))
+        return total, safe_max(total)
 
-    return lax.cond(jnp.any(live), with_runs, lambda first: first, first)
+    def without_runs(first):
+        return first, jnp.where(jnp.isfinite(first_max), first_max, jnp.zeros_like(first_max))
+
+    return lax.cond(jnp.any(live), with_runs, without_runs, first)
 
 
 def padded_width(size: int) -> int:
