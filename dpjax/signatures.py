@@ -1,10 +1,11 @@
 """Functions that take another function's arguments.
 
-Several mechanisms come as a pair: one returning the full result (``clipped_sum``,
-``unbounded_result``, ``above_threshold_result``) and one returning the usual release derived from it
-(``sum``, ``unbounded``). :func:`arguments_of` writes the argument list once, on the full function:
-the derived one forwards what it is given, and shows (to ``inspect.signature``, ``help`` and the
-guarantee tests) the full function's signature with its own return annotation.
+Several mechanisms come as a pair: one returning the full result (``aggregates.clipped_sum``,
+``quantiles.unbounded_result``) and one returning the usual release derived from it
+(``aggregates.sum`` and ``mean``, ``quantiles.unbounded``). :func:`arguments_of` writes the argument
+list once, on the full function: the derived one forwards what it is given, and shows (to
+``inspect.signature``, ``help`` and the guarantee tests) the full function's signature with its own
+return annotation.
 """
 
 from __future__ import annotations
