@@ -46,10 +46,10 @@ from jax import lax
 from jax.nn import logsumexp
 
 from dpjax.quantiles.joint_exp_toeplitz import (
-    _remainder,
-    _shift_right,
     aligned_length,
     far_and_window_filters,
+    remainder,
+    shift_right,
     toeplitz_scan,
 )
 
@@ -122,15 +122,15 @@ def _linear_step(x, c, nu):
     length = jnp.maximum(near_blocks, 1)
     left, right = (jnp.pad(v, pad, constant_values=-jnp.inf) for v in (left, right))
     z, suffix, prefix = far_and_window_filters(left, right, big_c, length)
-    aligned = _remainder(jnp.arange(level, dtype=jnp.int32), length) == 0
-    head = jnp.where(near_blocks >= 1, _shift_right(suffix, near_blocks), -jnp.inf)
-    tail = _shift_right(prefix, 1) - big_c * (near_blocks - 1)
+    aligned = remainder(jnp.arange(level, dtype=jnp.int32), length) == 0
+    head = jnp.where(near_blocks >= 1, shift_right(suffix, near_blocks), -jnp.inf)
+    tail = shift_right(prefix, 1) - big_c * (near_blocks - 1)
     tail = jnp.where(aligned | (near_blocks < 1), -jnp.inf, tail)
     # Near: LSE_{1 <= d <= D} R_{b-d} - c (nu - d B), times e^{c t} = e^{c (B - 1)} r^(B - 1 - t).
     near = jnp.logaddexp(head, tail)[:blocks] + c * (block * near_blocks.astype(dtype) + (block - 1) - nu)
     # Far: LSE_{d >= D + 3} F_{b-d} - c (d B - nu), times e^{-c t} = r^t.
     first_far = near_blocks + 3
-    far = _shift_right(z, first_far)[:blocks] - c * (block * first_far.astype(dtype) - nu)
+    far = shift_right(z, first_far)[:blocks] - c * (block * first_far.astype(dtype) - nu)
     # The frame G_b: the largest log-magnitude feeding output block b; every scale below is <= 1.
     tops = [_shift_rows(top, d, -jnp.inf) + peak for d, peak in zip(distances, peaks, strict=True)]
     frame = _safe(jnp.maximum(jnp.maximum(jnp.maximum(tops[0], tops[1]), jnp.maximum(tops[2], near)), far))

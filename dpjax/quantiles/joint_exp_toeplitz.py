@@ -130,14 +130,14 @@ def log_filter(decay, values):
     return _from_blocks(blocked, size)
 
 
-def _shift_right(v, shift):
+def shift_right(v, shift):
     """``out[i] = v[i - shift]`` (``-inf`` where ``i < shift``); ``0 <= shift`` may be traced."""
     size = v.shape[0]
     padded = jnp.concatenate([jnp.full((size,), -jnp.inf, v.dtype), v])
     return lax.dynamic_slice(padded, (size - jnp.minimum(shift, size),), (size,))
 
 
-def _remainder(values, length):
+def remainder(values, length):
     """``values % length`` (floor convention) for int32 ``values`` and a traced scalar ``length >= 1``.
 
     XLA CPU lowers a remainder by a runtime divisor to one scalar division per element, which costs
@@ -177,8 +177,8 @@ def far_and_window_filters(far_values, window_values, c, length):
         jnp.arange(blocks, dtype=jnp.int32)[None, :] * block + jnp.arange(block, dtype=jnp.int32)[:, None]
     )
     c = jnp.asarray(c, dtype)
-    suffix_restart = _remainder(padded - 1 - position, length) == length - 1
-    prefix_restart = _remainder(position, length) == 0
+    suffix_restart = remainder(padded - 1 - position, length) == length - 1
+    prefix_restart = remainder(position, length) == 0
     decay = jnp.stack(
         [
             jnp.broadcast_to(-c, position.shape),
@@ -205,12 +205,12 @@ def toeplitz_scan(x, c, nu):
     x = jnp.pad(x, (0, padded - size), constant_values=-jnp.inf)
     c = jnp.asarray(c, dtype)
     z, suffix, prefix = far_and_window_filters(x, x, c, length)
-    far = _shift_right(z, window + 1) - c * (1 - frac)
+    far = shift_right(z, window + 1) - c * (1 - frac)
     # W[i] = suffix[i - L] (u in the block of i - L) (+) prefix[i - 1] - c (L - 1) (u in the block
     # of i, present unless i is block-aligned).
-    aligned = _remainder(jnp.arange(padded, dtype=jnp.int32), length) == 0
-    head = jnp.where(window >= 1, _shift_right(suffix, window) - c * frac, -jnp.inf)
-    tail = jnp.where(aligned | (window < 1), -jnp.inf, _shift_right(prefix, 1) - c * (window - 1 + frac))
+    aligned = remainder(jnp.arange(padded, dtype=jnp.int32), length) == 0
+    head = jnp.where(window >= 1, shift_right(suffix, window) - c * frac, -jnp.inf)
+    tail = jnp.where(aligned | (window < 1), -jnp.inf, shift_right(prefix, 1) - c * (window - 1 + frac))
     # A select, not ``.at[0].set``: XLA CPU emits the fused dynamic-update-slice form as a slow loop.
     return jnp.where(jnp.arange(padded) == 0, -jnp.inf, _log_sum_exp3(head, tail, far))[:size]
 
