@@ -5,7 +5,7 @@ paper's algorithm (FFT per quantile, dense ``m x (n+1) x m`` table as in Alg. 1)
 release and vmapped releases). This script uses the same harness (``dpjax.bench``) for the rest.
 Run from the repository root:
 
-    python -m benchmarks.bench_joint_exp [--sizes 1000:30 100000:29 1000000:30] [--x64]
+    python -m benchmarks.bench_joint_exp [--sizes 1000:30 100000:29 1000000:30] [--x64] [--epsilon 1]
     python -m benchmarks.bench_joint_exp --accuracy [--sizes 1500:19 20000:29]
 
 Prints machine info, then per size: seconds per release for each method, the speedup over NumPy,
@@ -106,6 +106,7 @@ def main():
     parser.add_argument("--sizes", nargs="+", default=["1000:30", "100000:29", "1000000:30"])
     parser.add_argument("--x64", action="store_true", help="float64 (the FFT path needs it)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--epsilon", type=float, default=1.0, help="privacy parameter of every release")
     parser.add_argument("--accuracy", action="store_true", help="forward-row accuracy instead of speed")
     args = parser.parse_args()
     if args.accuracy:
@@ -129,18 +130,20 @@ def main():
         for method in METHODS:
             fn = jax.jit(
                 lambda k, x, method=method, qs=qs: joint_exp(
-                    k, x, qs, epsilon=1.0, bounds=(-100, 100), method=method
+                    k, x, qs, epsilon=args.epsilon, bounds=(-100, 100), method=method
                 )
             )
             timing, _ = time_jitted(fn, jax.random.key(0), jnp.asarray(x, dtype), repeats=args.repeats)
             row[f"{method} s"] = timing.median
         if m * (n + 1) * m * 8 <= 2e9:
-            row["numpy s"] = time_host(numpy_joint_exp, rng, x, qs, 1.0, -100.0, 100.0, repeats=1).median
+            reference = time_host(numpy_joint_exp, rng, x, qs, args.epsilon, -100.0, 100.0, repeats=1)
+            row["numpy s"] = reference.median
             for method in METHODS:
                 row[f"numpy/{method}"] = row["numpy s"] / row[f"{method} s"]
         row["peak RSS MB"] = peak_mb()
         rows.append(row)
-    print_table("JointExp, seconds per release (N(0,5) data, bounds [-100,100], epsilon 1)", rows)
+    title = f"JointExp, seconds per release (N(0,5) data, bounds [-100,100], epsilon {args.epsilon:g})"
+    print_table(title, rows)
 
 
 if __name__ == "__main__":

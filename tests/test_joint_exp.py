@@ -17,7 +17,7 @@ from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normal
 from dpjax.quantiles.exp_mech import gap_logits
 from dpjax.quantiles.intervals import gaps, sort_floats
 from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, sample_gaps, sample_outputs
-from dpjax.quantiles.joint_exp_linear import toeplitz_linear, toeplitz_linear_certified
+from dpjax.quantiles.joint_exp_linear import LINEAR_BLOCKS, toeplitz_linear, toeplitz_linear_certified
 from dpjax.quantiles.joint_exp_tables import (
     OMITTED_MASS,
     forward_tables,
@@ -373,19 +373,24 @@ def test_toeplitz_linear_matches_dense_log_sum_exp(size):
                 assert certificate(jnp.asarray(x, jnp.float32), c, nu)
 
 
-def test_toeplitz_linear_refuses_to_certify_underflow():
-    # One finite input and a steep kernel: y[i] = -3 (i - 1/2) spans ~190 nats within the blocks of
-    # the linear step, which float32 cannot hold in one frame. The step must see this and fall back
-    # to the scan (which keeps every entry exact); float64 holds the range and certifies.
+@pytest.mark.parametrize("c, certifying", [(1.5, 16), (3.0, None)])
+def test_toeplitz_linear_refuses_to_certify_underflow(c, certifying):
+    # One finite input and a steep kernel: y[i] = -c (i - 1/2). The explicit kernel block next to a
+    # block of B gaps reaches gaps 1 to 2B - 1, so its entries span c (2B - 2) nats, which float32
+    # holds in one frame only below ~66 nats: with c = 1.5 blocks of 32 (93 nats) must refuse and
+    # blocks of 16 (45) certify; with c = 3 both refuse and the scan runs. The result must be exact
+    # either way; float64 holds the range and certifies at once.
     x = np.full(64, -np.inf)
     x[0] = 0.0
-    want = dense_toeplitz(x, 3.0, 0.5)
-    assert not toeplitz_linear_certified(jnp.asarray(x, jnp.float32), 3.0, 0.5)[1]
-    got32 = np.asarray(toeplitz_linear(jnp.asarray(x, jnp.float32), 3.0, 0.5), np.float64)
+    want = dense_toeplitz(x, c, 0.5)
+    x32 = jnp.asarray(x, jnp.float32)
+    for block in LINEAR_BLOCKS:
+        assert bool(toeplitz_linear_certified(x32, c, 0.5, block)[1]) == (block == certifying)
+    got32 = np.asarray(toeplitz_linear(x32, c, 0.5), np.float64)
     np.testing.assert_allclose(got32[1:], want[1:], rtol=1e-6)
     with enable_x64():
-        assert toeplitz_linear_certified(jnp.asarray(x), 3.0, 0.5)[1]
-        got = np.asarray(toeplitz_linear(jnp.asarray(x), 3.0, 0.5))
+        assert toeplitz_linear_certified(jnp.asarray(x), c, 0.5)[1]
+        got = np.asarray(toeplitz_linear(jnp.asarray(x), c, 0.5))
     assert got[0] == -np.inf
     np.testing.assert_allclose(got[1:], want[1:], rtol=1e-12)
 
@@ -425,11 +430,12 @@ def test_forward_tables_match_dense_reference_with_runs():
     assert abs(float(lz) - logsumexp(want[-1] + last)) < 1e-8
 
 
-@pytest.mark.parametrize(("x64", "epsilon"), [(False, 0.3), (False, 40.0), (True, 0.3)])
+@pytest.mark.parametrize(("x64", "epsilon"), [(False, 0.3), (False, 6.0), (False, 40.0), (True, 0.3)])
 def test_block_masses_are_the_log_sum_exp_of_their_blocks(x64, epsilon):
     """block_left / block_right are LSE_t log_total[j, bB + t] +- c t for every row, whether they come
-    from the linear step's block summaries (epsilon 0.3) or, when float32 cannot certify the step
-    (epsilon 40, c = 10: ~310 nats per block of 32), from the fallback; m = 1 has only a last row."""
+    from the linear step's block summaries with blocks of 32 (epsilon 0.3) or of 16 (epsilon 6, where
+    float32 certifies only the smaller blocks on these data) or, when float32 certifies neither
+    (epsilon 40, c = 10: ~300 nats per block of 16), from the fallback; m = 1 has only a last row."""
     rng = np.random.default_rng(24)
     x = rng.normal(0, 1, 3000)
     for qs in ([0.5], [0.2, 0.5, 0.8]):

@@ -3,7 +3,7 @@
 The step (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1 lines 8-10) is the strictly causal
 convolution ``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` of a log vector (see
 :mod:`dpjax.quantiles.joint_exp_toeplitz`). Here the sequence is cut into blocks of
-:data:`LINEAR_BLOCK` gaps, each moved to linear space once, relative to its maximum ``S_b``
+``B`` gaps (:data:`LINEAR_BLOCKS`), each moved to linear space once, relative to its maximum ``S_b``
 (``v = exp(x - S_b)``, one ``exp`` per element). For output block ``b`` and input block ``b - d``
 the gaps are ``g = d B + t - t'``; with ``L = floor(nu)`` and ``D = max(floor((L + 1) / B) - 1, 0)``:
 
@@ -28,10 +28,12 @@ gaps at or before the first finite input) and for the block summaries, and when 
 returns the exact log-space scan instead
 (:func:`~dpjax.quantiles.joint_exp_toeplitz.toeplitz_scan`, one ``lax.cond``; under ``vmap`` both
 are computed and selected). In float32 the threshold is ``2^-96`` of the frame (~66 nats): a row
-whose entries within one block of 32 gaps span more than that takes the scan. The kernel alone
-spans ``c (B - 1)`` nats in a block, so in float32 this happens once ``c`` nears 1: on N(0, 5) data
-(n = 20000, m = 29, swap) every row is certified at epsilon <= 2, 17 of 28 at epsilon 4 and none
-from epsilon 6 (there the step costs the scan plus the attempt, about 1.3x the scan). Float64 holds
+whose entries within one block span more than that is not certified. The kernel alone spans up
+to ``c (2B - 2)`` nats in an explicit block, so the step is tried with blocks of 32 gaps, then 16
+(:data:`LINEAR_BLOCKS`), and only a row that neither certifies takes the scan. On N(0, 5) data
+(n = 20000, m = 29, swap, float32) blocks of 32 certify every row at epsilon <= 2, 17 of 28 at
+epsilon 4 and none from epsilon 6; blocks of 16 certify every row up to epsilon 6, 18 of 28 at
+epsilon 8 and none from epsilon 12 (there a row costs the scan plus both attempts). Float64 holds
 ~660 nats. Cost: one ``exp`` and one ``log`` per element, three ``(n / B, B) x (B, B)`` matrix
 products and ``O(n / B)`` log-space work, against the scan's dozen transcendental functions per
 element. The block summaries ``F_u`` and ``R_u`` of the input row are also its backward-sampler
@@ -53,8 +55,10 @@ from dpjax.quantiles.joint_exp_toeplitz import (
     toeplitz_scan,
 )
 
-LINEAR_BLOCK = 32
-"""Gaps per block of the linear-space step (divides :func:`aligned_length`'s multiple of 128)."""
+LINEAR_BLOCKS = (32, 16)
+"""Gaps per block of the linear-space step, in the order tried: larger blocks are faster (fewer
+block-level entries), smaller ones hold steeper rows in float32. Each divides the first, which
+divides :func:`aligned_length`'s multiple of 128."""
 
 
 def _shift_rows(v, shift, fill):
@@ -70,20 +74,19 @@ def _safe(v):
     return jnp.where(jnp.isfinite(v), v, jnp.zeros_like(v))
 
 
-def toeplitz_linear_certified(x, c, nu):
-    """``(y, certified)``: ``y`` as in :func:`toeplitz_linear` before the fallback, in blocks (shape
-    ``(aligned_length(n) / B, B)``, flattened by the caller), and whether every entry of it is
-    certified accurate relative to itself (see the module docstring)."""
-    return _linear_step(x, c, nu)[:2]
+def toeplitz_linear_certified(x, c, nu, block: int = LINEAR_BLOCKS[0]):
+    """``(y, certified)``: the linear-space step with blocks of ``block`` gaps (static), in blocks
+    (shape ``(aligned_length(n) / block, block)``, flattened by the caller), and whether every entry
+    of it is certified accurate relative to itself (see the module docstring)."""
+    return _linear_step(x, c, nu, block)[:2]
 
 
-def _linear_step(x, c, nu):
+def _linear_step(x, c, nu, block: int):
     """``(y, certified, left, right)``: :func:`toeplitz_linear_certified`'s pair and the input's
     block summaries ``left = F_u = LSE_t x[u, t] + c t`` and ``right = R_u = LSE_t x[u, t] - c t``
     (shape ``(aligned_length(n) / B,)``), which the certificate covers too."""
     size = x.shape[0]
     dtype = x.dtype
-    block = LINEAR_BLOCK
     padded = aligned_length(size)
     blocks = padded // block
     c = jnp.asarray(c, dtype)
@@ -157,38 +160,51 @@ def _linear_step(x, c, nu):
     return frame[:, None] + jnp.log(out), certified, left[:blocks], right[:blocks]
 
 
+def _first_certified(x, c, nu, finish, fallback):
+    """``finish(block, y, left, right)`` for the first block size of :data:`LINEAR_BLOCKS` whose step
+    is certified (each later size runs only when the one before fails), else ``fallback()``."""
+
+    def attempt(sizes):
+        if not sizes:
+            return fallback()
+        y, certified, left, right = _linear_step(x, c, nu, sizes[0])
+        return lax.cond(certified, lambda: finish(sizes[0], y, left, right), lambda: attempt(sizes[1:]))
+
+    return attempt(LINEAR_BLOCKS)
+
+
 def toeplitz_linear(x, c, nu):
     """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)``, every entry accurate relative to itself:
-    the linear-space block step when its certificate holds, else :func:`toeplitz_scan`."""
-    y, certified = toeplitz_linear_certified(x, c, nu)
+    the linear-space block step with the first block size that certifies, else :func:`toeplitz_scan`."""
+    size = x.shape[0]
     # Flattened inside the branch, where ``y`` is materialised: fused into the producer, the
     # flattening makes XLA CPU compile the blocked arithmetic to scalar code (3x the whole step).
-    return lax.cond(
-        certified, lambda y, x: y.reshape(-1)[: x.shape[0]], lambda y, x: toeplitz_scan(x, c, nu), y, x
+    return _first_certified(
+        x, c, nu, lambda block, y, left, right: y.reshape(-1)[:size], lambda: toeplitz_scan(x, c, nu)
     )
 
 
 def toeplitz_linear_with_masses(x, c, nu, block: int, fallback_masses):
     """``(toeplitz_linear(x, c, nu), masses)`` with ``masses[0] = LSE_{t < block} x[k block + t] + c t``
     and ``masses[1]`` the same with ``- c t``, per block of ``block`` gaps (static, a multiple of
-    :data:`LINEAR_BLOCK`) of ``x`` padded with ``-inf`` to whole blocks: the backward sampler's
-    block masses. When the step is certified they come from its own block summaries (``F_u`` and
+    ``LINEAR_BLOCKS[0]``) of ``x`` padded with ``-inf`` to whole blocks: the backward sampler's
+    block masses. When a step is certified they come from its own block summaries (``F_u`` and
     ``R_u``, certified accurate relative to themselves), combined exactly in log space over the
-    ``block / B`` summaries of each block, so they cost no pass over the row; otherwise the scan
-    runs and the masses are ``fallback_masses()``."""
+    summaries of each block, so they cost no pass over the row; otherwise the scan runs and the
+    masses are ``fallback_masses()``."""
     size = x.shape[0]
-    y, certified, left, right = _linear_step(x, c, nu)
-    per = block // LINEAR_BLOCK
-    groups = -(-left.shape[0] // per)
-    shift = jnp.asarray(c, x.dtype) * LINEAR_BLOCK * jnp.arange(per, dtype=x.dtype)
+    c = jnp.asarray(c, x.dtype)
 
-    def combine(summaries, sign):
-        summaries = jnp.pad(summaries, (0, groups * per - summaries.shape[0]), constant_values=-jnp.inf)
-        return logsumexp(summaries.reshape(groups, per) + sign * shift, axis=1)
+    def finish(step_block, y, left, right):
+        per = block // step_block
+        groups = -(-left.shape[0] // per)
+        shift = c * step_block * jnp.arange(per, dtype=x.dtype)
 
-    # Flattened inside the branch, as in toeplitz_linear.
-    return lax.cond(
-        certified,
-        lambda: (y.reshape(-1)[:size], jnp.stack([combine(left, 1), combine(right, -1)])),
-        lambda: (toeplitz_scan(x, c, nu), fallback_masses()),
-    )
+        def combine(summaries, sign):
+            summaries = jnp.pad(summaries, (0, groups * per - summaries.shape[0]), constant_values=-jnp.inf)
+            return logsumexp(summaries.reshape(groups, per) + sign * shift, axis=1)
+
+        # Flattened inside the branch, as in toeplitz_linear.
+        return y.reshape(-1)[:size], jnp.stack([combine(left, 1), combine(right, -1)])
+
+    return _first_certified(x, c, nu, finish, lambda: (toeplitz_scan(x, c, nu), fallback_masses()))

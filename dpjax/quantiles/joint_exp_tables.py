@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax.quantiles.joint_exp_linear import LINEAR_BLOCK, toeplitz_linear, toeplitz_linear_with_masses
+from dpjax.quantiles.joint_exp_linear import LINEAR_BLOCKS, toeplitz_linear, toeplitz_linear_with_masses
 from dpjax.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz_fft, toeplitz_scan
 
 METHODS = ("linear", "scan", "fft")
@@ -98,9 +98,11 @@ def log_phi(c, gap, nu):
 
 def sampling_block(size: int) -> int:
     """Gaps per block of the backward sampler: about ``sqrt(n)``, so a step costs ``O(sqrt(n))``;
-    a multiple of :data:`~dpjax.quantiles.joint_exp_linear.LINEAR_BLOCK` (so the block masses follow
-    from the linear step's block summaries, and their loops vectorize: see ``BLOCK_ALIGN``)."""
-    return -(-max(LINEAR_BLOCK, math.isqrt(max(size - 1, 0)) + 1) // LINEAR_BLOCK) * LINEAR_BLOCK
+    a multiple of every :data:`~dpjax.quantiles.joint_exp_linear.LINEAR_BLOCKS` size (so the block
+    masses follow from the linear step's block summaries, and their loops vectorize: see
+    ``BLOCK_ALIGN``)."""
+    unit = LINEAR_BLOCKS[0]
+    return -(-max(unit, math.isqrt(max(size - 1, 0)) + 1) // unit) * unit
 
 
 def log_factorials(m: int) -> np.ndarray:
