@@ -25,13 +25,13 @@ of ``b2`` write ``u_i = c_i / b2``, ``h = eta / b2`` and ``x_i = exp(u_i - h) = 
 Each candidate is kept with probability at least 1/2, so a release takes ``1 + Geometric(1/2)``
 searches on average (at most a few dozen over 10^6 vmapped keys, which share the loop).
 
-The data structure (key independent, built once under ``vmap`` over keys): two heaps over the
+The data structure (key independent, built once under ``vmap`` over keys): heaps over the
 queries padded to ``D = 2^L`` leaves, :func:`dpjax.gumbel_process.heap`, of the log-masses
-``logsumexp(u)`` and of the maxima of ``u``. The search from ``s`` climbs from leaf ``s``
-accumulating the log-mass of the nodes to its right until one holds the passage, then descends into
-it: ``2 L`` steps, each a ``logaddexp``. Only sums *from* ``s`` on are formed (no difference of
-prefix sums), so the queries before ``s`` (in particular those far above the threshold that answered
-a previous run of sparse vector) cost no precision.
+``logsumexp(u)`` and, for Exponential noise, of the maxima of ``u``. The search from ``s`` climbs
+from leaf ``s`` accumulating the log-mass of the nodes to its right until one holds the passage,
+then descends into it: ``2 L`` steps, each a ``logaddexp``. Only sums *from* ``s`` on are formed
+(no difference of prefix sums), so the queries before ``s`` (in particular those far above the
+threshold that answered a previous run of sparse vector) cost no precision.
 
 Float precision. A node's log-mass at height ``k`` carries an absolute error of at most
 ``k eps (|l| + 1)`` (``l`` the largest log-mass on the way) and the climb adds at most ``2 L`` more
@@ -65,15 +65,16 @@ _LOG2 = math.log(2.0)
 class PassageTree(NamedTuple):
     """The heaps of :func:`passage_tree` (key independent)."""
 
-    log_mass: jax.Array  # [2D]: log of the sum of e^u under each node (leaves D .. 2D - 1)
-    top: jax.Array  # [2D]: the largest u under each node (-inf on padding)
+    log_mass: jax.Array  # [2D]: log of the sum of e^u under each node (leaves D .. 2D - 1: u itself)
+    top: jax.Array | None  # [2D]: the largest u under each node (-inf on padding); Exponential only
     size: int  # n, the number of queries (static)
 
 
-def passage_tree(units: jax.Array) -> PassageTree:
-    """The log-mass and maximum heaps over ``units = (q - T) / b2``, O(n)."""
-    log_mass = heap(units, jnp.logaddexp, -jnp.inf)
-    return PassageTree(log_mass, heap(units, jnp.maximum, -jnp.inf), units.shape[0])
+def passage_tree(units: jax.Array, noise: str) -> PassageTree:
+    """The log-mass heap over ``units = (q - T) / b2`` and, for Exponential noise (the only one whose
+    search also stops at a level), the maximum heap; O(n)."""
+    top = heap(units, jnp.maximum, -jnp.inf) if noise == "exponential" else None
+    return PassageTree(heap(units, jnp.logaddexp, -jnp.inf), top, units.shape[0])
 
 
 def first_stop(tree: PassageTree, start, target, level=None, mass=None) -> jax.Array:
@@ -147,8 +148,9 @@ def candidate(key, tree: PassageTree, start, shift, noise: str):
     leaves = tree.log_mass.shape[0] // 2
     log_a, offset, _ = _thinning(noise, jnp.zeros((), dtype))
     stop_exp, keep_exp = standard_exponential(key, (2,), dtype)
-    index = first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, shift + offset)
-    log_x = tree.top[leaves + jnp.minimum(index, tree.size - 1)] - shift
+    level = None if tree.top is None else shift + offset  # only Exponential noise has certain candidates
+    index = first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, level)
+    log_x = tree.log_mass[leaves + jnp.minimum(index, tree.size - 1)] - shift  # a leaf holds its u
     return index, keep_exp >= _thinning(noise, log_x)[2]
 
 
@@ -177,7 +179,7 @@ def halting_indices(key, units, scale1, scale2, *, noise: str, count: int):
     one ends, so under ``vmap`` the loop lasts as long as the slowest release's total number of
     candidates (not the sum over runs of the slowest run). A run that finds no answer ends them all.
     """
-    tree = passage_tree(units)
+    tree = passage_tree(units, noise)
     n = units.shape[0]
     dtype = units.dtype
 
