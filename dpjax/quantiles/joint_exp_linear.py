@@ -26,11 +26,12 @@ an underflowed term is below ``tiny``. So every entry whose linear value in its 
 entries are; the step checks this for every entry that is not exactly zero (exact zeros are the
 gaps at or before the first finite input) and for the block summaries, and when any check fails it
 returns the exact log-space scan instead
-(:func:`~dpjax.quantiles.joint_exp_toeplitz.toeplitz_scan`, one ``lax.cond``; under ``vmap`` both
-are computed and selected). In float32 the threshold is ``2^-96`` of the frame (~66 nats): a row
-whose entries within one block span more than that is not certified. The kernel alone spans up
-to ``c (2B - 2)`` nats in an explicit block, so the step is tried with blocks of 32 gaps, then 16
-(:data:`LINEAR_BLOCKS`), and only a row that neither certifies takes the scan. On N(0, 5) data
+(:func:`~dpjax.quantiles.joint_exp_toeplitz.toeplitz_scan`, by ``lax.cond``; under ``vmap`` over
+``c`` or ``nu`` every attempt and the scan are computed and selected). In float32 the threshold is
+``2^-96`` of the frame (~66 nats): a row whose entries within one block span more than that is not
+certified. The kernel alone spans up to ``c (2B - 2)`` nats in an explicit block, so the step is
+tried with blocks of 32 gaps, then 16 (:data:`LINEAR_BLOCKS`), and only a row that neither
+certifies takes the scan. On N(0, 5) data
 (n = 20000, m = 29, swap, float32) blocks of 32 certify every row at epsilon <= 2, 17 of 28 at
 epsilon 4 and none from epsilon 6; blocks of 16 certify every row up to epsilon 6, 18 of 28 at
 epsilon 8 and none from epsilon 12 (there a row costs the scan plus both attempts). Float64 holds

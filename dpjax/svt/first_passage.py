@@ -148,7 +148,7 @@ def candidate(key, tree: PassageTree, start, shift, noise: str):
     leaves = tree.log_mass.shape[0] // 2
     log_a, offset, _ = _thinning(noise, jnp.zeros((), dtype))
     stop_exp, keep_exp = standard_exponential(key, (2,), dtype)
-    level = None if tree.top is None else shift + offset  # only Exponential noise has certain candidates
+    level = None if math.isinf(offset) else shift + offset  # only Exponential noise has certain candidates
     index = first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, level)
     log_x = tree.log_mass[leaves + jnp.minimum(index, tree.size - 1)] - shift  # a leaf holds its u
     return index, keep_exp >= _thinning(noise, log_x)[2]
