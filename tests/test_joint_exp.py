@@ -443,17 +443,22 @@ def test_block_masses_are_the_log_sum_exp_of_their_blocks(x64, epsilon):
             tables = joint_exp_tables(
                 jnp.asarray(x, jnp.float64 if x64 else jnp.float32), qs, epsilon, bounds=(-4, 4)
             )
-        block = sampling_block(x.size + 1)
-        total = np.asarray(tables.log_total, np.float64).reshape(len(qs), -1, block)
-        ramp = float(tables.c) * np.arange(block)
-        for got, sign in ((tables.block_left, 1), (tables.block_right, -1)):
-            want = logsumexp(total + sign * ramp, axis=2)
-            got = np.asarray(got, np.float64)
-            np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
-            finite = np.isfinite(want)
-            np.testing.assert_allclose(
-                got[finite], want[finite], rtol=1e-13 if x64 else 1e-6, atol=1e-12 if x64 else 1e-4
-            )
+        assert_block_masses_match_rows(tables, x.size, x64)
+
+
+def assert_block_masses_match_rows(tables, n, x64):
+    """The sampler's block masses are LSE_t log_total[j, bB + t] +- c t of the rows it samples."""
+    block = sampling_block(n + 1)
+    total = np.asarray(tables.log_total, np.float64).reshape(tables.log_total.shape[0], -1, block)
+    ramp = float(tables.c) * np.arange(block)
+    for got, sign in ((tables.block_left, 1), (tables.block_right, -1)):
+        want = logsumexp(total + sign * ramp, axis=2)
+        got = np.asarray(got, np.float64)
+        np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(
+            got[finite], want[finite], rtol=1e-13 if x64 else 1e-6, atol=1e-12 if x64 else 1e-4
+        )
 
 
 def test_block_sampler_draws_the_exact_conditional():
@@ -591,6 +596,70 @@ def test_certified_omission_at_large_n_matches_the_dense_reference(x64):
     tol = 1e-8 if x64 else 2e-3
     np.testing.assert_allclose(got[near], want[near], rtol=0, atol=tol * np.abs(want[near]).max())
     assert abs(lz - logsumexp(want[-1] + last)) < tol * abs(lz)
+
+
+WINDOWED_TABLES = jax.jit(forward_tables, static_argnames=("method", "margin_nats", "restart_above", "span"))
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_windowed_rows_match_the_dense_reference(x64):
+    """Rows kept in windows of 512 gaps (forced here: by default only rows of at least 32768 gaps
+    are): each row is ``-inf`` outside its window, the normaliser and every entry within 200 nats of
+    its row maximum agree with the exact dense Alg. 1, the left-out mass is certified, and the
+    sampler's block masses are those of the windowed rows. At epsilon 8 (c = 2) float64 certifies
+    the step with blocks of 32 in every window; float32 does not (124 nats per block), so there only
+    row 0 is windowed and row 1 is computed whole from it."""
+    n, qs, eps = 3000, (0.2, 0.4, 0.6, 0.8), 8.0
+    x = np.random.default_rng(31).normal(0, 1, n)
+    want, c, nu = dense_alphahat(x, -5.0, 5.0, qs, eps)
+    last = -c * np.abs(n - np.arange(n + 1) - nu[-1])
+    with enable_x64(x64):
+        dtype = jnp.float64 if x64 else jnp.float32
+        edges, log_width = gaps(jnp.asarray(x, dtype), -5.0, 5.0)
+        tables = WINDOWED_TABLES(edges, log_width, jnp.asarray(qs, dtype), c, "linear", span=512)
+        lz = float(log_normalizer(tables))
+    got = np.asarray(tables.log_total, np.float64)
+    finite = np.isfinite(got).sum(axis=1)
+    assert (finite <= 512).tolist() == [True] * 4 if x64 else [True, False, False, False]
+    assert float(tables.log_omitted) <= math.log(OMITTED_MASS)
+    got = got[:, : n + 1] + np.asarray(tables.offsets, np.float64)[:, None]
+    near = want > want.max(axis=1, keepdims=True) - 200
+    tol = 1e-8 if x64 else 2e-3
+    np.testing.assert_allclose(got[near], want[near], rtol=0, atol=tol * np.abs(want[near]).max())
+    assert abs(lz - logsumexp(want[-1] + last)) < tol * abs(lz)
+    assert_block_masses_match_rows(tables, n, x64)
+
+
+def test_windowed_pass_restarts_whole_and_batches():
+    """Forced omission (``margin_nats=-100``) takes every window even where it leaves out real mass
+    (c = 0.25: a window of 512 gaps holds about 64 nats either side); the certificate fails and the
+    pass restarts with whole rows and nothing left out, as a pass that omits nothing computes. Under
+    ``vmap`` over datasets (every branch computed, then selected; c = 2, where the default margins
+    take the windows) the tables are the single ones."""
+    n, qs = 3000, jnp.asarray([0.2, 0.4, 0.6, 0.8])
+    rng = np.random.default_rng(35)
+
+    def tables(x, span, c=0.25, **options):
+        edges, log_width = gaps(x, -5.0, 5.0)
+        return WINDOWED_TABLES(edges, log_width, qs, c, "linear", span=span, **options)
+
+    with enable_x64():
+        x = jnp.asarray(rng.normal(0, 1, n))
+        first_pass = tables(x, 512, margin_nats=-100.0, restart_above=np.inf)
+        restarted = tables(x, 512, margin_nats=-100.0)
+        whole = tables(x, 0, margin_nats=np.inf)
+        data = jnp.stack([x, jnp.asarray(rng.standard_t(3, n))])
+        batched = jax.vmap(lambda x: tables(x, 512, 2.0))(data)
+        single = [tables(x, 512, 2.0) for x in data]
+    assert float(first_pass.log_omitted) > math.log(OMITTED_MASS)
+    assert (np.isfinite(np.asarray(first_pass.log_total)).sum(axis=1) <= 512).all()
+    assert float(restarted.log_omitted) == -np.inf
+    for got, want in zip(restarted, whole, strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, atol=0)
+    for i, want in enumerate(single):
+        assert (np.isfinite(np.asarray(want.log_total)).sum(axis=1) <= 512).all()
+        for got_field, want_field in zip(batched, want, strict=True):
+            np.testing.assert_allclose(np.asarray(got_field[i]), np.asarray(want_field), rtol=1e-12, atol=0)
 
 
 def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():

@@ -16,9 +16,10 @@ products, certified exact or else redone by log-space recurrences:
 two-stage backward pass (gap, then run length, each by Gumbel-max); each ``o_j`` is then uniform
 in its gap, and the output is sorted.
 Zero-width gaps (duplicates) have probability exactly 0. Runs of several quantiles in one gap whose
-weight is provably negligible are left out of the forward pass, under a per-dataset certificate that
-the sequences using them carry at most ``OMITTED_MASS = 2^-64`` of the probability (otherwise the
-pass restarts with nothing left out; :func:`~dpjax.quantiles.joint_exp_tables.forward_tables`).
+weight is provably negligible, and at large ``n`` the gaps of a forward row outside a window around
+its mass, are left out of the forward pass, under a per-dataset certificate that the sequences
+using them carry at most ``OMITTED_MASS = 2^-64`` of the probability (otherwise the pass restarts
+with nothing left out; :func:`~dpjax.quantiles.joint_exp_tables.forward_tables`).
 That is the resolution of the library's tail-exact Gumbel sampler (``e^-44``), below which no
 racing draw resolves probabilities anyway.
 

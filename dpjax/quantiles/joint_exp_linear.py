@@ -40,10 +40,19 @@ products and ``O(n / B)`` log-space work, against the scan's dozen transcendenta
 element. The block summaries ``F_u`` and ``R_u`` of the input row are also its backward-sampler
 block masses at block size ``B`` (:func:`toeplitz_linear_with_masses` combines them to the
 sampler's blocks), so the forward pass needs no pass of its own over a row for those.
+
+The step is split in two so that it can run on windows: :func:`block_frames` does the ``O(n / B)``
+block-level work for an input that is finite only in a window of blocks (the input's elements are
+touched only there), and :func:`window_values` the ``O(w)`` elementwise work for any window of
+``w`` output gaps. Each frame also bounds every output entry of its block, which is what lets the
+forward pass certify that a row outside its window is negligible.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.nn import logsumexp
@@ -82,51 +91,87 @@ def toeplitz_linear_certified(x, c, nu, block: int = LINEAR_BLOCKS[0]):
     return _linear_step(x, c, nu, block)[:2]
 
 
-def _linear_step(x, c, nu, block: int):
-    """``(y, certified, left, right)``: :func:`toeplitz_linear_certified`'s pair and the input's
-    block summaries ``left = F_u = LSE_t x[u, t] + c t`` and ``right = R_u = LSE_t x[u, t] - c t``
-    (shape ``(aligned_length(n) / B,)``), which the certificate covers too."""
-    size = x.shape[0]
+class Frames(NamedTuple):
+    """The ``O(n / B)`` part of one linear step (each output block's frame and near and far terms)
+    and the input in linear space: what :func:`window_values` needs for any window of the output.
+
+    Attributes:
+      values: ``exp(x - S_u)`` of the input's blocks, shape ``(w / B, B)``.
+      start: the input's first block (int32).
+      scaled: ``S_{b-d} + log peak_d`` for each explicit distance ``d``, three of shape ``(blocks,)``.
+      kernels: the explicit kernel matrices relative to their peaks, shape ``(3, B, B)``.
+      distances: the explicit distances ``0, D + 1, D + 2`` (int32, shape ``(3,)``).
+      decay: ``r^t = e^{-c t}``, shape ``(B,)``.
+      near: the near term of each output block (times ``e^{c t}``), shape ``(blocks,)``.
+      far: the far term of each output block (times ``e^{-c t}``), shape ``(blocks,)``.
+      frame: ``G_b``, shape ``(blocks,)``: every entry of output block ``b`` is the frame plus the
+        log of at most ``3 B + 2`` terms of at most 1, so at most ``G_b + log(3 B + 2)`` (``-inf``
+        where nothing feeds the block).
+      left: the input's block summaries ``F_u`` (``-inf`` outside the input), shape ``(blocks,)``.
+      right: likewise ``R_u``.
+      first: the position of the input's first finite entry (the row length if none).
+      certified: whether every block summary of the input is certified.
+    """
+
+    values: jax.Array
+    start: jax.Array
+    scaled: jax.Array
+    kernels: jax.Array
+    distances: jax.Array
+    decay: jax.Array
+    near: jax.Array
+    far: jax.Array
+    frame: jax.Array
+    left: jax.Array
+    right: jax.Array
+    first: jax.Array
+    certified: jax.Array
+
+
+def block_frames(x, start, length: int, c, nu, block: int) -> Frames:
+    """The :class:`Frames` of the step for an input row of ``length`` gaps that is ``x`` (shape
+    ``(w,)``, ``w`` a multiple of ``block``) at gaps ``[start B, start B + w)`` and ``-inf``
+    elsewhere. ``start``, ``c`` and ``nu`` may be traced."""
     dtype = x.dtype
-    padded = aligned_length(size)
-    blocks = padded // block
+    blocks = length // block
     c = jnp.asarray(c, dtype)
     nu = jnp.asarray(nu, dtype)
-    window = jnp.floor(nu).astype(jnp.int32)
-    near_blocks = jnp.maximum((window + 1) // block - 1, 0)  # D
-    x = jnp.pad(x, (0, padded - size), constant_values=-jnp.inf).reshape(blocks, block)
-    top = jnp.max(x, axis=1)  # S_b, -inf for an empty block
-    v = jnp.exp(x - _safe(top)[:, None])
+    start = jnp.asarray(start, jnp.int32)
+    near_blocks = jnp.maximum((jnp.floor(nu).astype(jnp.int32) + 1) // block - 1, 0)  # D
+    x = x.reshape(-1, block)
+    own_top = jnp.max(x, axis=1)  # S_u, -inf for an empty block
+    v = jnp.exp(x - _safe(own_top)[:, None])
     t = jnp.arange(block, dtype=dtype)
     down = jnp.exp(-c * t)  # r^t
     up = down[::-1]  # r^(B - 1 - t)
     # The explicit blocks d = 0, D + 1, D + 2, kernels relative to their maxima (log peaks).
-    distances = (jnp.int32(0), near_blocks + 1, near_blocks + 2)
+    distances = jnp.stack([jnp.int32(0), near_blocks + 1, near_blocks + 2])
     gap = (t[None, :] - t[:, None]).astype(dtype)  # t - t', rows t', columns t
     log_kernels = [
         jnp.where(d * block + gap >= 1, -c * jnp.abs(d.astype(dtype) * block + gap - nu), -jnp.inf)
         for d in distances
     ]
     peaks = [_safe(jnp.max(k)) for k in log_kernels]
-    kernels = [jnp.exp(k - peak) for k, peak in zip(log_kernels, peaks, strict=True)]
-    # The kernel images of the input blocks d before each output block (scaling rows commutes with
-    # the products, so the frames are applied afterwards; shifting the inputs, not the images, keeps
-    # every dynamic offset out of the elementwise code below), and each block's two summaries.
-    images = [_shift_rows(v, d, 0) @ kernel for d, kernel in zip(distances, kernels, strict=True)]
+    kernels = jnp.stack([jnp.exp(k - peak) for k, peak in zip(log_kernels, peaks, strict=True)])
     sums = v @ jnp.stack([down, up], axis=1)  # sum_t' v r^t', sum_t' v r^(B - 1 - t')
     info = jnp.finfo(dtype)
     floor_sums = info.tiny / info.eps * block
-    certified = jnp.all(~jnp.isfinite(top) | jnp.all(sums >= floor_sums, axis=1))
-    right = top + jnp.log(sums[:, 0])  # R_u
-    left = top + c * (block - 1) + jnp.log(sums[:, 1])  # F_u
+    certified = jnp.all(~jnp.isfinite(own_top) | jnp.all(sums >= floor_sums, axis=1))
+
+    def place(own):
+        return lax.dynamic_update_slice_in_dim(jnp.full((blocks,), -jnp.inf, dtype), own, start, 0)
+
+    top = place(own_top)
+    right = place(own_top + jnp.log(sums[:, 0]))  # R_u
+    left = place(own_top + c * (block - 1) + jnp.log(sums[:, 1]))  # F_u
     # Block-level sums, at the aligned length of the block count (exact log-space filters).
     level = aligned_length(blocks)
-    pad = (0, level - blocks)
     big_c = c * block
-    length = jnp.maximum(near_blocks, 1)
-    left, right = (jnp.pad(v, pad, constant_values=-jnp.inf) for v in (left, right))
-    z, suffix, prefix = far_and_window_filters(left, right, big_c, length)
-    aligned = remainder(jnp.arange(level, dtype=jnp.int32), length) == 0
+    period = jnp.maximum(near_blocks, 1)
+    z, suffix, prefix = far_and_window_filters(
+        *(jnp.pad(v, (0, level - blocks), constant_values=-jnp.inf) for v in (left, right)), big_c, period
+    )
+    aligned = remainder(jnp.arange(level, dtype=jnp.int32), period) == 0
     head = jnp.where(near_blocks >= 1, shift_right(suffix, near_blocks), -jnp.inf)
     tail = shift_right(prefix, 1) - big_c * (near_blocks - 1)
     tail = jnp.where(aligned | (near_blocks < 1), -jnp.inf, tail)
@@ -136,29 +181,77 @@ def _linear_step(x, c, nu, block: int):
     first_far = near_blocks + 3
     far = shift_right(z, first_far)[:blocks] - c * (block * first_far.astype(dtype) - nu)
     # The frame G_b: the largest log-magnitude feeding output block b; every scale below is <= 1.
-    tops = [_shift_rows(top, d, -jnp.inf) + peak for d, peak in zip(distances, peaks, strict=True)]
-    frame = _safe(jnp.maximum(jnp.maximum(jnp.maximum(tops[0], tops[1]), jnp.maximum(tops[2], near)), far))
-    out = jnp.exp(near - frame)[:, None] * up + jnp.exp(far - frame)[:, None] * down
-    for image, s in zip(images, tops, strict=True):
-        out = out + jnp.exp(s - frame)[:, None] * image
-    # Exact zeros: positions at or before the first finite input; every other entry is checked.
-    # (The first finite input is found from the block maxima and one block: a search over the whole
-    # row is materialised by XLA CPU as a full integer array; minima of indices, as ``argmax`` is a
-    # slower reduce-window there.)
-    position = jnp.arange(blocks, dtype=jnp.int32)[:, None] * block + jnp.arange(block, dtype=jnp.int32)
+    scaled = tuple(_shift_rows(top, d, -jnp.inf) + peak for d, peak in zip(distances, peaks, strict=True))
+    frame = jnp.maximum(jnp.maximum(jnp.maximum(scaled[0], scaled[1]), jnp.maximum(scaled[2], near)), far)
+    # The first finite input, from the block maxima and one block (a search over the whole row is
+    # materialised by XLA CPU as a full integer array; minima of indices, as ``argmax`` is a slower
+    # reduce-window there).
     first_block = jnp.min(jnp.where(jnp.isfinite(top), jnp.arange(blocks, dtype=jnp.int32), blocks - 1))
     inside = jnp.min(
         jnp.where(
-            jnp.isfinite(lax.dynamic_index_in_dim(x, first_block, 0, keepdims=False)),
+            jnp.isfinite(lax.dynamic_index_in_dim(x, first_block - start, 0, keepdims=False)),
             jnp.arange(block, dtype=jnp.int32),
-            padded,
+            length,
         )
     )
-    first = jnp.minimum(first_block * block + inside, padded)
+    first = jnp.minimum(first_block * block + inside, length)
+    return Frames(v, start, scaled, kernels, distances, down, near, far, frame, left, right, first, certified)
+
+
+def window_values(frames: Frames, start, span: int, size: int):
+    """``(y, certified)``: the step's output at gaps ``[start B, start B + span)`` (``start`` a
+    traced block index, ``span`` a static multiple of ``B``) in blocks of ``B``, and whether
+    every entry of it is certified accurate relative to itself (entries at or past ``size``, and
+    the exact zeros at or before the first finite input, are not checked)."""
+    block = frames.decay.shape[0]
+    rows = span // block
+    start = jnp.asarray(start, jnp.int32)
+
+    def window(v):
+        return lax.dynamic_slice_in_dim(v, start, rows, axis=-1)
+
+    frame = _safe(window(frames.frame))
+    out = jnp.exp(window(frames.near) - frame)[:, None] * frames.decay[::-1]
+    out = out + jnp.exp(window(frames.far) - frame)[:, None] * frames.decay
+    # The kernel images of the input blocks d before each output block (scaling rows commutes with
+    # the products, so the frames are applied afterwards; slicing the inputs, not the images, keeps
+    # every dynamic offset out of the elementwise code). An input slice that misses the input's
+    # blocks is clamped into its zero margin.
+    for d in range(3):
+        inputs = _input_blocks(frames, start, rows, frames.distances[d])
+        out = out + jnp.exp(window(frames.scaled[d]) - frame)[:, None] * (inputs @ frames.kernels[d])
+    info = jnp.finfo(out.dtype)
     floor_out = info.tiny / info.eps * (3 * block + 2)
-    checked = (position > first) & (position < size)
-    certified &= ~jnp.any(checked & (out < floor_out))
-    return frame[:, None] + jnp.log(out), certified, left[:blocks], right[:blocks]
+    position = (start + jnp.arange(rows, dtype=jnp.int32))[:, None] * block + jnp.arange(
+        block, dtype=jnp.int32
+    )
+    checked = (position > frames.first) & (position < size)
+    certified = ~jnp.any(checked & (out < floor_out))
+    return frame[:, None] + jnp.log(out), certified
+
+
+def _input_blocks(frames: Frames, start, rows: int, distance):
+    """The input's linear-space blocks ``start - distance`` to ``start - distance + rows`` (zero
+    outside the input)."""
+    if rows == frames.values.shape[0] == frames.frame.shape[0]:
+        # Input and output are the whole row: a shift (cheaper than the padded slice below).
+        return _shift_rows(frames.values, distance, 0)
+    # Any slice that misses the input's blocks is clamped into the zero margins, which are as
+    # wide as the slice.
+    padded = jnp.pad(frames.values, ((rows, rows), (0, 0)))
+    return lax.dynamic_slice_in_dim(padded, start - distance - frames.start + rows, rows, axis=0)
+
+
+def _linear_step(x, c, nu, block: int):
+    """``(y, certified, left, right)``: :func:`toeplitz_linear_certified`'s pair and the input's
+    block summaries ``left = F_u = LSE_t x[u, t] + c t`` and ``right = R_u = LSE_t x[u, t] - c t``
+    (shape ``(aligned_length(n) / B,)``), which the certificate covers too."""
+    size = x.shape[0]
+    padded = aligned_length(size)
+    x = jnp.pad(x, (0, padded - size), constant_values=-jnp.inf)
+    frames = block_frames(x, 0, padded, c, nu, block)
+    y, certified = window_values(frames, 0, padded, size)
+    return y, certified & frames.certified, frames.left, frames.right
 
 
 def _first_certified(x, c, nu, finish, fallback):
@@ -194,18 +287,24 @@ def toeplitz_linear_with_masses(x, c, nu, block: int, fallback_masses):
     summaries of each block, so they cost no pass over the row; otherwise the scan runs and the
     masses are ``fallback_masses()``."""
     size = x.shape[0]
-    c = jnp.asarray(c, x.dtype)
 
     def finish(step_block, y, left, right):
-        per = block // step_block
-        groups = -(-left.shape[0] // per)
-        shift = c * step_block * jnp.arange(per, dtype=x.dtype)
-
-        def combine(summaries, sign):
-            summaries = jnp.pad(summaries, (0, groups * per - summaries.shape[0]), constant_values=-jnp.inf)
-            return logsumexp(summaries.reshape(groups, per) + sign * shift, axis=1)
-
         # Flattened inside the branch, as in toeplitz_linear.
-        return y.reshape(-1)[:size], jnp.stack([combine(left, 1), combine(right, -1)])
+        return y.reshape(-1)[:size], sampler_masses(left, right, c, step_block, block)
 
     return _first_certified(x, c, nu, finish, lambda: (toeplitz_scan(x, c, nu), fallback_masses()))
+
+
+def sampler_masses(left, right, c, step_block: int, block: int):
+    """The backward sampler's block masses (see :func:`toeplitz_linear_with_masses`) of a row, from
+    its summaries ``left = F_u`` and ``right = R_u`` per block of ``step_block`` gaps, combined
+    exactly in log space over each block of ``block`` gaps (a multiple of ``step_block``)."""
+    per = block // step_block
+    groups = -(-left.shape[0] // per)
+    shift = jnp.asarray(c, left.dtype) * step_block * jnp.arange(per, dtype=left.dtype)
+
+    def combine(summaries, sign):
+        summaries = jnp.pad(summaries, (0, groups * per - summaries.shape[0]), constant_values=-jnp.inf)
+        return logsumexp(summaries.reshape(groups, per) + sign * shift, axis=1)
+
+    return jnp.stack([combine(left, 1), combine(right, -1)])

@@ -21,7 +21,9 @@ the ``k >= 2`` recurrence)
 earlier rows of the first table (``O(m n)`` reads per step, ``O(m^2 n)`` in all, no ``m x (n+1)``
 run-length state) and is what the backward sampler uses. Runs that are provably negligible (a run
 of ``k`` quantiles in one gap costs about ``c (k - 1) n / m`` nats) are omitted under a certified
-total-variation bound of :data:`OMITTED_MASS`, which removes the ``O(m^2 n)`` term at large ``n``
+total-variation bound of :data:`OMITTED_MASS`, which removes the ``O(m^2 n)`` term at large ``n``,
+and so are the entries of a row outside a window of about ``n / 16`` gaps around its mass when
+they are provably negligible, which makes the Toeplitz steps ``O(n / 16 + n / 32)`` each
 (:func:`forward_tables`). Each row is renormalised by its maximum
 (``offsets``), which is exact for sampling and keeps float32 logs near 0; the offsets are kept so
 the log normaliser is exact too. The levels may be traced (only their number ``m`` is static) and
@@ -40,7 +42,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax.quantiles.joint_exp_linear import LINEAR_BLOCKS, toeplitz_linear, toeplitz_linear_with_masses
+from dpjax.quantiles.joint_exp_linear import (
+    LINEAR_BLOCKS,
+    block_frames,
+    sampler_masses,
+    toeplitz_linear,
+    toeplitz_linear_with_masses,
+    window_values,
+)
 from dpjax.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz_fft, toeplitz_scan
 
 METHODS = ("linear", "scan", "fft")
@@ -110,12 +119,40 @@ def log_factorials(m: int) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, m + 1, dtype=np.float64)))])
 
 
+class Row(NamedTuple):
+    """One row of the forward pass, before it is written (every log value relative to ``D_{j-1}``).
+
+    Attributes:
+      new_first: the new runs ``log alpha(j, :, 1)``, shape ``(L,)``.
+      total: ``log alphahat(j, :)``, shape ``(L,)``.
+      top: ``max(total)`` (0 if not finite): ``D_j - D_{j-1}``.
+      reference: ``max(new_first)``.
+      weight: the kept run weights into row ``j`` (``-inf`` where omitted), shape ``(m,)``.
+      log_omitted: the certificate with this row's omissions added.
+      masses: the block masses of row ``j - 1`` (linear Toeplitz step only), shape ``(2, W / B)``.
+      window: the first block of the row's window (0 when whole).
+      windowed: whether the row is kept in a window.
+    """
+
+    new_first: jax.Array
+    total: jax.Array
+    top: jax.Array
+    reference: jax.Array
+    weight: jax.Array
+    log_omitted: jax.Array
+    masses: jax.Array
+    window: jax.Array
+    windowed: jax.Array
+
+
 class ForwardState(NamedTuple):
     """The loop state of :func:`forward_tables` (one ``lax.while_loop`` over the rows).
 
     Attributes:
-      row: ``j``, the next row to compute (int32; back to 1 on a restart).
+      row: ``j``, the next row to compute (int32; back to 0 on a restart).
       omit: whether negligible runs are still being omitted (false after a restart).
+      windowed: whether row ``j - 1`` is kept in a window (and row ``j`` is tried in one).
+      window: the first block (of ``LINEAR_BLOCKS[0]`` gaps) of row ``j - 1``'s window (int32).
       firsts: ``log alpha(l, :, 1) - D_l`` for the rows done, shape ``(m, L)``.
       log_total: ``log alphahat(l, :) - D_l`` for the rows done, shape ``(m, W)``.
       masses: the two block-mass tables of :func:`_block_masses`, shape ``(2, m, W / B)``.
@@ -128,6 +165,8 @@ class ForwardState(NamedTuple):
 
     row: jax.Array
     omit: jax.Array
+    windowed: jax.Array
+    window: jax.Array
     firsts: jax.Array
     log_total: jax.Array
     masses: jax.Array
@@ -143,11 +182,18 @@ OMITTED_MASS = 2.0**-64
 
 
 def forward_tables(
-    edges, log_width, levels, c, method: str, margin_nats=None, restart_above: float = OMITTED_MASS
+    edges,
+    log_width,
+    levels,
+    c,
+    method: str,
+    margin_nats=None,
+    restart_above: float = OMITTED_MASS,
+    span: int | None = None,
 ) -> Tables:
     """The forward tables for the levels ``levels`` (shape ``(m,)``, used in ``log_width``'s dtype),
-    traceable in everything but ``m``, ``method`` and the test knob ``restart_above``. Nothing in the
-    omission or its certificate depends on ``c`` through Python control flow.
+    traceable in everything but ``m``, ``method``, ``span`` and the test knob ``restart_above``.
+    Nothing in the omission or its certificate depends on ``c`` through Python control flow.
 
     Step ``j`` leaves out the runs from rows ``l < j`` whose weight is provably below
     ``max(new runs of row j) - margin_j`` at every gap, where ``margin_j`` allows for
@@ -160,9 +206,26 @@ def forward_tables(
     prefix mass times run weight at most ``exp(D_{j-1} + bound_jl)`` at each gap, and any
     completion of the ``m - 1 - j`` later quantiles weighs at most the volume
     ``(b - a)^{m-1-j} / (m-1-j)!`` (every ``phi <= 1``); the sum is divided by the restricted
-    normaliser ``Z' <= Z``. If that bound exceeds ``restart_above`` (e.g. data whose widths make runs
-    likely), the pass restarts with nothing omitted: one ``lax.while_loop`` over the rows, so the
-    tables are updated in place and the restart costs nothing unless taken.
+    normaliser ``Z' <= Z``.
+
+    With the ``"linear"`` step, rows are also kept in windows of ``span`` gaps (static; by default
+    :func:`window_span`, about a sixteenth of the row from ``2^15`` gaps on; 0 for none), the rest of
+    the row ``-inf``: row 0 when its mass outside the window is below ``max - margin_0``, and row
+    ``j`` from a windowed row ``j - 1`` when the same holds for a bound on it. The step then runs on
+    the window alone (:func:`~dpjax.quantiles.joint_exp_linear.block_frames` and
+    :func:`~dpjax.quantiles.joint_exp_linear.window_values`: ``O(span + n / 32)`` instead of
+    ``O(n)``), and every new run in block ``b`` of 32 gaps is at most the block's frame
+    ``+ log(98)`` plus its largest log width, which bounds the mass left out; the window is centred
+    on the blocks whose bound is within ``margin_j`` of the largest. It needs the step certified with
+    blocks of 32 and no kept run; otherwise the row is computed whole, and so are the rows after it.
+    Left-out entries enter ``log_omitted`` like runs (the sequences whose first left-out choice is
+    gap ``i`` of row ``j`` weigh at most that entry times the completion volume), so the tables
+    describe exactly the mechanism restricted to sequences inside every window and without the
+    omitted runs.
+
+    If the certificate exceeds ``restart_above`` (e.g. data whose widths make runs likely), the pass
+    restarts from row 0 with nothing omitted and whole rows: one ``lax.while_loop`` over the rows,
+    so the tables are updated in place and the restart costs nothing unless taken.
     """
     dtype = log_width.dtype
     levels = jnp.asarray(levels, dtype)
@@ -195,79 +258,152 @@ def forward_tables(
     gaps = jnp.arange(length, dtype=dtype)
     last_edge = log_phi(c_arr, n - gaps, nu[-1])
 
-    first = widths + log_phi(c_arr, gaps, nu[0])
-    top = safe_max(first)
-    firsts = jnp.full((m, length), -jnp.inf, dtype).at[0].set(first - top)
+    span = window_span(size) if span is None else span
+    windows = method == "linear" and 0 < span < length
+    unit = LINEAR_BLOCKS[0]
     block = sampling_block(size)
     width = padded_width(size)
-    log_total = jnp.full((m, width), -jnp.inf, dtype).at[0, :length].set(first - top)
-    # Block masses are computed row by row while the row is in cache (one pass over (m, n) saved);
-    # under "linear", those of row j - 1 come with step j's Toeplitz step (the last row's after).
-    masses = jnp.zeros((2, m, width // block), dtype)
-    if method != "linear":
-        masses = masses.at[:, 0].set(_block_masses(log_total[0], c_arr, block))
-    first_max = jnp.full((m,), -jnp.inf, dtype).at[0].set(jnp.max(first) - top)
-    offsets = jnp.zeros((m,), dtype).at[0].set(top)
+    no_masses = jnp.zeros((2, width // block), dtype)
+    no_runs = jnp.full((m,), -jnp.inf, dtype)
 
-    def step(state: ForwardState) -> ForwardState:
-        j, omit, firsts, log_total, masses, first_max, offsets, run_weight, log_omitted = state
-        # New runs: Toeplitz step from the previous row (relative to D_{j-1}), none at gap 0.
-        previous_row = lax.dynamic_index_in_dim(log_total, j - 1, 0, keepdims=False)
+    def base(state: ForwardState):
+        """``D_{j-1}`` (0 for row 0)."""
+        return jnp.where(state.row == 0, 0, state.offsets[state.row - 1])
+
+    def runs(state: ForwardState, reference):
+        """``(weight, kept, log_omitted)``: the run weights into row ``j >= 1`` (relative to
+        ``D_{j-1}``; ``-inf`` where omitted), which are kept, and the certificate with the omitted
+        ones added, given ``reference = max(new runs of row j)``."""
+        j, offsets = state.row, state.offsets
+        # Runs of k = j - l + 1 >= 2 copies of gap i (the closed form above), relative to D_{j-1}.
+        weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
+        bound = weight + state.first_max + run_len[j] * max_log_width
+        kept = (rows < j) & ~(state.omit & (bound < reference - margin[j]))
+        dropped = jnp.where((rows < j) & ~kept, offsets[j - 1] + bound, -jnp.inf)
+        log_omitted = jnp.logaddexp(state.log_omitted, jax.nn.logsumexp(dropped) + completion[j])
+        return jnp.where(kept, weight, -jnp.inf), kept, log_omitted
+
+    def first_row(state: ForwardState, window) -> Row:
+        """Row 0, kept in a window when its mass outside is negligible (the test of :func:`runs`)."""
+        first = widths + log_phi(c_arr, gaps, nu[0])
+        top = safe_max(first)
+        start, windowed, log_omitted = jnp.int32(0), jnp.bool_(False), state.log_omitted
+        if windows:
+            start = _place_window(jnp.max(first.reshape(-1, unit), axis=1), margin[0], span // unit)
+            outside = _outside_window(jnp.arange(length), start * unit, span)
+            left_out = jax.nn.logsumexp(jnp.where(outside, first, -jnp.inf))
+            windowed = state.omit & (left_out < top - margin[0])
+            log_omitted = jnp.where(
+                windowed, jnp.logaddexp(log_omitted, left_out + completion[0]), log_omitted
+            )
+            first = jnp.where(windowed & outside, -jnp.inf, first)
+        return Row(first, first, top, jnp.max(first), no_runs, log_omitted, no_masses, start, windowed)
+
+    def full_row(state: ForwardState, window) -> Row:
+        """Row ``j >= 1`` whole: new runs by the Toeplitz step from row ``j - 1``, plus kept runs."""
+        j = state.row
+        previous_row = lax.dynamic_index_in_dim(state.log_total, j - 1, 0, keepdims=False)
         previous = previous_row[:length]
+        masses = no_masses
         if method == "linear":
             # The linear step also gives the block masses of the previous row.
-            stepped, previous_masses = toeplitz_linear_with_masses(
+            stepped, masses = toeplitz_linear_with_masses(
                 previous, c_arr, nu[j], block, lambda: _block_masses(previous_row, c_arr, block)
             )
-            masses = lax.dynamic_update_index_in_dim(masses, previous_masses, j - 1, 1)
         else:
             stepped = toeplitz(method, previous, c_arr, nu[j])
         new_first = jnp.where(gaps == 0, -jnp.inf, widths + stepped)
-        # Runs of k = j - l + 1 >= 2 copies of gap i (the closed form above), relative to D_{j-1}.
-        weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
-        bound = weight + first_max + run_len[j] * max_log_width
         reference = jnp.max(new_first)
-        kept = (rows < j) & ~(omit & (bound < reference - margin[j]))
-        dropped = jnp.where((rows < j) & ~kept, offsets[j - 1] + bound, -jnp.inf)
-        log_omitted = jnp.logaddexp(log_omitted, jax.nn.logsumexp(dropped) + completion[j])
-        weight = jnp.where(kept, weight, -jnp.inf)
-        total, top = _logsumexp_recent_rows(new_first, reference, firsts, weight, widths, j, m)
-        firsts = lax.dynamic_update_index_in_dim(firsts, new_first - top, j, 0)
-        row = jnp.pad(total - top, (0, width - length), constant_values=-jnp.inf)
-        log_total = lax.dynamic_update_index_in_dim(log_total, row, j, 0)
-        if method != "linear":
-            masses = lax.dynamic_update_index_in_dim(masses, _block_masses(row, c_arr, block), j, 1)
-        first_max = first_max.at[j].set(reference - top)
-        offsets = offsets.at[j].set(offsets[j - 1] + top)
-        run_weight = run_weight.at[j].set(weight)
+        weight, _, log_omitted = runs(state, reference)
+        total, top = _logsumexp_recent_rows(new_first, reference, state.firsts, weight, widths, j, m)
+        return Row(
+            new_first, total, top, reference, weight, log_omitted, masses, jnp.int32(0), jnp.bool_(False)
+        )
+
+    def windowed_row(state: ForwardState):
+        """Row ``j >= 1`` from a windowed row ``j - 1``, in a window of ``span`` gaps placed by a
+        bound on every block: ``(fits, window)``, where ``fits`` holds when the linear step with
+        blocks of ``unit`` is certified there, no run is kept and the bound on the row's mass
+        outside is negligible (the test of :func:`runs`), and ``window`` is the row there."""
+        j = state.row
+        previous = lax.dynamic_slice_in_dim(state.log_total[j - 1], state.window * unit, span)
+        frames = block_frames(previous, state.window, length, c_arr, nu[j], unit)
+        # Every new run in block b is at most its frame + log(3 B + 2) + its largest width.
+        upper = frames.frame + math.log(3 * unit + 2) + jnp.max(widths.reshape(-1, unit), axis=1)
+        start = _place_window(upper, margin[j], span // unit)
+        stepped, certified = window_values(frames, start, span, size)
+        at = start * unit + jnp.arange(span)
+        new_first = lax.dynamic_slice_in_dim(widths, start * unit, span) + stepped.reshape(-1)
+        new_first = jnp.where(at == 0, -jnp.inf, new_first)
+        reference = jnp.max(new_first)
+        weight, kept, log_omitted = runs(state, reference)
+        outside = _outside_window(jnp.arange(upper.shape[0]), start, span // unit)
+        outside = jax.nn.logsumexp(jnp.where(outside, upper, -jnp.inf)) + math.log(unit)
+        fits = certified & frames.certified & ~jnp.any(kept) & (outside < reference - margin[j])
+        log_omitted = jnp.logaddexp(log_omitted, state.offsets[j - 1] + outside + completion[j])
+        masses = sampler_masses(frames.left, frames.right, c_arr, unit, block)
+        return fits, (start, new_first, reference, weight, log_omitted, masses)
+
+    def no_window(state: ForwardState):
+        """:func:`windowed_row`'s shapes, not fitting."""
+        zero = jnp.asarray(0, dtype)
+        return jnp.bool_(False), (jnp.int32(0), jnp.zeros((span,), dtype), zero, no_runs, zero, no_masses)
+
+    def take_window(state: ForwardState, window) -> Row:
+        start, new_first, reference, weight, log_omitted, masses = window
+        row = lax.dynamic_update_slice(jnp.full((length,), -jnp.inf, dtype), new_first, (start * unit,))
+        return Row(row, row, reference, reference, weight, log_omitted, masses, start, jnp.bool_(True))
+
+    def step(state: ForwardState) -> ForwardState:
+        j = state.row
+        if windows:
+            fits, window = lax.cond(state.windowed & (j > 0), windowed_row, no_window, state)
+            branches = (first_row, full_row, take_window)
+            branch = jnp.where(j == 0, 0, jnp.where(fits, 2, 1))
+        else:
+            window, branches, branch = None, (first_row, full_row), jnp.where(j == 0, 0, 1)
+        # The tables are only read in the branches and written below, in place.
+        row = lax.switch(branch, branches, state, window)
+        firsts = lax.dynamic_update_index_in_dim(state.firsts, row.new_first - row.top, j, 0)
+        total = jnp.pad(row.total - row.top, (0, width - length), constant_values=-jnp.inf)
+        log_total = lax.dynamic_update_index_in_dim(state.log_total, total, j, 0)
+        if method == "linear":
+            # Row j - 1's masses (row 0's, from row 1's step, overwrite these).
+            masses = lax.dynamic_update_index_in_dim(state.masses, row.masses, jnp.maximum(j - 1, 0), 1)
+        else:
+            masses = lax.dynamic_update_index_in_dim(state.masses, _block_masses(total, c_arr, block), j, 1)
+        offsets = state.offsets.at[j].set(base(state) + row.top)
         # After the last row: certify (log_omitted relative to log Z') or restart without omitting.
         log_omitted = lax.cond(
             j == m - 1,
-            lambda: log_omitted - offsets[j] - jax.nn.logsumexp(total - top + last_edge),
-            lambda: log_omitted,
+            lambda: row.log_omitted - offsets[j] - jax.nn.logsumexp(total[:length] + last_edge),
+            lambda: row.log_omitted,
         )
-        restart = (j == m - 1) & omit & (log_omitted > math.log(restart_above))
-        log_omitted = jnp.where(restart, -jnp.inf, log_omitted)
+        restart = (j == m - 1) & state.omit & (log_omitted > math.log(restart_above))
         return ForwardState(
-            jnp.where(restart, 1, j + 1).astype(jnp.int32),
-            omit & ~restart,
+            jnp.where(restart, 0, j + 1).astype(jnp.int32),
+            state.omit & ~restart,
+            row.windowed & ~restart,
+            row.window,
             firsts,
             log_total,
             masses,
-            first_max,
+            state.first_max.at[j].set(row.reference - row.top),
             offsets,
-            run_weight,
-            log_omitted,
+            state.run_weight.at[j].set(row.weight),
+            jnp.where(restart, -jnp.inf, log_omitted),
         )
 
     start = ForwardState(
-        row=jnp.int32(1),
+        row=jnp.int32(0),
         omit=jnp.bool_(True),
-        firsts=firsts,
-        log_total=log_total,
-        masses=masses,
-        first_max=first_max,
-        offsets=offsets,
+        windowed=jnp.bool_(False),
+        window=jnp.int32(0),
+        firsts=jnp.full((m, length), -jnp.inf, dtype),
+        log_total=jnp.full((m, width), -jnp.inf, dtype),
+        masses=jnp.zeros((2, m, width // block), dtype),
+        first_max=jnp.full((m,), -jnp.inf, dtype),
+        offsets=jnp.zeros((m,), dtype),
         run_weight=jnp.full((m, m), -jnp.inf, dtype),
         log_omitted=jnp.asarray(-jnp.inf, dtype),
     )
@@ -291,6 +427,37 @@ def forward_tables(
         masses[1],
         log_omitted,
     )
+
+
+WINDOW_FRACTION = 16
+"""The forward pass keeps a row in a window of about this fraction of the row when the rest is
+negligible (:func:`forward_tables`)."""
+
+MIN_WINDOW = 2048
+"""No windows narrower than this many gaps: below, a whole row costs little more than a window."""
+
+
+def window_span(size: int) -> int:
+    """The static window width (gaps) of the forward pass for rows of ``size`` gaps: about
+    ``1 / WINDOW_FRACTION`` of the row at its aligned length, or 0 (no windows) below
+    :data:`MIN_WINDOW`."""
+    span = aligned_length(-(-aligned_length(size) // WINDOW_FRACTION))
+    return span if span >= MIN_WINDOW else 0
+
+
+def _place_window(upper, margin, rows: int):
+    """The first block of a window of ``rows`` blocks centred on the blocks whose bound ``upper`` is
+    within ``max(margin, 0)`` of the largest (clamped into the row)."""
+    index = jnp.arange(upper.shape[0], dtype=jnp.int32)
+    above = upper >= jnp.max(upper) - jnp.maximum(margin, 0)
+    low = jnp.min(jnp.where(above, index, upper.shape[0]))
+    high = jnp.max(jnp.where(above, index, -1))
+    return jnp.clip((low + high + 1 - rows) // 2, 0, upper.shape[0] - rows).astype(jnp.int32)
+
+
+def _outside_window(index, start, width: int):
+    """Whether each of ``index`` lies outside ``[start, start + width)``."""
+    return (index < start) | (index >= start + width)
 
 
 ROW_CHUNK = 4
