@@ -284,7 +284,7 @@ def forward_tables(
         return jnp.where(kept, weight, -jnp.inf), kept, log_omitted
 
     def first_row(state: ForwardState, window) -> Row:
-        """Row 0, kept in a window when its mass outside is negligible (the test of :func:`runs`)."""
+        """Row 0, kept in a window when its mass outside is negligible (the test for runs)."""
         first = widths + log_phi(c_arr, gaps, nu[0])
         top = safe_max(first)
         start, windowed, log_omitted = jnp.int32(0), jnp.bool_(False), state.log_omitted
@@ -293,8 +293,9 @@ def forward_tables(
             outside = _outside_window(jnp.arange(length), start * unit, span)
             left_out = jax.nn.logsumexp(jnp.where(outside, first, -jnp.inf))
             # Windows are tried only where the windowed step can certify: its explicit kernel
-            # blocks span up to c (2 B - 2) nats, and float32 certifies ~66 (so at epsilon >= 6 the
-            # rows stay whole, which keeps their left edges smooth for the 16-gap blocks).
+            # blocks span up to c (2 B - 2) nats, and float32 certifies ~66. (Else a windowed row 0
+            # would only give the whole rows after it a steep left edge, which blocks of 16
+            # certify less often than the smooth tail of a whole row 0.)
             info = jnp.finfo(dtype)
             kernel_fits = c_arr * (2 * unit - 2) < math.log(info.eps / info.tiny)
             windowed = state.omit & kernel_fits & (left_out < top - margin[0])
@@ -329,7 +330,7 @@ def forward_tables(
         """Row ``j >= 1`` from a windowed row ``j - 1``, in a window of ``span`` gaps placed by a
         bound on every block: ``(fits, window)``, where ``fits`` holds when the linear step with
         blocks of ``unit`` is certified there, no run is kept and the bound on the row's mass
-        outside is negligible (the test of :func:`runs`), and ``window`` is the row there."""
+        outside is negligible (the test for runs), and ``window`` is the row there."""
         j = state.row
         previous = lax.dynamic_slice_in_dim(state.log_total[j - 1], state.window * unit, span)
         frames = block_frames(previous, state.window, length, c_arr, nu[j], unit)
