@@ -215,9 +215,10 @@ def forward_tables(
     the window alone (:func:`~dpjax.quantiles.joint_exp_linear.block_frames` and
     :func:`~dpjax.quantiles.joint_exp_linear.window_values`: ``O(span + n / 32)`` instead of
     ``O(n)``), and every new run in block ``b`` of 32 gaps is at most the block's frame
-    ``+ log(98)`` plus its largest log width, which bounds the mass left out; the window is centred
-    on the blocks whose bound is within ``margin_j`` of the largest. It needs the step certified with
-    blocks of 32 and no kept run; otherwise the row is computed whole, and so are the rows after it.
+    ``+ log(98)`` plus its largest log width (plus a nat for rounding), which bounds the mass left
+    out; the window is centred on the blocks whose bound is within ``margin_j`` of the largest. It
+    needs the step certified with blocks of 32 and no kept run; otherwise the row is computed whole,
+    and so are the rows after it.
     Left-out entries enter ``log_omitted`` like runs (the sequences whose first left-out choice is
     gap ``i`` of row ``j`` weigh at most that entry times the completion volume), so the tables
     describe exactly the mechanism restricted to sequences inside every window and without the
@@ -334,8 +335,9 @@ def forward_tables(
         j = state.row
         previous = lax.dynamic_slice_in_dim(state.log_total[j - 1], state.window * unit, span)
         frames = block_frames(previous, state.window, length, c_arr, nu[j], unit)
-        # Every new run in block b is at most its frame + log(3 B + 2) + its largest width.
-        upper = frames.frame + math.log(3 * unit + 2) + jnp.max(widths.reshape(-1, unit), axis=1)
+        # Every new run in block b is at most its frame + log(3 B + 2) + its largest width (plus one
+        # nat for the rounding of the frame's log-space sums, ~0.1 nat at |frame| ~ 10^5 in float32).
+        upper = frames.frame + (math.log(3 * unit + 2) + 1) + jnp.max(widths.reshape(-1, unit), axis=1)
         start = _place_window(upper, margin[j], span // unit)
         stepped, certified = window_values(frames, start, span, size)
         at = start * unit + jnp.arange(span)
