@@ -641,6 +641,13 @@ def test_windowed_rows_match_the_dense_reference(x64, epsilon, span, windowed):
     assert_block_masses_match_rows(tables, n, x64)
 
 
+@pytest.mark.parametrize("span", [-32, 100])
+def test_window_span_must_be_a_multiple_of_the_block(span):
+    edges, log_width = gaps(jnp.zeros(10), -1.0, 1.0)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        forward_tables(edges, log_width, jnp.asarray([0.5]), 1.0, "linear", span=span)
+
+
 def test_windowed_pass_restarts_whole_and_batches():
     """Forced omission (``margin_nats=-100``) takes every window even where it leaves out real mass
     (c = 0.25: a window of 512 gaps holds about 64 nats either side); the certificate fails and the

@@ -259,13 +259,17 @@ def forward_tables(
     gaps = jnp.arange(length, dtype=dtype)
     last_edge = log_phi(c_arr, n - gaps, nu[-1])
 
-    span = window_span(size) if span is None else span
-    windows = method == "linear" and 0 < span < length
     unit = LINEAR_BLOCKS[0]
+    span = window_span(size) if span is None else span
+    if span < 0 or span % unit:
+        raise ValueError(f"span must be 0 (no windows) or a positive multiple of {unit} gaps, got {span}")
+    windows = method == "linear" and 0 < span < length
     block = sampling_block(size)
     width = padded_width(size)
     no_masses = jnp.zeros((2, width // block), dtype)
     no_runs = jnp.full((m,), -jnp.inf, dtype)
+    # The largest log width per block of ``unit`` gaps (for the windows' bounds), once per dataset.
+    block_widths = jnp.max(widths.reshape(-1, unit), axis=1) if windows else None
 
     def base(state: ForwardState):
         """``D_{j-1}`` (0 for row 0)."""
@@ -337,7 +341,7 @@ def forward_tables(
         frames = block_frames(previous, state.window, length, c_arr, nu[j], unit)
         # Every new run in block b is at most its frame + log(3 B + 2) + its largest width (plus one
         # nat for the rounding of the frame's log-space sums, ~0.1 nat at |frame| ~ 10^5 in float32).
-        upper = frames.frame + (math.log(3 * unit + 2) + 1) + jnp.max(widths.reshape(-1, unit), axis=1)
+        upper = frames.frame + (math.log(3 * unit + 2) + 1) + block_widths
         start = _place_window(upper, margin[j], span // unit)
         stepped, certified = window_values(frames, start, span, size)
         at = start * unit + jnp.arange(span)
