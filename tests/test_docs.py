@@ -1,6 +1,5 @@
 """The README runs as written: every Python block on its own, and its two setup commands."""
 
-import re
 from pathlib import Path
 
 import pytest

@@ -2,7 +2,9 @@
 
 import csv
 import math
+import re
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +12,16 @@ import pytest
 from dpjax.cli import main
 from dpjax.studies.reproduce import REPRODUCTIONS, Reproduction, Row, data, jointexp, uqe
 from dpjax.studies.reproduce.result import mean_and_se, pick, ratio_of_means_se
+
+SPEC_CITATION = re.compile(r"\bspec(?:'s)?\b", re.I)
+
+
+def test_the_reproductions_cite_the_papers_not_the_engineering_specs():
+    """A user has the papers, not dpjax's internal specs: no note or claim may cite a spec."""
+    package = Path(data.__file__).parent
+    for source in sorted(package.glob("*.py")):
+        for number, line in enumerate(source.read_text().splitlines(), 1):
+            assert not SPEC_CITATION.search(line), f"{source.name}:{number}: {line.strip()}"
 
 
 def test_row_ratio_is_ours_over_paper_and_absent_without_a_number():
@@ -237,6 +249,7 @@ def test_reproduce_all_smoke_puts_every_number_beside_the_papers(tmp_path):
             assert float(row["ratio"]) == pytest.approx(float(row["ours"]) / float(row["paper"]))
     text = (tmp_path / "reproduction.md").read_text()
     assert "`dpjax reproduce all --smoke" in text
+    assert not SPEC_CITATION.search(text), "the report cites the internal spec instead of the papers"
     for name in REPRODUCTIONS:
         assert f"![{name}]({name}.png)" in text
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000

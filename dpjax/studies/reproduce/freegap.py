@@ -365,7 +365,8 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
         "(exponent 1 for BMS-POS and Kosarak, 0.5 for the flat synthetic T40I10D100K), shuffled once.",
         "Fig. 1/2: the paper's values are its theoretical curves, which it says the experiments confirm "
         "(no empirical numbers are printed). SVT measurements use the number of answers actually given "
-        "and the branch variances (spec seed-002 §3.2).",
+        "and the branch variances of the paper's §6.2 (Var = 8(1 + (2k)^(2/3))^3 / eps^2 for the gaps, "
+        "8k^2 / eps^2 for the measurements).",
         'Fig. 3/4: the paper gives the numbers quoted in the rows ("up to an average of 18 more answers '
         'when k was set to 22", F-measure "roughly 1.5 times", "roughly 40%" left); the remaining '
         "budget cannot exceed (1 - theta)/2 (41-44% for k >= 10).",

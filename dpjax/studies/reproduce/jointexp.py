@@ -1,7 +1,7 @@
 """Gillenwater, Joseph, Kulesza (ICML 2021), "Differentially Private Quantiles": error vs the number of
 quantiles m (Fig. 3) and the runtime of JointExp (§5.3).
 
-Fig. 3 protocol (paper §5.3, spec seed-001 §8.1): per trial a fresh n = 1000 sample (synthetic) or
+Fig. 3 protocol (paper §5.3): per trial a fresh n = 1000 sample (synthetic) or
 1000 points without replacement (Goodreads), bounds [-100, 100], epsilon = 1, swap neighbours,
 ``q_j = j/(m+1)``; error = mean over the m quantiles of the number of data points between the release
 and the true quantile (numpy ``method="lower"``). Methods: JointExp, IndExp, AppIndExp, CSmooth and

