@@ -77,22 +77,36 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--epsilon", type=positive_float, nargs="+",
                         help="the epsilon grid of every study (default: each study's, 0.25 1 4)")
     parser.add_argument("--seed", type=int, help="seed of the built-in data and of the noise (default: 0)")
-    parser.add_argument("--study", nargs="+", metavar="NAME", help="run only these studies (see --list)")
+    parser.add_argument("--study", nargs="+", metavar="NAME",
+                        help="run only these studies (see --list; default: all registered studies, or only "
+                        "those of --config when it declares some)")
     parser.add_argument("--dataset", nargs="+", metavar="NAME", choices=datasets.DATASET_NAMES,
-                        help="run only on these built-in datasets")
+                        help=f"run only on these built-in datasets ({', '.join(datasets.DATASET_NAMES)}; "
+                        "default: each study's)")
     parser.add_argument("--confidence", type=_level, help="level of the confidence intervals (default: 0.95)")
     parser.add_argument("--config", type=Path, metavar="FILE",
-                        help="a TOML file of options and studies of your own (see below)")
+                        help="a TOML file of options and studies of your own (see below; default: none). "
+                        "The Python files it names (\"file.py:function\") are EXECUTED, each once, when the "
+                        "file is read (also with --list): use only files you trust")
     parser.add_argument("--jobs", type=positive_int, metavar="N",
                         help="studies run at the same time, in threads (default: 2)")
     parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="write results.csv, results.json and figures/STUDY.png to DIR")
+                        help="write results.csv, results.json and figures/STUDY.png to DIR (default: no "
+                        "files); "
+                        "DIR must be new or empty unless --overwrite or --resume is given")
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--overwrite", action="store_true",
+                       help="replace the files of an earlier run in --out DIR (default: refuse)")
+    again.add_argument("--resume", action="store_true",
+                       help="continue the interrupted run in --out DIR from its finished steps; the results "
+                       "are those of an uninterrupted run (default: start afresh)")
     parser.add_argument(
         "--compile-cache", metavar="DIR|off",
         help=f"JAX's persistent compilation cache: later runs load the compiled studies instead of compiling "
         f"them again (default: ${CACHE_ENV}, else ~/.cache/dpjax/jax; 'off' turns it off; a cache "
         "directory set in JAX's own configuration wins)")
-    parser.add_argument("--list", action="store_true", help="list the studies and datasets, then exit")
+    parser.add_argument("--list", action="store_true",
+                        help="list the studies (with those of --config) and datasets, then exit")
     return parser
 
 
@@ -146,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         options, custom = _options(args)
     except (OSError, ValueError) as err:
         return _error(str(err))
+    except Exception as err:  # a config's Python file that fails to execute
+        return _error(f"{args.config}: {type(err).__name__}: {err} (at {_where(err)})")
     from dpjax.studies.registry import studies
 
     registered = {**studies(), **{s.name: s for s in custom}}
@@ -164,12 +180,34 @@ def run(args: argparse.Namespace) -> int:
         selected = [s for s in selected if set(s.datasets) & set(options["dataset"])]
         if not selected:
             return _error("no selected study runs on the selected datasets")
-    return _run(selected, options, start)
+    out = None
+    if options["out"] is not None:
+        from dpjax.outdir import OutputError, RunDir
+
+        out = RunDir(options["out"], overwrite=args.overwrite, resume=args.resume,
+                     own_files=("results.json",), command="dpjax study")
+        try:
+            out.check()
+        except OutputError as err:
+            return _error(str(err))
+    elif args.overwrite or args.resume:
+        return _error("--overwrite and --resume need --out DIR")
+    from dpjax import interrupt
+
+    with interrupt.handled():
+        return _run(selected, options, start, out)
 
 
-def _run(selected, options, start) -> int:
+def _where(err: BaseException) -> str:
+    from dpjax.studies.study import error_location
+
+    return error_location(err)
+
+
+def _run(selected, options, start, out) -> int:
     import jax
 
+    from dpjax import interrupt
     from dpjax.studies.progress import Progress
     from dpjax.studies.report import format_result
     from dpjax.studies.study import run_study, step_count
@@ -180,8 +218,12 @@ def _run(selected, options, start) -> int:
           f"{'each study’s grid' if epsilon is None else ' '.join(f'{e:g}' for e in epsilon)}, seed "
           f"{options['seed']}", flush=True)
     print(f"dpjax study: compile cache {cache}" if cache else "dpjax study: compile cache off", flush=True)
+    if out is not None:
+        out.prepare()
+        if out.resumed:
+            print(f"dpjax study: resuming the interrupted run in {out.path}", flush=True)
     steps = sum(step_count(s, options["dataset"]) for s in selected)
-    results, failures = {}, []
+    results, partial, failures = {}, {}, []
 
     def one(study, progress):
         grid = {"epsilon": epsilon} if epsilon is not None and "epsilon" in study.grid else None
@@ -189,68 +231,99 @@ def _run(selected, options, start) -> int:
         try:
             result = run_study(study, trials=options["trials"], seed=options["seed"], grid=grid,
                                datasets=options["dataset"], confidence=options["confidence"],
-                               progress=progress)
+                               progress=progress, checkpoint=None if out is None else out.checkpoint,
+                               on_error="record")
+        except interrupt.Interrupted as err:  # keep the finished steps
+            if len(err.result.table):
+                partial[study.name] = err.result
+            return
         except Exception as err:  # report, run the other studies, exit non-zero
-            failures.append(study.name)
-            progress.write(f"dpjax study: error: {study.name}: {type(err).__name__}: {err}", file=sys.stderr)
+            failure = {"study": study.name, "error": f"{type(err).__name__}: {err}", "where": _where(err)}
+            failures.append(failure)
+            progress.write(f"dpjax study: error: {study.name}: {failure['error']} (at {failure['where']})",
+                           file=sys.stderr)
             return
         results[study.name] = result
+        for failure in result.record.get("failures", ()):
+            failures.append({"study": study.name, **failure})
+            progress.write(f"dpjax study: error: {study.name}: {failure['mechanism']} on "
+                           f"{failure['dataset']}: {failure['error']} (at {failure['where']})",
+                           file=sys.stderr)
         progress.write(format_result(result, seconds=time.perf_counter() - study_start) + "\n")
 
     with Progress(steps, lines=True) as progress:
         # Studies run in threads: XLA compiles without holding the GIL, so two compile at once.
         with ThreadPoolExecutor(max_workers=options["jobs"]) as pool:
-            for future in [pool.submit(one, study, progress) for study in selected]:
+            futures = [pool.submit(one, study, progress) for study in selected]
+            for future in futures:
                 future.result()
-    results = [results[s.name] for s in selected if s.name in results]
+    stopped = interrupt.received()
+    done = [results[s.name] for s in selected if s.name in results]
+    unfinished = [partial[s.name] for s in selected if s.name in partial]
     wall = time.perf_counter() - start
-    compiles = sum(r.record["compiles"] for r in results)
-    print(f"dpjax study: {len(results)} studies in {wall:.1f} s, {compiles} compiles, backend "
+    compiles = sum(r.record["compiles"] for r in done + unfinished)
+    print(f"dpjax study: {len(done)} studies in {wall:.1f} s, {compiles} compiles, backend "
           f"{jax.default_backend()}", flush=True)
-    if options["out"] is not None and results:
-        paths = _write(results, options, wall)
-        print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {options['out']}")
+    if out is not None:
+        if done or unfinished:
+            status = "interrupted" if stopped else "complete"
+            paths = _write(done, unfinished, options, wall, out.staging, status=status, failures=failures)
+            out.commit(complete=not stopped, files=[p.relative_to(out.staging) for p in paths])
+            print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {out.path}"
+                  + (" (interrupted: --resume continues it)" if stopped else ""), flush=True)
+        elif stopped:
+            print(f"dpjax study: nothing finished; {out.path} is unchanged", flush=True)
+        else:
+            out.discard()
+    if stopped:
+        print(f"dpjax study: interrupted; {len(done)} of {len(selected)} studies finished", file=sys.stderr)
+        return interrupt.exit_code(stopped)
     if failures:
-        print(f"dpjax study: {len(failures)} studies failed: {', '.join(failures)}", file=sys.stderr)
+        failed = sorted({f["study"] for f in failures})
+        print(f"dpjax study: {len(failed)} studies failed (or lost mechanisms): {', '.join(failed)}",
+              file=sys.stderr)
         return 1
     return 0
 
 
-def _write(results, options, wall: float) -> list[Path]:
-    """results.csv, results.json and figures/STUDY.png under ``options["out"]``."""
+def _write(results, unfinished, options, wall: float, out: Path, *, status: str,
+           failures: list) -> list[Path]:
+    """results.csv, results.json and figures/STUDY.png under ``out`` (the staging directory): the rows of
+    the finished studies and the finished steps of ``unfinished`` ones (no figure for those)."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     from dpjax.studies.record import run_record
+    from dpjax.studies.study import save_figure
 
-    out = options["out"]
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    table = pd.concat([r.table for r in results], ignore_index=True)
+    every = results + unfinished
+    table = pd.concat([r.table for r in every], ignore_index=True)
     csv_path, json_path = out / "results.csv", out / "results.json"
     table.to_csv(csv_path, index=False)
     record = run_record(
         seed=options["seed"], trials=options["trials"], replicates=1, confidence=options["confidence"],
-        chunk_size=results[0].record["chunk_size"],
+        chunk_size=every[0].record["chunk_size"],
         grid={"epsilon": options["epsilon"]} if options["epsilon"] else {},
-        datasets=sorted({d for r in results for d in r.record["datasets"]}),
+        datasets=sorted({d for r in every for d in r.record["datasets"]}),
         started=time.time() - wall, wall_seconds=wall,
-        steps=[{"study": r.study.name, **s} for r in results for s in r.record["steps"]],
+        steps=[{"study": r.study.name, **s} for r in every for s in r.record["steps"]],
     )
+    record["status"] = status
+    record["unfinished_studies"] = [r.study.name for r in unfinished]
+    record["failures"] = failures
     payload = {
         "record": record,
         "studies": {r.study.name: {k: v for k, v in r.metadata().items() if k not in ("columns", "record")}
-                    for r in results},
+                    for r in every},
         "columns": {c: COLUMNS[c] for c in table.columns if c in COLUMNS},
         "rows": json.loads(table.to_json(orient="records")),
     }
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
     paths = [csv_path, json_path]
     for r in results:
-        fig = r.figure()
         paths.append(out / "figures" / f"{r.study.name}.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
+        save_figure(r.figure(), paths[-1])
     return paths

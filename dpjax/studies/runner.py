@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
+from dpjax import interrupt
 from dpjax.validation import check_int
 
 DEFAULT_CHUNK_SIZE = 4096
@@ -111,6 +112,7 @@ def monte_carlo(
     pieces = []
     with tqdm(total=trials, desc=description, disable=not progress, leave=False) as bar:
         for start in range(0, trials, chunk_size):
+            interrupt.check()  # a command stopped by a signal ends here, between chunks
             stop = min(start + chunk_size, trials)
             out = run_chunk(key, jnp.uint32(start), tuple(args))
             pieces.append(jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))
