@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import platform
 import sys
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import jax
 
+from dpjax import interrupt
+from dpjax.outdir import OutputError, RunDir, write_bytes, write_text
 from dpjax.studies.reproduce import REPRODUCTIONS, SEEDS, writers
 
 MODE_LINES = {
@@ -51,35 +54,52 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         ("--smoke", "a few trials each, for tests"),
     ):
         size.add_argument(flag, dest="mode", action="store_const", const=flag[2:], help=text)
-    parser.set_defaults(mode="quick")
+    parser.set_defaults(mode="quick")  # the --quick help says "(default)"
     parser.add_argument(
         "--data-dir",
         type=Path,
         metavar="DIR",
-        help="directory with the real datasets (books.csv, adult.data, adult.test, mnist_5k.csv.gz); "
-        "built-in stand-ins otherwise",
+        help="directory with the real datasets (books.csv, adult.data, adult.test, mnist_5k.csv.gz; "
+        "default: built-in stand-ins)",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path("reproduce-out"), metavar="DIR", help="output directory"
+        "--out",
+        type=Path,
+        default=Path("reproduce-out"),
+        metavar="DIR",
+        help="output directory (default: reproduce-out); it must be new or empty unless --overwrite or "
+        "--resume is given",
+    )
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument(
+        "--overwrite", action="store_true", help="replace an earlier run's files in DIR (default: refuse)"
+    )
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in DIR: its finished reproductions are kept, and the results "
+        "are those of an uninterrupted run (default: start afresh)",
     )
     parser.add_argument(
         "--markdown",
         type=Path,
         metavar="PATH",
-        help="write the Markdown report here instead of DIR/reproduction.md (figure links point into DIR)",
+        help="write the Markdown report here (figure links point into DIR; default: DIR/reproduction.md)",
     )
     parser.add_argument(
         "--update-readme",
         type=Path,
         metavar="FILE",
         help="replace the region between <!-- dpjax-bench:begin reproduction --> and its end marker in "
-        "FILE with the summary table (one line per reproduction, linking to the Markdown report)",
+        "FILE with the summary table (one line per reproduction, linking to the Markdown report; default: "
+        "none; not after an interrupted run)",
     )
     parser.add_argument(
         "--from-csv",
         type=Path,
         metavar="CSV",
-        help="with --update-readme: render the summary from this reproduction.csv instead of running",
+        help="with --update-readme: render the summary from this reproduction.csv instead of running "
+        "(default: run)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the noise (default: 0)")
     parser.add_argument("--list", action="store_true", help="list the reproductions, then exit")
@@ -160,62 +180,143 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:10s} (seed {seeds[name]}) {module.TITLE}")
         return 0
     if args.from_csv is not None:
+        if not args.from_csv.is_file():
+            return _error(f"--from-csv {args.from_csv}: no such file")
         return _from_csv(args)
     names = _resolve(args.names)
     if isinstance(names, str):
-        print(
-            f"dpjax reproduce: error: unknown reproduction {names!r}; choose from "
-            f"{', '.join(REPRODUCTIONS)}, 000-004 or all",
-            file=sys.stderr,
-        )
-        return 2
+        choices = ", ".join(REPRODUCTIONS)
+        return _error(f"unknown reproduction {names!r}; choose from {choices}, 000-004 or all")
     if args.data_dir is not None and not args.data_dir.is_dir():
-        print(f"dpjax reproduce: error: --data-dir {args.data_dir} is not a directory", file=sys.stderr)
-        return 2
+        return _error(f"--data-dir {args.data_dir} is not a directory")
+    if args.update_readme is not None and not args.update_readme.is_file():
+        return _error(f"--update-readme {args.update_readme}: no such file")
+    if args.markdown is not None and args.markdown.is_dir():
+        return _error(f"--markdown {args.markdown} is a directory")
+    out = RunDir(args.out, overwrite=args.overwrite, resume=args.resume,
+                 own_files=("reproduction.csv", "reproduction.md"), command="dpjax reproduce")
+    try:
+        out.check()
+    except OutputError as err:
+        return _error(str(err))
+    with interrupt.handled():
+        return _run(args, names, out)
+
+
+def _error(message: str) -> int:
+    print(f"dpjax reproduce: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _checkpointed(out: RunDir, name: str, identity: tuple):
+    """The reproduction ``name`` saved in the checkpoint by a run with the same ``identity``, its PNG
+    written again into the staging directory; ``None`` when there is none."""
+    path = out.checkpoint / f"{name}.pkl"
+    if not path.is_file():
+        return None
+    saved_identity, rep, png = pickle.loads(path.read_bytes())
+    if saved_identity != identity:
+        return None
+    if png is not None:
+        write_bytes(out.staging / f"{name}.png", png)
+        rep.plot = lambda path: None  # the figure is written; markdown_report links it
+    return rep
+
+
+def _checkpoint(out: RunDir, rep, identity: tuple) -> None:
+    """Saves a finished reproduction (with its PNG, without its plotting function) atomically."""
+    png_path = out.staging / f"{rep.name}.png"
+    png = png_path.read_bytes() if png_path.is_file() else None
+    plot, rep.plot = rep.plot, None
+    try:
+        write_bytes(out.checkpoint / f"{rep.name}.pkl", pickle.dumps((identity, rep, png)))
+    finally:
+        rep.plot = plot
+
+
+def _run(args, names: list[str], out: RunDir) -> int:
     command = _command(args)
     print(f"{command}: {MODE_LINES[args.mode]}", flush=True)
     key = jax.random.key(args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
+    out.prepare()
+    out.checkpoint.mkdir(exist_ok=True)
+    if out.resumed:
+        print(f"dpjax reproduce: resuming the interrupted run in {out.path}", flush=True)
     done, failures = [], []
     start, start_cpu = time.perf_counter(), time.process_time()
     for name in names:
+        data = None if args.data_dir is None else str(args.data_dir.resolve())
+        identity = (name, args.mode, args.seed, data)  # what the reproduction's numbers depend on
         print(f"\n== {name}: {REPRODUCTIONS[name].TITLE}", flush=True)
+        rep = _checkpointed(out, name, identity)
+        if rep is not None:
+            print(f"(from the checkpoint)\n{writers.markdown_table(rep)}", flush=True)
+            done.append(rep)
+            continue
         began, began_cpu = time.perf_counter(), time.process_time()
         try:
-            rep = REPRODUCTIONS[name].run(
-                jax.random.fold_in(key, list(REPRODUCTIONS).index(name)), args.mode, args.data_dir
-            )
+            with interrupt.raising():  # a signal stops this reproduction at once; the finished ones are kept
+                rep = REPRODUCTIONS[name].run(
+                    jax.random.fold_in(key, list(REPRODUCTIONS).index(name)), args.mode, args.data_dir
+                )
+        except interrupt.Interrupted:
+            break
         except Exception as err:  # report, run the others, exit non-zero
             failures.append(name)
             print(f"dpjax reproduce: error: {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
             continue
         rep.seconds, rep.cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
-        writers.write_png(rep, args.out / f"{name}.png")
+        writers.write_png(rep, out.staging / f"{name}.png")
+        _checkpoint(out, rep, identity)
         timing = f"({rep.seconds:.0f} s, {rep.cpu_seconds:.0f} s CPU)"
         print(f"{rep.trials}\n{writers.markdown_table(rep)}\n{timing}", flush=True)
         done.append(rep)
+    stopped = interrupt.received()
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
     if done:
-        writers.write_csv(done, args.out / "reproduction.csv")
-        markdown = args.markdown or args.out / "reproduction.md"
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        report = writers.markdown_report(
-            done,
-            command=command,
-            mode_line=MODE_LINES[args.mode],
-            machine=_machine(),
-            seconds=seconds,
-            cpu_seconds=cpu_seconds,
-            figures=Path(os.path.relpath(args.out, markdown.parent)),
-        )
-        markdown.write_text(report)
-        if args.update_readme is not None:
-            _update_readme(args.update_readme, done, markdown, f"Generated by `{command}`.")
-        timing = f"({seconds:.0f} s, {cpu_seconds:.0f} s CPU)"
-        print(f"\nwrote {markdown}, {args.out / 'reproduction.csv'} and the PNGs {timing}")
+        _write(args, out, done, command, seconds, cpu_seconds, stopped)
+    elif stopped:
+        print(f"dpjax reproduce: nothing finished; {out.path} is unchanged", flush=True)
+    else:
+        out.discard()
+    if stopped:
+        print(f"dpjax reproduce: interrupted; {len(done)} of {len(names)} reproductions finished",
+              file=sys.stderr)
+        return interrupt.exit_code(stopped)
     if failures:
         print(
             f"dpjax reproduce: {len(failures)} reproduction(s) failed: {', '.join(failures)}", file=sys.stderr
         )
         return 1
     return 0
+
+
+def _write(args, out: RunDir, done, command: str, seconds: float, cpu_seconds: float, stopped) -> None:
+    """reproduction.csv and reproduction.md (into the staging directory, swapped in whole), the README."""
+    writers.write_csv(done, out.staging / "reproduction.csv")
+    markdown = args.markdown or args.out / "reproduction.md"
+    mode_line = MODE_LINES[args.mode] + (
+        f" **Interrupted**: {len(done)} reproductions finished; `--resume` continues the run."
+        if stopped
+        else ""
+    )
+    report = writers.markdown_report(
+        done,
+        command=command,
+        mode_line=mode_line,
+        machine=_machine(),
+        seconds=seconds,
+        cpu_seconds=cpu_seconds,
+        figures=Path(os.path.relpath(args.out, markdown.parent)),
+    )
+    if args.markdown is None:
+        (out.staging / "reproduction.md").write_text(report)
+    files = ["reproduction.csv", *(f"{r.name}.png" for r in done if r.plot is not None)]
+    out.commit(complete=not stopped, files=files + ([] if args.markdown else ["reproduction.md"]))
+    if args.markdown is not None:
+        write_text(markdown, report)
+    if args.update_readme is not None and not stopped:
+        _update_readme(args.update_readme, done, markdown, f"Generated by `{command}`.")
+    timing = f"({seconds:.0f} s, {cpu_seconds:.0f} s CPU)"
+    print(f"\nwrote {markdown}, {args.out / 'reproduction.csv'} and the PNGs {timing}"
+          + (" (interrupted: --resume continues it)" if stopped else ""))
