@@ -134,6 +134,22 @@ def collect(args: argparse.Namespace, finished=(), on_row=None) -> dict:
     )
 
 
+def readme_problem(path: Path | None, region: str | None) -> str | None:
+    """Why ``--update-readme path`` cannot be updated (checked before any computing), or ``None``."""
+    if path is None:
+        return None
+    if not path.is_file():
+        return f"--update-readme {path}: no such file"
+    begin, end = report.markers(region)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        return f"--update-readme {path}: {err}"
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        return f"--update-readme {path} must contain one {begin} line followed by one {end} line"
+    return None
+
+
 def _error(message: str) -> int:
     print(f"dpjax bench: error: {message}", file=sys.stderr)
     return 2
@@ -145,9 +161,11 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"unknown family {', '.join(unknown)}; choose from {', '.join(FAMILIES)}")
     if args.region is not None and args.update_readme is None:
         return _error("--region needs --update-readme FILE")
-    for name, path in (("--from-json", args.from_json), ("--update-readme", args.update_readme)):
-        if path is not None and not path.is_file():
-            return _error(f"{name} {path}: no such file")
+    if args.from_json is not None and not args.from_json.is_file():
+        return _error(f"--from-json {args.from_json}: no such file")
+    problem = readme_problem(args.update_readme, args.region)
+    if problem:
+        return _error(problem)
     out = None
     if args.out is not None:
         from dpjax.outdir import OutputError, RunDir

@@ -182,6 +182,11 @@ def run(args: argparse.Namespace) -> int:
     if args.from_csv is not None:
         if not args.from_csv.is_file():
             return _error(f"--from-csv {args.from_csv}: no such file")
+        from dpjax.bench.cli import readme_problem
+
+        problem = readme_problem(args.update_readme, "reproduction")
+        if problem:
+            return _error(problem)
         return _from_csv(args)
     names = _resolve(args.names)
     if isinstance(names, str):
@@ -189,8 +194,11 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"unknown reproduction {names!r}; choose from {choices}, 000-004 or all")
     if args.data_dir is not None and not args.data_dir.is_dir():
         return _error(f"--data-dir {args.data_dir} is not a directory")
-    if args.update_readme is not None and not args.update_readme.is_file():
-        return _error(f"--update-readme {args.update_readme}: no such file")
+    from dpjax.bench.cli import readme_problem
+
+    problem = readme_problem(args.update_readme, "reproduction")
+    if problem:
+        return _error(problem)
     if args.markdown is not None and args.markdown.is_dir():
         return _error(f"--markdown {args.markdown} is a directory")
     out = RunDir(args.out, overwrite=args.overwrite, resume=args.resume,
