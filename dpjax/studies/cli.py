@@ -39,16 +39,25 @@ Columns of results.csv (one row per cell and statistic; also described in result
 {columns}
 
 Files written with --out DIR: results.csv (the tidy table of every study), results.json (run
-record: seed, trials, versions, backend, date, wall time, compiles; metric legend; rows) and
-figures/STUDY.png (per study: one panel per metric and statistic against epsilon, log-log, CI
-bands, closed forms dashed).
+record: seed, trials, versions, backend, date, wall time, compiles, status, failures; metric
+legend; rows) and figures/STUDY.png (per study: one panel per metric and statistic against
+epsilon, log-log, CI bands, closed forms dashed). DIR is checked before any computing and replaced
+whole at the end (the run is written to .DIR.partial first), so files of two runs never mix.
+
+Interrupting: Ctrl-C or SIGTERM stops after the steps in progress, writes every finished step
+(figures of the finished studies only), records "status": "interrupted" and exits with 130 (143
+for SIGTERM); a second signal stops at once. --resume continues from the finished steps and gives
+the results.csv of an uninterrupted run, byte for byte.
 
 Compilation cache: compiled studies are kept in JAX's persistent cache (--compile-cache, default
 ~/.cache/dpjax/jax), so a second run loads them instead of compiling; the table headers say how
 many compiles came from the cache.
 
 Custom studies: --config FILE.toml (see dpjax.studies.config), or the Python API
-dpjax.studies.run_study, which makes the same tables and figures.
+dpjax.studies.run_study, which makes the same tables and figures. The Python files that the
+configuration names ("file.py:function") are executed when it is read, each once, --list
+included: use only files you trust. A mechanism that raises is reported with its file and line
+(and listed under "failures" in results.json); the study's other mechanisms are kept.
 """
 
 

@@ -8,6 +8,9 @@ function takes the key and ``args`` as arguments and is kept for the last few ``
 ``monte_carlo`` again with the same ``f`` (another key, other data of the same shapes) does not
 compile again.
 
+Between chunks the runner checks :data:`dpjax.interrupt.STOP` (set by the first SIGINT or SIGTERM
+of a ``dpjax`` command), so a stopped run ends within one chunk.
+
 With a ``mesh``, each chunk's trials are split over the mesh's devices with ``shard_map`` (every
 device runs ``chunk_size / devices`` trials on replicated ``args``): trial ``i`` still uses
 ``fold_in(key, i)``, so the results are those of one device, and the memory of a chunk per device
