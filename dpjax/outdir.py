@@ -3,8 +3,9 @@
 A command that writes ``--out DIR`` (``dpjax study``, ``bench``, ``reproduce``) checks ``DIR``
 before computing anything (:meth:`RunDir.prepare`), writes the run into a staging directory
 ``.DIR.partial`` beside it, and at the end swaps the staging directory in place of ``DIR``
-(:meth:`RunDir.commit`): the files of one run never mix with another's, and a run killed at any
-point leaves the previous ``DIR`` as it was. The staging directory keeps a ``.checkpoint`` of the
+(:meth:`RunDir.commit`): the files of one run never mix with another's (what other runs wrote
+into ``DIR``, such as a nested output directory, is kept), and a run killed at any point leaves
+the previous ``DIR`` as it was. The staging directory keeps a ``.checkpoint`` of the
 finished units of work; a run stopped by a signal commits what it finished and keeps the
 checkpoint in ``DIR/.checkpoint``, and ``--resume`` continues from it (or from the staging
 directory of a run that was killed). Light to import: no JAX.
@@ -23,6 +24,14 @@ MARKER = ".dpjax-output"
 CHECKPOINT = ".checkpoint"
 _UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it) and put back
 os.umask(_UMASK)
+
+
+def _link(source, target) -> None:
+    """A hard link of ``source`` at ``target`` (a copy where the file system has no hard links)."""
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(source, target, follow_symlinks=False)
 
 
 class OutputError(ValueError):
@@ -67,8 +76,10 @@ class RunDir:
       path: ``--out DIR``.
       overwrite: replace an existing, non-empty ``DIR`` (only one a dpjax command wrote).
       resume: continue the interrupted run in ``DIR`` (its checkpoint), else start afresh.
-      own_files: names whose presence shows that ``DIR`` was written by this command before
-        outputs carried the ``.dpjax-output`` marker (e.g. ``results.json``).
+      own_files: the names this command writes in ``DIR`` (files or folders): replaced whole by a
+        new run (with those of the previous run's manifest), while everything else in ``DIR`` is
+        kept. A file of these names also shows that ``DIR`` was written by this command before
+        outputs carried the ``.dpjax-output`` marker.
       command: the program name, for messages.
     """
 
@@ -86,7 +97,7 @@ class RunDir:
         return self.staging / CHECKPOINT
 
     def _ours(self) -> bool:
-        return any((self.path / name).exists() for name in (MARKER, *self.own_files))
+        return any((self.path / name).is_file() for name in (MARKER, *self.own_files))
 
     def check(self) -> None:
         """Raises :class:`OutputError` if ``DIR`` may not be written as asked. Creates nothing."""
@@ -121,12 +132,33 @@ class RunDir:
             self.resumed = True
         return self
 
+    def _keep_others(self) -> None:
+        """Links into the staging directory what ``DIR`` holds that this command does not write (its own
+        names and the files of the previous run's manifest are left behind): e.g. the output of
+        another run nested in ``DIR``. Links, not moves: a run killed here leaves ``DIR`` whole."""
+        if not self.path.is_dir():
+            return
+        ours = {MARKER, CHECKPOINT, *self.own_files}
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            manifest = json.loads((self.path / MARKER).read_text())
+            ours |= {Path(name).parts[0] for name in manifest["files"]}
+        for entry in self.path.iterdir():
+            target = self.staging / entry.name
+            if entry.name in ours or target.exists() or target.is_symlink():
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.copytree(entry, target, symlinks=True, copy_function=_link)
+            else:
+                _link(entry, target)
+
     def commit(self, *, complete: bool, files=()) -> None:
-        """Puts the staging directory in place of ``DIR``; a complete run drops its checkpoint."""
+        """Puts the staging directory in place of ``DIR`` (keeping what other runs wrote there, see
+        :meth:`_keep_others`); a complete run drops its checkpoint."""
         if complete:
             shutil.rmtree(self.checkpoint, ignore_errors=True)
         manifest = {"command": self.command, "complete": complete, "files": sorted(map(str, files))}
         write_text(self.staging / MARKER, json.dumps(manifest, indent=2) + "\n")
+        self._keep_others()
         if self.path.exists():
             old = self.path.parent / f".{self.path.name}.old-{os.getpid()}"
             os.rename(self.path, old)

@@ -142,22 +142,25 @@ def test_out_is_checked_before_computing(tmp_path, capsys):
 def test_run_dir_swaps_whole_runs_and_atomic_files_never_show_a_part(tmp_path):
     from dpjax.outdir import RunDir, atomic_path, write_text
 
-    out = tmp_path / "out"
-    first = RunDir(out, own_files=("results.json",)).prepare()
-    for name in ("results.json", "figures/a.png", "figures/b.png"):
+    out, own = tmp_path / "out", ("results.json", "figures")
+    first = RunDir(out, own_files=own).prepare()
+    for name in ("results.json", "figures/a.png", "figures/b.png", "old.png"):
         write_text(first.staging / name, "first")
-    first.commit(complete=True)
-    second = RunDir(out, overwrite=True, own_files=("results.json",)).prepare()
+    first.commit(complete=True, files=["results.json", "figures/a.png", "figures/b.png", "old.png"])
+    write_text(out / "nested" / "results.json", "another run's")  # e.g. a run with --out out/nested
+    second = RunDir(out, overwrite=True, own_files=own).prepare()
     write_text(second.staging / "results.json", "second")
     write_text(second.staging / "figures/a.png", "second")
     assert _files(out)["figures/b.png"] == b"first"  # untouched until the commit
-    second.commit(complete=True)
-    assert set(_files(out)) == {"results.json", "figures/a.png", ".dpjax-output"}  # no stale figure
+    second.commit(complete=True, files=["results.json", "figures/a.png"])
+    # no stale figure nor file of the previous run; the nested run is kept
+    assert set(_files(out)) == {"results.json", "figures/a.png", ".dpjax-output", "nested/results.json"}
     assert (out / "results.json").read_text() == "second"
+    assert (out / "nested" / "results.json").read_text() == "another run's"
     with pytest.raises(RuntimeError), atomic_path(out / "results.json") as tmp:
         tmp.write_text("half")
         raise RuntimeError("killed while writing")
-    assert (out / "results.json").read_text() == "second" and len(list(out.iterdir())) == 3
+    assert (out / "results.json").read_text() == "second" and len(list(out.iterdir())) == 4
     assert oct((out / "results.json").stat().st_mode & 0o777) == oct(0o666 & ~_umask())
 
 

@@ -20,6 +20,7 @@ from dpjax.cli import positive_float, positive_int
 
 QUICK_SCALE = 0.1
 REFERENCE_MEMORY = 16 * 2**30  # scale 1 (the headline sizes) needs well under this
+FILES = ("results.json", "results.md", "results.png")  # what --out DIR gets
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         from dpjax.outdir import OutputError, RunDir
 
-        out = RunDir(args.out, overwrite=args.overwrite, resume=args.resume, own_files=("results.json",),
+        out = RunDir(args.out, overwrite=args.overwrite, resume=args.resume, own_files=FILES,
                      command="dpjax bench")
         try:
             out.check()
@@ -213,7 +214,7 @@ def _report(args, record: dict, out) -> int:
         report.write_json(record, out.staging / "results.json")
         (out.staging / "results.md").write_text(report.markdown(record))
         report.plot(record, out.staging / "results.png")
-        out.commit(complete=not stopped, files=["results.json", "results.md", "results.png"])
+        out.commit(complete=not stopped, files=FILES)
         print(f"wrote results.json, results.md and results.png to {out.path}"
               + (" (interrupted: --resume continues it)" if stopped else ""))
     if args.update_readme and not stopped:

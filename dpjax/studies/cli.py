@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         from dpjax.outdir import OutputError, RunDir
 
         out = RunDir(options["out"], overwrite=args.overwrite, resume=args.resume,
-                     own_files=("results.json",), command="dpjax study")
+                     own_files=("results.json", "results.csv", "figures"), command="dpjax study")
         try:
             out.check()
         except OutputError as err:

@@ -201,8 +201,9 @@ def run(args: argparse.Namespace) -> int:
         return _error(problem)
     if args.markdown is not None and args.markdown.is_dir():
         return _error(f"--markdown {args.markdown} is a directory")
-    out = RunDir(args.out, overwrite=args.overwrite, resume=args.resume,
-                 own_files=("reproduction.csv", "reproduction.md"), command="dpjax reproduce")
+    own = ("reproduction.csv", "reproduction.md", *(f"{name}.png" for name in REPRODUCTIONS))
+    out = RunDir(args.out, overwrite=args.overwrite, resume=args.resume, own_files=own,
+                 command="dpjax reproduce")
     try:
         out.check()
     except OutputError as err:
