@@ -144,6 +144,29 @@ def _error(message: str) -> int:
     return 2
 
 
+def _checked(path, name: str, value):
+    """A configuration file's option, checked like the same option on the command line."""
+    one = {"trials": positive_int, "seed": int, "confidence": _level, "jobs": positive_int}
+    many = {"epsilon": positive_float, "study": str, "dataset": str}
+    try:
+        if name in one and not isinstance(value, bool):
+            return one[name](str(value))
+        if name in many and isinstance(value, list) and value:
+            values = [many[name](str(v)) for v in value if not isinstance(v, bool)]
+            known = name != "dataset" or set(values) <= set(datasets.DATASET_NAMES)
+            if len(values) == len(value) and known:
+                return values
+        elif name in ("out", "compile_cache") and isinstance(value, str) and value:
+            return value
+    except (argparse.ArgumentTypeError, ValueError):
+        pass
+    expected = {"epsilon": "a list of numbers > 0", "study": "a list of study names",
+                "dataset": f"a list of {', '.join(datasets.DATASET_NAMES)}", "trials": "an integer >= 1",
+                "jobs": "an integer >= 1", "seed": "an integer", "confidence": "a number in (0, 1)"}
+    expected = expected.get(name, "a non-empty string")
+    raise ValueError(f"{path}: option {name} must be {expected}, got {value!r}")
+
+
 def _options(args) -> tuple[dict, list]:
     """Command line over configuration file over defaults."""
     config, custom = {}, []
@@ -151,6 +174,7 @@ def _options(args) -> tuple[dict, list]:
         from dpjax.studies import config as config_file
 
         config, custom = config_file.load(args.config)
+        config = {name: _checked(args.config, name, value) for name, value in config.items()}
     options = {}
     names = ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs", "compile_cache")
     for name in names:

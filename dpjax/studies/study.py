@@ -541,6 +541,8 @@ def error_location(err: BaseException, fn: Callable | None = None) -> str:
     import inspect
     import traceback
 
+    if isinstance(err, SyntaxError) and err.filename:  # raised where the file was read, about the file
+        return f"{err.filename}:{err.lineno}"
     frames = traceback.extract_tb(err.__traceback__)
     if not frames:
         return "unknown"
