@@ -186,3 +186,42 @@ def test_no_bad_argument_of_any_subcommand_gives_a_traceback(argv, bad_runs, req
         request.applymarker(pytest.mark.xfail(reason="dpjax train validates after parsing", strict=False))
     code, err = bad_runs[tuple(argv)]
     assert code != "traceback" and "Traceback" not in err, err[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('trials = "x"', "option trials must be an integer >= 1"),
+        ("epsilon = [0, 1]", "option epsilon must be a list of numbers > 0"),
+        ("confidence = 1.5", "option confidence must be a number in (0, 1)"),
+        ('dataset = ["mnist"]', "option dataset must be a list of"),
+        ("seed = true", "option seed must be an integer"),
+        ("trails = 3", "unknown options ['trails']"),
+        ("trials = [", "Invalid"),
+        ('[studies.x]\nmechanisms = { a = "broken.py:f" }', "SyntaxError"),
+    ],
+)
+def test_bad_config_files_are_refused_clearly(text, message, tmp_path, capsys):
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    (tmp_path / "c.toml").write_text(text + "\n")
+    assert main(["study", "--config", str(tmp_path / "c.toml"), "--list"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_bench_and_reproduce_refuse_foreign_input_files(tmp_path, capsys):
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "README.md").write_text("no markers\n")
+    readme, other = str(tmp_path / "README.md"), str(tmp_path / "other.csv")
+    for argv, message in (
+        (["bench", "--from-json", str(tmp_path / "list.json")], "not a results.json"),
+        (["bench", "--update-readme", readme], "must contain one <!-- dpjax-bench:begin"),
+        (["reproduce", "--from-csv", other, "--update-readme", readme], "must contain one"),
+    ):
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- dpjax-bench:begin reproduction -->\n<!-- dpjax-bench:end reproduction -->\n")
+    assert main(["reproduce", "--from-csv", str(tmp_path / "other.csv"), "--update-readme", str(readme)]) == 2
+    assert "not a reproduction.csv" in capsys.readouterr().err

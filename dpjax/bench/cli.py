@@ -181,8 +181,10 @@ def run(args: argparse.Namespace) -> int:
         return _error("--overwrite and --resume need --out DIR")
     try:
         record = report.read_json(args.from_json) if args.from_json else None
-    except ValueError as err:
+    except (OSError, ValueError) as err:
         return _error(f"--from-json {args.from_json}: not a results.json ({err})")
+    if args.from_json and not (isinstance(record, dict) and isinstance(record.get("rows"), list)):
+        return _error(f"--from-json {args.from_json}: not a results.json of dpjax bench (no rows)")
     with interrupt.handled():
         if record is None:
             record = _measure(args, out)
