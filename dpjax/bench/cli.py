@@ -209,6 +209,11 @@ def _measure(args, out) -> dict:
 def _report(args, record: dict, out) -> int:
     """Prints and writes ``record``; returns the exit status."""
     stopped = record.get("status") == "interrupted"
+    if stopped and not record["rows"]:
+        if out is not None:
+            out.discard()
+        print("dpjax bench: interrupted before the first case finished; nothing written", file=sys.stderr)
+        return interrupt.exit_code()
     print(report.terminal(record))
     if out is not None:
         if not out.staging.is_dir():  # --from-json: nothing was measured

@@ -304,10 +304,10 @@ def _run(selected, options, start, out) -> int:
             out.commit(complete=not stopped, files=[p.relative_to(out.staging) for p in paths])
             print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {out.path}"
                   + (" (interrupted: --resume continues it)" if stopped else ""), flush=True)
-        elif stopped:
-            print(f"dpjax study: nothing finished; {out.path} is unchanged", flush=True)
         else:
             out.discard()
+            if stopped:
+                print(f"dpjax study: nothing finished; {out.path} is unchanged", flush=True)
     if stopped:
         print(f"dpjax study: interrupted; {len(done)} of {len(selected)} studies finished", file=sys.stderr)
         return interrupt.exit_code(stopped)

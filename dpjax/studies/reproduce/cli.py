@@ -286,10 +286,10 @@ def _run(args, names: list[str], out: RunDir) -> int:
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
     if done:
         _write(args, out, done, command, seconds, cpu_seconds, stopped)
-    elif stopped:
-        print(f"dpjax reproduce: nothing finished; {out.path} is unchanged", flush=True)
     else:
         out.discard()
+        if stopped:
+            print(f"dpjax reproduce: nothing finished; {out.path} is unchanged", flush=True)
     if stopped:
         print(f"dpjax reproduce: interrupted; {len(done)} of {len(names)} reproductions finished",
               file=sys.stderr)
