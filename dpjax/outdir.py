@@ -168,5 +168,7 @@ class RunDir:
             os.rename(self.staging, self.path)
 
     def discard(self) -> None:
-        """Removes the staging directory (nothing to write)."""
-        shutil.rmtree(self.staging, ignore_errors=True)
+        """Removes the staging directory (nothing to write), unless its checkpoint holds finished work
+        (of a killed run that this one was resuming)."""
+        if not (self.checkpoint.is_dir() and any(self.checkpoint.iterdir())):
+            shutil.rmtree(self.staging, ignore_errors=True)
