@@ -463,8 +463,8 @@ def run_study(
         finished steps instead of running them, and returns a result bit-identical to an
         uninterrupted run: each step's key is ``fold_in`` of the seed by the study, mechanism and
         dataset names, never the state of a running split. Steps saved with other settings
-        (seed, trials, replicates, confidence, grid) are not reused. The files are pickles: read
-        only checkpoints you wrote.
+        (seed, trials, replicates, confidence, grid, backend, ``jax_enable_x64``) are not reused.
+        The files are pickles: read only checkpoints you wrote.
       on_error: ``"raise"``: an exception of a step ends the run; ``"record"``: the step is left
         out, the run goes on with the other mechanisms and ``record["failures"]`` lists each
         failed step with the error and the file and line where it was raised (if every step
@@ -559,7 +559,8 @@ def _step_name(plan: _Plan, cell: _Cell) -> str:
     import hashlib
 
     what = (plan.study.name, plan.seed, plan.trials, plan.replicates, plan.confidence, cell.mechanism.name,
-            cell.dataset, sorted(cell.static.items()), [sorted(p.items()) for p in cell.points])
+            cell.dataset, sorted(cell.static.items()), [sorted(p.items()) for p in cell.points],
+            jax.default_backend(), bool(jax.config.jax_enable_x64))  # float results differ between these
     return hashlib.sha256(repr(what).encode()).hexdigest()[:32]
 
 
