@@ -299,8 +299,7 @@ def _run(selected, options, start, out) -> int:
           f"{jax.default_backend()}", flush=True)
     if out is not None:
         if done or unfinished:
-            status = "interrupted" if stopped else "complete"
-            paths = _write(done, unfinished, options, wall, out.staging, status=status, failures=failures)
+            paths, stopped = _write(done, unfinished, options, wall, out.staging, failures=failures)
             out.commit(complete=not stopped, files=[p.relative_to(out.staging) for p in paths])
             print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {out.path}"
                   + (" (interrupted: --resume continues it)" if stopped else ""), flush=True)
@@ -319,19 +318,28 @@ def _run(selected, options, start, out) -> int:
     return 0
 
 
-def _write(results, unfinished, options, wall: float, out: Path, *, status: str,
-           failures: list) -> list[Path]:
-    """results.csv, results.json and figures/STUDY.png under ``out`` (the staging directory): the rows of
-    the finished studies and the finished steps of ``unfinished`` ones (no figure for those)."""
+def _write(results, unfinished, options, wall: float, out: Path, *, failures: list):
+    """figures/STUDY.png, results.csv and results.json under ``out`` (the staging directory): the rows of
+    the finished studies and the finished steps of ``unfinished`` ones (no figure for those). A stop
+    asked for while the figures are drawn skips the rest of them (``--resume`` draws them) and the
+    record says "interrupted".
+    Returns the paths and the signal that stopped the run (``None`` if it is complete)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import pandas as pd
 
+    from dpjax import interrupt
     from dpjax.studies.record import run_record
     from dpjax.studies.study import save_figure
 
     (out / "figures").mkdir(parents=True, exist_ok=True)
+    figures, computing_stopped = [], interrupt.STOP.is_set()  # then the finished studies' figures are drawn
+    for r in results:
+        if interrupt.STOP.is_set() and not computing_stopped:  # a stop asked for while drawing
+            break
+        figures.append(out / "figures" / f"{r.study.name}.png")
+        save_figure(r.figure(), figures[-1])
     every = results + unfinished
     table = pd.concat([r.table for r in every], ignore_index=True)
     csv_path, json_path = out / "results.csv", out / "results.json"
@@ -344,7 +352,8 @@ def _write(results, unfinished, options, wall: float, out: Path, *, status: str,
         started=time.time() - wall, wall_seconds=wall,
         steps=[{"study": r.study.name, **s} for r in every for s in r.record["steps"]],
     )
-    record["status"] = status
+    stopped = interrupt.received()
+    record["status"] = "interrupted" if stopped else "complete"
     record["unfinished_studies"] = [r.study.name for r in unfinished]
     record["failures"] = failures
     payload = {
@@ -355,8 +364,4 @@ def _write(results, unfinished, options, wall: float, out: Path, *, status: str,
         "rows": json.loads(table.to_json(orient="records")),
     }
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
-    paths = [csv_path, json_path]
-    for r in results:
-        paths.append(out / "figures" / f"{r.study.name}.png")
-        save_figure(r.figure(), paths[-1])
-    return paths
+    return [csv_path, json_path, *figures], stopped
