@@ -195,6 +195,10 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(err))
     except Exception as err:  # a config's Python file that fails to execute
         return _error(f"{args.config}: {type(err).__name__}: {err} (at {_where(err)})")
+    try:
+        out = None if args.list else _out(args, options)
+    except ValueError as err:
+        return _error(str(err))
     from dpjax.studies.registry import studies
 
     registered = {**studies(), **{s.name: s for s in custom}}
@@ -213,22 +217,25 @@ def run(args: argparse.Namespace) -> int:
         selected = [s for s in selected if set(s.datasets) & set(options["dataset"])]
         if not selected:
             return _error("no selected study runs on the selected datasets")
-    out = None
-    if options["out"] is not None:
-        from dpjax.outdir import OutputError, RunDir
-
-        out = RunDir(options["out"], overwrite=args.overwrite, resume=args.resume,
-                     own_files=("results.json", "results.csv", "figures"), command="dpjax study")
-        try:
-            out.check()
-        except OutputError as err:
-            return _error(str(err))
-    elif args.overwrite or args.resume:
-        return _error("--overwrite and --resume need --out DIR")
     from dpjax import interrupt
 
     with interrupt.handled():
         return _run(selected, options, start, out)
+
+
+def _out(args, options):
+    """The checked output directory (``None`` without ``--out``); raises ``ValueError`` (an
+    :class:`~dpjax.outdir.OutputError`) at once when it cannot be used as asked."""
+    from dpjax.outdir import RunDir
+
+    if options["out"] is None:
+        if args.overwrite or args.resume:
+            raise ValueError("--overwrite and --resume need --out DIR")
+        return None
+    out = RunDir(options["out"], overwrite=args.overwrite, resume=args.resume,
+                 own_files=("results.json", "results.csv", "figures"), command="dpjax study")
+    out.check()
+    return out
 
 
 def _where(err: BaseException) -> str:
