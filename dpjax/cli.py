@@ -11,7 +11,9 @@ import argparse
 import importlib
 import math
 import os
+import signal
 import sys
+import threading
 
 SUBCOMMANDS = (
     "dpjax.studies.cli",  # dpjax study
@@ -43,17 +45,44 @@ def positive_float(text: str) -> float:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dpjax`` parser with every subcommand."""
     parser = argparse.ArgumentParser(
-        prog="dpjax", description="Differential-privacy mechanisms as vectorized JAX kernels."
+        prog="dpjax", description="Differential-privacy mechanisms as vectorized JAX kernels.",
+        epilog="Ctrl-C (SIGINT) or SIGTERM stops study, bench and reproduce after the work in progress: "
+        "what is finished is written, and the exit status is 130 (143 for SIGTERM).",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     help="one of the commands below; COMMAND --help for its options")
     for name in SUBCOMMANDS:
         module = importlib.import_module(name)
         module.add_parser(commands).set_defaults(run=module.run)
-    args = parser.parse_args(argv)
-    return args.run(args)
+    return parser
+
+
+def _terminate(signum, frame):
+    from dpjax.interrupt import Interrupted
+
+    raise Interrupted(signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs ``dpjax``; returns the exit status (130 after Ctrl-C, 143 after SIGTERM, never a traceback)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from dpjax import interrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        args = build_parser().parse_args(argv)
+        return args.run(args)
+    except KeyboardInterrupt as err:  # outside the commands' own handling: before or after their work
+        signum = getattr(err, "signum", signal.SIGINT)
+        print(f"\ndpjax: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return interrupt.exit_code(signum)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 if __name__ == "__main__":

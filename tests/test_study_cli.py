@@ -162,7 +162,8 @@ def test_second_run_loads_the_compiled_study_from_the_compile_cache(tmp_path):
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root), "DPJAX_COMPILE_CACHE": str(tmp_path / "cache")}
     command = [sys.executable, "-c", "from dpjax.cli import main; raise SystemExit(main(['study', "
-               "'--study', 'clipped_mean', '--trials', '50', '--epsilon', '1', '--out', 'out']))"]
+               "'--study', 'clipped_mean', '--trials', '50', '--epsilon', '1', '--out', 'out', "
+               "'--overwrite']))"]
     hits = []
     for run in ("first", "second"):
         out = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -6,10 +6,12 @@ Registered in :mod:`dpjax.cli` with :func:`add_parser` and dispatched to :func:`
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
 
+from dpjax import interrupt
 from dpjax.bench import report
 from dpjax.bench.cases import FAMILIES, cases
 from dpjax.bench.harness import device_memory
@@ -18,6 +20,7 @@ from dpjax.cli import positive_float, positive_int
 
 QUICK_SCALE = 0.1
 REFERENCE_MEMORY = 16 * 2**30  # scale 1 (the headline sizes) needs well under this
+FILES = ("results.json", "results.md", "results.png")  # what --out DIR gets
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -31,12 +34,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "compile time and memory, with peer libraries (the 'bench' extra) side by side.",
     )
     parser.add_argument(
-        "families", nargs="*", metavar="FAMILY", help=f"families to run: {', '.join(FAMILIES)}"
+        "families", nargs="*", metavar="FAMILY", help=f"families to run: {', '.join(FAMILIES)} (default: all)"
     )
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"a smoke run: {QUICK_SCALE:g} x the headline sizes, 3 repeats (minutes on 2 CPU cores)",
+        help=f"a smoke run: {QUICK_SCALE:g} x the headline sizes, 3 repeats (minutes on 2 CPU cores; "
+        "default: the headline sizes)",
     )
     parser.add_argument(
         "--size",
@@ -48,26 +52,45 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--repeats", type=positive_int, help="timed repeats per measurement (default 5; 3 with --quick)"
     )
-    parser.add_argument("--no-peers", action="store_true", help="skip the peer libraries and NumPy loops")
     parser.add_argument(
-        "--out", type=Path, metavar="DIR", help="write results.json, results.md and results.png"
+        "--no-peers", action="store_true", help="skip the peer libraries and NumPy loops (default: run them)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write results.json, results.md and results.png to DIR (default: no files); DIR must be new "
+        "or empty unless --overwrite or --resume is given",
+    )
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run's files in --out DIR (default: refuse)",
+    )
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --out DIR: its finished cases are kept (default: start afresh)",
     )
     parser.add_argument(
         "--update-readme",
         type=Path,
         metavar="FILE",
-        help="replace the region between the dpjax-bench markers of FILE with the Markdown report",
+        help="replace the region between the dpjax-bench markers of FILE with the Markdown report "
+        "(default: none; not after an interrupted run)",
     )
     parser.add_argument(
         "--region",
         metavar="NAME",
-        help="with --update-readme: the region between <!-- dpjax-bench:begin NAME --> and its end marker",
+        help="with --update-readme: the region between <!-- dpjax-bench:begin NAME --> and its end marker "
+        "(default: the unnamed region)",
     )
     parser.add_argument(
         "--from-json",
         type=Path,
         metavar="FILE",
-        help="do not run: report a results.json written earlier (for --out / --update-readme)",
+        help="do not run: report a results.json written earlier (for --out / --update-readme; default: run)",
     )
     return parser
 
@@ -94,8 +117,9 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(["dpjax bench", *args.families, *options])
 
 
-def collect(args: argparse.Namespace) -> dict:
-    """Runs the selected families and returns the JSON record."""
+def collect(args: argparse.Namespace, finished=(), on_row=None) -> dict:
+    """Runs the selected families and returns the JSON record (``finished``, ``on_row``: see
+    :func:`~dpjax.bench.run.run_cases`)."""
     scale = (
         args.size if args.size is not None else (QUICK_SCALE if args.quick else auto_scale(device_memory()))
     )
@@ -106,26 +130,108 @@ def collect(args: argparse.Namespace) -> dict:
         repeats=args.repeats or (3 if args.quick else 5),
         peer_repeats=2 if args.quick else 3,
         with_peers=not args.no_peers,
+        finished=finished,
+        on_row=on_row,
     )
+
+
+def readme_problem(path: Path | None, region: str | None) -> str | None:
+    """Why ``--update-readme path`` cannot be updated (checked before any computing), or ``None``."""
+    if path is None:
+        return None
+    if not path.is_file():
+        return f"--update-readme {path}: no such file"
+    begin, end = report.markers(region)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        return f"--update-readme {path}: {err}"
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        return f"--update-readme {path} must contain one {begin} line followed by one {end} line"
+    return None
+
+
+def _error(message: str) -> int:
+    print(f"dpjax bench: error: {message}", file=sys.stderr)
+    return 2
 
 
 def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.families) - set(FAMILIES))
     if unknown:
-        print(
-            f"dpjax bench: error: unknown family {', '.join(unknown)}; choose from {', '.join(FAMILIES)}",
-            file=sys.stderr,
-        )
-        return 2
-    record = report.read_json(args.from_json) if args.from_json else collect(args)
+        return _error(f"unknown family {', '.join(unknown)}; choose from {', '.join(FAMILIES)}")
+    if args.region is not None and args.update_readme is None:
+        return _error("--region needs --update-readme FILE")
+    if args.from_json is not None and not args.from_json.is_file():
+        return _error(f"--from-json {args.from_json}: no such file")
+    problem = readme_problem(args.update_readme, args.region)
+    if problem:
+        return _error(problem)
+    out = None
+    if args.out is not None:
+        from dpjax.outdir import OutputError, RunDir
+
+        out = RunDir(args.out, overwrite=args.overwrite, resume=args.resume, own_files=FILES,
+                     command="dpjax bench")
+        try:
+            out.check()
+        except OutputError as err:
+            return _error(str(err))
+    elif args.overwrite or args.resume:
+        return _error("--overwrite and --resume need --out DIR")
+    try:
+        record = report.read_json(args.from_json) if args.from_json else None
+    except (OSError, ValueError) as err:
+        return _error(f"--from-json {args.from_json}: not a results.json ({err})")
+    if args.from_json and not (isinstance(record, dict) and isinstance(record.get("rows"), list)):
+        return _error(f"--from-json {args.from_json}: not a results.json of dpjax bench (no rows)")
+    with interrupt.handled():
+        if record is None:
+            record = _measure(args, out)
+        return _report(args, record, out)
+
+
+def _measure(args, out) -> dict:
+    """Runs the benchmark, checkpointing each row in the staging directory of ``out``."""
+    from dpjax.outdir import write_text
+
+    if out is None:
+        return collect(args)
+    out.prepare()
+    saved = out.checkpoint / "record.json"
+    finished = report.read_json(saved)["rows"] if saved.is_file() else []
+    if finished:
+        print(f"dpjax bench: resuming the interrupted run in {out.path} ({len(finished)} cases done)")
+    out.checkpoint.mkdir(exist_ok=True)
+    return collect(args, finished, on_row=lambda record: write_text(saved, json.dumps(record) + "\n"))
+
+
+def _report(args, record: dict, out) -> int:
+    """Prints and writes ``record``; returns the exit status."""
+    stopped = record.get("status") == "interrupted"
+    if stopped and not record["rows"]:
+        if out is not None:
+            out.discard()
+        print("dpjax bench: interrupted before the first case finished; nothing written", file=sys.stderr)
+        return interrupt.exit_code()
     print(report.terminal(record))
-    if args.out:
-        report.save(record, args.out)
-    if args.update_readme:
+    if out is not None:
+        if not out.staging.is_dir():  # --from-json: nothing was measured
+            out.prepare()
+        report.write_json(record, out.staging / "results.json")
+        (out.staging / "results.md").write_text(report.markdown(record))
+        report.plot(record, out.staging / "results.png")
+        out.commit(complete=not stopped, files=FILES)
+        print(f"wrote results.json, results.md and results.png to {out.path}"
+              + (" (interrupted: --resume continues it)" if stopped else ""))
+    if args.update_readme and not stopped:
         report.update_readme(args.update_readme, report.markdown(record), args.region)
         print(f"updated {args.update_readme}")
     if not args.from_json:
         print(f"dpjax bench: {record['wall_seconds']:.0f} s")
+    if stopped:
+        print(f"dpjax bench: interrupted after {len(record['rows'])} cases", file=sys.stderr)
+        return interrupt.exit_code()
     return 1 if any("error" in row for row in record["rows"]) else 0
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 import jax
 
+from dpjax import interrupt
 from dpjax.bench import peers as peer_libraries
 from dpjax.bench.case import Case
 from dpjax.bench.floor import floor_releases, rng_floor
@@ -138,6 +139,11 @@ def measure(
     return row
 
 
+def case_id(row: dict) -> tuple:
+    """What names a case in the rows of a record: family, mechanism and setting."""
+    return row["family"], row["mechanism"], row["setting"]
+
+
 def run_cases(
     cases: Iterable[Case],
     *,
@@ -146,9 +152,16 @@ def run_cases(
     repeats: int = 5,
     peer_repeats: int = 3,
     with_peers: bool = True,
+    finished: Iterable[dict] = (),
+    on_row: Callable[[dict], None] | None = None,
 ) -> dict:
     """Measures every case (a failing case is recorded with its error) and returns the JSON record:
-    the command, date, machine, load averages before and after, scale, repeats and the rows."""
+    the command, date, machine, load averages before and after, scale, repeats, the rows and the
+    ``status``: ``"complete"``, or ``"interrupted"`` when a signal stopped the run (see
+    :mod:`dpjax.interrupt`; the rows are the cases finished before it).
+
+    ``finished`` rows (of an interrupted run: ``--resume``) are kept instead of measuring their cases
+    again; ``on_row(record)`` is called after each row (to checkpoint the record)."""
     start = time.perf_counter()
     memory = device_memory()
     record = {
@@ -161,25 +174,30 @@ def run_cases(
         "rows": [],
     }
     print(f"{command}: backend {jax.default_backend()}, scale {scale:g}, {repeats} repeats", flush=True)
-    family = None
+    done = {case_id(row): row for row in finished if "error" not in row}
+    family, record["status"] = None, "complete"
     for case in cases:
         if case.family != family:
             family = case.family
             print(f"{family}:", flush=True)
-        try:
-            row = measure(
-                case,
-                memory=memory,
-                repeats=repeats,
-                peer_repeats=peer_repeats,
-                with_peers=with_peers,
-                log=lambda text: print(text, flush=True),
-            )
-        except Exception as err:  # report, run the other cases, let the caller exit non-zero
-            row = {"family": case.family, "mechanism": case.mechanism, "setting": case.setting}
-            row["error"] = f"{type(err).__name__}: {err}"
-            print(f"error: {case.mechanism}: {row['error']}", file=sys.stderr, flush=True)
+        row = done.get((case.family, case.mechanism, case.setting))
+        if row is not None:
+            print(f"  {case.mechanism}: from the checkpoint", flush=True)
+        else:
+            try:
+                with interrupt.raising():  # a signal stops the case at once; the finished rows are kept
+                    row = measure(case, memory=memory, repeats=repeats, peer_repeats=peer_repeats,
+                                  with_peers=with_peers, log=lambda text: print(text, flush=True))
+            except interrupt.Interrupted:
+                record["status"] = "interrupted"
+                break
+            except Exception as err:  # report, run the other cases, let the caller exit non-zero
+                row = {"family": case.family, "mechanism": case.mechanism, "setting": case.setting}
+                row["error"] = f"{type(err).__name__}: {err}"
+                print(f"error: {case.mechanism}: {row['error']}", file=sys.stderr, flush=True)
         record["rows"].append(row)
+        if on_row is not None:
+            on_row(record)
     record["load_average_end"] = load_average()
     record["device_peak_memory_bytes"] = device_peak_memory()
     record["wall_seconds"] = time.perf_counter() - start

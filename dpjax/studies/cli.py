@@ -39,16 +39,25 @@ Columns of results.csv (one row per cell and statistic; also described in result
 {columns}
 
 Files written with --out DIR: results.csv (the tidy table of every study), results.json (run
-record: seed, trials, versions, backend, date, wall time, compiles; metric legend; rows) and
-figures/STUDY.png (per study: one panel per metric and statistic against epsilon, log-log, CI
-bands, closed forms dashed).
+record: seed, trials, versions, backend, date, wall time, compiles, status, failures; metric
+legend; rows) and figures/STUDY.png (per study: one panel per metric and statistic against
+epsilon, log-log, CI bands, closed forms dashed). DIR is checked before any computing and replaced
+whole at the end (the run is written to .DIR.partial first), so files of two runs never mix.
+
+Interrupting: Ctrl-C or SIGTERM stops after the steps in progress, writes every finished step
+(figures of the finished studies only), records "status": "interrupted" and exits with 130 (143
+for SIGTERM); a second signal stops at once. --resume continues from the finished steps and gives
+the results.csv of an uninterrupted run, byte for byte.
 
 Compilation cache: compiled studies are kept in JAX's persistent cache (--compile-cache, default
 ~/.cache/dpjax/jax), so a second run loads them instead of compiling; the table headers say how
 many compiles came from the cache.
 
 Custom studies: --config FILE.toml (see dpjax.studies.config), or the Python API
-dpjax.studies.run_study, which makes the same tables and figures.
+dpjax.studies.run_study, which makes the same tables and figures. The Python files that the
+configuration names ("file.py:function") are executed when it is read, each once, --list
+included: use only files you trust. A mechanism that raises is reported with its file and line
+(and listed under "failures" in results.json); the study's other mechanisms are kept.
 """
 
 
@@ -77,22 +86,36 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--epsilon", type=positive_float, nargs="+",
                         help="the epsilon grid of every study (default: each study's, 0.25 1 4)")
     parser.add_argument("--seed", type=int, help="seed of the built-in data and of the noise (default: 0)")
-    parser.add_argument("--study", nargs="+", metavar="NAME", help="run only these studies (see --list)")
+    parser.add_argument("--study", nargs="+", metavar="NAME",
+                        help="run only these studies (see --list; default: all registered studies, or only "
+                        "those of --config when it declares some)")
     parser.add_argument("--dataset", nargs="+", metavar="NAME", choices=datasets.DATASET_NAMES,
-                        help="run only on these built-in datasets")
+                        help=f"run only on these built-in datasets ({', '.join(datasets.DATASET_NAMES)}; "
+                        "default: each study's)")
     parser.add_argument("--confidence", type=_level, help="level of the confidence intervals (default: 0.95)")
     parser.add_argument("--config", type=Path, metavar="FILE",
-                        help="a TOML file of options and studies of your own (see below)")
+                        help="a TOML file of options and studies of your own (see below; default: none). "
+                        "The Python files it names (\"file.py:function\") are EXECUTED, each once, when the "
+                        "file is read (also with --list): use only files you trust")
     parser.add_argument("--jobs", type=positive_int, metavar="N",
                         help="studies run at the same time, in threads (default: 2)")
     parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="write results.csv, results.json and figures/STUDY.png to DIR")
+                        help="write results.csv, results.json and figures/STUDY.png to DIR (default: no "
+                        "files); "
+                        "DIR must be new or empty unless --overwrite or --resume is given")
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--overwrite", action="store_true",
+                       help="replace the files of an earlier run in --out DIR (default: refuse)")
+    again.add_argument("--resume", action="store_true",
+                       help="continue the interrupted run in --out DIR from its finished steps; the results "
+                       "are those of an uninterrupted run (default: start afresh)")
     parser.add_argument(
         "--compile-cache", metavar="DIR|off",
         help=f"JAX's persistent compilation cache: later runs load the compiled studies instead of compiling "
         f"them again (default: ${CACHE_ENV}, else ~/.cache/dpjax/jax; 'off' turns it off; a cache "
         "directory set in JAX's own configuration wins)")
-    parser.add_argument("--list", action="store_true", help="list the studies and datasets, then exit")
+    parser.add_argument("--list", action="store_true",
+                        help="list the studies (with those of --config) and datasets, then exit")
     return parser
 
 
@@ -121,6 +144,29 @@ def _error(message: str) -> int:
     return 2
 
 
+def _checked(path, name: str, value):
+    """A configuration file's option, checked like the same option on the command line."""
+    one = {"trials": positive_int, "seed": int, "confidence": _level, "jobs": positive_int}
+    many = {"epsilon": positive_float, "study": str, "dataset": str}
+    try:
+        if name in one and not isinstance(value, bool):
+            return one[name](str(value))
+        if name in many and isinstance(value, list) and value:
+            values = [many[name](str(v)) for v in value if not isinstance(v, bool)]
+            known = name != "dataset" or set(values) <= set(datasets.DATASET_NAMES)
+            if len(values) == len(value) and known:
+                return values
+        elif name in ("out", "compile_cache") and isinstance(value, str) and value:
+            return value
+    except (argparse.ArgumentTypeError, ValueError):
+        pass
+    expected = {"epsilon": "a list of numbers > 0", "study": "a list of study names",
+                "dataset": f"a list of {', '.join(datasets.DATASET_NAMES)}", "trials": "an integer >= 1",
+                "jobs": "an integer >= 1", "seed": "an integer", "confidence": "a number in (0, 1)"}
+    expected = expected.get(name, "a non-empty string")
+    raise ValueError(f"{path}: option {name} must be {expected}, got {value!r}")
+
+
 def _options(args) -> tuple[dict, list]:
     """Command line over configuration file over defaults."""
     config, custom = {}, []
@@ -128,6 +174,7 @@ def _options(args) -> tuple[dict, list]:
         from dpjax.studies import config as config_file
 
         config, custom = config_file.load(args.config)
+        config = {name: _checked(args.config, name, value) for name, value in config.items()}
     options = {}
     names = ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs", "compile_cache")
     for name in names:
@@ -145,6 +192,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         options, custom = _options(args)
     except (OSError, ValueError) as err:
+        return _error(str(err))
+    except Exception as err:  # a config's Python file that fails to execute
+        return _error(f"{args.config}: {type(err).__name__}: {err} (at {_where(err)})")
+    try:
+        out = None if args.list else _out(args, options)
+    except ValueError as err:
         return _error(str(err))
     from dpjax.studies.registry import studies
 
@@ -164,12 +217,37 @@ def run(args: argparse.Namespace) -> int:
         selected = [s for s in selected if set(s.datasets) & set(options["dataset"])]
         if not selected:
             return _error("no selected study runs on the selected datasets")
-    return _run(selected, options, start)
+    from dpjax import interrupt
+
+    with interrupt.handled():
+        return _run(selected, options, start, out)
 
 
-def _run(selected, options, start) -> int:
+def _out(args, options):
+    """The checked output directory (``None`` without ``--out``); raises ``ValueError`` (an
+    :class:`~dpjax.outdir.OutputError`) at once when it cannot be used as asked."""
+    from dpjax.outdir import RunDir
+
+    if options["out"] is None:
+        if args.overwrite or args.resume:
+            raise ValueError("--overwrite and --resume need --out DIR")
+        return None
+    out = RunDir(options["out"], overwrite=args.overwrite, resume=args.resume,
+                 own_files=("results.json", "results.csv", "figures"), command="dpjax study")
+    out.check()
+    return out
+
+
+def _where(err: BaseException) -> str:
+    from dpjax.studies.study import error_location
+
+    return error_location(err)
+
+
+def _run(selected, options, start, out) -> int:
     import jax
 
+    from dpjax import interrupt
     from dpjax.studies.progress import Progress
     from dpjax.studies.report import format_result
     from dpjax.studies.study import run_study, step_count
@@ -180,8 +258,12 @@ def _run(selected, options, start) -> int:
           f"{'each study’s grid' if epsilon is None else ' '.join(f'{e:g}' for e in epsilon)}, seed "
           f"{options['seed']}", flush=True)
     print(f"dpjax study: compile cache {cache}" if cache else "dpjax study: compile cache off", flush=True)
+    if out is not None:
+        out.prepare()
+        if out.resumed:
+            print(f"dpjax study: resuming the interrupted run in {out.path}", flush=True)
     steps = sum(step_count(s, options["dataset"]) for s in selected)
-    results, failures = {}, []
+    results, partial, failures = {}, {}, []
 
     def one(study, progress):
         grid = {"epsilon": epsilon} if epsilon is not None and "epsilon" in study.grid else None
@@ -189,68 +271,104 @@ def _run(selected, options, start) -> int:
         try:
             result = run_study(study, trials=options["trials"], seed=options["seed"], grid=grid,
                                datasets=options["dataset"], confidence=options["confidence"],
-                               progress=progress)
+                               progress=progress, checkpoint=None if out is None else out.checkpoint,
+                               on_error="record")
+        except interrupt.Interrupted as err:  # keep the finished steps
+            if len(err.result.table):
+                partial[study.name] = err.result
+            return
         except Exception as err:  # report, run the other studies, exit non-zero
-            failures.append(study.name)
-            progress.write(f"dpjax study: error: {study.name}: {type(err).__name__}: {err}", file=sys.stderr)
+            failure = {"study": study.name, "error": f"{type(err).__name__}: {err}", "where": _where(err)}
+            failures.append(failure)
+            progress.write(f"dpjax study: error: {study.name}: {failure['error']} (at {failure['where']})",
+                           file=sys.stderr)
             return
         results[study.name] = result
+        for failure in result.record.get("failures", ()):
+            failures.append({"study": study.name, **failure})
+            progress.write(f"dpjax study: error: {study.name}: {failure['mechanism']} on "
+                           f"{failure['dataset']}: {failure['error']} (at {failure['where']})",
+                           file=sys.stderr)
         progress.write(format_result(result, seconds=time.perf_counter() - study_start) + "\n")
 
     with Progress(steps, lines=True) as progress:
         # Studies run in threads: XLA compiles without holding the GIL, so two compile at once.
         with ThreadPoolExecutor(max_workers=options["jobs"]) as pool:
-            for future in [pool.submit(one, study, progress) for study in selected]:
+            futures = [pool.submit(one, study, progress) for study in selected]
+            for future in futures:
                 future.result()
-    results = [results[s.name] for s in selected if s.name in results]
+    stopped = interrupt.received()
+    done = [results[s.name] for s in selected if s.name in results]
+    unfinished = [partial[s.name] for s in selected if s.name in partial]
     wall = time.perf_counter() - start
-    compiles = sum(r.record["compiles"] for r in results)
-    print(f"dpjax study: {len(results)} studies in {wall:.1f} s, {compiles} compiles, backend "
+    compiles = sum(r.record["compiles"] for r in done + unfinished)
+    print(f"dpjax study: {len(done)} studies in {wall:.1f} s, {compiles} compiles, backend "
           f"{jax.default_backend()}", flush=True)
-    if options["out"] is not None and results:
-        paths = _write(results, options, wall)
-        print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {options['out']}")
+    if out is not None:
+        if done or unfinished:
+            paths, stopped = _write(done, unfinished, options, wall, out.staging, failures=failures)
+            out.commit(complete=not stopped, files=[p.relative_to(out.staging) for p in paths])
+            print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {out.path}"
+                  + (" (interrupted: --resume continues it)" if stopped else ""), flush=True)
+        else:
+            out.discard()
+            if stopped:
+                print(f"dpjax study: nothing finished; {out.path} is unchanged", flush=True)
+    if stopped:
+        print(f"dpjax study: interrupted; {len(done)} of {len(selected)} studies finished", file=sys.stderr)
+        return interrupt.exit_code(stopped)
     if failures:
-        print(f"dpjax study: {len(failures)} studies failed: {', '.join(failures)}", file=sys.stderr)
+        failed = sorted({f["study"] for f in failures})
+        print(f"dpjax study: {len(failed)} studies failed (or lost mechanisms): {', '.join(failed)}",
+              file=sys.stderr)
         return 1
     return 0
 
 
-def _write(results, options, wall: float) -> list[Path]:
-    """results.csv, results.json and figures/STUDY.png under ``options["out"]``."""
+def _write(results, unfinished, options, wall: float, out: Path, *, failures: list):
+    """figures/STUDY.png, results.csv and results.json under ``out`` (the staging directory): the rows of
+    the finished studies and the finished steps of ``unfinished`` ones (no figure for those). A stop
+    asked for while the figures are drawn skips the rest of them (``--resume`` draws them) and the
+    record says "interrupted".
+    Returns the paths and the signal that stopped the run (``None`` if it is complete)."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
+    from dpjax import interrupt
     from dpjax.studies.record import run_record
+    from dpjax.studies.study import save_figure
 
-    out = options["out"]
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    table = pd.concat([r.table for r in results], ignore_index=True)
+    figures, computing_stopped = [], interrupt.STOP.is_set()  # then the finished studies' figures are drawn
+    for r in results:
+        if interrupt.STOP.is_set() and not computing_stopped:  # a stop asked for while drawing
+            break
+        figures.append(out / "figures" / f"{r.study.name}.png")
+        save_figure(r.figure(), figures[-1])
+    every = results + unfinished
+    table = pd.concat([r.table for r in every], ignore_index=True)
     csv_path, json_path = out / "results.csv", out / "results.json"
     table.to_csv(csv_path, index=False)
     record = run_record(
         seed=options["seed"], trials=options["trials"], replicates=1, confidence=options["confidence"],
-        chunk_size=results[0].record["chunk_size"],
+        chunk_size=every[0].record["chunk_size"],
         grid={"epsilon": options["epsilon"]} if options["epsilon"] else {},
-        datasets=sorted({d for r in results for d in r.record["datasets"]}),
+        datasets=sorted({d for r in every for d in r.record["datasets"]}),
         started=time.time() - wall, wall_seconds=wall,
-        steps=[{"study": r.study.name, **s} for r in results for s in r.record["steps"]],
+        steps=[{"study": r.study.name, **s} for r in every for s in r.record["steps"]],
     )
+    stopped = interrupt.received()
+    record["status"] = "interrupted" if stopped else "complete"
+    record["unfinished_studies"] = [r.study.name for r in unfinished]
+    record["failures"] = failures
     payload = {
         "record": record,
         "studies": {r.study.name: {k: v for k, v in r.metadata().items() if k not in ("columns", "record")}
-                    for r in results},
+                    for r in every},
         "columns": {c: COLUMNS[c] for c in table.columns if c in COLUMNS},
         "rows": json.loads(table.to_json(orient="records")),
     }
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
-    paths = [csv_path, json_path]
-    for r in results:
-        fig = r.figure()
-        paths.append(out / "figures" / f"{r.study.name}.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
-    return paths
+    return [csv_path, json_path, *figures], stopped

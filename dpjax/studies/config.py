@@ -18,7 +18,9 @@ declare studies of its own under ``[studies.NAME]``::
     metrics = [ { metric = "abs_error", statistics = ["mean", "q95"], unit = "years" } ]
 
 Functions are ``"module:name"`` (an importable module) or ``"file.py:name"`` (a path relative to
-the configuration file). A metric is the name of a constructor of :mod:`dpjax.studies.metrics`
+the configuration file). **A named file is executed** when the configuration is read (by
+``dpjax study --config``, ``--list`` included), once however many references name it, like an
+import: use only files you trust. A metric is the name of a constructor of :mod:`dpjax.studies.metrics`
 with its keyword arguments, or ``"module:name"`` of a :class:`~dpjax.studies.metrics.Metric`. With
 studies of its own and no ``study`` list, only those run.
 """
@@ -42,18 +44,27 @@ _METRICS = ("abs_error", "rel_error", "error", "squared_error", "recall", "preci
             "wrong_answer", "value")
 
 
-def resolve(reference: str, base: Path):
-    """The object named by ``"module:name"`` or ``"file.py:name"`` (relative to ``base``)."""
+def resolve(reference: str, base: Path, modules: dict | None = None):
+    """The object named by ``"module:name"`` or ``"file.py:name"`` (relative to ``base``).
+
+    A ``file.py`` is executed (like an import) to find ``name``: only name files you trust. With
+    ``modules`` (a dict kept across calls, keyed by the file's resolved path), each file is executed
+    once however many references name it.
+    """
     if not isinstance(reference, str) or ":" not in reference:
         raise ValueError(f"expected 'module:name' or 'file.py:name', got {reference!r}.")
     where, name = reference.rsplit(":", 1)
     if where.endswith(".py"):
         path = (base / where).resolve()
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or not path.exists():
-            raise ValueError(f"no such file: {path}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        modules = {} if modules is None else modules
+        if path not in modules:
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or not path.exists():
+                raise ValueError(f"no such file: {path}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            modules[path] = module
+        module = modules[path]
     else:
         module = importlib.import_module(where)
     try:
@@ -73,9 +84,9 @@ def _dataset(value, base: Path):
     raise ValueError(f"dataset {value!r}: use a built-in name {list(DATASET_NAMES)} or a .npy/.csv file.")
 
 
-def _metric(spec, base: Path):
+def _metric(spec, base: Path, modules: dict):
     if isinstance(spec, str):
-        return resolve(spec, base)
+        return resolve(spec, base, modules)
     spec = dict(spec)
     name = spec.pop("metric", None)
     if name not in _METRICS:
@@ -83,20 +94,20 @@ def _metric(spec, base: Path):
     return getattr(builtin_metrics, name)(**spec)
 
 
-def _study(name: str, spec: dict, base: Path) -> Study:
+def _study(name: str, spec: dict, base: Path, modules: dict) -> Study:
     unknown = sorted(set(spec) - _STUDY_KEYS)
     if unknown:
         raise ValueError(f"study {name!r}: unknown keys {unknown}; use {sorted(_STUDY_KEYS)}.")
     params = dict(spec.get("params", {}))
-    mechanisms = [Mechanism(label, resolve(ref, base), params=params)
+    mechanisms = [Mechanism(label, resolve(ref, base, modules), params=params)
                   for label, ref in spec.get("mechanisms", {}).items()]
     return Study(
         name,
         mechanisms=mechanisms,
         datasets={label: _dataset(value, base) for label, value in spec.get("datasets", {}).items()},
-        metrics=[_metric(m, base) for m in spec.get("metrics", [])],
+        metrics=[_metric(m, base, modules) for m in spec.get("metrics", [])],
         grid=spec.get("grid", {"epsilon": [1.0]}),
-        truth=resolve(spec["truth"], base) if "truth" in spec else None,
+        truth=resolve(spec["truth"], base, modules) if "truth" in spec else None,
         static=spec.get("static", ()),
         description=spec.get("description", ""),
         family="config",
@@ -104,7 +115,8 @@ def _study(name: str, spec: dict, base: Path) -> Study:
 
 
 def load(path) -> tuple[dict, list[Study]]:
-    """The options and the studies of a configuration file."""
+    """The options and the studies of a configuration file. Executes each Python file it names
+    (``"file.py:name"``) once."""
     path = Path(path)
     with open(path, "rb") as f:
         config = tomllib.load(f)
@@ -112,4 +124,5 @@ def load(path) -> tuple[dict, list[Study]]:
     unknown = sorted(set(config) - set(OPTIONS))
     if unknown:
         raise ValueError(f"{path}: unknown options {unknown}; use {list(OPTIONS)} and [studies.NAME].")
-    return config, [_study(name, spec, path.parent) for name, spec in studies.items()]
+    modules: dict = {}  # each file.py executed once
+    return config, [_study(name, spec, path.parent, modules) for name, spec in studies.items()]

@@ -8,6 +8,9 @@ function takes the key and ``args`` as arguments and is kept for the last few ``
 ``monte_carlo`` again with the same ``f`` (another key, other data of the same shapes) does not
 compile again.
 
+Between chunks the runner checks :data:`dpjax.interrupt.STOP` (set by the first SIGINT or SIGTERM
+of a ``dpjax`` command), so a stopped run ends within one chunk.
+
 With a ``mesh``, each chunk's trials are split over the mesh's devices with ``shard_map`` (every
 device runs ``chunk_size / devices`` trials on replicated ``args``): trial ``i`` still uses
 ``fold_in(key, i)``, so the results are those of one device, and the memory of a chunk per device
@@ -26,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
+from dpjax import interrupt
 from dpjax.validation import check_int
 
 DEFAULT_CHUNK_SIZE = 4096
@@ -111,6 +115,7 @@ def monte_carlo(
     pieces = []
     with tqdm(total=trials, desc=description, disable=not progress, leave=False) as bar:
         for start in range(0, trials, chunk_size):
+            interrupt.check()  # a command stopped by a signal ends here, between chunks
             stop = min(start + chunk_size, trials)
             out = run_chunk(key, jnp.uint32(start), tuple(args))
             pieces.append(jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))

@@ -59,6 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax import interrupt
 from dpjax.studies import datasets as builtin
 from dpjax.studies.compiles import CompileCounter
 from dpjax.studies.metrics import Metric
@@ -231,24 +232,37 @@ class StudyResult:
         }
 
     def save(self, directory, *, figure: bool = True) -> list[Path]:
-        """Writes ``<name>.csv`` (the table), ``<name>.json`` (record, legend, rows) and ``<name>.png``."""
+        """Writes ``<name>.csv`` (the table), ``<name>.json`` (record, legend, rows) and ``<name>.png``,
+        each atomically (a temporary file renamed into place)."""
         import json
+
+        from dpjax.outdir import atomic_path, write_text
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         stem = directory / self.study.name
         paths = [stem.with_suffix(".csv"), stem.with_suffix(".json")]
-        self.table.to_csv(paths[0], index=False)
+        with atomic_path(paths[0]) as tmp:
+            self.table.to_csv(tmp, index=False)
         payload = {**self.metadata(), "rows": json.loads(self.table.to_json(orient="records"))}
-        paths[1].write_text(json.dumps(payload, indent=2) + "\n")
+        write_text(paths[1], json.dumps(payload, indent=2) + "\n")
         if figure:
-            import matplotlib.pyplot as plt
-
-            fig = self.figure()
             paths.append(stem.with_suffix(".png"))
-            fig.savefig(paths[-1], dpi=110)
-            plt.close(fig)
+            save_figure(self.figure(), paths[-1])
         return paths
+
+
+def save_figure(fig, path, **options) -> None:
+    """Saves a matplotlib figure as PNG atomically and closes it."""
+    import matplotlib.pyplot as plt
+
+    from dpjax.outdir import atomic_path
+
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=options.pop("dpi", 110), **options)
+    finally:
+        plt.close(fig)
 
 
 class _Data(NamedTuple):
@@ -426,6 +440,8 @@ def run_study(
     confidence: float = 0.95,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: bool | Progress | None = None,
+    checkpoint: str | Path | None = None,
+    on_error: str = "raise",
 ) -> StudyResult:
     """Runs ``study`` and returns its table, record and figure.
 
@@ -441,37 +457,135 @@ def run_study(
       confidence: level of the confidence intervals.
       chunk_size: at most this many releases (trials x grid points) per compiled call.
       progress: a progress bar (``None``: on a terminal), or a :class:`Progress` to report to.
+      checkpoint: a directory where each finished step (one mechanism on one dataset at one
+        static point, all its traced grid points) is saved as it ends, atomically. A run that is
+        stopped (Ctrl-C, a signal, a crash) and called again with the same checkpoint loads the
+        finished steps instead of running them, and returns a result bit-identical to an
+        uninterrupted run: each step's key is ``fold_in`` of the seed by the study, mechanism and
+        dataset names, never the state of a running split. Steps saved with other settings
+        (seed, trials, replicates, confidence, grid, backend, ``jax_enable_x64``) are not reused.
+        The files are pickles: read only checkpoints you wrote.
+      on_error: ``"raise"``: an exception of a step ends the run; ``"record"``: the step is left
+        out, the run goes on with the other mechanisms and ``record["failures"]`` lists each
+        failed step with the error and the file and line where it was raised (if every step
+        fails, the first error is raised).
 
     Returns:
       A :class:`StudyResult`.
+
+    Raises:
+      dpjax.interrupt.Interrupted: the run was stopped by a signal (in ``dpjax study``); its
+        ``result`` attribute holds the :class:`StudyResult` of the finished steps.
     """
+    if on_error not in ("raise", "record"):
+        raise ValueError(f"on_error must be 'raise' or 'record', got {on_error!r}.")
     plan = _plan(study, trials=trials, seed=seed, grid=grid, datasets=datasets, replicates=replicates,
                  confidence=confidence, chunk_size=chunk_size)
+    store = None if checkpoint is None else _Checkpoint(Path(checkpoint))
     owned = not isinstance(progress, Progress)
     bar = Progress(len(study.mechanisms) * len(plan.static_points) * len(plan.datasets), enabled=progress) \
         if owned else progress
     started, clock = time.time(), time.perf_counter()
     functions: dict = {}  # trial functions, shared by the datasets with the same fixed parameters
-    rows, steps = [], []
+    rows, steps, failures, errors = [], [], [], []
+
+    def result():
+        import pandas as pd  # here, not at the top: the first step shows without waiting for pandas
+
+        record = run_record(seed=seed, trials=plan.trials, replicates=plan.replicates, confidence=confidence,
+                            chunk_size=plan.chunk_size, grid=plan.grid, datasets=plan.datasets,
+                            started=started, wall_seconds=time.perf_counter() - clock, steps=steps)
+        if failures:
+            record["failures"] = failures
+        return StudyResult(study, pd.DataFrame(rows), record)
+
     try:
         for cell in _cells(plan):
-            label = f"{study.name}: {cell.label}"
+            interrupt.check()
+            name = None if store is None else _step_name(plan, cell)
+            saved = None if store is None else store.load(name)
+            label = f"{study.name}: {cell.label}" + (" (from the checkpoint)" if saved else "")
             bar.start(label)
             try:
-                step, step_rows = _step(plan, cell, functions)
+                step, step_rows = saved or _step(plan, cell, functions)
+            except Exception as err:
+                if on_error == "raise":
+                    raise
+                errors.append(err)
+                failures.append({"mechanism": cell.mechanism.name, "dataset": cell.dataset, **cell.static,
+                                 "error": f"{type(err).__name__}: {err}",
+                                 "where": error_location(err, cell.mechanism.fn)})
+                continue
             finally:
                 bar.done(label)
+            if saved:
+                step = {**step, "from_checkpoint": True}
+            elif store is not None:
+                store.save(name, (step, step_rows))
             steps.append(step)
             rows += step_rows
+    except interrupt.Interrupted as err:
+        err.result = result()
+        raise
     finally:
         if owned:
             bar.close()
-    import pandas as pd  # here, not at the top: the first step shows without waiting for pandas
+    if errors and not rows:
+        raise errors[0]
+    return result()
 
-    record = run_record(seed=seed, trials=plan.trials, replicates=plan.replicates, confidence=confidence,
-                        chunk_size=plan.chunk_size, grid=plan.grid, datasets=plan.datasets, started=started,
-                        wall_seconds=time.perf_counter() - clock, steps=steps)
-    return StudyResult(study, pd.DataFrame(rows), record)
+
+def error_location(err: BaseException, fn: Callable | None = None) -> str:
+    """``file:line`` where ``err`` was raised in the code of ``fn`` (the deepest such frame), else in
+    the deepest frame outside dpjax, JAX and the installed packages, else the deepest frame."""
+    import inspect
+    import traceback
+
+    if isinstance(err, SyntaxError) and err.filename:  # raised where the file was read, about the file
+        return f"{err.filename}:{err.lineno}"
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames:
+        return "unknown"
+    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+    library = (str(Path(__file__).resolve().parents[1]), "site-packages", "dist-packages", "/lib/python")
+    mine = [f for f in frames if code is not None and f.filename == code.co_filename]
+    theirs = [f for f in frames if not any(part in str(Path(f.filename).resolve()) for part in library)]
+    frame = (mine or theirs or frames)[-1]
+    return f"{frame.filename}:{frame.lineno}"
+
+
+def _step_name(plan: _Plan, cell: _Cell) -> str:
+    """The checkpoint name of a step: a hash of everything its rows depend on."""
+    import hashlib
+
+    what = (plan.study.name, plan.seed, plan.trials, plan.replicates, plan.confidence, cell.mechanism.name,
+            cell.dataset, sorted(cell.static.items()), [sorted(p.items()) for p in cell.points],
+            jax.default_backend(), bool(jax.config.jax_enable_x64))  # float results differ between these
+    return hashlib.sha256(repr(what).encode()).hexdigest()[:32]
+
+
+class _Checkpoint:
+    """The finished steps of a run, one pickle per step, each written atomically."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def load(self, name: str):
+        import pickle
+
+        path = self.directory / f"{name}.pkl"
+        try:
+            return pickle.loads(path.read_bytes())
+        except (OSError, EOFError, pickle.UnpicklingError):
+            return None
+
+    def save(self, name: str, value) -> None:
+        import pickle
+
+        from dpjax.outdir import write_bytes
+
+        write_bytes(self.directory / f"{name}.pkl", pickle.dumps(value))
 
 
 def _step(plan: _Plan, cell: _Cell, functions: dict) -> tuple[dict, list[dict]]:

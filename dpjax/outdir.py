@@ -1,0 +1,174 @@
+"""Output directories that are replaced whole, never half-written, and that a stopped run resumes.
+
+A command that writes ``--out DIR`` (``dpjax study``, ``bench``, ``reproduce``) checks ``DIR``
+before computing anything (:meth:`RunDir.prepare`), writes the run into a staging directory
+``.DIR.partial`` beside it, and at the end swaps the staging directory in place of ``DIR``
+(:meth:`RunDir.commit`): the files of one run never mix with another's (what other runs wrote
+into ``DIR``, such as a nested output directory, is kept), and a run killed at any point leaves
+the previous ``DIR`` as it was. The staging directory keeps a ``.checkpoint`` of the
+finished units of work; a run stopped by a signal commits what it finished and keeps the
+checkpoint in ``DIR/.checkpoint``, and ``--resume`` continues from it (or from the staging
+directory of a run that was killed). Light to import: no JAX.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+MARKER = ".dpjax-output"
+CHECKPOINT = ".checkpoint"
+_UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it) and put back
+os.umask(_UMASK)
+
+
+def _link(source, target) -> None:
+    """A hard link of ``source`` at ``target`` (a copy where the file system has no hard links)."""
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+class OutputError(ValueError):
+    """``--out`` cannot be used as asked (with the reason, for the user)."""
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yields a temporary path beside ``path``; when the block succeeds it is renamed to ``path``
+    (atomic on POSIX), otherwise removed: readers see the old file or the new one, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # the mode of a plainly created file, not mkstemp's 0600
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path, text: str) -> None:
+    """Writes ``text`` to ``path`` atomically (see :func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_bytes(path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` atomically (see :func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+class RunDir:
+    """The output directory of one run: ``path`` (the final ``DIR``) and ``staging`` (where the run
+    writes, checkpoint included, until :meth:`commit`).
+
+    Args:
+      path: ``--out DIR``.
+      overwrite: replace an existing, non-empty ``DIR`` (only one a dpjax command wrote).
+      resume: continue the interrupted run in ``DIR`` (its checkpoint), else start afresh.
+      own_files: the names this command writes in ``DIR`` (files or folders): replaced whole by a
+        new run (with those of the previous run's manifest), while everything else in ``DIR`` is
+        kept. A file of these names also shows that ``DIR`` was written by this command before
+        outputs carried the ``.dpjax-output`` marker.
+      command: the program name, for messages.
+    """
+
+    def __init__(self, path, *, overwrite: bool = False, resume: bool = False, own_files=(),
+                 command: str = "dpjax"):
+        self.path = Path(path)
+        self.staging = self.path.parent / f".{self.path.name}.partial"
+        self.overwrite, self.resume, self.command = overwrite, resume, command
+        self.own_files = tuple(own_files)
+        self.resumed = False
+
+    @property
+    def checkpoint(self) -> Path:
+        """The staging directory's checkpoint of finished units."""
+        return self.staging / CHECKPOINT
+
+    def _ours(self) -> bool:
+        return any((self.path / name).is_file() for name in (MARKER, *self.own_files))
+
+    def check(self) -> None:
+        """Raises :class:`OutputError` if ``DIR`` may not be written as asked. Creates nothing."""
+        out = self.path
+        if out.exists() and not out.is_dir():
+            raise OutputError(f"--out {out} is a file, not a directory")
+        if out.is_dir() and any(out.iterdir()):
+            if not (self.overwrite or self.resume):
+                raise OutputError(f"--out {out} already holds files; pass --overwrite to replace them or "
+                                  "--resume to continue an interrupted run there")
+            if not self._ours():
+                raise OutputError(f"--out {out} holds files that no {self.command} run wrote; refusing to "
+                                  "replace them: choose another directory")
+        parent = out.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise OutputError(f"--out {out}: cannot create it in {parent}")
+
+    def prepare(self) -> RunDir:
+        """:meth:`check`, then makes the staging directory (with the checkpoint to resume from)."""
+        self.check()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        kept = self.path / CHECKPOINT
+        if self.resume and self.checkpoint.is_dir():  # a run killed before it could commit
+            self.resumed = True
+            return self
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self.staging.mkdir()
+        if self.resume and kept.is_dir():
+            shutil.copytree(kept, self.checkpoint)
+            self.resumed = True
+        return self
+
+    def _keep_others(self) -> None:
+        """Links into the staging directory what ``DIR`` holds that this command does not write (its own
+        names and the files of the previous run's manifest are left behind): e.g. the output of
+        another run nested in ``DIR``. Links, not moves: a run killed here leaves ``DIR`` whole."""
+        if not self.path.is_dir():
+            return
+        ours = {MARKER, CHECKPOINT, *self.own_files}
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            manifest = json.loads((self.path / MARKER).read_text())
+            ours |= {Path(name).parts[0] for name in manifest["files"]}
+        for entry in self.path.iterdir():
+            target = self.staging / entry.name
+            if entry.name in ours or target.exists() or target.is_symlink():
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.copytree(entry, target, symlinks=True, copy_function=_link)
+            else:
+                _link(entry, target)
+
+    def commit(self, *, complete: bool, files=()) -> None:
+        """Puts the staging directory in place of ``DIR`` (keeping what other runs wrote there, see
+        :meth:`_keep_others`); a complete run drops its checkpoint."""
+        if complete:
+            shutil.rmtree(self.checkpoint, ignore_errors=True)
+        manifest = {"command": self.command, "complete": complete, "files": sorted(map(str, files))}
+        write_text(self.staging / MARKER, json.dumps(manifest, indent=2) + "\n")
+        self._keep_others()
+        if self.path.exists():
+            old = self.path.parent / f".{self.path.name}.old-{os.getpid()}"
+            os.rename(self.path, old)
+            os.rename(self.staging, self.path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(self.staging, self.path)
+
+    def discard(self) -> None:
+        """Removes the staging directory (nothing to write), unless its checkpoint holds finished work
+        (of a killed run that this one was resuming)."""
+        if not (self.checkpoint.is_dir() and any(self.checkpoint.iterdir())):
+            shutil.rmtree(self.staging, ignore_errors=True)

@@ -1,0 +1,227 @@
+"""The ``dpjax`` command line under stress: ``bench`` and ``reproduce`` stopped by a signal and
+resumed, defaults in every ``--help``, and no traceback for any bad argument of any subcommand."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import jax
+import pytest
+
+from dpjax.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _signal_self(signum):
+    os.kill(os.getpid(), signum)  # the handler runs in the main thread at the next bytecode
+
+
+def test_bench_stopped_by_sigint_writes_the_finished_cases_and_resumes(tmp_path, monkeypatch, capsys):
+    import dpjax.bench.cli as bench_cli
+    from dpjax.bench.case import Case
+
+    measured, stop = [], {"at": "b"}
+
+    def case(name):
+        def release(key, x):
+            measured.append(name)
+            if stop["at"] == name:
+                _signal_self(signal.SIGINT)
+            return x + jax.random.uniform(key)
+
+        return Case("selection", f"fake.{name}", "tiny", release, (jax.numpy.ones(3),))
+
+    monkeypatch.setattr(bench_cli, "cases", lambda family, scale: [case("a"), case("b"), case("c")])
+    out = tmp_path / "out"
+    argv = ["bench", "selection", "--size", "1", "--repeats", "1", "--no-peers", "--out", str(out)]
+    assert main(argv) == 130
+    record = json.loads((out / "results.json").read_text())
+    assert record["status"] == "interrupted" and [r["mechanism"] for r in record["rows"]] == ["fake.a"]
+    assert (out / "results.png").is_file() and (out / "results.md").is_file()
+    assert "Traceback" not in capsys.readouterr().err
+    assert main(argv) == 2  # refused before measuring: DIR holds a run
+    assert "--overwrite" in capsys.readouterr().err
+    measured.clear()
+    stop["at"] = None
+    assert main([*argv, "--resume"]) == 0
+    assert "fake.a: from the checkpoint" in capsys.readouterr().out
+    resumed = json.loads((out / "results.json").read_text())
+    assert resumed["status"] == "complete" and [r["mechanism"] for r in resumed["rows"]] == [
+        "fake.a", "fake.b", "fake.c"]
+    assert resumed["rows"][0] == record["rows"][0] and "a" not in measured
+    assert not (out / ".checkpoint").exists()
+
+
+def _fake(name, calls, stop):
+    from dpjax.studies.reproduce import Reproduction, Row
+
+    def run(key, mode, data_dir):
+        calls.append(name)
+        if stop.get("at") == name:
+            _signal_self(signal.SIGTERM)
+        value = float(jax.random.uniform(key))  # the reproduction's own key: the same when resumed
+        return Reproduction(name, f"Paper {name}", [Row("Table 1", mode, "MAE", 1.0, value, 0.1)], "3 trials",
+                            [], None)
+
+    return types.SimpleNamespace(TITLE=f"Paper {name}", run=run)
+
+
+def test_reproduce_stopped_by_sigterm_exits_143_and_resume_equals_an_uninterrupted_run(
+        tmp_path, monkeypatch, capsys):
+    import dpjax.studies.reproduce.cli as reproduce_cli
+
+    calls, stop = [], {}
+    fakes = {name: _fake(name, calls, stop) for name in ("aa", "bb", "cc")}
+    monkeypatch.setattr(reproduce_cli, "REPRODUCTIONS", fakes)
+    monkeypatch.setattr(reproduce_cli, "SEEDS", {})
+    assert main(["reproduce", "--smoke", "--out", str(tmp_path / "plain")]) == 0
+    stop["at"] = "bb"
+    out = tmp_path / "out"
+    assert main(["reproduce", "--smoke", "--out", str(out)]) == 143
+    with open(out / "reproduction.csv") as f:
+        assert [r["reproduction"] for r in csv.DictReader(f)] == ["aa"]
+    assert "**Interrupted**" in (out / "reproduction.md").read_text()
+    capsys.readouterr()
+    calls.clear()
+    stop.clear()
+    assert main(["reproduce", "--smoke", "--out", str(out), "--resume"]) == 0
+    assert calls == ["bb", "cc"] and "(from the checkpoint)" in capsys.readouterr().out
+    assert (out / "reproduction.csv").read_bytes() == (tmp_path / "plain" / "reproduction.csv").read_bytes()
+
+
+def _options(parser):
+    """(subcommand, option strings, action) of every option of every subcommand of ``dpjax``."""
+    import argparse
+
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, sub in commands.choices.items():
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction):
+                yield name, action
+
+
+def test_every_help_shows_the_defaults():
+    from dpjax.cli import build_parser
+
+    for name, action in _options(build_parser()):
+        if name == "train":  # its parser is the training helper's (dpjax/optax/train.py)
+            continue
+        if action.nargs != 0:  # takes a value (options and positionals)
+            assert "default" in (action.help or ""), (name, action.dest)
+        else:  # a flag: says what it turns on, off by default
+            assert action.help, (name, action.dest)
+
+
+BAD = ["0", "-1", "nan", "1e999", "x", "", "/nonexistent/dir/file"]
+
+
+def _bad_argvs():
+    from dpjax.cli import build_parser
+
+    yield from (pytest.param(argv, id=" ".join(argv)) for argv in (["x"], [""], ["--", "study"], []))
+    for name, action in _options(build_parser()):
+        if action.nargs == 0:  # a flag, alone
+            yield pytest.param([name, action.option_strings[0]], id=f"{name} {action.option_strings[0]}")
+            continue
+        for value in BAD:
+            argv = [name, *action.option_strings[:1], value]
+            yield pytest.param(argv, id=" ".join(argv))
+
+
+STUBS = """
+import contextlib, io, json, sys, traceback
+
+def computing(*args, **kwargs):  # the arguments were accepted: stop before the real work
+    raise SystemExit(0)
+
+import dpjax.bench.cli, dpjax.optax.train, dpjax.studies.cli, dpjax.studies.reproduce.cli
+dpjax.studies.cli._run = dpjax.bench.cli._measure = dpjax.studies.reproduce.cli._run = computing
+dpjax.optax.train.calibrate = dpjax.optax.train.init_carry = computing
+from dpjax.cli import main
+
+results = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            code = "traceback"
+            traceback.print_exc(file=err)
+    results.append([argv, code, err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory):
+    """Every bad argument of every subcommand, each a ``dpjax`` call, all in one subprocess (one
+    import), with the computing stubbed out once the arguments are accepted: ``{argv: (status, err)}``."""
+    work = tmp_path_factory.mktemp("bad")
+    argvs = [p.values[0] for p in _bad_argvs()]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DPJAX_COMPILE_CACHE": "off"}
+    done = subprocess.run([sys.executable, "-c", STUBS, json.dumps(argvs)], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {tuple(argv): (code, err) for argv, code, err in json.loads(done.stdout.splitlines()[-1])}
+
+
+# dpjax train's parser is owned by the training work (dpjax/optax/train.py): its values that the
+# parser accepts and the run rejects with a traceback are known (issue 30, item 5), not hidden.
+TRAIN_TRACEBACKS = {("train", option, value) for option in ("--quantile", "--delta")
+                    for value in ("0", "-1", "nan", "1e999")}
+
+
+@pytest.mark.parametrize("argv", list(_bad_argvs()))
+def test_no_bad_argument_of_any_subcommand_gives_a_traceback(argv, bad_runs, request):
+    if tuple(argv) in TRAIN_TRACEBACKS:
+        request.applymarker(pytest.mark.xfail(reason="dpjax train validates after parsing", strict=False))
+    code, err = bad_runs[tuple(argv)]
+    assert code != "traceback" and "Traceback" not in err, err[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('trials = "x"', "option trials must be an integer >= 1"),
+        ("epsilon = [0, 1]", "option epsilon must be a list of numbers > 0"),
+        ("confidence = 1.5", "option confidence must be a number in (0, 1)"),
+        ('dataset = ["mnist"]', "option dataset must be a list of"),
+        ("seed = true", "option seed must be an integer"),
+        ("trails = 3", "unknown options ['trails']"),
+        ("trials = [", "Invalid"),
+        ('[studies.x]\nmechanisms = { a = "broken.py:f" }', "SyntaxError"),
+    ],
+)
+def test_bad_config_files_are_refused_clearly(text, message, tmp_path, capsys):
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    (tmp_path / "c.toml").write_text(text + "\n")
+    assert main(["study", "--config", str(tmp_path / "c.toml"), "--list"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_bench_and_reproduce_refuse_foreign_input_files(tmp_path, capsys):
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "README.md").write_text("no markers\n")
+    readme, other = str(tmp_path / "README.md"), str(tmp_path / "other.csv")
+    for argv, message in (
+        (["bench", "--from-json", str(tmp_path / "list.json")], "not a results.json"),
+        (["bench", "--update-readme", readme], "must contain one <!-- dpjax-bench:begin"),
+        (["reproduce", "--from-csv", other, "--update-readme", readme], "must contain one"),
+    ):
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- dpjax-bench:begin reproduction -->\n<!-- dpjax-bench:end reproduction -->\n")
+    assert main(["reproduce", "--from-csv", str(tmp_path / "other.csv"), "--update-readme", str(readme)]) == 2
+    assert "not a reproduction.csv" in capsys.readouterr().err
