@@ -55,9 +55,9 @@ class Accountant(Ledger):
     def __init__(self, budget: Guarantee):
         if not isinstance(budget, PureDP | ZCDP | ApproxDP):
             raise TypeError(f"budget must be PureDP, ZCDP or ApproxDP, got {type(budget).__name__}.")
+        super().__init__()
         self._budget = budget
         self._history: list[Spend] = []
-        self._reserved: list[Guarantee] = []
 
     @property
     def budget(self) -> Guarantee:
@@ -66,17 +66,19 @@ class Accountant(Ledger):
     @property
     def history(self) -> tuple[Spend, ...]:
         """Every recorded spend, in order."""
-        return tuple(self._history)
+        with self._lock:
+            return tuple(self._history)
 
     @property
     def spent(self) -> Guarantee:
         """The composition of every recorded spend, in the budget's notion."""
-        return self._total([s.guarantee for s in self._history])
+        return self._total([s.guarantee for s in self.history])
 
     @property
     def remaining(self) -> Guarantee:
         """What is left, in the budget's notion (outstanding reservations count as spent)."""
-        used = self._total([s.guarantee for s in self._history] + self._reserved)
+        with self._lock:
+            used = self._total(self._held())
         if isinstance(self._budget, PureDP):
             return PureDP(max(self._budget.epsilon - used.epsilon, 0.0))
         if isinstance(self._budget, ZCDP):
@@ -87,35 +89,58 @@ class Accountant(Ledger):
         )
 
     def can_spend(self, guarantee: Guarantee) -> bool:
-        """Whether ``spend(guarantee)`` would succeed."""
-        pending = [s.guarantee for s in self._history] + self._reserved + [guarantee]
-        return self._fits(pending)
+        """Whether ``spend(guarantee)`` would succeed (at this moment: another thread may spend
+        before you do; ``spend`` and ``reserve`` check and record atomically)."""
+        with self._lock:
+            return self._fits([*self._held(), guarantee])
 
     def spend(self, guarantee: Guarantee, label: str = "") -> None:
-        """Records a spend, or raises ``BudgetExceededError`` without recording anything."""
-        self._authorize(guarantee)
-        self._history.append(Spend(guarantee, label))
+        """Records a spend, or raises ``BudgetExceededError`` without recording anything.
+
+        The check and the record are one atomic step: concurrent spends never exceed the budget.
+        """
+        with self._lock:
+            self._authorize(guarantee)
+            self._history.append(Spend(guarantee, label))
 
     def reserve(self, worst_case: Guarantee, *, label: str = "") -> Reservation:
-        """Authorizes a worst case now; ``settle`` the returned reservation with the guarantee
-        actually spent (which must not exceed ``worst_case``) after the release."""
-        self._authorize(worst_case)
-        self._reserved.append(worst_case)
-        return Reservation(self, worst_case, label)
+        """Authorizes a worst case now (atomically, like :meth:`spend`).
+
+        Use the returned reservation as a context manager and ``settle`` it with the guarantee
+        actually spent (which must not exceed ``worst_case``) after the release; leaving the block
+        unsettled charges ``worst_case`` (see :mod:`dpjax.accounting.ledger`).
+
+        Example:
+          >>> acct = Accountant(PureDP(1.0))
+          >>> with acct.reserve(PureDP(0.8), label="adaptive") as r:
+          ...     r.settle(PureDP(0.3))  # what the release actually used
+          PureDP(epsilon=0.3)
+          >>> acct.remaining
+          PureDP(epsilon=0.7)
+        """
+        with self._lock:
+            self._authorize(worst_case)
+            return self._hold(Reservation(self, worst_case, label))
+
+    def _held(self) -> list[Guarantee]:
+        """Every recorded spend and every open reservation's worst case (call under the lock)."""
+        return [s.guarantee for s in self._history] + [r.worst_case for r in self._open]
 
     def _settle(self, reservation: Reservation, actual: Guarantee) -> Guarantee:
         if not _dominated(actual, reservation.worst_case):
             worst = reservation.worst_case
             raise ValueError(f"actual cost {actual} exceeds the reserved worst case {worst}.")
-        self._reserved.remove(reservation.worst_case)
         self._history.append(Spend(actual, reservation.label))
         return actual
+
+    def _worst_use(self, reservation: Reservation) -> tuple[Guarantee]:
+        return (reservation.worst_case,)
 
     def _authorize(self, guarantee: Guarantee) -> None:
         if not isinstance(guarantee, Guarantee):
             raise TypeError(f"expected a Guarantee, got {type(guarantee).__name__}.")
         self._convertible(guarantee)
-        if not self.can_spend(guarantee):
+        if not self._fits([*self._held(), guarantee]):
             raise BudgetExceededError(
                 f"spending {guarantee} would exceed the budget {self._budget} (remaining: {self.remaining})."
             )
