@@ -28,10 +28,12 @@ import math
 from dpjax.accounting.conversions import zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax.validation import check_probability
 
 __all__ = ["Accountant", "BudgetExceededError", "Reservation", "Spend"]
 
 _SLACK = 1e-12  # relative tolerance for float sums that land exactly on the budget
+_DELTA_SHARES = (0.1, 0.5, 0.9)  # shares of delta tried for the PLD block in Accountant.epsilon
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +89,44 @@ class Accountant(Ledger):
             max(self._budget.epsilon - used.epsilon, 0.0),
             max(self._budget.delta - used.delta, 0.0),
         )
+
+    def dp_event(self):
+        """The ``dp_accounting`` event of every recorded spend: a ``ComposedDpEvent`` of their
+        :meth:`~dpjax.accounting.Guarantee.to_dp_event` (the mechanisms' own events where attached),
+        equal events grouped as ``SelfComposedDpEvent(event, count)`` (composition commutes)."""
+        return _grouped([s.guarantee.to_dp_event() for s in self.history])
+
+    def epsilon(self, delta: float) -> float:
+        """The least epsilon at ``delta`` of everything recorded, by the tightest route available.
+
+        Two routes, and the smaller result: (1) this accountant's own rule (zCDP with the CKS20
+        conversion, pure or basic composition); (2) dp_accounting's PLD accountant (add/remove
+        neighbours, its default grid 1e-4: a pessimistic bound) on the spends' own events (Laplace,
+        Gaussian, their subsampled forms: exact, see :mod:`dpjax.accounting.composition`), with the
+        spends without one as the worst-case pair of their (epsilon, delta)-DP bound (exact for pure
+        DP: Kairouz, Oh and Viswanath 2015); zCDP-only spends then add by basic composition at a few
+        splits of ``delta``. When every spend carries an event, the result is dp_accounting's PLD
+        epsilon of :meth:`dp_event` (unless the own rule is smaller). Budget checks use the own rule.
+
+        Example:
+          >>> from dpjax.additive import laplace_guarantee
+          >>> acct = Accountant(ApproxDP(6.0, 1e-6))
+          >>> for _ in range(100):
+          ...     acct.spend(laplace_guarantee(0.1))
+          >>> round(acct.epsilon(1e-6), 2), round(acct.spent.epsilon, 2)  # PLD; zCDP (CKS20)
+          (4.69, 5.22)
+        """
+        delta = check_probability(delta, "delta", open_low=True, open_high=True)
+        spends = [s.guarantee for s in self.history]
+        best = _epsilon_of(_approx_total(spends, delta))
+        zcdp_only = [g for g in spends if isinstance(g, ZCDP) and _pld_event(g) is None]
+        pld = _pld([g for g in spends if not any(g is z for z in zcdp_only)])
+        if not zcdp_only:
+            return min(best, float(pld.get_epsilon_for_delta(delta)))
+        for share in _DELTA_SHARES:
+            block = zcdp_epsilon(sum(g.rho for g in zcdp_only), (1 - share) * delta)
+            best = min(best, float(pld.get_epsilon_for_delta(share * delta)) + block)
+        return best
 
     def can_spend(self, guarantee: Guarantee) -> bool:
         """Whether ``spend(guarantee)`` would succeed (at this moment: another thread may spend
@@ -156,21 +196,7 @@ class Accountant(Ledger):
             return PureDP(sum(g.to_pure().epsilon for g in guarantees))
         if isinstance(self._budget, ZCDP):
             return ZCDP(sum(g.to_zcdp().rho for g in guarantees))
-        approx = [g for g in guarantees if isinstance(g, ApproxDP)]
-        rest = [g for g in guarantees if not isinstance(g, ApproxDP)]
-        eps = sum(g.epsilon for g in approx)
-        delta = sum(g.delta for g in approx)
-        if rest:
-            delta_left = self._budget.delta - delta
-            candidates = []
-            if all(isinstance(g, PureDP | RangeBounded) for g in rest):
-                candidates.append(sum(g.to_pure().epsilon for g in rest))
-            if delta_left > 0:
-                rho = sum(g.to_zcdp().rho for g in rest)
-                candidates.append(zcdp_epsilon(rho, delta_left))
-                delta = self._budget.delta
-            eps += min(candidates) if candidates else math.inf
-        return ApproxDP(eps, min(delta, 1.0)) if math.isfinite(eps) else _Infeasible()
+        return _approx_total(guarantees, self._budget.delta)
 
     def _fits(self, guarantees: list[Guarantee]) -> bool:
         total = self._total(guarantees)
@@ -185,8 +211,101 @@ class Accountant(Ledger):
         )
 
 
+def _grouped(events: list):
+    """``ComposedDpEvent`` of the distinct events, each self-composed its number of times."""
+    from dp_accounting import dp_event
+
+    distinct, counts = [], []
+    for event in events:
+        for i, seen in enumerate(distinct):
+            if seen == event:
+                counts[i] += 1
+                break
+        else:
+            distinct.append(event)
+            counts.append(1)
+    return dp_event.ComposedDpEvent(
+        [e if n == 1 else dp_event.SelfComposedDpEvent(e, n) for e, n in zip(distinct, counts, strict=True)]
+    )
+
+
+def _epsilon_of(total: Guarantee) -> float:
+    return total.epsilon if isinstance(total, ApproxDP) else math.inf
+
+
+def _pld_event(guarantee: Guarantee):
+    """The guarantee's own event if dp_accounting's PLD accountant composes it, else ``None``."""
+    event = getattr(guarantee, "event", None)
+    if event is None:
+        return None
+    from dp_accounting.pld import PLDAccountant
+
+    return event if PLDAccountant().supports(event) else None
+
+
+def _dp_bound(guarantee: Guarantee) -> ApproxDP:
+    """The (epsilon, delta)-DP bound a spend without a PLD event enters the PLD with: its own, its
+    direct ``approx`` bound, or its pure epsilon."""
+    if isinstance(guarantee, ApproxDP):
+        return guarantee
+    if getattr(guarantee, "approx", None) is not None:
+        return guarantee.approx
+    return ApproxDP(guarantee.to_pure().epsilon, 0.0)
+
+
+def _pld(guarantees: list[Guarantee]):
+    """The PLD of the composition: own events through dp_accounting's PLD accountant, the other
+    pure or (epsilon, delta) bounds as their worst-case pair (``from_privacy_parameters``)."""
+    from dp_accounting.pld import PLDAccountant, common
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    accountant = PLDAccountant()
+    accountant.compose(_grouped([e for e in map(_pld_event, guarantees) if e is not None]))
+    total = accountant._pld  # dp_accounting 0.6 keeps the composed PLD here; no public getter
+    counts: dict[tuple[float, float], int] = {}
+    for g in guarantees:
+        if _pld_event(g) is None:
+            bound = _dp_bound(g)
+            counts[bound.epsilon, bound.delta] = counts.get((bound.epsilon, bound.delta), 0) + 1
+    for (epsilon, delta), count in counts.items():
+        parameters = common.DifferentialPrivacyParameters(epsilon, delta)
+        total = total.compose(pld_lib.from_privacy_parameters(parameters).self_compose(count))
+    return total
+
+
 class _Infeasible(Guarantee):
     """Marks a composition that no (epsilon, delta) within the budget's delta can describe."""
+
+
+def _approx_total(guarantees: list[Guarantee], delta: float) -> Guarantee:
+    """The (epsilon, delta) composition within ``delta`` (see the module docstring), or
+    ``_Infeasible``. A range-bounded part with a direct ``approx`` bound is composed both ways (by
+    its range/zCDP bounds, and by ``approx`` with the (epsilon, delta) parts); the least epsilon
+    within ``delta`` is kept."""
+    totals = [_approx_split(guarantees, delta)]
+    if any(getattr(g, "approx", None) is not None for g in guarantees):
+        direct = [g.approx if getattr(g, "approx", None) is not None else g for g in guarantees]
+        totals.append(_approx_split(direct, delta))
+    feasible = [t for t in totals if isinstance(t, ApproxDP) and t.delta <= delta * (1 + _SLACK)]
+    return min(feasible, key=lambda t: t.epsilon) if feasible else totals[0]
+
+
+def _approx_split(guarantees: list[Guarantee], delta_budget: float) -> Guarantee:
+    approx = [g for g in guarantees if isinstance(g, ApproxDP)]
+    rest = [g for g in guarantees if not isinstance(g, ApproxDP)]
+    eps = sum(g.epsilon for g in approx)
+    delta = sum(g.delta for g in approx)
+    if rest:
+        delta_left = delta_budget - delta
+        candidates = []
+        if all(isinstance(g, PureDP | RangeBounded) for g in rest):
+            candidates.append(sum(g.to_pure().epsilon for g in rest))
+        if delta_left > 0:
+            rho = sum(g.to_zcdp().rho for g in rest)
+            candidates.append(zcdp_epsilon(rho, delta_left))
+            delta = delta_budget
+        eps += min(candidates) if candidates else math.inf
+    return ApproxDP(eps, min(delta, 1.0)) if math.isfinite(eps) else _Infeasible()
 
 
 def _dominated(actual: Guarantee, worst: Guarantee) -> bool:
@@ -204,6 +323,10 @@ def _dominated(actual: Guarantee, worst: Guarantee) -> bool:
     try:
         if not within(actual.to_zcdp().rho, worst.to_zcdp().rho):
             return False
+        if getattr(worst, "approx", None) is not None:
+            at = worst.approx.delta
+            if not within(actual.to_approx_dp(at).epsilon, worst.approx.epsilon):
+                return False
         return not isinstance(worst, PureDP | RangeBounded) or within(actual.to_pure().epsilon, worst.epsilon)
-    except TypeError:
+    except (TypeError, ValueError):
         return False
