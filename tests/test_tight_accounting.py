@@ -166,3 +166,17 @@ def test_accountant_total_with_spends_dp_accounting_cannot_compose():
     em.spend(quantiles.joint_exp_guarantee(1.0))
     assert em.spent.epsilon == 1.0 and 1.0 - 1e-5 < em.epsilon(1e-6) <= 1.0  # the exact pure pair
     assert math.isclose(Accountant(PureDP(1.0)).epsilon(1e-6), 0.0)
+
+
+def test_accountant_composes_a_training_run_with_other_releases_by_pld():
+    # The run's Poisson-subsampled Gaussians (amplification included) and a Laplace release on the
+    # same data: exactly dp_accounting's PLD of the two events; far below the run's zCDP bound.
+    from dpjax import optax as dpo
+
+    run = dpo.training_guarantee(steps=100, sampling_rate=0.01, noise_multiplier=2.0, clip=1.0)
+    assert run.rho == pytest.approx(100 / 8)
+    acct = Accountant(ZCDP(20.0))
+    acct.spend(run)
+    acct.spend(laplace_guarantee(0.1))
+    both = dp_event.ComposedDpEvent([run.event, dp_event.LaplaceDpEvent(10.0)])
+    assert acct.epsilon(1e-6) == _pld_epsilon(both, 1e-6) < 1.0 < acct.spent.to_approx_dp(1e-6).epsilon

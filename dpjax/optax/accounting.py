@@ -34,6 +34,7 @@ import logging
 import math
 from statistics import NormalDist
 
+from dpjax.accounting import ZCDP
 from dpjax.optax.clip import as_strategy
 from dpjax.validation import check_choice, check_epsilon, check_int, check_positive, check_probability
 
@@ -89,6 +90,29 @@ def dp_event(*, steps: int, sampling_rate: float, noise_multiplier: float, clip)
         if count > 0
     ]
     return dp_accounting.ComposedDpEvent(parts)
+
+
+def training_guarantee(*, steps: int, sampling_rate: float, noise_multiplier: float, clip) -> ZCDP:
+    """The run as a guarantee for a :class:`~dpjax.accounting.Accountant`, with its event attached.
+
+    ``ZCDP(sum_t 1 / (2 sigma_t^2))``: each step is dominated by a Gaussian of noise multiplier
+    ``sigma_t`` (the module docstring), hence ``1/(2 sigma_t^2)``-zCDP (Bun and Steinke 2016,
+    Prop. 1.6; Renyi divergences shrink under the post-processing that domination means), and zCDP
+    composes (Lemma 2.3); the amplification by sampling is not in this bound. The run's
+    :func:`dp_event` (Poisson-subsampled Gaussians) is attached, so an accountant's
+    :meth:`~dpjax.accounting.Accountant.epsilon` composes the run exactly with dp_accounting's PLD,
+    amplification included, beside the other releases on the same data.
+
+    Example:
+      >>> g = training_guarantee(steps=100, sampling_rate=0.01, noise_multiplier=1.0, clip=1.0)
+      >>> g.rho
+      50.0
+    """
+    steps, sampling_rate, noise_multiplier = _validated(steps, sampling_rate, noise_multiplier)
+    parts = as_strategy(clip).accounting_steps(noise_multiplier, steps)
+    rho = sum(count / (2 * sigma**2) for count, sigma in parts)
+    event = dp_event(steps=steps, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier, clip=clip)
+    return ZCDP(rho, event=event)
 
 
 def _accountant(name: str, discretization: float):
