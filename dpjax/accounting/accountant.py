@@ -17,7 +17,13 @@ Accounting per budget type:
 
 Data-dependent costs (adaptive SVT, pay-what-you-get, per-user filters) use ``reserve``: the worst
 case is authorized before the release and ``Reservation.settle`` charges what was actually used (the
-protocol of :mod:`dpjax.accounting.ledger`, shared with ``PayWhatYouGet`` and ``PerUserLedger``).
+protocol of :mod:`dpjax.accounting.ledger`, shared with ``PayWhatYouGet`` and ``PerUserLedger``: a
+context manager that charges the worst case when left unsettled; every check-and-record is atomic
+under the ledger's lock, so concurrent threads never spend past the budget).
+
+``Accountant.epsilon(delta)`` reports the total by the tightest route, dp_accounting's PLD accountant
+on the mechanisms' own events where they carry one (Laplace, Gaussian, Poisson-subsampled runs), and
+``Accountant.dp_event()`` exports the spends as one ``dp_accounting`` event.
 """
 
 from __future__ import annotations

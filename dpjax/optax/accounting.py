@@ -250,7 +250,7 @@ def noise_multiplier_for_epsilon(
         return spent(sigma) <= epsilon
 
     ceiling = 1e6
-    if not fine(ceiling):
+    if not coarse(ceiling) and not fine(ceiling):  # the coarse grid is pessimistic: cheap check first
         raise ValueError(
             f"the clip strategy alone spends more than epsilon = {epsilon:g} at delta {delta:g} over "
             f"{steps} steps: lower its own privacy cost."
