@@ -27,6 +27,8 @@ def claim(guarantee) -> tuple[float, float]:
     """The (epsilon, delta) a guarantee companion promises."""
     if isinstance(guarantee, PureDP):
         return guarantee.epsilon, 0.0
+    if isinstance(guarantee, RangeBounded) and guarantee.approx is not None:
+        return guarantee.approx.epsilon, guarantee.approx.delta
     if isinstance(guarantee, RangeBounded):
         return guarantee.to_pure().epsilon, 0.0
     if isinstance(guarantee, ApproxDP):
@@ -183,7 +185,7 @@ POSITIVE = {
     "ind_exp": (
         lambda k, v: quantiles.ind_exp(k, v, (0.25, 0.75), EPS, bounds=(0.0, 1.0)),
         *QUANT,
-        quantiles.ind_exp_guarantee(EPS),
+        quantiles.ind_exp_guarantee((0.25, 0.75), EPS),
     ),
     "agg_tree": (
         lambda k, v: quantiles.agg_tree(k, v, (0.5,), EPS, bounds=(0.0, 1.0), branching=2, height=3),
@@ -213,7 +215,7 @@ POSITIVE = {
     "app_ind_exp": (
         lambda k, v: quantiles.app_ind_exp(k, v, (0.25, 0.75), EPS, bounds=(0.0, 1.0)),
         *QUANT,
-        quantiles.app_ind_exp_guarantee(EPS),
+        quantiles.app_ind_exp_guarantee((0.25, 0.75), EPS),
     ),
     # t is given: its default is tuned with NumPy at call time, which fails when x is traced
     "csmooth": (

@@ -27,3 +27,13 @@ def test_in_graph_composition_budget_is_valid_and_near_optimal():
             assert composition_delta(got, epsilon, k) <= delta
             assert best * (1 - 1e-3) <= got <= best + 1e-8
         assert float(budget(1.0, 0.0)) == float(np.float32(1.0) / np.float32(k))
+
+
+def test_optimal_composition_epsilon_is_the_largest_valid_budget():
+    # The calibration rule of every dpjax calibrator: valid, and 0.1% more is not (or it is epsilon).
+    for epsilon in (0.01, 0.3, 4.0):
+        for delta in (1e-9, 1e-3):
+            for k in (2, 50):
+                best = optimal_composition_epsilon(epsilon, delta, k)
+                assert composition_delta(best, epsilon, k) <= delta
+                assert best == epsilon or composition_delta(best * (1 + 1e-3), epsilon, k) > delta

@@ -109,6 +109,28 @@ def test_noise_multiplier_for_epsilon_is_the_smallest_within_budget():
     assert dpo.training_epsilon(DELTA, noise_multiplier=sigma * (1 - 1e-3), **kwargs) > 2.0
 
 
+# (sigma, q, steps, delta): the issue's run (epsilon 0.21 over 10^4 steps) and a short run of tiny
+# epsilon (0.057); the test above covers epsilon 2 with a clip strategy's own releases. Two settings
+# only: each calibration costs ~20 PLD evaluations, and a PLD's cost grows with the spread of the
+# privacy loss (small sigma, large q) over the grid, which is 1e-4 epsilon here.
+CALIBRATION_GRID = [(2.0, 1e-3, 10_000, 1e-6), (20.0, 0.1, 10, 1e-6)]
+
+
+@pytest.mark.parametrize(("sigma", "q", "steps", "delta"), CALIBRATION_GRID)
+def test_calibrated_noise_is_minimal_on_the_scaled_grid(sigma, q, steps, delta):
+    """eps(sigma*) <= target < eps(sigma* (1 - 1e-3)) on the calibration grid, and sigma* is the
+    sigma the target came from (up to the 1e-4 grid's overstatement of the target)."""
+    run = dict(steps=steps, sampling_rate=q, clip=1.0)
+    target = dpo.training_epsilon(delta, noise_multiplier=sigma, **run)
+    found = dpo.noise_multiplier_for_epsilon(target, delta, **run)
+    grid = dpo.accounting.calibration_discretization(target)
+    assert grid == min(1e-4, 1e-4 * target)
+    assert dpo.training_epsilon(delta, noise_multiplier=found, pld_discretization=grid, **run) <= target
+    below = found * (1 - 1e-3)
+    assert dpo.training_epsilon(delta, noise_multiplier=below, pld_discretization=grid, **run) > target
+    assert found == pytest.approx(sigma, rel=5e-3)  # the issue's run: 1.995, not 2.82
+
+
 def test_noise_multiplier_for_epsilon_refuses_a_budget_the_strategy_alone_exceeds():
     strategy = dpo.quantile_clip(1.0, epsilon=1.0)
     with pytest.raises(ValueError, match="clip strategy alone"):

@@ -9,7 +9,7 @@ import pytest
 from float_tolerance import assert_close_ulp
 from scipy import stats
 
-from dpjax.accounting import ZCDP, ApproxDP, PureDP
+from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
 from dpjax.quantiles import (
     agg_tree,
     agg_tree_guarantee,
@@ -80,7 +80,11 @@ def test_app_ind_exp_output_and_guarantee():
     x = jax.random.normal(jax.random.key(4), (300,))
     out = app_ind_exp(jax.random.key(5), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10))
     assert out.shape == (3,) and bool(jnp.all(jnp.diff(out) >= 0))
-    assert app_ind_exp_guarantee(1.0) == ApproxDP(1.0, 1e-6)
+    # Three 0.3503-range-bounded releases (DDR20 Thm. 3 at (1, 1e-6)): (1, 1e-6)-DP as the paper states.
+    g = app_ind_exp_guarantee([0.25, 0.5, 0.75], 1.0)
+    assert g.approx == ApproxDP(1.0, 1e-6) and g.to_approx_dp(1e-6) == ApproxDP(1.0, 1e-6)
+    assert g == RangeBounded(3 * g.epsilon / 3, rho=3 * (g.epsilon / 3) ** 2 / 8, approx=ApproxDP(1.0, 1e-6))
+    assert 1.0 < g.epsilon < 1.1
 
 
 def test_smooth_sensitivity_brute_force():
@@ -281,7 +285,7 @@ def test_agg_tree_nearly_noiseless_is_accurate():
     x = jnp.linspace(-0.999, 0.999, 1001)
     out = agg_tree(jax.random.key(9), x, [0.1, 0.5, 0.9], 1e7, bounds=(-1, 1))
     np.testing.assert_allclose(out, [-0.8, 0.0, 0.8], atol=2 / 8**3 + 1e-3)
-    assert agg_tree_guarantee(2.0) == PureDP(2.0) and emq_guarantee(1.0) == PureDP(1.0)
+    assert agg_tree_guarantee(2.0) == PureDP(2.0) and emq_guarantee(1.0) == RangeBounded(1.0)
 
 
 @pytest.mark.parametrize(

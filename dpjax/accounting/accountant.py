@@ -17,7 +17,13 @@ Accounting per budget type:
 
 Data-dependent costs (adaptive SVT, pay-what-you-get, per-user filters) use ``reserve``: the worst
 case is authorized before the release and ``Reservation.settle`` charges what was actually used (the
-protocol of :mod:`dpjax.accounting.ledger`, shared with ``PayWhatYouGet`` and ``PerUserLedger``).
+protocol of :mod:`dpjax.accounting.ledger`, shared with ``PayWhatYouGet`` and ``PerUserLedger``: a
+context manager that charges the worst case when left unsettled; every check-and-record is atomic
+under the ledger's lock, so concurrent threads never spend past the budget).
+
+``Accountant.epsilon(delta)`` reports the total by the tightest route, dp_accounting's PLD accountant
+on the mechanisms' own events where they carry one (Laplace, Gaussian, Poisson-subsampled runs), and
+``Accountant.dp_event()`` exports the spends as one ``dp_accounting`` event.
 """
 
 from __future__ import annotations
@@ -28,10 +34,12 @@ import math
 from dpjax.accounting.conversions import zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax.validation import check_probability
 
 __all__ = ["Accountant", "BudgetExceededError", "Reservation", "Spend"]
 
 _SLACK = 1e-12  # relative tolerance for float sums that land exactly on the budget
+_DELTA_SHARES = (0.1, 0.5, 0.9)  # shares of delta tried for the PLD block in Accountant.epsilon
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,9 +63,9 @@ class Accountant(Ledger):
     def __init__(self, budget: Guarantee):
         if not isinstance(budget, PureDP | ZCDP | ApproxDP):
             raise TypeError(f"budget must be PureDP, ZCDP or ApproxDP, got {type(budget).__name__}.")
+        super().__init__()
         self._budget = budget
         self._history: list[Spend] = []
-        self._reserved: list[Guarantee] = []
 
     @property
     def budget(self) -> Guarantee:
@@ -66,17 +74,19 @@ class Accountant(Ledger):
     @property
     def history(self) -> tuple[Spend, ...]:
         """Every recorded spend, in order."""
-        return tuple(self._history)
+        with self._lock:
+            return tuple(self._history)
 
     @property
     def spent(self) -> Guarantee:
         """The composition of every recorded spend, in the budget's notion."""
-        return self._total([s.guarantee for s in self._history])
+        return self._total([s.guarantee for s in self.history])
 
     @property
     def remaining(self) -> Guarantee:
         """What is left, in the budget's notion (outstanding reservations count as spent)."""
-        used = self._total([s.guarantee for s in self._history] + self._reserved)
+        with self._lock:
+            used = self._total(self._held())
         if isinstance(self._budget, PureDP):
             return PureDP(max(self._budget.epsilon - used.epsilon, 0.0))
         if isinstance(self._budget, ZCDP):
@@ -86,36 +96,97 @@ class Accountant(Ledger):
             max(self._budget.delta - used.delta, 0.0),
         )
 
+    def dp_event(self):
+        """The ``dp_accounting`` event of every recorded spend: a ``ComposedDpEvent`` of their
+        :meth:`~dpjax.accounting.Guarantee.to_dp_event` (the mechanisms' own events where attached),
+        equal events grouped as ``SelfComposedDpEvent(event, count)`` (composition commutes)."""
+        return _grouped([s.guarantee.to_dp_event() for s in self.history])
+
+    def epsilon(self, delta: float) -> float:
+        """The least epsilon at ``delta`` of everything recorded, by the tightest route available.
+
+        Two routes, and the smaller result: (1) this accountant's own rule (zCDP with the CKS20
+        conversion, pure or basic composition); (2) dp_accounting's PLD accountant (add/remove
+        neighbours, its default grid 1e-4: a pessimistic bound) on the spends' own events (Laplace,
+        Gaussian, their subsampled forms: exact, see :mod:`dpjax.accounting.composition`), with the
+        spends without one as the worst-case pair of their (epsilon, delta)-DP bound (exact for pure
+        DP: Kairouz, Oh and Viswanath 2015); zCDP-only spends then add by basic composition at a few
+        splits of ``delta``. When every spend carries an event, the result is dp_accounting's PLD
+        epsilon of :meth:`dp_event` (unless the own rule is smaller). Budget checks use the own rule.
+
+        Example:
+          >>> from dpjax.additive import laplace_guarantee
+          >>> acct = Accountant(ApproxDP(6.0, 1e-6))
+          >>> for _ in range(100):
+          ...     acct.spend(laplace_guarantee(0.1))
+          >>> round(acct.epsilon(1e-6), 2), round(acct.spent.epsilon, 2)  # PLD; zCDP (CKS20)
+          (4.69, 5.22)
+        """
+        delta = check_probability(delta, "delta", open_low=True, open_high=True)
+        spends = [s.guarantee for s in self.history]
+        best = _epsilon_of(_approx_total(spends, delta))
+        zcdp_only = [g for g in spends if isinstance(g, ZCDP) and _pld_event(g) is None]
+        pld = _pld([g for g in spends if not any(g is z for z in zcdp_only)])
+        if not zcdp_only:
+            return min(best, float(pld.get_epsilon_for_delta(delta)))
+        for share in _DELTA_SHARES:
+            block = zcdp_epsilon(sum(g.rho for g in zcdp_only), (1 - share) * delta)
+            best = min(best, float(pld.get_epsilon_for_delta(share * delta)) + block)
+        return best
+
     def can_spend(self, guarantee: Guarantee) -> bool:
-        """Whether ``spend(guarantee)`` would succeed."""
-        pending = [s.guarantee for s in self._history] + self._reserved + [guarantee]
-        return self._fits(pending)
+        """Whether ``spend(guarantee)`` would succeed (at this moment: another thread may spend
+        before you do; ``spend`` and ``reserve`` check and record atomically)."""
+        with self._lock:
+            return self._fits([*self._held(), guarantee])
 
     def spend(self, guarantee: Guarantee, label: str = "") -> None:
-        """Records a spend, or raises ``BudgetExceededError`` without recording anything."""
-        self._authorize(guarantee)
-        self._history.append(Spend(guarantee, label))
+        """Records a spend, or raises ``BudgetExceededError`` without recording anything.
+
+        The check and the record are one atomic step: concurrent spends never exceed the budget.
+        """
+        with self._lock:
+            self._authorize(guarantee)
+            self._history.append(Spend(guarantee, label))
 
     def reserve(self, worst_case: Guarantee, *, label: str = "") -> Reservation:
-        """Authorizes a worst case now; ``settle`` the returned reservation with the guarantee
-        actually spent (which must not exceed ``worst_case``) after the release."""
-        self._authorize(worst_case)
-        self._reserved.append(worst_case)
-        return Reservation(self, worst_case, label)
+        """Authorizes a worst case now (atomically, like :meth:`spend`).
+
+        Use the returned reservation as a context manager and ``settle`` it with the guarantee
+        actually spent (which must not exceed ``worst_case``) after the release; leaving the block
+        unsettled charges ``worst_case`` (see :mod:`dpjax.accounting.ledger`).
+
+        Example:
+          >>> acct = Accountant(PureDP(1.0))
+          >>> with acct.reserve(PureDP(0.8), label="adaptive") as r:
+          ...     r.settle(PureDP(0.3))  # what the release actually used
+          PureDP(epsilon=0.3)
+          >>> acct.remaining
+          PureDP(epsilon=0.7)
+        """
+        with self._lock:
+            self._authorize(worst_case)
+            return self._hold(Reservation(self, worst_case, label))
+
+    def _held(self) -> list[Guarantee]:
+        """Every recorded spend and every open reservation's worst case (call under the lock)."""
+        return [s.guarantee for s in self._history] + [r.worst_case for r in self._open]
 
     def _settle(self, reservation: Reservation, actual: Guarantee) -> Guarantee:
         if not _dominated(actual, reservation.worst_case):
             worst = reservation.worst_case
             raise ValueError(f"actual cost {actual} exceeds the reserved worst case {worst}.")
-        self._reserved.remove(reservation.worst_case)
         self._history.append(Spend(actual, reservation.label))
         return actual
+
+    def _worst_use(self, reservation: Reservation) -> tuple[Guarantee]:
+        return (reservation.worst_case,)
 
     def _authorize(self, guarantee: Guarantee) -> None:
         if not isinstance(guarantee, Guarantee):
             raise TypeError(f"expected a Guarantee, got {type(guarantee).__name__}.")
         self._convertible(guarantee)
-        if not self.can_spend(guarantee):
+        if not self._fits([*self._held(), guarantee]):
             raise BudgetExceededError(
                 f"spending {guarantee} would exceed the budget {self._budget} (remaining: {self.remaining})."
             )
@@ -131,21 +202,7 @@ class Accountant(Ledger):
             return PureDP(sum(g.to_pure().epsilon for g in guarantees))
         if isinstance(self._budget, ZCDP):
             return ZCDP(sum(g.to_zcdp().rho for g in guarantees))
-        approx = [g for g in guarantees if isinstance(g, ApproxDP)]
-        rest = [g for g in guarantees if not isinstance(g, ApproxDP)]
-        eps = sum(g.epsilon for g in approx)
-        delta = sum(g.delta for g in approx)
-        if rest:
-            delta_left = self._budget.delta - delta
-            candidates = []
-            if all(isinstance(g, PureDP | RangeBounded) for g in rest):
-                candidates.append(sum(g.to_pure().epsilon for g in rest))
-            if delta_left > 0:
-                rho = sum(g.to_zcdp().rho for g in rest)
-                candidates.append(zcdp_epsilon(rho, delta_left))
-                delta = self._budget.delta
-            eps += min(candidates) if candidates else math.inf
-        return ApproxDP(eps, min(delta, 1.0)) if math.isfinite(eps) else _Infeasible()
+        return _approx_total(guarantees, self._budget.delta)
 
     def _fits(self, guarantees: list[Guarantee]) -> bool:
         total = self._total(guarantees)
@@ -160,8 +217,101 @@ class Accountant(Ledger):
         )
 
 
+def _grouped(events: list):
+    """``ComposedDpEvent`` of the distinct events, each self-composed its number of times."""
+    from dp_accounting import dp_event
+
+    distinct, counts = [], []
+    for event in events:
+        for i, seen in enumerate(distinct):
+            if seen == event:
+                counts[i] += 1
+                break
+        else:
+            distinct.append(event)
+            counts.append(1)
+    return dp_event.ComposedDpEvent(
+        [e if n == 1 else dp_event.SelfComposedDpEvent(e, n) for e, n in zip(distinct, counts, strict=True)]
+    )
+
+
+def _epsilon_of(total: Guarantee) -> float:
+    return total.epsilon if isinstance(total, ApproxDP) else math.inf
+
+
+def _pld_event(guarantee: Guarantee):
+    """The guarantee's own event if dp_accounting's PLD accountant composes it, else ``None``."""
+    event = getattr(guarantee, "event", None)
+    if event is None:
+        return None
+    from dp_accounting.pld import PLDAccountant
+
+    return event if PLDAccountant().supports(event) else None
+
+
+def _dp_bound(guarantee: Guarantee) -> ApproxDP:
+    """The (epsilon, delta)-DP bound a spend without a PLD event enters the PLD with: its own, its
+    direct ``approx`` bound, or its pure epsilon."""
+    if isinstance(guarantee, ApproxDP):
+        return guarantee
+    if getattr(guarantee, "approx", None) is not None:
+        return guarantee.approx
+    return ApproxDP(guarantee.to_pure().epsilon, 0.0)
+
+
+def _pld(guarantees: list[Guarantee]):
+    """The PLD of the composition: own events through dp_accounting's PLD accountant, the other
+    pure or (epsilon, delta) bounds as their worst-case pair (``from_privacy_parameters``)."""
+    from dp_accounting.pld import PLDAccountant, common
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    accountant = PLDAccountant()
+    accountant.compose(_grouped([e for e in map(_pld_event, guarantees) if e is not None]))
+    total = accountant._pld  # dp_accounting 0.6 keeps the composed PLD here; no public getter
+    counts: dict[tuple[float, float], int] = {}
+    for g in guarantees:
+        if _pld_event(g) is None:
+            bound = _dp_bound(g)
+            counts[bound.epsilon, bound.delta] = counts.get((bound.epsilon, bound.delta), 0) + 1
+    for (epsilon, delta), count in counts.items():
+        parameters = common.DifferentialPrivacyParameters(epsilon, delta)
+        total = total.compose(pld_lib.from_privacy_parameters(parameters).self_compose(count))
+    return total
+
+
 class _Infeasible(Guarantee):
     """Marks a composition that no (epsilon, delta) within the budget's delta can describe."""
+
+
+def _approx_total(guarantees: list[Guarantee], delta: float) -> Guarantee:
+    """The (epsilon, delta) composition within ``delta`` (see the module docstring), or
+    ``_Infeasible``. A range-bounded part with a direct ``approx`` bound is composed both ways (by
+    its range/zCDP bounds, and by ``approx`` with the (epsilon, delta) parts); the least epsilon
+    within ``delta`` is kept."""
+    totals = [_approx_split(guarantees, delta)]
+    if any(getattr(g, "approx", None) is not None for g in guarantees):
+        direct = [g.approx if getattr(g, "approx", None) is not None else g for g in guarantees]
+        totals.append(_approx_split(direct, delta))
+    feasible = [t for t in totals if isinstance(t, ApproxDP) and t.delta <= delta * (1 + _SLACK)]
+    return min(feasible, key=lambda t: t.epsilon) if feasible else totals[0]
+
+
+def _approx_split(guarantees: list[Guarantee], delta_budget: float) -> Guarantee:
+    approx = [g for g in guarantees if isinstance(g, ApproxDP)]
+    rest = [g for g in guarantees if not isinstance(g, ApproxDP)]
+    eps = sum(g.epsilon for g in approx)
+    delta = sum(g.delta for g in approx)
+    if rest:
+        delta_left = delta_budget - delta
+        candidates = []
+        if all(isinstance(g, PureDP | RangeBounded) for g in rest):
+            candidates.append(sum(g.to_pure().epsilon for g in rest))
+        if delta_left > 0:
+            rho = sum(g.to_zcdp().rho for g in rest)
+            candidates.append(zcdp_epsilon(rho, delta_left))
+            delta = delta_budget
+        eps += min(candidates) if candidates else math.inf
+    return ApproxDP(eps, min(delta, 1.0)) if math.isfinite(eps) else _Infeasible()
 
 
 def _dominated(actual: Guarantee, worst: Guarantee) -> bool:
@@ -179,6 +329,10 @@ def _dominated(actual: Guarantee, worst: Guarantee) -> bool:
     try:
         if not within(actual.to_zcdp().rho, worst.to_zcdp().rho):
             return False
+        if getattr(worst, "approx", None) is not None:
+            at = worst.approx.delta
+            if not within(actual.to_approx_dp(at).epsilon, worst.approx.epsilon):
+                return False
         return not isinstance(worst, PureDP | RangeBounded) or within(actual.to_pure().epsilon, worst.epsilon)
-    except TypeError:
+    except (TypeError, ValueError):
         return False

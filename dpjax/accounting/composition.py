@@ -5,10 +5,17 @@ Basic (sequential) composition: epsilons and deltas add for pure and approximate
 mechanisms (Durfee and Rogers 2019, Lemma 3.2). Mixtures are composed in the strongest notion that
 every part implies: pure DP and range-bounded parts compose in zCDP when any part is zCDP, and
 everything composes as approximate DP once a part is only (epsilon, delta)-DP.
+
+What ``dp_accounting`` composes tightly is kept: when every part carries its mechanism's own event
+(Laplace, Gaussian, their subsampled forms), the composed guarantee carries their
+``ComposedDpEvent``, so its :meth:`~dpjax.accounting.Guarantee.to_dp_event` gives a PLD accountant
+the exact composition (e.g. 1000 Laplace releases at epsilon 0.01: 1.36 at delta 1e-6 by PLD, where
+the composed 0.05-zCDP converts to 1.47).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
@@ -29,9 +36,21 @@ def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> G
     Returns:
       ``RangeBounded`` if every part is range-bounded, ``PureDP`` if every part is pure (or
       range-bounded), ``ZCDP`` if every part implies zCDP and at least one is ``ZCDP``, otherwise
-      ``ApproxDP``.
+      ``ApproxDP``. A ``PureDP`` or ``ZCDP`` result carries the parts' ``ComposedDpEvent`` when every
+      part carries its own event; a ``RangeBounded`` result carries the basic composition of the
+      parts' ``approx`` bounds when any part has one.
     """
     parts = list(guarantees)
+    composed = _compose(parts, delta)
+    events = [getattr(g, "event", None) for g in parts]
+    if parts and hasattr(composed, "event") and all(e is not None for e in events):
+        from dp_accounting import dp_event
+
+        return dataclasses.replace(composed, event=dp_event.ComposedDpEvent(events))
+    return composed
+
+
+def _compose(parts: list[Guarantee], delta: float | None) -> Guarantee:
     for g in parts:
         if not isinstance(g, Guarantee):
             raise TypeError(f"cannot compose {type(g).__name__}; expected a Guarantee.")
@@ -40,7 +59,7 @@ def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> G
     if all(isinstance(g, PureDP | RangeBounded) for g in parts):
         rho = sum(g.to_zcdp().rho for g in parts)
         if all(isinstance(g, RangeBounded) for g in parts):
-            return RangeBounded(sum(g.epsilon for g in parts), rho)
+            return RangeBounded(sum(g.epsilon for g in parts), rho, _basic_approx(parts))
         return PureDP(sum(g.epsilon for g in parts), rho)
     if all(isinstance(g, PureDP | RangeBounded | ZCDP) for g in parts):
         return ZCDP(sum(g.to_zcdp().rho for g in parts))
@@ -57,3 +76,11 @@ def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> G
         eps += block.epsilon
         total_delta += block.delta
     return ApproxDP(eps, min(total_delta, 1.0))
+
+
+def _basic_approx(parts: list[RangeBounded]) -> ApproxDP | None:
+    """Basic composition of the parts' ``approx`` bounds (``(epsilon, 0)`` where a part has none)."""
+    if all(g.approx is None for g in parts):
+        return None
+    bounds = [g.approx or ApproxDP(g.epsilon, 0.0) for g in parts]
+    return ApproxDP(sum(b.epsilon for b in bounds), min(sum(b.delta for b in bounds), 1.0))

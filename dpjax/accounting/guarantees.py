@@ -85,6 +85,8 @@ def _repr(guarantee) -> str:
     fields = [f"epsilon={guarantee.epsilon!r}"]
     if guarantee.rho is not None:
         fields.append(f"rho={guarantee.rho!r}")
+    if getattr(guarantee, "approx", None) is not None:
+        fields.append(f"approx={guarantee.approx!r}")
     return f"{type(guarantee).__name__}({', '.join(fields)})"
 
 
@@ -174,14 +176,23 @@ class RangeBounded(Guarantee):
 
     ``rho`` (optional): a rho-zCDP bound proved for the mechanism, kept when tighter than
     epsilon^2/8 (e.g. ``k`` composed epsilon-range-bounded steps: ``k epsilon^2/8``).
+    ``approx`` (optional): an ``ApproxDP`` bound proved for the mechanism, kept when its epsilon is
+    below ``epsilon`` (e.g. ``k`` nonadaptive range-bounded steps by the optimal composition of
+    Dong, Durfee and Rogers 2020, Thm. 3); used at every delta >= its delta.
     """
 
     epsilon: float
     rho: float | None = None
+    approx: ApproxDP | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
         _tight_rho(self, self.epsilon**2 / 8)
+        if self.approx is not None:
+            if not isinstance(self.approx, ApproxDP):
+                raise TypeError(f"approx must be an ApproxDP, got {type(self.approx).__name__}.")
+            if self.approx.epsilon >= self.epsilon:
+                object.__setattr__(self, "approx", None)
 
     __repr__ = _repr
 
@@ -194,10 +205,10 @@ class RangeBounded(Guarantee):
         return ZCDP(self.epsilon**2 / 8 if self.rho is None else self.rho)
 
     def to_approx_dp(self, delta: float = 0.0) -> ApproxDP:
+        """The least epsilon of the range bound, its zCDP conversion and ``approx``, at ``delta``."""
+        candidates = [ApproxDP(self.epsilon, delta)]
         if delta > 0:
-            return min(
-                ApproxDP(self.epsilon, delta),
-                self.to_zcdp().to_approx_dp(delta),
-                key=lambda g: g.epsilon,
-            )
-        return ApproxDP(self.epsilon, 0.0)
+            candidates.append(self.to_zcdp().to_approx_dp(delta))
+        if self.approx is not None and self.approx.delta <= delta:
+            candidates.append(ApproxDP(self.approx.epsilon, delta))
+        return min(candidates, key=lambda g: g.epsilon)

@@ -2,13 +2,30 @@
 
 A data-dependent cost (adaptive SVT, pay-what-you-get top-k, per-user filters) is known only after
 the release, but the budget must refuse a release *before* any noise is drawn. Every ledger
-therefore offers the same two steps:
+therefore offers the same two steps, best written as a ``with`` block::
 
-1. ``reservation = ledger.reserve(worst_case, *, label="")`` authorizes the worst case now, or
-   raises :class:`BudgetExceededError` having recorded nothing;
+    with ledger.reserve(worst_case, label="q") as reservation:
+        result = release(...)
+        reservation.settle(*used)
+
+1. ``ledger.reserve(worst_case, *, label="")`` authorizes the worst case now, or raises
+   :class:`BudgetExceededError` having recorded nothing;
 2. ``reservation.settle(*used)`` after the release charges what was actually used (never more than
    the worst case) and releases the rest; it returns what was charged. A reservation settles once
    (a second call raises ``RuntimeError``); a refused settlement (``ValueError``) leaves it open.
+
+Leaving the ``with`` block with the reservation still open (an exception in the release, or no
+``settle``) charges the **worst case**. That is the only sound default: the release may have read
+the data (and drawn noise that was seen, logged or partly returned) before it failed, and whether
+it failed can itself depend on the data, so the failure is an output of the mechanism that must be
+paid for. ``reservation.cancel()`` releases the reservation without any charge; call it only for a
+release that provably never ran (e.g. refused by its own argument checks before touching the data).
+A reservation that is neither settled nor cancelled outside a ``with`` block keeps its worst case
+held and is listed in ``ledger.open_reservations``.
+
+Every ledger is safe under concurrency: authorizing and recording happen under one lock per ledger,
+so no interleaving of threads can spend past the budget, and a reservation settles (or is charged,
+or cancelled) exactly once.
 
 Charging the worst case up front and refunding what was not used is sound for every ledger here: the
 theorems behind them (basic composition, Durfee and Rogers 2019 Theorem 2, Liang and Yi Theorems 4.4
@@ -27,6 +44,7 @@ The three ledgers differ only in what a worst case and a use are:
 from __future__ import annotations
 
 import abc
+import threading
 
 
 class BudgetExceededError(RuntimeError):
@@ -34,7 +52,10 @@ class BudgetExceededError(RuntimeError):
 
 
 class Reservation:
-    """A worst case authorized by :meth:`Ledger.reserve`; settle it once with what was used.
+    """A worst case authorized by :meth:`Ledger.reserve`: settle it once with what was used.
+
+    A context manager: leaving its ``with`` block while it is still open charges the worst case (see
+    the module docstring for why); :meth:`cancel` frees it for a release that never ran.
 
     Attributes:
       worst_case: what was authorized (in the ledger's units).
@@ -49,19 +70,73 @@ class Reservation:
 
     @property
     def settled(self) -> bool:
+        """Whether the reservation is closed (settled, charged its worst case, or cancelled)."""
         return not self._open
 
     def settle(self, *used):
         """Charges ``used`` (at most the worst case) and releases the rest; returns the charge."""
+        with self._ledger._lock:
+            self._check_open()
+            charged = self._ledger._settle(self, *used)
+            self._close()
+        return charged
+
+    def cancel(self) -> None:
+        """Releases the reservation with no charge: only for a release that provably never ran
+        (it neither read the data nor drew noise). Raises ``RuntimeError`` if already closed."""
+        with self._ledger._lock:
+            self._check_open()
+            self._close()
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        """Charges the worst case if the block left the reservation open; never hides ``exc``."""
+        with self._ledger._lock:
+            if self._open:
+                self._ledger._settle(self, *self._ledger._worst_use(self))
+                self._close()
+
+    def _check_open(self) -> None:
         if not self._open:
             raise RuntimeError("this reservation has already been settled.")
-        charged = self._ledger._settle(self, *used)
+
+    def _close(self) -> None:
         self._open = False
-        return charged
+        self._ledger._open.remove(self)
 
 
 class Ledger(abc.ABC):
-    """A budget keeper with the reserve/settle protocol (see the module docstring)."""
+    """A budget keeper with the reserve/settle protocol (see the module docstring).
+
+    Subclasses call ``super().__init__()``, take ``self._lock`` around every check-then-record
+    step, and register each reservation they grant with :meth:`_hold` (under the same lock).
+    """
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._open: list[Reservation] = []
+
+    def __getstate__(self):  # copies and pickles get a fresh lock
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+    @property
+    def open_reservations(self) -> tuple[Reservation, ...]:
+        """The reservations granted and not yet settled, charged or cancelled (their worst cases
+        are held)."""
+        with self._lock:
+            return tuple(self._open)
+
+    def _hold(self, reservation: Reservation) -> Reservation:
+        self._open.append(reservation)
+        return reservation
 
     @abc.abstractmethod
     def reserve(self, worst_case, *, label: str = "") -> Reservation:
@@ -69,7 +144,12 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def _settle(self, reservation: Reservation, *used):
-        """Charges what ``reservation`` used (called once, by :meth:`Reservation.settle`)."""
+        """Charges what ``reservation`` used (called once, under the lock, by
+        :meth:`Reservation.settle`; the reservation is still in ``_open`` during the call)."""
+
+    @abc.abstractmethod
+    def _worst_use(self, reservation: Reservation) -> tuple:
+        """The ``used`` arguments of :meth:`_settle` that charge ``reservation``'s worst case."""
 
     @property
     @abc.abstractmethod

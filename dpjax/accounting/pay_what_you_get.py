@@ -213,6 +213,7 @@ class PayWhatYouGet(Ledger):
     def __init__(
         self, epsilon: float, delta: float, *, max_outcomes: int, max_calls: int, delta_prime: float = 0.0
     ):
+        super().__init__()
         self._guarantee = pay_what_you_get_guarantee(
             epsilon, delta, max_outcomes=max_outcomes, max_calls=max_calls, delta_prime=delta_prime
         )
@@ -223,7 +224,6 @@ class PayWhatYouGet(Ledger):
         self.max_calls = int(max_calls)
         self._outcomes = 0
         self._calls = 0
-        self._open: list[Ticket] = []
         self._history: list[Charge] = []
 
     @property
@@ -233,7 +233,8 @@ class PayWhatYouGet(Ledger):
 
     @property
     def history(self) -> tuple[Charge, ...]:
-        return tuple(self._history)
+        with self._lock:
+            return tuple(self._history)
 
     @property
     def outcomes_used(self) -> int:
@@ -248,12 +249,14 @@ class PayWhatYouGet(Ledger):
     @property
     def remaining_outcomes(self) -> int:
         """Outcomes still available (open tickets count at their worst case)."""
-        return self.max_outcomes - self._outcomes - sum(t.worst_case for t in self._open)
+        with self._lock:
+            return self.max_outcomes - self._outcomes - sum(t.worst_case for t in self._open)
 
     @property
     def remaining_calls(self) -> int:
         """Queries still available (open tickets count)."""
-        return self.max_calls - self._calls - sum(t.queries for t in self._open)
+        with self._lock:
+            return self.max_calls - self._calls - sum(t.queries for t in self._open)
 
     def reserve(self, k: int, *, queries: int = 1, private_kbar: bool = False, label: str = "") -> Ticket:
         """Authorizes ``queries`` top-k calls of output length at most ``k`` before they run.
@@ -266,7 +269,8 @@ class PayWhatYouGet(Ledger):
           label: recorded in the history.
 
         Returns:
-          A :class:`Ticket` to settle with what the calls returned.
+          A :class:`Ticket` to settle with what the calls returned; as a context manager, leaving
+          its block unsettled charges the worst case (see :mod:`dpjax.accounting.ledger`).
 
         Raises:
           BudgetExceededError: if the worst case ``queries * (k + private_kbar)`` outcomes or the
@@ -276,6 +280,10 @@ class PayWhatYouGet(Ledger):
         queries = check_int(queries, "queries", minimum=1)
         per_query = k + (1 if private_kbar else 0)
         worst = queries * per_query
+        with self._lock:  # check and record atomically
+            return self._hold(self._authorize(k, queries, bool(private_kbar), worst, label))
+
+    def _authorize(self, k: int, queries: int, private_kbar: bool, worst: int, label: str) -> Ticket:
         if queries > self.remaining_calls:
             raise BudgetExceededError(
                 f"{queries} more top-k queries would exceed max_calls={self.max_calls} "
@@ -287,17 +295,18 @@ class PayWhatYouGet(Ledger):
                 f"(remaining: {self.remaining_outcomes}); lower k to at most "
                 f"{self.remaining_outcomes // queries - (1 if private_kbar else 0)}."
             )
-        ticket = Ticket(self, k, queries, bool(private_kbar), worst, label)
-        self._open.append(ticket)
-        return ticket
+        return Ticket(self, k, queries, private_kbar, worst, label)
 
     def _settle(self, ticket: Ticket, num_returned, bottom) -> int:
         outcomes = ticket.cost(num_returned, bottom)
-        self._open.remove(ticket)
         self._outcomes += outcomes
         self._calls += ticket.queries
         self._history.append(Charge(ticket.label, ticket.queries, outcomes))
         return outcomes
+
+    def _worst_use(self, ticket: Ticket) -> tuple:
+        """Every query returned ``k`` indices (and, with Algorithm 6, its kbar): the worst case."""
+        return np.full(ticket.queries, ticket.k), np.zeros(ticket.queries, bool)
 
 
 class Ticket(Reservation):

@@ -157,6 +157,7 @@ class PerUserLedger(Ledger):
     """
 
     def __init__(self, budget, n: int | None = None, *, delta=None, lam=None):
+        super().__init__()
         budget = np.asarray(budget, dtype=np.float64)
         if budget.ndim == 0:
             if n is None:
@@ -179,7 +180,6 @@ class PerUserLedger(Ledger):
         else:
             self.capacity = budget.copy()
         self.spent = np.zeros_like(budget)
-        self._reserved = np.zeros_like(budget)
         self.halted = np.zeros(budget.shape, dtype=bool)
         self._history: list[LedgerEntry] = []
 
@@ -193,11 +193,17 @@ class PerUserLedger(Ledger):
 
         Outstanding (authorized, unsettled) grants count as spent.
         """
-        return np.maximum(self.capacity - self.spent - self._reserved, 0.0)
+        with self._lock:
+            return np.maximum(self.capacity - self.spent - self._reserved(), 0.0)
 
     @property
     def history(self) -> tuple[LedgerEntry, ...]:
-        return tuple(self._history)
+        with self._lock:
+            return tuple(self._history)
+
+    def _reserved(self) -> np.ndarray:
+        """The open grants' allotments, summed per user (call under the lock)."""
+        return sum((grant.r for grant in self._open), np.zeros_like(self.budget))
 
     def reserve(self, r, *, label: str = "", strict: bool = True, dtype=np.float32) -> Grant:
         """Checks the filter ``spent_i + r_i <= capacity_i`` for every user with ``r_i > 0``.
@@ -205,6 +211,10 @@ class PerUserLedger(Ledger):
         Allotments are first rounded towards zero to ``dtype`` (the kernel dtype), then shaved by at
         most a few ulps where float rounding alone would overshoot the capacity. Users with
         ``r_i = 0`` or already halted take no part (``R = 0`` gives NULL, Algorithm 1 line 7).
+
+        Returns:
+          A :class:`Grant` to settle with ``(rounds, cumfrac)``; as a context manager, leaving its
+          block unsettled charges every allotment in full (see :mod:`dpjax.accounting.ledger`).
 
         Raises:
           BudgetExceededError: (``strict=True``) some user's request does not fit; nothing is
@@ -220,8 +230,12 @@ class PerUserLedger(Ledger):
             raise ValueError("r must be finite and >= 0.")
         dtype = np.dtype(dtype)
         r = _round_down(r, dtype)
+        with self._lock:  # check and record atomically
+            return self._hold(self._authorize(r, label, strict, dtype))
+
+    def _authorize(self, r: np.ndarray, label: str, strict: bool, dtype: np.dtype) -> Grant:
         r = np.where(self.halted, 0.0, r)
-        used = self.spent + self._reserved
+        used = self.spent + self._reserved()
         over = used + r > self.capacity
         close = over & (used + r <= self.capacity * (1 + 1e-6) + 1e-300)
         for _ in range(64):  # float rounding only: shave by ulps
@@ -240,9 +254,7 @@ class PerUserLedger(Ledger):
                 )
             self.halted |= over
             r = np.where(over, 0.0, r)
-        grant = Grant(self, r, label, dtype)
-        self._reserved = self._reserved + r
-        return grant
+        return Grant(self, r, label, dtype)
 
     def _settle(self, grant: Grant, rounds, cumfrac) -> np.ndarray:
         """``grant.settle(rounds, cumfrac)``: debits ``min(r_i * cumfrac[rounds_i], r_i)`` (float64)
@@ -267,11 +279,14 @@ class PerUserLedger(Ledger):
         if np.any(spent > self.capacity):  # impossible after reserve; kept as a hard invariant
             raise BudgetExceededError("a settlement would exceed a user's budget.")
         self.spent = spent
-        self._reserved = np.maximum(self._reserved - grant.r, 0.0)
         self._history.append(
             LedgerEntry(grant.label, int(np.count_nonzero(debit)), float(debit.sum()), float(debit.max()))
         )
         return debit
+
+    def _worst_use(self, grant: Grant) -> tuple:
+        """Every user released in every round: debits of ``r_i`` in full."""
+        return np.ones(self.n, dtype=np.int64), np.array([0.0, 1.0])
 
 
 def _round_down(r: np.ndarray, dtype: np.dtype) -> np.ndarray:

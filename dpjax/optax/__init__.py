@@ -17,6 +17,7 @@ from dpjax.optax.accounting import (
     pure_dp_to_gdp,
     spent_epsilon,
     training_epsilon,
+    training_guarantee,
 )
 from dpjax.optax.clip import (
     ClipStrategy,
@@ -47,4 +48,5 @@ __all__ = [
     "quantile_clip",
     "spent_epsilon",
     "training_epsilon",
+    "training_guarantee",
 ]

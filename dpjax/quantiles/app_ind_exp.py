@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import jax
 
-from dpjax.accounting import ApproxDP, Neighbors
-from dpjax.accounting.bounded_range import composition_epsilon
+from dpjax.accounting import ApproxDP, Neighbors, RangeBounded
+from dpjax.accounting.bounded_range import composition_epsilon, optimal_composition_epsilon
 from dpjax.accounting.elementwise import elementwise
-from dpjax.quantiles.exp_mech import independent_quantiles
+from dpjax.quantiles.exp_mech import independent_quantiles, number_of_levels
 from dpjax.validation import Checks, check_epsilon, check_probability
 
 
@@ -36,7 +36,7 @@ def app_ind_exp(
     dtype, conservatively; within ``~1e-4`` relative of
     :func:`~dpjax.accounting.bounded_range.optimal_composition_epsilon`),
     sorted. Neighbouring relation: ``"swap"`` (default) or ``"add_remove"``. Guarantee:
-    ``(epsilon, delta)``-DP (:func:`app_ind_exp_guarantee`).
+    ``(epsilon, delta)``-DP and range-bounded (:func:`app_ind_exp_guarantee`).
 
     Args:
       key, x, qs, epsilon, bounds, neighbors: as :func:`~dpjax.quantiles.ind_exp` (``epsilon`` is the
@@ -63,12 +63,23 @@ def app_ind_exp(
 
 @elementwise("epsilon", "delta")
 def app_ind_exp_guarantee(
-    epsilon: float, *, delta: float = 1e-6, neighbors: Neighbors | str = Neighbors.SWAP
-) -> ApproxDP:
-    """AppIndExp's guarantee: ``(epsilon, delta)``-DP under ``neighbors`` (``m`` EMQ releases at the
-    per-release epsilon of the optimal composition theorem, :func:`optimal_composition_epsilon`)."""
+    qs, epsilon: float, *, delta: float = 1e-6, neighbors: Neighbors | str = Neighbors.SWAP
+) -> RangeBounded:
+    """AppIndExp's guarantee: ``m`` EMQ releases at ``epsilon_0``, each ``epsilon_0``-range-bounded.
+
+    ``RangeBounded(m epsilon_0, rho=m epsilon_0^2/8, approx=ApproxDP(epsilon, delta))`` under
+    ``neighbors``, with ``m = len(qs)`` and ``epsilon_0`` the per-release budget of the optimal
+    composition theorem (:func:`~dpjax.accounting.bounded_range.optimal_composition_epsilon`; the
+    mechanism's in-graph value never exceeds it): ``m epsilon_0``-range-bounded by composition
+    (Durfee and Rogers 2019, Lemma 3.2), ``m epsilon_0^2/8``-zCDP (Cesar and Rogers 2021,
+    Lemma 3.4), and ``(epsilon, delta)``-DP (Dong, Durfee and Rogers 2020, Thm. 3), each accountant
+    using the bound that suits its budget. With ``delta = 0``, ``epsilon_0 = epsilon / m``.
+    """
     Neighbors.check(neighbors)
-    return ApproxDP(check_epsilon(epsilon), check_probability(delta, "delta"))
+    m = number_of_levels(qs)
+    epsilon, delta = check_epsilon(epsilon), check_probability(delta, "delta")
+    epsilon_0 = optimal_composition_epsilon(epsilon, delta, m) if delta > 0 else epsilon / m
+    return RangeBounded(m * epsilon_0, rho=m * epsilon_0**2 / 8, approx=ApproxDP(epsilon, delta))
 
 
 __all__ = ["app_ind_exp", "app_ind_exp_guarantee"]

@@ -20,9 +20,10 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpjax import sharded
-from dpjax.accounting import Neighbors, PureDP
+from dpjax.accounting import Neighbors, RangeBounded
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
     check_bounds,
@@ -114,11 +115,18 @@ def emq(
 
 
 @elementwise("epsilon")
-def emq_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> PureDP:
-    """EMQ's guarantee: pure ``epsilon``-DP under ``neighbors`` (Smith 2011; the utility's
-    sensitivity, :func:`emq_sensitivity`, is calibrated to the relation, so epsilon is the same)."""
+def emq_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
+    """EMQ's guarantee: ``RangeBounded(epsilon)`` under ``neighbors``.
+
+    EMQ is the exponential mechanism (Smith 2011) with weights ``exp(epsilon u / (2 Delta))`` over a
+    data-independent base measure, ``Delta`` the utility's sensitivity under the relation
+    (:func:`emq_sensitivity`): the privacy loss at every output lies in an interval of width
+    ``epsilon``, so it is epsilon-range-bounded (Durfee and Rogers 2019, Lemma 3.1), hence epsilon-DP
+    and epsilon^2/8-zCDP (Cesar and Rogers 2021, Lemma 3.4), which is what OpenDP charges for its
+    private quantile.
+    """
     Neighbors.check(neighbors)
-    return PureDP(check_epsilon(epsilon))
+    return RangeBounded(check_epsilon(epsilon))
 
 
 def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP) -> jax.Array:
@@ -168,11 +176,26 @@ def independent_quantiles(checks: Checks, key, x, qs, epsilon, bounds, neighbors
 
 
 @elementwise("epsilon")
-def ind_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> PureDP:
-    """IndExp's guarantee: pure ``epsilon``-DP under ``neighbors`` (``m`` releases of ``epsilon / m``,
-    basic composition)."""
+def ind_exp_guarantee(qs, epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
+    """IndExp's guarantee: ``RangeBounded(epsilon, rho=epsilon^2 / (8 m))`` under ``neighbors``.
+
+    ``m = len(qs)`` EMQ releases of ``epsilon / m``, each ``epsilon / m``-range-bounded
+    (:func:`emq_guarantee`): by composition ``epsilon``-range-bounded (Durfee and Rogers 2019,
+    Lemma 3.2), hence epsilon-DP, and ``m (epsilon/m)^2/8``-zCDP (Cesar and Rogers 2021, Lemma 3.4).
+    Takes the levels ``qs`` as the mechanism does (only their number matters).
+    """
     Neighbors.check(neighbors)
-    return PureDP(check_epsilon(epsilon))
+    m = number_of_levels(qs)
+    epsilon = check_epsilon(epsilon)
+    return RangeBounded(epsilon, rho=epsilon**2 / (8 * m))
+
+
+def number_of_levels(qs) -> int:
+    """``m``, the number of quantile levels ``qs`` (a 1-D sequence; only its length is used here)."""
+    shape = np.shape(qs)
+    if len(shape) != 1 or shape[0] < 1:
+        raise ValueError(f"qs must be a non-empty 1-D sequence of levels, got shape {shape}.")
+    return shape[0]
 
 
 __all__ = ["emq", "emq_guarantee", "ind_exp", "ind_exp_guarantee"]

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax import sharded
-from dpjax.accounting import Neighbors, PureDP
+from dpjax.accounting import Neighbors, RangeBounded
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.intervals import (
     check_inputs,
@@ -278,16 +278,21 @@ def joint_exp(
 
 
 @elementwise("epsilon")
-def joint_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> PureDP:
-    """JointExp's guarantee: pure ``epsilon``-DP for all ``m`` quantiles together (Thm. 1), under
+def joint_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
+    """JointExp's guarantee: ``RangeBounded(epsilon)`` for all ``m`` quantiles together, under
     ``neighbors`` (the utility's sensitivity, :func:`joint_exp_sensitivity`, is calibrated to it).
+
+    JointExp is one exponential mechanism (Gillenwater, Joseph, Kulesza 2021, Thm. 1) with density
+    ``exp(epsilon u / (2 Delta))`` over a data-independent base measure: its privacy loss spans at most
+    ``epsilon``, so it is epsilon-range-bounded (Durfee and Rogers 2019, Lemma 3.1), hence epsilon-DP
+    and epsilon^2/8-zCDP (Cesar and Rogers 2021, Lemma 3.4).
 
     This is the guarantee of the mechanism. The sampled law is within total variation
     ``OMITTED_MASS = 2^-64`` of it (see the module docstring), so strictly the implementation is
     ``(epsilon, (1 + e^epsilon) 2^-64)``-DP, a gap of the same order as floating-point sampling's.
     """
     Neighbors.check(neighbors)
-    return PureDP(check_epsilon(epsilon))
+    return RangeBounded(check_epsilon(epsilon))
 
 
 __all__ = ["joint_exp", "joint_exp_guarantee", "joint_exp_log_normalizer", "joint_exp_tables"]
