@@ -40,14 +40,21 @@ def check() -> None:
         raise Interrupted(_state["signal"] or signal.SIGINT)
 
 
+def _say(text: str) -> None:
+    try:
+        print(f"\n{text}", file=sys.stderr, flush=True)
+    except (OSError, RuntimeError):  # stderr closed, or busy in the interrupted frame (reentrant write)
+        pass
+
+
 def _handler(signum, frame):
     if STOP.is_set():  # the second signal: stop now
-        print(f"\n{signal.Signals(signum).name} again: stopping at once", file=sys.stderr, flush=True)
+        _say(f"{signal.Signals(signum).name} again: stopping at once")
         os._exit(exit_code(signum))
     _state["signal"] = signum
     STOP.set()
-    print(f"\n{signal.Signals(signum).name}: stopping after the work in progress and writing what is "
-          "finished (send it again to stop at once)", file=sys.stderr, flush=True)
+    _say(f"{signal.Signals(signum).name}: stopping after the work in progress and writing what is finished "
+         "(send it again to stop at once)")
     if _state["raising"]:
         raise Interrupted(signum)
 

@@ -97,7 +97,14 @@ class RunDir:
         return self.staging / CHECKPOINT
 
     def _ours(self) -> bool:
-        return any((self.path / name).is_file() for name in (MARKER, *self.own_files))
+        """Whether ``DIR`` was written by this command: its marker says so, or (an output from before
+        the marker) it has none and holds one of the command's files."""
+        try:
+            return json.loads((self.path / MARKER).read_text())["command"] == self.command
+        except FileNotFoundError:
+            return any((self.path / name).is_file() for name in self.own_files)
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
 
     def check(self) -> None:
         """Raises :class:`OutputError` if ``DIR`` may not be written as asked. Creates nothing."""

@@ -225,3 +225,24 @@ def test_bench_and_reproduce_refuse_foreign_input_files(tmp_path, capsys):
     readme.write_text("<!-- dpjax-bench:begin reproduction -->\n<!-- dpjax-bench:end reproduction -->\n")
     assert main(["reproduce", "--from-csv", str(tmp_path / "other.csv"), "--update-readme", str(readme)]) == 2
     assert "not a reproduction.csv" in capsys.readouterr().err
+
+
+def test_a_first_signal_asks_for_a_stop_and_a_second_one_exits_at_once():
+    script = """
+import os, signal, time
+from dpjax import interrupt
+with interrupt.handled():
+    os.kill(os.getpid(), signal.SIGTERM)  # outside raising(): only asks for a stop
+    time.sleep(0.01)
+    try:
+        interrupt.check()
+    except interrupt.Interrupted as err:
+        print("stop asked by", err.signum, interrupt.exit_code(), flush=True)
+    os.kill(os.getpid(), signal.SIGINT)  # the second signal
+    time.sleep(30)
+    print("not reached")
+"""
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130 and done.stdout == "stop asked by 15 143\n", done.stderr
+    assert "SIGINT again: stopping at once" in done.stderr

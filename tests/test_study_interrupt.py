@@ -141,7 +141,7 @@ def test_out_is_checked_before_computing(tmp_path, capsys):
 
 
 def test_run_dir_swaps_whole_runs_and_atomic_files_never_show_a_part(tmp_path):
-    from dpjax.outdir import RunDir, atomic_path, write_text
+    from dpjax.outdir import OutputError, RunDir, atomic_path, write_text
 
     out, own = tmp_path / "out", ("results.json", "figures")
     first = RunDir(out, own_files=own).prepare()
@@ -158,6 +158,8 @@ def test_run_dir_swaps_whole_runs_and_atomic_files_never_show_a_part(tmp_path):
     assert set(_files(out)) == {"results.json", "figures/a.png", ".dpjax-output", "nested/results.json"}
     assert (out / "results.json").read_text() == "second"
     assert (out / "nested" / "results.json").read_text() == "another run's"
+    with pytest.raises(OutputError, match="no dpjax bench run wrote"):  # another command's output
+        RunDir(out, overwrite=True, own_files=own, command="dpjax bench").check()
     with pytest.raises(RuntimeError), atomic_path(out / "results.json") as tmp:
         tmp.write_text("half")
         raise RuntimeError("killed while writing")
