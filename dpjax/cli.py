@@ -2,7 +2,8 @@
 
 Each subcommand is a module with ``add_parser(subparsers) -> ArgumentParser`` (it adds its parser
 to the ``argparse`` subparsers) and ``run(args) -> int`` (the exit status). Registering one is one
-line in ``SUBCOMMANDS``. Keep those modules light to import: the command should answer at once.
+line in ``SUBCOMMANDS``. Only the module of the command being run is imported (the others are listed
+by their one-line help), so ``dpjax --help`` answers without loading JAX.
 """
 
 from __future__ import annotations
@@ -13,12 +14,25 @@ import math
 import os
 import sys
 
-SUBCOMMANDS = (
-    "dpjax.studies.cli",  # dpjax study
-    "dpjax.bench.cli",  # dpjax bench
-    "dpjax.optax.train",  # dpjax train
-    "dpjax.studies.reproduce.cli",  # dpjax reproduce
-)
+# name: (module, the one-line help its add_parser gives; tests/test_cli_startup.py checks they agree)
+SUBCOMMANDS = {
+    "study": (
+        "dpjax.studies.cli",
+        "run Monte Carlo accuracy studies (the registered ones, or your own from a TOML file)",
+    ),
+    "bench": (
+        "dpjax.bench.cli",
+        "time every mechanism family on this device against the RNG floor and peer libraries",
+    ),
+    "train": (
+        "dpjax.optax.train",
+        "DP-SGD on UCI Adult or MNIST with a fixed, quantile or geometric clip norm",
+    ),
+    "reproduce": (
+        "dpjax.studies.reproduce.cli",
+        "reproduce the numbers of the papers dpjax implements, beside the papers' values",
+    ),
+}
 
 
 def positive_int(text: str) -> int:
@@ -49,9 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         prog="dpjax", description="Differential-privacy mechanisms as vectorized JAX kernels."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in SUBCOMMANDS:
-        module = importlib.import_module(name)
-        module.add_parser(commands).set_defaults(run=module.run)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    for name, (module_name, summary) in SUBCOMMANDS.items():
+        if name == chosen:
+            module = importlib.import_module(module_name)
+            module.add_parser(commands).set_defaults(run=module.run)
+        else:
+            commands.add_parser(name, help=summary)
     args = parser.parse_args(argv)
     return args.run(args)
 
