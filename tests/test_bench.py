@@ -222,3 +222,22 @@ def test_dpjax_bench_command_end_to_end(tmp_path, capsys, monkeypatch):
     assert (out / "results.md").read_text().strip() in readme.read_text()
     assert "selection.gumbel_top_k" in capsys.readouterr().out
     assert main(["bench", "nosuchfamily"]) == 2
+
+
+def test_figure_names_device_spread_quick_run_and_skipped_peers(tmp_path):
+    record = _record()
+    record["command"] = "dpjax bench --quick"
+    assert report._device_name(record["machine"]) == "H100"
+    cpu = {**record["machine"], "backend": "cpu", "device": "cpu", "host_cpu": "AMD EPYC", "cores": 2}
+    assert report._device_name(cpu) == "CPU AMD EPYC (2 cores)"
+    notes = report.figure_notes(record)
+    assert notes[0].startswith("quick run · scale 1 ") and "fastest to the slowest" in notes[0]
+    assert notes[1] == "peers skipped: Q (not installed)"
+    record["command"] = "dpjax bench --no-peers"
+    assert report.figure_notes(record)[1] == "peers not run (--no-peers)"
+    row = record["rows"][0]
+    row["single"].update(min_seconds=1e-3, max_seconds=5e-3)
+    assert report._with_spread(row["single"]) == (2e-3, 1e-3, 5e-3)
+    assert report._with_spread(report._fastest_peer(row)) == (4e-3, 4e-3, 4e-3)
+    report.plot(record, tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 10_000
