@@ -28,6 +28,7 @@ from dpjax.bench.harness import (
     time_host,
     time_jitted,
 )
+from dpjax.studies.progress import heartbeat
 
 
 def batch_size(case: Case, memory: int | None, fraction: float = 0.25) -> int:
@@ -167,14 +168,15 @@ def run_cases(
             family = case.family
             print(f"{family}:", flush=True)
         try:
-            row = measure(
-                case,
-                memory=memory,
-                repeats=repeats,
-                peer_repeats=peer_repeats,
-                with_peers=with_peers,
-                log=lambda text: print(text, flush=True),
-            )
+            with heartbeat(f"{case.mechanism}: compiling and timing"):
+                row = measure(
+                    case,
+                    memory=memory,
+                    repeats=repeats,
+                    peer_repeats=peer_repeats,
+                    with_peers=with_peers,
+                    log=lambda text: print(text, flush=True),
+                )
         except Exception as err:  # report, run the other cases, let the caller exit non-zero
             row = {"family": case.family, "mechanism": case.mechanism, "setting": case.setting}
             row["error"] = f"{type(err).__name__}: {err}"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dpjax.cli import positive_float, positive_int
 from dpjax.studies import datasets
-from dpjax.studies.study import COLUMNS
+from dpjax.studies.study import COLUMNS, column_descriptions
 
 DEFAULTS = {"trials": 500, "seed": 0, "confidence": 0.95, "jobs": 2}
 CACHE_ENV = "DPJAX_COMPILE_CACHE"
@@ -224,6 +224,7 @@ def _write(results, options, wall: float) -> list[Path]:
     import matplotlib.pyplot as plt
     import pandas as pd
 
+    from dpjax.studies.progress import heartbeat
     from dpjax.studies.record import run_record
 
     out = options["out"]
@@ -234,7 +235,8 @@ def _write(results, options, wall: float) -> list[Path]:
     record = run_record(
         seed=options["seed"], trials=options["trials"], replicates=1, confidence=options["confidence"],
         chunk_size=results[0].record["chunk_size"],
-        grid={"epsilon": options["epsilon"]} if options["epsilon"] else {},
+        grid={name: list(dict.fromkeys(v for r in results for v in r.record["grid"].get(name, ())))
+              for name in dict.fromkeys(name for r in results for name in r.record["grid"])},
         datasets=sorted({d for r in results for d in r.record["datasets"]}),
         started=time.time() - wall, wall_seconds=wall,
         steps=[{"study": r.study.name, **s} for r in results for s in r.record["steps"]],
@@ -243,14 +245,16 @@ def _write(results, options, wall: float) -> list[Path]:
         "record": record,
         "studies": {r.study.name: {k: v for k, v in r.metadata().items() if k not in ("columns", "record")}
                     for r in results},
-        "columns": {c: COLUMNS[c] for c in table.columns if c in COLUMNS},
+        "columns": column_descriptions(table.columns, [r.study for r in results]),
         "rows": json.loads(table.to_json(orient="records")),
     }
     json_path.write_text(json.dumps(payload, indent=2) + "\n")
     paths = [csv_path, json_path]
-    for r in results:
-        fig = r.figure()
-        paths.append(out / "figures" / f"{r.study.name}.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
+    for i, r in enumerate(results, 1):
+        print(f"dpjax study: writing figures/{r.study.name}.png ({i}/{len(results)})", flush=True)
+        with heartbeat(f"drawing {r.study.name}"):
+            fig = r.figure()
+            paths.append(out / "figures" / f"{r.study.name}.png")
+            fig.savefig(paths[-1], dpi=110)
+            plt.close(fig)
     return paths

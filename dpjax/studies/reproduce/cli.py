@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jax
 
+from dpjax.studies.progress import heartbeat
 from dpjax.studies.reproduce import REPRODUCTIONS, SEEDS, writers
 
 MODE_LINES = {
@@ -182,15 +183,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n== {name}: {REPRODUCTIONS[name].TITLE}", flush=True)
         began, began_cpu = time.perf_counter(), time.process_time()
         try:
-            rep = REPRODUCTIONS[name].run(
-                jax.random.fold_in(key, list(REPRODUCTIONS).index(name)), args.mode, args.data_dir
-            )
+            with heartbeat(f"{name} running (compiling and sampling)"):
+                rep = REPRODUCTIONS[name].run(
+                    jax.random.fold_in(key, list(REPRODUCTIONS).index(name)), args.mode, args.data_dir
+                )
         except Exception as err:  # report, run the others, exit non-zero
             failures.append(name)
             print(f"dpjax reproduce: error: {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
             continue
         rep.seconds, rep.cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
-        writers.write_png(rep, args.out / f"{name}.png")
+        with heartbeat(f"{name}: writing {name}.png"):
+            writers.write_png(rep, args.out / f"{name}.png")
         timing = f"({rep.seconds:.0f} s, {rep.cpu_seconds:.0f} s CPU)"
         print(f"{rep.trials}\n{writers.markdown_table(rep)}\n{timing}", flush=True)
         done.append(rep)
