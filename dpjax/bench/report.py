@@ -253,12 +253,13 @@ def plot(record: dict, path: Path) -> None:
         "fastest peer": [_with_spread(_fastest_peer(r)) for r in rows],
     }
     height = 0.8 / len(series)
-    fig, ax = plt.subplots(figsize=(10, 2.4 + 0.55 * len(rows)))
+    fig, ax = plt.subplots(figsize=(10, 2.6 + 0.55 * len(rows)), layout="constrained")
     for j, (label, values) in enumerate(series.items()):
         median, low, high = np.array(values, float).reshape(-1, 3).T
         spread = np.nan_to_num(np.stack([median - low, high - median]))
         ax.barh([i + j * height for i in range(len(rows))], median, height, label=label,
-                xerr=spread, error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.25"})
+                xerr=spread if spread.any() else None,
+                error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.25"})
     ax.set_yticks([i + 0.4 - height / 2 for i in range(len(rows))])
     ax.set_yticklabels([f"{r['mechanism']}\n{r['setting'].split(',')[0]}" for r in rows], fontsize=7)
     ax.invert_yaxis()
@@ -266,10 +267,9 @@ def plot(record: dict, path: Path) -> None:
     ax.set_xlabel("seconds per release (log scale)")
     machine = record["machine"]
     ax.set_title(f"dpjax bench on {_device_name(machine)} ({machine['backend']} backend)\n"
-                 + "\n".join(textwrap.fill(n, 110) for n in figure_notes(record)), fontsize=8.5)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(series), fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+                 + "\n".join(textwrap.fill(n, 100) for n in figure_notes(record)), fontsize=8.5)
+    fig.legend(loc="outside lower center", ncol=len(series), fontsize=7, frameon=False)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
