@@ -65,6 +65,7 @@ def random_case(rng):
     return x, qs, float(rng.uniform(0, 4))
 
 
+@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 @pytest.mark.parametrize("method", ["scan", "fft"])
 def test_log_normalizer_matches_brute_force_x64(method):
     rng = np.random.default_rng(1)
@@ -79,10 +80,12 @@ def test_log_normalizer_matches_brute_force_x64(method):
                 assert abs(float(got) - want) < 1e-9, (x, qs, eps, neighbors)
 
 
+@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 def test_log_normalizer_linear_matches_brute_force_x64():
     test_log_normalizer_matches_brute_force_x64("linear")
 
 
+@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 def test_log_normalizer_float32_scan_close():
     rng = np.random.default_rng(2)
     for _ in range(3):
@@ -138,6 +141,7 @@ def test_repeat_factor_epsilon_zero():
     assert stats.chisquare(counts, [5000, 10000, 5000]).pvalue > 1e-4
 
 
+@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 def test_m1_equals_ind_exp():
     rng = np.random.default_rng(5)
     with enable_x64():
@@ -230,6 +234,7 @@ def test_scan_and_fft_agree_and_float32_scan_accurate():
     assert 0.5 * np.abs(ref - scan32).sum(axis=1).max() < 1e-5
 
 
+@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 def test_density_ratio_privacy_audit():
     rng = np.random.default_rng(12)
     worst = 0.0

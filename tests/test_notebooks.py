@@ -23,7 +23,8 @@ def test_notebook_runs(path, compile_cache_env, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
 
-    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "PYTHONPATH"):
+    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                 "JAX_DISABLE_MOST_OPTIMIZATIONS", "PYTHONPATH"):
         monkeypatch.setenv(name, compile_cache_env[name])  # the kernel inherits them
 
     notebook = nbformat.read(path, as_version=4)
