@@ -1,34 +1,18 @@
 """dpjax: differential-privacy mechanisms as jit-compiled, vmap-batched JAX kernels.
 
 Float noise is for studies, training and benchmarks; dpjax is not a hardened release system.
+
+The subpackages load on first use (PEP 562 module ``__getattr__``), so ``import dpjax`` and the
+``dpjax`` command answer at once; ``dpjax.quantiles`` and ``from dpjax import quantiles`` work as usual.
 """
 
-from dpjax import (
-    accounting,
-    additive,
-    aggregates,
-    audit,
-    budgeting,
-    noise,
-    optax,
-    postprocess,
-    quantiles,
-    selection,
-    svt,
-    topk,
-    validation,
-)
-from dpjax.accounting import ZCDP, Accountant, ApproxDP, BudgetExceededError, PureDP, RangeBounded
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ZCDP",
-    "Accountant",
-    "ApproxDP",
-    "BudgetExceededError",
-    "PureDP",
-    "RangeBounded",
+_SUBPACKAGES = (
     "accounting",
     "additive",
     "aggregates",
@@ -42,4 +26,19 @@ __all__ = [
     "svt",
     "topk",
     "validation",
-]
+)
+_FROM_ACCOUNTING = ("ZCDP", "Accountant", "ApproxDP", "BudgetExceededError", "PureDP", "RangeBounded")
+
+__all__ = sorted(_FROM_ACCOUNTING + _SUBPACKAGES)
+
+
+def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"dpjax.{name}")
+    if name in _FROM_ACCOUNTING:
+        return getattr(importlib.import_module("dpjax.accounting"), name)
+    raise AttributeError(f"module 'dpjax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,7 +2,8 @@
 
 Each subcommand is a module with ``add_parser(subparsers) -> ArgumentParser`` (it adds its parser
 to the ``argparse`` subparsers) and ``run(args) -> int`` (the exit status). Registering one is one
-line in ``SUBCOMMANDS``. Keep those modules light to import: the command should answer at once.
+line in ``SUBCOMMANDS``. Only the module of the command being run is imported (the others are listed
+by their one-line help), so ``dpjax --help`` answers without loading JAX.
 """
 
 from __future__ import annotations
@@ -15,12 +16,25 @@ import signal
 import sys
 import threading
 
-SUBCOMMANDS = (
-    "dpjax.studies.cli",  # dpjax study
-    "dpjax.bench.cli",  # dpjax bench
-    "dpjax.optax.train",  # dpjax train
-    "dpjax.studies.reproduce.cli",  # dpjax reproduce
-)
+# name: (module, the one-line help its add_parser gives; tests/test_cli_startup.py checks they agree)
+SUBCOMMANDS = {
+    "study": (
+        "dpjax.studies.cli",
+        "run Monte Carlo accuracy studies (the registered ones, or your own from a TOML file)",
+    ),
+    "bench": (
+        "dpjax.bench.cli",
+        "time every mechanism family on this device against the RNG floor and peer libraries",
+    ),
+    "train": (
+        "dpjax.optax.train",
+        "DP-SGD on UCI Adult or MNIST with a fixed, quantile or geometric clip norm",
+    ),
+    "reproduce": (
+        "dpjax.studies.reproduce.cli",
+        "reproduce the numbers of the papers dpjax implements, beside the papers' values",
+    ),
+}
 
 
 def positive_int(text: str) -> int:
@@ -45,8 +59,10 @@ def positive_float(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``dpjax`` parser with every subcommand."""
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The ``dpjax`` parser: every subcommand in full, or (``chosen`` given) only that one in full
+    and the others by their one-line help, so ``dpjax --help`` and each command import only what
+    they need."""
     parser = argparse.ArgumentParser(
         prog="dpjax", description="Differential-privacy mechanisms as vectorized JAX kernels.",
         epilog="Ctrl-C (SIGINT) or SIGTERM stops study, bench and reproduce after the work in progress: "
@@ -54,10 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      help="one of the commands below; COMMAND --help for its options")
-    for name in SUBCOMMANDS:
-        module = importlib.import_module(name)
-        module.add_parser(commands).set_defaults(run=module.run)
+    for name, (module_name, summary) in SUBCOMMANDS.items():
+        if chosen is None or name == chosen:
+            module = importlib.import_module(module_name)
+            module.add_parser(commands).set_defaults(run=module.run)
+        else:
+            commands.add_parser(name, help=summary)
     return parser
+
+
+def _chosen_command(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first non-option word), or ``None``."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def _terminate(signum, frame):
@@ -71,10 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from dpjax import interrupt
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(_chosen_command(argv) or "").parse_args(argv)
         return args.run(args)
     except KeyboardInterrupt as err:  # outside the commands' own handling: before or after their work
         signum = getattr(err, "signum", signal.SIGINT)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpjax.bench import report
+from dpjax.bench import harness, report
 from dpjax.bench.case import Case, power_label, scaled
 from dpjax.bench.cases import FAMILIES
 from dpjax.bench.cases.aggregates import _variates as sum_variates
@@ -197,8 +197,12 @@ def test_markdown_and_readme_region(tmp_path):
 
 
 @pytest.mark.slow
-def test_dpjax_bench_command_end_to_end(tmp_path, capsys):
+def test_dpjax_bench_command_end_to_end(tmp_path, capsys, monkeypatch, fast_compile):
     """Every family at the smallest sizes, one repeat: table, JSON, Markdown, plot, README region."""
+    # One timed call per figure: the repeat-until-MIN_SECONDS rule is tested above
+    # (test_time_eager_and_host_count_calls); here it would only add ~0.2 s per figure (~30 s).
+    monkeypatch.setattr(harness, "MIN_SECONDS", 0.0)
+    # Compiling is 3/4 of this test's CPU and its times are not checked: hence fast_compile.
     out = tmp_path / "out"
     assert main(["bench", "--size", "1e-6", "--repeats", "1", "--out", str(out)]) == 0
     record = json.loads((out / "results.json").read_text())
@@ -219,3 +223,22 @@ def test_dpjax_bench_command_end_to_end(tmp_path, capsys):
     assert (out / "results.md").read_text().strip() in readme.read_text()
     assert "selection.gumbel_top_k" in capsys.readouterr().out
     assert main(["bench", "nosuchfamily"]) == 2
+
+
+def test_figure_names_device_spread_quick_run_and_skipped_peers(tmp_path):
+    record = _record()
+    record["command"] = "dpjax bench --quick"
+    assert report._device_name(record["machine"]) == "H100"
+    cpu = {**record["machine"], "backend": "cpu", "device": "cpu", "host_cpu": "AMD EPYC", "cores": 2}
+    assert report._device_name(cpu) == "CPU AMD EPYC (2 cores)"
+    notes = report.figure_notes(record)
+    assert notes[0].startswith("quick run · scale 1 ") and "fastest to the slowest" in notes[0]
+    assert notes[1] == "peers skipped: Q (not installed)"
+    record["command"] = "dpjax bench --no-peers"
+    assert report.figure_notes(record)[1] == "peers not run (--no-peers)"
+    row = record["rows"][0]
+    row["single"].update(min_seconds=1e-3, max_seconds=5e-3)
+    assert report._with_spread(row["single"]) == (2e-3, 1e-3, 5e-3)
+    assert report._with_spread(report._fastest_peer(row)) == (4e-3, 4e-3, 4e-3)
+    report.plot(record, tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 10_000

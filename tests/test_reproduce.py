@@ -3,6 +3,8 @@
 import csv
 import math
 import re
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -238,8 +240,12 @@ def test_cli_list_and_bad_arguments(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_reproduce_all_smoke_puts_every_number_beside_the_papers(tmp_path):
-    assert main(["reproduce", "all", "--smoke", "--out", str(tmp_path)]) == 0
+def test_reproduce_all_smoke_puts_every_number_beside_the_papers(tmp_path, compile_cache_env):
+    # The command itself, in a subprocess sharing the run's compilation cache with the paper
+    # notebooks (tests/test_notebooks.py), which run the same smoke reproductions.
+    command = [sys.executable, "-m", "dpjax.cli", "reproduce", "all", "--smoke", "--out", str(tmp_path)]
+    done = subprocess.run(command, env=compile_cache_env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
     with open(tmp_path / "reproduction.csv") as f:
         rows = list(csv.DictReader(f))
     assert {r["reproduction"] for r in rows} == set(REPRODUCTIONS)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.optimize
 
 from dpjax.validation import check_epsilon, check_probability
 
@@ -31,6 +30,8 @@ _T_TOLERANCE = 1e-12
 
 
 def _minimize(objective, t_grid=_T_GRID) -> float:
+    import scipy.optimize  # here, not at import: scipy.optimize takes ~0.5 s to load
+
     values = objective(t_grid)
     i = int(np.nanargmin(values))
     lo, hi = t_grid[max(i - 1, 0)], t_grid[min(i + 1, len(t_grid) - 1)]

@@ -39,7 +39,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.special
 
 from dpjax.audit.binomial import loss_statistics
 from dpjax.audit.events import Event, candidate_events, features
@@ -110,6 +109,8 @@ class AuditResult:
 
 def _approximate_bound(k_p, k_q, n, level, delta):
     """Cheap Wilson-score version of the loss bound, used only to rank candidate events."""
+    import scipy.special  # here, not at import: loading scipy takes ~0.3 s
+
     z = math.sqrt(2.0) * float(scipy.special.erfcinv(2.0 * level))
 
     def wilson(k, sign):

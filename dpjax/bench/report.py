@@ -193,36 +193,83 @@ def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
+def _with_spread(timing: dict | None) -> tuple[float, float, float]:
+    """(median, fastest, slowest) seconds of a timing record (NaN where absent)."""
+    if not timing or "seconds" not in timing:
+        return math.nan, math.nan, math.nan
+    median = timing["seconds"]
+    return median, timing.get("min_seconds", median), timing.get("max_seconds", median)
+
+
+def _fastest_peer(row: dict) -> dict | None:
+    timed = [p for p in row.get("peers", []) if "seconds" in p]
+    return min(timed, key=lambda p: p["seconds"]) if timed else None
+
+
+def _device_name(machine: dict) -> str:
+    """The accelerator's name, or the host CPU's model on the CPU backend (whose device kind is 'cpu')."""
+    if machine["backend"] == "cpu" or machine.get("device") in (None, "cpu"):
+        return f"CPU {machine.get('host_cpu') or ''} ({machine.get('cores')} cores)".replace("  ", " ")
+    count = machine.get("device_count", 1)
+    return f"{machine['device']}" + (f" x{count}" if count and count > 1 else "")
+
+
+def figure_notes(record: dict) -> list[str]:
+    """The figure's subtitle lines: scale, repeats, quick run or not, and the peers not timed."""
+    quick = "--quick" in record.get("command", "")
+    notes = [f"{'quick run · ' if quick else ''}scale {record['scale']:g} of the headline sizes · median of "
+             f"{record['repeats']} repeats, bars from the fastest to the slowest · compile time excluded"]
+    skipped = sorted({f"{p['name']} ({p['skipped']})" for r in record["rows"] for p in r.get("peers", [])
+                      if "skipped" in p})
+    if "--no-peers" in record.get("command", ""):
+        notes.append("peers not run (--no-peers)")
+    elif skipped:
+        notes.append("peers skipped: " + "; ".join(skipped))
+    failed = [r["mechanism"] for r in record["rows"] if "error" in r]
+    if failed:
+        notes.append("failed (not shown): " + ", ".join(failed))
+    return notes
+
+
 def plot(record: dict, path: Path) -> None:
-    """Time per release (log scale) of dpjax (single, Monte Carlo), the RNG floor and the fastest peer."""
+    """Time per release (log scale) of dpjax (single, Monte Carlo), the RNG floor and the fastest peer,
+    with bars from the fastest to the slowest repeat; titled with the device, the scale, whether it was
+    a quick run, and the peers that were skipped."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     rows = [r for r in record["rows"] if "error" not in r]
     series = {
-        "dpjax single": [r["single"]["seconds"] for r in rows],
-        "RNG floor (single)": [r["single"]["floor_seconds"] for r in rows],
-        "dpjax Monte Carlo": [r.get("monte_carlo", {}).get("seconds", math.nan) for r in rows],
-        "RNG floor (Monte Carlo)": [r.get("monte_carlo", {}).get("floor_seconds", math.nan) for r in rows],
-        "fastest peer": [
-            min((p["seconds"] for p in r.get("peers", []) if "seconds" in p), default=math.nan) for r in rows
-        ],
+        "dpjax single": [_with_spread(r["single"]) for r in rows],
+        "RNG floor (single)": [(r["single"]["floor_seconds"],) * 3 for r in rows],
+        "dpjax Monte Carlo": [_with_spread(r.get("monte_carlo")) for r in rows],
+        "RNG floor (Monte Carlo)": [(r.get("monte_carlo", {}).get("floor_seconds", math.nan),) * 3
+                                    for r in rows],
+        "fastest peer": [_with_spread(_fastest_peer(r)) for r in rows],
     }
     height = 0.8 / len(series)
-    fig, ax = plt.subplots(figsize=(10, 2 + 0.55 * len(rows)))
+    fig, ax = plt.subplots(figsize=(10, 2.6 + 0.55 * len(rows)), layout="constrained")
     for j, (label, values) in enumerate(series.items()):
-        ax.barh([i + j * height for i in range(len(rows))], values, height, label=label)
+        median, low, high = np.array(values, float).reshape(-1, 3).T
+        spread = np.nan_to_num(np.stack([median - low, high - median]))
+        ax.barh([i + j * height for i in range(len(rows))], median, height, label=label,
+                xerr=spread if spread.any() else None,
+                error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.25"})
     ax.set_yticks([i + 0.4 - height / 2 for i in range(len(rows))])
-    ax.set_yticklabels([r["mechanism"] for r in rows], fontsize=8)
+    ax.set_yticklabels([f"{r['mechanism']}\n{r['setting'].split(',')[0]}" for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("seconds per release (log scale)")
-    ax.set_title(f"dpjax bench: {record['machine']['backend']} ({record['machine']['device']})")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(series), fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    machine = record["machine"]
+    ax.set_title(f"dpjax bench on {_device_name(machine)} ({machine['backend']} backend)\n"
+                 + "\n".join(textwrap.fill(n, 100) for n in figure_notes(record)), fontsize=8.5)
+    fig.legend(loc="outside lower center", ncol=len(series), fontsize=7, frameon=False)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

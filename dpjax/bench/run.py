@@ -29,6 +29,7 @@ from dpjax.bench.harness import (
     time_host,
     time_jitted,
 )
+from dpjax.studies.progress import heartbeat
 
 
 def batch_size(case: Case, memory: int | None, fraction: float = 0.25) -> int:
@@ -185,10 +186,10 @@ def run_cases(
             print(f"  {case.mechanism}: from the checkpoint", flush=True)
         else:
             try:
-                with interrupt.raising():  # a signal stops the case at once; the finished rows are kept
+                with interrupt.raising(), heartbeat(f"{case.mechanism}: compiling and timing"):
                     row = measure(case, memory=memory, repeats=repeats, peer_repeats=peer_repeats,
                                   with_peers=with_peers, log=lambda text: print(text, flush=True))
-            except interrupt.Interrupted:
+            except interrupt.Interrupted:  # a signal stops the case at once; the finished rows are kept
                 record["status"] = "interrupted"
                 break
             except Exception as err:  # report, run the other cases, let the caller exit non-zero

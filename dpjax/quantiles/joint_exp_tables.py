@@ -529,6 +529,7 @@ def _block_masses(row, c, block: int):
     return jnp.stack([jax.nn.logsumexp(padded + ramp, axis=1), jax.nn.logsumexp(padded - ramp, axis=1)])
 
 
+@jax.jit  # one compile per table shape, not one per eager operation
 def log_normalizer(tables: Tables) -> jax.Array:
     """``log Z = log sum_s exp(c u(s)) prod tau / gamma(s)``, the log of the continuous normaliser."""
     n = tables.log_width.shape[0] - 1

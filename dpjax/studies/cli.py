@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dpjax.cli import positive_float, positive_int
 from dpjax.studies import datasets
-from dpjax.studies.study import COLUMNS
+from dpjax.studies.study import COLUMNS, column_descriptions
 
 DEFAULTS = {"trials": 500, "seed": 0, "confidence": 0.95, "jobs": 2}
 CACHE_ENV = "DPJAX_COMPILE_CACHE"
@@ -337,16 +337,19 @@ def _write(results, unfinished, options, wall: float, out: Path, *, failures: li
     import pandas as pd
 
     from dpjax import interrupt
+    from dpjax.studies.progress import heartbeat
     from dpjax.studies.record import run_record
     from dpjax.studies.study import save_figure
 
     (out / "figures").mkdir(parents=True, exist_ok=True)
     figures, computing_stopped = [], interrupt.STOP.is_set()  # then the finished studies' figures are drawn
-    for r in results:
+    for i, r in enumerate(results, 1):
         if interrupt.STOP.is_set() and not computing_stopped:  # a stop asked for while drawing
             break
         figures.append(out / "figures" / f"{r.study.name}.png")
-        save_figure(r.figure(), figures[-1])
+        print(f"dpjax study: writing figures/{r.study.name}.png ({i}/{len(results)})", flush=True)
+        with heartbeat(f"drawing {r.study.name}"):
+            save_figure(r.figure(), figures[-1])
     every = results + unfinished
     table = pd.concat([r.table for r in every], ignore_index=True)
     csv_path, json_path = out / "results.csv", out / "results.json"
@@ -354,7 +357,8 @@ def _write(results, unfinished, options, wall: float, out: Path, *, failures: li
     record = run_record(
         seed=options["seed"], trials=options["trials"], replicates=1, confidence=options["confidence"],
         chunk_size=every[0].record["chunk_size"],
-        grid={"epsilon": options["epsilon"]} if options["epsilon"] else {},
+        grid={name: list(dict.fromkeys(v for r in every for v in r.record["grid"].get(name, ())))
+              for name in dict.fromkeys(name for r in every for name in r.record["grid"])},
         datasets=sorted({d for r in every for d in r.record["datasets"]}),
         started=time.time() - wall, wall_seconds=wall,
         steps=[{"study": r.study.name, **s} for r in every for s in r.record["steps"]],
@@ -367,7 +371,7 @@ def _write(results, unfinished, options, wall: float, out: Path, *, failures: li
         "record": record,
         "studies": {r.study.name: {k: v for k, v in r.metadata().items() if k not in ("columns", "record")}
                     for r in every},
-        "columns": {c: COLUMNS[c] for c in table.columns if c in COLUMNS},
+        "columns": column_descriptions(table.columns, [r.study for r in every]),
         "rows": json.loads(table.to_json(orient="records")),
     }
     json_path.write_text(json.dumps(payload, indent=2) + "\n")

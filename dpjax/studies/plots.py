@@ -1,9 +1,12 @@
 """Study figures: small multiples of each statistic against the grid parameter, log-log.
 
 One figure per study, one panel per (metric, statistic) with its own y axis, titled with what it
-measures and labelled with its unit. Each line is one mechanism on one dataset (colour: mechanism,
-line style and marker: dataset), with its confidence band; a mechanism's closed form, where it has
-one, is the black dashed line over it. Replicate 0 is drawn when there are several.
+measures and labelled with its unit. Each line is one mechanism on one dataset (colour and marker:
+mechanism; line style: dataset, solid for the first, never dashed), with its confidence band; a
+mechanism's closed form, where it has one, is the black dashed line over it: dashed means "closed
+form" in every figure. Series are drawn widest first, so a series that coincides with another shows
+as a coloured rim around it instead of vanishing. A linear axis of non-negative values starts at 0.
+Replicate 0 is drawn when there are several.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import textwrap
 
 import numpy as np
 
-_STYLES = ("-", "--", ":", "-.")
-_MARKERS = ("o", "s", "^", "D", "v")
+_STYLES = ("-", ":", "-.", (0, (3, 1, 1, 1, 1, 1)))  # datasets; dashed is kept for the closed form
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
 def x_parameter(table, grid: dict) -> str | None:
@@ -57,10 +60,13 @@ def study_figure(result, *, columns: int = 3):
             x = rows[x_name].to_numpy(float) if x_name else np.zeros(len(rows))
             y = rows["estimate"].to_numpy(float)
             colour = colours[(line[0], *line[2:])]
-            style, marker = _STYLES[datasets.index(line[1]) % 4], _MARKERS[datasets.index(line[1]) % 5]
+            rank = colour_keys.index((line[0], *line[2:]))
+            wide = (len(colour_keys) - 1 - rank) / max(len(colour_keys) - 1, 1)  # 1 for the first drawn
+            style, marker = _STYLES[datasets.index(line[1]) % 4], _MARKERS[rank % len(_MARKERS)]
             label = " · ".join([str(line[0])] + ([str(line[1])] if len(datasets) > 1 else [])
                                + [f"{k}={v:g}" for k, v in zip(others, line[2:], strict=True)])
-            (handle,) = ax.plot(x, y, style, marker=marker, color=colour, lw=1.6, ms=4.5, label=label)
+            (handle,) = ax.plot(x, y, linestyle=style, marker=marker, color=colour, lw=1.3 + 2.2 * wide,
+                                ms=4 + 4 * wide, label=label)
             handles.setdefault(label, handle)
             ax.fill_between(x, rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float),
                             color=colour, alpha=0.18, lw=0)
@@ -96,6 +102,8 @@ def _axes(ax, cell, metric, statistic, x_name) -> None:
         ax.yaxis.set_major_locator(LogLocator(subs=subs))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
+    elif positive.size and (positive >= 0).all():
+        ax.set_ylim(bottom=0, top=None if positive.max() > 0 else 1)  # no negative range for counts, rates
     if x_name and cell[x_name].nunique() > 1:
         xs = np.unique(cell[x_name].to_numpy(float))
         if (xs > 0).all():
@@ -108,3 +116,49 @@ def _axes(ax, cell, metric, statistic, x_name) -> None:
     ax.tick_params(labelsize=8.5)
     ax.grid(True, which="major", alpha=0.3)
     ax.grid(True, which="minor", alpha=0.1)
+
+
+def figure_problems(result, fig=None) -> list[str]:
+    """What would make the study's figure misleading, read from its results (and, when given, from
+    the drawn figure's axes and lines, not pixels): no two mechanisms differing anywhere on the grid
+    (a flat study), a series equal to another at every point of a panel (drawn over it), a linear axis
+    reaching below 0 for non-negative values, a dashed line that is not a closed form. Empty when
+    there is nothing to say."""
+    table = result.table
+    if "replicate" in table.columns:
+        table = table[table["replicate"] == 0]
+    x_name = x_parameter(table, result.study.grid)
+    others = [p for p in result.study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
+    problems, differ = [], False
+    for (metric, statistic), cell in table.groupby(["metric", "statistic"], sort=False):
+        series = {}
+        for key, rows in cell.groupby(["mechanism", "dataset", *others], sort=False):
+            rows = rows.sort_values(x_name) if x_name else rows
+            series[key] = np.round(rows["estimate"].to_numpy(float), 12)
+        keys = list(series)
+        for i, a in enumerate(keys):
+            for b in keys[i + 1:]:
+                same_grid = series[a].shape == series[b].shape
+                if same_grid and np.array_equal(series[a], series[b], equal_nan=True):
+                    problems.append(f"{metric} {statistic}: {b} hides {a} (equal at every point)")
+                elif a[1:] == b[1:] and a[0] != b[0]:
+                    differ = True
+    if len({m for m in table["mechanism"]}) > 1 and not differ:
+        problems.append("flat: the mechanisms do not differ anywhere on the grid")
+    for ax in [] if fig is None else fig.axes:
+        if not ax.get_visible():
+            continue
+        data = np.concatenate([line.get_ydata() for line in ax.get_lines()] or [np.zeros(0)]).astype(float)
+        finite = data[np.isfinite(data)]
+        if ax.get_yscale() == "linear" and finite.size and finite.min() >= 0 and ax.get_ylim()[0] < 0:
+            problems.append(f"{ax.get_title()!r}: axis below 0 for non-negative values")
+        for line in ax.get_lines():
+            if line.get_linestyle() == "--" and _rgba(line.get_color()) != (0.0, 0.0, 0.0, 1.0):
+                problems.append(f"{ax.get_title()!r}: a dashed line that is not the closed form")
+    return problems
+
+
+def _rgba(colour) -> tuple:
+    from matplotlib.colors import to_rgba
+
+    return tuple(float(c) for c in to_rgba(colour))

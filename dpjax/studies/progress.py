@@ -2,15 +2,20 @@
 
 The bar names the steps that are running (several when studies run in threads) and keeps its clock
 ticking while XLA compiles (a background thread refreshes it twice a second), so a long first
-compilation never looks like a hang.
+compilation never looks like a hang. Without a terminal, one line per step as it starts, and every
+``HEARTBEAT`` seconds a line naming the steps still running (compiling or sampling) and for how long.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
+import time
 
 from tqdm import tqdm
+
+HEARTBEAT = 5.0  # seconds of silence after which the line mode says what is still running
 
 
 class Progress:
@@ -37,10 +42,26 @@ class Progress:
             self._ticker = threading.Thread(target=self._tick, daemon=True)
             self._ticker.start()
         self._lines = lines and self._bar is None
+        self._started_at: dict[str, float] = {}
+        self._last_line = time.perf_counter()
+        if self._lines:
+            self._stop = threading.Event()
+            self._ticker = threading.Thread(target=self._heartbeat, daemon=True)
+            self._ticker.start()
 
     def _tick(self) -> None:
         while not self._stop.wait(0.5):
             self._bar.refresh()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(0.5):
+            with self._lock:
+                now = time.perf_counter()
+                if self._running and now - self._last_line >= HEARTBEAT:
+                    still = ", ".join(f"{label} ({now - self._started_at[label]:.0f} s)"
+                                      for label in self._running)
+                    print(f"  … still running: {still}", file=self._stream, flush=True)
+                    self._last_line = now
 
     def _describe(self) -> None:
         self._bar.set_description_str(" | ".join(self._running), refresh=True)
@@ -50,6 +71,7 @@ class Progress:
         with self._lock:
             self._started += 1
             self._running.append(label)
+            self._started_at[label] = self._last_line = time.perf_counter()
             if self._bar is not None:
                 self._describe()
             elif self._lines:
@@ -59,6 +81,7 @@ class Progress:
         """The step ``label`` is done."""
         with self._lock:
             self._running.remove(label)
+            self._started_at.pop(label, None)
             if self._bar is not None:
                 self._bar.update(1)
                 self._describe()
@@ -66,12 +89,17 @@ class Progress:
     def write(self, text: str, file=None) -> None:
         """Prints ``text`` without breaking the bar."""
         with self._lock:
+            self._last_line = time.perf_counter()
             if self._bar is not None:
                 self._bar.write(text, file=file or sys.stdout)
             else:
                 print(text, file=file or sys.stdout, flush=True)
 
     def close(self) -> None:
+        if self._lines and self._ticker is not None:
+            self._stop.set()
+            self._ticker.join()
+            self._ticker = None
         if self._bar is not None:
             self._stop.set()
             self._ticker.join()
@@ -83,3 +111,26 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def heartbeat(label: str, *, every: float | None = None, stream=None):
+    """Prints ``… label (N s)`` after ``every`` seconds (default :data:`HEARTBEAT`) and then every
+    ``max(every, elapsed / 5)`` seconds while the block runs (so an hour-long phase prints tens of
+    lines, not hundreds), for phases with no progress of their own (a reproduction's section, a
+    benchmark case, writing figures): a long compile or write never looks like a hang."""
+    stream = stream or sys.stderr
+    every = HEARTBEAT if every is None else every
+    stop, start = threading.Event(), time.perf_counter()
+
+    def beat() -> None:
+        while not stop.wait(max(every, (time.perf_counter() - start) / 5)):
+            print(f"  … {label} ({time.perf_counter() - start:.0f} s)", file=stream, flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

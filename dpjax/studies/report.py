@@ -15,7 +15,6 @@ import textwrap
 from dpjax.studies.plots import x_parameter
 
 WIDTH = 100
-_LABEL_MAX = 30
 
 
 def _number(value: float, digits: int = 3) -> str:
@@ -24,20 +23,48 @@ def _number(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
+def _scaled(units: int, decimals: int, exponent: int) -> str:
+    """``units * 10**-decimals`` written with exactly ``decimals`` decimals (and ``e±XX`` if any)."""
+    sign, digits = ("-" if units < 0 else ""), str(abs(units)).rjust(decimals + 1, "0")
+    text = sign + (f"{digits[:-decimals]}.{digits[-decimals:]}" if decimals > 0 else digits)
+    return text + (f"e{exponent:+03d}" if exponent else "")
+
+
 def _cell(row) -> str:
-    """``estimate ±h`` for a symmetric interval, ``estimate [low, high]`` otherwise."""
+    """``estimate ±h`` for a symmetric interval, ``estimate [low, high]`` otherwise, all at one
+    precision (two significant digits of the interval's width) and one format: fixed-point, or
+    scientific with one power of ten when the values reach 1e6 or the width needs more than six
+    decimals. The interval is rounded outwards and the estimate to the nearest, clamped into the
+    printed interval, so the printed estimate always lies in it."""
     estimate, low, high = row["estimate"], row["ci_low"], row["ci_high"]
     if not math.isfinite(estimate):
         return "–"
-    if not (math.isfinite(low) and math.isfinite(high)) or high == low:
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return _number(estimate)
+    low, high = min(low, estimate), max(high, estimate)
+    largest = max(abs(low), abs(high))
+    decimals = 1 - math.floor(math.log10(high - low))
+    exponent = math.floor(math.log10(largest)) if largest >= 1e6 or decimals > 6 else 0
+    decimals = max(0, decimals + exponent)
+    unit = 10.0 ** (decimals - exponent)
+    e, lo, hi = round(estimate * unit), math.floor(low * unit), math.ceil(high * unit)
+    e = min(max(e, lo), hi)
     if abs((high - estimate) - (estimate - low)) <= 0.01 * (high - low):
-        return f"{_number(estimate)} ±{_number((high - low) / 2, 2)}"
-    return f"{_number(estimate)} [{_number(low, 2)}, {_number(high, 2)}]"
+        h = max(e - lo, hi - e)  # the printed ±h covers the interval
+        return f"{_scaled(e, decimals, exponent)} ±{_scaled(h, decimals, exponent)}"
+    low_text, high_text = _scaled(lo, decimals, exponent), _scaled(hi, decimals, exponent)
+    return f"{_scaled(e, decimals, exponent)} [{low_text}, {high_text}]"
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _wrap_notes(notes: list[str], width: int) -> list[str]:
+    """The notes joined by `` · ``, broken between notes (never inside one) into lines of ``width``."""
+    lines = ["   " + notes[0]]
+    for note in notes[1:]:
+        if len(lines[-1]) + 3 + len(note) <= width:
+            lines[-1] += " · " + note
+        else:
+            lines.append("   " + note)
+    return lines
 
 
 def _grid(header: list[str], rows: list[list[str]], labels: int, width: int) -> list[str]:
@@ -78,10 +105,11 @@ def format_result(result, *, width: int = WIDTH, seconds: float | None = None) -
              f"{record['compiles']} compiles"
              + (f" ({record['cache_hits']} from the cache)" if record.get("cache_hits") else ""),
              f"{seconds:.1f} s"]
-    lines.append(_clip("   " + " · ".join(notes), width))
+    lines += _wrap_notes(notes, width)
     if fallbacks:
         names = ", ".join(dict.fromkeys(s["mechanism"] for s in fallbacks))
-        lines.append(_clip(f"   one compile per grid point (traced parameters refused): {names}", width))
+        lines += textwrap.wrap(f"one compile per grid point (traced parameters refused): {names}", width,
+                               initial_indent="   ", subsequent_indent="     ")
     several_datasets = table["dataset"].nunique() > 1
     for metric in study.metrics:
         for statistic in metric.statistics:
@@ -99,7 +127,7 @@ def format_result(result, *, width: int = WIDTH, seconds: float | None = None) -
                 label = key[1] + "".join(f", {p}={v:g}" for p, v in zip(others, key[2:], strict=True))
                 by_x = {row[x_name] if x_name else None: row for _, row in group.iterrows()}
                 values = [_cell(by_x[x]) if x in by_x else "" for x in xs]
-                rows.append(([key[0]] if several_datasets else []) + [_clip(label, _LABEL_MAX)] + values)
+                rows.append(([key[0]] if several_datasets else []) + [label] + values)
                 theory = [by_x[x]["theory"] if x in by_x else None for x in xs]
                 if any(t is not None and math.isfinite(t) for t in theory):
                     rows.append(([""] if several_datasets else []) + ["  closed form"]

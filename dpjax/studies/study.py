@@ -91,6 +91,29 @@ COLUMNS = {
 }
 
 
+PARAMETERS = {
+    "epsilon": "the privacy parameter ε of each release (a grid parameter; record.grid lists its values)",
+    "k": "the number of items each release selects (a grid parameter; record.grid lists its values)",
+}
+
+
+def column_descriptions(columns, studies) -> dict[str, str]:
+    """What each of ``columns`` holds: :data:`COLUMNS`, :data:`PARAMETERS`, and for any other grid or
+    derived parameter of ``studies`` a line saying which it is (so every column is described)."""
+    described = {}
+    for column in columns:
+        if column in COLUMNS or column in PARAMETERS:
+            described[column] = COLUMNS.get(column) or PARAMETERS[column]
+            continue
+        derived = [s.name for s in studies if column in s.derived]
+        if derived:
+            described[column] = (f"a parameter computed on the host from each grid point (study "
+                                 f"{', '.join(derived)}) and passed to the mechanisms")
+        elif any(column in s.grid for s in studies):
+            described[column] = f"the grid parameter {column} (record.grid lists its values)"
+    return described
+
+
 @dataclasses.dataclass(frozen=True)
 class Mechanism:
     """A mechanism under study.
@@ -228,7 +251,7 @@ class StudyResult:
             "description": self.study.description,
             "record": self.record,
             "metrics": {m.name: {"description": m.description, "unit": m.unit} for m in self.study.metrics},
-            "columns": {c: COLUMNS[c] for c in self.table.columns if c in COLUMNS},
+            "columns": column_descriptions(self.table.columns, [self.study]),
         }
 
     def save(self, directory, *, figure: bool = True) -> list[Path]:

@@ -38,7 +38,9 @@ register(Study(
         Mechanism("noisy top-k with gap", lambda key, counts, epsilon, k: noisy_top_k_with_gap(
             key, counts, k, epsilon, monotonic=True)[0]),
     ],
-    datasets={"zipf": "zipf"},
+    # The 10^4-record sample: its top counts are ~10 apart, so at k = 10 the noise (scale k/ε) decides;
+    # on the 10^6-record histogram both mechanisms recall every top-10 item at every ε.
+    datasets={"zipf_sample": "zipf_sample"},
     grid={"epsilon": EPSILONS, "k": (10, 100)},
     static=("k",),
     truth=_true_top,

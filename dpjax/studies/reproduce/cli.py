@@ -20,6 +20,7 @@ import jax
 
 from dpjax import interrupt
 from dpjax.outdir import OutputError, RunDir, write_bytes, write_text
+from dpjax.studies.progress import heartbeat
 from dpjax.studies.reproduce import REPRODUCTIONS, SEEDS, writers
 
 MODE_LINES = {
@@ -266,18 +267,19 @@ def _run(args, names: list[str], out: RunDir) -> int:
             continue
         began, began_cpu = time.perf_counter(), time.process_time()
         try:
-            with interrupt.raising():  # a signal stops this reproduction at once; the finished ones are kept
+            with interrupt.raising(), heartbeat(f"{name} running (compiling and sampling)"):
                 rep = REPRODUCTIONS[name].run(
                     jax.random.fold_in(key, list(REPRODUCTIONS).index(name)), args.mode, args.data_dir
                 )
-        except interrupt.Interrupted:
+        except interrupt.Interrupted:  # a signal stops this reproduction at once; the finished ones are kept
             break
         except Exception as err:  # report, run the others, exit non-zero
             failures.append(name)
             print(f"dpjax reproduce: error: {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
             continue
         rep.seconds, rep.cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
-        writers.write_png(rep, out.staging / f"{name}.png")
+        with heartbeat(f"{name}: writing {name}.png"):
+            writers.write_png(rep, out.staging / f"{name}.png")
         _checkpoint(out, rep, identity)
         timing = f"({rep.seconds:.0f} s, {rep.cpu_seconds:.0f} s CPU)"
         print(f"{rep.trials}\n{writers.markdown_table(rep)}\n{timing}", flush=True)
