@@ -52,6 +52,7 @@ reaching them would take more than 2^23 rounds of consecutive successes.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import secrets
@@ -199,14 +200,13 @@ def _step(state, w, lap, gauss, word, top):
     bits = np.iinfo(word).bits
     c = _chunk_bits(word)
     one = word(1)
-    t, s = word(lap[0]), word(lap[1])
+    t, s = lap["t"], lap["s"]
     x = w >> (bits - c)
     phase = state["phase"]
     st = dict(state)
 
     # _DRAW: a uniform U on [0, t) from the low bits; its first trial Bernoulli(U/t) on the top digit.
-    mask = word(2 ** max(int(lap[0] - 1).bit_length(), 0) - 1)
-    u_new = w & mask
+    u_new = w & lap["mask"]
     drawn = (phase == _DRAW) & (u_new < t)
     num = jnp.where(drawn, u_new, st["num"])
     den = jnp.where(drawn, t, st["den"])
@@ -264,10 +264,10 @@ def _step(state, w, lap, gauss, word, top):
     # _GEOMETRIC: V += 1 on each Bernoulli(exp(-1)) success: Y += floor(t/s), carrying t mod s.
     geometric = phase == _GEOMETRIC
     more = geometric & result_one
-    rem = st["rem"] + jnp.where(more, t % s, word(0))
+    rem = st["rem"] + jnp.where(more, lap["t_mod_s"], word(0))
     carry = rem >= s
     st["rem"] = jnp.where(carry, rem - s, rem)
-    step_y = word(lap[0] // lap[1]) + carry.astype(word)
+    step_y = lap["t_div_s"] + carry.astype(word)
     st["y"] = jnp.where(more, _sat_add(st["y"], step_y, top), st["y"])
     st = restart_exp1(more, st)
     # V complete: sign B from the low bit; B = 1 with Y = 0 is rejected.
@@ -310,7 +310,7 @@ def _gaussian_acceptance(st, new_phase, proposed, gauss, word, top, restart_exp1
     """Algorithm 3's acceptance test for the proposal |Y|: gamma = w a^2 / D with a = |r |Y| - c|,
     split as a = h D + l: floor(gamma) = w h^2 D + 2 w h l + floor(w l^2 / D) (saturating),
     fraction (w l^2 mod D) / D."""
-    r, c, w_, D = (word(gauss[name]) for name in ("r", "c", "w", "D"))
+    r, c, w_, D = (gauss[name] for name in ("r", "c", "w", "D"))
     ry = _sat_mul(st["y"], r, top)
     a = jnp.where(ry >= c, ry - c, c - ry)
     h, low = a // D, a % D
@@ -329,13 +329,11 @@ def _gaussian_acceptance(st, new_phase, proposed, gauss, word, top, restart_exp1
     return st, new_phase
 
 
-# Rounds on all lanes first, then on the unfinished lanes gathered into buffers of decreasing size
-# (capacity fraction, rounds); the last buffer loops until every lane has accepted.
+# Lanes above _SMALL: ROUNDS steps on all lanes, then ROUNDS more on the unfinished lanes gathered
+# into a buffer of n/4, then buffers of n/64 (as many as needed) until every lane has accepted.
 # Discrete Laplace takes about 7 steps on average, the discrete Gaussian about 12.
-_LAPLACE_CASCADE = ((1, 8), (1 / 3, 8), (1 / 16, 8), (1 / 64, 16))
-_GAUSSIAN_CASCADE = ((1, 12), (1 / 3, 10), (1 / 8, 12), (1 / 32, 16), (1 / 128, 16))
-_FINAL = 1 / 512
 _SMALL = 1024
+_ROUNDS = {False: 10, True: 16}
 
 
 def _rounds(key, state, rounds, lap, gauss, word, top):
@@ -368,34 +366,39 @@ def _gathered(key, state, capacity, rounds, lap, gauss, word, top):
     return jax.tree.map(lambda a, b: a.at[index].set(b, mode="drop"), state, sub)
 
 
-def _run(key, shape, dtype, lap, gauss):
+@functools.partial(jax.jit, static_argnames=("shape", "dtype"))
+def _sample(key, lap, gauss, shape, dtype):
+    """The sampler, compiled once per kind, shape and dtype: the rational's integers are arguments."""
     word = _word()
     top = word(np.iinfo(dtype).max)
     n = math.prod(shape)
     state = _init((n,), word)
+    rounds = _ROUNDS[gauss is not None]
     if n <= _SMALL:
         state = _rounds(key, state, None, lap, gauss, word, top)
     else:
-        cascade = _LAPLACE_CASCADE if gauss is None else _GAUSSIAN_CASCADE
-        for level, (fraction, rounds) in enumerate(cascade):
-            level_key = jax.random.fold_in(key, level)
-            if fraction == 1:
-                state = _rounds(level_key, state, rounds, lap, gauss, word, top)
-            else:
-                state = _gathered(level_key, state, math.ceil(n * fraction), rounds, lap, gauss, word, top)
-        final_key = jax.random.fold_in(key, len(cascade))
-        capacity = math.ceil(n * _FINAL)
+        keys = jax.random.split(key, 3)
+        state = _rounds(keys[0], state, rounds, lap, gauss, word, top)
+        state = _gathered(keys[1], state, math.ceil(n / 4), rounds, lap, gauss, word, top)
 
-        def outer(carry):
+        def tail(carry):
             j, st = carry
-            sub_key = jax.random.fold_in(final_key, j)
-            return j + 1, _gathered(sub_key, st, capacity, None, lap, gauss, word, top)
+            return j + 1, _gathered(jax.random.fold_in(keys[2], j), st, math.ceil(n / 64), None, lap, gauss,
+                                    word, top)
 
-        _, state = lax.while_loop(
-            lambda c: jnp.any(c[1]["phase"] != _DONE), outer, (jnp.int32(0), state)
-        )
+        _, state = lax.while_loop(lambda c: jnp.any(c[1]["phase"] != _DONE), tail, (jnp.int32(0), state))
     y = state["y"].astype(dtype)
     return jnp.where(state["neg"] == 1, -y, y).reshape(shape)
+
+
+def _run(key, shape, dtype, t_s, gauss):
+    """Passes Algorithm 2's (t, s) and Algorithm 3's gamma coefficients as word-sized arrays."""
+    word = _word()
+    t, s = t_s
+    lap = {"t": t, "s": s, "mask": 2 ** (t - 1).bit_length() - 1, "t_div_s": t // s, "t_mod_s": t % s}
+    as_words = functools.partial(jax.tree.map, lambda v: jnp.asarray(v, word))
+    gauss = None if gauss is None else as_words({name: gauss[name] for name in ("r", "c", "w", "D")})
+    return _sample(key, as_words(lap), gauss, shape, np.dtype(dtype))
 
 
 def _shape(shape):
