@@ -206,7 +206,6 @@ def discrete_laplace_mechanism(key, value, epsilon, *, sensitivity=1) -> jax.Arr
     return _add_integer_noise(value, noise.discrete_laplace(key, scale, value.shape, value.dtype))
 
 
-@elementwise("epsilon", "sensitivity")
 def discrete_laplace_guarantee(epsilon, *, sensitivity=1) -> PureDP:
     """The discrete Laplace mechanism's guarantee: pure ``epsilon``-DP (Ghosh et al. 2009; CKS20
     Sec. 2.1: the privacy loss of ``value + Z`` is at most ``epsilon |value - value'| / sensitivity``)."""
@@ -239,7 +238,6 @@ def discrete_gaussian_mechanism(key, value, sigma, *, sensitivity=1) -> jax.Arra
     return _add_integer_noise(value, noise.discrete_gaussian(key, sigma, value.shape, value.dtype))
 
 
-@elementwise("sigma", "sensitivity")
 def discrete_gaussian_guarantee(sigma, *, sensitivity=1) -> ZCDP:
     """``sensitivity^2 / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020, Thm. 4 and Thm. 14)."""
     sigma = exact_noise.exact_rational(sigma, "sigma")

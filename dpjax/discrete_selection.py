@@ -36,7 +36,6 @@ from jax import lax
 
 from dpjax import additive, exact_noise, noise
 from dpjax.accounting import PureDP
-from dpjax.accounting.elementwise import elementwise
 from dpjax.validation import check_int
 
 __all__ = [
@@ -97,7 +96,6 @@ def discrete_report_noisy_max(key, counts, epsilon, *, sensitivity=1, monotonic:
     return jnp.argmax(noisy).astype(jnp.int32)  # argmax returns the first maximum
 
 
-@elementwise("epsilon")
 def discrete_report_noisy_max_guarantee(epsilon, *, sensitivity=1, monotonic: bool = False) -> PureDP:
     """Pure ``epsilon``-DP (Dwork and Roth 2014, Claim 3.9, with the discrete argument above)."""
     exact_noise.exact_rational(sensitivity, "sensitivity")
@@ -129,7 +127,6 @@ def discrete_peeling_top_k(key, counts, k: int, epsilon, *, sensitivity=1, monot
     return chosen
 
 
-@elementwise("epsilon")
 def discrete_peeling_top_k_guarantee(epsilon, *, sensitivity=1, monotonic: bool = False) -> PureDP:
     """Pure ``epsilon``-DP: k rounds of ``epsilon/k``-DP report-noisy-max, composed."""
     exact_noise.exact_rational(sensitivity, "sensitivity")

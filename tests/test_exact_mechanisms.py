@@ -17,7 +17,14 @@ from dpjax.additive import (
     discrete_laplace_guarantee,
     discrete_laplace_mechanism,
 )
-from dpjax.audit import audit
+from dpjax.audit import audit, neighbours
+from dpjax.selection import (
+    discrete_peeling_top_k,
+    discrete_peeling_top_k_guarantee,
+    discrete_report_noisy_max,
+    discrete_report_noisy_max_guarantee,
+)
+from dpjax.svt import discrete_above_threshold, discrete_above_threshold_guarantee
 
 TRIALS = 100_000
 
@@ -111,3 +118,90 @@ def test_audit_catches_too_little_discrete_noise():
     x, x_prime = jnp.array([0], jnp.int32), jnp.array([1], jnp.int32)
     result = audit(lambda k, v: discrete_laplace_mechanism(k, v, 3), x, x_prime, epsilon=1.0, trials=TRIALS)
     assert not result.passed
+
+
+# --------------------------------------------------------------- AboveThreshold, noisy max, peeling top-k
+
+
+def _dlap_pmf(scale, reach=200):
+    z = np.arange(-reach, reach + 1)
+    q = math.exp(-1 / scale)
+    return z, (1 - q) / (1 + q) * q ** np.abs(z)
+
+
+def _int(pair):
+    return tuple(jnp.asarray(v, jnp.int32) for v in pair)
+
+
+def test_discrete_above_threshold_exact_law():
+    """queries (0, 2), threshold 1, scales 1 and 2: P(output) summed over the noise's PMFs."""
+    z, p1 = _dlap_pmf(1.0)
+    _, p2 = _dlap_pmf(2.0)
+    cdf2 = np.cumsum(p2)  # P(nu <= z[i])
+
+    def p_at_least(a):  # P(nu >= a) for integer arrays a
+        idx = np.clip(a - z[0] - 1, -1, z.size - 1)
+        return 1 - np.where(idx >= 0, cdf2[np.maximum(idx, 0)], 0.0)
+
+    first = p_at_least(1 + z - 0)  # q_0 + nu_0 >= T + rho
+    second = p_at_least(1 + z - 2)
+    law = np.array([(p1 * first).sum(), (p1 * (1 - first) * second).sum()])
+    law = np.append(law, 1 - law.sum())  # index 0, index 1, none (-1)
+    queries = jnp.array([0, 2], jnp.int32)
+    keys = jax.random.split(jax.random.key(4), 50_000)
+    out = np.asarray(jax.jit(jax.vmap(lambda k: discrete_above_threshold(k, queries, 1, 1, (1, 2))))(keys))
+    counts = [np.sum(out == 0), np.sum(out == 1), np.sum(out == -1)]
+    assert stats.chisquare(counts, law * out.size).pvalue > 1e-4
+
+
+def test_discrete_report_noisy_max_exact_law_with_ties():
+    """counts (0, 1), monotonic, epsilon 1 (scale 1): index 0 wins iff z_0 >= 1 + z_1 (ties go to 0)."""
+    z, p = _dlap_pmf(1.0)
+    tail = 1 - np.cumsum(p) + p  # P(Z >= z[i])
+    shifted = np.interp(z + 1, z, tail, right=0.0)  # P(z_0 >= z_1 + 1)
+    p0 = float((p * shifted).sum())
+    counts = jnp.array([0, 1], jnp.int32)
+    keys = jax.random.split(jax.random.key(5), 50_000)
+    release = jax.vmap(lambda k: discrete_report_noisy_max(k, counts, 1, monotonic=True))
+    out = np.asarray(jax.jit(release)(keys))
+    assert stats.binomtest(int(np.sum(out == 0)), out.size, p0).pvalue > 1e-4
+
+
+def test_peeling_top_k_returns_distinct_indices_in_order():
+    counts = jnp.array([0, 1000, 5, 990], jnp.int32)
+    top = discrete_peeling_top_k(jax.random.key(6), counts, 2, 1)
+    assert top.shape == (2,) and set(np.asarray(top).tolist()) == {1, 3}
+    assert discrete_peeling_top_k_guarantee(2) == PureDP(2.0)
+    with pytest.raises(ValueError, match="k must be <= 4"):
+        discrete_peeling_top_k(jax.random.key(6), counts, 5, 1)
+
+
+@pytest.mark.parametrize("name", ["above_threshold", "noisy_max", "noisy_max_monotonic", "peeling_top_k"])
+def test_discrete_selection_passes_its_audit(name):
+    if name == "above_threshold":
+        x, x_prime = _int(neighbours.svt_worst_case(6))
+        mechanism = lambda k, v: discrete_above_threshold(k, v, 0, (1, 2), (1, 2))  # noqa: E731
+        claim = discrete_above_threshold_guarantee((1, 2), (1, 2))
+    elif name.startswith("noisy_max"):
+        monotonic = name.endswith("monotonic")
+        x, x_prime = _int(neighbours.noisy_max_worst_case(monotonic=monotonic))
+        mechanism = lambda k, v: discrete_report_noisy_max(k, v, 1, monotonic=monotonic)  # noqa: E731
+        claim = discrete_report_noisy_max_guarantee(1, monotonic=monotonic)
+    else:
+        x, x_prime = _int((np.zeros(3), np.array([1.0, -1.0, 0.0])))
+        mechanism = lambda k, v: discrete_peeling_top_k(k, v, 2, 1)  # noqa: E731
+        claim = discrete_peeling_top_k_guarantee(1)
+    result = audit(mechanism, x, x_prime, epsilon=claim.epsilon, trials=TRIALS)
+    assert result.passed, result
+
+
+def test_discrete_selection_bad_input():
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match="integer dtype"):
+        discrete_report_noisy_max(key, jnp.array([1.0, 2.0]), 1)
+    with pytest.raises(ValueError, match="integer dtype"):
+        discrete_above_threshold(key, jnp.array([1, 2]), 0.5, 1, 1)
+    with pytest.raises(ValueError, match="epsilon1 must be > 0"):
+        discrete_above_threshold(key, jnp.array([1, 2]), 0, 0, 1)
+    with pytest.raises(ValueError, match=r"counts must have shape \(n,\)"):
+        discrete_report_noisy_max(key, jnp.zeros((2, 2), jnp.int32), 1)

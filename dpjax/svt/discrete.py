@@ -29,7 +29,6 @@ import jax.numpy as jnp
 
 from dpjax import additive, exact_noise, noise
 from dpjax.accounting import PureDP
-from dpjax.accounting.elementwise import elementwise
 
 __all__ = ["discrete_above_threshold", "discrete_above_threshold_guarantee"]
 
@@ -90,7 +89,6 @@ def _above(nu, gap, rho):
     return jnp.where(overflow_high, False, jnp.where(overflow_low, True, nu >= total))
 
 
-@elementwise("epsilon1", "epsilon2")
 def discrete_above_threshold_guarantee(epsilon1, epsilon2, *, sensitivity=1, monotonic: bool = False):
     """``epsilon1 + 2 epsilon2``-DP, or ``epsilon1 + epsilon2``-DP for monotonic queries (Lyu, Su and
     Li 2017, Thm. 2; Durfee 2023, Lemma 3.1), which the discrete noise keeps (module docstring)."""
