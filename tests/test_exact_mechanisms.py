@@ -205,3 +205,15 @@ def test_discrete_selection_bad_input():
         discrete_above_threshold(key, jnp.array([1, 2]), 0, 0, 1)
     with pytest.raises(ValueError, match=r"counts must have shape \(n,\)"):
         discrete_report_noisy_max(key, jnp.zeros((2, 2), jnp.int32), 1)
+
+
+def test_readme_release_mode_example_runs():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"## Release mode\n.*?```python\n(.*?)```", readme, re.S)
+    assert block, "README has no release mode example"
+    namespace = {}
+    exec(compile(block.group(1), "README release mode", "exec"), namespace)
+    assert namespace["histogram"].dtype == jnp.int32 and namespace["top2"].shape == (2,)
