@@ -334,10 +334,10 @@ def _gaussian_acceptance(st, new_phase, proposed, gauss, word, top, restart_exp1
     return st, new_phase
 
 
-# Lanes above _SMALL: ROUNDS steps on all lanes, then ROUNDS more on the unfinished lanes gathered
+# Lanes above _SMALL (per key, also under vmap): ROUNDS steps on all lanes, then ROUNDS more on the unfinished lanes gathered
 # into a buffer of n/4, then buffers of n/64 (as many as needed) until every lane has accepted.
 # Discrete Laplace takes about 7 steps on average, the discrete Gaussian about 12.
-_SMALL = 1024
+_SMALL = 256
 _ROUNDS = {False: 10, True: 16}
 
 

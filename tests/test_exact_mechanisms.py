@@ -26,7 +26,7 @@ from dpjax.selection import (
 )
 from dpjax.svt import discrete_above_threshold, discrete_above_threshold_guarantee
 
-TRIALS = 100_000
+TRIALS = 50_000
 
 
 def test_discrete_laplace_mechanism_law_and_guarantee():
@@ -84,15 +84,15 @@ def test_float_data_and_bad_parameters_are_refused_eagerly():
 
 def test_scale_is_rounded_up_when_the_fraction_is_too_long():
     """epsilon = 0.1 (a float: 3602879701896397/2^55) gives a scale t/2^j >= 10, not a refusal."""
-    out = discrete_laplace_mechanism(jax.random.key(1), jnp.zeros(50_000, jnp.int32), 0.1)
+    out = discrete_laplace_mechanism(jax.random.key(1), jnp.zeros(10**6, jnp.int32), 0.1)
     q = math.exp(-0.1)
-    assert abs(float(jnp.var(out.astype(jnp.float32))) / (2 * q / (1 - q) ** 2) - 1) < 0.05
+    assert abs(float(jnp.var(out.astype(jnp.float32))) / (2 * q / (1 - q) ** 2) - 1) < 0.015
 
 
 def test_release_clamped_into_range_is_exact_post_processing():
     big = (2**31 - 2) // 2
-    out = discrete_laplace_mechanism(jax.random.key(2), jnp.full(1000, big, jnp.int32), 1)
-    assert int(out.max()) <= big and int(out.min()) >= big - 40
+    out = discrete_laplace_mechanism(jax.random.key(2), jnp.full(4, big, jnp.int32), 1)
+    assert int(out.max()) <= big and int(out.min()) >= big - 60
 
 
 @pytest.mark.parametrize("kind", ["laplace", "gaussian"])
