@@ -56,8 +56,8 @@ def _opendp_exact_peer(kind: str, n: int, parameter: float) -> Peer:
 
 
 def _exact_cases(scale: float) -> list[Case]:
-    n = scaled(10**5, scale, 10_000)
-    bins, releases = 1000, scaled(1000, scale, 100)
+    n = scaled(10**5, scale, 256)
+    bins, releases = scaled(1000, scale, 200), scaled(1000, scale, 10)
     histogram = jnp.asarray(np.random.default_rng(0).poisson(50, bins), jnp.int32)
     rows = [
         Case(
@@ -80,7 +80,7 @@ def _exact_cases(scale: float) -> list[Case]:
         Case(
             family="noise",
             mechanism="additive.discrete_laplace_mechanism",
-            setting=f"histogram of {bins} int32 counts, epsilon 1 (exact), vmapped over keys",
+            setting=f"histogram of {power_label(bins)} int32 counts, epsilon 1 (exact), vmapped over keys",
             release=lambda key, counts: additive.discrete_laplace_mechanism(key, counts, 1),
             args=(histogram,),
             releases=releases,
