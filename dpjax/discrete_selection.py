@@ -65,6 +65,7 @@ def _scale(epsilon, sensitivity, monotonic: bool, rounds: int):
 
 def _noisy(key, counts, scale):
     bound = additive.release_bound(counts.dtype)
+    counts = jnp.clip(counts, -bound, bound)  # traced counts out of range (concrete ones are refused)
     z = noise.discrete_laplace(key, scale, counts.shape, counts.dtype)
     return counts + jnp.clip(z, -bound - counts, bound - counts)
 

@@ -473,18 +473,18 @@ def discrete_gaussian(key, sigma, shape=(), dtype=None) -> jax.Array:
 
 
 def release_key(impl: str | None = None) -> jax.Array:
-    """A fresh ``jax.random`` key seeded with 128 bits of the operating system's entropy.
+    """A fresh ``jax.random`` key whose every bit comes from the operating system's entropy.
 
-    ``secrets.token_bytes`` (``os.urandom``: getrandom(2) on Linux) supplies the seed, so the key is
+    ``secrets.token_bytes`` (``os.urandom``: getrandom(2) on Linux) fills the key's data: 64 bits
+    for the default ``threefry2x32`` (its key is two 32-bit words), 128 for ``"rbg"``. The key is
     unpredictable to anyone who does not see this process. What comes next is JAX's generator:
-    the default ``threefry2x32`` is a counter-based pseudo-random function (Salmon et al. 2011,
-    "Parallel random numbers: as easy as 1, 2, 3"): Threefry-2x32 with 20 rounds, which passes the
-    statistical test batteries (BigCrush) and has no known practical distinguisher, but it is not a
-    certified cryptographically secure generator (no NIST/FIPS validation, no security proof, and
-    its 64-bit key from ``jax.random.key`` seeds is shorter than a cryptographic key). Its outputs are
-    not secret from anyone who learns the key. Draw one release key per release, keep it off logs,
-    and if your threat model needs a certified CSPRNG, generate the bits with one and use the
-    exact samplers' algorithms on them.
+    ``threefry2x32`` is a counter-based pseudo-random function (Salmon et al. 2011, "Parallel random
+    numbers: as easy as 1, 2, 3"), Threefry-2x32 with 20 rounds, which passes the statistical test
+    batteries (BigCrush) and has no known practical distinguisher, but it is not a certified
+    cryptographically secure generator: no NIST/FIPS validation, no security proof, and a 64-bit
+    key, short of a cryptographic key's 128 bits. Its outputs are predictable to anyone who learns
+    the key. Draw one release key per release, keep it out of logs, and if your threat model needs a
+    certified CSPRNG, generate the bits with one and run the exact samplers' algorithms on them.
 
     Args:
       impl: the ``jax.random`` implementation (default: JAX's default, threefry2x32).
@@ -492,8 +492,6 @@ def release_key(impl: str | None = None) -> jax.Array:
     Returns:
       A new-style typed key (``jax.random.key_data`` gives its words).
     """
-    raw = np.frombuffer(secrets.token_bytes(16), np.uint32)
-    key = jax.random.key(0, impl=impl)
-    words = jax.random.key_data(key).size
-    data = np.resize(raw, words).reshape(jax.random.key_data(key).shape)
-    return jax.random.wrap_key_data(data, impl=impl)
+    shape = jax.random.key_data(jax.random.key(0, impl=impl)).shape
+    words = np.frombuffer(secrets.token_bytes(4 * math.prod(shape)), np.uint32).reshape(shape)
+    return jax.random.wrap_key_data(words, impl=impl)

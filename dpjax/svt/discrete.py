@@ -16,10 +16,11 @@ and ``q + nu >= T + rho => q' + nu' >= T + rho'``, which hold for any reals, str
 (which have positive probability here) need no continuity. Hence: ``epsilon1 + 2 epsilon2``-DP, and
 ``epsilon1 + epsilon2``-DP for monotonic queries, as for continuous Laplace noise.
 
-**Range.** Queries and the threshold lie in [-B, B] (B = (L - 1)/2, L the dtype's maximum; checked
-eagerly); the noise saturates at +-L (:mod:`dpjax.exact_noise`), so a comparison could differ from
-the exact one only when a draw reaches +-L: probability below ``2 exp(-L / b)`` per draw (below
-``e^-127`` for int32 at the largest scale the sampler accepts), a delta that far below any stated one.
+**Range.** Queries and the threshold lie in [-B, B] (B = (L - 1)/2, L the dtype's maximum;
+checked eagerly, clamped when traced: 1-Lipschitz, so the sensitivity holds); the noise saturates
+at +-L (:mod:`dpjax.exact_noise`), so a comparison could differ from the exact one only when a
+draw reaches +-L: probability below ``2 exp(-L / b)`` per draw (below ``e^-127`` for int32 at the
+largest scale the sampler accepts), a delta far below any stated one.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def discrete_above_threshold(key, queries, threshold, epsilon1, epsilon2, *, sen
     exact_noise.exact_rational(sensitivity, "sensitivity")
     additive.check_release_range(queries, "queries")
     additive.check_release_range(threshold, "threshold")
+    bound = additive.release_bound(queries.dtype)  # traced values out of range are clamped
+    queries, threshold = jnp.clip(queries, -bound, bound), jnp.clip(threshold, -bound, bound)
     threshold_key, query_key = jax.random.split(key)
     dtype = queries.dtype
     rho = noise.discrete_laplace(threshold_key, _scale(sensitivity, epsilon1, "epsilon1"), (), dtype)
