@@ -25,6 +25,10 @@ uses where the tail is irrelevant and speed is all.
 
 These are floating-point samplers: they are right in distribution for studies, training and
 benchmarks, but they are not hardened against floating-point side channels (Mironov 2012).
+
+The exact integer samplers :func:`discrete_laplace` and :func:`discrete_gaussian` (Canonne, Kamath
+and Steinke 2020; integer arithmetic only, see :mod:`dpjax.exact_noise`) and :func:`release_key`
+(a key from the operating system's entropy) are re-exported here for releases.
 """
 
 from __future__ import annotations
@@ -35,7 +39,25 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dpjax.exact_noise import discrete_gaussian, discrete_laplace, release_key
 from dpjax.validation import check_choice
+
+__all__ = [
+    "SAMPLERS",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "exponential",
+    "exponential_from_sign_and_half_uniform",
+    "gaussian",
+    "gaussian_from_words",
+    "gumbel",
+    "laplace",
+    "laplace_from_sign_and_half_uniform",
+    "release_key",
+    "sample",
+    "sign_and_half_uniform_from_bits",
+    "standard_exponential",
+]
 
 _MODES = ("high", "low")
 

@@ -540,3 +540,11 @@ def noisy_max_with_gap_guarantee(
     return noisy_top_k_with_gap_guarantee(
         1, epsilon, noise=noise, sensitivity=sensitivity, monotonic=monotonic
     )
+
+# Exact integer variants (discrete Laplace noise, integer comparisons): dpjax/discrete_selection.py.
+from dpjax import discrete_selection as _discrete  # noqa: E402
+
+discrete_report_noisy_max = _discrete.discrete_report_noisy_max
+discrete_report_noisy_max_guarantee = _discrete.discrete_report_noisy_max_guarantee
+discrete_peeling_top_k = _discrete.discrete_peeling_top_k
+discrete_peeling_top_k_guarantee = _discrete.discrete_peeling_top_k_guarantee

@@ -13,6 +13,14 @@ NOT_MECHANISMS = {
     # A host-side driver: authorizes and settles each query on a float64 PerUserLedger; it has no
     # traceable parameter (its mechanisms, pie_ni and pie_k, are registered).
     "budgeting.run_multi_query",
+    # Exact integer mechanisms (release mode): their privacy parameters are host-side exact rationals,
+    # never traced, so the registry's traced-parameter tests do not apply; tests/test_exact_*.py
+    # check their laws, guarantees, audits and bad input.
+    "additive.discrete_laplace_mechanism",
+    "additive.discrete_gaussian_mechanism",
+    "selection.discrete_report_noisy_max",
+    "selection.discrete_peeling_top_k",
+    "svt.discrete_above_threshold",
 }
 
 

@@ -85,3 +85,8 @@ __all__ = [
     "sparse_vector_with_gap_from_noise",
     "sparse_vector_with_gap_guarantee",
 ]
+
+# Exact AboveThreshold on integer queries (discrete Laplace noise): dpjax/svt/discrete.py.
+from dpjax.svt.discrete import discrete_above_threshold, discrete_above_threshold_guarantee
+
+__all__ += ["discrete_above_threshold", "discrete_above_threshold_guarantee"]
