@@ -37,8 +37,8 @@ class DPAggregateState(NamedTuple):
       clip_norm: the clip norm the next step uses (float scalar; NaN if a traced check failed).
       step: number of steps run (int32); with ``noise_multiplier`` and ``clip`` it is what
         :func:`dpjax.optax.spent_epsilon` needs.
-      noise_multiplier: sigma.
-      clip: the clip strategy (its parameters are leaves).
+      noise_multiplier: sigma (a float array).
+      clip: the clip strategy (its parameters are leaves: int32 and float arrays).
     """
 
     key: jax.Array
@@ -100,6 +100,18 @@ def add_noise(key, tree, std, denominator):
     return jax.tree.unflatten(treedef, out)
 
 
+def fixed_dtypes(tree, dtype):
+    """Every leaf of ``tree`` as an array: integers int32, everything else ``dtype``. The state of
+    :func:`dp_aggregate` is built this way from ``init`` on, so ``update`` returns leaves of the same
+    types and shapes and a jitted step compiles once."""
+
+    def cast(leaf):
+        integer = jnp.issubdtype(jnp.result_type(leaf), jnp.integer)
+        return jnp.asarray(leaf, jnp.int32 if integer else dtype)
+
+    return jax.tree.map(cast, tree)
+
+
 def dp_aggregate(
     noise_multiplier, clip, key, *, expected_batch_size
 ) -> optax.GradientTransformationExtraArgs:
@@ -143,8 +155,15 @@ def dp_aggregate(
 
     def init_fn(params):
         del params
-        norm = jnp.asarray(strategy.initial_norm, float_dtype(strategy.initial_norm))
-        return DPAggregateState(key, norm, jnp.zeros((), jnp.int32), noise_multiplier, strategy)
+        dtype = float_dtype(strategy.initial_norm)
+        clip_state = fixed_dtypes(strategy, dtype)
+        return DPAggregateState(
+            key,
+            clip_state.initial_norm,
+            jnp.zeros((), jnp.int32),
+            jnp.asarray(noise_multiplier, dtype),
+            clip_state,
+        )
 
     def update_fn(updates, state, params=None, *, example_mask=None, **extra_args):
         del params, extra_args
