@@ -70,22 +70,26 @@ def quantile_default(quantile=0.5):
     return dpo.quantile_clip(0.1, quantile=quantile, epsilon=0.1, every=10)
 
 
+def mlp_model(dataset: data_lib.Dataset) -> train.Model:
+    return train.mlp((dataset.x_train.shape[1], MODEL[dataset.name]["hidden"], dataset.classes))
+
+
 def stack(trees):
     return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
 
 
 def runner(dataset: data_lib.Dataset, plan: train.Plan):
     """``jit`` of: runs (keys, strategies, sigmas stacked on a leading axis) -> (accuracy, final clip)."""
-    sizes = (dataset.x_train.shape[1], MODEL[dataset.name]["hidden"], dataset.classes)
+    model = mlp_model(dataset)
     config = dict(expected_batch_size=plan.expected_batch_size, learning_rate=LEARNING_RATE)
 
     def one(run, x, y, x_test, y_test):
         key, strategy, sigma = run
-        carry = train.init_carry(key, strategy, sigma, sizes=sizes, **config)
+        carry = train.init_carry(key, strategy, sigma, model=model, **config)
         carry, truncated = train.run_steps(
-            carry, x, y, plan.steps, rate=plan.sampling_rate, size=plan.padded_size, **config
+            carry, x, y, plan.steps, model=model, rate=plan.sampling_rate, size=plan.padded_size, **config
         )
-        return train.accuracy(carry.params, x_test, y_test), carry.opt_state[0].clip_norm, truncated
+        return train.accuracy(model, carry.params, x_test, y_test), carry.opt_state[0].clip_norm, truncated
 
     @jax.jit
     def run_all(runs, x, y, x_test, y_test):
@@ -170,9 +174,9 @@ def accuracy_part(datasets, seeds: int, epsilons=EPSILONS):
 
 def step_functions(dataset: data_lib.Dataset):
     """Jitted training steps at batch BATCH (all examples real) for each aggregation."""
-    sizes = (dataset.x_train.shape[1], MODEL[dataset.name]["hidden"], dataset.classes)
-    params = train.mlp_init(jax.random.key(0), sizes)
-    grads_fn = dpo.per_example_grads(train.example_loss)
+    model = mlp_model(dataset)
+    params = model.init(jax.random.key(0))
+    grads_fn = dpo.per_example_grads(train.example_loss(model))
     key = jax.random.key(1)
     txs = {
         "optax.contrib (fixed)": optax.chain(
@@ -236,7 +240,8 @@ def speed_part(datasets, repeats: int):
             for name, t in times.items()
         ]
         # the clip estimates alone, on the step's 256 norms
-        norms = dpo.example_norms(dpo.per_example_grads(train.example_loss)(steps["dpjax fixed"][1], x, y))
+        grads_fn = dpo.per_example_grads(train.example_loss(mlp_model(dataset)))
+        norms = dpo.example_norms(grads_fn(steps["dpjax fixed"][1], x, y))
         estimates = {
             "UQE estimate alone": quantile_default(),
             "geometric count alone": geometric_default(),
