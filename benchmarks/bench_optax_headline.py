@@ -34,7 +34,7 @@ import numpy as np
 from dpjax import optax as dpo
 from dpjax.bench.report import print_machine
 from dpjax.optax import data as data_lib
-from dpjax.optax import train
+from dpjax.optax import train, train_cli
 
 DELTA = 1e-5
 FIXED_GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
@@ -201,12 +201,12 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--cells", nargs="+", default=[f"{d}:{e:g}" for d, e in CELLS], help="dataset:epsilon"
     )
-    parser.add_argument("--clip-norm", type=float, default=train.DEFAULTS["clip_norm"])
-    parser.add_argument("--clip-epsilon", type=float, default=train.DEFAULTS["clip_epsilon"])
-    parser.add_argument("--every", type=int, default=train.DEFAULTS["every"])
-    parser.add_argument("--hidden", type=int, default=train.DEFAULTS["hidden"])
-    parser.add_argument("--learning-rate", type=float, default=train.DEFAULTS["learning_rate"])
-    parser.add_argument("--batch-size", type=int, default=train.DEFAULTS["batch_size"])
+    parser.add_argument("--clip-norm", type=float, default=train_cli.DEFAULTS["clip_norm"])
+    parser.add_argument("--clip-epsilon", type=float, default=train_cli.DEFAULTS["clip_epsilon"])
+    parser.add_argument("--every", type=int, default=train_cli.DEFAULTS["every"])
+    parser.add_argument("--hidden", type=int, default=train_cli.DEFAULTS["hidden"])
+    parser.add_argument("--learning-rate", type=float, default=train_cli.DEFAULTS["learning_rate"])
+    parser.add_argument("--batch-size", type=int, default=train_cli.DEFAULTS["batch_size"])
     args = parser.parse_args(argv)
     args.argv = argv if argv is not None else __import__("sys").argv[1:]
     args.epochs = dict(train.DEFAULT_EPOCHS)

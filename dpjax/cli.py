@@ -16,7 +16,7 @@ import sys
 SUBCOMMANDS = (
     "dpjax.studies.cli",  # dpjax study
     "dpjax.bench.cli",  # dpjax bench
-    "dpjax.optax.train",  # dpjax train
+    "dpjax.optax.train_cli",  # dpjax train
     "dpjax.studies.reproduce.cli",  # dpjax reproduce
 )
 

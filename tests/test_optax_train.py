@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from dpjax.cli import main
-from dpjax.optax import data, train
+from dpjax.optax import data, train, train_cli
 
 
 def test_poisson_batch_selects_each_index_independently_with_the_rate():
@@ -65,12 +65,13 @@ def test_train_command_writes_per_epoch_metrics(capsys, tmp_path):
     printed = capsys.readouterr().out
     phases = [
         "dpjax train:",
+        "importing JAX",
         "loading data",
         "calibrating",
         "compiling",
         "epoch 0",
         "epoch 1",
-        "test accuracy",
+        "\ntest accuracy",
     ]
     positions = [printed.index(phase) for phase in phases]
     assert positions == sorted(positions), printed
@@ -147,7 +148,7 @@ def test_train_help_shows_the_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for name, value in train.DEFAULTS.items():
+    for name, value in train_cli.DEFAULTS.items():
         assert f"(default: {value})" in text, name
     assert "(default: None)" not in text
 

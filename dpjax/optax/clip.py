@@ -31,15 +31,16 @@ import numpy as np
 from jax import lax
 
 from dpjax import noise
+from dpjax.optax import defaults
 from dpjax.quantiles.unbounded import grid, halting, tabulate
 from dpjax.quantiles.unbounded_bins import grid_edges
 from dpjax.validation import Checks, check_int, check_positive, is_traced
 
-# quantile_clip's defaults (and dpjax train's), chosen from the headline study of benchmarks/README.md
-# ("DP-SGD headline"): within 1 point of the best fixed clip of a sweep on Adult and MNIST-5k.
-DEFAULT_QUANTILE = 0.9
-DEFAULT_CLIP_EPSILON = 0.1
-DEFAULT_EVERY = 10
+DEFAULT_QUANTILE, DEFAULT_CLIP_EPSILON, DEFAULT_EVERY = (
+    defaults.QUANTILE,
+    defaults.CLIP_EPSILON,
+    defaults.EVERY,
+)
 DEFAULT_MAX_QUERIES = 300  # at beta = 1.01: estimates within a factor 1.5e8 of the centre
 
 
