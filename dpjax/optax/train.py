@@ -1,4 +1,5 @@
-"""DP-SGD training example (``dpjax train``): a pure-JAX MLP on UCI Adult (shipped) or MNIST.
+"""DP-SGD training example (``dpjax train``): a pure-JAX MLP on UCI Adult (shipped) or a small CNN on
+MNIST (a CSV given by path), with per-epoch metrics (and, with ``--out``, CSV, JSON and a figure).
 
 Each step Poisson-samples the training set (every example with probability ``batch_size / n``),
 pads the sample to a fixed size, computes per-example gradients, and applies
@@ -11,8 +12,9 @@ truncated. The truncated run differs from the Poisson one with probability at mo
 ``(epsilon, delta_acc + eta (1 + e^epsilon))``-DP when the Poisson run is ``(epsilon, delta_acc)``-DP;
 sigma is calibrated at ``delta_acc = 0.99 delta``, which makes the total at most delta.
 
-Everything per step, and a whole chunk of steps, runs in one ``jit``-compiled ``lax.scan``; the
-functions here also ``vmap`` over seeds and clip strategies (the benchmark does).
+Everything per step, and a whole epoch of steps, runs in one ``jit``-compiled ``lax.fori_loop``;
+the functions here also ``vmap`` over seeds and clip strategies (the benchmarks do). The command
+line (parser, defaults, first line) is :mod:`dpjax.optax.train_cli`.
 """
 
 from __future__ import annotations
