@@ -39,6 +39,7 @@ of a shared machine.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import jax
@@ -70,22 +71,26 @@ def quantile_default(quantile=0.5):
     return dpo.quantile_clip(0.1, quantile=quantile, epsilon=0.1, every=10)
 
 
+def mlp_model(dataset: data_lib.Dataset) -> train.Model:
+    return train.mlp((dataset.x_train.shape[1], MODEL[dataset.name]["hidden"], dataset.classes))
+
+
 def stack(trees):
     return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
 
 
 def runner(dataset: data_lib.Dataset, plan: train.Plan):
     """``jit`` of: runs (keys, strategies, sigmas stacked on a leading axis) -> (accuracy, final clip)."""
-    sizes = (dataset.x_train.shape[1], MODEL[dataset.name]["hidden"], dataset.classes)
+    model = mlp_model(dataset)
     config = dict(expected_batch_size=plan.expected_batch_size, learning_rate=LEARNING_RATE)
 
     def one(run, x, y, x_test, y_test):
         key, strategy, sigma = run
-        carry = train.init_carry(key, strategy, sigma, sizes=sizes, **config)
+        carry = train.init_carry(key, strategy, sigma, model=model, **config)
         carry, truncated = train.run_steps(
-            carry, x, y, plan.steps, rate=plan.sampling_rate, size=plan.padded_size, **config
+            carry, x, y, plan.steps, model=model, rate=plan.sampling_rate, size=plan.padded_size, **config
         )
-        return train.accuracy(carry.params, x_test, y_test), carry.opt_state[0].clip_norm, truncated
+        return train.accuracy(model, carry.params, x_test, y_test), carry.opt_state[0].clip_norm, truncated
 
     @jax.jit
     def run_all(runs, x, y, x_test, y_test):
@@ -170,9 +175,9 @@ def accuracy_part(datasets, seeds: int, epsilons=EPSILONS):
 
 def step_functions(dataset: data_lib.Dataset):
     """Jitted training steps at batch BATCH (all examples real) for each aggregation."""
-    sizes = (dataset.x_train.shape[1], MODEL[dataset.name]["hidden"], dataset.classes)
-    params = train.mlp_init(jax.random.key(0), sizes)
-    grads_fn = dpo.per_example_grads(train.example_loss)
+    model = mlp_model(dataset)
+    params = model.init(jax.random.key(0))
+    grads_fn = dpo.per_example_grads(train.example_loss(model))
     key = jax.random.key(1)
     txs = {
         "optax.contrib (fixed)": optax.chain(
@@ -236,7 +241,8 @@ def speed_part(datasets, repeats: int):
             for name, t in times.items()
         ]
         # the clip estimates alone, on the step's 256 norms
-        norms = dpo.example_norms(dpo.per_example_grads(train.example_loss)(steps["dpjax fixed"][1], x, y))
+        grads_fn = dpo.per_example_grads(train.example_loss(mlp_model(dataset)))
+        norms = dpo.example_norms(grads_fn(steps["dpjax fixed"][1], x, y))
         estimates = {
             "UQE estimate alone": quantile_default(),
             "geometric count alone": geometric_default(),
@@ -273,12 +279,50 @@ def speed_part(datasets, repeats: int):
     print_table(f"one training step at batch {BATCH} ({repeats}+ timed calls each, compile excluded)", rows)
 
 
+def aggregation_part(repeats: int):
+    """The aggregation alone (clip, sum, noise of given per-example gradients: the ``training`` family
+    of ``dpjax bench``), dpjax's ``dp_aggregate`` and ``optax.contrib.differentially_private_aggregate``
+    called alternately (interleaved, so both see the same machine load), ``repeats`` calls each."""
+    from dpjax.bench.cases import training as cases
+
+    rows = []
+    for name, shapes in cases.SHAPES.items():
+        grads = cases.gradients(shapes, cases.BATCH)
+        ours = jax.jit(cases.release)
+        theirs = optax.contrib.differentially_private_aggregate(cases.CLIP, cases.SIGMA, 0)
+        state = theirs.init(None)
+        update = jax.jit(theirs.update)
+        calls = {
+            "dpjax": functools.partial(ours, jax.random.key(0), grads),
+            "optax": functools.partial(update, grads, state),
+        }
+        times = {k: [] for k in calls}
+        for call in calls.values():
+            jax.block_until_ready(call())
+        for _ in range(repeats):
+            for k, call in calls.items():
+                start = time.perf_counter()
+                jax.block_until_ready(call())
+                times[k].append(time.perf_counter() - start)
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        rows.append(
+            dict(
+                batch=f"{cases.BATCH} x {name}",
+                dpjax_ms_median=1e3 * med["dpjax"],
+                optax_ms_median=1e3 * med["optax"],
+                ratio_of_medians=med["dpjax"] / med["optax"],
+                ratio_of_minima=min(times["dpjax"]) / min(times["optax"]),
+            )
+        )
+    print_table(f"aggregation alone, {repeats} interleaved calls each (ratio < 1: dpjax faster)", rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mnist", metavar="PATH", help="MNIST CSV, e.g. /work/shared/data/mnist_5k.csv.gz")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epsilon", type=float, nargs="+", default=list(EPSILONS))
-    parser.add_argument("--part", choices=("accuracy", "speed", "all"), default="all")
+    parser.add_argument("--part", choices=("accuracy", "speed", "aggregation", "all"), default="all")
     parser.add_argument("--repeats", type=int, default=50, help="timed steps per aggregation (speed)")
     args = parser.parse_args()
     print_machine()
@@ -286,6 +330,8 @@ def main() -> None:
     if args.mnist:
         datasets.append(data_lib.load_mnist(args.mnist))
     start = time.perf_counter()
+    if args.part in ("aggregation", "all"):
+        aggregation_part(args.repeats)
     if args.part in ("speed", "all"):
         speed_part(datasets, args.repeats)
     if args.part in ("accuracy", "all"):

@@ -27,7 +27,7 @@ SUBCOMMANDS = {
         "time every mechanism family on this device against the RNG floor and peer libraries",
     ),
     "train": (
-        "dpjax.optax.train",
+        "dpjax.optax.train_cli",
         "DP-SGD on UCI Adult or MNIST with a fixed, quantile or geometric clip norm",
     ),
     "reproduce": (

@@ -132,7 +132,7 @@ def test_calibrated_noise_is_minimal_on_the_scaled_grid(sigma, q, steps, delta):
 
 
 def test_noise_multiplier_for_epsilon_refuses_a_budget_the_strategy_alone_exceeds():
-    strategy = dpo.quantile_clip(1.0, epsilon=1.0)
+    strategy = dpo.quantile_clip(1.0, epsilon=1.0, every=1)
     with pytest.raises(ValueError, match="clip strategy alone"):
         dpo.noise_multiplier_for_epsilon(0.5, DELTA, steps=300, sampling_rate=0.01, clip=strategy)
 

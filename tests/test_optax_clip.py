@@ -49,7 +49,9 @@ def test_quantile_clip_tracks_the_target_quantile():
     quantile + 0.004, standard deviation 0.002)."""
     quantiles = np.array([0.5, 0.5, 0.9, 0.9])
     initial = np.array([0.01, 100.0, 0.01, 100.0])
-    strategies = jax.vmap(lambda c, q: dpo.quantile_clip(c, quantile=q, epsilon=1.0))(initial, quantiles)
+    strategies = jax.vmap(lambda c, q: dpo.quantile_clip(c, quantile=q, epsilon=1.0, every=1))(
+        initial, quantiles
+    )
     norms = tracked_norms(strategies, 201)
     np.testing.assert_allclose(norms[:, 0], initial, rtol=1e-6)
     unclipped = stats.norm.cdf(np.log(norms[:, 1:])).mean(axis=1)
@@ -57,9 +59,12 @@ def test_quantile_clip_tracks_the_target_quantile():
 
 
 def test_quantile_clip_estimates_only_every_k_steps():
-    norms = tracked_norms(one(dpo.quantile_clip(1.0, epsilon=1.0, every=5)), 21)[0]
+    """C_t differs from C_{t-1} only where step t-1 estimated (t - 1 = 0, 5, 10, 15). An estimate may
+    also equal its centre (Algorithm 4 releases 0 in log units when both calls halt at once), so
+    not every estimation step must move the norm; with these keys at least 3 of the 4 do."""
+    norms = tracked_norms(one(dpo.quantile_clip(1.0, quantile=0.9, epsilon=1.0, every=5)), 21)[0]
     changes = np.flatnonzero(np.diff(norms)) + 1  # C_t differs from C_{t-1}: estimated at step t-1
-    np.testing.assert_array_equal(changes, [1, 6, 11, 16])
+    assert set(changes) <= {1, 6, 11, 16} and len(changes) >= 3, changes
 
 
 def test_geometric_clip_tracks_the_median_with_tf_privacy_defaults():
@@ -73,3 +78,32 @@ def test_geometric_clip_tracks_the_median_with_tf_privacy_defaults():
     unclipped = stats.norm.cdf(np.log(norms[150:]))
     assert abs(unclipped.mean() - 0.5) < 0.03, unclipped.mean()
     assert np.all(np.diff(np.log(norms[:11])) > 0)  # climbs from 0.1 towards the median first
+
+
+def test_quantile_clip_first_estimate_needs_no_good_start():
+    """The issue's setting (256 LogNormal(0, 1) norms, target 0.5, epsilon 0.1 per estimate): the
+    fraction of norms below the first estimate has the same law from a start at the median, 100x
+    above it and 100x below it. Durfee (2023) Algorithm 4 on the log norms, centred at 1 for the first
+    estimate, makes the first estimate independent of the start: the same key gives the same
+    estimate from every start, and two-sample Kolmogorov-Smirnov tests between independent keys (200
+    per start, each at level 5e-5) find no difference; the old relative grid (fractions [0.55, 0.55,
+    0.92] from a start 100x above against [0.35, 0.48, 0.59]) fails them with p < 1e-30. The median
+    fraction is within 0.05 of the target (its standard error is about 0.01)."""
+    starts = np.array([1.0, 100.0, 0.01])
+    grads = jnp.exp(jax.random.normal(jax.random.key(7), (BATCH, 1)))
+    norms = np.asarray(grads[:, 0], np.float64)
+
+    def first_estimate(start, key):
+        strategy = dpo.quantile_clip(start, quantile=0.5, epsilon=0.1)
+        tx = dpo.dp_aggregate(1.0, strategy, key, expected_batch_size=BATCH)
+        return tx.update(grads, tx.init(None))[1].clip_norm
+
+    run = jax.jit(jax.vmap(jax.vmap(first_estimate, in_axes=(None, 0)), in_axes=(0, 0)))
+    keys = jax.random.split(jax.random.key(8), (3, 200))
+    same = np.asarray(run(jnp.asarray(starts), jnp.stack([keys[0]] * 3)))
+    np.testing.assert_array_equal(same[1], same[0])
+    np.testing.assert_array_equal(same[2], same[0])
+    below = (norms[None, None, :] < np.asarray(run(jnp.asarray(starts), keys))[..., None]).mean(axis=-1)
+    for other in below[1:]:
+        assert stats.ks_2samp(below[0], other).pvalue > 5e-5
+    assert abs(np.median(below) - 0.5) < 0.05, np.median(below)

@@ -224,3 +224,32 @@ def test_one_step_in_each_float_dtype(float_dtype, clip):
     assert updates.dtype == float_dtype and updates.shape == (3,)
     assert np.all(np.isfinite(updates)) and np.isfinite(state.clip_norm) and state.clip_norm > 0
     assert dpo.spent_epsilon(state, 1e-5, sampling_rate=0.01) > 0
+
+
+STRATEGIES = {
+    "fixed": dpo.fixed_clip(1.0),
+    "geometric": dpo.geometric_clip(1.0, count_noise_multiplier=2.0),
+    "quantile": dpo.quantile_clip(1.0, epsilon=1.0, every=2),
+}
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_jitted_step_compiles_once_from_init(name):
+    """The state from ``init`` has arrays of fixed dtypes as leaves, so a jitted step called on it and
+    then on its own output (four steps, an estimation step and a kept one for the quantile clip)
+    compiles once: the jitted function's cache holds one executable."""
+    tx = optax.chain(dpo.dp_aggregate(1.0, STRATEGIES[name], KEY, expected_batch_size=4), optax.sgd(0.1))
+
+    @jax.jit
+    def step(params, state, grads):
+        updates, state = tx.update(grads, state, params)
+        return optax.apply_updates(params, updates), state
+
+    params = jnp.zeros(3)
+    state = tx.init(params)
+    for leaf in jax.tree.leaves(state[0]):
+        assert isinstance(leaf, jax.Array), leaf
+        assert jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key) or not leaf.weak_type, leaf
+    for _ in range(4):
+        params, state = step(params, state, jnp.ones((4, 3)))
+    assert step._cache_size() == 1

@@ -17,7 +17,13 @@ import numpy as np
 
 from dpjax.bench.case import Peer
 
-DISTRIBUTIONS = {"numpy": "numpy", "opendp": "opendp", "diffprivlib": "diffprivlib", "pydp": "python-dp"}
+DISTRIBUTIONS = {
+    "numpy": "numpy",
+    "opendp": "opendp",
+    "diffprivlib": "diffprivlib",
+    "pydp": "python-dp",
+    "optax": "optax",
+}
 
 
 def version(library: str) -> str | None:
@@ -197,3 +203,27 @@ def pydp_bounded_sum(x: np.ndarray, bound: float, epsilon: float) -> Peer:
         return call
 
     return Peer("python-dp BoundedSum", "pydp", single, note=f"float64 ndarray; {_GIVEN_BOUND}")
+
+
+# ----------------------------------------------------------------------------------------- training
+
+
+def optax_contrib_aggregate(grads, clip: float, noise_multiplier: float) -> Peer:
+    """``optax.contrib.differentially_private_aggregate``'s update on the given per-example gradients,
+    jitted (compiled at build time), one release per call."""
+
+    def single():
+        import jax
+        import optax
+
+        tx = optax.contrib.differentially_private_aggregate(clip, noise_multiplier, 0)
+        state = tx.init(None)
+        update = jax.jit(tx.update)
+        return lambda: jax.block_until_ready(update(grads, state))
+
+    return Peer(
+        "optax.contrib.differentially_private_aggregate",
+        "optax",
+        single,
+        note="jitted; same clip, noise multiplier and batch; NaN for a non-finite example",
+    )

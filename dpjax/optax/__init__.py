@@ -11,25 +11,42 @@ Example:
   >>> eps = dpo.training_epsilon(1e-5, steps=1000, sampling_rate=0.01, noise_multiplier=1.0, clip=strategy)
 """
 
-from dpjax.optax.accounting import (
-    dp_event,
-    noise_multiplier_for_epsilon,
-    pure_dp_to_gdp,
-    spent_epsilon,
-    training_epsilon,
-    training_guarantee,
-)
-from dpjax.optax.clip import (
-    ClipStrategy,
-    FixedClip,
-    GeometricClip,
-    QuantileClip,
-    fixed_clip,
-    geometric_clip,
-    quantile_clip,
-)
-from dpjax.optax.grads import per_example_grads
-from dpjax.optax.transform import DPAggregateState, dp_aggregate, example_norms
+import importlib
+
+# Loaded on first use (PEP 562), so that ``dpjax train``'s command line (dpjax.optax.train_cli) starts
+# without importing JAX.
+_HOMES = {
+    "dp_event": "accounting",
+    "noise_multiplier_for_epsilon": "accounting",
+    "pure_dp_to_gdp": "accounting",
+    "spent_epsilon": "accounting",
+    "training_epsilon": "accounting",
+    "training_guarantee": "accounting",
+    "ClipStrategy": "clip",
+    "FixedClip": "clip",
+    "GeometricClip": "clip",
+    "QuantileClip": "clip",
+    "fixed_clip": "clip",
+    "geometric_clip": "clip",
+    "quantile_clip": "clip",
+    "per_example_grads": "grads",
+    "DPAggregateState": "transform",
+    "dp_aggregate": "transform",
+    "example_norms": "transform",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'dpjax.optax' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"dpjax.optax.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOMES))
+
 
 __all__ = [
     "ClipStrategy",

@@ -1,4 +1,5 @@
-"""DP-SGD training example (``dpjax train``): a pure-JAX MLP on UCI Adult (shipped) or MNIST.
+"""DP-SGD training example (``dpjax train``): a pure-JAX MLP on UCI Adult (shipped) or a small CNN on
+MNIST (a CSV given by path), with per-epoch metrics (and, with ``--out``, CSV, JSON and a figure).
 
 Each step Poisson-samples the training set (every example with probability ``batch_size / n``),
 pads the sample to a fixed size, computes per-example gradients, and applies
@@ -11,16 +12,22 @@ truncated. The truncated run differs from the Poisson one with probability at mo
 ``(epsilon, delta_acc + eta (1 + e^epsilon))``-DP when the Poisson run is ``(epsilon, delta_acc)``-DP;
 sigma is calibrated at ``delta_acc = 0.99 delta``, which makes the total at most delta.
 
-Everything per step, and a whole chunk of steps, runs in one ``jit``-compiled ``lax.scan``; the
-functions here also ``vmap`` over seeds and clip strategies (the benchmark does).
+Everything per step, and a whole epoch of steps, runs in one ``jit``-compiled ``lax.fori_loop``;
+the functions here also ``vmap`` over seeds and clip strategies (the benchmarks do). The command
+line (parser, defaults, first line) is :mod:`dpjax.optax.train_cli`.
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import itertools
+import json
 import math
+import os
+import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -31,8 +38,9 @@ from dpjax.optax import accounting
 from dpjax.optax import clip as clip_lib
 from dpjax.optax import data as data_lib
 from dpjax.optax.grads import per_example_grads
+from dpjax.optax.train_cli import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax.optax.transform import dp_aggregate
-from dpjax.validation import check_epsilon, check_int, check_probability
+from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
 
 TRUNCATION_SHARE = 0.01  # share of delta set aside for the truncation of oversized samples
 
@@ -47,14 +55,15 @@ class Plan(NamedTuple):
     delta_accounted: float
 
 
-def padded_size(n: int, rate: float, steps: int, eta: float) -> int:
-    """Smallest s with ``steps * P(Binomial(n, rate) > s) <= eta``, by the Chernoff bound
-    ``P(X >= a n) <= exp(-n KL(a || rate))`` for ``a > rate``."""
+def padded_size(n: int, rate: float, steps: int, log_eta: float) -> int:
+    """Smallest s with ``steps * P(Binomial(n, rate) > s) <= eta`` (given as ``log_eta``, so any
+    epsilon's tiny eta is representable), by the Chernoff bound ``P(X >= a n) <= exp(-n KL(a ||
+    rate))`` for ``a > rate``."""
     s = math.ceil(n * rate)
     while s < n:
         a = (s + 1) / n
         kl = a * math.log(a / rate) + ((1 - a) * math.log((1 - a) / (1 - rate)) if a < 1 else 0.0)
-        if steps * math.exp(-n * kl) <= eta:
+        if math.log(steps) - n * kl <= log_eta:
             return s
         s += 1
     return n
@@ -66,11 +75,13 @@ def plan(n: int, *, epochs: float, batch_size: int, epsilon: float, delta: float
     batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=n)
     epsilon = check_epsilon(epsilon)
     delta = check_probability(delta, "delta", open_low=True, open_high=True)
+    epochs = check_positive(epochs, "epochs")
     rate = batch_size / n
     steps = max(1, round(epochs * n / batch_size))
-    eta = TRUNCATION_SHARE * delta / (1 + math.exp(epsilon))
+    # log(eta) with eta = share * delta / (1 + e^epsilon), without overflow for a large epsilon
+    log_eta = math.log(TRUNCATION_SHARE * delta) - epsilon - math.log1p(math.exp(-epsilon))
     return Plan(
-        steps, rate, float(batch_size), padded_size(n, rate, steps, eta), (1 - TRUNCATION_SHARE) * delta
+        steps, rate, float(batch_size), padded_size(n, rate, steps, log_eta), (1 - TRUNCATION_SHARE) * delta
     )
 
 
@@ -86,35 +97,103 @@ def poisson_batch(key, n: int, rate, size: int):
     return jnp.where(mask, positions[:size], 0).astype(jnp.int32), mask, positions[size] < n
 
 
-def mlp_init(key, sizes) -> list[tuple[jax.Array, jax.Array]]:
-    """Glorot-uniform weights and zero biases of an MLP with layer widths ``sizes``."""
-    params = []
-    for k, (fan_in, fan_out) in zip(
-        jax.random.split(key, len(sizes) - 1), itertools.pairwise(sizes), strict=True
-    ):
-        limit = math.sqrt(6.0 / (fan_in + fan_out))
+class Model(NamedTuple):
+    """A classifier: ``init(key) -> params`` (jitted: one compilation, not one per eager op) and
+    ``logits(params, x)`` for one example ``x`` (a flat feature vector) or a batch of them."""
+
+    init: Callable
+    logits: Callable
+
+
+def mlp(sizes) -> Model:
+    """An MLP with layer widths ``sizes`` (tanh hidden layers, linear output), Glorot-uniform weights
+    and zero biases."""
+    sizes = tuple(sizes)
+
+    def init(key):
+        params = []
+        for k, (fan_in, fan_out) in zip(
+            jax.random.split(key, len(sizes) - 1), itertools.pairwise(sizes), strict=True
+        ):
+            limit = math.sqrt(6.0 / (fan_in + fan_out))
+            params.append(
+                (jax.random.uniform(k, (fan_in, fan_out), minval=-limit, maxval=limit), jnp.zeros(fan_out))
+            )
+        return params
+
+    def logits(params, x):
+        for w, b in params[:-1]:
+            x = jnp.tanh(x @ w + b)
+        w, b = params[-1]
+        return x @ w + b
+
+    return Model(jax.jit(init), logits)
+
+
+CNN_CHANNELS = (8, 16)  # two 3x3 convolutions of stride 2: 28x28 -> 14x14x8 -> 7x7x16 -> classes
+
+
+def cnn(classes: int, side: int = 28, channels=CNN_CHANNELS) -> Model:
+    """A small CNN for ``side x side`` grey images given as flat vectors: 3x3 convolutions of stride 2
+    ('SAME' padding, tanh) with ``channels`` output channels, then a linear layer to ``classes``
+    (9,098 parameters for 10 classes at the defaults). He-uniform convolution weights,
+    Glorot-uniform output weights, zero biases."""
+    channels = tuple(channels)
+    out_side = side
+    for _ in channels:
+        out_side = -(-out_side // 2)
+    flat = out_side * out_side * channels[-1]
+
+    def init(key):
+        keys = jax.random.split(key, len(channels) + 1)
+        params, fan_in = [], 1
+        for k, c in zip(keys[:-1], channels, strict=True):
+            limit = math.sqrt(6.0 / (9 * fan_in))
+            params.append(
+                (jax.random.uniform(k, (3, 3, fan_in, c), minval=-limit, maxval=limit), jnp.zeros(c))
+            )
+            fan_in = c
+        limit = math.sqrt(6.0 / (flat + classes))
         params.append(
-            (jax.random.uniform(k, (fan_in, fan_out), minval=-limit, maxval=limit), jnp.zeros(fan_out))
+            (jax.random.uniform(keys[-1], (flat, classes), minval=-limit, maxval=limit), jnp.zeros(classes))
         )
-    return params
+        return params
+
+    def logits(params, x):
+        batch_shape = x.shape[:-1]
+        h = x.reshape((-1, side, side, 1))
+        for w, b in params[:-1]:
+            h = jax.lax.conv_general_dilated(h, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            h = jnp.tanh(h + b)
+        w, b = params[-1]
+        return (h.reshape(h.shape[0], -1) @ w + b).reshape(*batch_shape, classes)
+
+    return Model(jax.jit(init), logits)
 
 
-def mlp_logits(params, x):
-    """tanh hidden layers, linear output."""
-    for w, b in params[:-1]:
-        x = jnp.tanh(x @ w + b)
-    w, b = params[-1]
-    return x @ w + b
+def model_for(name: str, dataset: data_lib.Dataset, hidden: int) -> Model:
+    """``"mlp"`` (one hidden layer of ``hidden`` units) or ``"cnn"`` (:func:`cnn`, 28x28 images)."""
+    if name == "cnn":
+        if dataset.x_train.shape[1] != 28 * 28:
+            raise ValueError(
+                f"--model cnn needs 28x28 images, {dataset.name} has {dataset.x_train.shape[1]} features"
+            )
+        return cnn(dataset.classes)
+    return mlp((dataset.x_train.shape[1], hidden, dataset.classes))
 
 
-def example_loss(params, x, y):
+def example_loss(model: Model):
     """Softmax cross-entropy of one example (``x`` without a batch axis, integer label ``y``)."""
-    return optax.softmax_cross_entropy_with_integer_labels(mlp_logits(params, x), y)
+
+    def loss(params, x, y):
+        return optax.softmax_cross_entropy_with_integer_labels(model.logits(params, x), y)
+
+    return loss
 
 
-def accuracy(params, x, y):
+def accuracy(model: Model, params, x, y):
     """Fraction of correct argmax predictions."""
-    return jnp.mean(jnp.argmax(mlp_logits(params, x), axis=-1) == y)
+    return jnp.mean(jnp.argmax(model.logits(params, x), axis=-1) == y)
 
 
 def optimizer(noise_multiplier, strategy, key, *, expected_batch_size, learning_rate):
@@ -131,10 +210,10 @@ class Carry(NamedTuple):
     key: jax.Array
 
 
-def init_carry(key, strategy, noise_multiplier, *, sizes, expected_batch_size, learning_rate) -> Carry:
+def init_carry(key, strategy, noise_multiplier, *, model: Model, expected_batch_size, learning_rate) -> Carry:
     """Initial parameters, optimizer state and sampling key of one run."""
     init_key, dp_key, sample_key = jax.random.split(key, 3)
-    params = mlp_init(init_key, sizes)
+    params = model.init(init_key)
     tx = optimizer(
         noise_multiplier,
         strategy,
@@ -146,7 +225,17 @@ def init_carry(key, strategy, noise_multiplier, *, sizes, expected_batch_size, l
 
 
 def run_steps(
-    carry: Carry, x, y, count, *, rate, size, expected_batch_size, learning_rate, microbatch_size=None
+    carry: Carry,
+    x,
+    y,
+    count,
+    *,
+    model: Model,
+    rate,
+    size,
+    expected_batch_size,
+    learning_rate,
+    microbatch_size=None,
 ):
     """``count`` DP-SGD steps (``count`` may be traced: one compilation serves every chunk length).
 
@@ -160,7 +249,7 @@ def run_steps(
         expected_batch_size=expected_batch_size,
         learning_rate=learning_rate,
     )
-    grads_fn = per_example_grads(example_loss, microbatch_size=microbatch_size)
+    grads_fn = per_example_grads(example_loss(model), microbatch_size=microbatch_size)
 
     def step(_, loop):
         carry, truncated = loop
@@ -197,98 +286,200 @@ def load(name: str, path) -> data_lib.Dataset:
     if name == "adult":
         return data_lib.load_adult()
     if path is None:
-        raise SystemExit("dpjax train: error: --data PATH is required for --dataset mnist")
-    return data_lib.load_mnist(path)
+        raise UsageError("--data PATH is required for --dataset mnist (e.g. mnist_5k.csv.gz)")
+    try:
+        return data_lib.load_mnist(path)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"--data {path}: {error}") from None
 
 
-def add_parser(commands) -> argparse.ArgumentParser:
-    """Adds ``dpjax train`` to the CLI's subcommands."""
-    from dpjax.cli import positive_float, positive_int
-
-    p = commands.add_parser(
-        "train",
-        help="DP-SGD on UCI Adult or MNIST with a fixed, quantile or geometric clip norm",
-        description="Trains a small MLP with dpjax.optax.dp_aggregate and Adam, calibrating the noise "
-        "so the whole run is (epsilon, delta)-DP (add/remove one example, Poisson sampling).",
-    )
-    p.add_argument("--dataset", choices=("adult", "mnist"), default="adult")
-    p.add_argument("--data", metavar="PATH", help="MNIST CSV (e.g. mnist_5k.csv.gz); Adult ships with dpjax")
-    p.add_argument("--clip", choices=("fixed", "quantile", "geometric"), default="quantile")
-    p.add_argument(
-        "--clip-norm", type=positive_float, default=1.0, help="fixed or initial clip norm (default 1)"
-    )
-    p.add_argument("--quantile", type=float, default=0.5, help="target unclipped fraction (default 0.5)")
-    p.add_argument(
-        "--clip-epsilon", type=positive_float, default=0.1, help="quantile clip: epsilon per estimate"
-    )
-    p.add_argument("--every", type=positive_int, default=10, help="quantile clip: estimate every N steps")
-    p.add_argument(
-        "--count-noise-multiplier", type=positive_float, help="geometric clip (default 0.1 * batch size)"
-    )
-    p.add_argument("--epsilon", type=positive_float, default=3.0)
-    p.add_argument("--delta", type=float, default=1e-5)
-    p.add_argument("--epochs", type=positive_float, default=5.0)
-    p.add_argument("--batch-size", type=positive_int, default=256, help="expected batch size (default 256)")
-    p.add_argument("--hidden", type=positive_int, default=64)
-    p.add_argument("--learning-rate", type=positive_float, default=2e-3)
-    p.add_argument("--microbatch-size", type=positive_int, help="per-example gradients this many at a time")
-    p.add_argument("--seed", type=int, default=0)
-    return p
+def main(args) -> int:
+    """The body of ``dpjax train`` (after :func:`dpjax.optax.train_cli.run` printed its first line):
+    ``UsageError`` becomes one ``error:`` line and status 2."""
+    try:
+        return _run(args)
+    except UsageError as error:
+        print(f"dpjax train: error: {error}", file=sys.stderr)
+        return 2
 
 
-def run(args: argparse.Namespace) -> int:
-    """``dpjax train``: prints the calibrated noise, progress per chunk and the test accuracy."""
-    from tqdm.auto import tqdm
+def _out_dir(path) -> Path | None:
+    if path is None:
+        return None
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {path} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--out {path}: {error}") from None
+    return out
 
+
+def _prepare(args):
+    """Dataset, plan, strategy, noise multiplier and model of the run (each phase announced)."""
+    out = _out_dir(args.out)
+    print("  loading data ...", flush=True)
     dataset = load(args.dataset, args.data)
     n = dataset.x_train.shape[0]
-    plan_ = plan(n, epochs=args.epochs, batch_size=args.batch_size, epsilon=args.epsilon, delta=args.delta)
-    strategy = strategy_from_args(args, plan_.expected_batch_size)
-    sigma = calibrate(strategy, plan_, args.epsilon)
+    epochs = args.epochs or DEFAULT_EPOCHS[args.dataset]
+    if args.batch_size > n:
+        raise UsageError(f"--batch-size {args.batch_size} exceeds the {n} training examples")
+    plan_ = plan(n, epochs=epochs, batch_size=args.batch_size, epsilon=args.epsilon, delta=args.delta)
+    try:
+        model = model_for(
+            DEFAULT_MODEL[args.dataset] if args.model == "auto" else args.model, dataset, args.hidden
+        )
+        strategy = strategy_from_args(args, plan_.expected_batch_size)
+        print(f"  calibrating the noise for {plan_.steps} steps ...", flush=True)
+        sigma = calibrate(strategy, plan_, args.epsilon)
+    except (ValueError, OverflowError) as error:
+        raise UsageError(str(error)) from None
+    return out, dataset, epochs, plan_, strategy, sigma, model
+
+
+def epoch_ends(steps: int, n: int, batch_size: int) -> list[int]:
+    """The step counts at which each (expected) epoch ends; the last is ``steps``."""
+    per_epoch = n / batch_size
+    ends = [min(steps, round(e * per_epoch)) for e in range(1, math.ceil(steps / per_epoch - 1e-9) + 1)]
+    return sorted(set(ends) | {steps})
+
+
+def _run(args) -> int:
+    out, dataset, epochs, plan_, strategy, sigma, model = _prepare(args)
+    n = dataset.x_train.shape[0]
     print(
-        f"dpjax train: {dataset.name}, n = {n}, {plan_.steps} steps at sampling rate "
-        f"{plan_.sampling_rate:.5f} "
-        f"(padded batch {plan_.padded_size}), clip {args.clip}, noise multiplier {sigma:.4f} for "
-        f"epsilon {args.epsilon:g} at delta {args.delta:g}",
+        f"  {dataset.name}: n = {n}, {epochs:g} epochs = {plan_.steps} steps at sampling rate "
+        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}",
         flush=True,
     )
     config = dict(expected_batch_size=plan_.expected_batch_size, learning_rate=args.learning_rate)
-    sizes = (dataset.x_train.shape[1], args.hidden, dataset.classes)
-    carry = init_carry(jax.random.key(args.seed), strategy, sigma, sizes=sizes, **config)
+    carry = init_carry(jax.random.key(args.seed), strategy, sigma, model=model, **config)
     x, y = jnp.asarray(dataset.x_train), jnp.asarray(dataset.y_train)
-    chunk = max(1, math.ceil(plan_.steps / 20))
+    x_test, y_test = jnp.asarray(dataset.x_test), jnp.asarray(dataset.y_test)
     steps_fn = jax.jit(
-        lambda carry, x, y, count: run_steps(
-            carry,
-            x,
-            y,
-            count,
+        functools.partial(
+            run_steps,
+            model=model,
             rate=plan_.sampling_rate,
             size=plan_.padded_size,
             microbatch_size=args.microbatch_size,
             **config,
         )
     )
-    truncated = False
+    evaluate = jax.jit(lambda params, x, y: accuracy(model, params, x, y))
+    print("  compiling the training step and the evaluation ...", flush=True)
     start = time.perf_counter()
-    with tqdm(total=plan_.steps, unit="step") as bar:
-        done = 0
-        while done < plan_.steps:
-            count = min(chunk, plan_.steps - done)
-            carry, cut = steps_fn(carry, x, y, count)
-            truncated |= bool(cut)
-            done += count
-            bar.set_postfix(clip=f"{float(carry.opt_state[0].clip_norm):.3g}")
-            bar.update(count)
-    seconds = time.perf_counter() - start
-    acc = float(accuracy(carry.params, jnp.asarray(dataset.x_test), jnp.asarray(dataset.y_test)))
-    spent = accounting.spent_epsilon(
-        carry.opt_state[0], plan_.delta_accounted, sampling_rate=plan_.sampling_rate
-    )
+    steps_fn = steps_fn.lower(carry, x, y, jnp.int32(1)).compile()
+    evaluate = {a.shape: evaluate.lower(carry.params, a, b).compile() for a, b in ((x, y), (x_test, y_test))}
+    print(f"  compiled in {time.perf_counter() - start:.1f} s; training", flush=True)
+
+    def metrics(epoch, carry, seconds):
+        state = carry.opt_state[0]
+        row = dict(
+            epoch=epoch,
+            step=int(state.step),
+            train_accuracy=float(evaluate[x.shape](carry.params, x, y)),
+            test_accuracy=float(evaluate[x_test.shape](carry.params, x_test, y_test)),
+            clip_norm=float(state.clip_norm),
+            epsilon_spent=spent_epsilon(state, plan_.delta_accounted, sampling_rate=plan_.sampling_rate),
+            seconds=seconds,
+        )
+        print(
+            f"  epoch {epoch}: step {row['step']}/{plan_.steps}, test accuracy {row['test_accuracy']:.4f}, "
+            f"clip norm {row['clip_norm']:.4g}, epsilon spent {row['epsilon_spent']:.4f} "
+            f"({seconds:.1f} s)",
+            flush=True,
+        )
+        return row
+
+    rows, truncated, done, start = [metrics(0, carry, 0.0)], False, 0, time.perf_counter()
+    for epoch, end in enumerate(epoch_ends(plan_.steps, n, args.batch_size), 1):
+        carry, cut = steps_fn(carry, x, y, jnp.int32(end - done))
+        truncated |= bool(cut)
+        done = end
+        rows.append(metrics(epoch, carry, time.perf_counter() - start))
+    last = rows[-1]
     print(
-        f"test accuracy {acc:.4f}; final clip norm {float(carry.opt_state[0].clip_norm):.4g}; epsilon spent "
-        f"{spent:.4f} at delta {plan_.delta_accounted:.3g} (+ truncation share); {seconds:.1f} s"
+        f"test accuracy {last['test_accuracy']:.4f}; final clip norm {last['clip_norm']:.4g}; epsilon spent "
+        f"{last['epsilon_spent']:.4f} at delta {plan_.delta_accounted:.3g} (+ truncation share); "
+        f"{last['seconds']:.1f} s"
     )
     if truncated:
         print("note: a Poisson sample exceeded the padded batch and was truncated (accounted in delta)")
+    if out is not None:
+        summary = dict(
+            dataset=dataset.name,
+            n=n,
+            steps=plan_.steps,
+            sampling_rate=plan_.sampling_rate,
+            padded_batch=plan_.padded_size,
+            noise_multiplier=sigma,
+            delta_accounted=plan_.delta_accounted,
+            truncated=truncated,
+        )
+        write_outputs(out, rows, dict(vars(args), epochs=epochs, run=None), summary)
     return 0
+
+
+def spent_epsilon(state, delta, *, sampling_rate) -> float:
+    """Epsilon spent so far (:func:`dpjax.optax.spent_epsilon`; 0 before the first step)."""
+    return accounting.spent_epsilon(state, delta, sampling_rate=sampling_rate) if int(state.step) else 0.0
+
+
+COLUMNS = ("epoch", "step", "train_accuracy", "test_accuracy", "clip_norm", "epsilon_spent", "seconds")
+
+
+def _write_atomic(path: Path, write) -> None:
+    """``write(tmp_path)`` then rename onto ``path``: a reader never sees a partial file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_outputs(out: Path, rows, args: dict, summary: dict) -> None:
+    """``metrics.csv`` (one row per epoch, epoch 0 before training: ``COLUMNS``), ``metrics.json``
+    (the arguments, the run's plan and noise, and the same rows) and ``metrics.png`` (test accuracy,
+    clip norm and epsilon spent per epoch) in ``out``, each written to a temporary file and renamed."""
+    import csv
+
+    print(f"  writing {out}/metrics.csv, metrics.json, metrics.png ...", flush=True)
+
+    def write_csv(tmp):
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    record = dict(arguments={k: v for k, v in args.items() if k != "run"}, run=summary, epochs=rows)
+    _write_atomic(out / "metrics.csv", write_csv)
+    _write_atomic(out / "metrics.json", lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n"))
+    _write_atomic(out / "metrics.png", lambda tmp: plot(rows, summary, tmp))
+
+
+def plot(rows, summary: dict, path) -> None:
+    """Three panels against the epoch (0: before training): test (and train) accuracy, the clip norm
+    the next step uses, epsilon spent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [r["epoch"] for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), constrained_layout=True)
+    axes[0].plot(epochs, [r["test_accuracy"] for r in rows], "o-", label="test")
+    axes[0].plot(epochs, [r["train_accuracy"] for r in rows], "s--", label="train")
+    axes[0].set(ylabel="accuracy", title="accuracy")
+    axes[0].legend()
+    axes[1].plot(epochs, [r["clip_norm"] for r in rows], "o-")
+    axes[1].set(ylabel="clip norm", yscale="log", title="clip norm (after the epoch)")
+    axes[2].plot(epochs, [r["epsilon_spent"] for r in rows], "o-")
+    axes[2].set(ylabel="epsilon", title=f"epsilon spent (delta {summary['delta_accounted']:.3g})")
+    for ax in axes:
+        ax.set_xlabel("epoch")
+    fig.suptitle(f"dpjax train: {summary['dataset']}, noise multiplier {summary['noise_multiplier']:.3f}")
+    fig.savefig(path, format="png", dpi=100)
+    plt.close(fig)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-FAMILIES = ("noise", "selection", "svt", "quantiles", "aggregates", "topk", "budgeting")
+FAMILIES = ("noise", "selection", "svt", "quantiles", "aggregates", "topk", "budgeting", "training")
 
 
 def cases(family: str, scale: float):

@@ -1,0 +1,128 @@
+"""The ``dpjax train`` command line: its parser, defaults and first line, without importing JAX (the
+training itself is :mod:`dpjax.optax.train`, imported once the command has printed its first line).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dpjax.optax import defaults
+
+# The defaults of ``dpjax train``, chosen from the study in benchmarks/README.md ("DP-SGD headline").
+DEFAULTS = dict(
+    dataset="adult",
+    clip="quantile",
+    clip_norm=1.0,
+    quantile=defaults.QUANTILE,
+    clip_epsilon=defaults.CLIP_EPSILON,
+    every=defaults.EVERY,
+    epsilon=3.0,
+    delta=1e-5,
+    batch_size=256,
+    hidden=64,
+    learning_rate=2e-3,
+    seed=0,
+)
+DEFAULT_EPOCHS = {"adult": 5.0, "mnist": 5.0}
+DEFAULT_MODEL = {"adult": "mlp", "mnist": "cnn"}
+
+
+class UsageError(Exception):
+    """A bad command-line value found after parsing (printed as ``dpjax train: error: ...``)."""
+
+
+def open_unit(text: str) -> float:
+    """An ``argparse`` type: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text}")
+    return value
+
+
+def seed_type(text: str) -> int:
+    """An ``argparse`` type: an integer in [0, 2**32)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**32), got {value}")
+    return value
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with ``(default: X)`` after every option that has a default other than None."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    """Adds ``dpjax train`` to the CLI's subcommands."""
+    from dpjax.cli import positive_float, positive_int
+
+    d = DEFAULTS
+    p = commands.add_parser(
+        "train",
+        help="DP-SGD on UCI Adult or MNIST with a fixed, quantile or geometric clip norm",
+        description="Trains a small MLP (Adult) or CNN (MNIST) with dpjax.optax.dp_aggregate and Adam, "
+        "calibrating the noise so the whole run is (epsilon, delta)-DP (add/remove one example, "
+        "Poisson sampling).",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    p.add_argument("--dataset", choices=("adult", "mnist"), default=d["dataset"], help="training data")
+    p.add_argument("--data", metavar="PATH", help="MNIST CSV (e.g. mnist_5k.csv.gz); Adult ships with dpjax")
+    p.add_argument(
+        "--model", choices=("auto", "mlp", "cnn"), default="auto", help="auto: mlp for Adult, cnn for MNIST"
+    )
+    p.add_argument(
+        "--clip", choices=("fixed", "quantile", "geometric"), default=d["clip"], help="clip norm strategy"
+    )
+    p.add_argument(
+        "--clip-norm", type=positive_float, default=d["clip_norm"], help="fixed or initial clip norm"
+    )
+    p.add_argument("--quantile", type=open_unit, default=d["quantile"], help="target unclipped fraction")
+    p.add_argument(
+        "--clip-epsilon",
+        type=positive_float,
+        default=d["clip_epsilon"],
+        help="quantile clip: epsilon per estimate",
+    )
+    p.add_argument(
+        "--every", type=positive_int, default=d["every"], help="quantile clip: estimate every N steps"
+    )
+    p.add_argument(
+        "--count-noise-multiplier", type=positive_float, help="geometric clip (default: 0.1 * batch size)"
+    )
+    p.add_argument("--epsilon", type=positive_float, default=d["epsilon"], help="epsilon of the whole run")
+    p.add_argument("--delta", type=open_unit, default=d["delta"], help="delta of the whole run")
+    p.add_argument(
+        "--epochs", type=positive_float, help=f"expected passes over the data (default: {DEFAULT_EPOCHS})"
+    )
+    p.add_argument("--batch-size", type=positive_int, default=d["batch_size"], help="expected batch size")
+    p.add_argument("--hidden", type=positive_int, default=d["hidden"], help="MLP hidden units")
+    p.add_argument(
+        "--learning-rate", type=positive_float, default=d["learning_rate"], help="Adam learning rate"
+    )
+    p.add_argument("--microbatch-size", type=positive_int, help="per-example gradients this many at a time")
+    p.add_argument("--seed", type=seed_type, default=d["seed"], help="model init, sampling and noise")
+    p.add_argument("--out", metavar="DIR", help="write metrics.csv, metrics.json and metrics.png there")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """``dpjax train``: prints its first line before importing JAX, then trains
+    (:func:`dpjax.optax.train.main`)."""
+    print(
+        f"dpjax train: {args.dataset}, clip {args.clip}, epsilon {args.epsilon:g}, delta {args.delta:g}",
+        flush=True,
+    )
+    print("  importing JAX ...", flush=True)
+    from dpjax.optax import train
+
+    return train.main(args)
