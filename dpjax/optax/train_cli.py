@@ -76,7 +76,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
         formatter_class=DefaultsHelpFormatter,
     )
     p.add_argument("--dataset", choices=("adult", "mnist"), default=d["dataset"], help="training data")
-    p.add_argument("--data", metavar="PATH", help="MNIST CSV (e.g. mnist_5k.csv.gz); Adult ships with dpjax")
+    p.add_argument(
+        "--data", metavar="PATH", help="MNIST CSV, e.g. mnist_5k.csv.gz (default: none; Adult ships in dpjax)"
+    )
     p.add_argument(
         "--model", choices=("auto", "mlp", "cnn"), default="auto", help="auto: mlp for Adult, cnn for MNIST"
     )
@@ -109,9 +111,14 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument(
         "--learning-rate", type=positive_float, default=d["learning_rate"], help="Adam learning rate"
     )
-    p.add_argument("--microbatch-size", type=positive_int, help="per-example gradients this many at a time")
+    p.add_argument(
+        "--microbatch-size", type=positive_int,
+        help="per-example gradients this many at a time (default: the whole batch)",
+    )
     p.add_argument("--seed", type=seed_type, default=d["seed"], help="model init, sampling and noise")
-    p.add_argument("--out", metavar="DIR", help="write metrics.csv, metrics.json and metrics.png there")
+    p.add_argument(
+        "--out", metavar="DIR", help="write metrics.csv, metrics.json, metrics.png there (default: no files)"
+    )
     return p
 
 
