@@ -21,6 +21,7 @@ rounding (relative ~1e-7 per bin); enable x64 for exact-to-double sums.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -86,22 +87,31 @@ def clipped_sum(
     epsilon, q = usable(checks, epsilon, 1.0), usable(checks, q, 0.5)
     clip_fraction = usable(checks, clip_fraction, 0.5)
     lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
-    key_bound, key_noise = jax.random.split(key)
     g = grid(beta, max_queries, dtype)
     counts, prefix = tabulate(x, lower, beta, g, dtype, sums=True)
+    value, bound, truncated = _release(
+        key, counts, prefix, x.shape[0], epsilon, q, clip_fraction, lower, g.log_b, g.cap,
+        noise=noise, dtype=dtype,
+    )
+    return checks.guard(ClippedSum(value, bound, truncated))
+
+
+@functools.partial(jax.jit, static_argnames=("noise", "dtype"))
+def _release(key, counts, prefix, n, epsilon, q, clip_fraction, lower, log_b, cap, *, noise, dtype):
+    """The key-dependent part of :func:`clipped_sum` on the tabulated data: the UQE bound (with
+    ``clip_fraction * epsilon``), the clipped sum read from the prefix sums, and its Laplace noise.
+    One compiled call, so that an eager release pays no per-operation dispatch."""
+    key_bound, key_noise = jax.random.split(key)
     epsilon, clip_fraction = jnp.asarray(epsilon, dtype), jnp.asarray(clip_fraction, dtype)
     half = clip_fraction * epsilon * jnp.asarray(0.5, dtype)  # UQE with epsilon1 = epsilon2
-    k, truncated = halting(
-        key_bound, counts, q, x.shape[0], half, half, g.cap, noise=noise, dtype=dtype, first=1
-    )
-    width = grid_edges(k, g.log_b)  # bound - lower: the sensitivity under swap
+    k, truncated = halting(key_bound, counts, q, n, half, half, cap, noise=noise, dtype=dtype, first=1)
+    width = grid_edges(k, log_b)  # bound - lower: the sensitivity under swap
     bound = jnp.asarray(lower, dtype) + width
     j = jnp.minimum(k, counts.f.shape[0] - 1)
-    total = prefix[j] + (x.shape[0] - counts.f[j]).astype(dtype) * bound
+    total = prefix[j] + (n - counts.f[j]).astype(dtype) * bound
     # A product with a reciprocal: the same bits whether epsilon is a constant or traced under jit.
     scale = width * (jnp.ones((), dtype) / ((jnp.ones((), dtype) - clip_fraction) * epsilon))
-    value = total + noise_lib.laplace(key_noise, (), scale, dtype)
-    return checks.guard(ClippedSum(value, bound, truncated))
+    return total + noise_lib.laplace(key_noise, (), scale, dtype), bound, truncated
 
 
 @arguments_of(clipped_sum)

@@ -6,7 +6,8 @@ on (``top_k``, ``sort``, ``cumsum``, ``dynamic_update_slice``, scatters):
 
 * :func:`top_k` ranks each shard (``shard_map``) and merges the shards' candidates: the k largest of
   the whole array are among the union of every shard's k largest, so the result is exact (never an
-  approximate top-k), equal to ``lax.top_k`` on one device, ties to the lower index included.
+  approximate top-k), equal to ``lax.top_k`` on one device, ties to the lower index included; each ranking is
+  :func:`dpjax.partial_top_k.top_k` (``lax.top_k``'s result by a blocked partial selection).
 * :func:`auto_axes` runs a whole kernel with the explicit axes of its inputs switched to automatic,
   so XLA partitions it as it would on a mesh with automatic axes (same results as one device; the
   outputs come back replicated).
@@ -20,6 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
+
+from dpjax import partial_top_k
 
 
 def _last_axis_mesh_axes(x):
@@ -40,8 +43,7 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """
     sharded = _last_axis_mesh_axes(x)
     if sharded is None:
-        values, indices = lax.top_k(x, k)
-        return values, indices.astype(jnp.int32)
+        return partial_top_k.top_k(x, k)
     sharding, spec = sharded
     axes = spec[-1] if isinstance(spec[-1], tuple) else (spec[-1],)
     devices = 1
@@ -54,7 +56,7 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     local_k = min(k, block)
 
     def shard_top_k(shard):
-        values, positions = lax.top_k(shard, local_k)
+        values, positions = partial_top_k.top_k(shard, local_k)
         offset = lax.axis_index(axes) * block
         return values, (positions + offset).astype(jnp.int32)
 

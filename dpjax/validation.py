@@ -151,14 +151,35 @@ def check_array(
         raise ValueError(f"{name} must not be empty.")
     if is_traced(arr) or arr.size == 0:
         return arr
-    # A concrete array closed over by a jitted function is still checked: evaluate eagerly.
-    with jax.ensure_compile_time_eval():
-        if finite and jnp.issubdtype(dtype, jnp.floating) and not bool(jnp.all(jnp.isfinite(arr))):
-            bad = "NaN" if bool(jnp.any(jnp.isnan(arr))) else "infinite values"
-            raise ValueError(f"{name} contains {bad}.")
-        if nonnegative and not bool(jnp.all(arr >= 0)):
-            raise ValueError(f"{name} must be non-negative.")
+    refuse_values(arr, name, nan=finite, infinite=finite, negative=nonnegative)
     return arr
+
+
+@jax.jit
+def _value_flags(x) -> jax.Array:
+    """``[any NaN, any infinity, any negative]`` of ``x``: one compiled pass over the data."""
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        nan, infinite = jnp.any(jnp.isnan(x)), jnp.any(jnp.isinf(x))
+    else:
+        nan = infinite = jnp.asarray(False)
+    negative = jnp.any(x < 0) if x.dtype != jnp.bool_ else jnp.asarray(False)
+    return jnp.stack([nan, infinite, negative])
+
+
+def refuse_values(arr: jax.Array, name: str, *, nan: bool, infinite: bool, negative: bool) -> None:
+    """Raises a ``ValueError`` naming ``name`` if the concrete ``arr`` holds a refused value (NaN,
+    an infinity, a negative entry): the eager data check of every mechanism, one compiled pass
+    (evaluated eagerly, also for a concrete array closed over by a jitted function)."""
+    if not (nan or infinite or negative) or arr.size == 0:
+        return
+    with jax.ensure_compile_time_eval():
+        has_nan, has_inf, has_negative = (bool(flag) for flag in np.asarray(_value_flags(arr)))
+    if nan and has_nan:
+        raise ValueError(f"{name} contains NaN.")
+    if infinite and has_inf:
+        raise ValueError(f"{name} contains infinite values.")
+    if negative and has_negative:
+        raise ValueError(f"{name} must be non-negative.")
 
 
 def check_same_shape(a, a_name: str, b, b_name: str) -> None:
@@ -331,13 +352,12 @@ class Checks:
         ``nonnegative``) are eager for concrete data and recorded for traced data. With
         ``finite=False`` NaN is still refused (infinities are allowed).
         """
+        finite = kwargs.get("finite", True)
         with jax.ensure_compile_time_eval():
-            arr = check_array(x, name, **kwargs)
+            arr = check_array(x, name, **{**kwargs, "finite": False, "nonnegative": False})
         if not is_traced(arr) or arr.size == 0:
-            if not kwargs.get("finite", True) and jnp.issubdtype(arr.dtype, jnp.floating) and arr.size:
-                with jax.ensure_compile_time_eval():
-                    if bool(jnp.any(jnp.isnan(arr))):
-                        raise ValueError(f"{name} contains NaN.")
+            nonnegative = kwargs.get("nonnegative", False)
+            refuse_values(arr, name, nan=True, infinite=finite, negative=nonnegative)
             return arr
         if jnp.issubdtype(arr.dtype, jnp.floating):
             if kwargs.get("finite", True):

@@ -70,6 +70,25 @@ def test_counts_match_brute_force_at_exact_edges(float_dtype):
     assert brute[tail] == x.size - 2 and brute[tail - 1] < x.size - 2
 
 
+def test_static_size_reaches_past_the_data_maximum():
+    """The table sized by one compiled reduction of the data reaches past the bin of the largest
+    finite point (a power of two, at most 4x that bin), for float data with infinities, integers,
+    ``negate`` (the negatives of Algorithm 4) and data all below ``lower`` (the minimum size)."""
+    beta, dtype = 1.001, np.float32
+    cap = _cap(beta, dtype)
+    rng = np.random.default_rng(5)
+    floats = np.concatenate([rng.lognormal(3, 1.5, 500), [np.inf, -np.inf, -4.0]]).astype(dtype)
+    ints = np.array([0, 7, 2**20, -(2**31), 2**31 - 1, -12], np.int32)
+    cases = ((floats, 0.0, False), (floats, 1.5, True), (ints, -3.0, False), (ints, 0.0, True))
+    for x, lower, negate in cases:
+        size = static_size(x, lower, beta, cap, dtype, negate=negate)
+        assert size >= 64 and size & (size - 1) == 0
+        z = (-1.0 if negate else 1.0) * x.astype(np.float64) - lower
+        top_bin = math.floor(math.log1p(z[np.isfinite(z)].max()) / math.log(beta))
+        assert top_bin + 2 < size <= 4 * (top_bin + 2)  # past the top bin (+-1 for the grid's rounding)
+    assert static_size(np.full(9, -2.0, dtype), 0.0, beta, cap, dtype) == 64
+
+
 def test_counts_with_a_lower_bound_and_integer_data(float_dtype):
     x = np.array([2, 3, 3, 7, 10, 10, 10, 1000, -5], dtype=np.int32)
     beta, lower = 1.5, 2.5

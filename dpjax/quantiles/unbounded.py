@@ -260,12 +260,19 @@ def unbounded_result(
     lower = usable(checks, checks.real(lower, "lower"), 0.0)
     neighbors = Neighbors.check(neighbors)
     counts, _ = tabulate(x, lower, beta, g, dtype)
-    epsilon1, epsilon2 = budget(epsilon, split, dtype)
-    k, truncated = halting(
-        key, counts, q, x.shape[0], epsilon1, epsilon2, g.cap, noise=noise, dtype=dtype, first=1
+    result = _release(
+        key, counts, q, x.shape[0], epsilon, split, lower, g.log_b, g.cap, noise=noise, dtype=dtype
     )
-    estimate = jnp.asarray(lower, dtype) + grid_edges(k, g.log_b)
-    return checks.guard(UnboundedResult(estimate, k, truncated))
+    return checks.guard(result)
+
+
+@functools.partial(jax.jit, static_argnames=("noise", "dtype"))
+def _release(key, counts, q, n, epsilon, split, lower, log_b, cap, *, noise, dtype) -> UnboundedResult:
+    """The key-dependent part of :func:`unbounded_result` on the tabulated counts, as one compiled
+    call (an eager release pays no per-operation dispatch)."""
+    epsilon1, epsilon2 = budget(epsilon, split, dtype)
+    k, truncated = halting(key, counts, q, n, epsilon1, epsilon2, cap, noise=noise, dtype=dtype, first=1)
+    return UnboundedResult(jnp.asarray(lower, dtype) + grid_edges(k, log_b), k, truncated)
 
 
 @arguments_of(unbounded_result)

@@ -48,9 +48,9 @@ class FixedThresholdResult(NamedTuple):
     num_returned: jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("kbar", "exact_in_float32"))
-def _kernel(key, counts, epsilon, delta, *, kbar, exact_in_float32):
-    ids, values = histogram.top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
+@functools.partial(jax.jit, static_argnames=("kbar",))
+def _kernel(key, counts, epsilon, delta, *, kbar):
+    ids, values = histogram.top_counts(counts, kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
     threshold = epsilon + histogram.log_ratio(kbar / 2, delta)  # epsilon * (tau - h_(kbar+1))
@@ -96,7 +96,7 @@ def fixed_threshold(key, counts, kbar: int, epsilon: float, delta: float) -> Fix
     counts = histogram.check_counts(checks, counts)
     kbar = check_int(kbar, "kbar", minimum=1)
     epsilon, delta = histogram.privacy(checks, epsilon, delta, float_dtype(counts))
-    result = _kernel(key, counts, epsilon, delta, kbar=kbar, exact_in_float32=histogram.float32_exact(counts))
+    result = _kernel(key, counts, epsilon, delta, kbar=kbar)
     return checks.guard(result)
 
 

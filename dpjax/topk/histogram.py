@@ -85,54 +85,19 @@ def log_ratio(m, delta) -> jax.Array:
     return jnp.log(jnp.asarray(m, delta.dtype)) - jnp.log(delta)
 
 
-_FLOAT32_EXACT = 2**24  # float32 represents every integer below this exactly
-
-
-def float32_exact(counts: jax.Array) -> bool | None:
-    """Whether every count is below 2^24 (``None`` when unknown: traced counts). A static hint."""
-    if is_traced(counts):
-        return None
-    with jax.ensure_compile_time_eval():
-        return bool(jnp.max(counts) < _FLOAT32_EXACT) if counts.size else True
-
-
-def top_counts(
-    counts: jax.Array, size: int, exact_in_float32: bool | None = None
-) -> tuple[jax.Array, jax.Array]:
+def top_counts(counts: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     """The ``size`` largest counts of each histogram, descending, and their item indices.
 
-    Ties go to the lower index (``lax.top_k``); missing items are zero-count padding with indices
-    ``d, d+1, ...``. Returns ``(ids [..., size] int32, values [..., size])``. ``exact_in_float32``
-    is :func:`float32_exact` of ``counts`` when known statically.
-
-    Speed: XLA's CPU ``top_k`` is fast only on float32 (for int32/float64 it sorts whole rows, about
-    40 times slower at d = 10^4, kbar = 100), and XLA GPU's dedicated top-k kernel (k <= 16) exists
-    only for float32 and bfloat16 keys, so float32 keys are the fast path on both. Counts below 2^24
-    are exactly representable in float32, so when every count of the batch is below 2^24 the
-    selection runs on float32 keys (same order, same ties, so the same result) and the exact counts
-    are gathered back; otherwise the native dtype is used. Under ``vmap`` over a batch of histograms
-    both branches run (use the leading batch axis of ``counts`` instead for speed).
+    Ties go to the lower index (``lax.top_k``'s result, by :func:`dpjax.sharded.top_k`: a blocked
+    partial selection, integer counts ranked as float32 keys when exact); missing items are
+    zero-count padding with indices ``d, d+1, ...``. Returns ``(ids [..., size] int32, values
+    [..., size])``.
     """
     d = counts.shape[-1]
     if d < size:
         pad = jnp.zeros((*counts.shape[:-1], size - d), counts.dtype)
         counts = jnp.concatenate([counts, pad], axis=-1)
-    if counts.dtype == jnp.float32:
-        values, ids = sharded.top_k(counts, size)
-        return ids.astype(jnp.int32), values
-
-    def via_float32(c):
-        _, ids = sharded.top_k(c.astype(jnp.float32), size)
-        return ids, jnp.take_along_axis(c, ids, axis=-1)
-
-    def native(c):
-        values, ids = sharded.top_k(c, size)
-        return ids, values
-
-    if exact_in_float32 is None:
-        ids, values = lax.cond(jnp.max(counts) < _FLOAT32_EXACT, via_float32, native, counts)
-    else:
-        ids, values = (via_float32 if exact_in_float32 else native)(counts)
+    values, ids = sharded.top_k(counts, size)
     return ids.astype(jnp.int32), values
 
 

@@ -42,9 +42,9 @@ def _delta_cap(checks, max_contributions, kbar, dtype):
     return cap
 
 
-@functools.partial(jax.jit, static_argnames=("k", "kbar", "exact_in_float32"))
-def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, exact_in_float32):
-    ids, values = histogram.top_counts(counts, kbar + 1, exact_in_float32)
+@functools.partial(jax.jit, static_argnames=("k", "kbar"))
+def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar):
+    ids, values = histogram.top_counts(counts, kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
     laplaces = noise.laplace(key, values.shape, dtype=dtype)
@@ -84,8 +84,7 @@ def laplace_limited_domain(
     dtype = float_dtype(counts)
     epsilon, delta = histogram.privacy(checks, epsilon, delta, dtype)
     cap = _delta_cap(checks, max_contributions, kbar, dtype)
-    exact = histogram.float32_exact(counts)
-    return checks.guard(_kernel(key, counts, epsilon, delta, cap, k=k, kbar=kbar, exact_in_float32=exact))
+    return checks.guard(_kernel(key, counts, epsilon, delta, cap, k=k, kbar=kbar))
 
 
 @elementwise("epsilon", "delta", "max_contributions")

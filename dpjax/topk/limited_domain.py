@@ -82,9 +82,9 @@ def threshold_offset(
     return 1.0 + math.log(m / delta) / epsilon
 
 
-@functools.partial(jax.jit, static_argnames=("k", "kbar", "strict", "exact_in_float32"))
-def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, strict, exact_in_float32):
-    ids, values = histogram.top_counts(counts, exact_in_float32=exact_in_float32, size=kbar + 1)
+@functools.partial(jax.jit, static_argnames=("k", "kbar", "strict"))
+def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, strict):
+    ids, values = histogram.top_counts(counts, kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)  # exact: h_i - h_(kbar+1) >= 0
     # One draw of kbar + 1 independent Gumbels (one sampler call keeps compilation cheap).
@@ -106,10 +106,7 @@ def _run(key, counts, k, kbar, epsilon, delta, max_contributions, strict):
     dtype = float_dtype(counts)
     epsilon, delta = histogram.privacy(checks, epsilon, delta, dtype)
     delta_cap = histogram.max_contributions_value(checks, max_contributions, dtype)
-    exact = histogram.float32_exact(counts)
-    result = _kernel(
-        key, counts, epsilon, delta, delta_cap, k=k, kbar=kbar, strict=strict, exact_in_float32=exact
-    )
+    result = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar=kbar, strict=strict)
     return checks.guard(result)
 
 

@@ -52,9 +52,9 @@ class PrivateKbarResult(NamedTuple):
         return self.num_returned + self.bottom.astype(self.num_returned.dtype) + 1
 
 
-@functools.partial(jax.jit, static_argnames=("k", "kbar_max", "exact_in_float32"))
-def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar_max, exact_in_float32):
-    ids, values = histogram.top_counts(counts, exact_in_float32=exact_in_float32, size=kbar_max + 1)
+@functools.partial(jax.jit, static_argnames=("k", "kbar_max"))
+def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar_max):
+    ids, values = histogram.top_counts(counts, kbar_max + 1)
     dtype = epsilon.dtype
     sizes = jnp.arange(k, kbar_max + 1)
     log_terms = histogram.log_ratio(sizes if delta_cap is None else jnp.minimum(sizes, delta_cap), delta)
@@ -123,8 +123,7 @@ def private_kbar(
     dtype = float_dtype(counts)
     epsilon, delta = histogram.privacy(checks, epsilon, delta, dtype)
     delta_cap = histogram.max_contributions_value(checks, max_contributions, dtype)
-    exact = histogram.float32_exact(counts)
-    result = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar_max=kbar_max, exact_in_float32=exact)
+    result = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar_max=kbar_max)
     return checks.guard(result)
 
 

@@ -1,0 +1,105 @@
+"""Exact top-k by a blocked partial selection: ``lax.top_k``'s result without ranking every item.
+
+XLA's CPU ``top_k`` ranks the whole last axis (about 2 ns per item in float32, and it sorts whole
+rows of integers: 55 ms for 10^5 int32 items), where only ``k`` items are wanted. :func:`top_k`
+first ranks blocks of ``B`` items by their maxima, then runs ``lax.top_k`` on the ``k`` best
+blocks' items only: one cheap vectorised pass over the data, then two ``lax.top_k`` calls on about
+``sqrt(d k)`` items each.
+
+Why it is exact (the same values and indices as ``lax.top_k``, ties to the lower index). Rank items
+by (value descending in IEEE total order, index ascending): ``lax.top_k`` returns the first k in this
+order. Rank blocks by their maxima in the same order (ties to the lower block) and keep the first k
+blocks S. Take an item e of the true top-k, in block b, and suppose b is not in S. Each block s in S
+has a maximum ``M_s >= M_b >= x_e``, and ``M_s == M_b`` only if ``s < b``; so each of these k
+maxima is a distinct item ranked before e (larger, or equal with a lower index), and e is not in the
+top-k: a contradiction. So the top-k lies in S; the items of S laid out by increasing block index are
+in increasing item order, so ``lax.top_k`` over them breaks ties as it does over the whole axis.
+Block maxima are taken in the total order ``lax.top_k`` uses (for floats: -NaN < -inf < ... < -0 <
++0 < ... < inf < NaN, through order-preserving integer keys), so signed zeros and NaNs are ranked
+exactly as by ``lax.top_k``. Never an approximate top-k.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+# Below these sizes lax.top_k alone is as fast (measured on the CPU; the pass costs ~3 dispatches).
+MIN_ITEMS, MIN_ITEMS_PER_K = 4096, 64
+
+
+def block_size(d: int, k: int) -> int:
+    """The block width: the power of two nearest ``sqrt(d / k)`` (the two rankings then have about
+    ``sqrt(d k)`` items each), or 0 when ``lax.top_k`` over the whole axis is as cheap."""
+    if d < MIN_ITEMS or d < MIN_ITEMS_PER_K * k:
+        return 0
+    return 1 << max(3, round(math.log2(math.sqrt(d / k))))
+
+
+def _flip(bits: jax.Array) -> jax.Array:
+    """Float bits as signed integers with the magnitude bits flipped below zero: the IEEE total
+    order as integer order (an involution)."""
+    magnitude = jnp.iinfo(bits.dtype).max
+    return bits ^ ((bits >> (bits.dtype.itemsize * 8 - 1)) & magnitude)
+
+
+def _order_keys(x: jax.Array) -> jax.Array:
+    """Integers in the order ``lax.top_k`` ranks ``x``: ``x`` itself for integers, :func:`_flip` of
+    the bits for floats."""
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return x
+    return _flip(lax.bitcast_convert_type(x, jnp.dtype(f"int{8 * x.dtype.itemsize}")))
+
+
+def _from_keys(keys: jax.Array, dtype) -> jax.Array:
+    """The values whose :func:`_order_keys` are ``keys`` (the same bits)."""
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return keys
+    return lax.bitcast_convert_type(_flip(keys), dtype)
+
+
+_FLOAT32_EXACT = 2**24  # float32 represents every integer of smaller magnitude exactly
+
+
+def _rank(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """``lax.top_k(x, k)``; integers wider than 16 bits are ranked as float32 keys when all of them
+    are exact in float32 (the same order and ties, so the same result), else natively."""
+    if not jnp.issubdtype(x.dtype, jnp.integer) or x.dtype.itemsize <= 2:
+        return lax.top_k(x, k)
+
+    def as_float32(v):
+        _, indices = lax.top_k(v.astype(jnp.float32), k)
+        return jnp.take_along_axis(v, indices, axis=-1), indices
+
+    exact = jnp.all(x < _FLOAT32_EXACT)
+    if jnp.issubdtype(x.dtype, jnp.signedinteger):
+        exact &= jnp.all(x > -_FLOAT32_EXACT)
+    return lax.cond(exact, as_float32, lambda v: tuple(lax.top_k(v, k)), x)
+
+
+def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """``lax.top_k(x, k)`` along the last axis, exactly (values and int32 indices, ties to the lower
+    index), by the blocked partial selection of the module docstring where it is cheaper.
+
+    Leading axes are independent rows (``vmap`` works too). ``k`` is static, ``1 <= k <= d``.
+    """
+    d = x.shape[-1]
+    width = block_size(d, k)
+    if width == 0:
+        values, indices = _rank(x, k)
+        return values, indices.astype(jnp.int32)
+    blocks = -(-d // width)
+    keys = _order_keys(x)
+    lowest = jnp.iinfo(keys.dtype).min
+    padded = jnp.pad(keys, [(0, 0)] * (x.ndim - 1) + [(0, blocks * width - d)], constant_values=lowest)
+    maxima = _from_keys(padded.reshape(*x.shape[:-1], blocks, width).max(-1), x.dtype)
+    _, chosen = _rank(maxima, k)
+    chosen = jnp.sort(chosen, axis=-1)  # increasing block index: candidates in item order
+    items = (chosen[..., :, None] * width + jnp.arange(width)).reshape(*x.shape[:-1], k * width)
+    fill = _from_keys(jnp.asarray(lowest, keys.dtype), x.dtype)
+    candidates = jnp.where(items < d, jnp.take_along_axis(x, jnp.minimum(items, d - 1), axis=-1), fill)
+    values, positions = _rank(candidates, k)
+    return values, jnp.take_along_axis(items, positions, axis=-1).astype(jnp.int32)

@@ -1,0 +1,93 @@
+"""The blocked partial selection equals ``lax.top_k`` exactly (values and indices, ties to the lower
+index), on ties, signed zeros, infinities, NaN, integers beyond float32's exact range and inputs
+built against the block ranking."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from dpjax import partial_top_k
+
+D = 8192  # above partial_top_k.MIN_ITEMS: the blocked path runs
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _both(x, k):
+    return partial_top_k.top_k(x, k), lax.top_k(x, k)
+
+
+def _assert_equal(x, k):
+    (values, ids), (want_values, want_ids) = _both(jnp.asarray(x), k)
+    assert partial_top_k.block_size(np.shape(x)[-1], k) > 0
+    np.testing.assert_array_equal(np.asarray(ids), np.asarray(want_ids))
+    np.testing.assert_array_equal(
+        np.asarray(values).view(f"i{np.asarray(values).itemsize}"),
+        np.asarray(want_values).view(f"i{np.asarray(want_values).itemsize}"),
+    )
+
+
+def _adversarial_float32() -> np.ndarray:
+    """Rows built against the block ranking: everything tied; ties at the k-th value spread over
+    many blocks, with the block maxima equal; the top items packed in one block and in the last
+    (partial) block; signed zeros, infinities and NaN of both signs."""
+    rng = np.random.default_rng(0)
+    rows = [np.zeros(D), np.ones(D)]
+    tied = rng.integers(0, 3, D).astype(float)
+    tied[rng.choice(D, 40, replace=False)] = 3.0  # 40 items above, the rest tied in 3 values
+    rows.append(tied)
+    packed = rng.normal(size=D)
+    packed[100:164] = 50.0 + np.arange(64)  # the whole top in a few neighbouring blocks
+    rows.append(packed)
+    last = rng.normal(size=D)
+    last[-30:] = 9.0  # the top at the end of the axis
+    rows.append(last)
+    zeros = np.where(rng.random(D) < 0.5, 0.0, -0.0)
+    zeros[rng.choice(D, 5, replace=False)] = -1.0
+    rows.append(zeros)
+    special = rng.normal(size=D)
+    special[rng.choice(D, 20, replace=False)] = np.inf
+    special[rng.choice(D, 20, replace=False)] = -np.inf
+    special[rng.choice(D, 10, replace=False)] = np.nan
+    special[rng.choice(D, 10, replace=False)] = -np.nan
+    rows.append(special)
+    return np.asarray(rows, np.float32)
+
+
+@pytest.mark.parametrize("k", [1, 41, 100])
+def test_equals_lax_top_k_on_adversarial_float32_rows(k):
+    _assert_equal(_adversarial_float32(), k)
+
+
+def test_equals_lax_top_k_on_random_ties_and_odd_lengths():
+    rng = np.random.default_rng(1)
+    for d, k in ((D + 3, 7), (10_001, 64), (D, 128)):
+        _assert_equal(rng.integers(0, 20, (3, d)).astype(np.float32), k)
+
+
+def test_equals_lax_top_k_on_integers():
+    """int32 rows, ranked through float32 keys below 2^24 and natively above (the same ties)."""
+    rng = np.random.default_rng(2)
+    small = rng.integers(0, 5, (2, D)).astype(np.int32)
+    big = small.copy()
+    big[0, 17] = 2**24 + 1
+    big[1, ::97] = 2**30 - 7  # many tied maxima
+    for x in (small, big, -big):
+        _assert_equal(x, 33)
+
+
+def test_under_vmap_and_in_x64(x64):
+    x = jnp.asarray(np.random.default_rng(3).integers(0, 9, (4, D)), jnp.float64)
+    batched = jax.jit(jax.vmap(lambda row: partial_top_k.top_k(row, 20)))(x)
+    want = lax.top_k(x, 20)
+    np.testing.assert_array_equal(np.asarray(batched[1]), np.asarray(want[1]))
+    np.testing.assert_array_equal(np.asarray(batched[0]), np.asarray(want[0]))
+
+
+def test_small_inputs_take_lax_top_k():
+    assert partial_top_k.block_size(partial_top_k.MIN_ITEMS - 1, 1) == 0
+    assert partial_top_k.block_size(10**6, 10**5) == 0
+    assert partial_top_k.block_size(10**5, 100) == 32
