@@ -12,9 +12,11 @@ separate process. Usage::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import time
 import traceback
 
 MODE = sys.argv[1]
@@ -84,9 +86,44 @@ def grow(value, devices: int):
     return np.take(value, np.arange(size) % n, axis=0)
 
 
-def registry(devices: int, names=None) -> dict:
+# Where a mechanism is called: ``(axes, how, where)``, on a mesh with explicit or automatic axes,
+# eagerly or under ``jax.jit`` (the data as arguments), outside any mesh context or inside
+# ``jax.set_mesh`` (jax 0.10 has no ``use_mesh``: ``set_mesh`` replaced it). Each context is a
+# compilation of its own (the context is part of what is traced), so the registry test runs the
+# orthogonal array of strength 2 of the three two-level factors: every mechanism runs in each level of
+# each factor and in every pair of levels of any two factors (eager inside set_mesh on explicit axes,
+# the reported failure, included), in 4 compilations instead of 8.
+PAIRWISE = (
+    ("explicit", "eager", "set_mesh"),
+    ("auto", "eager", "plain"),
+    ("explicit", "jit", "plain"),
+    ("auto", "jit", "set_mesh"),
+)
+EAGER_PLAIN = (("explicit", "eager", "plain"), ("auto", "eager", "plain"))
+
+
+def in_context(where: str, mesh):
+    return jax.set_mesh(mesh) if where == "set_mesh" else contextlib.nullcontext()
+
+
+def run_in(mechanism, data: dict, mesh, how: str, where: str):
+    """The mechanism's output on ``data`` (already placed) in one context, or the error's first line."""
+    try:
+        with in_context(where, mesh):
+            if how == "jit":
+                return jax.jit(lambda key, data: mechanism.call(key, data=data))(KEY, data)
+            return mechanism.call(KEY, data=data)
+    except Exception as error:  # reported by name, with the error's first line
+        if os.environ.get("SHARDING_TRACEBACK"):
+            traceback.print_exc()
+        return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
+
+
+def registry(devices: int, names=None, contexts=PAIRWISE) -> dict:
     """Every registry entry (or those whose name starts with one of ``names``) on data sharded along
-    its leading axis over all ``devices`` (of every process) vs the same data on one device."""
+    its leading axis over all ``devices`` (of every process) in each of ``contexts`` (above), vs the
+    same data on one device (eager, no mesh). Verdicts are keyed ``name|axes|how|where``; each
+    mechanism's wall time goes to stderr."""
     from mechanism_registry import all_mechanisms
 
     meshes = {
@@ -97,21 +134,20 @@ def registry(devices: int, names=None) -> dict:
     for mechanism in all_mechanisms():
         if names and not mechanism.name.startswith(tuple(names)):
             continue
+        start = time.perf_counter()
         data = {name: grow(value, devices) for name, value in mechanism.data.items()}
         want = mechanism.call(KEY, data={k: jnp.asarray(v) for k, v in data.items()})
-        for kind, mesh in meshes.items():
+        for axes, how, where in contexts:
+            mesh = meshes[axes]
+
             def put(value, mesh=mesh):
                 spec = PartitionSpec("d") if value.ndim else PartitionSpec()
                 return jax.device_put(value, NamedSharding(mesh, spec))
 
-            try:
-                got = mechanism.call(KEY, data={k: put(v) for k, v in data.items()})
-                verdict = compare(got, want)
-            except Exception as error:  # reported by name, with the error's first line
-                verdict = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300]}"
-                if os.environ.get("SHARDING_TRACEBACK"):
-                    traceback.print_exc()
-            results[f"{mechanism.name}|{kind}"] = verdict
+            got = run_in(mechanism, {k: put(v) for k, v in data.items()}, mesh, how, where)
+            verdict = got if isinstance(got, str) else compare(got, want)
+            results[f"{mechanism.name}|{axes}|{how}|{where}"] = verdict
+        print(f"{mechanism.name}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return results
 
 
@@ -207,7 +243,7 @@ def main() -> None:
         out = {
             "devices": devices,
             "monte_carlo": monte_carlo(devices, memory=False),
-            "registry": registry(devices, names=DISTRIBUTED),
+            "registry": registry(devices, names=DISTRIBUTED, contexts=EAGER_PLAIN),
         }
         jax.distributed.shutdown()
     else:
