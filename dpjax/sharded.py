@@ -102,6 +102,20 @@ def constrain_leading(x, layout):
     return jax.lax.with_sharding_constraint(x, sharding)
 
 
+def _staged_constants():
+    """A context in which constants are staged into the graph being traced, not computed now.
+
+    Under ``jax.ensure_compile_time_eval`` (concrete data binned once, now, even inside an outer
+    ``jit``) JAX evaluates every operation without traced inputs eagerly, also inside the body of a
+    ``shard_map`` being traced; there its result would be placed with the body's manual mesh axes,
+    which jax 0.10 cannot do inside ``jax.set_mesh`` (a bare ``AssertionError`` from
+    ``jnp.zeros``). Inside the body every value is traced anyway, so nothing is lost by staging.
+    JAX exposes this switch only in ``jax._src.config`` (the one it uses itself for dispatch)."""
+    from jax._src import config
+
+    return config.eager_constant_folding(False)
+
+
 def sum_over_shards(fn, layout, x, *replicated):
     """``fn(x, *replicated)`` for an ``fn`` additive over the leading axis of ``x`` (a histogram, a
     count): each device applies ``fn`` to its own block of ``x`` (``shard_map`` over ``layout``,
@@ -110,7 +124,8 @@ def sum_over_shards(fn, layout, x, *replicated):
     mesh, axes = layout
 
     def local(block, *rest):
-        return jax.tree.map(lambda a: lax.psum(a, axes), fn(block, *rest))
+        with _staged_constants():
+            return jax.tree.map(lambda a: lax.psum(a, axes), fn(block, *rest))
 
     return jax.shard_map(
         local,

@@ -139,6 +139,30 @@ def test_range_count_elimination_is_correct_and_saves():
     assert abs(np.abs(count - truth).mean() - np.abs(bm - truth).mean()) < 0.5 * np.abs(bm - truth).mean() + 2
 
 
+def test_norm_is_finite_at_extreme_scales_and_unchanged_in_the_safe_range():
+    """:func:`geometry.norm` (behind every score): 3-4-5 triangles scaled by 10^±25 in float32 (their
+    squares overflow or underflow) give 5 times the scale to 2 ulp; in the safe range it is the
+    plain ``sqrt(sum(v^2))`` bit for bit."""
+    for scale in (1e-25, 1e20, 1e30):
+        v = jnp.asarray([[3.0 * scale, -4.0 * scale], [0.0, 0.0]], jnp.float32)
+        got = np.asarray(geometry.norm(v))
+        np.testing.assert_array_max_ulp(got, np.array([5.0 * scale, 0.0], np.float32), maxulp=2)
+    v = jnp.asarray(RNG.normal(0, 800, (1000, 3)), jnp.float32)
+    np.testing.assert_array_equal(geometry.norm(v), jnp.sqrt(jnp.sum(jnp.square(v), axis=-1)))
+
+
+def test_knn_on_coordinates_scaled_by_1e20_returns_the_true_neighbours():
+    """Points 10^20 apart in float32 (their squared distances overflow): every estimate finite and the
+    k nearest found (the noise, of order 1, is negligible at this scale), in both modes."""
+    pts = (RNG.normal(0, 1, (50, 3)) * 1e20).astype(np.float32)
+    true = np.argsort(np.linalg.norm(pts.astype(np.float64), axis=1))[:5]
+    for mode in ("distance", "point"):
+        idx, res = knn(jax.random.key(0), pts, 10.0, np.zeros(3, np.float32), k=5, c=8, beta0=0.025,
+                       mode=mode)
+        assert np.isfinite(np.asarray(res.estimate)).all(), mode
+        np.testing.assert_array_equal(np.sort(np.asarray(idx)), np.sort(true))
+
+
 def test_knn_returns_the_true_neighbours_when_exactly_k_survive():
     """Cor 6.5: when |G_jhat| = k, G_jhat = J* with probability >= 1 - beta0."""
     angle = RNG.uniform(0, 2 * np.pi, 2000)

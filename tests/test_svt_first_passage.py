@@ -319,3 +319,43 @@ def test_adaptive_gap_first_passage_without_top_branch_is_sparse_vector_with_gap
         np.testing.assert_array_equal(adaptive.branch, plain.branch)
         assert int(adaptive.units_used) == int(plain.units_used)
         np.testing.assert_allclose(adaptive.gaps[:2], plain.gaps, rtol=1e-6)
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_gap_first_passage_far_above_the_threshold_is_finite_and_exact_in_float32(adaptive):
+    """A query 400 (plain, ``Lap(4)`` noise) or 10^4 (adaptive, top branch ``Lap(8)``) above the
+    threshold 0 in float32, epsilon 1, theta 1/2, c = 1: the overshoot's inverse CDF used to form
+    ``e^100`` and release ``inf`` in ~40% of runs. Now every gap is finite, and the gaps (the query
+    plus its noise minus the threshold noise ``Lap(2)``, answered with probability 1 - e^-90)
+    match a float64 NumPy sample of that law (two-sample KS, 10k against 200k)."""
+    query, scale = (1e4, 8.0) if adaptive else (400.0, 4.0)
+    mechanism = svt.adaptive_sparse_vector_with_gap if adaptive else svt.sparse_vector_with_gap
+    release = jax.jit(jax.vmap(lambda key: mechanism(
+        key, jnp.array([query], jnp.float32), 0.0, 1.0, c=1, theta=0.5, method="first_passage"
+    )))
+    result = release(jax.random.split(jax.random.key(63), 10_000))
+    gaps = np.asarray(result.gaps[:, 0], np.float64)
+    assert np.isfinite(gaps).all() and (np.asarray(result.indices[:, 0]) == 0).all()
+    branch = svt.BRANCH_TOP if adaptive else svt.BRANCH_MIDDLE
+    assert (np.asarray(result.answer_branches[:, 0]) == branch).all()
+    rng = np.random.default_rng(64)
+    reference = query + rng.laplace(0.0, scale, 200_000) - rng.laplace(0.0, 2.0, 200_000)
+    assert stats.ks_2samp(gaps, reference).pvalue > P_MIN
+
+
+def test_inside_overshoot_is_finite_and_accurate_for_every_finite_threshold():
+    """:func:`dpjax.svt.gap_passage.inside_overshoot` in float32 against float64 ``log1p(u
+    expm1(s))`` (beyond ``s = 700``, ``logaddexp(log u + s, log1p(-u))``): relative error
+    within ``8 eps (1 + s + |log u|)``, finite up to ``s = 10^30``, and in ``[0, s]``."""
+    from dpjax.svt.gap_passage import inside_overshoot
+
+    u = np.array([0.0, 2.0**-23, 1e-6, 0.01, 0.3, 0.5, 0.9, 1 - 2.0**-23], np.float32)[:, None]
+    s = np.array([0.0, 1e-6, 0.5, 1.0, 1.5, 20.0, 88.0, 89.0, 100.0, 400.0, 1e4, 1e8, 1e30], np.float32)
+    got = np.asarray(inside_overshoot(jnp.asarray(u), jnp.asarray(s)), np.float64)
+    u64, s64 = u.astype(np.float64), s.astype(np.float64)
+    with np.errstate(over="ignore", divide="ignore"):
+        want = np.where(s64 < 700, np.log1p(u64 * np.expm1(np.minimum(s64, 700))),
+                        np.logaddexp(np.log(u64) + s64, np.log1p(-u64)))
+        bound = 8 * np.finfo(np.float32).eps * (1 + s64 + np.abs(np.log(np.maximum(u64, 2.0**-24)))) * want
+    assert np.isfinite(got).all() and (got >= 0).all() and (got <= s64 * (1 + 1e-6)).all()
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-45)

@@ -4,7 +4,7 @@
   ``-`` (distance to the boundary) inside and ``+`` (distance to the box) outside; 1-Lipschitz.
 * :func:`rectangle_signed_distance`: the Appendix A routine for any rectangle given by its vertices
   ``u, v, w, z`` (uv || wz, uw || vz) in 2-D; equals the box version for axis-aligned boxes.
-* :func:`distance_to`: ``len_p(x) = ||x - p||`` (KDE and kNN).
+* :func:`distance_to`: ``len_p(x) = ||x - p||`` (KDE and kNN), by :func:`norm` (no overflow).
 * :func:`eta_shift`: the distance-privatization threshold shift ``eta = -a gamma`` of Appendix B.
 
 Every score has the signature ``score(points (m, d), params) -> (m,)`` used by
@@ -17,6 +17,21 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 
+def norm(v):
+    """The Euclidean norm of ``v`` along its last axis, finite whenever the norm is representable.
+
+    ``sqrt(sum(v^2))`` as is where no square can overflow or underflow (largest ``|v_j|`` between
+    ``sqrt(tiny)`` and ``sqrt(max / d)`` of the dtype: there dividing by 1 changes nothing, bit for
+    bit); otherwise the vector is first divided by its largest entry and the norm multiplied back,
+    so coordinates of 10^20 (whose squares overflow float32) or 10^-25 (whose squares underflow)
+    give their distance to a few ulp instead of ``inf`` or 0."""
+    finfo = jnp.finfo(v.dtype)
+    largest = jnp.max(jnp.abs(v), axis=-1, keepdims=True)
+    safe = (largest >= jnp.sqrt(finfo.tiny)) & (largest <= jnp.sqrt(finfo.max / v.shape[-1]))
+    scale = jnp.where(safe | (largest == 0) | ~jnp.isfinite(largest), 1, largest).astype(v.dtype)
+    return scale[..., 0] * jnp.sqrt(jnp.sum(jnp.square(v / scale), axis=-1))
+
+
 def box_signed_distance(points, params):
     """Signed distance to the boundary of the box ``params = (center (d,), half_widths (d,))``.
 
@@ -26,7 +41,7 @@ def box_signed_distance(points, params):
     """
     center, half = params
     q = jnp.abs(points - center) - half
-    outside = jnp.sqrt(jnp.sum(jnp.square(jnp.maximum(q, 0)), axis=-1))
+    outside = norm(jnp.maximum(q, 0))
     return jnp.where(jnp.any(q > 0, axis=-1), outside, jnp.max(q, axis=-1))
 
 
@@ -49,15 +64,16 @@ def rectangle_signed_distance(points, vertices):
     dists = []
     for (a, b), t in zip(edges, params, strict=True):
         cc = jnp.clip(t, 0, 1)[..., None]
-        dists.append(jnp.linalg.norm(cc * a + (1 - cc) * b - points, axis=-1))
+        dists.append(norm(cc * a + (1 - cc) * b - points))
     dist = jnp.min(jnp.stack(dists), axis=0)
     return jnp.where(inside, -dist, dist)
 
 
 def distance_to(points, p):
     """``len_p(x) = ||x - p||`` for points (m, d) and a query point p (d,); a direct difference
-    (not the matmul expansion, which cancels badly in float32 for pixel data)."""
-    return jnp.sqrt(jnp.sum(jnp.square(points - p), axis=-1))
+    (not the matmul expansion, which cancels badly in float32 for pixel data), and a :func:`norm`
+    that does not overflow (finite for any finite points whose distance is representable)."""
+    return norm(points - p)
 
 
 def eta_shift(rho, length, width):

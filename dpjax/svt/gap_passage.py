@@ -31,8 +31,11 @@ Float precision: as :mod:`dpjax.svt.first_passage` states for one heap (the sums
 ``(3 L + 2) eps (M + 1)``), plus one rounding per node for the second heap (``(4 L + 2) eps (M + 1)``).
 The acceptance ``E' >= log r_i - log p_i`` and the branch ``E'' >= log p_i - log pt_i`` are formed
 in log space (``log1p``/``expm1`` of the per-branch ``log(1 - p)``), a few ulp. The overshoot is
-tail-exact to about 44 (:func:`dpjax.noise.standard_exponential`) and its inverse-CDF part is
-relative ``eps``; ``sigma + bt * O`` rounds once more, and is never below ``sigma``.
+tail-exact to about 44 (:func:`dpjax.noise.standard_exponential`) and its inverse-CDF part
+(:func:`inside_overshoot`) is relative ``eps`` for ``|t| <= 1`` and a few ``eps (|t| + |log U|)``
+beyond, computed without forming ``e^|t|``: the gap is finite for any finite queries and threshold
+(a query far above the threshold, e.g. 400 scales in float32, used to give ``inf``);
+``sigma + bt * O`` rounds once more, and is never below ``sigma``.
 """
 
 from __future__ import annotations
@@ -49,13 +52,27 @@ from dpjax.noise import standard_exponential
 from dpjax.svt.first_passage import PassageTree, first_stop, laplace_log_fire, laplace_log_miss
 
 
+def inside_overshoot(u, s) -> jax.Array:
+    """``log(1 + u (e^s - 1))`` for ``u`` in [0, 1) and ``s >= 0``: the inverse CDF of the overshoot
+    ``Z - t`` of ``Z ~ Laplace(1)`` conditioned on ``t <= Z < 0`` (``s = -t``), a value in ``[0, s)``.
+
+    ``log1p(u expm1(s))`` (a few ulp) for ``s <= 1``; beyond, the same value as
+    ``logaddexp(log u + s, log1p(-u))``, which never forms ``e^s`` (in float32 ``expm1(s)`` is inf
+    from ``s = 89``) and so is finite for every finite ``s``, with a relative error of a few
+    ``eps (s + |log u|)``: the absolute ``eps |c_i - eta|`` (in units of the scale) with which the
+    literal kernel rounds the same gap."""
+    direct = jnp.log1p(u * jnp.expm1(jnp.minimum(s, 1)))
+    return jnp.where(s <= 1, direct, jnp.logaddexp(jnp.log(u) + s, jnp.log1p(-u)))
+
+
 def laplace_overshoot(key, t) -> jax.Array:
-    """``Z - t`` for ``Z ~ Laplace(1)`` conditioned on ``Z >= t``, exactly (module docstring)."""
+    """``Z - t`` for ``Z ~ Laplace(1)`` conditioned on ``Z >= t``, exactly (module docstring); finite
+    for every finite ``t`` (at most ``max(-t, 0)`` plus an Exp(1))."""
     dtype = jnp.asarray(t).dtype
     exp_key, pick_key, inverse_key = jax.random.split(key, 3)
     above_zero = jax.random.uniform(pick_key, (), dtype) * (2 - jnp.exp(jnp.minimum(t, 0))) < 1
     tail = jnp.maximum(-t, 0) + standard_exponential(exp_key, (), dtype)
-    inside = jnp.log1p(jax.random.uniform(inverse_key, (), dtype) * jnp.expm1(-jnp.minimum(t, 0)))
+    inside = inside_overshoot(jax.random.uniform(inverse_key, (), dtype), jnp.maximum(-t, 0))
     return jnp.where((t >= 0) | above_zero, tail, inside)
 
 
