@@ -211,11 +211,13 @@ def test_permuting_candidates_permutes_outputs_in_law():
     assert chi_square_pvalue(np.bincount(codes, minlength=len(tuples)), probs) > P_MIN
 
 
+# With a named method a draw depends on the key only; "auto" (the default) picks its path by how the
+# call is batched (tests/test_auto.py), so these pin the literal kernel.
 MECHANISMS = {
-    "exponential_mechanism": lambda k, s: selection.exponential_mechanism(k, s, 1.0),
+    "exponential_mechanism": lambda k, s: selection.exponential_mechanism(k, s, 1.0, method="literal"),
     "rnm_exponential": lambda k, s: selection.report_noisy_max(k, s, 1.0, noise="exponential"),
     "rnm_laplace": lambda k, s: selection.report_noisy_max(k, s, 1.0, noise="laplace"),
-    "gumbel_top_k": lambda k, s: selection.gumbel_top_k(k, s, 3, 1.0, monotonic=True),
+    "gumbel_top_k": lambda k, s: selection.gumbel_top_k(k, s, 3, 1.0, monotonic=True, method="literal"),
     "noisy_top_k_with_gap": lambda k, s: selection.noisy_top_k_with_gap(k, s, 3, 1.0),
     "noisy_max_with_gap": lambda k, s: selection.noisy_max_with_gap(k, s, 1.0, monotonic=True),
 }
@@ -327,10 +329,14 @@ def test_traced_epsilon_is_used_and_checked_in_the_graph():
     """A traced epsilon gives the eager release; NaN scores or a bad epsilon under jit give -1/NaN,
     never index 0 (argmax of NaN) or the first k indices (top_k of NaN), for every key."""
     keys = jax.random.split(KEY, 16)
-    em = jax.jit(jax.vmap(selection.exponential_mechanism, in_axes=(0, None, None)))
-    np.testing.assert_array_equal(
-        em(keys, SCORES, 0.3), [selection.exponential_mechanism(key, SCORES, 0.3) for key in keys]
+    literal = jax.jit(
+        jax.vmap(lambda k, s, e: selection.exponential_mechanism(k, s, e, method="literal"), (0, None, None))
     )
+    np.testing.assert_array_equal(
+        literal(keys, SCORES, 0.3),
+        [selection.exponential_mechanism(key, SCORES, 0.3) for key in keys],
+    )
+    em = jax.jit(jax.vmap(selection.exponential_mechanism, in_axes=(0, None, None)))  # auto: the tree
     poisoned = jnp.asarray([1.0, jnp.nan, 2.0, 0.5])
     assert (np.asarray(em(keys, poisoned, 1.0)) == -1).all()
     assert (np.asarray(em(keys, SCORES, -1.0)) == -1).all()
