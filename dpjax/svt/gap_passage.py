@@ -55,8 +55,17 @@ def laplace_overshoot(key, t) -> jax.Array:
     exp_key, pick_key, inverse_key = jax.random.split(key, 3)
     above_zero = jax.random.uniform(pick_key, (), dtype) * (2 - jnp.exp(jnp.minimum(t, 0))) < 1
     tail = jnp.maximum(-t, 0) + standard_exponential(exp_key, (), dtype)
-    inside = jnp.log1p(jax.random.uniform(inverse_key, (), dtype) * jnp.expm1(-jnp.minimum(t, 0)))
-    return jnp.where((t >= 0) | above_zero, tail, inside)
+    return jnp.where((t >= 0) | above_zero, tail, _overshoot_below_zero(inverse_key, -jnp.minimum(t, 0)))
+
+
+def _overshoot_below_zero(key, depth):
+    """``Z - t`` for ``Z ~ Laplace(1)`` conditioned on ``t <= Z < 0``, ``depth = -t >= 0``: the inverse
+    CDF ``log1p(U expm1(depth))``, written ``depth + log(U + (1 - U) e^-depth)`` from depth 1 on,
+    where ``expm1`` would overflow (depth > 88 in float32: queries far above the threshold)."""
+    u = jax.random.uniform(key, (), depth.dtype)
+    shallow = jnp.log1p(u * jnp.expm1(jnp.minimum(depth, 1)))
+    deep = depth + jnp.log(u + (1 - u) * jnp.exp(-depth))
+    return jnp.where(depth < 1, shallow, deep)
 
 
 class GapPassages(NamedTuple):
