@@ -25,10 +25,17 @@ from dpjax.accounting import ZCDP, PureDP, RangeBounded
 # ----------------------------------------------------------------------------------------------- laws
 
 
+# The law tests sample with ``jit(vmap)`` over keys, where the default ``method="auto"`` runs the
+# fast sampler (tests/test_auto.py): each runs with the literal kernel (auto's path for one release)
+# and with the default.
+METHODS = ("literal", "auto")
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize(
     ("monotonic", "sensitivity", "use_x64"), [(False, 1.0, False), (True, 1.0, True), (False, 2.5, False)]
 )
-def test_exponential_mechanism_law(monotonic, sensitivity, use_x64, request):
+def test_exponential_mechanism_law(monotonic, sensitivity, use_x64, method, request):
     if use_x64:
         request.getfixturevalue("x64")
     utilities = jnp.asarray([3.0, 1.0, 0.0, 2.5, -1.0])
@@ -41,6 +48,7 @@ def test_exponential_mechanism_law(monotonic, sensitivity, use_x64, request):
         epsilon=1.0,
         sensitivity=sensitivity,
         monotonic=monotonic,
+        method=method,
     )
     assert draws.dtype == np.int32
     probs = em_probabilities(utilities, scale_of(1.0, sensitivity, monotonic))
@@ -68,7 +76,10 @@ def test_report_noisy_max_law(noise, monotonic, request):
     if monotonic:  # the monotone cases run with x64, the general ones in float32
         request.getfixturevalue("x64")
     scores = jnp.asarray([2.0, 1.0, 0.0, 1.5])
-    draws = sample(selection.report_noisy_max, scores, N, 3, epsilon=1.0, noise=noise, monotonic=monotonic)
+    method = "literal" if monotonic else "auto"  # Gumbel: the literal noisy max, and auto's tree
+    draws = sample(
+        selection.report_noisy_max, scores, N, 3, epsilon=1.0, noise=noise, monotonic=monotonic, method=method
+    )
     probs = noisy_max_probabilities(scores, noise, scale_of(1.0, 1.0, monotonic))
     assert chi_square_pvalue(np.bincount(draws, minlength=4), probs) > P_MIN
 
@@ -81,12 +92,14 @@ def test_gumbel_noisy_max_is_the_exponential_mechanism():
     )
 
 
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("case", sorted(PEELING_CASES))
-def test_gumbel_top_k_equals_peeling(case):
+def test_gumbel_top_k_equals_peeling(case, method):
     scores, k, monotonic = PEELING_CASES[case]
     epsilon = 1.3
     draws = sample(
-        selection.gumbel_top_k, jnp.asarray(scores), N, 4, k=k, epsilon=epsilon, monotonic=monotonic
+        selection.gumbel_top_k, jnp.asarray(scores), N, 4,
+        k=k, epsilon=epsilon, monotonic=monotonic, method=method,
     )
     assert draws.shape == (N, k)
     tuples, probs = plackett_luce(scores, k, scale_of(epsilon, 1.0, monotonic))
