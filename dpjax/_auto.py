@@ -35,11 +35,14 @@ Same law, not the same draw: the paths use different random streams, so with ``"
 depends on the key *and* on how the call is batched (``vmap(f)(keys)[i]`` need not equal
 ``f(keys[i])``; each is an exact draw of the mechanism's law). Name the method to get one stream.
 
-Limits of :func:`~jax.custom_batching.custom_vmap` (JAX 0.10): forward-mode differentiation
-(``jax.jvp``) works and differentiates the path that runs; reverse mode (``jax.grad``, ``jax.vjp``)
-through an ``"auto"`` call with respect to a traced parameter fails (the primitive has no transpose
-rule): name a method there (the outputs are samples, whose derivative depends on the sampler
-anyway). ``vmap`` with ``spmd_axis_name`` and ``shard_map`` see the chosen kernel like any other.
+Limits of :func:`~jax.custom_batching.custom_vmap` (JAX 0.10) and how they are handled: it has no
+transpose rule, so reverse-mode differentiation (``jax.grad``, ``jax.vjp``) through it fails. The
+staged call is therefore wrapped in a :func:`jax.custom_jvp` whose derivative is the single-release
+path's: ``jax.jvp`` and ``jax.grad`` with respect to a traced parameter differentiate (and run) the
+literal kernel, also under ``vmap`` (the outputs are samples, whose derivative depends on the sampler
+anyway). A ``custom_vmap`` function must not close over tracers, which is why the kernels get every
+array as an argument. ``jit``, ``scan``, ``checkify`` and sharded data (``NamedSharding``, meshes)
+see the chosen kernel like any other function.
 """
 
 from __future__ import annotations
@@ -94,7 +97,17 @@ def run(
     leaves, tree = jax.tree.flatten((key, operands))
     if fast is None or not any(is_traced(leaf) for leaf in leaves):
         return paths[single](key, *operands)
-    return _staged(paths, fast, single, tree, ())(*leaves)
+    staged = _staged(paths, fast, single, tree, ())
+    return _differentiable(staged, _batched(paths[single], tree, ()))(*leaves)
+
+
+def _differentiable(staged: Callable, single: Callable) -> Callable:
+    """``staged`` whose derivatives are those of the single-release path (``custom_vmap`` has no
+    transpose rule, so reverse mode through it fails; forward and reverse mode differentiate the
+    literal kernel instead, batched like any other function)."""
+    differentiable = jax.custom_jvp(staged)
+    differentiable.defjvp(lambda primals, tangents: jax.jvp(single, primals, tangents))
+    return differentiable
 
 
 def _staged(paths, fast, single, tree, levels: tuple[Level, ...]) -> Callable:
