@@ -6,10 +6,16 @@ top-k and noisy top-k with free gaps.
   (Durfee and Rogers 2019, Lemma 4.2 with k = 1). It never forms linear-space probabilities, so
   10^6 candidates whose utilities span 10^4 are fine. ``method="inverse_cdf"`` draws from the same
   law by a two-level cumulative table built once per data (:mod:`dpjax.categorical`), O(log d) per
-  draw: the fast path for Monte Carlo over keys (at d = 10^6 on 2 loaded CPU cores: ~3-6 us per
-  trial over 10^4-10^5 vmapped keys against ~180 ms for the literal kernel, and 2-3x faster for one
-  release). Its probabilities carry an absolute error of about 1e-7 in float32 where the literal
-  Gumbel-max has a relative one down to ~1e-19, so ``"literal"`` stays the default for releases.
+  draw (at d = 10^6 on 2 loaded CPU cores: ~3-6 us per trial over 10^4-10^5 vmapped keys against
+  ~180 ms for the literal kernel, and 2-3x faster for one release). Its probabilities carry an
+  absolute error of about 1e-7 in float32 where the literal Gumbel-max has a relative one down to
+  ~1e-19, so ``"auto"`` never picks it.
+* ``method="auto"`` (the default of every function here, :mod:`dpjax._auto`): one release, or a
+  ``vmap`` that gives each key its own data or budget, runs the literal kernel; a ``vmap`` over keys
+  with the data fixed (at least 2 keys per value of the scores and budgets, nested ``vmap`` over
+  epsilon or datasets included) runs the top-down Gumbel process (``method="tree"``), whose O(d)
+  log-mass tree is built once per data and whose draws cost O(k log d): the same law, a different
+  random stream. Laplace and Exponential noise have no fast path: ``"auto"`` is ``"literal"``.
 * Report-noisy-max with Gumbel, one-sided Exponential or Laplace noise (Dwork and Roth 2014,
   Claim 3.9; with Exponential noise it is the permute-and-flip mechanism, McKenna and Sheldon 2020,
   Ding et al. 2021).
@@ -57,17 +63,17 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dpjax import _auto, sharded
 from dpjax import categorical as _categorical
 from dpjax import gumbel_process as _gumbel_process
 from dpjax import noise as _noise
-from dpjax import sharded
 from dpjax.accounting import PureDP, RangeBounded
 from dpjax.accounting.elementwise import elementwise
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
 NOISES = ("gumbel", "exponential", "laplace")
-METHODS = ("literal", "inverse_cdf", "tree")
-TOP_K_METHODS = ("literal", "tree")
+METHODS = ("auto", "literal", "inverse_cdf", "tree")
+TOP_K_METHODS = ("auto", "literal", "tree")
 GAP_NOISES = ("laplace", "gumbel")
 
 
@@ -85,7 +91,7 @@ def _check_guarantee_args(epsilon, sensitivity, monotonic) -> float:
     return epsilon
 
 
-def _check_gap_noise(noise, method: str = "literal") -> str:
+def _check_gap_noise(noise, method: str = "auto") -> str:
     """The static options of the gap mechanisms: a noise of :data:`GAP_NOISES`, and ``"tree"`` only
     with Gumbel noise (the top-down construction needs its max-stability)."""
     if noise == "exponential":
@@ -95,7 +101,7 @@ def _check_gap_noise(noise, method: str = "literal") -> str:
         )
     check_choice(noise, "noise", GAP_NOISES)
     check_choice(method, "method", TOP_K_METHODS)
-    if method != "literal" and noise != "gumbel":
+    if method not in ("auto", "literal") and noise != "gumbel":
         raise ValueError(
             f"method={method!r} is the top-down Gumbel process: noise must be 'gumbel', got {noise!r}."
         )
@@ -153,17 +159,19 @@ def _tree_top(key, units, *, k: int):
 def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name, method):
     check_choice(noise, "noise", NOISES)
     check_choice(method, "method", METHODS)
-    if method != "literal" and noise != "gumbel":
+    if method not in ("auto", "literal") and noise != "gumbel":
         raise ValueError(
             f"method={method!r} samples the exponential mechanism: noise must be 'gumbel', got {noise!r}."
         )
     checks = Checks()
     units, _, _ = _prepare(checks, scores, epsilon, sensitivity, monotonic, name=name)
-    if method == "inverse_cdf":
-        return checks.guard(_inverse_cdf_draw(key, units))
-    if method == "tree":
-        return checks.guard(_tree_top(key, units, k=1)[1][0])
-    return checks.guard(_noisy_top(key, units, noise=noise, k=None))
+    paths = {
+        "literal": functools.partial(_noisy_top, noise=noise, k=None),
+        "inverse_cdf": _inverse_cdf_draw,
+        "tree": lambda key, units: _tree_top(key, units, k=1)[1][0],
+    }
+    fast = "tree" if noise == "gumbel" else None
+    return checks.guard(_auto.run(method, paths, key, units, fast=fast))
 
 
 def _units(scores: jax.Array, scale: jax.Array) -> jax.Array:
@@ -197,7 +205,7 @@ def exponential_mechanism(
     *,
     sensitivity: float = 1.0,
     monotonic: bool = False,
-    method: str = "literal",
+    method: str = "auto",
 ):
     """Samples index i with probability proportional to ``exp(epsilon * u_i / (c * sensitivity))``.
 
@@ -215,16 +223,17 @@ def exponential_mechanism(
       epsilon: privacy parameter, > 0 (may be traced).
       sensitivity: bound on how much any one utility changes between neighbours, > 0 (may be traced).
       monotonic: all utilities move in the same direction between neighbours (static bool).
-      method: how the draw is made (static): ``"literal"``, the Gumbel-max above (d tail-exact
-        Gumbel draws per release, probabilities resolved to about 1e-19); or ``"inverse_cdf"``,
-        :mod:`dpjax.categorical`: a two-level cumulative table of ``exp(u/b)`` built once (O(d),
-        key independent, so once per data under ``vmap`` over keys) and one O(log d) binary search
-        per release, exact in law up to the rounding of the tables (an absolute error of about
-        1e-7 in float32, 1e-16 in float64). Same law, different random stream. The default is
-        ``"literal"`` because its error is relative (small probabilities stay right, which the
-        privacy ratio needs); use ``"inverse_cdf"`` for Monte Carlo over keys. ``"tree"``:
-        :func:`gumbel_top_k`'s top-down Gumbel process with k = 1 (O(d) once, O(log d) per release,
-        errors relative to each split probability rather than absolute).
+      method: how the draw is made (static): ``"auto"`` (default), ``"literal"`` for one release
+        and ``"tree"`` under ``vmap`` over keys with the data fixed (the rule of :mod:`dpjax._auto`;
+        same law, the stream depends on the batching); ``"literal"``, the Gumbel-max above (d
+        tail-exact Gumbel draws per release, probabilities resolved to about 1e-19); ``"tree"``:
+        :func:`gumbel_top_k`'s top-down Gumbel process with k = 1 (O(d) once, key independent, so
+        once per data under ``vmap`` over keys, then O(log d) per release; errors relative to each
+        split probability); or ``"inverse_cdf"``, :mod:`dpjax.categorical`: a two-level cumulative
+        table of ``exp(u/b)`` built once and one O(log d) binary search per release, exact in law up
+        to the rounding of the tables (an absolute error of about 1e-7 in float32, 1e-16 in
+        float64, which is why ``"auto"`` prefers the tree, whose errors stay relative as the
+        privacy ratio of small probabilities needs). Same law, different random streams.
 
     Returns:
       The selected index, an int32 scalar in [0, n); ``-1`` when a traced input is invalid.
@@ -256,7 +265,7 @@ def report_noisy_max(
     noise: str = "gumbel",
     sensitivity: float = 1.0,
     monotonic: bool = False,
-    method: str = "literal",
+    method: str = "auto",
 ):
     """Report-noisy-max: the index of the largest ``scores + noise``.
 
@@ -282,8 +291,10 @@ def report_noisy_max(
         accurate under pure DP but not range-bounded.
       sensitivity: per-score sensitivity, > 0 (may be traced).
       monotonic: see above (static bool).
-      method: ``"literal"`` (noisy scores and their argmax) or, with ``noise="gumbel"`` only,
-        ``"inverse_cdf"`` or ``"tree"`` (see :func:`exponential_mechanism`); static.
+      method: ``"auto"`` (default: :func:`exponential_mechanism`'s rule for Gumbel noise,
+        ``"literal"`` for the others), ``"literal"`` (noisy scores and their argmax) or, with
+        ``noise="gumbel"`` only, ``"inverse_cdf"`` or ``"tree"`` (see
+        :func:`exponential_mechanism`); static.
 
     Returns:
       The index of the noisy maximum, an int32 scalar in [0, n); ``-1`` when a traced input is
@@ -318,7 +329,7 @@ def gumbel_top_k(
     *,
     sensitivity: float = 1.0,
     monotonic: bool = False,
-    method: str = "literal",
+    method: str = "auto",
 ) -> jax.Array:
     """One-shot Gumbel top-k: the indices of the k largest ``scores + Gumbel(b)``, best first.
 
@@ -331,8 +342,9 @@ def gumbel_top_k(
     ``method="tree"`` draws the same ranked top-k exactly in law by the top-down Gumbel process
     (Maddison, Tarlow and Minka 2014, :mod:`dpjax.gumbel_process`): a log-mass tree built in O(n)
     (key independent, so once per data under ``vmap`` over keys) and ``1 + 2k ceil(log2 n)``
-    exponential variates per release; its float error and why ``"literal"`` stays the default are
-    in that module's docstring.
+    exponential variates per release; its float error is in that module's docstring.
+    ``method="auto"`` (default, :mod:`dpjax._auto`) runs the literal kernel for one release and the
+    tree under ``vmap`` over keys with the scores fixed (the tree built once per data).
 
     Guarantee: the k-fold composition of epsilon-range-bounded steps: ``RangeBounded(k * epsilon)``
     (k epsilon-DP), or ``k * epsilon^2 / 8``-zCDP (see :func:`gumbel_top_k_guarantee`).
@@ -345,7 +357,8 @@ def gumbel_top_k(
       sensitivity: per-score sensitivity, > 0 (may be traced).
       monotonic: all scores move in the same direction between neighbours (counts, add/remove;
         static bool).
-      method: ``"literal"`` or ``"tree"`` (static), see above. Same law, different random stream.
+      method: ``"auto"`` (default), ``"literal"`` or ``"tree"`` (static), see above. Same law,
+        different random streams.
 
     Returns:
       int32 indices of shape [k], distinct, in decreasing noisy order; all ``-1`` when a traced
@@ -358,9 +371,11 @@ def gumbel_top_k(
     check_choice(method, "method", TOP_K_METHODS)
     checks = Checks()
     units, _, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k)
-    if method == "tree":
-        return checks.guard(_tree_top(key, units, k=k)[1])
-    return checks.guard(_noisy_top(key, units, noise="gumbel", k=k)[1])
+    paths = {
+        "literal": lambda key, units: _noisy_top(key, units, noise="gumbel", k=k)[1],
+        "tree": lambda key, units: _tree_top(key, units, k=k)[1],
+    }
+    return checks.guard(_auto.run(method, paths, key, units, fast="tree"))
 
 
 @elementwise("epsilon", "sensitivity")
@@ -406,7 +421,7 @@ def noisy_top_k_with_gap(
     noise: str = "laplace",
     sensitivity: float = 1.0,
     monotonic: bool = False,
-    method: str = "literal",
+    method: str = "auto",
 ) -> tuple[jax.Array, jax.Array]:
     """Noisy-Top-K-with-Gap: the k noisy winners and the k gaps between consecutive noisy values.
 
@@ -464,10 +479,11 @@ def noisy_top_k_with_gap(
       noise: ``"laplace"`` or ``"gumbel"`` (static), see above.
       sensitivity: per-score sensitivity, > 0 (may be traced).
       monotonic: see above (static bool).
-      method: ``"literal"`` (n noisy scores and the exact top k + 1) or, with ``noise="gumbel"``
-        only, ``"tree"`` (see above; the float error of its split probabilities is in
-        :mod:`dpjax.gumbel_process`, which is why ``"literal"`` stays the default); static. Same
-        law, different random stream.
+      method: ``"auto"`` (default: ``"literal"`` for one release or Laplace noise, ``"tree"``
+        for Gumbel noise under ``vmap`` over keys with the scores fixed, :mod:`dpjax._auto`),
+        ``"literal"`` (n noisy scores and the exact top k + 1) or, with ``noise="gumbel"`` only,
+        ``"tree"`` (see above; the float error of its split probabilities is in
+        :mod:`dpjax.gumbel_process`); static. Same law, different random streams.
 
     Returns:
       ``(indices, gaps)``: int32 indices [k] in decreasing noisy order and float gaps [k], > 0
@@ -480,10 +496,11 @@ def noisy_top_k_with_gap(
     _check_gap_noise(noise, method)
     checks = Checks()
     units, scale, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k, gap=True)
-    if method == "tree":
-        values, indices = _tree_top(key, units, k=k + 1)
-    else:
-        values, indices = _noisy_top(key, units, noise=noise, k=k + 1)
+    paths = {
+        "literal": functools.partial(_noisy_top, noise=noise, k=k + 1),
+        "tree": functools.partial(_tree_top, k=k + 1),
+    }
+    values, indices = _auto.run(method, paths, key, units, fast="tree" if noise == "gumbel" else None)
     gaps = (values[:-1] - values[1:]) * scale
     return checks.guard((indices[:k], gaps))
 
@@ -507,7 +524,7 @@ def noisy_max_with_gap(
     noise: str = "laplace",
     sensitivity: float = 1.0,
     monotonic: bool = False,
-    method: str = "literal",
+    method: str = "auto",
 ) -> tuple[jax.Array, jax.Array]:
     """Noisy-Max-with-Gap: :func:`noisy_top_k_with_gap` with k = 1, as scalars.
 

@@ -25,10 +25,17 @@ from dpjax.accounting import ZCDP, PureDP, RangeBounded
 # ----------------------------------------------------------------------------------------------- laws
 
 
+# The law tests sample with ``jit(vmap)`` over keys, where the default ``method="auto"`` runs the
+# fast sampler (tests/test_auto.py): each runs with the literal kernel (auto's path for one release)
+# and with the default.
+METHODS = ("literal", "auto")
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize(
     ("monotonic", "sensitivity", "use_x64"), [(False, 1.0, False), (True, 1.0, True), (False, 2.5, False)]
 )
-def test_exponential_mechanism_law(monotonic, sensitivity, use_x64, request):
+def test_exponential_mechanism_law(monotonic, sensitivity, use_x64, method, request):
     if use_x64:
         request.getfixturevalue("x64")
     utilities = jnp.asarray([3.0, 1.0, 0.0, 2.5, -1.0])
@@ -41,6 +48,7 @@ def test_exponential_mechanism_law(monotonic, sensitivity, use_x64, request):
         epsilon=1.0,
         sensitivity=sensitivity,
         monotonic=monotonic,
+        method=method,
     )
     assert draws.dtype == np.int32
     probs = em_probabilities(utilities, scale_of(1.0, sensitivity, monotonic))
@@ -68,7 +76,10 @@ def test_report_noisy_max_law(noise, monotonic, request):
     if monotonic:  # the monotone cases run with x64, the general ones in float32
         request.getfixturevalue("x64")
     scores = jnp.asarray([2.0, 1.0, 0.0, 1.5])
-    draws = sample(selection.report_noisy_max, scores, N, 3, epsilon=1.0, noise=noise, monotonic=monotonic)
+    method = "literal" if monotonic else "auto"  # Gumbel: the literal noisy max, and auto's tree
+    draws = sample(
+        selection.report_noisy_max, scores, N, 3, epsilon=1.0, noise=noise, monotonic=monotonic, method=method
+    )
     probs = noisy_max_probabilities(scores, noise, scale_of(1.0, 1.0, monotonic))
     assert chi_square_pvalue(np.bincount(draws, minlength=4), probs) > P_MIN
 
@@ -81,12 +92,14 @@ def test_gumbel_noisy_max_is_the_exponential_mechanism():
     )
 
 
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("case", sorted(PEELING_CASES))
-def test_gumbel_top_k_equals_peeling(case):
+def test_gumbel_top_k_equals_peeling(case, method):
     scores, k, monotonic = PEELING_CASES[case]
     epsilon = 1.3
     draws = sample(
-        selection.gumbel_top_k, jnp.asarray(scores), N, 4, k=k, epsilon=epsilon, monotonic=monotonic
+        selection.gumbel_top_k, jnp.asarray(scores), N, 4,
+        k=k, epsilon=epsilon, monotonic=monotonic, method=method,
     )
     assert draws.shape == (N, k)
     tuples, probs = plackett_luce(scores, k, scale_of(epsilon, 1.0, monotonic))
@@ -211,11 +224,13 @@ def test_permuting_candidates_permutes_outputs_in_law():
     assert chi_square_pvalue(np.bincount(codes, minlength=len(tuples)), probs) > P_MIN
 
 
+# With a named method a draw depends on the key only; "auto" (the default) picks its path by how the
+# call is batched (tests/test_auto.py), so these pin the literal kernel.
 MECHANISMS = {
-    "exponential_mechanism": lambda k, s: selection.exponential_mechanism(k, s, 1.0),
+    "exponential_mechanism": lambda k, s: selection.exponential_mechanism(k, s, 1.0, method="literal"),
     "rnm_exponential": lambda k, s: selection.report_noisy_max(k, s, 1.0, noise="exponential"),
     "rnm_laplace": lambda k, s: selection.report_noisy_max(k, s, 1.0, noise="laplace"),
-    "gumbel_top_k": lambda k, s: selection.gumbel_top_k(k, s, 3, 1.0, monotonic=True),
+    "gumbel_top_k": lambda k, s: selection.gumbel_top_k(k, s, 3, 1.0, monotonic=True, method="literal"),
     "noisy_top_k_with_gap": lambda k, s: selection.noisy_top_k_with_gap(k, s, 3, 1.0),
     "noisy_max_with_gap": lambda k, s: selection.noisy_max_with_gap(k, s, 1.0, monotonic=True),
 }
@@ -327,10 +342,14 @@ def test_traced_epsilon_is_used_and_checked_in_the_graph():
     """A traced epsilon gives the eager release; NaN scores or a bad epsilon under jit give -1/NaN,
     never index 0 (argmax of NaN) or the first k indices (top_k of NaN), for every key."""
     keys = jax.random.split(KEY, 16)
-    em = jax.jit(jax.vmap(selection.exponential_mechanism, in_axes=(0, None, None)))
-    np.testing.assert_array_equal(
-        em(keys, SCORES, 0.3), [selection.exponential_mechanism(key, SCORES, 0.3) for key in keys]
+    literal = jax.jit(
+        jax.vmap(lambda k, s, e: selection.exponential_mechanism(k, s, e, method="literal"), (0, None, None))
     )
+    np.testing.assert_array_equal(
+        literal(keys, SCORES, 0.3),
+        [selection.exponential_mechanism(key, SCORES, 0.3) for key in keys],
+    )
+    em = jax.jit(jax.vmap(selection.exponential_mechanism, in_axes=(0, None, None)))  # auto: the tree
     poisoned = jnp.asarray([1.0, jnp.nan, 2.0, 0.5])
     assert (np.asarray(em(keys, poisoned, 1.0)) == -1).all()
     assert (np.asarray(em(keys, SCORES, -1.0)) == -1).all()

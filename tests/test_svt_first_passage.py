@@ -15,6 +15,7 @@ from scipy import stats
 from svt_laws import adaptive_gap_law, gumbel_halting_log_probabilities, halting_histogram, halting_law
 
 from dpjax import svt
+from dpjax.svt import gap_passage
 
 TRIALS = 100_000
 CASES = {  # queries, threshold, epsilon
@@ -234,6 +235,21 @@ def test_sparse_vector_with_gap_first_passage_equals_literal_in_law():
     np.testing.assert_array_equal((fast.branch == svt.BRANCH_MIDDLE).sum(axis=1), answers)
     np.testing.assert_array_equal((fast.branch >= 0).sum(axis=1), fast.num_processed)
     np.testing.assert_allclose(fast.epsilon_spent + fast.epsilon_left, 2.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("depth", [0.3, 5.0, 200.0])
+def test_laplace_overshoot_below_zero_is_finite_and_exact(depth):
+    """``Z - t`` given ``t <= Z < 0`` (Z ~ Laplace(1), t = -depth) has the CDF
+    ``(e^{x - depth} - e^{-depth}) / (1 - e^{-depth})`` on [0, depth); queries far above the threshold
+    (depth 200, where ``expm1`` overflows in float32) used to give infinite gaps."""
+    keys = jax.random.split(jax.random.key(52), 20_000)
+    overshoot = jax.jit(jax.vmap(lambda k: gap_passage._overshoot_below_zero(k, jnp.float32(depth))))
+    draws = np.asarray(overshoot(keys))
+    assert np.isfinite(draws).all() and (draws >= 0).all() and (draws <= depth).all()
+    def cdf(x):
+        return (np.exp(np.asarray(x, np.float64) - depth) - np.exp(-depth)) / -np.expm1(-depth)
+
+    assert stats.kstest(draws, cdf).pvalue > P_MIN
 
 
 # ------------------------------------------------------------------------ adaptive sparse vector with gap

@@ -256,7 +256,8 @@ def test_keyed_above_threshold_uses_the_documented_noise(noise):
         eta = noise_lib.sample(noise, kt, (), 1 / 0.7)
         return svt.above_threshold_from_noise(q, 4.0, eta, noise_lib.sample(noise, kq, (50,), 1 / 0.7))
 
-    got = jax.jit(jax.vmap(lambda key: svt.above_threshold(key, q, 4.0, 0.7, 0.7, noise=noise)))(KEYS)
+    keyed = lambda key: svt.above_threshold(key, q, 4.0, 0.7, 0.7, noise=noise, method="literal")  # noqa: E731
+    got = jax.jit(jax.vmap(keyed))(KEYS)
     np.testing.assert_array_equal(got, jax.jit(jax.vmap(core))(KEYS))
 
 
@@ -279,7 +280,7 @@ def test_keyed_gap_kernels_use_the_documented_noise(monotonic):
 
     def keyed(key):
         return svt.adaptive_sparse_vector_with_gap(
-            key, q, 20.0, 1.0, c=2, theta=0.5, sigma=4.0, monotonic=monotonic
+            key, q, 20.0, 1.0, c=2, theta=0.5, sigma=4.0, monotonic=monotonic, method="literal"
         )
 
     assert_same_result(jax.jit(jax.vmap(keyed))(KEYS), jax.jit(jax.vmap(core))(KEYS))
@@ -293,5 +294,6 @@ def test_keyed_sparse_vector_uses_the_documented_noise():
         etas = noise_lib.laplace(kt, (3,), 1 / 0.4)
         return svt.sparse_vector_from_noise(q, 20.0, etas, noise_lib.laplace(kq, (8,), 1 / 0.2), c=3)
 
-    got = jax.jit(jax.vmap(lambda key: svt.sparse_vector(key, q, 20.0, 0.4, 0.2, c=3)))(KEYS)
+    keyed = lambda key: svt.sparse_vector(key, q, 20.0, 0.4, 0.2, c=3, method="literal")  # noqa: E731
+    got = jax.jit(jax.vmap(keyed))(KEYS)
     assert_same_result(got, jax.jit(jax.vmap(core))(KEYS))

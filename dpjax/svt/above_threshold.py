@@ -23,8 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
-from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.first_passage import halting_indices
@@ -39,7 +39,7 @@ from dpjax.validation import (
 )
 
 NOISES = ("laplace", "gumbel", "exponential")
-METHODS = ("literal", "first_passage")
+METHODS = ("auto", "literal", "first_passage")
 
 
 def check_noise_epsilons(noise: str, epsilon1, epsilon2, checks: Checks | None = None):
@@ -121,7 +121,7 @@ def above_threshold(
     *,
     noise: str = "laplace",
     sensitivity: float = 1.0,
-    method: str = "literal",
+    method: str = "auto",
 ) -> jax.Array:
     """AboveThreshold (Durfee 2023, Algorithm 1; Dwork and Roth 2014, Algorithm 1 for Laplace).
 
@@ -138,15 +138,17 @@ def above_threshold(
       noise: "laplace", "gumbel" (needs ``epsilon1 == epsilon2``) or "exponential" (one-sided)
         (static).
       sensitivity: per-query sensitivity, > 0 (may be traced).
-      method: ``"literal"`` (one noise variate per query and a comparison) or ``"first_passage"``:
-        the same law by searches in heaps of the log-masses and maxima of ``(q - T)/b2`` (key
-        independent, so built once under ``vmap`` over keys), O(log n) per search: one search
-        for Gumbel noise, ``1 + Geometric(1/2)`` on average for Laplace and Exponential (envelope
-        and thinning, :mod:`dpjax.svt.first_passage`, which states its float error). Same law,
-        different random stream (static). Cost (jit, 2 loaded CPU cores): under ``vmap`` over
-        10^4 keys at 10^4 queries 0.5-6 us per release against about 500 us; one release costs
-        0.6-1.7x the literal kernel at 10^2-10^5 queries (benchmarks/README.md, "SVT: one
-        release"), so keep ``"literal"`` (the default) for single releases.
+      method: ``"auto"`` (default), ``"literal"`` or ``"first_passage"`` (static). ``"literal"``:
+        one noise variate per query and a comparison. ``"first_passage"``: the same law by
+        searches in heaps of the log-masses and maxima of ``(q - T)/b2`` (key independent, so
+        built once under ``vmap`` over keys), O(log n) per search: one search for Gumbel noise,
+        ``1 + Geometric(1/2)`` on average for Laplace and Exponential (envelope and thinning,
+        :mod:`dpjax.svt.first_passage`, which states its float error). Cost (jit, 2 loaded CPU
+        cores): under ``vmap`` over 10^4 keys at 10^4 queries 0.5-6 us per release against about
+        500 us; one release costs 0.6-1.7x the literal kernel at 10^2-10^5 queries
+        (benchmarks/README.md, "SVT: one release"). ``"auto"`` runs ``"literal"`` for one release
+        and ``"first_passage"`` under ``vmap`` over keys with the queries and budgets fixed (the
+        rule of :mod:`dpjax._auto`). Same law, different random streams.
 
     The noise scales are computed in the working dtype (:func:`~dpjax.validation.float_dtype` of
     ``queries`` and ``threshold``), the same way for concrete and traced parameters.
@@ -170,9 +172,12 @@ def above_threshold(
     epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
-    kernel = _first_passage if method == "first_passage" else _keyed
-    released = kernel(key, queries, threshold, epsilon1, epsilon2, sensitivity, noise=noise, dtype=dtype)
-    return checks.guard(released)
+    paths = {
+        "literal": functools.partial(_keyed, noise=noise, dtype=dtype),
+        "first_passage": functools.partial(_first_passage, noise=noise, dtype=dtype),
+    }
+    operands = (queries, threshold, epsilon1, epsilon2, sensitivity)
+    return checks.guard(_auto.run(method, paths, key, *operands, fast="first_passage"))
 
 
 def noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax.Array]:

@@ -11,10 +11,18 @@ of ``b2`` write ``u_i = c_i / b2``, ``h = eta / b2`` and ``x_i = exp(u_i - h) = 
   ``exp(-C (w_s + ... + w_i))``: the first passage from ``s`` is the first ``i`` with
   ``log(w_s + ... + w_i) >= log E + h`` (``E ~ Exp(1)``; ``h = -log E_0`` with ``E_0 ~ Exp(1)``).
 * Laplace: ``p_i = x_i / 2`` for ``x_i < 1`` and ``1 - 1/(2 x_i)`` otherwise. The envelope
-  ``r_i = 1 - exp(-x_i)`` dominates it for every ``x`` (``1 - e^-x >= x/2`` on ``[0, 1]`` by concavity
-  and ``e^x >= 2x`` everywhere) and is of the Gumbel form: candidates are drawn as above and each is
-  kept with probability ``p_i / r_i >= 1/2`` (thinning, Lewis and Shedler 1979); after a rejection
-  the passage restarts one past the candidate with a fresh exponential (the trials are independent).
+  ``r_i = 1 - exp(-(x_i/2 + x_i^2/4))`` dominates it for every ``x``: below 1, with ``y = x/2 <= 1/2``,
+  ``-log(1 - p) = y + y^2/2 + y^3/3 + ... <= y + y^2 / (2 (1 - y)) <= y + y^2``; from 1 on,
+  ``-log(1 - p) = log(2x)``, below ``x/2 + x^2/4`` at 1 (0.69 < 0.75) and growing slower (``1/x <=
+  1/2 + x/2``). Its rate is a sum of two Gumbel-form rates, ``C/2 w_i + C^2/4 w_i^2``, so the passage
+  from ``s`` is the first ``i`` with ``log(S1(s..i)/2 + e^-h S2(s..i)/4) >= log E + h`` (``S1``, ``S2``
+  the sums of ``w`` and ``w^2``: two log-mass heaps searched together node by node, as in
+  :mod:`dpjax.svt.gap_passage`). Each candidate is kept with probability ``p_i / r_i`` (thinning,
+  Lewis and Shedler 1979), which is 1 - x/8 + O(x^2) for small ``x`` and at least 0.85 everywhere
+  (its minimum, near ``x = 3``); after a rejection the passage restarts one past the candidate with a
+  fresh exponential (the trials are independent). (The first-order envelope ``1 - exp(-x)`` keeps
+  only about half of the candidates below the threshold: under ``vmap`` the loop lasts as long as
+  the slowest release, about ``log2`` of the batch size rejections, where this one takes a few.)
 * Exponential: ``p_i = min(1, x_i)``, which no envelope of the form ``1 - exp(-a x)`` dominates near
   ``x = 1``. Queries with ``x_i >= 1/2`` (``u_i >= h - log 2``) are candidates with certainty, kept
   with probability ``min(1, x_i) >= 1/2``: the first of them after ``s`` is a search in the running
@@ -22,12 +30,14 @@ of ``b2`` write ``u_i = c_i / b2``, ``h = eta / b2`` and ``x_i = exp(u_i - h) = 
   ``1 - exp(-2 log 2 x_i) >= x_i`` (concave, equal at ``x = 1/2``), kept with probability ``x_i`` over
   it (``>= 1/(2 log 2)``). The next candidate is the first of the two searches.
 
-Each candidate is kept with probability at least 1/2, so a release takes ``1 + Geometric(1/2)``
-searches on average (at most a few dozen over 10^6 vmapped keys, which share the loop).
+Each candidate is kept with probability at least 1/2 (0.85 for Laplace noise), so a release takes
+``1 + Geometric(1/2)`` searches on average at most (at most a few dozen over 10^6 vmapped keys,
+which share the loop).
 
 The data structure (key independent, built once under ``vmap`` over keys): heaps over the
 queries padded to ``D = 2^L`` leaves, :func:`dpjax.gumbel_process.heap`, of the log-masses
-``logsumexp(u)`` and, for Exponential noise, of the maxima of ``u``. The search from ``s`` climbs
+``logsumexp(u)``, for Laplace noise of ``logsumexp(2u)`` and, for Exponential noise, of the maxima
+of ``u``. The search from ``s`` climbs
 from leaf ``s`` accumulating the log-mass of the nodes to its right until one holds the passage,
 then descends into it: ``2 L`` steps, each a ``logaddexp``. Only sums *from* ``s`` on are formed
 (no difference of prefix sums), so the queries before ``s`` (in particular those far above the
@@ -68,13 +78,16 @@ class PassageTree(NamedTuple):
     log_mass: jax.Array  # [2D]: log of the sum of e^u under each node (leaves D .. 2D - 1: u itself)
     top: jax.Array | None  # [2D]: the largest u under each node (-inf on padding); Exponential only
     size: int  # n, the number of queries (static)
+    square: jax.Array | None = None  # [2D]: log of the sum of e^{2u} under each node; Laplace only
 
 
 def passage_tree(units: jax.Array, noise: str) -> PassageTree:
-    """The log-mass heap over ``units = (q - T) / b2`` and, for Exponential noise (the only one whose
-    search also stops at a level), the maximum heap; O(n)."""
+    """The log-mass heap over ``units = (q - T) / b2``; for Laplace noise the log-mass heap of
+    ``2 units`` (the envelope's second rate); for Exponential noise (the only one whose search also
+    stops at a level) the maximum heap; O(n)."""
     top = heap(units, jnp.maximum, -jnp.inf) if noise == "exponential" else None
-    return PassageTree(heap(units, jnp.logaddexp, -jnp.inf), top, units.shape[0])
+    square = heap(2 * units, jnp.logaddexp, -jnp.inf) if noise == "laplace" else None
+    return PassageTree(heap(units, jnp.logaddexp, -jnp.inf), top, units.shape[0], square)
 
 
 def first_stop(tree: PassageTree, start, target, level=None, mass=None) -> jax.Array:
@@ -130,11 +143,13 @@ def laplace_log_miss(log_x):
 
 def _thinning(noise: str, log_x):
     """``(log a, level offset, log r_i - log p_i)`` of the envelope of module docstring for a
-    candidate with ``log x_i = log_x``: rate ``a x`` and certain candidates at ``u >= h + offset``."""
+    candidate with ``log x_i = log_x``: rate ``a x`` (Laplace: ``x/2 + x^2/4``, :func:`_laplace_mass`)
+    and certain candidates at ``u >= h + offset``."""
     if noise == "gumbel":
         return 0.0, math.inf, jnp.zeros_like(log_x)
     if noise == "laplace":
-        return 0.0, math.inf, jnp.log(-jnp.expm1(-jnp.exp(log_x))) - laplace_log_fire(log_x)
+        rate = jnp.exp(log_x - _LOG2) + jnp.exp(2 * log_x - 2 * _LOG2)
+        return 0.0, math.inf, jnp.log(-jnp.expm1(-rate)) - laplace_log_fire(log_x)
     log_a = math.log(2.0 * _LOG2)
     certain = log_x >= -_LOG2
     log_r = jnp.where(certain, 0, jnp.log(-jnp.expm1(-jnp.exp(log_x + log_a))))
@@ -149,9 +164,16 @@ def candidate(key, tree: PassageTree, start, shift, noise: str):
     log_a, offset, _ = _thinning(noise, jnp.zeros((), dtype))
     stop_exp, keep_exp = standard_exponential(key, (2,), dtype)
     level = None if math.isinf(offset) else shift + offset  # only Exponential noise has certain candidates
-    index = first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, level)
+    mass = _laplace_mass(tree, shift) if noise == "laplace" else None
+    index = first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, level, mass)
     log_x = tree.log_mass[leaves + jnp.minimum(index, tree.size - 1)] - shift  # a leaf holds its u
     return index, keep_exp >= _thinning(noise, log_x)[2]
+
+
+def _laplace_mass(tree: PassageTree, shift):
+    """A node's log-mass for the Laplace envelope, ``log(S1/2 + e^-h S2/4)`` with ``h = shift``
+    (module docstring): the passage target stays ``log E + h``."""
+    return lambda node: jnp.logaddexp(tree.log_mass[node] - _LOG2, tree.square[node] - shift - 2 * _LOG2)
 
 
 def threshold_shift(key, noise: str, scale1, scale2, dtype) -> jax.Array:

@@ -57,15 +57,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
-from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import center, centered_queries, checked_queries, first_true
 from dpjax.svt.gap_passage import gap_passages
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, float_dtype, is_traced
 
-METHODS = ("literal", "first_passage")
+METHODS = ("auto", "literal", "first_passage")
 
 BRANCH_UNPROCESSED, BRANCH_BOTTOM, BRANCH_TOP, BRANCH_MIDDLE = -1, 0, 1, 2
 
@@ -338,14 +338,17 @@ def _first_passage(key, queries, threshold, params, *, c, adaptive, monotonic, d
     )
 
 
-def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive, method="literal"):
+def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive, method="auto"):
     checks = Checks()
     epsilon, c, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
     params = (epsilon, theta, sigma, sensitivity)
-    kernel = _first_passage if method == "first_passage" else _keyed
-    result = kernel(key, queries, threshold, params, c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
-    return checks.guard(result)
+    static = dict(c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
+    paths = {
+        "literal": functools.partial(_keyed, **static),
+        "first_passage": functools.partial(_first_passage, **static),
+    }
+    return checks.guard(_auto.run(method, paths, key, queries, threshold, params, fast="first_passage"))
 
 
 def sparse_vector_with_gap(
@@ -358,7 +361,7 @@ def sparse_vector_with_gap(
     theta: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    method: str = "literal",
+    method: str = "auto",
 ) -> GapResult:
     """Sparse-Vector-with-Gap (Wang et al. 2019; Ding et al. 2019, Algorithm 2 with ``sigma = inf``).
 
@@ -380,7 +383,9 @@ def sparse_vector_with_gap(
       theta: threshold share in (0, 1) (may be traced); default :func:`default_theta`.
       monotonic: use the monotonic noise scales (static).
       sensitivity: per-query sensitivity, > 0, multiplies every noise scale (may be traced).
-      method: ``"literal"`` (one Laplace variate per query) or ``"first_passage"``: the same law
+      method: ``"auto"`` (default: ``"literal"`` for one release, ``"first_passage"`` under
+        ``vmap`` over keys with the queries and parameters fixed, :mod:`dpjax._auto`),
+        ``"literal"`` (one Laplace variate per query) or ``"first_passage"``: the same law
         (answers and gaps) by ``c`` first passages with the one threshold noise and an exact draw of
         each gap given its answer (module docstring; heaps built once per data under ``vmap`` over
         keys, O(c log n) per release). Different random stream (static).
@@ -412,7 +417,7 @@ def adaptive_sparse_vector_with_gap(
     sigma: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    method: str = "literal",
+    method: str = "auto",
 ) -> GapResult:
     """Adaptive-Sparse-Vector-with-Gap (Ding, Wang, Zhang, Kifer, PVLDB 2019, Algorithm 2).
 
@@ -430,7 +435,8 @@ def adaptive_sparse_vector_with_gap(
       sigma: top-branch margin, >= 0 (may be traced); default ``4*sqrt(2)/eps2`` (times the
         sensitivity, computed in the working dtype); ``math.inf`` gives exactly
         :func:`sparse_vector_with_gap` for the same key.
-      method: ``"literal"`` (two Laplace variates per query) or ``"first_passage"`` (module
+      method: ``"auto"`` (default, as in :func:`sparse_vector_with_gap`), ``"literal"`` (two
+        Laplace variates per query) or ``"first_passage"`` (module
         docstring: the same law by a two-rate first passage per ⊤, O(log n) each, heaps built once
         per data under ``vmap`` over keys). Different random stream (static).
       Other arguments as in :func:`sparse_vector_with_gap` (``c`` and ``monotonic`` static, the

@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
-from dpjax import sharded
 from dpjax.accounting import PureDP, compose
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import (
@@ -38,7 +38,7 @@ from dpjax.svt.above_threshold import (
 from dpjax.svt.first_passage import halting_indices
 from dpjax.validation import Checks, check_choice, check_int
 
-METHODS = ("literal", "first_passage")
+METHODS = ("auto", "literal", "first_passage")
 
 
 class SparseVectorResult(NamedTuple):
@@ -116,7 +116,7 @@ def sparse_vector(
     c: int,
     noise: str = "laplace",
     sensitivity: float = 1.0,
-    method: str = "literal",
+    method: str = "auto",
 ) -> SparseVectorResult:
     """Sparse vector with threshold resampling (Dwork and Roth 2014, Algorithm 2; Durfee 2023, §3.2).
 
@@ -136,16 +136,18 @@ def sparse_vector(
         traced).
       c: maximum number of ⊤ answers, >= 1 (static: it fixes the shape of ``indices``).
       noise: as in :func:`~dpjax.svt.above_threshold` (static).
-      method: ``"literal"`` (one noise variate per query, ``c`` comparisons and ``argmax``) or
-        ``"first_passage"``: the same law, each run a first passage from one past the previous
-        answer with a fresh threshold noise (:mod:`dpjax.svt.first_passage`: heaps built once per
+      method: ``"auto"`` (default: ``"literal"`` for one release, ``"first_passage"`` under
+        ``vmap`` over keys with the queries and budgets fixed, :mod:`dpjax._auto`), ``"literal"``
+        (one noise variate per query, ``c`` comparisons and ``argmax``) or ``"first_passage"``:
+        the same law, each run a first passage from one past the previous answer with a fresh
+        threshold noise (:mod:`dpjax.svt.first_passage`: heaps built once per
         data, key independent, so once under ``vmap`` over keys; O(log n) per search, ``c`` runs
         of ``1 + Geometric(1/2)`` searches on average for Laplace and Exponential noise, one for
         Gumbel). Different random stream (static). Cost (jit, 2 loaded CPU cores, c = 10): under
         ``vmap`` over 10^4 keys 4-11 us per release at 10^3 queries against about 60 us; one
         release costs 1.0-2.1x the literal kernel at 10^2-10^4 queries (c sequential searches
         against one vector pass) and 0.7-0.95x at 10^5 (benchmarks/README.md, "SVT: one
-        release"), so keep ``"literal"`` (the default) for single releases.
+        release"), hence ``"auto"``'s choice.
 
     Returns:
       A :class:`SparseVectorResult` (indices ``(c,)`` padded with -1, mask ``(n,)``, count processed).
@@ -163,9 +165,12 @@ def sparse_vector(
     sensitivity = checks.positive(sensitivity, "sensitivity")
     c = check_int(c, "c", minimum=1)
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
-    kernel = _first_passage if method == "first_passage" else _keyed
-    result = kernel(key, queries, threshold, epsilon1, epsilon2, sensitivity, noise=noise, c=c, dtype=dtype)
-    return _guard(checks, result)
+    paths = {
+        "literal": functools.partial(_keyed, noise=noise, c=c, dtype=dtype),
+        "first_passage": functools.partial(_first_passage, noise=noise, c=c, dtype=dtype),
+    }
+    operands = (queries, threshold, epsilon1, epsilon2, sensitivity)
+    return _guard(checks, _auto.run(method, paths, key, *operands, fast="first_passage"))
 
 
 @functools.partial(jax.jit, static_argnames=("noise", "c", "dtype"))
