@@ -243,7 +243,8 @@ def test_laplace_overshoot_below_zero_is_finite_and_exact(depth):
     ``(e^{x - depth} - e^{-depth}) / (1 - e^{-depth})`` on [0, depth); queries far above the threshold
     (depth 200, where ``expm1`` overflows in float32) used to give infinite gaps."""
     keys = jax.random.split(jax.random.key(52), 20_000)
-    overshoot = jax.jit(jax.vmap(lambda k: gap_passage._overshoot_below_zero(k, jnp.float32(depth))))
+    overshoot = jax.jit(jax.vmap(lambda k: gap_passage.inside_overshoot(
+        jax.random.uniform(k, (), jnp.float32), jnp.float32(depth))))
     draws = np.asarray(overshoot(keys))
     assert np.isfinite(draws).all() and (draws >= 0).all() and (draws <= depth).all()
     def cdf(x):
