@@ -79,10 +79,12 @@ def stack(trees):
     return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
 
 
-def runner(dataset: data_lib.Dataset, plan: train.Plan):
-    """``jit`` of: runs (keys, strategies, sigmas stacked on a leading axis) -> (accuracy, final clip)."""
-    model = mlp_model(dataset)
-    config = dict(expected_batch_size=plan.expected_batch_size, learning_rate=LEARNING_RATE)
+def runner(dataset: data_lib.Dataset, plan: train.Plan, *, model=None, learning_rate=LEARNING_RATE,
+           runs_at_once=RUNS_AT_ONCE):
+    """``jit`` of: runs (keys, strategies, sigmas stacked on a leading axis) -> (accuracy, final clip);
+    the MLP of this script unless ``model`` is given."""
+    model = mlp_model(dataset) if model is None else model
+    config = dict(expected_batch_size=plan.expected_batch_size, learning_rate=learning_rate)
 
     def one(run, x, y, x_test, y_test):
         key, strategy, sigma = run
@@ -94,7 +96,7 @@ def runner(dataset: data_lib.Dataset, plan: train.Plan):
 
     @jax.jit
     def run_all(runs, x, y, x_test, y_test):
-        return jax.lax.map(lambda r: one(r, x, y, x_test, y_test), runs, batch_size=RUNS_AT_ONCE)
+        return jax.lax.map(lambda r: one(r, x, y, x_test, y_test), runs, batch_size=runs_at_once)
 
     return run_all
 

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks import bench_optax
 from dpjax import optax as dpo
 from dpjax.bench.report import print_machine
 from dpjax.optax import data as data_lib
@@ -49,23 +50,11 @@ def stack(trees):
 
 
 def runner(dataset: data_lib.Dataset, plan: train.Plan, args):
-    """``jit`` of: runs (keys, strategies, sigmas stacked on a leading axis) -> (accuracy, final clip)."""
+    """``jit`` of: runs (keys, strategies, sigmas stacked on a leading axis) -> (accuracy, final clip),
+    with ``dpjax train``'s model for the dataset."""
     model = train.model_for(train.DEFAULT_MODEL[dataset.name], dataset, args.hidden)
-    config = dict(expected_batch_size=plan.expected_batch_size, learning_rate=args.learning_rate)
-
-    def one(run, x, y, x_test, y_test):
-        key, strategy, sigma = run
-        carry = train.init_carry(key, strategy, sigma, model=model, **config)
-        carry, truncated = train.run_steps(
-            carry, x, y, plan.steps, model=model, rate=plan.sampling_rate, size=plan.padded_size, **config
-        )
-        return train.accuracy(model, carry.params, x_test, y_test), carry.opt_state[0].clip_norm, truncated
-
-    @jax.jit
-    def run_all(runs, x, y, x_test, y_test):
-        return jax.lax.map(lambda r: one(r, x, y, x_test, y_test), runs, batch_size=RUNS_AT_ONCE)
-
-    return run_all
+    return bench_optax.runner(dataset, plan, model=model, learning_rate=args.learning_rate,
+                              runs_at_once=RUNS_AT_ONCE)
 
 
 def strategies(args):
