@@ -23,7 +23,6 @@ import functools
 import itertools
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from dpjax.optax import data as data_lib
 from dpjax.optax.grads import per_example_grads
 from dpjax.optax.train_cli import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax.optax.transform import dp_aggregate
+from dpjax.outdir import atomic_path
 from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
 
 TRUNCATION_SHARE = 0.01  # share of delta set aside for the truncation of oversized samples
@@ -430,16 +430,6 @@ def spent_epsilon(state, delta, *, sampling_rate) -> float:
 COLUMNS = ("epoch", "step", "train_accuracy", "test_accuracy", "clip_norm", "epsilon_spent", "seconds")
 
 
-def _write_atomic(path: Path, write) -> None:
-    """``write(tmp_path)`` then rename onto ``path``: a reader never sees a partial file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_outputs(out: Path, rows, args: dict, summary: dict) -> None:
     """``metrics.csv`` (one row per epoch, epoch 0 before training: ``COLUMNS``), ``metrics.json``
     (the arguments, the run's plan and noise, and the same rows) and ``metrics.png`` (test accuracy,
@@ -455,9 +445,11 @@ def write_outputs(out: Path, rows, args: dict, summary: dict) -> None:
             writer.writerows(rows)
 
     record = dict(arguments={k: v for k, v in args.items() if k != "run"}, run=summary, epochs=rows)
-    _write_atomic(out / "metrics.csv", write_csv)
-    _write_atomic(out / "metrics.json", lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n"))
-    _write_atomic(out / "metrics.png", lambda tmp: plot(rows, summary, tmp))
+    for name, write in (("metrics.csv", write_csv),
+                        ("metrics.json", lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n")),
+                        ("metrics.png", lambda tmp: plot(rows, summary, tmp))):
+        with atomic_path(out / name) as tmp:
+            write(tmp)
 
 
 def plot(rows, summary: dict, path) -> None:
