@@ -83,8 +83,9 @@ def test_app_ind_exp_output_and_guarantee():
     # Three 0.3503-range-bounded releases (DDR20 Thm. 3 at (1, 1e-6)): (1, 1e-6)-DP as the paper states.
     g = app_ind_exp_guarantee([0.25, 0.5, 0.75], 1.0)
     assert g.approx == ApproxDP(1.0, 1e-6) and g.to_approx_dp(1e-6) == ApproxDP(1.0, 1e-6)
-    assert g == RangeBounded(3 * g.epsilon / 3, rho=3 * (g.epsilon / 3) ** 2 / 8, approx=ApproxDP(1.0, 1e-6))
-    assert 1.0 < g.epsilon < 1.1
+    per_release = 0.35034  # the largest eps0 with 3 eps0-range-bounded releases (1, 1e-6)-DP (DDR20 Thm. 3)
+    assert g.epsilon == pytest.approx(3 * per_release, abs=3e-5)
+    assert g.rho == pytest.approx(3 * g.epsilon**2 / 9 / 8, rel=1e-12)  # Cesar-Rogers: eps0^2/8 each
 
 
 def test_smooth_sensitivity_brute_force():
