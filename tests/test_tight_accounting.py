@@ -10,7 +10,6 @@ events (1000 Laplace releases at epsilon 0.01: 1.36 at delta 1e-6, not the 1.47 
 
 import math
 
-import opendp.prelude as dp
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
@@ -28,29 +27,67 @@ from dpjax.accounting import (
 )
 from dpjax.additive import gaussian_guarantee, laplace_guarantee
 
-dp.enable_features("contrib")
-FLOATS = dp.vector_domain(dp.atom_domain(T=float, nan=False))
 CANDIDATES = [float(c) for c in range(-5, 6)]
 
 
-def _noisy_max(measure, scale, monotonic):
+@pytest.fixture(scope="module")
+def dp():
+    """OpenDP's prelude (a peer, in the ``bench`` extra): the charges below are compared with its own."""
+    prelude = pytest.importorskip("opendp.prelude")
+    prelude.enable_features("contrib")
+    return prelude
+
+
+def _floats(dp):
+    return dp.vector_domain(dp.atom_domain(T=float, nan=False))
+
+
+def _noisy_max(dp, measure, scale, monotonic):
     metric = dp.linf_distance(T=float, monotonic=monotonic)
-    return dp.m.make_noisy_max(FLOATS, metric, measure, scale=scale)
+    return dp.m.make_noisy_max(_floats(dp), metric, measure, scale=scale)
 
 
-def _quantile(measure, scale, alpha, metric):
+def _quantile(dp, measure, scale, alpha, metric):
     return dp.m.make_private_quantile(
-        FLOATS, metric, measure, candidates=CANDIDATES, alpha=alpha, scale=scale
+        _floats(dp), metric, measure, candidates=CANDIDATES, alpha=alpha, scale=scale
     )
+
+
+def _exponential_mechanism_guarantees(epsilon, alpha, monotonic=False):
+    return (
+        selection.report_noisy_max_guarantee(epsilon, monotonic=monotonic),
+        selection.exponential_mechanism_guarantee(epsilon, monotonic=monotonic),
+        selection.gumbel_top_k_guarantee(1, epsilon, monotonic=monotonic),
+        quantiles.emq_guarantee(epsilon),
+        quantiles.joint_exp_guarantee(epsilon),
+        quantiles.ind_exp_guarantee([alpha], epsilon),
+        quantiles.app_ind_exp_guarantee([alpha], epsilon, delta=0.0),
+    )
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.5, 1.0, 7.0])
+def test_every_exponential_mechanism_is_range_bounded_at_epsilon_squared_over_8(epsilon):
+    # Cesar and Rogers 2021, Lemma 3.4: an epsilon-DP exponential mechanism is epsilon-range-bounded,
+    # hence epsilon^2/8-zCDP (not the epsilon^2/2 of a generic epsilon-DP release).
+    for monotonic in (False, True):
+        for guarantee in _exponential_mechanism_guarantees(epsilon, 0.3, monotonic):
+            assert isinstance(guarantee, RangeBounded)
+            assert guarantee.to_pure().epsilon == pytest.approx(epsilon, rel=1e-12)
+            assert guarantee.to_zcdp().rho == pytest.approx(epsilon**2 / 8, rel=1e-12)
+    # m quantiles at epsilon/m each compose in zCDP to m (epsilon/m)^2/8.
+    for m in (1, 3, 29):
+        levels = [(i + 1) / (m + 1) for i in range(m)]
+        rho = quantiles.ind_exp_guarantee(levels, epsilon).to_zcdp().rho
+        assert rho == pytest.approx(m * (epsilon / m) ** 2 / 8, rel=1e-12)
 
 
 @pytest.mark.parametrize("monotonic", [False, True])
 @pytest.mark.parametrize("scale", [0.5, 2.0])
-def test_gumbel_selection_is_charged_as_opendp_charges_it(scale, monotonic):
+def test_gumbel_selection_is_charged_as_opendp_charges_it(dp, scale, monotonic):
     # The same mechanism: argmax of scores + Gumbel(scale), scale = (2 or 1) * sensitivity / epsilon.
     epsilon = (1.0 if monotonic else 2.0) / scale
-    rho = _noisy_max(dp.zero_concentrated_divergence(), scale, monotonic).map(1.0)
-    pure = _noisy_max(dp.max_divergence(), scale, monotonic).map(1.0)
+    rho = _noisy_max(dp, dp.zero_concentrated_divergence(), scale, monotonic).map(1.0)
+    pure = _noisy_max(dp, dp.max_divergence(), scale, monotonic).map(1.0)
     assert pure == pytest.approx(epsilon, rel=1e-12)
     for guarantee in (
         selection.report_noisy_max_guarantee(epsilon, monotonic=monotonic),
@@ -62,14 +99,15 @@ def test_gumbel_selection_is_charged_as_opendp_charges_it(scale, monotonic):
         assert guarantee.to_pure().epsilon == pytest.approx(pure, rel=1e-12)
 
 
-@pytest.mark.parametrize("metric", [dp.symmetric_distance(), dp.insert_delete_distance()], ids=str)
+@pytest.mark.parametrize("metric", ["symmetric_distance", "insert_delete_distance"])
 @pytest.mark.parametrize(("alpha", "scale"), [(0.5, 1.0), (0.25, 2.0), (0.9, 0.5)])
-def test_quantile_exponential_mechanisms_are_charged_as_opendp_charges_its_quantile(alpha, scale, metric):
+def test_quantile_exponential_mechanisms_are_charged_as_opendp_charges_its_quantile(dp, alpha, scale, metric):
     # OpenDP's private quantile is the exponential mechanism on a rank utility: at the scale where it
     # is epsilon-DP it charges epsilon^2/8-zCDP; so do EMQ, JointExp and IndExp with one level.
+    metric = getattr(dp, metric)()
     for d_in in (1, 2):
-        epsilon = _quantile(dp.max_divergence(), scale, alpha, metric).map(d_in)
-        rho = _quantile(dp.zero_concentrated_divergence(), scale, alpha, metric).map(d_in)
+        epsilon = _quantile(dp, dp.max_divergence(), scale, alpha, metric).map(d_in)
+        rho = _quantile(dp, dp.zero_concentrated_divergence(), scale, alpha, metric).map(d_in)
         for guarantee in (
             quantiles.emq_guarantee(epsilon),
             quantiles.joint_exp_guarantee(epsilon),
@@ -81,14 +119,14 @@ def test_quantile_exponential_mechanisms_are_charged_as_opendp_charges_its_quant
             assert guarantee.to_pure().epsilon == pytest.approx(epsilon, rel=1e-12)
 
 
-def test_ind_exp_is_charged_as_opendp_composes_its_quantiles():
+def test_ind_exp_is_charged_as_opendp_composes_its_quantiles(dp):
     # m quantiles at epsilon/m each (OpenDP's scale set so), composed by OpenDP in zCDP: m (epsilon/m)^2/8.
     levels, epsilon, metric = [0.1, 0.5, 0.9], 1.5, dp.symmetric_distance()
-    scales = [_quantile(dp.max_divergence(), 1.0, a, metric).map(1) / (epsilon / 3) for a in levels]
+    scales = [_quantile(dp, dp.max_divergence(), 1.0, a, metric).map(1) / (epsilon / 3) for a in levels]
     for a, scale in zip(levels, scales, strict=True):
-        assert _quantile(dp.max_divergence(), scale, a, metric).map(1) == pytest.approx(epsilon / 3)
+        assert _quantile(dp, dp.max_divergence(), scale, a, metric).map(1) == pytest.approx(epsilon / 3)
     zcdp = dp.zero_concentrated_divergence()
-    parts = [_quantile(zcdp, s, a, metric) for a, s in zip(levels, scales, strict=True)]
+    parts = [_quantile(dp, zcdp, s, a, metric) for a, s in zip(levels, scales, strict=True)]
     composed = dp.c.make_composition(parts).map(1)
     assert quantiles.ind_exp_guarantee(levels, epsilon).to_zcdp().rho == pytest.approx(composed, rel=1e-9)
 
