@@ -17,9 +17,16 @@ from dpjax.bench.cases import FAMILIES
 from dpjax.bench.cases.aggregates import _variates as sum_variates
 from dpjax.bench.cases.quantiles import BETA, _halting_variates
 from dpjax.bench.cli import auto_scale
-from dpjax.bench.floor import MAX_VARIATES, floor_releases, rng_floor, variate_count
+from dpjax.bench.floor import (
+    MAX_VARIATES,
+    data_bytes,
+    floor_releases,
+    rng_floor,
+    stream_bandwidth,
+    variate_count,
+)
 from dpjax.bench.harness import MAX_REPEATS, MIN_SECONDS, Timing, time_eager, time_host, time_jitted
-from dpjax.bench.run import batch_size
+from dpjax.bench.run import _limit, batch_size
 from dpjax.cli import main
 
 GIB = 2**30
@@ -83,6 +90,24 @@ def test_rng_floor_is_per_release():
     assert len(single.times) >= 2 and single.median > 0 and batch.median > 0
 
 
+def test_memory_floor_reads_the_data_once_at_the_streaming_bandwidth():
+    args = (jnp.zeros(1000, jnp.float32), {"counts": np.zeros((10, 3), np.int64)}, 2.0)
+    assert data_bytes(args) == 4000 + 240  # the arrays; a Python scalar is not data that is read
+    rate = stream_bandwidth(2**24, repeats=2)  # a sixteenth of 16 MiB: 1 MiB read and written
+    assert 1e7 < rate < 1e14  # bytes per second: between 10 MB/s and 100 TB/s on any device
+    # The limit is the larger floor: memory for a large read with few variates, else the RNG floor.
+    single = {"seconds": 6e-3, "floor_seconds": 1e-3}
+    _limit(single, data=4 * 10**6, bandwidth=2e9)  # 2 ms to read 4 MB
+    assert single["memory_floor_seconds"] == pytest.approx(2e-3) and single["limit"] == "memory"
+    assert single["limit_ratio"] == pytest.approx(3.0) and single["memory_floor_ratio"] == pytest.approx(3.0)
+    single = {"seconds": 6e-3, "floor_seconds": 1e-3}
+    _limit(single, data=4000, bandwidth=2e9)
+    assert single["limit"] == "RNG" and single["limit_ratio"] == pytest.approx(6.0)
+    single = {"seconds": 6e-3, "floor_seconds": 1e-3}
+    _limit(single, data=4000, bandwidth=None)  # not measured: the RNG floor alone
+    assert single["limit"] == "RNG" and "memory_floor_seconds" not in single
+
+
 def test_batch_size_caps_by_device_memory():
     case = Case("f", "m", "s", release=None, releases=1000, bytes_per_release=10 * 2**20)
     assert batch_size(case, memory=None) == 1000
@@ -121,6 +146,9 @@ def _record():
             "seconds": 2e-3,
             "floor_seconds": 1e-3,
             "floor_ratio": 2.0,
+            "limit": "memory",
+            "limit_ratio": 1.25,
+            "memory_floor_seconds": 1.6e-3,
             "compile_seconds": 0.3,
             "memory_bytes": 2048,
             "path": "jax.jit",
@@ -165,6 +193,7 @@ def _record():
         "wall_seconds": 1.0,
         "scale": 1.0,
         "repeats": 3,
+        "stream_bandwidth": 2.9e12,
         "machine": machine,
         "load_average_start": [1.0],
         "load_average_end": [2.0],
@@ -175,9 +204,10 @@ def _record():
 def test_markdown_and_readme_region(tmp_path):
     text = report.markdown(_record())
     assert (
-        "| selection.gumbel_top_k | d=10 | 2 ms | 2x | 100 | 10 us | 2x | 1.00e+05 | 0.30, 0.40 | 4 KiB |"
-        in text
+        "| selection.gumbel_top_k | d=10 | 2 ms | 2x | 1.25x (memory) | 100 | 10 us | 2x | 1.00e+05 "
+        "| 0.30, 0.40 | 4 KiB |" in text
     )
+    assert "streaming bandwidth 2.9e+03 GB/s" in text
     assert "| selection.gumbel_top_k | P (numpy 2) | n | 4 ms | 2x | 400x |" in text
     assert "skipped: not installed" in text
     readme = tmp_path / "README.md"
@@ -211,9 +241,11 @@ def test_dpjax_bench_command_end_to_end(tmp_path, capsys, monkeypatch, fast_comp
         assert "error" not in row, row
         assert row["single"]["seconds"] > 0 and row["single"]["floor_seconds"] > 0
         assert row["single"]["compile_seconds"] >= 0
+        assert row["single"]["memory_floor_seconds"] > 0 and row["single"]["limit_ratio"] > 0
+        assert row["single"]["limit_ratio"] <= row["single"]["floor_ratio"]
         if "monte_carlo" in row:
             assert row["monte_carlo"]["releases"] >= 2 and row["monte_carlo"]["floor_ratio"] > 0
-    assert record["machine"]["backend"] == jax.default_backend()
+    assert record["machine"]["backend"] == jax.default_backend() and record["stream_bandwidth"] > 0
     assert len(record["load_average_start"]) == 3
     assert (out / "results.png").stat().st_size > 0
     assert "Command: `dpjax bench --size 1e-06 --repeats 1" in (out / "results.md").read_text()

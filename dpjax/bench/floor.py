@@ -1,11 +1,18 @@
-"""The RNG floor: the time ``jax.random`` needs just to draw the variates a release needs.
+"""The two floors of a release: drawing its variates, and reading its data once.
 
-No mechanism that draws N noise values can be faster than drawing them, so every benchmark row
-reports ``time / floor`` measured in the same run, on the same device, for the same number of
-variates: N for one release, ``releases x N`` in one call for a Monte Carlo batch (then per
-release). The floor is the plain ``jax.random`` sampler (32 random bits per variate); dpjax's
-tail-exact samplers (``dpjax.noise``, ``mode="high"``) spend 64 bits and two logarithms, so about
-2x the floor is the price of exact tails (the ``noise`` family of ``dpjax bench`` measures it).
+* **The RNG floor**: no mechanism that draws N noise values can be faster than drawing them, so
+  every benchmark row reports ``time / floor`` measured in the same run, on the same device, for the
+  same number of variates: N for one release, ``releases x N`` in one call for a Monte Carlo batch
+  (then per release). The floor is the plain ``jax.random`` sampler (32 random bits per variate);
+  dpjax's tail-exact samplers (``dpjax.noise``, ``mode="high"``) spend 64 bits and two logarithms,
+  so about 2x the floor is the price of exact tails (the ``noise`` family of ``dpjax bench``
+  measures it).
+* **The memory floor**: one release reads its data at least once, so it takes at least the data's
+  bytes over the device's streaming bandwidth, measured in the same run (:func:`stream_bandwidth`:
+  a jitted elementwise pass over a large array, bytes read plus bytes written over its time). A
+  Monte Carlo batch reads the shared data once for all its releases, so there the RNG floor binds.
+
+The larger floor is the release's limit: a row at 1x its limit is as fast as the device allows.
 """
 
 from __future__ import annotations
@@ -40,6 +47,24 @@ def variate_count(variates: float) -> int:
     if not math.isfinite(variates) or variates <= 0:
         raise ValueError(f"variates must be a positive finite number, got {variates}.")
     return max(1, math.ceil(variates))
+
+
+def data_bytes(args) -> int:
+    """Bytes of the arrays in ``args`` (any pytree): what one release must read at least once."""
+    return sum(int(getattr(leaf, "nbytes", 0)) for leaf in jax.tree_util.tree_leaves(args))
+
+
+STREAM_BYTES = 2**28  # 256 MiB per pass: far beyond every cache, a few ms on a GPU
+
+
+def stream_bandwidth(memory: int | None = None, *, repeats: int = 5) -> float:
+    """The device's streaming bandwidth in bytes per second: a jitted ``x + 1`` over a float32 array
+    of ``STREAM_BYTES`` (at most a sixteenth of ``memory``), bytes read plus bytes written over the
+    median time of ``repeats`` calls (compile and warm-up excluded)."""
+    nbytes = STREAM_BYTES if memory is None else max(2**20, min(STREAM_BYTES, memory // 16))
+    x = jnp.zeros(nbytes // 4, jnp.float32)
+    timing, _ = time_jitted(lambda v: v + 1, x, repeats=repeats)
+    return 2 * nbytes / timing.median
 
 
 def rng_floor(

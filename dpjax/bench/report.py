@@ -19,6 +19,7 @@ MAIN_COLUMNS = (
     "setting",
     "single / release [min, max]",
     "single x floor",
+    "single x limit",
     "MC releases",
     "MC / release [min, max]",
     "MC x floor",
@@ -69,11 +70,24 @@ def _spread(timing: dict) -> str:
     )
 
 
+def _limit(single: dict) -> str:
+    """``single x limit``: the release's time over the larger of its RNG and memory floors, and which."""
+    if "limit_ratio" not in single:
+        return ""
+    return f"{ratio(single['limit_ratio'])} ({single['limit']})"
+
+
+def bandwidth(value: float | None) -> str:
+    """Bytes per second in GB/s (10^9 bytes)."""
+    return "" if not value else f"{value / 1e9:.3g} GB/s"
+
+
 def main_rows(record: dict) -> list[list[str]]:
     rows = []
     for row in record["rows"]:
         if "error" in row:
-            rows.append([row["mechanism"], row.get("setting", ""), f"error: {row['error']}"] + [""] * 7)
+            rows.append([row["mechanism"], row.get("setting", ""), f"error: {row['error']}"]
+                        + [""] * (len(MAIN_COLUMNS) - 3))
             continue
         single, mc = row["single"], row.get("monte_carlo")
         compile_times = [single.get("compile_seconds")] + ([mc.get("compile_seconds")] if mc else [])
@@ -83,6 +97,7 @@ def main_rows(record: dict) -> list[list[str]]:
                 row["setting"],
                 _spread(single) + (" (eager)" if single.get("path") == "eager call" else ""),
                 ratio(single.get("floor_ratio")),
+                _limit(single),
                 str(mc["releases"]) if mc else "",
                 _spread(mc) if mc else "",
                 ratio(mc.get("floor_ratio")) if mc else "",
@@ -144,7 +159,9 @@ def describe_machine(record: dict) -> str:
         f"{m['backend']} backend, device {m['device']} (x{m['device_count']}, {memory}); "
         f"host {m['host_cpu']}, {m['cores']} cores; Python {m['python']}, jax {m['jax']}, "
         f"x64 {'on' if m['x64'] else 'off'}; "
-        f"load average at start {load}, at end {record.get('load_average_end')}"
+        + (f"streaming bandwidth {bandwidth(record['stream_bandwidth'])}; " if record.get("stream_bandwidth")
+           else "")
+        + f"load average at start {load}, at end {record.get('load_average_end')}"
     )
 
 
@@ -169,7 +186,10 @@ def markdown(record: dict) -> str:
         'call, "MC" one call of '
         '`jit(vmap(release))` over that many keys (data shared) divided by the releases; "x floor" '
         "divides by the `jax.random` floor for the same number of variates, measured in the same run "
-        "in the same shape (at most 2^25 variates per floor call); compile time is excluded from every time "
+        "in the same shape (at most 2^25 variates per floor call); \"x limit\" divides one release by the "
+        "larger of that floor and its memory floor (its data read once at the streaming bandwidth "
+        "measured in the same run), and names the larger: 1x is as fast as the device allows; "
+        "compile time is excluded from every time "
         "and shown apart; memory is XLA's "
         "compiled memory analysis of the Monte Carlo call (of the single call where there is none).",
         _markdown_table(MAIN_COLUMNS, main_rows(record)),
@@ -232,7 +252,7 @@ def figure_notes(record: dict) -> list[str]:
 
 
 def plot(record: dict, path: Path) -> None:
-    """Time per release (log scale) of dpjax (single, Monte Carlo), the RNG floor and the fastest peer,
+    """Time per release (log scale) of dpjax (single, Monte Carlo), its floors and the fastest peer,
     with bars from the fastest to the slowest repeat; titled with the device, the scale, whether it was
     a quick run, and the peers that were skipped."""
     import textwrap
@@ -247,6 +267,7 @@ def plot(record: dict, path: Path) -> None:
     series = {
         "dpjax single": [_with_spread(r["single"]) for r in rows],
         "RNG floor (single)": [(r["single"]["floor_seconds"],) * 3 for r in rows],
+        "memory floor (single)": [(r["single"].get("memory_floor_seconds", math.nan),) * 3 for r in rows],
         "dpjax Monte Carlo": [_with_spread(r.get("monte_carlo")) for r in rows],
         "RNG floor (Monte Carlo)": [(r.get("monte_carlo", {}).get("floor_seconds", math.nan),) * 3
                                     for r in rows],

@@ -1,9 +1,11 @@
-"""Times a :class:`~dpjax.bench.case.Case`: single release, Monte Carlo batch, RNG floors, peers.
+"""Times a :class:`~dpjax.bench.case.Case`: single release, Monte Carlo batch, floors, peers.
 
 Every figure of a row is measured in the same process, on the same device, one after the other:
 the single release (``jax.jit(release)``, or the eager call for mechanisms that do host work per
 call), the Monte Carlo batch (``jax.jit(jax.vmap(release))`` over keys, data shared), the
-``jax.random`` floor for the same number of variates in both shapes, and the peers on the host.
+``jax.random`` floor for the same number of variates in both shapes, the memory floor of one
+release (its data read once at the streaming bandwidth measured at the start of the run), and the
+peers on the host.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import jax
 from dpjax import interrupt
 from dpjax.bench import peers as peer_libraries
 from dpjax.bench.case import Case
-from dpjax.bench.floor import floor_releases, rng_floor
+from dpjax.bench.floor import data_bytes, floor_releases, rng_floor, stream_bandwidth
 from dpjax.bench.harness import (
     Timing,
     device_memory,
@@ -82,16 +84,31 @@ def _peer_record(peer, single_seconds: float, mc_seconds: float | None, repeats:
     return record
 
 
+def _limit(single: dict, data: int, bandwidth: float | None) -> None:
+    """Adds the memory floor of one release and its limit (the larger floor) to its timing record."""
+    limit, floor = "RNG", single["floor_seconds"]
+    if bandwidth:
+        single["memory_floor_seconds"] = data / bandwidth
+        single["memory_floor_ratio"] = single["seconds"] / single["memory_floor_seconds"]
+        if single["memory_floor_seconds"] > floor:
+            limit, floor = "memory", single["memory_floor_seconds"]
+    single["limit"] = limit
+    single["limit_ratio"] = single["seconds"] / floor
+
+
 def measure(
     case: Case,
     *,
     memory: int | None,
+    bandwidth: float | None = None,
     repeats: int = 5,
     peer_repeats: int = 3,
     with_peers: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict:
-    """All the timings of one case, as a JSON-ready dict (seconds are per release)."""
+    """All the timings of one case, as a JSON-ready dict (seconds are per release). ``bandwidth`` is
+    the device's streaming bandwidth in bytes per second (:func:`~dpjax.bench.floor.stream_bandwidth`)
+    for the memory floor of one release; ``None`` leaves it out."""
     row = {
         "family": case.family,
         "mechanism": case.mechanism,
@@ -118,6 +135,8 @@ def measure(
     floor = rng_floor(case.noise, variates, repeats=repeats)
     row["single"]["floor_seconds"] = floor.median
     row["single"]["floor_ratio"] = single.median / floor.median
+    row["data_bytes"] = data_bytes(case.args)
+    _limit(row["single"], row["data_bytes"], bandwidth)
     if releases:
         drawn = floor_releases(variates, releases)
         floor = rng_floor(case.noise, variates, releases=drawn, repeats=repeats)
@@ -165,6 +184,9 @@ def run_cases(
     again; ``on_row(record)`` is called after each row (to checkpoint the record)."""
     start = time.perf_counter()
     memory = device_memory()
+    print(f"{command}: backend {jax.default_backend()}, scale {scale:g}, {repeats} repeats", flush=True)
+    with heartbeat("measuring the device's streaming bandwidth"):
+        bandwidth = stream_bandwidth(memory, repeats=repeats)
     record = {
         "command": command,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -172,9 +194,9 @@ def run_cases(
         "load_average_start": load_average(),
         "scale": scale,
         "repeats": repeats,
+        "stream_bandwidth": bandwidth,
         "rows": [],
     }
-    print(f"{command}: backend {jax.default_backend()}, scale {scale:g}, {repeats} repeats", flush=True)
     done = {case_id(row): row for row in finished if "error" not in row}
     family, record["status"] = None, "complete"
     for case in cases:
@@ -187,7 +209,8 @@ def run_cases(
         else:
             try:
                 with interrupt.raising(), heartbeat(f"{case.mechanism}: compiling and timing"):
-                    row = measure(case, memory=memory, repeats=repeats, peer_repeats=peer_repeats,
+                    row = measure(case, memory=memory, bandwidth=bandwidth, repeats=repeats,
+                                  peer_repeats=peer_repeats,
                                   with_peers=with_peers, log=lambda text: print(text, flush=True))
             except interrupt.Interrupted:  # a signal stops the case at once; the finished rows are kept
                 record["status"] = "interrupted"
