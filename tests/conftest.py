@@ -1,16 +1,52 @@
-"""Shared pytest fixtures: float32 by default, and an x64 fixture that restores the setting."""
+"""Shared pytest fixtures: float32 by default, an x64 fixture that restores the setting, and XLA
+without its expensive optimization passes unless a test is marked ``optimized``.
 
+Most tests compile small programs and run each a few times on tiny inputs, so compiling is most of
+the suite's CPU: XLA without its expensive passes (``jax_disable_most_optimizations``) compiles in
+about half the CPU (``tests/test_selection.py``: 61 s against 129 s) and computes the same IEEE
+results, only slower. Tests whose CPU goes into running compiled code (large Monte Carlo batches,
+statistical tests with many draws) are marked ``optimized`` and compile with every pass. Processes
+the tests start (the ``dpjax`` command, notebooks, the sharding workers) inherit the setting from
+the environment.
+"""
+
+import ctypes
 import gc
 import os
 from pathlib import Path
+
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")  # before JAX reads its configuration
 
 import jax
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The modules with the longest single tests (subprocesses of minutes) run first, so that the xdist
+# workers share them out at the start instead of one worker finishing them alone at the end.
+LONGEST_FIRST = ("test_sharding.py", "test_bench.py", "test_notebooks.py", "test_reproduce.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: modules stay whole
+
+
 # `dpjax study` turns on JAX's persistent compilation cache (a process-wide setting): not in tests.
 os.environ.setdefault("DPJAX_COMPILE_CACHE", "off")
+FAST_COMPILE = jax.config.values["jax_disable_most_optimizations"]
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimizations(request):
+    """Full XLA optimizations for tests marked ``optimized`` (run-time bound), the suite's fast
+    compilation for the rest."""
+    optimized = request.node.get_closest_marker("optimized") is not None
+    jax.config.update("jax_disable_most_optimizations", FAST_COMPILE and not optimized)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", FAST_COMPILE)
 
 
 @pytest.fixture(scope="session")
@@ -19,41 +55,54 @@ def compile_cache_env(tmp_path_factory):
     compilation cache in one directory shared by every xdist worker of this run: the paper notebooks
     run the same smoke reproductions as ``dpjax reproduce all --smoke``, so whichever runs second
     loads the compiled kernels (a smoke reproduction then costs ~1/10 of its CPU). Tests in this
-    process keep the cache off: some count their compilations. Also compiles without XLA's most
-    expensive optimizations (below)."""
+    process keep the cache off: some count their compilations."""
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     env = dict(os.environ)
     env["JAX_COMPILATION_CACHE_DIR"] = str(shared / "jax-compile-cache")
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    # Their smoke sizes make them compile-bound: XLA without its expensive optimization passes compiles
-    # the JointExp forward pass in 0.6x the CPU (and runs it 2.5x slower, which smoke sizes do not feel).
-    env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     return env
 
 
-@pytest.fixture
-def fast_compile():
-    """Compiles without XLA's expensive optimization passes while the test runs: for tests that
-    compile many small programs (one per random tiny input shape) and run each once, where compiling
-    is nearly all the CPU. Measured on the JointExp forward pass: 0.6x the compile CPU, 2.5x the run
-    time (which tiny inputs do not feel). The semantics are IEEE's either way; only speed differs."""
-    previous = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", previous)
+def _release_memory() -> None:
+    """Drops JAX's compiled executables and traces, and hands freed heap pages back to the system."""
+    jax.clear_caches()
+    gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+try:  # glibc's malloc_trim, where there is one (Linux); elsewhere freed pages stay with the process
+    _LIBC = ctypes.CDLL("libc.so.6")
+    _resident_bytes()
+except (OSError, AttributeError):
+    _LIBC = None
+
+MAX_RESIDENT = 2 * 2**30  # a worker past this after a test drops its compiled executables
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_functions():
-    """Drops JAX's compiled executables and traces after each test module: a worker that runs many
-    modules otherwise keeps every executable it ever compiled (the largest worker grew to 6 GB)."""
+    """Drops JAX's compiled executables after each test module: a worker that runs many modules
+    otherwise keeps every executable it ever compiled (the largest worker grew to 6 GB)."""
     yield
-    jax.clear_caches()
-    gc.collect()
+    _release_memory()
+
+
+@pytest.fixture(autouse=True)
+def _bounded_memory():
+    """Drops the compiled executables after any test that leaves the worker above ``MAX_RESIDENT``
+    bytes (tests of one module share compiled functions, so only when memory asks for it): with a
+    test's own peak on top, a worker stays within about 3 GB."""
+    yield
+    if _LIBC is not None and _resident_bytes() > MAX_RESIDENT:
+        _release_memory()
 
 
 @pytest.fixture

@@ -111,6 +111,7 @@ def test_audit_finds_exact_loss_of_randomized_response_and_laplace():
         assert not wrong.passed and wrong.p_value < 1e-3, wrong
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("mechanism,x,x_prime,repeats", [(_rr, True, False, 200), (_laplace, 0.0, 1.0, 100)])
 def test_false_alarm_rate_is_at_most_alpha(mechanism, x, x_prime, repeats):

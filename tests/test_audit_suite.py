@@ -248,6 +248,7 @@ TRIALS = {
 }
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(POSITIVE))
 def test_library_mechanism_passes_its_audit(name):

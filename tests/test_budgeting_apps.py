@@ -116,6 +116,7 @@ def test_threshold_c1_equals_baseline_with_corrected_sets():
 # --- c > 1: accuracy, statistics, invariants -----------------------------------------------------
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 def test_range_count_elimination_is_correct_and_saves():
     """Lemma 5.2 for the range count and Cor 6.3; savings > 0; PM error is close to BM error."""
     truth = int(np.sum(np.all(np.abs(X - np.asarray(CENTER)) < np.asarray(HALF), axis=1)))

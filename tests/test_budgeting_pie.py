@@ -45,6 +45,7 @@ def _check_ni_invariants(res, c, participating):
     assert np.all(np.diff(counts) <= 0)
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 def test_pie_ni_invariants_on_every_run(ni_runs):
     for t in range(TRIALS):
         _check_ni_invariants(jax.tree.map(lambda a, t=t: a[t], ni_runs), C, RHOS > 0)

@@ -95,6 +95,7 @@ def test_release_clamped_into_range_is_exact_post_processing():
     assert int(out.max()) <= big and int(out.min()) >= big - 60
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.parametrize("kind", ["laplace", "gaussian"])
 def test_exact_mechanisms_pass_their_audits(kind):
     """Histogram neighbours under add/remove (one count differs by 1): the claimed epsilon is the
@@ -176,6 +177,7 @@ def test_peeling_top_k_returns_distinct_indices_in_order():
         discrete_peeling_top_k(jax.random.key(6), counts, 5, 1)
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.parametrize("name", ["above_threshold", "noisy_max", "noisy_max_monotonic", "peeling_top_k"])
 def test_discrete_selection_passes_its_audit(name):
     if name == "above_threshold":

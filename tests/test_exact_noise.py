@@ -104,6 +104,7 @@ def test_discrete_laplace_law(scale, width):
     assert np.all(np.abs(z) < 40 * scale + 5)
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.parametrize(
     ("sigma", "width"), [(Fraction(1, 2), 1), (Fraction(3), 1), (Fraction(150), 5)], ids=["tiny", "3", "huge"]
 )

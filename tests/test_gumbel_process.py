@@ -73,6 +73,7 @@ def medium_scores():
     return rng.permutation(scores).astype(np.float32)
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 def test_tree_first_two_places_at_medium_size():
     """P(o_1 = i, o_2 = j) = w_i w_j / (1 - w_i) over all 300 * 299 ordered pairs (small cells pooled)."""
     scores = medium_scores()
@@ -87,6 +88,7 @@ def test_tree_first_two_places_at_medium_size():
     assert chi_square_pvalue(observed[keep], pairs.reshape(-1)[keep]) > P_MIN
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.parametrize("place", [0, 4])
 def test_tree_equals_literal_in_law_at_medium_size(place):
     """Two-sample chi-square (contingency table) of one place of the ranked top-5: tree against literal."""

@@ -65,7 +65,6 @@ def random_case(rng):
     return x, qs, float(rng.uniform(0, 4))
 
 
-@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 @pytest.mark.parametrize("method", ["scan", "fft"])
 def test_log_normalizer_matches_brute_force_x64(method):
     rng = np.random.default_rng(1)
@@ -80,12 +79,10 @@ def test_log_normalizer_matches_brute_force_x64(method):
                 assert abs(float(got) - want) < 1e-9, (x, qs, eps, neighbors)
 
 
-@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 def test_log_normalizer_linear_matches_brute_force_x64():
     test_log_normalizer_matches_brute_force_x64("linear")
 
 
-@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 def test_log_normalizer_float32_scan_close():
     rng = np.random.default_rng(2)
     for _ in range(3):
@@ -95,7 +92,6 @@ def test_log_normalizer_float32_scan_close():
         assert abs(float(got) - want) < 1e-5
 
 
-@pytest.mark.usefixtures("fast_compile")  # tiny inputs: compiling is the cost
 def test_worked_example():
     with enable_x64():
         got = joint_exp_log_normalizer(jnp.asarray(WORKED_X), WORKED_Q, 2.0, bounds=(0, 1))
@@ -142,7 +138,6 @@ def test_repeat_factor_epsilon_zero():
     assert stats.chisquare(counts, [5000, 10000, 5000]).pvalue > 1e-4
 
 
-@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 def test_m1_equals_ind_exp():
     rng = np.random.default_rng(5)
     with enable_x64():
@@ -168,7 +163,6 @@ def test_ind_exp_pmf_spec_example():
     np.testing.assert_allclose(pmf, want, atol=1e-6)
 
 
-@pytest.mark.usefixtures("fast_compile")  # tiny inputs: compiling is the cost
 def test_epsilon_zero_gives_sorted_uniforms():
     # joint_exp itself refuses epsilon = 0; its tables still describe the 0-DP law.
     m, lower, upper = 3, -2.0, 6.0
@@ -185,7 +179,6 @@ def test_epsilon_zero_gives_sorted_uniforms():
         assert stats.kstest(u[:, j], stats.beta(j + 1, m - j).cdf).pvalue > 1e-4
 
 
-@pytest.mark.usefixtures("fast_compile")  # tiny inputs: compiling is the cost
 def test_empty_data_and_all_equal():
     keys = jax.random.split(jax.random.key(7), 2000)
     out = jax.vmap(lambda k: joint_exp(k, jnp.zeros(0), [0.25, 0.75], 1.0, bounds=(0, 1)))(keys)
@@ -195,7 +188,6 @@ def test_empty_data_and_all_equal():
     assert np.all(np.isfinite(out)) and np.all(out > -1) and np.all(out <= 1)
 
 
-@pytest.mark.usefixtures("fast_compile")  # tiny inputs: compiling is the cost
 def test_outputs_sorted_in_bounds_not_in_empty_gaps():
     x = jnp.asarray([-3.0, 0.5, 0.5, 0.5, 1.0, 2.0, 2.0, 9.0])
     out = jax.vmap(lambda k: joint_exp(k, x, [0.1, 0.4, 0.6, 0.9], 3.0, bounds=(-1, 4)))(
@@ -205,7 +197,6 @@ def test_outputs_sorted_in_bounds_not_in_empty_gaps():
     assert np.all(np.diff(out, axis=1) >= 0) and np.all(out >= -1) and np.all(out <= 4)
 
 
-@pytest.mark.usefixtures("fast_compile")  # tiny inputs: compiling is the cost
 def test_invariances_same_key():
     rng = np.random.default_rng(9)
     x = rng.normal(0, 1, 40)
@@ -221,7 +212,6 @@ def test_invariances_same_key():
     np.testing.assert_allclose(np.asarray(affine), 2 * np.asarray(base) + 1, atol=1e-9)
 
 
-@pytest.mark.usefixtures("fast_compile")  # tiny inputs: compiling is the cost
 def test_scan_and_fft_agree_and_float32_scan_accurate():
     rng = np.random.default_rng(11)
     x = rng.normal(0, 5, 300)
@@ -240,7 +230,6 @@ def test_scan_and_fft_agree_and_float32_scan_accurate():
     assert 0.5 * np.abs(ref - scan32).sum(axis=1).max() < 1e-5
 
 
-@pytest.mark.usefixtures("fast_compile")  # one compile per random tiny shape, each run once
 def test_density_ratio_privacy_audit():
     rng = np.random.default_rng(12)
     worst = 0.0

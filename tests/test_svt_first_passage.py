@@ -162,6 +162,7 @@ def test_sparse_vector_first_passage_pair_law(noise):
     assert chi_square_pvalue(observed, probs) > P_MIN
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("noise", svt.NOISES)
 def test_sparse_vector_first_passage_equals_literal_in_law(noise):

@@ -24,6 +24,8 @@ from svt_laws import halting_law
 from dpjax import noise as noise_lib
 from dpjax import svt
 
+pytestmark = pytest.mark.optimized  # statistical checks: the CPU goes into running compiled code
+
 ALPHA = 1e-6
 
 # ----------------------------------------------------------------------------- exact ratios

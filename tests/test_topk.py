@@ -123,6 +123,7 @@ def test_top_counts_equal_lax_top_k_for_integer_counts():
     assert int(values[3, 0]) == 5 and int(ref_ids[3, 0]) == 7
 
 
+@pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.slow
 def test_threshold_tail_rate_in_float32():
     # k = 1 over kbar tied items with Delta = 1: an item wins iff max_i G_i - G_bot > eps + ln(1/delta)

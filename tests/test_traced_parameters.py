@@ -16,6 +16,19 @@ KEY = jax.random.key(7)
 INVALID = (-1.0, 0.0, math.nan, math.inf)
 
 
+# Their floats pass through reductions that XLA without its optimization passes (the suite's default,
+# tests/conftest.py) emits as a different loop for a batched shape, 2 ulps apart; with every pass the
+# batched and separate calls agree within the 1 ulp these tests hold them to.
+BATCHED_REDUCTIONS = ("budgeting.", "svt.adaptive_sparse_vector_with_gap")
+
+
+def _optimized(mechanism, *case):
+    """The case, marked to compile with every XLA pass where batching reorders its reductions."""
+    if mechanism.name.startswith(BATCHED_REDUCTIONS):
+        return pytest.param(mechanism, *case, marks=pytest.mark.optimized)
+    return (mechanism, *case) if case else mechanism
+
+
 def _ids(cases):
     return [f"{m.name}-{p}" for m, p in cases]
 
@@ -62,7 +75,7 @@ def _as_array(values):
     return jnp.asarray(np.asarray(values, dtype=jax.dtypes.canonicalize_dtype(float)))
 
 
-@pytest.mark.parametrize(("mechanism", "param"), PARAM_CASES, ids=_ids(PARAM_CASES))
+@pytest.mark.parametrize(("mechanism", "param"), [_optimized(*c) for c in PARAM_CASES], ids=_ids(PARAM_CASES))
 def test_vmap_over_a_parameter_equals_separate_calls(mechanism, param):
     values = mechanism.params[param]
     swept = jax.jit(
@@ -72,7 +85,7 @@ def test_vmap_over_a_parameter_equals_separate_calls(mechanism, param):
         assert_same_output(_slice(swept, i), mechanism.call(KEY, **{param: value}))
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS, ids=[m.name for m in MECHANISMS])
+@pytest.mark.parametrize("mechanism", [_optimized(m) for m in MECHANISMS], ids=[m.name for m in MECHANISMS])
 def test_vmap_over_epsilon_equals_separate_calls_in_x64(mechanism, x64):
     param = mechanism.privacy[0]
     data = {
@@ -112,7 +125,9 @@ def test_scan_carries_a_traced_privacy_parameter(mechanism):
         assert_same_output(_slice(outputs, i), mechanism.call(keys[i], **{param: value}))
 
 
-@pytest.mark.parametrize(("mechanism", "param"), PRIVACY_CASES, ids=_ids(PRIVACY_CASES))
+@pytest.mark.parametrize(
+    ("mechanism", "param"), [_optimized(*c) for c in PRIVACY_CASES], ids=_ids(PRIVACY_CASES)
+)
 def test_invalid_privacy_parameter_raises_eagerly_and_marks_output_under_jit(mechanism, param):
     for bad in INVALID:
         with pytest.raises(ValueError, match=param):

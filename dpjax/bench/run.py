@@ -87,7 +87,7 @@ def _peer_record(peer, single_seconds: float, mc_seconds: float | None, repeats:
 def _limit(single: dict, data: int, bandwidth: float | None) -> None:
     """Adds the memory floor of one release and its limit (the larger floor) to its timing record."""
     limit, floor = "RNG", single["floor_seconds"]
-    if bandwidth:
+    if bandwidth and data:
         single["memory_floor_seconds"] = data / bandwidth
         single["memory_floor_ratio"] = single["seconds"] / single["memory_floor_seconds"]
         if single["memory_floor_seconds"] > floor:
