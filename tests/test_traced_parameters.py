@@ -35,6 +35,7 @@ def _ids(cases):
 
 PARAM_CASES = [(m, p) for m in MECHANISMS for p in m.params]
 PRIVACY_CASES = [(m, p) for m in MECHANISMS for p in m.privacy]
+OTHER_CASES = [(m, p) for m, p in PARAM_CASES if p not in m.privacy]
 NAN_DATA_CASES = [(m, d) for m in MECHANISMS for d in m.float_data()]
 GUARANTEE_CASES = [m for m in MECHANISMS if m.guarantee is not None and m.guarantee_grid]
 
@@ -75,14 +76,36 @@ def _as_array(values):
     return jnp.asarray(np.asarray(values, dtype=jax.dtypes.canonicalize_dtype(float)))
 
 
-@pytest.mark.parametrize(("mechanism", "param"), [_optimized(*c) for c in PARAM_CASES], ids=_ids(PARAM_CASES))
-def test_vmap_over_a_parameter_equals_separate_calls(mechanism, param):
-    values = mechanism.params[param]
-    swept = jax.jit(
+def _sweep(mechanism, param, values):
+    """One release per value of ``param`` in one ``jit(vmap)`` call over it, the data an argument."""
+    return jax.jit(
         jax.vmap(lambda data, v: mechanism.call(KEY, data, **{param: v}), in_axes=(None, 0))
     )(mechanism.data, _as_array(values))
+
+
+@pytest.mark.parametrize(("mechanism", "param"), [_optimized(*c) for c in OTHER_CASES], ids=_ids(OTHER_CASES))
+def test_vmap_over_a_parameter_equals_separate_calls(mechanism, param):
+    values = mechanism.params[param]
+    swept = _sweep(mechanism, param, values)
     for i, value in enumerate(values):
         assert_same_output(_slice(swept, i), mechanism.call(KEY, **{param: value}))
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "param"), [_optimized(*c) for c in PRIVACY_CASES], ids=_ids(PRIVACY_CASES)
+)
+def test_vmap_over_a_privacy_parameter_equals_separate_calls_and_marks_invalid_values(mechanism, param):
+    """Invalid values raise eagerly; swept with valid ones in one batch, each valid value gives its
+    separate call's release and each invalid one only markers (NaN, -1), whatever its neighbours."""
+    for bad in INVALID:
+        with pytest.raises(ValueError, match=param):
+            mechanism.call(KEY, **{param: bad})
+    values = mechanism.params[param]
+    swept = _sweep(mechanism, param, (*values, *INVALID))
+    for i, value in enumerate(values):
+        assert_same_output(_slice(swept, i), mechanism.call(KEY, **{param: value}))
+    for i in range(len(values), len(values) + len(INVALID)):
+        assert_invalid(_slice(swept, i))
 
 
 @pytest.mark.parametrize("mechanism", [_optimized(m) for m in MECHANISMS], ids=[m.name for m in MECHANISMS])
@@ -123,21 +146,6 @@ def test_scan_carries_a_traced_privacy_parameter(mechanism):
     _, outputs = jax.jit(lambda v: lax.scan(step, v, keys))(_as_array(first))
     for i, value in enumerate((first, second)):
         assert_same_output(_slice(outputs, i), mechanism.call(keys[i], **{param: value}))
-
-
-@pytest.mark.parametrize(
-    ("mechanism", "param"), [_optimized(*c) for c in PRIVACY_CASES], ids=_ids(PRIVACY_CASES)
-)
-def test_invalid_privacy_parameter_raises_eagerly_and_marks_output_under_jit(mechanism, param):
-    for bad in INVALID:
-        with pytest.raises(ValueError, match=param):
-            mechanism.call(KEY, **{param: bad})
-    outputs = jax.jit(jax.vmap(lambda v: mechanism.call(KEY, **{param: v})))(
-        _as_array((mechanism.params[param][0], *INVALID))
-    )
-    assert_same_output(_slice(outputs, 0), mechanism.call(KEY))
-    for i in range(1, len(INVALID) + 1):
-        assert_invalid(_slice(outputs, i))
 
 
 @pytest.mark.parametrize(("mechanism", "name"), NAN_DATA_CASES, ids=_ids(NAN_DATA_CASES))
