@@ -178,22 +178,37 @@ def laplace(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.
 def gaussian(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.Array:
     """Gaussian noise N(0, scale**2); ``mode="high"`` is exact in the tails to about 9.4 sigma.
 
-    ``mode="high"`` draws the variates in pairs (:func:`_gaussian_pairs_from_words`): the first
-    half of the flattened output holds the pairs' first members, the second half their second
-    members (the last one dropped for an odd size), from 3 words per pair in float32 and 4 in
-    float64 (:func:`random_word_pairs`: 0.75 and 1 threefry hash per variate, against 1 for
-    ``jax.random.normal``).
+    ``mode="high"`` draws the variates in pairs (:func:`_gaussian_pairs_from_words`) from 3 words
+    per pair in float32 and 4 in float64 (:func:`random_word_pairs`: 0.75 and 1 threefry hash per
+    variate, against 1 for ``jax.random.normal``), laid out so that every word is read where it was
+    made: ``m = ceil(size / 4)`` hashes per row of ``[rows, m]`` feed two halves of ``m`` pairs
+    (:func:`_pair_words`), and the flattened output is the halves' first members, then their
+    second members (cut to ``size``).
     """
     shape, scale, dtype = _prepare(shape, scale, dtype, mode)
     if mode == "low":
         return scale * jax.random.normal(key, shape, dtype)
     size = math.prod(shape)
-    pairs = -(-size // 2)
-    rows = _words_per_gaussian_pair(dtype)
-    hi, lo = random_word_pairs(key, (-(-rows * pairs // 2),))
-    words = jnp.concatenate([hi, lo])[: rows * pairs].reshape(rows, pairs)
-    first, second = _gaussian_pairs_from_words(words, dtype)
-    return scale * jnp.concatenate([first, second])[:size].reshape(shape)
+    hi, lo = random_word_pairs(key, (_words_per_gaussian_pair(dtype), -(-size // 4)))
+    halves = [_gaussian_pairs_from_words(words, dtype) for words in _pair_words(hi, lo)]
+    members = [half[0] for half in halves] + [half[1] for half in halves]
+    excess = 4 * members[0].shape[0] - size
+    while excess:  # cut the tail before the concatenation (a slice after it costs XLA its vectors)
+        cut = min(excess, members[-1].shape[0])
+        members[-1] = members[-1][: members[-1].shape[0] - cut]
+        excess -= cut
+        if members[-1].shape[0] == 0:
+            members.pop()
+    return scale * jnp.concatenate(members).reshape(shape)
+
+
+def _pair_words(hi, lo):
+    """The words of two halves of pairs from hashes ``[rows, m]``: rows 0 and 1 give each half its
+    sign and W; float64 (4 rows) gives each half its own angle words (rows 2 and 3), float32 (3
+    rows) gives the two halves the two words of row 2's hashes."""
+    if hi.shape[0] == 4:
+        return (hi[0], lo[0], hi[2], lo[2]), (hi[1], lo[1], hi[3], lo[3])
+    return (hi[0], lo[0], hi[2]), (hi[1], lo[1], lo[2])
 
 
 def _angle_bits(dtype) -> int:
