@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dpjax import _auto, selection, svt
+from dpjax.quantiles.unbounded import grid, halting, tabulate
 
 KEYS = jax.random.split(jax.random.key(3), 4)
 SCORES = jnp.asarray(np.random.default_rng(0).normal(0.0, 2.0, 12), jnp.float32)
@@ -156,3 +157,43 @@ def test_bad_method_is_refused():
         selection.gumbel_top_k(KEYS[0], SCORES, 2, 1.0, method="fast")
     with pytest.raises(ValueError, match="method"):
         svt.above_threshold(KEYS[0], QUERIES, 2.0, 1.0, 1.0, method="tree")
+
+
+def _primitives(fn, *args) -> set[str]:
+    return {eqn.primitive.name for eqn in _equations(jax.make_jaxpr(fn)(*args).jaxpr)}
+
+
+def test_unbounded_halting_takes_blocks_alone_and_the_fast_sampler_over_keys():
+    """UQE's halting index (behind quantiles.unbounded, fully_unbounded, aggregates.clipped_sum and
+    the private clip norm): one release runs the "blocks" sampler, without the fast sampler's
+    preparation (a cumlogsumexp over the count table), ``vmap`` over keys the fast one; one release
+    is bit for bit the named method (test_svt_monotone_halting tests the two laws)."""
+    x = np.random.default_rng(1).lognormal(2.0, 1.0, 300).astype(np.float32)
+    counts, _ = tabulate(x, 0.0, 1.001, grid(1.001, 4096, np.float32), np.float32)
+
+    def run(key, method="auto"):
+        return halting(
+            key,
+            counts,
+            0.9,
+            x.size,
+            0.5,
+            0.5,
+            4000,
+            noise="exponential",
+            dtype=np.float32,
+            first=1,
+            method=method,
+        )
+
+    assert "cumlogsumexp" not in _primitives(run, KEYS[0])
+    assert "cumlogsumexp" in _primitives(jax.vmap(run), KEYS)
+    assert "cumlogsumexp" not in _primitives(
+        jax.vmap(
+            lambda e: halting(
+                KEYS[0], counts, 0.9, x.size, e, e, 4000, noise="exponential", dtype=np.float32, first=1
+            )
+        ),
+        EPSILONS,
+    )
+    assert_same(run(KEYS[0]), run(KEYS[0], "blocks"))

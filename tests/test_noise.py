@@ -1,5 +1,7 @@
 """Noise samplers: laws (KS against scipy), moments, and upper tails checked pattern by pattern."""
 
+from decimal import Decimal, localcontext
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -144,3 +146,78 @@ def test_gaussian_from_words_reaches_the_tail_and_is_standard_normal(x64):
         np.testing.assert_allclose(z, [radius, radius * np.sqrt(0.5), -radius], rtol=1e-5)
         words = jnp.asarray(jax.random.bits(jax.random.key(5), (4, 20000), jnp.uint32))
         assert stats.kstest(np.asarray(noise.gaussian_from_words(words, dtype)), "norm").pvalue > 1e-4
+
+
+def test_gaussian_pairs_are_two_independent_standard_normals(float_dtype):
+    """The two halves of ``gaussian`` pair up as Box-Muller pairs: (X, Y) is standard bivariate
+    normal iff X^2 + Y^2 ~ Exp(mean 2) and atan2(Y, X) is uniform and independent of it."""
+    z = np.asarray(noise.gaussian(jax.random.key(13), (2 * N,), 1.0, float_dtype), np.float64)
+    x, y = z[:N], z[N:]
+    radius2, angle = x * x + y * y, np.arctan2(y, x)
+    assert stats.kstest(radius2, stats.expon(scale=2).cdf).pvalue > P_MIN
+    assert stats.kstest(angle, stats.uniform(-np.pi, 2 * np.pi).cdf).pvalue > P_MIN
+    # Independence of radius and angle: the radius' law is the same on each half of the circle.
+    assert stats.ks_2samp(radius2[angle > 0], radius2[angle <= 0]).pvalue > P_MIN
+
+
+def test_gaussian_pair_map_reaches_the_tail_and_uses_every_octant(x64):
+    """Crafted words: W at its smallest gives the radius sqrt(2 log 2^64) = 9.42; the top bit of the
+    angle word swaps (cos, sin), the angle's bits set psi, the lowest bit signs the second member."""
+    radius = np.sqrt(2 * 64 * np.log(2))
+    for dtype, rows in ((np.float32, 3), (np.float64, 4)):
+        assert noise._words_per_gaussian_pair(dtype) == rows
+        words = np.zeros((rows, 4), np.uint32)
+        words[2, 1] = 2**31  # swap
+        words[0, 2] = 2**31  # first member negative
+        words[rows - 1, 2] = 1  # second member negative
+        words[2, 3] = 2**30  # the angle's top bit: psi = pi/8 (half the octant)
+        first, second = (np.asarray(a, np.float64) for a in noise._gaussian_pairs_from_words(words, dtype))
+        c, s = radius * np.cos(np.pi / 8), radius * np.sin(np.pi / 8)
+        np.testing.assert_allclose(first, [radius, 0, -radius, c], rtol=1e-6, atol=0)
+        np.testing.assert_allclose(second, [0, radius, -0.0, s], rtol=1e-6, atol=0)
+
+
+def _cos_sin_reference(psi):
+    """cos and sin to 40 digits by their Taylor series (exact decimal arithmetic)."""
+    with localcontext() as context:
+        context.prec = 40
+        x = Decimal(float(psi))
+        cos = sin = Decimal(0)
+        term = Decimal(1)
+        for n in range(1, 60):
+            if n % 2:
+                cos += term
+            else:
+                sin += term
+            term = term * x / n * (-1 if n % 2 == 0 else 1)
+        return float(cos), float(sin)
+
+
+def test_quarter_cos_sin_within_one_epsilon(x64):
+    """The polynomial cos and sin on [0, pi/4]: relative error below one epsilon of the dtype, on
+    the float32 angle grid (the small angles all, the rest strided) and on float64 samples."""
+    t = np.concatenate([np.arange(2**16), np.arange(2**16, 2**24, 97), [2**24 - 1]])
+    psi32 = jnp.asarray(t * 2.0**-24, jnp.float32) * jnp.asarray(np.pi / 4, jnp.float32)
+    reference = np.asarray(psi32, np.float64)
+    for got, want in zip(noise._quarter_cos_sin(psi32), (np.cos(reference), np.sin(reference)), strict=True):
+        error = np.abs(np.asarray(got, np.float64) - want) / np.where(want > 0, want, 1)
+        assert error.max() < np.finfo(np.float32).eps
+    psi64 = np.concatenate([np.random.default_rng(0).uniform(0, np.pi / 4, 1000), [0, 1e-9, np.pi / 4]])
+    got = np.asarray(noise._quarter_cos_sin(jnp.asarray(psi64, jnp.float64)), np.float64)
+    want = np.asarray([_cos_sin_reference(p) for p in psi64]).T
+    error = np.abs(got - want) / np.where(want > 0, want, 1)
+    assert error.max() < np.finfo(np.float64).eps
+
+
+def test_word_pairs_are_the_halves_of_jax_64_bit_words(x64):
+    """For threefry keys the two words are jax.random.bits' 64-bit word split in two (one hash);
+    other key implementations get jax.random.bits' 32-bit words."""
+    key = jax.random.key(21)
+    hi, lo = noise.random_word_pairs(key, (3, 5))
+    bits = np.asarray(jax.random.bits(key, (3, 5), jnp.uint64))
+    np.testing.assert_array_equal(np.asarray(hi, np.uint64) << np.uint64(32) | np.asarray(lo), bits)
+    rbg = jax.random.key(21, impl="rbg")
+    want = jax.random.bits(rbg, (2, 4), jnp.uint32)
+    np.testing.assert_array_equal(np.stack(noise.random_word_pairs(rbg, (4,))), want)
+    with pytest.raises(ValueError, match="2\\^32"):
+        noise.random_word_pairs(key, (2**16, 2**16))

@@ -10,7 +10,8 @@ pass bins the data on the geometric grid exactly
 (:mod:`dpjax.quantiles.unbounded_bins`); each trial then samples the halting query exactly in
 O(log bins) expected time (thinning far below the threshold, literal draws near it, and the constant
 stretch beyond the data maximum in closed form; :mod:`dpjax.svt.monotone_halting`), so no
-trial runs long. Under ``vmap`` over keys the binning is done once.
+trial runs long. Under ``vmap`` over keys the binning and that sampler's preparation are done once;
+one release takes the sampler without preparation (``"blocks"``, same law; :func:`halting`).
 
 Traced parameters: the quantile level, epsilon and its split, the lower bound and beta
 are values that may be traced (inside ``jit``, ``vmap``, ``scan``); only ``max_queries``, the cap on
@@ -41,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax import sharded
+from dpjax import _auto, sharded
 from dpjax.accounting import Neighbors, PureDP, compose
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded_bins import (
@@ -55,6 +56,7 @@ from dpjax.quantiles.unbounded_bins import (
 )
 from dpjax.signatures import arguments_of
 from dpjax.svt import above_threshold_guarantee
+from dpjax.svt.monotone_halting import METHODS as HALTING_METHODS
 from dpjax.svt.monotone_halting import halting_index, split_threshold
 from dpjax.validation import (
     Checks,
@@ -217,21 +219,38 @@ def checked_inputs(checks: Checks, x, q, epsilon, split, beta, noise: str, max_q
 
 
 @functools.partial(jax.jit, static_argnames=("noise", "dtype", "first", "method"))
-def halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, method="fast"):
+def halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, method=_auto.AUTO):
     """AboveThreshold's halting index over ``counts`` with ``T = q*n`` computed in ``dtype``:
-    ``(k, truncated)`` (see :func:`~dpjax.svt.monotone_halting.halting_index`)."""
+    ``(k, truncated)`` (see :func:`~dpjax.svt.monotone_halting.halting_index`).
+
+    ``method="auto"`` (the rule of :mod:`dpjax._auto`): ``"fast"`` under ``vmap`` over keys with the
+    counts fixed (its key-independent ``cumlogsumexp`` over the table is then built once), and
+    ``"blocks"`` for one release, which has no preparation to amortize (at a table of 16,384
+    counts the fast sampler's preparation alone costs several times a whole blocks release). Same
+    law, different random streams.
+    """
     threshold = split_threshold(jnp.asarray(q, dtype) * jnp.asarray(n, dtype))
-    return halting_index(
-        key,
-        counts,
-        threshold,
-        epsilon1,
-        epsilon2,
-        noise=noise,
-        dtype=dtype,
-        first=first,
-        cap=cap,
-        method=method,
+
+    def path(name):
+        def kernel(key, counts, threshold, epsilon1, epsilon2, cap):
+            return halting_index(
+                key,
+                counts,
+                threshold,
+                epsilon1,
+                epsilon2,
+                noise=noise,
+                dtype=dtype,
+                first=first,
+                cap=cap,
+                method=name,
+            )
+
+        return kernel
+
+    paths = {name: path(name) for name in HALTING_METHODS}
+    return _auto.run(
+        method, paths, key, counts, threshold, epsilon1, epsilon2, cap, fast="fast", single="blocks"
     )
 
 
