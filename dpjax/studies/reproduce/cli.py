@@ -290,16 +290,23 @@ def _checkpoint(out: RunDir, rep, identity: tuple) -> None:
         rep.plot = plot
 
 
+SMOKE_WHY = "--smoke size: a handful of trials, to test that the reproduction runs; not a measurement"
+
+
 def _explained(rep):
     """``rep`` with each claim that does not hold (or is inconclusive) explained by its paper's module
-    (``explain(row)``, the current text, also for a stored run; a row it has nothing for keeps its own)."""
-    explain = getattr(REPRODUCTIONS.get(rep.name), "explain", None)
-    if explain is not None:
-        unsettled = (FAILS, INCONCLUSIVE)
-        rep.rows = [
-            dataclasses.replace(row, why=explain(row) or row.why) if row.verdict in unsettled else row
-            for row in rep.rows
-        ]
+    (``explain(row)``, the current text, also for a stored run; a row it has nothing for keeps its own);
+    at ``--smoke`` size a claim that does not hold and has no explanation gets :data:`SMOKE_WHY`."""
+    explain = getattr(REPRODUCTIONS.get(rep.name), "explain", lambda row: "")
+
+    def why(row):
+        own = explain(row) or row.why
+        return own or (SMOKE_WHY if rep.mode == "smoke" and row.verdict == FAILS else "")
+
+    unsettled = (FAILS, INCONCLUSIVE)
+    rep.rows = [
+        dataclasses.replace(row, why=why(row)) if row.verdict in unsettled else row for row in rep.rows
+    ]
     return rep
 
 
