@@ -337,7 +337,8 @@ def _check_report_structure(csv_path: Path, text: str) -> list[Row]:
     interval and tolerance (``read_csv`` recomputes it), a why wherever it does not hold; no spec
     citation anywhere in the report."""
     titles = {name: module.TITLE for name, module in REPRODUCTIONS.items()}
-    rows = [row for rep in writers.read_csv(csv_path, titles) for row in rep.rows]
+    reproductions = writers.read_csv(csv_path, titles)
+    rows = [row for rep in reproductions for row in rep.rows]
     with open(csv_path) as f:
         stored = list(csv.DictReader(f))
     for row, line in zip(rows, stored, strict=True):
@@ -347,7 +348,7 @@ def _check_report_structure(csv_path: Path, text: str) -> list[Row]:
         if line["verdict"] == HOLDS:
             assert not line["why"], line
     assert not SPEC_CITATION.search(text), "the report cites the internal spec instead of the papers"
-    return rows
+    return reproductions
 
 
 @pytest.mark.slow
@@ -369,8 +370,9 @@ def test_reproduce_all_smoke_puts_every_number_beside_the_papers(smoke_run):
 @pytest.mark.slow
 def test_reproduce_smoke_report_judges_every_claim_and_explains_every_one_that_fails(smoke_run):
     text = (smoke_run / "reproduction.md").read_text()
-    rows = _check_report_structure(smoke_run / "reproduction.csv", text)
-    assert sum(row.accept is not None for row in rows) >= 100  # the papers' claims, each with a tolerance
+    reproductions = _check_report_structure(smoke_run / "reproduction.csv", text)
+    for rep in reproductions:  # each paper's claims, each with a tolerance
+        assert sum(row.accept is not None for row in rep.rows) >= 5, rep.name
 
 
 def test_stored_reproduction_report_judges_every_claim_and_explains_every_one_that_fails():
