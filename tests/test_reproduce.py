@@ -332,21 +332,24 @@ def smoke_run(tmp_path_factory, compile_cache_env):
     return out
 
 
-def _check_report_structure(csv_path: Path, text: str) -> list[Row]:
-    """Every claim row of a stored or fresh run: a verdict among the three, agreeing with its stored
-    interval and tolerance (``read_csv`` recomputes it), a why wherever it does not hold; no spec
-    citation anywhere in the report."""
+def _check_report_structure(csv_path: Path, text: str) -> list[Reproduction]:
+    """Every claim row of a stored or fresh run, as the report shows it (with the paper modules'
+    current explanations, as ``--from-csv`` renders it): a verdict among the three, agreeing with its
+    stored interval and tolerance (``read_csv`` recomputes it), a why wherever it does not hold; no
+    spec citation anywhere in the report."""
+    from dpjax.studies.reproduce.cli import _explained
+
     titles = {name: module.TITLE for name, module in REPRODUCTIONS.items()}
-    reproductions = writers.read_csv(csv_path, titles)
-    rows = [row for rep in reproductions for row in rep.rows]
+    reproductions = [_explained(rep) for rep in writers.read_csv(csv_path, titles)]
     with open(csv_path) as f:
         stored = list(csv.DictReader(f))
-    for row, line in zip(rows, stored, strict=True):
+    for row, line in zip([row for rep in reproductions for row in rep.rows], stored, strict=True):
         assert line["verdict"] in (*VERDICTS, "") and (line["verdict"] == "") == (row.accept is None), line
+        why = explanation(row)
         if line["verdict"] == FAILS:
-            assert len(line["why"]) > 20, f"a claim that does not hold without a why: {line}"
+            assert len(why) > 20 and why in text, f"a claim that does not hold without a why: {line}"
         if line["verdict"] == HOLDS:
-            assert not line["why"], line
+            assert not why, line
     assert not SPEC_CITATION.search(text), "the report cites the internal spec instead of the papers"
     return reproductions
 
