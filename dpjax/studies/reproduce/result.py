@@ -12,8 +12,10 @@ row's 95% interval decides: **holds** when the interval lies inside the toleranc
 hold** when it lies wholly outside, **inconclusive at this size** when it straddles an edge (more
 trials would decide). The interval is ``ours +- 1.96 SE`` (normal approximation) where the row has a
 standard error (of a mean, or the delta-method SE of a ratio of paired means), a percentile
-bootstrap over the trials (:func:`bootstrap_interval`) for statistics without one (shares, medians,
-trends, counts of cells), and the value itself for exact numbers (formulas, no Monte Carlo).
+bootstrap over the trials (:func:`bootstrap_interval`) for statistics without one (medians, trends,
+counts of cells), and the value itself for exact numbers (formulas, no Monte Carlo); a module may
+give its own interval where these do not fit (Durfee's share of quantiles counts each quantile by its
+own interval).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ INTERVAL_RULE = (
     "lies wholly outside, and is **inconclusive at this size** when it straddles an edge. The interval "
     "is ours ± 1.96 SE (normal approximation; the SE of a mean, or the delta-method SE of a ratio of "
     "paired means) where a row has an SE, a percentile bootstrap over the trials (1,000 resamples) for "
-    "statistics without one (shares, medians, trends, counts), and the value itself for exact numbers."
+    "statistics without one (medians, trends, counts), and the value itself for exact numbers; for a "
+    "share of quantiles (Durfee's Fig. 3), each quantile counts by the 95% interval of its own paired "
+    "difference: from the share decided for the claim to the share not decided against it."
 )
 
 

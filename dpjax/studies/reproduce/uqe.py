@@ -27,7 +27,7 @@ import numpy as np
 from dpjax import aggregates, noise
 from dpjax.quantiles import agg_tree, emq, fully_unbounded, unbounded
 from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import Reproduction, Row, bootstrap_interval, pick, subkey
+from dpjax.studies.reproduce.result import Z95, Reproduction, Row, bootstrap_interval, pick, subkey
 
 TITLE = 'Durfee (2023), "Unbounded Differentially Private Quantile and Maximum Estimation"'
 EPSILONS = (1.0, 0.5, 0.1)
@@ -239,9 +239,20 @@ def _median_ratio(emq_errors, uqe_errors):
     return float(np.median(_ratio({"EMQ": emq_errors, "UQE": uqe_errors})))
 
 
+def _share_bracket(emq_errors, uqe_errors) -> tuple[float, float]:
+    """The interval of :func:`_share_emq_better`, each q counted by the 95% interval of its paired
+    difference of MAEs over the samples: from the share of q where EMQ is better beyond it to the share
+    where it is not worse beyond it (an undecided q counts against the claim at the low end, for it at
+    the high end). A bootstrap of the share itself is biased towards 1/2 where many q are undecided."""
+    diff = np.asarray(emq_errors, np.float64) - uqe_errors  # [samples, q]
+    mean, se = diff.mean(axis=0), diff.std(axis=0, ddof=1) / np.sqrt(diff.shape[0])
+    return float(np.mean(mean + Z95 * se < 0)), float(np.mean(mean - Z95 * se < 0))
+
+
 def _figure_3_rows(curves, qs, sources):
-    """Per dataset: the share of q where EMQ is better and the median ratio, each with a bootstrap
-    interval over the samples (each sample's errors at every q for both methods resampled together)."""
+    """Per dataset: the share of q where EMQ is better (interval: :func:`_share_bracket`) and the
+    median ratio (a bootstrap interval over the samples, each sample's errors at every q for both
+    methods resampled together)."""
     rows = []
     for name, errors in curves.items():
         source = "synthetic" if name in SYNTHETIC else sources[name]
@@ -255,48 +266,40 @@ def _figure_3_rows(curves, qs, sources):
         for variant, uqe_name in variants:
             setting = f"{name} ({source}), {variant}, {len(qs)} quantiles in [{qs[0]:.2f}, {qs[-1]:.2f}]"
             paired = (errors["EMQ"], errors[uqe_name])
-            for (quantity, statistic), (claim, accept) in zip(
+            intervals = (
+                _share_bracket(*paired),
+                bootstrap_interval(lambda pair: _median_ratio(*pair), paired),
+            )
+            for (quantity, statistic), (claim, accept), ci in zip(
                 (
                     ("share of q where EMQ's MAE < UQE's", _share_emq_better),
                     ("median over q of MAE(EMQ)/MAE(UQE)", _median_ratio),
                 ),
                 claims,
+                intervals,
                 strict=True,
             ):
-                rows.append(
-                    Row(
-                        "Fig. 3",
-                        setting,
-                        quantity,
-                        None,
-                        statistic(*paired),
-                        claim=claim,
-                        accept=accept,
-                        ci=bootstrap_interval(lambda pair, f=statistic: f(*pair), paired),
-                    )
-                )
+                ours = statistic(*paired)
+                rows.append(Row("Fig. 3", setting, quantity, None, ours, claim=claim, accept=accept, ci=ci))
     rows.append(_real_together_row(curves, qs))
     return rows
 
 
 def _real_together_row(curves, qs):
     """The paper's claim read literally, over the four real datasets together: the share of (dataset, q)
-    pairs where EMQ is better; each dataset's samples resampled on their own."""
+    pairs where EMQ is better, with the datasets' :func:`_share_bracket` averaged."""
     real = [name for name in curves if name not in SYNTHETIC]
-    groups = [(curves[name]["EMQ"], curves[name]["UQE"]) for name in real]
-
-    def share(*pairs):
-        return float(np.mean([_share_emq_better(*pair) for pair in pairs]))
-
+    pairs = [(curves[name]["EMQ"], curves[name]["UQE"]) for name in real]
+    brackets = np.array([_share_bracket(*pair) for pair in pairs])
     return Row(
         "Fig. 3",
         f"the {len(real)} real datasets together, {len(qs)} quantiles each",
         "share of (dataset, q) where EMQ's MAE < UQE's",
         None,
-        share(*groups),
+        float(np.mean([_share_emq_better(*pair) for pair in pairs])),
         claim="UQE often performs better on the non-synthetic data (at >= half of them)",
         accept=(0.0, 0.5),
-        ci=bootstrap_interval(share, *groups),
+        ci=tuple(brackets.mean(axis=0)),
     )
 
 
@@ -364,6 +367,12 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
         "10 runs against the paper's 4385.",
         "The paper's ratings stds (0.21/0.31/1.79) are 2-3x below what its §6.3 protocol gives, both "
         "here and in an independent NumPy re-simulation.",
+        "UQE's clipping bound has a rare, unbounded overshoot (Alg. 2 at q = 0.99, beta = 1.001): past "
+        "the data maximum every count is n, only 10 above the threshold qn, so a large threshold noise "
+        "lets the search run on for thousands of candidates and the bound grows as beta^k. dpjax's "
+        "halting index follows the exact tail of this law (benchmarks/check_uqe_tail.py); among the "
+        "paper's 10,000 releases per cell, such a release occurs at eps = 0.1 with probability about 1/4 "
+        "and then dominates the cell's mean. The paper's Table 1 shows none.",
         "Fig. 3: the paper prints no numbers, only the claim checked in the rows; the synthetic "
         "datasets are 10,000 draws of U(-5, 5) and N(0, 5^2), sampled like the real ones.",
     ]
@@ -388,6 +397,17 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
 
 def explain(row: Row) -> str:
     """Why a claim does not hold (or is inconclusive) here; empty when there is nothing to add."""
+    if row.quantity == "cells where UQE has the lowest MAE":
+        return (
+            "UQE's clipping bound overshoots rarely but without limit (see the notes): past the data "
+            "maximum every count is n = qn + 10, and a large threshold noise lets the search run on, the "
+            "bound growing as beta^k; dpjax's halting index follows the exact tail (benchmarks/"
+            "check_uqe_tail.py: P(k >= k_max + 20,000) = 3.0e-5 measured over 2e6 releases at eps = 0.1 "
+            "on ages, 3.03e-5 by the law), so a cell of 10,000 releases holds one with probability about "
+            "1/4, and where it does (Table 1 rows above: UQE's MAE far above the paper's) that cell goes "
+            "to EMQ or AT; the paper's Table 1 shows no such release. Pages at eps = 1 is the paper's own "
+            "exception"
+        )
     if row.experiment != "Fig. 3":
         return ""
     if row.setting.startswith(SYNTHETIC) and "lower bound" in row.setting:
