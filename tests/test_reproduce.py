@@ -1,6 +1,7 @@
 """``dpjax reproduce``: the result type, writers, data readers, claim checks and the command."""
 
 import csv
+import json
 import math
 import re
 import subprocess
@@ -298,6 +299,8 @@ def test_from_csv_merges_runs_and_refuses_a_verdict_its_interval_contradicts(tmp
         return tmp_path / folder / "reproduction.csv"
 
     quick, full = stored("q", "quick", 1.5), stored("f", "full", 0.5)
+    columns = json.loads(quick.with_suffix(".json").read_text())["columns"]
+    assert tuple(columns) == writers.CSV_COLUMNS and all(columns.values())  # a dictionary of every column
     report = tmp_path / "R.md"
     assert main(["reproduce", "--from-csv", str(quick), str(full), "--markdown", str(report)]) == 0
     text = report.read_text()

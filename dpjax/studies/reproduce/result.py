@@ -34,6 +34,25 @@ COLUMNS = (
     "experiment", "setting", "quantity", "paper", "ours", "std_error", "ci_low", "ci_high", "ratio",
     "claim", "accept_low", "accept_high", "verdict", "why",
 )  # fmt: skip
+COLUMN_DESCRIPTIONS = {
+    "reproduction": "the reproduction (dpjax reproduce NAME)",
+    "mode": "the size it ran at: smoke, quick or full (the papers' trial counts)",
+    "experiment": "where the paper reports it (Table 1, Fig. 3, Lemma 8.1, ...)",
+    "setting": "the cell: dataset, epsilon, k, method, ...",
+    "quantity": "what is measured",
+    "paper": "the paper's number; empty where the paper states only a claim",
+    "ours": "our measurement",
+    "std_error": "Monte Carlo standard error of ours; empty for exact values and bootstrap statistics",
+    "ci_low": "low end of the 95% interval of ours (ours - 1.96 SE, a bootstrap, or ours when exact)",
+    "ci_high": "high end of the 95% interval of ours",
+    "ratio": "ours / paper where the paper gives a non-zero number",
+    "claim": "the paper's statement about this quantity; empty where paper says it all",
+    "accept_low": "low end of the claim's tolerance: the closed range of ours in which it holds (-inf: none)",
+    "accept_high": "high end of the claim's tolerance (inf: none)",
+    "verdict": "holds (interval inside the tolerance), does not hold (wholly outside) or inconclusive "
+    "at this size (straddling an edge); empty without a claim",
+    "why": "why a claim does not hold or is inconclusive; empty when it holds",
+}
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive at this size"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE)
 Z95 = 1.959963984540054  # the two-sided 95% quantile of the standard normal

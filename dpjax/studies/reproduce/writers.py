@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dpjax.studies.reproduce.result import (
+    COLUMN_DESCRIPTIONS,
     COLUMNS,
     FAILS,
     INTERVAL_RULE,
@@ -62,9 +63,10 @@ def write_csv(reproductions: Sequence[Reproduction], path: Path) -> None:
 
 
 def write_metadata(reproductions: Sequence[Reproduction], path: Path) -> None:
-    """``reproduction.json`` beside the CSV: per reproduction its paper, size, trials, notes, timings
-    and the command and machine of its run, so that ``--from-csv`` can render the whole report."""
-    meta = {
+    """``reproduction.json`` beside the CSV: the CSV's column dictionary (``columns``) and per
+    reproduction (``reproductions``) its paper, size, trials, notes, timings and the command and
+    machine of its run, so that ``--from-csv`` can render the whole report."""
+    runs = {
         rep.name: {
             "title": rep.title,
             "mode": rep.mode,
@@ -78,7 +80,8 @@ def write_metadata(reproductions: Sequence[Reproduction], path: Path) -> None:
         }
         for rep in reproductions
     }
-    path.write_text(json.dumps(meta, indent=1) + "\n")
+    columns = {name: COLUMN_DESCRIPTIONS[name] for name in CSV_COLUMNS}
+    path.write_text(json.dumps({"columns": columns, "reproductions": runs}, indent=1) + "\n")
 
 
 def read_csv(path: Path, titles: dict[str, str]) -> list[Reproduction]:
@@ -92,6 +95,7 @@ def read_csv(path: Path, titles: dict[str, str]) -> list[Reproduction]:
 
     meta_path = Path(path).with_suffix(".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    meta = meta.get("reproductions", meta)  # the first runs of this format had no column dictionary
     reproductions: dict[str, Reproduction] = {}
     with open(path, newline="") as handle:
         for line in csv.DictReader(handle):
