@@ -1,6 +1,7 @@
 """``dpjax reproduce``: the result type, writers, data readers, claim checks and the command."""
 
 import csv
+import json
 import math
 import re
 import subprocess
@@ -12,8 +13,20 @@ import numpy as np
 import pytest
 
 from dpjax.cli import main
-from dpjax.studies.reproduce import REPRODUCTIONS, Reproduction, Row, data, jointexp, uqe
-from dpjax.studies.reproduce.result import mean_and_se, pick, ratio_of_means_se
+from dpjax.studies.reproduce import REPRODUCTIONS, Reproduction, Row, data, jointexp, uqe, writers
+from dpjax.studies.reproduce.result import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    VERDICTS,
+    Z95,
+    bootstrap_interval,
+    explanation,
+    mean_and_se,
+    pick,
+    ratio_of_means_se,
+    verdict,
+)
 
 SPEC_CITATION = re.compile(r"\bspec(?:'s)?\b", re.I)
 
@@ -34,19 +47,58 @@ def test_row_ratio_is_ours_over_paper_and_absent_without_a_number():
 
 
 def test_table_and_csv_put_the_paper_beside_ours_as_plain_numbers(tmp_path):
-    from dpjax.studies.reproduce import writers
-
     rows = [
         Row("T", "s", "q", 4.0, np.float64(5.0), np.float64(0.25)),
-        Row("F", "s", "q", None, 0.5, claim="< 1", holds=True),
+        Row("F", "s", "q", None, 0.5, claim="< 1", accept=(-math.inf, 1.0)),
     ]
-    rep = Reproduction("aa", "Paper", rows, "3 trials", [])
+    rep = Reproduction("aa", "Paper", rows, "3 trials", [], mode="quick")
     table = rep.table()
-    assert list(table.ratio[:1]) == [1.25] and table.ratio.isna()[1] and list(table.holds[1:]) == [True]
+    assert list(table.ratio[:1]) == [1.25] and table.ratio.isna()[1] and list(table.verdict) == ["", HOLDS]
+    assert list(table.ci_low) == [5.0 - Z95 * 0.25, 0.5] and table.accept_high[1] == 1.0
     writers.write_csv([rep], tmp_path / "r.csv")
     with open(tmp_path / "r.csv") as f:
-        first = next(csv.DictReader(f))
+        first, second = csv.DictReader(f)
     assert (first["ours"], first["std_error"], first["ratio"]) == ("5.0", "0.25", "1.25")
+    assert (first["mode"], first["verdict"], first["accept_low"]) == ("quick", "", "")
+    assert (second["accept_low"], second["accept_high"], second["verdict"]) == ("-inf", "1.0", HOLDS)
+
+
+def test_verdict_is_decided_by_the_interval_against_the_tolerance():
+    assert verdict((0.9, 1.1), (0.8, 1.25)) == HOLDS
+    assert verdict((0.8, 1.25), (0.8, 1.25)) == HOLDS  # closed ends
+    assert verdict((1.3, 1.5), (0.8, 1.25)) == FAILS and verdict((0.1, 0.7), (0.8, 1.25)) == FAILS
+    assert verdict((0.7, 0.9), (0.8, 1.25)) == INCONCLUSIVE == verdict((0.5, 2.0), (0.8, 1.25))
+    assert verdict((3.0, 3.0), (-math.inf, 1.0)) == FAILS and verdict((-5.0, 0.2), (-math.inf, 1.0)) == HOLDS
+    assert verdict((math.nan, math.nan), (0.0, 1.0)) == INCONCLUSIVE
+    # the row's interval: ours +- 1.96 SE, an explicit (bootstrap) interval, or exact without an SE
+    assert Row("T", "s", "q", None, 2.0, 0.5).interval == (2.0 - Z95 * 0.5, 2.0 + Z95 * 0.5)
+    assert Row("T", "s", "q", None, 2.0, None, ci=(1.0, 4.0)).interval == (1.0, 4.0)
+    exact = Row("T", "s", "q", None, 2.0)
+    assert exact.interval == (2.0, 2.0) and exact.verdict == ""
+
+
+def test_why_of_an_inconclusive_row_says_how_many_more_trials_would_decide_it():
+    close = Row("T", "s", "q", None, 1.05, 0.1 / Z95, "A better", (-math.inf, 1.0))  # interval [0.95, 1.15]
+    assert close.verdict == INCONCLUSIVE and "about 4x the trials" in explanation(close)
+    known = Row("T", "s", "q", None, 1.05, 0.1 / Z95, "A", (-math.inf, 1.0), why="known")
+    assert explanation(known) == "known"
+    assert explanation(Row("T", "s", "q", None, 0.5, 0.1, "A", (-math.inf, 1.0), why="known")) == ""  # holds
+    assert explanation(Row("T", "s", "q", None, 3.0, 0.1, "A", (-math.inf, 1.0))) == ""  # fails, no why given
+
+
+def test_bootstrap_interval_covers_the_mean_and_keeps_pairs_together():
+    rng = np.random.default_rng(1)
+    covered = 0
+    for _ in range(100):
+        x = rng.normal(3.0, 2.0, 60)
+        low, high = bootstrap_interval(np.mean, x, resamples=200, seed=int(rng.integers(1 << 30)))
+        covered += low <= 3.0 <= high
+    assert covered >= 82  # about 93 expected (sd 2.5); below 82 has p < 1e-5 for a correct interval
+    a = rng.normal(size=50)
+    paired = bootstrap_interval(lambda pair: np.mean(pair[1] - pair[0]), (a, a + 1.0))
+    assert paired == pytest.approx((1.0, 1.0))
+    width = np.subtract(*bootstrap_interval(lambda u, v: np.mean(v) - np.mean(u), a, a + 1.0)[::-1])
+    assert width > 0.3  # independent groups: the pairing is not kept
 
 
 def test_pick_and_mean_and_se():
@@ -156,17 +208,20 @@ def test_jointexp_claim_checks():
     }
     rows = {(r.setting, r.quantity.split(" (")[0]): r for r in jointexp._comparison_rows(curves, [1, 10, 29])}
     match = rows[("d, m=1", "AppIndExp error / JointExp error")]
-    assert match.ours == pytest.approx(1.1) and match.holds and match.ratio == pytest.approx(1.1)
+    assert match.ours == pytest.approx(1.1) and match.verdict == HOLDS and match.ratio == pytest.approx(1.1)
     order = rows[("d, m=1", "min(CSmooth, AggTree) error / JointExp error")]
-    assert order.ours == pytest.approx(12.5) and order.holds and "AggTree" in order.quantity
+    assert order.ours == pytest.approx(12.5) and order.verdict == HOLDS and "AggTree" in order.quantity
     middle = rows[("d, m=10", "closest competitor's error / JointExp's")]
-    assert middle.ours == pytest.approx(2.5) and middle.paper == 2.5 and middle.holds
+    assert middle.ours == pytest.approx(2.5) and middle.paper == 2.5 and middle.verdict == HOLDS
     closed = rows[("d, m=29", "closest competitor's error / JointExp's")]
-    assert closed.ours == pytest.approx(1.2) and closed.holds and closed.paper is None
+    assert closed.ours == pytest.approx(1.2 / 2.5) and closed.verdict == HOLDS and closed.paper is None
+    assert "AggTree: 1.2" in closed.quantity
 
 
 def test_uqe_figure_3_ratio_treats_two_exact_answers_as_equal():
-    ratio = uqe._ratio({"EMQ": np.array([0.0, 2.0, 1.0]), "UQE": np.array([0.0, 1.0, 4.0])})
+    # [trials, q] errors: MAE per q is the mean over trials
+    emq_errors = np.array([[0.0, 2.0, 1.0], [0.0, 2.0, 1.0]])
+    ratio = uqe._ratio({"EMQ": emq_errors, "UQE": np.array([[0.0, 0.0, 4.0], [0.0, 2.0, 4.0]])})
     np.testing.assert_array_equal(ratio, [1.0, 2.0, 0.25])
 
 
@@ -176,7 +231,8 @@ def _fake(name, fail=False):
             raise RuntimeError("boom")
         rows = [
             Row("Table 9", f"{mode}", "MAE", 2.0, 3.0, 0.1),
-            Row("Fig. 9", "x", "trend", None, 0.5, None, "< 1", True),
+            Row("Fig. 9", "x", "trend", None, 0.5, None, "A better", (-math.inf, 1.0)),
+            Row("Fig. 9", "y", "trend", None, 1.5, 0.01, "A better", (-math.inf, 1.0), why="B's protocol"),
         ]
 
         def plot(path):
@@ -201,12 +257,14 @@ def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeyp
     assert "bb: RuntimeError: boom" in capsys.readouterr().err
     with open(out / "reproduction.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [r["reproduction"] for r in rows] == ["aa", "aa"]
-    assert float(rows[0]["ratio"]) == 1.5 and rows[0]["paper"] == "2.0" and rows[1]["holds"] == "True"
+    assert [r["reproduction"] for r in rows] == ["aa", "aa", "aa"]
+    assert float(rows[0]["ratio"]) == 1.5 and rows[0]["paper"] == "2.0"
+    assert [r["verdict"] for r in rows] == ["", HOLDS, FAILS] and rows[2]["why"] == "B's protocol"
     text = report.read_text()
     assert text.startswith("# Reproductions")
     assert f"`dpjax reproduce aa bb --smoke --out {out} --markdown {report}`" in text
-    assert "| Table 9 | smoke | MAE | 2 | 3 ± 0.1 | 1.5 |" in text and "| yes |" in text
+    assert "| Table 9 | smoke | MAE | 2 | 3 ± 0.1 | [2.8, 3.2] | 1.5 |" in text
+    assert "| A better | <= 1 | holds |  |" in text and "| **does not hold** | B's protocol |" in text
     assert "![aa](../figs/aa.png)" in text and (out / "aa.png").stat().st_size > 1000
     readme = tmp_path / "docs" / "README.md"
     readme.write_text(
@@ -223,8 +281,34 @@ def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeyp
     assert main(["reproduce", *args]) == 0
     summary = readme.read_text()
     assert summary.startswith("intro\n") and "stale" not in summary and "--from-csv" in summary
-    # two rows, one with a paper value (ratio 1.5, outside [0.8, 1.25]), one claim that holds
-    assert "| [`aa`](REPORT.md#aa) | Paper aa | 2 | 1 | 0 | 1 / 1 |" in summary
+    # three rows, one with a paper value (ratio 1.5, outside [0.8, 1.25]), one claim holds, one does not
+    assert "| [`aa`](REPORT.md#aa) | Paper aa | `--smoke` | 3 | 1 | 0 | 1 | 1 | 0 |" in summary
+    # the report re-rendered from the CSV and the JSON beside it: the same rows, notes and figure link
+    rerendered = report.read_text()
+    assert "| **does not hold** | B's protocol |" in rerendered and "* a note" in rerendered
+    assert "![aa](../figs/aa.png)" in rerendered and "(from `dpjax reproduce aa bb --smoke" in rerendered
+
+
+def test_from_csv_merges_runs_and_refuses_a_verdict_its_interval_contradicts(tmp_path, capsys):
+    def stored(folder, mode, ours):
+        rep = Reproduction("aa", "Paper aa", [Row("F", "x", "q", None, ours, 0.01, "A", (-math.inf, 1.0))],
+                           f"{mode} trials", [f"{mode} note"], mode=mode, command=f"dpjax reproduce --{mode}")
+        (tmp_path / folder).mkdir()
+        writers.write_csv([rep], tmp_path / folder / "reproduction.csv")
+        writers.write_metadata([rep], tmp_path / folder / "reproduction.json")
+        return tmp_path / folder / "reproduction.csv"
+
+    quick, full = stored("q", "quick", 1.5), stored("f", "full", 0.5)
+    columns = json.loads(quick.with_suffix(".json").read_text())["columns"]
+    assert tuple(columns) == writers.CSV_COLUMNS and all(columns.values())  # a dictionary of every column
+    report = tmp_path / "R.md"
+    assert main(["reproduce", "--from-csv", str(quick), str(full), "--markdown", str(report)]) == 0
+    text = report.read_text()
+    assert "full note" in text and "quick note" not in text and "| A | <= 1 | holds |" in text
+    edited = full.read_text().replace(f",{HOLDS},", f",{FAILS},")
+    full.write_text(edited)
+    assert main(["reproduce", "--from-csv", str(full), "--markdown", str(report)]) == 2
+    assert "stored verdict 'does not hold'" in capsys.readouterr().err
 
 
 def test_cli_list_and_bad_arguments(tmp_path, capsys):
@@ -239,23 +323,71 @@ def test_cli_list_and_bad_arguments(tmp_path, capsys):
         main(["reproduce", "--quick", "--full"])
 
 
-@pytest.mark.slow
-def test_reproduce_all_smoke_puts_every_number_beside_the_papers(tmp_path, compile_cache_env):
-    # The command itself, in a subprocess sharing the run's compilation cache with the paper
-    # notebooks (tests/test_notebooks.py), which run the same smoke reproductions.
-    command = [sys.executable, "-m", "dpjax.cli", "reproduce", "all", "--smoke", "--out", str(tmp_path)]
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, compile_cache_env):
+    """``dpjax reproduce all --smoke`` once for this module's tests: the command itself, in a subprocess
+    sharing the run's compilation cache with the paper notebooks (tests/test_notebooks.py), which
+    run the same smoke reproductions."""
+    out = tmp_path_factory.mktemp("smoke")
+    command = [sys.executable, "-m", "dpjax.cli", "reproduce", "all", "--smoke", "--out", str(out)]
     done = subprocess.run(command, env=compile_cache_env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    with open(tmp_path / "reproduction.csv") as f:
+    return out
+
+
+def _check_report_structure(csv_path: Path, text: str) -> list[Reproduction]:
+    """Every claim row of a stored or fresh run, as the report shows it (with the paper modules'
+    current explanations, as ``--from-csv`` renders it): a verdict among the three, agreeing with its
+    stored interval and tolerance (``read_csv`` recomputes it), a why wherever it does not hold; no
+    spec citation anywhere in the report."""
+    from dpjax.studies.reproduce.cli import _explained
+
+    titles = {name: module.TITLE for name, module in REPRODUCTIONS.items()}
+    reproductions = [_explained(rep) for rep in writers.read_csv(csv_path, titles)]
+    with open(csv_path) as f:
+        stored = list(csv.DictReader(f))
+    for row, line in zip([row for rep in reproductions for row in rep.rows], stored, strict=True):
+        assert line["verdict"] in (*VERDICTS, "") and (line["verdict"] == "") == (row.accept is None), line
+        why = explanation(row)
+        if line["verdict"] == FAILS:
+            assert len(why) > 20 and why in text, f"a claim that does not hold without a why: {line}"
+        if line["verdict"] == HOLDS:
+            assert not why, line
+    assert not SPEC_CITATION.search(text), "the report cites the internal spec instead of the papers"
+    return reproductions
+
+
+@pytest.mark.slow
+def test_reproduce_all_smoke_puts_every_number_beside_the_papers(smoke_run):
+    with open(smoke_run / "reproduction.csv") as f:
         rows = list(csv.DictReader(f))
-    assert {r["reproduction"] for r in rows} == set(REPRODUCTIONS)
+    assert {r["reproduction"] for r in rows} == set(REPRODUCTIONS) and {r["mode"] for r in rows} == {"smoke"}
     for row in rows:
         assert row["paper"] or row["claim"], row  # every number has the paper's value or claim beside it
         if row["paper"] and float(row["paper"]) != 0 and math.isfinite(float(row["ours"])):
             assert float(row["ratio"]) == pytest.approx(float(row["ours"]) / float(row["paper"]))
-    text = (tmp_path / "reproduction.md").read_text()
+    text = (smoke_run / "reproduction.md").read_text()
     assert "`dpjax reproduce all --smoke" in text
-    assert not SPEC_CITATION.search(text), "the report cites the internal spec instead of the papers"
     for name in REPRODUCTIONS:
         assert f"![{name}]({name}.png)" in text
-        assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+        assert (smoke_run / f"{name}.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_reproduce_smoke_report_judges_every_claim_and_explains_every_one_that_fails(smoke_run):
+    text = (smoke_run / "reproduction.md").read_text()
+    reproductions = _check_report_structure(smoke_run / "reproduction.csv", text)
+    for rep in reproductions:  # each paper's claims, each with a tolerance
+        assert sum(row.accept is not None for row in rep.rows) >= 5, rep.name
+
+
+def test_stored_reproduction_report_judges_every_claim_and_explains_every_one_that_fails():
+    """The stored runs (benchmarks/reproduction*/) and the report rendered from them."""
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    text = (root / "REPRODUCTION.md").read_text()
+    stored = sorted(root.glob("reproduction*/**/reproduction.csv"))
+    assert stored
+    for path in stored:
+        _check_report_structure(path, text)
+    for verdict_name in VERDICTS:
+        assert verdict_name in text

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -41,12 +42,22 @@ from dpjax.budgeting import (
     split_schedule,
 )
 from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import Reproduction, Row, pick, ratio_of_means_se, subkey
+from dpjax.studies.reproduce.result import (
+    Reproduction,
+    Row,
+    bootstrap_interval,
+    mean_and_se,
+    pick,
+    ratio_of_means_se,
+    subkey,
+)
 
 TITLE = 'Liang and Yi, "Adaptive Privacy Budgeting"'
 BETA0, HALF, BANDWIDTH = 0.025, 1000.0, 500.0
 RHOS = (1e-6, 1e-5, 1e-4, 1e-3)
 MODES = {"point": "0", "distance": "1"}
+LIKE = (0.8, 1.25)  # "PM performs like BM": the ratio of mean errors within 0.8..1.25
+BETTER = (-math.inf, 1.0)  # "A better than B": the ratio of mean errors at most 1
 
 
 def _label(prefix, mode, c):
@@ -198,32 +209,50 @@ def _multi_query(key, x, centres, reps, ms, budget, c, min_queries=0):
     return out
 
 
-def _similar(experiment, setting, quantity, pm, bm):
-    ratio, se = ratio_of_means_se(pm, bm)
-    return Row(
-        experiment,
-        setting,
-        quantity,
-        1.0,
-        ratio,
-        se,
-        "PM performs like BM (we check: 0.8..1.25)",
-        0.8 <= ratio <= 1.25,
-    )
+def _ratio_row(experiment, setting, quantity, numerator, denominator, claim, accept, paper=None):
+    """A claim about a ratio of mean errors over paired trials (delta-method SE)."""
+    ratio, se = ratio_of_means_se(numerator, denominator)
+    return Row(experiment, setting, quantity, paper, ratio, se, claim, accept)
+
+
+def _similar(experiment, setting, quantity, pm, bm, savings):
+    """"PM performs like BM": the ratio of mean errors (``pm``, ``bm`` paired), with PM's mean savings
+    in the quantity (the paper's guarantee that PM is no worse than BM needs at least 1/4 of the users
+    eliminated, §6.2.2-6.4.2)."""
+    quantity = f"{quantity} (PM's PrivSav {np.mean(savings):.2f})"
+    return _ratio_row(experiment, setting, quantity, pm, bm, "PM performs like BM", LIKE, 1.0)
+
+
+def _mean_savings(*savings):
+    return [float(s.mean()) for s in savings]
 
 
 def _rises(experiment, setting, savings_by_rho):
-    values = [float(savings_by_rho[rho]) for rho in sorted(savings_by_rho)]
+    """"Savings rise with rho": the smallest step between consecutive rho (>= 0 when they rise),
+    resampling the (key, query) trials, which every rho shares, together."""
+    rhos = sorted(savings_by_rho)
+    paired = tuple(savings_by_rho[rho] for rho in rhos)
+
+    def smallest_step(group):
+        return min(b - a for a, b in itertools.pairwise(_mean_savings(*group)))
+
+    values = _mean_savings(*paired)
     return Row(
         experiment,
         setting,
-        f"PrivSav at rho = {min(savings_by_rho):g} -> {max(savings_by_rho):g}",
+        f"smallest rise of PrivSav from one rho to the next, rho = {rhos[0]:g} -> {rhos[-1]:g}",
         None,
-        values[-1],
-        None,
-        f"rises with rho (ours: {' -> '.join(f'{v:.3f}' for v in values)})",
-        all(b >= a - 1e-6 for a, b in itertools.pairwise(values)) and values[-1] > values[0],
+        smallest_step(paired),
+        claim=f"rises with rho (ours: {' -> '.join(f'{v:.3f}' for v in values)})",
+        accept=(0.0, math.inf),
+        ci=bootstrap_interval(smallest_step, paired),
     )
+
+
+def _difference_row(experiment, setting, quantity, first, second, claim, accept):
+    """A claim about ``mean(second) - mean(first)`` of paired savings (SE of the paired difference)."""
+    mean, se = mean_and_se(np.asarray(second, np.float64) - first)
+    return Row(experiment, setting, quantity, None, mean, se, claim, accept)
 
 
 def _rows(rc, kd, kn, mq, rhos_knn, c_range, c_kde, knn_cs, knn_ks, knn_source):
@@ -238,36 +267,35 @@ def _rows(rc, kd, kn, mq, rhos_knn, c_range, c_kde, knn_cs, knn_ks, knn_source):
                     "CountErr PM / BM",
                     rc[(mode, c_range)][rho][0],
                     rc[(mode, None)][rho][0],
+                    rc[(mode, c_range)][rho][1],
                 )
             )
-    ratio, se = ratio_of_means_se(rc[("distance", None)][small][0], rc[("point", None)][small][0])
     rows.append(
-        Row(
+        _ratio_row(
             "Fig. 3",
             f"range count, BM1 vs BM0, rho={small:g}",
             "CountErr BM1 / BM0",
-            None,
-            ratio,
-            se,
-            "distance privatization slightly better at small rho (< 1)",
-            ratio < 1,
+            rc[("distance", None)][small][0],
+            rc[("point", None)][small][0],
+            "distance privatization slightly better at small rho",
+            BETTER,
         )
     )
     for mode in MODES:
         for c in sorted({c for (_, c) in rc if c is not None}):
-            savings = {rho: rc[(mode, c)][rho][1].mean() for rho in RHOS}
+            savings = {rho: rc[(mode, c)][rho][1] for rho in RHOS}
             rows.append(_rises("Fig. 3", f"range count, {_label('PM', mode, c)}", savings))
-    best = rc[("distance", c_range)][small][1].mean()
+    mean, se = mean_and_se(rc[("distance", c_range)][small][1])
     rows.append(
         Row(
             "Fig. 3",
             f"range count, PM1-c{c_range}, rho={small:g}",
             "PrivSav",
             None,
-            float(best),
-            None,
-            "large savings even when rho is very small (we check: > 0.5)",
-            best > 0.5,
+            mean,
+            se,
+            "large savings even when rho is very small",
+            (0.5, 1.0),
         )
     )
     for mode in MODES:
@@ -279,25 +307,19 @@ def _rows(rc, kd, kn, mq, rhos_knn, c_range, c_kde, knn_cs, knn_ks, knn_source):
                     "l1-Err PM / BM",
                     kd[(mode, c_kde)][rho][0],
                     kd[(mode, None)][rho][0],
+                    kd[(mode, c_kde)][rho][1],
                 )
             )
     point = np.concatenate([kd[("point", None)][rho][0] for rho in RHOS])
     distance = np.concatenate([kd[("distance", None)][rho][0] for rho in RHOS])
-    ratio, se = ratio_of_means_se(point, distance)
     rows.append(
-        Row(
-            "Fig. 4",
-            "KDE, BM0 vs BM1, all rho",
-            "l1-Err BM0 / BM1",
-            None,
-            ratio,
-            se,
-            "point privatization better (< 1)",
-            ratio < 1,
+        _ratio_row(
+            "Fig. 4", "KDE, BM0 vs BM1, all rho", "l1-Err BM0 / BM1", point, distance,
+            "point privatization better", BETTER,
         )
     )
     for mode in MODES:
-        savings = {rho: kd[(mode, c_kde)][rho][1].mean() for rho in RHOS}
+        savings = {rho: kd[(mode, c_kde)][rho][1] for rho in RHOS}
         rows.append(_rises("Fig. 4", f"KDE, {_label('PM', mode, c_kde)}", savings))
     big = max(rhos_knn)
     c_big = max(knn_cs)
@@ -309,80 +331,75 @@ def _rows(rc, kd, kn, mq, rhos_knn, c_range, c_kde, knn_cs, knn_ks, knn_source):
                 "DistErr PM / BM",
                 kn[("distance", c_big, k)][big][0],
                 kn[("distance", None, k)][big][0],
+                kn[("distance", c_big, k)][big][1],
             )
         )
         point = np.concatenate([kn[("point", None, k)][rho][0] for rho in rhos_knn])
         distance = np.concatenate([kn[("distance", None, k)][rho][0] for rho in rhos_knn])
-        ratio, se = ratio_of_means_se(distance, point)
         rows.append(
-            Row(
-                "Fig. 5",
-                f"kNN, BM1 vs BM0, k={k}, all rho",
-                "DistErr BM1 / BM0",
-                None,
-                ratio,
-                se,
-                "distance privatization better (< 1)",
-                ratio < 1,
+            _ratio_row(
+                "Fig. 5", f"kNN, BM1 vs BM0, k={k}, all rho", "DistErr BM1 / BM0", distance, point,
+                "distance privatization better", BETTER,
             )
         )
     small_k, large_k = min(knn_ks), max(knn_ks)
-    by_k = [float(kn[("distance", c_big, k)][big][1].mean()) for k in (small_k, large_k)]
+    by_k = [kn[("distance", c_big, k)][big][1] for k in (small_k, large_k)]
     rows.append(
-        Row(
+        _difference_row(
             "Fig. 5",
             f"kNN, PM1-c{c_big}, rho={big:g}",
-            f"PrivSav k={large_k} (k={small_k}: {by_k[0]:.3f})",
-            None,
-            by_k[1],
-            None,
+            f"PrivSav k={large_k} - PrivSav k={small_k} (k={small_k}: {by_k[0].mean():.3f})",
+            *by_k,
             "savings fall as k grows",
-            by_k[1] < by_k[0],
+            (-math.inf, 0.0),
         )
     )
-    by_c = [float(kn[("distance", c, small_k)][big][1].mean()) for c in (min(knn_cs), c_big)]
+    by_c = [kn[("distance", c, small_k)][big][1] for c in (min(knn_cs), c_big)]
     rows.append(
-        Row(
+        _difference_row(
             "Fig. 5",
             f"kNN, PM1, k={small_k}, rho={big:g}",
-            f"PrivSav c={c_big} (c={min(knn_cs)}: {by_c[0]:.3f})",
-            None,
-            by_c[1],
-            None,
+            f"PrivSav c={c_big} - PrivSav c={min(knn_cs)} (c={min(knn_cs)}: {by_c[0].mean():.3f})",
+            *by_c,
             "larger c gives more savings",
-            by_c[1] > by_c[0],
+            (0.0, math.inf),
         )
     )
-    improvements = {}
     for m, (adaptive, uniform) in mq.items():
-        ratio, se = ratio_of_means_se(adaptive, uniform)
-        improvements[m] = 1 - ratio
         rows.append(
-            Row(
+            _ratio_row(
                 "Fig. 6",
                 f"{m} range counts, Algorithm 3 (PM1-c16) vs uniform B/m",
                 "CountErr PM / uniform",
-                None,
-                ratio,
-                se,
-                "significant improvement (< 1)",
-                ratio < 1,
+                adaptive,
+                uniform,
+                "significant improvement",
+                BETTER,
             )
         )
-    ms = sorted(mq)
-    rows.append(
-        Row(
-            "Fig. 6",
-            f"m = {ms[0]} -> {ms[-1]}",
-            f"improvement at m={ms[-1]} (m={ms[0]}: {improvements[ms[0]]:.3f})",
-            None,
-            improvements[ms[-1]],
-            None,
-            "the improvement grows with m",
-            improvements[ms[-1]] > improvements[ms[0]],
-        )
-    )
+    rows.append(_improvement_grows_row(mq))
     return rows
+
+
+def _improvement_grows_row(mq):
+    """"The improvement grows with m": improvement (1 - ratio) at the largest m minus at the smallest,
+    each m's repetitions resampled on their own."""
+    ms = sorted(mq)
+    groups = [mq[ms[0]], mq[ms[-1]]]
+
+    def growth(first, last):
+        return ratio_of_means_se(*first)[0] - ratio_of_means_se(*last)[0]
+
+    return Row(
+        "Fig. 6",
+        f"m = {ms[0]} -> {ms[-1]}",
+        f"improvement at m={ms[-1]} - at m={ms[0]} (m={ms[0]}: {1 - ratio_of_means_se(*groups[0])[0]:.3f})",
+        None,
+        growth(*groups),
+        claim="the improvement grows with m",
+        accept=(0.0, math.inf),
+        ci=bootstrap_interval(growth, *groups),
+    )
 
 
 def _plot(rc, kd, kn, mq, rhos_knn, knn_ks, path):
@@ -463,7 +480,7 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
         f"{users:,} users (KDE: {kde_users:,}) around 20 Gaussian hotspots in a 100 km square. kNN: "
         f"{knn_source}, first {points.shape[0]:,} rows, {knn_queries} held-out queries.",
         'The paper prints no numbers: each row checks one of its stated trends ("PM performs like BM" '
-        "is checked as a ratio of mean errors within 0.8..1.25). beta = 0.1 (beta0 = 0.025), the rho "
+        "is judged as a ratio of mean errors within 0.8..1.25). beta = 0.1 (beta0 = 0.025), the rho "
         "grids, ranges, bandwidth and budgets are ours: the paper does not state them.",
         "Fig. 9 (threshold queries on IPUMS) and Fig. 8 (the eta-shift ablation) are not reproduced.",
     ]
@@ -478,3 +495,34 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
         notes=notes,
         plot=lambda path: _plot(rc, kd, kn, mq, rhos_knn, knn_ks, path),
     )
+
+
+KDE_LIKE = (
+    "dpjax's PM1 releases each surviving user's combined distance with the full budget's noise (variance "
+    "x 2 rho = 0.995-1.008 over 400 releases at three points) and eliminates only users beyond 6b, whose "
+    "kernel is at most e^-18 (§6.3): PM1 and BM1 estimate the same sum with the same noise, and over 400 "
+    "releases at each of three points their MAE ratio is 0.97-1.10 at rho 1e-4 and 1e-3 "
+    "(benchmarks/check_budgeting_pm_bm.py)"
+)
+KNN_LIKE = (
+    "over 1,000 trials (100 keys x 10 queries, 1,000 MNIST images) PM1/BM1 is 1.20 +- 0.21 at k = 1 and "
+    "0.98 +- 0.09 at k = 10 (benchmarks/check_budgeting_pm_bm.py): the errors are tiny (DistErr 2e-4 to "
+    "7e-4, 65-95% of the releases exact), so their mean rests on a few misses and the paper's 300 "
+    "queries cannot place the ratio within 0.8..1.25"
+)
+RANGE_DISTANCE = (
+    "the paper calls distance privatization's advantage at small rho 'slight' (§7, Fig. 3, T-Drive) and "
+    "states neither its range widths nor its rho grid; ours are 2 km squares at hotspot centres of the "
+    "stand-in data with rho from 1e-6 per m^2 (noise sd 707 m), where the two privatizations err alike"
+)
+
+
+def explain(row: Row) -> str:
+    """Why a claim does not hold (or is inconclusive) here; empty when there is nothing to add."""
+    if row.claim == "PM performs like BM" and row.setting.startswith("KDE, PM1"):
+        return KDE_LIKE
+    if row.claim == "PM performs like BM" and row.setting.startswith("kNN"):
+        return KNN_LIKE
+    if row.quantity == "CountErr BM1 / BM0":
+        return RANGE_DISTANCE
+    return ""

@@ -33,13 +33,23 @@ from dpjax import noise, svt
 from dpjax.postprocess import svt_gap, topk_gap
 from dpjax.selection import noisy_top_k_with_gap, noisy_top_k_with_gap_scale
 from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import Reproduction, Row, pick, ratio_of_means_se, subkey
+from dpjax.studies.reproduce.result import (
+    Reproduction,
+    Row,
+    bootstrap_interval,
+    pick,
+    ratio_of_means_se,
+    subkey,
+)
 from dpjax.studies.runner import monte_carlo
 
 TITLE = (
     'Ding, Wang, Zhang, Kifer (PVLDB 2019), "Free Gap Information from the DP Sparse Vector and Noisy Max"'
 )
 EPSILON = 0.7
+# "The experiments confirm the theory" judged as: within this many percentage points of the theoretical
+# curve (about a tenth of its 19-45% values; the paper shows the curves, not numbers).
+CONFIRMS = 3.0
 
 
 def _chunk(counts) -> int:
@@ -188,63 +198,47 @@ def _adaptivity_rows(name, per_k):
             18.0 if k_max == 22 else None,
             float(extra.mean()),
             float(extra.std(ddof=1) / math.sqrt(extra.size)),
-            "up to an average of 18 more at k = 22 (we check: 14..21)",
-            14 <= extra.mean() <= 21,
+            "up to an average of 18 more at k = 22",
+            (14.0, 21.0),
         )
     )
-    f_ratios = [ratio_of_means_se(o["asvt"][2], o["svt"][2])[0] for o in per_k.values()]
-    mean_f = float(np.mean(f_ratios))
-    rows.append(
-        Row(
-            "Fig. 3",
-            f"{setting}, k={min(per_k)}..{k_max}",
-            "F-measure ASVT / SVT (mean over k)",
-            1.5,
-            mean_f,
-            None,
-            "roughly 1.5 times (we check: 1.25..1.75)",
-            1.25 <= mean_f <= 1.75,
+    # Statistics over k: each k's runs are resampled on their own (independent runs per k).
+    ks = sorted(per_k)
+    per_k_stats = {
+        "F-measure ASVT / SVT (mean over k)": (
+            lambda *g: np.mean([ratio_of_means_se(f_asvt, f_svt)[0] for f_asvt, f_svt in g]),
+            [(per_k[k]["asvt"][2], per_k[k]["svt"][2]) for k in ks],
+            1.5, "roughly 1.5 times", (1.25, 1.75), "Fig. 3",
+        ),
+        "largest |precision ASVT - precision SVT| over k": (
+            lambda *g: max(abs(a.mean() - b.mean()) for a, b in g),
+            [(per_k[k]["asvt"][1], per_k[k]["svt"][1]) for k in ks],
+            None, "very little difference in precision", (0.0, 0.05), "Fig. 3",
+        ),
+        "share of ASVT answers from the top branch (mean over k)": (
+            lambda *g: np.mean([top.mean() / answers.mean() for top, answers in g]),
+            [(per_k[k]["top"], per_k[k]["asvt"][0]) for k in ks],
+            None, "most answers come from the top branch", (0.5, 1.0), "Fig. 3",
+        ),
+        "% budget left at the k-th answer (mean over k)": (
+            lambda *g: np.mean([100 * left.mean() for left in g]),
+            [per_k[k]["left"] for k in ks],
+            40.0, "roughly 40% left", (30.0, 45.0), "Fig. 4",
+        ),
+    }  # fmt: skip
+    for quantity, (statistic, groups, paper, claim, accept, figure) in per_k_stats.items():
+        rows.append(
+            Row(
+                figure,
+                f"{setting}, k={ks[0]}..{k_max}",
+                quantity,
+                paper,
+                float(statistic(*groups)),
+                claim=claim,
+                accept=accept,
+                ci=bootstrap_interval(statistic, *groups),
+            )
         )
-    )
-    precision_gap = max(abs(float(o["asvt"][1].mean() - o["svt"][1].mean())) for o in per_k.values())
-    rows.append(
-        Row(
-            "Fig. 3",
-            f"{setting}, k={min(per_k)}..{k_max}",
-            "largest |precision ASVT - precision SVT| over k",
-            None,
-            precision_gap,
-            None,
-            "very little difference in precision (we check: <= 0.05)",
-            precision_gap <= 0.05,
-        )
-    )
-    top_share = float(np.mean([o["top"].mean() / o["asvt"][0].mean() for o in per_k.values()]))
-    rows.append(
-        Row(
-            "Fig. 3",
-            f"{setting}, k={min(per_k)}..{k_max}",
-            "share of ASVT answers from the top branch (mean over k)",
-            None,
-            top_share,
-            None,
-            "most answers come from the top branch (we check: > 0.5)",
-            top_share > 0.5,
-        )
-    )
-    left = float(np.mean([100 * o["left"].mean() for o in per_k.values()]))
-    rows.append(
-        Row(
-            "Fig. 4",
-            f"{setting}, k={min(per_k)}..{k_max}",
-            "% budget left at the k-th answer (mean over k)",
-            40.0,
-            left,
-            None,
-            "roughly 40% left (we check: 30..45)",
-            30 <= left <= 45,
-        )
-    )
     return rows
 
 
@@ -349,8 +343,8 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
                         theory,
                         ours,
                         se,
-                        "experiments confirm the theory (we check: within max(2, 3 SE) points)",
-                        abs(ours - theory) <= max(2.0, 3 * se),
+                        f"experiments confirm the theory (within {CONFIRMS} points)",
+                        (theory - CONFIRMS, theory + CONFIRMS),
                     )
                 )
     adaptivity = {

@@ -18,6 +18,7 @@ release of :func:`dpjax.quantiles.joint_exp` under ``jit`` on Gaussian data, com
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
@@ -27,7 +28,14 @@ import numpy as np
 
 from dpjax.quantiles import agg_tree, app_ind_exp, csmooth, ind_exp, joint_exp
 from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import Reproduction, Row, pick, ratio_of_means_se, subkey
+from dpjax.studies.reproduce.result import (
+    Reproduction,
+    Row,
+    bootstrap_interval,
+    pick,
+    ratio_of_means_se,
+    subkey,
+)
 
 TITLE = 'Gillenwater, Joseph, Kulesza (ICML 2021), "Differentially Private Quantiles"'
 METHODS = {
@@ -41,6 +49,9 @@ METHODS = {
 N, BOUNDS, EPSILON = 1000, (-100.0, 100.0), 1.0
 # (n, m, the paper's seconds, its words)
 RUNTIMES = ((1_000, 30, 1e-3, "roughly 1 ms"), (1_000_000, 30, 60.0, "slightly under 1 minute"))
+# The m at which "2-3 times smaller than the closest competitor" is judged (where the run has them; the
+# curves themselves are computed at every m of the run).
+CLAIM_MS = (3, 5, 10, 15, 20, 25)
 
 
 def _samplers(data_dir, seed):
@@ -103,9 +114,17 @@ def _time_release(n, m, repeats, rng):
     return statistics.median(times)
 
 
+def _closest(errs, among):
+    """The competitor among ``among`` with the lowest mean error."""
+    return min(among, key=lambda name: errs[name].mean())
+
+
 def _comparison_rows(curves, ms):
+    """The paper's claims about Fig. 3 (§5.3), each a ratio of mean errors over the trials (the delta-
+    method SE of a ratio of paired means; the gap-closing row a bootstrap over each m's trials)."""
     rows = []
-    mid = [m for m in ms if 1 < m < max(ms)] or [m for m in ms if m > 1]
+    mid = [m for m in ms if m in CLAIM_MS] or [m for m in ms if 1 < m < max(ms)] or [m for m in ms if m > 1]
+    competitors = [name for name in METHODS if name != "JointExp"]
     for dataset, by_m in curves.items():
         if 1 in by_m:
             errs = by_m[1]
@@ -118,60 +137,74 @@ def _comparison_rows(curves, ms):
                     1.0,
                     ratio,
                     se,
-                    "JointExp matches AppIndExp (we check: 2/3..3/2)",
-                    2 / 3 <= ratio <= 3 / 2,
+                    "JointExp matches AppIndExp",
+                    (2 / 3, 3 / 2),
                 )
             )
-            other = min(("CSmooth", "AggTree"), key=lambda n, errs=errs: errs[n].mean())
+            other = _closest(errs, ("CSmooth", "AggTree"))
+            second = "AggTree" if other == "CSmooth" else "CSmooth"
             ratio, se = ratio_of_means_se(errs[other], errs["JointExp"])
+            second_ratio = ratio_of_means_se(errs[second], errs["JointExp"])[0]
             rows.append(
                 Row(
                     "Fig. 3",
                     f"{dataset}, m=1",
-                    f"min(CSmooth, AggTree) error / JointExp error ({other})",
+                    f"min(CSmooth, AggTree) error / JointExp error ({other}; {second}: {second_ratio:.3g})",
                     10.0,
                     ratio,
                     se,
-                    "roughly an order of magnitude (we check: >= 3)",
-                    ratio >= 3,
+                    "roughly an order of magnitude",
+                    (3.0, math.inf),
                 )
             )
-        best_ratios = {}
-        for m in sorted(by_m):
-            errs = by_m[m]
-            other = min((n for n in METHODS if n != "JointExp"), key=lambda n, errs=errs: errs[n].mean())
-            best_ratios[m] = (*ratio_of_means_se(errs[other], errs["JointExp"]), other)
+        closest = {m: _closest(by_m[m], competitors) for m in by_m}
         for m in mid:
-            ratio, se, other = best_ratios[m]
+            other = closest[m]
+            ratio, se = ratio_of_means_se(by_m[m][other], by_m[m]["JointExp"])
+            label = other
+            if other == "AggTree":  # ours is stronger than the paper's (see the notes): the next one too
+                runner_up = _closest(by_m[m], [name for name in competitors if name != "AggTree"])
+                runner_ratio = ratio_of_means_se(by_m[m][runner_up], by_m[m]["JointExp"])[0]
+                label = f"AggTree; without it {runner_up}: {runner_ratio:.3g}"
             rows.append(
                 Row(
                     "Fig. 3",
                     f"{dataset}, m={m}",
-                    f"closest competitor's error / JointExp's ({other})",
+                    f"closest competitor's error / JointExp's ({label})",
                     2.5,
                     ratio,
                     se,
-                    "roughly 2-3x (we check: >= 1.5)",
-                    ratio >= 1.5,
+                    "roughly 2-3x",
+                    (1.5, math.inf),
                 )
             )
         last = max(by_m)
         if last >= 25 and mid:
-            ratio, se, other = best_ratios[last]
-            peak = max(best_ratios[m][0] for m in mid)
-            rows.append(
-                Row(
-                    "Fig. 3",
-                    f"{dataset}, m={last}",
-                    f"closest competitor's error / JointExp's ({other})",
-                    None,
-                    ratio,
-                    se,
-                    f"the gap closes around m = 30 (we check: below the peak {peak:.2f} at smaller m)",
-                    ratio < peak,
-                )
-            )
+            rows.append(_gap_closes_row(dataset, by_m, closest, mid, last))
     return rows
+
+
+def _gap_closes_row(dataset, by_m, closest, mid, last):
+    """"The gap closes around m = 30": the closest competitor's ratio at the largest m over its peak at
+    the smaller m (below 1 when the gap has closed), resampling each m's trials on their own."""
+    ms = [*mid, last]
+    groups = [(by_m[m][closest[m]], by_m[m]["JointExp"]) for m in ms]
+
+    def over_peak(*pairs):
+        ratios = [ratio_of_means_se(a, b)[0] for a, b in pairs]
+        return ratios[-1] / max(ratios[:-1])
+
+    ratio = ratio_of_means_se(*groups[-1])[0]
+    return Row(
+        "Fig. 3",
+        f"{dataset}, m={last}",
+        f"closest competitor's error / JointExp's ({closest[last]}: {ratio:.3g}) over its peak at smaller m",
+        None,
+        over_peak(*groups),
+        claim="the gap closes around m = 30",
+        accept=(-math.inf, 1.0),
+        ci=bootstrap_interval(over_peak, *groups),
+    )
 
 
 def _plot(curves, ms, timings, path):
@@ -198,7 +231,7 @@ def _plot(curves, ms, timings, path):
 
 def run(key, mode: str, data_dir=None) -> Reproduction:
     ms = pick(mode, smoke=[1], quick=[1, 3, 10, 20, 29], full=list(range(1, 30)))
-    trials = pick(mode, smoke=2, quick=10, full=20)
+    trials = pick(mode, smoke=2, quick=10, full=50)
     repeats = pick(mode, smoke=1, quick=3, full=10)
     sizes = pick(mode, smoke=RUNTIMES[:1], quick=RUNTIMES, full=RUNTIMES)
     samplers, sources = _samplers(data_dir, 0)
@@ -243,7 +276,47 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
         title=TITLE,
         rows=rows,
         trials=f"m in {ms if len(ms) < 29 else '1..29'}, {trials} trials per (m, dataset) "
-        f"(paper: m = 1..29, 20 trials in the text, 50 in the caption).",
+        f"(paper: m = 1..29, 20 trials in the text, 50 in the caption); the 2-3x claim judged at m in "
+        f"{[m for m in ms if m in CLAIM_MS]}.",
         notes=notes,
         plot=lambda path: _plot(curves, ms, timings, path),
     )
+
+
+AGGTREE = (
+    "our AggTree is a correct Honaker aggregation and stronger than the paper's, which carries dp_multiq's "
+    "add_pluses bug (a NumPy rebuild of that tree with the bug reproduces Durfee's Table 1 AT cells, without "
+    "it ours: benchmarks/README.md, 'Paper reproductions'); the paper's claim is against the weaker tree"
+)
+
+CSMOOTH = (
+    "over 1,000 trials per dataset (benchmarks/check_jointexp_m1.py) CSmooth's mean error is 2.5-4.2 "
+    "times JointExp's in dpjax and 2.5-4.6 times in an independent NumPy rebuild of CSmooth (Bun and "
+    "Steinke §3.1.1, t tuned on N(0, 1) as the paper's code does): about half an order of magnitude on "
+    "every dataset, so 'roughly an order of magnitude' is not what CSmooth gives at m = 1 on these data; "
+    "the paper reads it off a log-scale plot of means over 20-50 heavy-tailed trials"
+)
+
+
+def explain(row: Row) -> str:
+    """Why a Fig. 3 claim does not hold (or is inconclusive) here; empty when there is nothing to add."""
+    if row.experiment != "Fig. 3":
+        return ""
+    if row.quantity.startswith("AppIndExp error"):
+        return (
+            "at m = 1 JointExp and AppIndExp are the same exponential mechanism (AppIndExp at epsilon "
+            "0.99 by Dong et al.'s composition, App. E): over 1,000 trials per dataset their error ratio "
+            "is 0.97-1.06 in dpjax and 0.96-1.03 in an independent NumPy rebuild "
+            "(benchmarks/check_jointexp_m1.py); the error is heavy-tailed and 50 trials do not decide it"
+        )
+    if row.quantity.startswith("min(CSmooth, AggTree)"):
+        return AGGTREE if "(AggTree;" in row.quantity else CSMOOTH
+    if "(AggTree;" in row.quantity:
+        return AGGTREE + "; against the closest of the other methods (in the quantity) the ratio is larger"
+    if row.setting.endswith("m=3"):
+        return (
+            "'roughly 2-3 times smaller ... as m grows' (§5.3) starts at m = 1, where JointExp matches "
+            "AppIndExp (ratio 1, the same sentence): at m = 3 the curves have only begun to part, and the "
+            "paper prints no value there"
+        )
+    return ""

@@ -1,9 +1,21 @@
 """The common result of a reproduction: one row per reproduced number, the paper's value beside ours.
 
 A :class:`Row` holds what a paper reports (a number, or only a claim such as "savings grow with
-rho") and what dpjax measures in the same setting, with its standard error and the ratio
-ours / paper. A :class:`Reproduction` gathers the rows of one paper with the notes a reader needs
-(stand-in data, settings the paper leaves open) and a function that draws its figure.
+rho") and what dpjax measures in the same setting, with its standard error, a 95% interval and the
+ratio ours / paper. A :class:`Reproduction` gathers the rows of one paper with the notes a reader
+needs (stand-in data, settings the paper leaves open) and a function that draws its figure.
+
+How a claim is judged (:func:`verdict`): the claim is turned into a tolerance, a closed range
+``accept = (low, high)`` of our measurement within which the claim counts as reproduced (e.g.
+"PM performs like BM": a ratio in [0.8, 1.25]; "significant improvement": a ratio <= 1), and the
+row's 95% interval decides: **holds** when the interval lies inside the tolerance, **does not
+hold** when it lies wholly outside, **inconclusive at this size** when it straddles an edge (more
+trials would decide). The interval is ``ours +- 1.96 SE`` (normal approximation) where the row has a
+standard error (of a mean, or the delta-method SE of a ratio of paired means), a percentile
+bootstrap over the trials (:func:`bootstrap_interval`) for statistics without one (medians, trends,
+counts of cells), and the value itself for exact numbers (formulas, no Monte Carlo); a module may
+give its own interval where these do not fit (Durfee's share of quantiles counts each quantile by its
+own interval).
 """
 
 from __future__ import annotations
@@ -18,7 +30,63 @@ import jax
 import numpy as np
 
 MODES = ("smoke", "quick", "full")
-COLUMNS = ("experiment", "setting", "quantity", "paper", "ours", "std_error", "ratio", "claim", "holds")
+COLUMNS = (
+    "experiment", "setting", "quantity", "paper", "ours", "std_error", "ci_low", "ci_high", "ratio",
+    "claim", "accept_low", "accept_high", "verdict", "why",
+)  # fmt: skip
+COLUMN_DESCRIPTIONS = {
+    "reproduction": "the reproduction (dpjax reproduce NAME)",
+    "mode": "the size it ran at: smoke, quick or full (the papers' trial counts)",
+    "experiment": "where the paper reports it (Table 1, Fig. 3, Lemma 8.1, ...)",
+    "setting": "the cell: dataset, epsilon, k, method, ...",
+    "quantity": "what is measured",
+    "paper": "the paper's number; empty where the paper states only a claim",
+    "ours": "our measurement",
+    "std_error": "Monte Carlo standard error of ours; empty for exact values and bootstrap statistics",
+    "ci_low": "low end of the 95% interval of ours (ours - 1.96 SE, a bootstrap, or ours when exact)",
+    "ci_high": "high end of the 95% interval of ours",
+    "ratio": "ours / paper where the paper gives a non-zero number",
+    "claim": "the paper's statement about this quantity; empty where paper says it all",
+    "accept_low": "low end of the claim's tolerance: the closed range of ours in which it holds (-inf: none)",
+    "accept_high": "high end of the claim's tolerance (inf: none)",
+    "verdict": "holds (interval inside the tolerance), does not hold (wholly outside) or inconclusive "
+    "at this size (straddling an edge); empty without a claim",
+    "why": "why a claim does not hold or is inconclusive; empty when it holds",
+}
+HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive at this size"
+VERDICTS = (HOLDS, FAILS, INCONCLUSIVE)
+Z95 = 1.959963984540054  # the two-sided 95% quantile of the standard normal
+INTERVAL_RULE = (
+    "A claim is judged by the 95% interval of our measurement against the claim's tolerance (column "
+    '"judged by"): it **holds** when the interval lies inside the tolerance, **does not hold** when it '
+    "lies wholly outside, and is **inconclusive at this size** when it straddles an edge. The interval "
+    "is ours ± 1.96 SE (normal approximation; the SE of a mean, or the delta-method SE of a ratio of "
+    "paired means) where a row has an SE, a percentile bootstrap over the trials (1,000 resamples) for "
+    "statistics without one (medians, trends, counts), and the value itself for exact numbers; for a "
+    "share of quantiles (Durfee's Fig. 3), each quantile counts by the 95% interval of its own paired "
+    "difference: from the share decided for the claim to the share not decided against it."
+)
+
+
+def verdict(interval: tuple[float, float], accept: tuple[float, float]) -> str:
+    """The verdict on a claim: :data:`HOLDS` if ``interval`` lies in the closed range ``accept``,
+    :data:`FAILS` if it lies wholly outside, else :data:`INCONCLUSIVE` (also for a NaN interval)."""
+    (low, high), (a, b) = interval, accept
+    if a <= low and high <= b:
+        return HOLDS
+    if high < a or low > b:
+        return FAILS
+    return INCONCLUSIVE
+
+
+def tolerance_text(accept: tuple[float, float]) -> str:
+    """``accept`` in words: ">= a", "<= b" or "in [a, b]"."""
+    a, b = accept
+    if math.isinf(b):
+        return f">= {a:.4g}"
+    if math.isinf(a):
+        return f"<= {b:.4g}"
+    return f"in [{a:.4g}, {b:.4g}]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,8 +101,13 @@ class Row:
       ours: our measurement.
       std_error: Monte Carlo standard error of ``ours`` (``None`` for exact or derived values).
       claim: the paper's statement about this quantity, when it is a claim or a range
-        (e.g. "< 1: EMQ better", "rises with rho"); empty when ``paper`` says it all.
-      holds: whether our measurement agrees with the claim (``None`` when there is no claim).
+        (e.g. "EMQ better", "rises with rho"); empty when ``paper`` says it all.
+      accept: the claim's tolerance, the closed range of ``ours`` in which the claim holds
+        (``-inf``/``inf`` for one-sided claims); ``None`` for a row without a claim.
+      ci: the 95% interval of ``ours`` where ``std_error`` cannot give it (a bootstrap); by
+        default ``ours +- 1.96 std_error``, or ``(ours, ours)`` for an exact value.
+      why: why the claim does not hold (or is inconclusive): the paper's protocol differs, the
+        paper's implementation has a known defect, or what a larger run would need.
     """
 
     experiment: str
@@ -44,7 +117,24 @@ class Row:
     ours: float
     std_error: float | None = None
     claim: str = ""
-    holds: bool | None = None
+    accept: tuple[float, float] | None = None
+    ci: tuple[float, float] | None = None
+    why: str = ""
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The 95% interval of ``ours`` (see the module docstring); NaN where the SE is NaN."""
+        if self.ci is not None:
+            return float(self.ci[0]), float(self.ci[1])
+        if self.std_error is None:
+            return float(self.ours), float(self.ours)
+        half = Z95 * float(self.std_error)
+        return float(self.ours) - half, float(self.ours) + half
+
+    @property
+    def verdict(self) -> str:
+        """:func:`verdict` of the interval against ``accept``; empty for a row without a claim."""
+        return "" if self.accept is None else verdict(self.interval, self.accept)
 
     @property
     def ratio(self) -> float | None:
@@ -69,6 +159,8 @@ class Reproduction:
       seconds: wall time of the run.
       cpu_seconds: CPU time of the process during the run (all threads); on a busy machine the
         wall time says more about the other jobs than about the run.
+      mode: the size it ran at ("smoke", "quick" or "full").
+      command, machine: the command that ran it and where (for a report merged from several runs).
     """
 
     name: str
@@ -79,16 +171,54 @@ class Reproduction:
     plot: Callable[[Path], None] | None = None
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    mode: str = ""
+    command: str = ""
+    machine: str = ""
 
     def table(self):
-        """The rows as a ``pandas.DataFrame``: experiment, setting, quantity, paper, ours,
-        std_error, ratio (ours / paper), claim, holds."""
+        """The rows as a ``pandas.DataFrame`` with the columns :data:`COLUMNS` (ci_low/ci_high the
+        95% interval, accept_low/accept_high the claim's tolerance, verdict and why)."""
         import pandas as pd
 
-        return pd.DataFrame(
-            [{**dataclasses.asdict(row), "ratio": row.ratio} for row in self.rows],
-            columns=list(COLUMNS),
-        )
+        return pd.DataFrame([row_record(row) for row in self.rows], columns=list(COLUMNS))
+
+
+def explanation(row: Row) -> str:
+    """The row's "why": its own for a claim that does not hold or is inconclusive; for an
+    inconclusive one without its own, how much larger a run would decide it (if the interval
+    shrinks as 1/sqrt(trials)); empty for a claim that holds or a row without a claim."""
+    state = row.verdict
+    if state in ("", HOLDS):
+        return ""
+    if row.why or state == FAILS:
+        return row.why
+    low, high = row.interval
+    if not all(map(math.isfinite, (low, high, row.ours))):
+        return "no finite interval at this size"
+    edges = [e for e in row.accept if math.isfinite(e)]
+    edge = min(edges, key=lambda e: abs(e - row.ours))
+    distance = abs(edge - row.ours)
+    reach = high - row.ours if edge > row.ours else row.ours - low  # the interval's side facing the edge
+    if distance == 0:
+        return f"ours lies on the tolerance's edge {edge:.4g}"
+    return (
+        f"the interval straddles the tolerance's edge {edge:.4g}: about {(reach / distance) ** 2:.2g}x the "
+        "trials would decide it"
+    )
+
+
+def row_record(row: Row) -> dict:
+    """The row as a dict of :data:`COLUMNS` (``None`` where a column does not apply)."""
+    names = ("experiment", "setting", "quantity", "paper", "ours", "std_error", "ratio", "claim", "verdict")
+    record = {name: getattr(row, name) for name in names}
+    record["ci_low"], record["ci_high"] = row.interval
+    record["accept_low"], record["accept_high"] = (None, None) if row.accept is None else row.accept
+    record["why"] = explanation(row)
+    return record
+
+
+def figure_written(path: Path) -> None:
+    """The ``plot`` of a reproduction whose PNG is already written (from a checkpoint or a stored run)."""
 
 
 def pick(mode: str, *, smoke, quick, full):
@@ -123,6 +253,28 @@ def ratio_of_means_se(numerator, denominator) -> tuple[float, float]:
         return ratio, math.nan
     residual = a - ratio * b
     return ratio, float(residual.std(ddof=1) / (math.sqrt(a.size) * b.mean()))
+
+
+def bootstrap_interval(statistic, *groups, resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of ``statistic(*groups)``.
+
+    Each group is an array, or a tuple of arrays sharing their first axis (paired trials), resampled
+    with replacement over that axis independently of the other groups; ``statistic`` receives the
+    resampled groups in the same structure. Fixed ``seed``: the same data give the same interval.
+    """
+    rng = np.random.default_rng(seed)
+
+    def draw(group):
+        arrays = group if isinstance(group, tuple) else (group,)
+        index = rng.integers(0, len(arrays[0]), len(arrays[0]))
+        picked = tuple(np.asarray(a)[index] for a in arrays)
+        return picked if isinstance(group, tuple) else picked[0]
+
+    values = np.array([statistic(*map(draw, groups)) for _ in range(resamples)], np.float64)
+    if np.isnan(values).any():
+        return math.nan, math.nan
+    low, high = np.quantile(values, [0.025, 0.975], method="inverted_cdf")  # resampled values: inf kept
+    return float(low), float(high)
 
 
 def subkey(key, *labels) -> jax.Array:

@@ -66,17 +66,24 @@ def _figure_1_rows(curves, ks):
             Row(
                 "Fig. 1",
                 setting,
-                "max over k of eps_KOV / eps_RB",
+                f"min over k of eps_KOV / eps_RB (max: {curve.max():.3f})",
                 None,
-                float(curve.max()),
-                None,
-                f"ratio >= 1 (RB bound never larger) and > 1 somewhere; min here {curve.min():.4f}",
-                bool(curve.min() >= 1 - 1e-9 and curve.max() > 1),
+                float(curve.min()),
+                claim="ratio >= 1: the RB bound is never larger",
+                accept=(1 - 1e-9, math.inf),  # exact formulas: rounding only
             )
         )
         drops = int(np.sum(np.diff(curve) < -1e-12))
         rows.append(
-            Row("Fig. 1", setting, "k where the ratio falls", None, float(drops), None, "jagged", drops > 0)
+            Row(
+                "Fig. 1",
+                setting,
+                "k where the ratio falls",
+                None,
+                float(drops),
+                claim="jagged (falls at some k)",
+                accept=(1, math.inf),
+            )
         )
     for (k, eps, delta), expected in SPOT_VALUES.items():
         if k <= ks[-1]:
@@ -88,9 +95,8 @@ def _figure_1_rows(curves, ks):
                     "eps_KOV / eps_RB",
                     None,
                     ours,
-                    None,
-                    f"{expected} (from Lemma A.1 and Lemma 4.4; not printed in the paper)",
-                    abs(ours - expected) < 0.01,
+                    claim=f"{expected} (from Lemma A.1 and Lemma 4.4 by hand; not printed in the paper)",
+                    accept=(expected - 0.01, expected + 0.01),  # the hand values' rounding
                 )
             )
     return rows
@@ -139,7 +145,7 @@ def _accuracy(key, trials):
                 mean,
                 se,
                 f"<= beta = {BETA}",
-                mean <= BETA + 3 * se,
+                (0.0, BETA),
             )
         )
     offset = 1 + math.log(KBAR / DELTA) / EPSILON + math.log(K / BETA) / EPSILON
@@ -156,7 +162,7 @@ def _accuracy(key, trials):
             mean,
             se,
             f"<= beta = {BETA}",
-            mean <= BETA + 3 * se,
+            (0.0, BETA),
         )
     )
     flat_delta = 1e-3  # a delta large enough for the rare non-⊥ answers to be seen
@@ -172,8 +178,8 @@ def _accuracy(key, trials):
             exact,
             mean,
             se,
-            "must answer ⊥ with probability close to 1 (exact: 1/(1 + delta e^-eps))",
-            abs(mean - exact) <= 3 * math.sqrt(exact * (1 - exact) / trials) + 1 / trials,
+            "must answer ⊥ with probability close to 1 (exact by Algorithm 1: 1/(1 + delta e^-eps))",
+            (0.99, 1.0),
         )
     )
     # Lemma E.2, k = 1: the top 10 one count apart (the EM often misses i*), the rest far below.
@@ -196,8 +202,9 @@ def _accuracy(key, trials):
             em_wrong,
             mean,
             se,
-            "<= P(full-domain EM != i*) (exact, the paper value)",
-            mean <= em_wrong + 3 * se,
+            "<= P(full-domain EM != i*) (exact, the paper value; the bound is nearly tight here, so we "
+            "allow 0.005 above it)",
+            (0.0, em_wrong + 0.005),
         )
     )
     return rows

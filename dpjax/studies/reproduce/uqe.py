@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import aggregates, noise
-from dpjax.quantiles import agg_tree, emq, unbounded
+from dpjax.quantiles import agg_tree, emq, fully_unbounded, unbounded
 from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import Reproduction, Row, pick, subkey
+from dpjax.studies.reproduce.result import Z95, Reproduction, Row, bootstrap_interval, pick, subkey
 
 TITLE = 'Durfee (2023), "Unbounded Differentially Private Quantile and Maximum Estimation"'
 EPSILONS = (1.0, 0.5, 0.1)
@@ -58,6 +58,7 @@ FIG3_RANGES = {
     "ages": (0.0, 100.0),
 }
 SYNTHETIC = ("uniform", "normal")
+ALG4 = "UQE (Alg. 4)"  # UQE without any bound on the signed synthetic data
 
 
 def _samples(rng, values, count, size=1000):
@@ -94,13 +95,13 @@ def _baseline_sums(key, samples, *, method, q, eps, releases):
     return np.asarray(jax.vmap(lambda ks, x: jax.vmap(lambda k: one(k, x))(ks))(keys, samples), np.float64)
 
 
-def _cell(sums, truth):
-    per_sample = np.mean(np.abs(sums - truth[:, None]), axis=1)
-    return float(per_sample.mean()), float(per_sample.std()), per_sample.size
+def _per_sample_mae(sums, truth):
+    """[samples] mean absolute error of each sample's releases."""
+    return np.mean(np.abs(sums - truth[:, None]), axis=1)
 
 
 def table_1(key, columns, sources, subsamples, releases, rng, baseline_qs=BASELINE_QS):
-    rows, points = [], []
+    rows, points, per_cell = [], [], {}
     for d_index, name in enumerate(data.COLUMNS):
         values = columns[name]
         jittered = values + rng.normal(0.0, JITTER[name], values.size)
@@ -110,53 +111,65 @@ def table_1(key, columns, sources, subsamples, releases, rng, baseline_qs=BASELI
         label = name if sources[name] != "stand-in" else f"{name} (stand-in)"
         for eps in EPSILONS:
             cell_key = subkey(key, name, eps)
-            cells = {"UQE": (_cell(_uqe_sums(cell_key, samples, eps, releases), truth), 0.99)}
+            cells = {"UQE": (_per_sample_mae(_uqe_sums(cell_key, samples, eps, releases), truth), 0.99)}
             for method in ("EMQ", "AT"):
-                best = None
-                for q in baseline_qs:
-                    sums = _baseline_sums(
-                        subkey(cell_key, method, q), samples, method=method, q=q, eps=eps, releases=releases
-                    )
-                    cell = _cell(sums, truth)
-                    if best is None or cell[0] < best[0][0]:
-                        best = (cell, q)
-                cells[method] = best
+                candidates = [
+                    (_per_sample_mae(_baseline_sums(subkey(cell_key, method, q), samples, method=method,
+                                                    q=q, eps=eps, releases=releases), truth), q)
+                    for q in baseline_qs
+                ]
+                cells[method] = min(candidates, key=lambda c: c[0].mean())
             for method in METHODS:
-                (mae, std, count), q = cells[method]
+                per_sample, q = cells[method]
+                mae, std = float(per_sample.mean()), float(per_sample.std())
                 paper_mae, paper_std = TABLE_1[(eps, method)][d_index]
                 setting = f"eps={eps:g}, {method} (q={q:.2f}), {label}"
-                rows.append(
-                    Row("Table 1", setting, "MAE of the DP sum", paper_mae, mae, std / np.sqrt(count))
-                )
+                se = std / np.sqrt(per_sample.size)
+                rows.append(Row("Table 1", setting, "MAE of the DP sum", paper_mae, mae, se))
                 rows.append(Row("Table 1", setting, "std of per-sample MAE", paper_std, std))
                 points.append((eps, method, name, paper_mae, mae))
-    best_rows = _best_method_rows(points)
+                per_cell[(name, eps, method)] = per_sample
+    best_rows = _best_method_rows(per_cell)
     return rows + best_rows, points
 
 
-def _best_method_rows(points):
-    """The paper's reading of Table 1: UQE best in 11 of 12 cells (not at pages, eps = 1)."""
-    ours = paper = 0
-    for eps in EPSILONS:
-        for name in data.COLUMNS:
-            cell = {p[1]: p for p in points if p[0] == eps and p[2] == name}
-            ours += min(METHODS, key=lambda m, cell=cell: cell[m][4]) == "UQE"
-            paper += min(METHODS, key=lambda m, cell=cell: cell[m][3]) == "UQE"
+def _best_method_rows(per_cell):
+    """The paper's reading of Table 1: UQE best in 11 of 12 cells (not at pages, eps = 1).
+
+    The interval resamples each dataset's samples (shared by its cells: paired), datasets apart.
+    """
+    cells = [(eps, method) for eps in EPSILONS for method in METHODS]
+
+    def uqe_best(*datasets):
+        count = 0
+        for maes in datasets:
+            means = dict(zip(cells, (m.mean() for m in maes), strict=True))
+            count += sum(min(METHODS, key=lambda m, e=eps: means[(e, m)]) == "UQE" for eps in EPSILONS)
+        return count
+
+    groups = [tuple(per_cell[(name, eps, method)] for eps, method in cells) for name in data.COLUMNS]
+    paper = sum(
+        min(METHODS, key=lambda m, e=eps, i=i: TABLE_1[(e, m)][i][0]) == "UQE"
+        for eps in EPSILONS
+        for i in range(len(data.COLUMNS))
+    )
     return [
         Row(
             "Table 1",
             "all 12 (eps, dataset) cells",
             "cells where UQE has the lowest MAE",
             float(paper),
-            float(ours),
-            claim="UQE best in 11 of 12 cells (we check: >= 10)",
-            holds=ours >= 10,
+            float(uqe_best(*groups)),
+            claim="UQE best in 11 of 12 cells",
+            accept=(10.0, 12.0),
+            ci=bootstrap_interval(uqe_best, *groups),
         )
     ]
 
 
 def figure_3(key, columns, trials, qs, rng):
-    """Per dataset: [len(qs)] MAE of UQE and of EMQ over ``trials`` samples of 1000 points."""
+    """Per dataset and method: [trials, len(qs)] absolute errors on ``trials`` samples of 1000 points
+    (the same samples for UQE and EMQ)."""
     datasets = {"uniform": rng.uniform(-5.0, 5.0, 10_000), "normal": rng.normal(0.0, 5.0, 10_000)}
     datasets.update(columns)
     curves = {}
@@ -184,51 +197,110 @@ def figure_3(key, columns, trials, qs, rng):
                     keys[j, 1], samples
                 )
             )
+        methods = [("UQE", uqe_out), ("EMQ", emq_out)]
+        if name in SYNTHETIC:  # signed data: also UQE without any bound (Alg. 4, App. B.1)
+            methods.append((ALG4, _fully_unbounded(subkey(key, "fig3", name, "alg4"), samples, qs)))
         errors = {}
-        for method, out in (("UQE", uqe_out), ("EMQ", emq_out)):
+        for method, out in methods:
             release = np.asarray(jnp.stack(out, axis=1), np.float64)
             if name in INTEGER:
                 release = np.round(release)
-            errors[method] = np.mean(np.abs(release - truth), axis=0)
+            errors[method] = np.abs(release - truth)
         curves[name] = errors
     return curves
 
 
+def _fully_unbounded(key, samples, qs):
+    """Per q: [trials] releases of Alg. 4 (two AboveThreshold calls, epsilon 1 in all), one call per
+    sample like UQE's."""
+    keys = jax.random.split(key, (len(qs), samples.shape[0]))
+
+    def release(k, x, q):
+        return fully_unbounded(k, x, q=float(q), epsilon=1.0, beta=1.001)
+
+    return [
+        jnp.stack([release(k, x, q) for k, x in zip(ks, samples, strict=True)])
+        for ks, q in zip(keys, qs, strict=True)
+    ]
+
+
 def _ratio(errors):
-    """MAE(EMQ)/MAE(UQE) per q; 1 where both are exact (rounded integer outputs)."""
-    both_zero = (errors["EMQ"] == 0) & (errors["UQE"] == 0)
-    return np.where(both_zero, 1.0, errors["EMQ"] / np.where(both_zero, 1.0, errors["UQE"]))
+    """MAE(EMQ)/MAE(UQE) per q from [trials, q] errors; 1 where both are exact (rounded integer outputs)."""
+    emq_mae, uqe_mae = errors["EMQ"].mean(axis=0), errors["UQE"].mean(axis=0)
+    both_zero = (emq_mae == 0) & (uqe_mae == 0)
+    return np.where(both_zero, 1.0, emq_mae / np.where(both_zero, 1.0, uqe_mae))
+
+
+def _share_emq_better(emq_errors, uqe_errors):
+    return float(np.mean(_ratio({"EMQ": emq_errors, "UQE": uqe_errors}) < 1))
+
+
+def _median_ratio(emq_errors, uqe_errors):
+    return float(np.median(_ratio({"EMQ": emq_errors, "UQE": uqe_errors})))
+
+
+def _share_bracket(emq_errors, uqe_errors) -> tuple[float, float]:
+    """The interval of :func:`_share_emq_better`, each q counted by the 95% interval of its paired
+    difference of MAEs over the samples: from the share of q where EMQ is better beyond it to the share
+    where it is not worse beyond it (an undecided q counts against the claim at the low end, for it at
+    the high end). A bootstrap of the share itself is biased towards 1/2 where many q are undecided."""
+    diff = np.asarray(emq_errors, np.float64) - uqe_errors  # [samples, q]
+    mean, se = diff.mean(axis=0), diff.std(axis=0, ddof=1) / np.sqrt(diff.shape[0])
+    return float(np.mean(mean + Z95 * se < 0)), float(np.mean(mean - Z95 * se < 0))
 
 
 def _figure_3_rows(curves, qs, sources):
+    """Per dataset: the share of q where EMQ is better (interval: :func:`_share_bracket`) and the
+    median ratio (a bootstrap interval over the samples, each sample's errors at every q for both
+    methods resampled together)."""
     rows = []
     for name, errors in curves.items():
-        ratio = _ratio(errors)
-        share = float(np.mean(ratio < 1))
         source = "synthetic" if name in SYNTHETIC else sources[name]
-        setting = f"{name} ({source}), {len(qs)} quantiles in [{qs[0]:.2f}, {qs[-1]:.2f}]"
+        bounded = (f"UQE's lower bound {FIG3_RANGES[name][0]:g}", "UQE")
         if name in SYNTHETIC:
-            claim, holds = "EMQ consistently better (we check: at >= 80% of q)", share >= 0.8
-            median_claim, median_holds = "< 1 (EMQ better)", float(np.median(ratio)) < 1
+            claims = (("EMQ consistently better (at >= 80% of q)", (0.8, 1.0)), ("EMQ better", (-np.inf, 1)))
+            variants = (bounded, ("UQE without bound (Alg. 4)", ALG4))
         else:
-            claim, holds = "UQE often better (we check: at >= half of q)", share <= 0.5
-            median_claim, median_holds = ">= 1 (UQE better)", float(np.median(ratio)) >= 1
-        rows.append(
-            Row("Fig. 3", setting, "share of q where EMQ's MAE < UQE's", None, share, None, claim, holds)
-        )
-        rows.append(
-            Row(
-                "Fig. 3",
-                setting,
-                "median over q of MAE(EMQ)/MAE(UQE)",
-                None,
-                float(np.median(ratio)),
-                None,
-                median_claim,
-                median_holds,
+            claims = (("UQE often better (at >= half of q)", (0.0, 0.5)), ("UQE better", (1.0, np.inf)))
+            variants = (bounded,)
+        for variant, uqe_name in variants:
+            setting = f"{name} ({source}), {variant}, {len(qs)} quantiles in [{qs[0]:.2f}, {qs[-1]:.2f}]"
+            paired = (errors["EMQ"], errors[uqe_name])
+            intervals = (
+                _share_bracket(*paired),
+                bootstrap_interval(lambda pair: _median_ratio(*pair), paired),
             )
-        )
+            for (quantity, statistic), (claim, accept), ci in zip(
+                (
+                    ("share of q where EMQ's MAE < UQE's", _share_emq_better),
+                    ("median over q of MAE(EMQ)/MAE(UQE)", _median_ratio),
+                ),
+                claims,
+                intervals,
+                strict=True,
+            ):
+                ours = statistic(*paired)
+                rows.append(Row("Fig. 3", setting, quantity, None, ours, claim=claim, accept=accept, ci=ci))
+    rows.append(_real_together_row(curves, qs))
     return rows
+
+
+def _real_together_row(curves, qs):
+    """The paper's claim read literally, over the four real datasets together: the share of (dataset, q)
+    pairs where EMQ is better, with the datasets' :func:`_share_bracket` averaged."""
+    real = [name for name in curves if name not in SYNTHETIC]
+    pairs = [(curves[name]["EMQ"], curves[name]["UQE"]) for name in real]
+    brackets = np.array([_share_bracket(*pair) for pair in pairs])
+    return Row(
+        "Fig. 3",
+        f"the {len(real)} real datasets together, {len(qs)} quantiles each",
+        "share of (dataset, q) where EMQ's MAE < UQE's",
+        None,
+        float(np.mean([_share_emq_better(*pair) for pair in pairs])),
+        claim="UQE often performs better on the non-synthetic data (at >= half of them)",
+        accept=(0.0, 0.5),
+        ci=tuple(brackets.mean(axis=0)),
+    )
 
 
 def _plot(points, curves, qs, path):
@@ -258,7 +330,11 @@ def _plot(points, curves, qs, path):
         ),
     ):
         for name in names:
-            ax.plot(qs, np.clip(_ratio(curves[name]), 0.1, 10), marker=".", label=name)
+            line = ax.plot(qs, np.clip(_ratio(curves[name]), 0.1, 10), marker=".", label=name)[0]
+            if ALG4 in curves[name]:
+                alg4 = {"EMQ": curves[name]["EMQ"], "UQE": curves[name][ALG4]}
+                ax.plot(qs, np.clip(_ratio(alg4), 0.1, 10), ls=":", color=line.get_color(),
+                        label=f"{name}, UQE without bound (Alg. 4)")
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
         ax.set(
             yscale="log", xlabel="quantile q", ylabel="MAE(EMQ) / MAE(UQE), clipped to [0.1, 10]", title=title
@@ -291,6 +367,12 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
         "10 runs against the paper's 4385.",
         "The paper's ratings stds (0.21/0.31/1.79) are 2-3x below what its §6.3 protocol gives, both "
         "here and in an independent NumPy re-simulation.",
+        "UQE's clipping bound has a rare, unbounded overshoot (Alg. 2 at q = 0.99, beta = 1.001): past "
+        "the data maximum every count is n, only 10 above the threshold qn, so a large threshold noise "
+        "lets the search run on for thousands of candidates and the bound grows as beta^k. dpjax's "
+        "halting index follows the exact tail of this law (benchmarks/check_uqe_tail.py); among the "
+        "paper's 10,000 releases per cell, such a release occurs at eps = 0.1 with probability about 1/4 "
+        "and then dominates the cell's mean. The paper's Table 1 shows none.",
         "Fig. 3: the paper prints no numbers, only the claim checked in the rows; the synthetic "
         "datasets are 10,000 draws of U(-5, 5) and N(0, 5^2), sampled like the real ones.",
     ]
@@ -311,3 +393,38 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
         notes=notes,
         plot=lambda path: _plot(points, curves, qs, path),
     )
+
+
+def explain(row: Row) -> str:
+    """Why a claim does not hold (or is inconclusive) here; empty when there is nothing to add."""
+    if row.quantity == "cells where UQE has the lowest MAE":
+        return (
+            "UQE's clipping bound overshoots rarely but without limit (see the notes): past the data "
+            "maximum every count is n = qn + 10, and a large threshold noise lets the search run on, the "
+            "bound growing as beta^k; dpjax's halting index follows the exact tail (benchmarks/"
+            "check_uqe_tail.py: P(k >= k_max + 20,000) = 3.0e-5 measured over 2e6 releases at eps = 0.1 "
+            "on ages, 3.03e-5 by the law), so a cell of 10,000 releases holds one with probability about "
+            "1/4, and where it does (Table 1 rows above: UQE's MAE far above the paper's) that cell goes "
+            "to EMQ or AT; the paper's Table 1 shows no such release. Pages at eps = 1 is the paper's own "
+            "exception"
+        )
+    if row.experiment != "Fig. 3":
+        return ""
+    if row.setting.startswith(SYNTHETIC) and "lower bound" in row.setting:
+        return (
+            "the paper does not say which bound UQE gets on the signed synthetic data (§6.2 gives ranges "
+            "for EMQ only); with the lower end of EMQ's range (this row) UQE knows as much as EMQ and is "
+            "about as good on N(0, 5^2), while without any bound (Algorithm 4, App. B.1: the rows 'UQE "
+            "without bound') EMQ is better at every q, as the paper says; an independent NumPy rebuild of "
+            "§6.2 agrees (benchmarks/rebuild_uqe_fig3.py, 100 samples x 91 q: EMQ better at 0.68 [0.58, "
+            "0.71] of q on the normal data with the bound, at 1.00 without)"
+        )
+    if row.setting.startswith(("ratings", "pages")):
+        return (
+            "the paper's claim is about the real data together (the row 'the 4 real datasets together'); "
+            "one dataset at a time EMQ beats UQE at more than half of the q on Goodreads ratings and pages "
+            "(UQE wins on ages and hours), and an independent NumPy rebuild of §6.2 gives the same "
+            "(benchmarks/rebuild_uqe_fig3.py, 100 samples x 91 q: EMQ better at 0.56 [0.49, 0.64] of q on "
+            "ratings, 0.68 [0.59, 0.73] on pages), so it is not a defect of dpjax"
+        )
+    return ""
