@@ -193,9 +193,12 @@ def _cos_sin_reference(psi):
         return float(cos), float(sin)
 
 
+@pytest.mark.optimized
 def test_quarter_cos_sin_within_one_epsilon(x64):
     """The polynomial cos and sin on [0, pi/4]: relative error below one epsilon of the dtype, on
-    the float32 angle grid (the small angles all, the rest strided) and on float64 samples."""
+    the float32 angle grid (the small angles all, the rest strided) and on float64 samples. Compiled
+    as a user's program is (with every XLA pass: the bound counts on fused multiply-adds, which XLA
+    without its optimization passes does not form, and then errs by 1.01 epsilon)."""
     t = np.concatenate([np.arange(2**16), np.arange(2**16, 2**24, 97), [2**24 - 1]])
     psi32 = jnp.asarray(t * 2.0**-24, jnp.float32) * jnp.asarray(np.pi / 4, jnp.float32)
     reference = np.asarray(psi32, np.float64)

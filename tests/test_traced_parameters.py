@@ -17,14 +17,15 @@ INVALID = (-1.0, 0.0, math.nan, math.inf)
 
 
 # Their floats pass through reductions that XLA without its optimization passes (the suite's default,
-# tests/conftest.py) emits as a different loop for a batched shape, 2 ulps apart; with every pass the
-# batched and separate calls agree within the 1 ulp these tests hold them to.
-BATCHED_REDUCTIONS = ("budgeting.", "svt.adaptive_sparse_vector_with_gap")
+# tests/conftest.py) emits as a different loop in a batched, scanned or jitted program than in the
+# separate call, up to 48 ulps apart; with every pass the programs agree within the
+# float_tolerance.MAX_ULP these tests hold them to.
+REORDERED_REDUCTIONS = ("budgeting.", "svt.adaptive_sparse_vector_with_gap")
 
 
 def _optimized(mechanism, *case):
-    """The case, marked to compile with every XLA pass where batching reorders its reductions."""
-    if mechanism.name.startswith(BATCHED_REDUCTIONS):
+    """The case, marked to compile with every XLA pass where another program reorders its reductions."""
+    if mechanism.name.startswith(REORDERED_REDUCTIONS):
         return pytest.param(mechanism, *case, marks=pytest.mark.optimized)
     return (mechanism, *case) if case else mechanism
 
@@ -42,7 +43,7 @@ GUARANTEE_CASES = [m for m in MECHANISMS if m.guarantee is not None and m.guaran
 
 def assert_same_output(got, want):
     """Integer and boolean leaves bit-identical, floating leaves within ``float_tolerance.MAX_ULP``
-    (1 ulp on the CPU), NaN where NaN."""
+    (2 ulps on the CPU), NaN where NaN."""
     got, want = leaves(got), leaves(want)
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
@@ -123,7 +124,7 @@ def test_vmap_over_epsilon_equals_separate_calls_in_x64(mechanism, x64):
         assert_same_output(_slice(swept, i), mechanism.call(KEY, data, **{param: value}))
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS, ids=[m.name for m in MECHANISMS])
+@pytest.mark.parametrize("mechanism", [_optimized(m) for m in MECHANISMS], ids=[m.name for m in MECHANISMS])
 def test_jit_compiles_once_for_every_parameter_value(mechanism):
     step = jax.jit(lambda key, data, params: mechanism.call(key, data, **params))
     for i in range(2):
@@ -134,7 +135,7 @@ def test_jit_compiles_once_for_every_parameter_value(mechanism):
     assert_same_output(got, want)
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS, ids=[m.name for m in MECHANISMS])
+@pytest.mark.parametrize("mechanism", [_optimized(m) for m in MECHANISMS], ids=[m.name for m in MECHANISMS])
 def test_scan_carries_a_traced_privacy_parameter(mechanism):
     param = mechanism.privacy[0]
     first, second = mechanism.params[param][:2]

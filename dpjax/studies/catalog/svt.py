@@ -120,7 +120,8 @@ register(Study(
     metrics=[
         metrics.value("wrong_item", "the reported item is not above the threshold (or none is)",
                       "fraction of releases", output="wrong", rate=True),
-        metrics.abs_error(("mean", "median"), unit="stream positions", output="index",
+        # The mean: a median of whole stream positions is often the same for two noises.
+        metrics.abs_error(("mean",), unit="stream positions", output="index",
                           description="distance from the reported item to the first item truly above"),
     ],
 ))
