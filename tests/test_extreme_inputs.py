@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mechanism_registry import all_mechanisms
+from mechanism_registry import all_mechanisms, jitted_call
 
 MECHANISMS = all_mechanisms()
 KEY = jax.random.key(26)
@@ -33,17 +33,6 @@ MAGNITUDE = st.builds(
 )
 EXTREMES = st.sampled_from((1e30, -1e30, 1e20, -1e-30, 1e-20, 3e19, -2e25))
 VALUE = st.one_of(EXTREMES, st.just(0.0), MAGNITUDE)
-
-
-_TRACED = {}
-
-
-def traced_call(mechanism):
-    """The whole call under one ``jax.jit``: data and parameters traced (compiled once per dtype
-    and shape)."""
-    if mechanism.name not in _TRACED:
-        _TRACED[mechanism.name] = jax.jit(lambda key, data, params: mechanism.call(key, data, **params))
-    return _TRACED[mechanism.name]
 
 
 def _template_kind(value) -> str:
@@ -116,7 +105,7 @@ def check_release(output, items: int):
 
 
 def _run(mechanism, dtype, single):
-    fn = traced_call(mechanism)
+    fn = jitted_call(mechanism)
     shapes = _shapes(mechanism, single)
     if single:
         jax.eval_shape(fn, KEY, *_zeros(mechanism, shapes, dtype))  # raises if one item is too few

@@ -57,9 +57,15 @@ def utility(x, lower, upper, qs, o):
     return -np.sum(np.abs(counts - targets))
 
 
-def random_case(rng):
-    n = int(rng.integers(0, 7))
-    m = int(rng.integers(1, 4))
+# The random cases' (n, m): three shapes (with empty data), so that the cases of a test share their
+# compilations (JointExp compiles once per data shape and m; the values are arguments).
+SHAPES = ((0, 1), (3, 2), (6, 3))
+
+
+def random_case(rng, i):
+    """Case ``i``: shape ``SHAPES[i % 3]``, random data (duplicates, points outside the bounds),
+    levels and epsilon."""
+    n, m = SHAPES[i % len(SHAPES)]
     x = np.round(rng.uniform(-1.4, 1.4, n), 1)  # duplicates and points outside [-1, 1]
     qs = np.sort(rng.choice(np.linspace(0, 1, 11), m, replace=False))
     return x, qs, float(rng.uniform(0, 4))
@@ -69,8 +75,8 @@ def random_case(rng):
 def test_log_normalizer_matches_brute_force_x64(method):
     rng = np.random.default_rng(1)
     with enable_x64():
-        for _ in range(6):
-            x, qs, eps = random_case(rng)
+        for i in range(6):
+            x, qs, eps = random_case(rng, i)
             for neighbors in ("swap", "add_remove"):
                 want = math.log(sum(brute_force(x, -1, 1, qs, eps, neighbors).values()))
                 got = joint_exp_log_normalizer(
@@ -85,8 +91,8 @@ def test_log_normalizer_linear_matches_brute_force_x64():
 
 def test_log_normalizer_float32_scan_close():
     rng = np.random.default_rng(2)
-    for _ in range(3):
-        x, qs, eps = random_case(rng)
+    for i in range(3):
+        x, qs, eps = random_case(rng, i)
         want = math.log(sum(brute_force(x, -1, 1, qs, eps).values()))
         got = joint_exp_log_normalizer(jnp.asarray(x, jnp.float32), qs, eps, bounds=(-1, 1))
         assert abs(float(got) - want) < 1e-5
@@ -142,8 +148,8 @@ def test_m1_equals_ind_exp():
     rng = np.random.default_rng(5)
     with enable_x64():
         for neighbors in ("swap", "add_remove"):
-            for _ in range(3):
-                x = np.round(rng.uniform(-2.2, 2.2, int(rng.integers(1, 9))), 1)
+            for n in (1, 4, 8):
+                x = np.round(rng.uniform(-2.2, 2.2, n), 1)
                 q, eps = float(rng.choice([0.0, 0.3, 0.5, 0.8, 1.0])), float(rng.uniform(0.1, 3))
                 _, log_width = gaps(jnp.asarray(x), -2.0, 2.0)
                 logits = gap_logits(log_width, q, eps, neighbors)
@@ -235,8 +241,8 @@ def test_density_ratio_privacy_audit():
     worst = 0.0
     with enable_x64():
         for neighbors in ("swap", "add_remove"):
-            for _ in range(5):
-                n, m = int(rng.integers(2, 7)), int(rng.integers(1, 4))
+            for i in range(6):
+                n, m = SHAPES[1 + i % 2]
                 qs = np.sort(rng.choice(np.linspace(0.05, 0.95, 19), m, replace=False))
                 eps = float(rng.uniform(0.2, 3))
                 x = rng.uniform(-1.2, 1.2, n)
@@ -528,9 +534,7 @@ def test_omitted_runs_give_the_restricted_law_within_the_certified_bound():
     omitted_any = False
     with enable_x64():
         for case in range(8):
-            x, qs, eps = random_case(rng)
-            if len(qs) == 1:
-                qs = np.array([0.3, 0.4, 0.8])
+            x, qs, eps = random_case(rng, 1 + (case // 3) % 2)  # both non-empty shapes at each margin
             edges, log_width = gaps(jnp.asarray(x, jnp.float64), -1.0, 1.0)
             tables = forward_tables(
                 edges,

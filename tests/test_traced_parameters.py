@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from float_tolerance import assert_close_ulp
 from jax import lax
-from mechanism_registry import all_mechanisms, leaves
+from mechanism_registry import all_mechanisms, jitted_call, leaves
 
 MECHANISMS = all_mechanisms()
 KEY = jax.random.key(7)
@@ -87,17 +87,6 @@ def _sweep_rows(mechanism):
     return rows, batch
 
 
-_JITTED = {}
-
-
-def _jitted_call(mechanism):
-    """``mechanism.call`` compiled with its data and every parameter as arguments (one compile per
-    mechanism, shared by the tests below that call it)."""
-    if mechanism.name not in _JITTED:
-        _JITTED[mechanism.name] = jax.jit(lambda key, data, params: mechanism.call(key, data, **params))
-    return _JITTED[mechanism.name]
-
-
 @pytest.mark.parametrize("mechanism", [_optimized(m) for m in MECHANISMS], ids=[m.name for m in MECHANISMS])
 def test_vmap_over_each_parameter_equals_separate_calls_and_marks_invalid_privacy_values(mechanism):
     """One ``jit(vmap)`` over a batch that sweeps each parameter in turn (one compile per mechanism):
@@ -108,7 +97,7 @@ def test_vmap_over_each_parameter_equals_separate_calls_and_marks_invalid_privac
             with pytest.raises(ValueError, match=param):
                 mechanism.call(KEY, **{param: bad})
     rows, batch = _sweep_rows(mechanism)
-    swept = jax.jit(jax.vmap(_jitted_call(mechanism), in_axes=(None, None, 0)))(KEY, mechanism.data, batch)
+    swept = jax.jit(jax.vmap(jitted_call(mechanism), in_axes=(None, None, 0)))(KEY, mechanism.data, batch)
     for i, (param, value, valid) in enumerate(rows):
         if valid:
             assert_same_output(_slice(swept, i), mechanism.call(KEY, **{param: value}))
@@ -133,7 +122,7 @@ def test_vmap_over_epsilon_equals_separate_calls_in_x64(mechanism, x64):
 
 @pytest.mark.parametrize("mechanism", [_optimized(m) for m in MECHANISMS], ids=[m.name for m in MECHANISMS])
 def test_jit_compiles_once_for_every_parameter_value(mechanism):
-    step = _jitted_call(mechanism)
+    step = jitted_call(mechanism)
     for i in range(2):
         params = {p: _as_array(values[i % len(values)]) for p, values in mechanism.params.items()}
         got = step(KEY, mechanism.data, params)
@@ -165,7 +154,7 @@ def test_nan_data_raises_eagerly_and_marks_output_under_jit(mechanism, name):
     with pytest.raises(ValueError, match=name):
         mechanism.call(KEY, data)
     defaults = {param: _as_array(value) for param, value in mechanism.defaults.items()}
-    assert_invalid(_jitted_call(mechanism)(KEY, data, defaults))
+    assert_invalid(jitted_call(mechanism)(KEY, data, defaults))
 
 
 @pytest.mark.parametrize("mechanism", GUARANTEE_CASES, ids=[m.name for m in GUARANTEE_CASES])

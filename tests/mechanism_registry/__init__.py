@@ -115,6 +115,18 @@ def all_mechanisms() -> list[Mechanism]:
     return entries
 
 
+_JITTED: dict[str, Callable] = {}
+
+
+def jitted_call(mechanism: Mechanism) -> Callable:
+    """``jax.jit(lambda key, data, params: mechanism.call(key, data, **params))``: the whole call with
+    the data and every parameter as arguments, one object per mechanism, so that the tests of a
+    worker that call it with the same shapes and dtypes share one compilation."""
+    if mechanism.name not in _JITTED:
+        _JITTED[mechanism.name] = jax.jit(lambda key, data, params: mechanism.call(key, data, **params))
+    return _JITTED[mechanism.name]
+
+
 def leaves(output) -> list[np.ndarray]:
     """The output's leaves as host arrays."""
     return [np.asarray(leaf) for leaf in jax.tree.leaves(output)]
