@@ -1,5 +1,6 @@
 """JointExp against the math: brute-force enumeration, closed forms, invariants and a privacy audit."""
 
+import functools
 import itertools
 import math
 
@@ -25,6 +26,10 @@ from dpjax.quantiles.joint_exp_tables import (
     sampling_block,
 )
 from dpjax.quantiles.joint_exp_toeplitz import log_filter, remainder, toeplitz_scan
+
+# The forward pass compiled (one compilation per shape and static option instead of one per eager
+# operation); the margin and the levels stay arguments.
+FORWARD_TABLES = jax.jit(forward_tables, static_argnames=("method", "restart_above", "span"))
 
 WORKED_X = [0.1, 0.1, 0.4, 0.9]
 WORKED_Q = [0.25, 0.5, 0.75]
@@ -144,6 +149,17 @@ def test_repeat_factor_epsilon_zero():
     assert stats.chisquare(counts, [5000, 10000, 5000]).pvalue > 1e-4
 
 
+@functools.partial(jax.jit, static_argnames="neighbors")
+def _m1_pmfs(x, q, eps, neighbors):
+    """JointExp's law of the one gap, P(i) ∝ alpha(1, i, 1) phi_2(n - i), and IndExp's."""
+    _, log_width = gaps(x, -2.0, 2.0)
+    logits = gap_logits(log_width, q, eps, neighbors)
+    tables = joint_exp_tables(x, jnp.stack([q]), eps, bounds=(-2, 2), neighbors=neighbors)
+    n = x.size
+    last = -tables.c * jnp.abs(n - jnp.arange(n + 1) - tables.nu[-1])
+    return jax.nn.softmax(tables.log_total[0, : n + 1] + last), jax.nn.softmax(logits)
+
+
 def test_m1_equals_ind_exp():
     rng = np.random.default_rng(5)
     with enable_x64():
@@ -151,14 +167,8 @@ def test_m1_equals_ind_exp():
             for n in (1, 4, 8):
                 x = np.round(rng.uniform(-2.2, 2.2, n), 1)
                 q, eps = float(rng.choice([0.0, 0.3, 0.5, 0.8, 1.0])), float(rng.uniform(0.1, 3))
-                _, log_width = gaps(jnp.asarray(x), -2.0, 2.0)
-                logits = gap_logits(log_width, q, eps, neighbors)
-                tables = joint_exp_tables(jnp.asarray(x), [q], eps, bounds=(-2, 2), neighbors=neighbors)
-                # P(i) ∝ alpha(1, i, 1) phi_2(n - i): compare the two pmfs exactly.
-                n = x.size
-                last = -tables.c * jnp.abs(n - jnp.arange(n + 1) - tables.nu[-1])
-                joint = jax.nn.softmax(tables.log_total[0, : n + 1] + last)
-                np.testing.assert_allclose(joint, jax.nn.softmax(logits), atol=1e-12)
+                joint, ind = _m1_pmfs(jnp.asarray(x), jnp.asarray(q), eps, neighbors)
+                np.testing.assert_allclose(joint, ind, atol=1e-12)
 
 
 def test_ind_exp_pmf_spec_example():
@@ -390,13 +400,15 @@ def test_toeplitz_linear_refuses_to_certify_underflow(c, certifying):
     x[0] = 0.0
     want = dense_toeplitz(x, c, 0.5)
     x32 = jnp.asarray(x, jnp.float32)
+    step = jax.jit(toeplitz_linear)  # c traced: one compilation per dtype, not one per eager operation
+    certified = jax.jit(lambda x, c, block: toeplitz_linear_certified(x, c, 0.5, block)[1], static_argnums=2)
     for block in LINEAR_BLOCKS:
-        assert bool(toeplitz_linear_certified(x32, c, 0.5, block)[1]) == (block == certifying)
-    got32 = np.asarray(toeplitz_linear(x32, c, 0.5), np.float64)
+        assert bool(certified(x32, c, block)) == (block == certifying)
+    got32 = np.asarray(step(x32, c, 0.5), np.float64)
     np.testing.assert_allclose(got32[1:], want[1:], rtol=1e-6)
     with enable_x64():
-        assert toeplitz_linear_certified(jnp.asarray(x), c, 0.5)[1]
-        got = np.asarray(toeplitz_linear(jnp.asarray(x), c, 0.5))
+        assert certified(jnp.asarray(x), c, LINEAR_BLOCKS[0])
+        got = np.asarray(step(jnp.asarray(x), c, 0.5))
     assert got[0] == -np.inf
     np.testing.assert_allclose(got[1:], want[1:], rtol=1e-12)
 
@@ -536,7 +548,7 @@ def test_omitted_runs_give_the_restricted_law_within_the_certified_bound():
         for case in range(8):
             x, qs, eps = random_case(rng, 1 + (case // 3) % 2)  # both non-empty shapes at each margin
             edges, log_width = gaps(jnp.asarray(x, jnp.float64), -1.0, 1.0)
-            tables = forward_tables(
+            tables = FORWARD_TABLES(
                 edges,
                 log_width,
                 tuple(qs),
@@ -567,9 +579,9 @@ def test_failed_certificate_restarts_without_omission():
     qs = [0.3, 0.5, 0.6]
     with enable_x64():
         edges, log_width = gaps(jnp.asarray(x), -1.0, 1.0)
-        tables = forward_tables(edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0)
+        tables = FORWARD_TABLES(edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0)
         lz = float(log_normalizer(tables))
-        unchecked = forward_tables(
+        unchecked = FORWARD_TABLES(
             edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0, restart_above=np.inf
         )
     assert float(unchecked.log_omitted) > math.log(OMITTED_MASS)  # so the first pass failed its certificate
@@ -602,7 +614,6 @@ def test_certified_omission_at_large_n_matches_the_dense_reference(x64):
     assert abs(lz - logsumexp(want[-1] + last)) < tol * abs(lz)
 
 
-WINDOWED_TABLES = jax.jit(forward_tables, static_argnames=("method", "margin_nats", "restart_above", "span"))
 
 
 @pytest.mark.parametrize(
@@ -629,7 +640,7 @@ def test_windowed_rows_match_the_dense_reference(x64, epsilon, span, windowed):
     with enable_x64(x64):
         dtype = jnp.float64 if x64 else jnp.float32
         edges, log_width = gaps(jnp.asarray(x, dtype), -5.0, 5.0)
-        tables = WINDOWED_TABLES(edges, log_width, jnp.asarray(qs, dtype), c, "linear", span=span)
+        tables = FORWARD_TABLES(edges, log_width, jnp.asarray(qs, dtype), c, "linear", span=span)
         lz = float(log_normalizer(tables))
     got = np.asarray(tables.log_total, np.float64)
     finite = np.isfinite(got).sum(axis=1)
@@ -663,7 +674,7 @@ def test_windowed_pass_restarts_whole_and_batches():
 
     def tables(x, span, c=0.25, **options):
         edges, log_width = gaps(x, -5.0, 5.0)
-        return WINDOWED_TABLES(edges, log_width, qs, c, "linear", span=span, **options)
+        return FORWARD_TABLES(edges, log_width, qs, c, "linear", span=span, **options)
 
     with enable_x64():
         x = jnp.asarray(rng.normal(0, 1, n))
@@ -700,7 +711,7 @@ def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():
 
     def forced(x, restart_above=OMITTED_MASS):
         edges, log_width = gaps(x, -1.0, 1.0)
-        return forward_tables(
+        return FORWARD_TABLES(
             edges, log_width, qs, c, "scan", margin_nats=-100.0, restart_above=restart_above
         )
 
