@@ -7,8 +7,8 @@ difference of two such operands (a Sparse-Vector-with-Gap gap, noisy query minus
 in float64 under ``vmap`` over its parameters) moves by up to 4 ulps of the result. XLA on GPU and
 TPU evaluates transcendental functions with approximations that differ between fused and unfused
 kernels, and picks a reduction tree by shape (a sum under ``vmap`` is another tree), so the same
-expression moves by a few ulps there, amplified by the steps after it (up to 32 ulps seen on an H100, in ``budgeting.knn``).
-Integer and boolean outputs stay bit-identical on every backend.
+expression moves by a few ulps there, amplified by the steps after it (up to 32 ulps seen on an
+H100, in ``budgeting.knn``). Integer and boolean outputs stay bit-identical on every backend.
 """
 
 from __future__ import annotations
