@@ -37,11 +37,19 @@ os.environ.setdefault("DPJAX_COMPILE_CACHE", "off")
 FAST_COMPILE = jax.config.values["jax_disable_most_optimizations"]
 
 
+_cached = {"fast": False}  # whether executables compiled without the passes may be in JAX's caches
+
+
 @pytest.fixture(autouse=True)
 def _xla_optimizations(request):
     """Full XLA optimizations for tests marked ``optimized`` (run-time bound), the suite's fast
-    compilation for the rest."""
+    compilation for the rest. The setting is not part of JAX's cache keys, so an optimized test that
+    follows fast ones starts from empty caches: it never runs an executable compiled without the
+    passes (executables it compiles serve the fast tests after it unchanged)."""
     optimized = request.node.get_closest_marker("optimized") is not None
+    if optimized and _cached["fast"]:
+        jax.clear_caches()
+    _cached["fast"] = FAST_COMPILE and not optimized
     jax.config.update("jax_disable_most_optimizations", FAST_COMPILE and not optimized)
     try:
         yield
