@@ -26,9 +26,9 @@ import numpy as np
 
 from dpjax import noise
 from dpjax.audit import audit, neighbours, reference
-from dpjax.bench.floor import rng_floor
-from dpjax.bench.harness import time_eager, time_host, time_jitted
-from dpjax.bench.report import print_machine, print_table
+from dpjax.tools.bench.floor import rng_floor
+from dpjax.tools.bench.harness import time_eager, time_host, time_jitted
+from dpjax.tools.bench.report import print_machine, print_table
 
 
 def laplace_scaled(key, data):

@@ -16,14 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from dpjax import selection, svt
-from dpjax.bench.case import Case, power_label, scaled, zipf_counts
-from dpjax.bench.cli import script
+from dpjax.datasets.zipf import zipf_histogram
+from dpjax.tools.bench.case import Case, power_label, scaled
+from dpjax.tools.bench.cli import script
 
 K, C, THRESHOLD = 10, 10, 50.0
 
 
 def _selection(d: int, scale: float):
-    counts = zipf_counts(d, 10 * d, 1.3, 0).astype(np.float32)
+    counts = zipf_histogram(np.random.default_rng(0), d, 10 * d, 1.3).astype(np.float32)
     setting = f"d={power_label(d)} Zipf(1.3) counts, float32, epsilon=1, monotonic"
     releases = {"literal": scaled(100, scale, 10), "auto": scaled(10_000, scale, 100)}
     rows = {

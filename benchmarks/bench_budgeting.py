@@ -4,7 +4,7 @@ tail-exact and plain noise, 10^6 and 10^7 users, c = 64 rounds (same harness as 
 ``dpjax bench budgeting`` times the headline row (distance mode, tail-exact noise, 10^6 users, with
 the NumPy loop). Run: ``python -m benchmarks.bench_budgeting [--sizes 1000000 10000000] [--rounds 64]``
 
-Data (synthetic, not from the paper, :func:`dpjax.studies.reproduce.data.hotspots`): users at a
+Data (synthetic, not from the paper, :func:`dpjax.datasets.papers.hotspots`): users at a
 Gaussian mixture of 20 "hotspots" in a 100 km x 100 km square (metres); the query counts the users
 in a 2 km x 2 km square centred on a hotspot; every user has rho = 1e-4 / m^2 (one-shot noise
 70.7 m), beta0 = 0.025, even split.
@@ -13,7 +13,7 @@ Columns:
 
 * ``dpjax ms``: one jit-compiled PIE-NI query (compile excluded), point mode (users release noisy
   2-D points) or distance mode (users release noisy signed distances).
-* ``numpy ms``: :func:`dpjax.bench.cases.budgeting.numpy_pie_ni`, Algorithm 4 in NumPy drawing noise
+* ``numpy ms``: :func:`dpjax.tools.bench.cases.budgeting.numpy_pie_ni`, Algorithm 4 in NumPy drawing noise
   only for the active users (index compaction every round).
 * ``floor(active) ms``: ``jax.random.normal`` for one Gaussian per active user per round
   (``sum_j |G_{j-1}|`` times the dimension); ``floor(all) ms``: one per user per executed round,
@@ -29,13 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.bench.cases.budgeting import BETA0, HALF, RHO, box_distance, numpy_pie_ni
-from dpjax.bench.floor import rng_floor
-from dpjax.bench.harness import time_host, time_jitted
-from dpjax.bench.report import print_machine, print_table
 from dpjax.budgeting import pie_ni
 from dpjax.budgeting.geometry import box_signed_distance
-from dpjax.studies.reproduce.data import hotspots
+from dpjax.datasets.papers import hotspots
+from dpjax.tools.bench.cases.budgeting import BETA0, HALF, RHO, box_distance, numpy_pie_ni
+from dpjax.tools.bench.floor import rng_floor
+from dpjax.tools.bench.harness import time_host, time_jitted
+from dpjax.tools.bench.report import print_machine, print_table
 
 
 def main(argv=None) -> None:

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import additive, noise
-from dpjax.bench.harness import load_average
+from dpjax.tools.bench.harness import load_average
 
 N, N_PEER, KEYS, BINS = 10**5, 10**4, 1000, 1000
 

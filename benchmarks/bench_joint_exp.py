@@ -2,7 +2,7 @@
 paper's algorithm (FFT per quantile, dense ``m x (n+1) x m`` table as in Alg. 1), side by side.
 
 ``dpjax bench quantiles`` times the headline row (the default scan path at n = 10^6, m = 29, one
-release and vmapped releases). This script uses the same harness (``dpjax.bench``) for the rest.
+release and vmapped releases). This script uses the same harness (``dpjax.tools.bench``) for the rest.
 Run from the repository root:
 
     python -m benchmarks.bench_joint_exp [--sizes 1000:30 100000:29 1000000:30] [--x64] [--epsilon 1]
@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import logsumexp
 
-from dpjax.bench.harness import time_host, time_jitted
-from dpjax.bench.report import print_machine, print_table
+from dpjax.tools.bench.harness import time_host, time_jitted
+from dpjax.tools.bench.report import print_machine, print_table
 
 
 def numpy_joint_exp(rng, x, qs, epsilon, lower, upper):

@@ -48,10 +48,10 @@ import numpy as np
 import optax
 
 from dpjax import optax as dpo
-from dpjax.bench.harness import time_jitted
-from dpjax.bench.report import print_machine, print_table
-from dpjax.optax import data as data_lib
-from dpjax.optax import train
+from dpjax.datasets import training as data_lib
+from dpjax.tools.bench.harness import time_jitted
+from dpjax.tools.bench.report import print_machine, print_table
+from dpjax.tools.train import run as train
 
 EPSILONS = (1.0, 3.0, 8.0)
 DELTA = 1e-5
@@ -226,7 +226,7 @@ def _row(dataset, aggregation, timing, reference, vs_reference):
 
 
 def speed_part(datasets, repeats: int):
-    """Every aggregation's step timed by the harness (``dpjax.bench.harness.time_jitted``: compile
+    """Every aggregation's step timed by the harness (``dpjax.tools.bench.harness.time_jitted``: compile
     excluded, ``repeats`` calls or more); the minimum is the least disturbed figure on a shared machine."""
     rows = []
     for dataset in datasets:
@@ -285,7 +285,7 @@ def aggregation_part(repeats: int):
     """The aggregation alone (clip, sum, noise of given per-example gradients: the ``training`` family
     of ``dpjax bench``), dpjax's ``dp_aggregate`` and ``optax.contrib.differentially_private_aggregate``
     called alternately (interleaved, so both see the same machine load), ``repeats`` calls each."""
-    from dpjax.bench.cases import training as cases
+    from dpjax.tools.bench.cases import training as cases
 
     rows = []
     for name, shapes in cases.SHAPES.items():

@@ -6,8 +6,8 @@ Run from the repository root (about 30-40 minutes on 2 loaded CPU cores):
 run) and ``optax_headline.md`` (the table) after each cell, so an interrupted run keeps what finished.
 
 Setting: exactly what ``dpjax train`` runs (its model, optimizer, batch, epochs and Poisson sampling;
-see :mod:`dpjax.optax.train`). Cells: UCI Adult at epsilon 3 (MLP) and MNIST-5k (4,000 train / 1,000
-test; the small CNN of :func:`dpjax.optax.train.cnn`) at epsilon 1 and 3; delta = 1e-5 for the whole
+see :mod:`dpjax.tools.train.run`). Cells: UCI Adult at epsilon 3 (MLP) and MNIST-5k (4,000 train / 1,000
+test; the small CNN of :func:`dpjax.tools.train.run.cnn`) at epsilon 1 and 3; delta = 1e-5 for the whole
 run, the noise multiplier of each strategy calibrated so every row has the same (epsilon, delta).
 
 * fixed clips over ``FIXED_GRID``; "best fixed" is chosen on the test accuracy *in hindsight*: the
@@ -33,9 +33,10 @@ import numpy as np
 
 from benchmarks import bench_optax
 from dpjax import optax as dpo
-from dpjax.bench.report import print_machine
-from dpjax.optax import data as data_lib
-from dpjax.optax import train, train_cli
+from dpjax.datasets import training as data_lib
+from dpjax.tools.bench.report import print_machine
+from dpjax.tools.train import run as train
+from dpjax.tools.train import settings
 
 DELTA = 1e-5
 FIXED_GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
@@ -52,7 +53,7 @@ def stack(trees):
 def runner(dataset: data_lib.Dataset, plan: train.Plan, args):
     """``jit`` of: runs (keys, strategies, sigmas stacked on a leading axis) -> (accuracy, final clip),
     with ``dpjax train``'s model for the dataset."""
-    model = train.model_for(train.DEFAULT_MODEL[dataset.name], dataset, args.hidden)
+    model = train.model_for(settings.DEFAULT_MODEL[dataset.name], dataset, args.hidden)
     return bench_optax.runner(dataset, plan, model=model, learning_rate=args.learning_rate,
                               runs_at_once=RUNS_AT_ONCE)
 
@@ -190,15 +191,15 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--cells", nargs="+", default=[f"{d}:{e:g}" for d, e in CELLS], help="dataset:epsilon"
     )
-    parser.add_argument("--clip-norm", type=float, default=train_cli.DEFAULTS["clip_norm"])
-    parser.add_argument("--clip-epsilon", type=float, default=train_cli.DEFAULTS["clip_epsilon"])
-    parser.add_argument("--every", type=int, default=train_cli.DEFAULTS["every"])
-    parser.add_argument("--hidden", type=int, default=train_cli.DEFAULTS["hidden"])
-    parser.add_argument("--learning-rate", type=float, default=train_cli.DEFAULTS["learning_rate"])
-    parser.add_argument("--batch-size", type=int, default=train_cli.DEFAULTS["batch_size"])
+    parser.add_argument("--clip-norm", type=float, default=settings.DEFAULTS["clip_norm"])
+    parser.add_argument("--clip-epsilon", type=float, default=settings.DEFAULTS["clip_epsilon"])
+    parser.add_argument("--every", type=int, default=settings.DEFAULTS["every"])
+    parser.add_argument("--hidden", type=int, default=settings.DEFAULTS["hidden"])
+    parser.add_argument("--learning-rate", type=float, default=settings.DEFAULTS["learning_rate"])
+    parser.add_argument("--batch-size", type=int, default=settings.DEFAULTS["batch_size"])
     args = parser.parse_args(argv)
     args.argv = argv if argv is not None else __import__("sys").argv[1:]
-    args.epochs = dict(train.DEFAULT_EPOCHS)
+    args.epochs = dict(settings.DEFAULT_EPOCHS)
     print_machine()
     datasets = {"adult": data_lib.load_adult}
     if args.mnist:

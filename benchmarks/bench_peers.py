@@ -1,6 +1,6 @@
 """One release of every `dpjax bench` row that has peers, against each peer, interleaved.
 
-The rows, data and peers are those of :mod:`dpjax.bench.cases` (same input to both sides). Unlike
+The rows, data and peers are those of :mod:`dpjax.tools.bench.cases` (same input to both sides). Unlike
 `dpjax bench`, which times dpjax and then each peer, the calls alternate round by round (dpjax,
 peer 1, peer 2, ..., dpjax, ...), so a change of machine load hits every column alike; each cell
 gives the fastest call (wall time) and the median CPU time of the process per call (all threads:
@@ -23,9 +23,9 @@ import time
 
 import jax
 
-from dpjax.bench import cases as bench_cases
-from dpjax.bench.harness import load_average
-from dpjax.bench.report import seconds
+from dpjax.tools.bench import cases as bench_cases
+from dpjax.tools.bench.harness import load_average
+from dpjax.tools.bench.report import seconds
 
 FAMILIES = ("selection", "svt", "quantiles", "aggregates", "topk", "budgeting")
 

@@ -2,7 +2,7 @@
 
 ``dpjax bench selection`` times the headline rows (``gumbel_top_k`` and ``exponential_mechanism``,
 their fast samplers ``method="tree"`` and ``method="inverse_cdf"``, with their peers). This script
-times the other selection kernels the same way (one harness: ``dpjax.bench``), on the same Zipf(1.3)
+times the other selection kernels the same way (one harness: ``dpjax.tools.bench``), on the same Zipf(1.3)
 scores: report-noisy-max with Exponential and Laplace noise, and noisy top-k with gap (Laplace noise,
 ``lax.top_k(k + 1)`` with values).
 
@@ -12,9 +12,9 @@ Run from the repository root: ``python -m benchmarks.bench_selection [--size 1] 
 from __future__ import annotations
 
 from dpjax import selection
-from dpjax.bench.case import Case, power_label, scaled
-from dpjax.bench.cases.selection import zipf_scores
-from dpjax.bench.cli import script
+from dpjax.tools.bench.case import Case, power_label, scaled
+from dpjax.tools.bench.cases.selection import zipf_scores
+from dpjax.tools.bench.cli import script
 
 K, EPSILON = 10, 1.0
 

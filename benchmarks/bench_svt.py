@@ -19,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from dpjax import svt
-from dpjax.bench.case import Case, Peer, power_label, scaled, zipf_counts
-from dpjax.bench.cli import script
+from dpjax.datasets.zipf import zipf_histogram
+from dpjax.tools.bench.case import Case, Peer, power_label, scaled
+from dpjax.tools.bench.cli import script
 
 K, EPSILON = 10, 0.7
 
@@ -51,7 +52,7 @@ def speed_cases(scale: float) -> list[Case]:
     n = scaled(10**4, scale, 1_000)
     queries = np.linspace(0.0, 100.0, n).astype(np.float32)
     items = scaled(10**5, scale, 1_000)
-    counts = zipf_counts(items, 10 * items, 1.1, 1)
+    counts = zipf_histogram(np.random.default_rng(1), items, 10 * items, 1.1).astype(np.float64)
     threshold = float(np.sort(counts)[::-1][8 * K])
     budget = svt.gap_budget(EPSILON, K, monotonic=True)
 

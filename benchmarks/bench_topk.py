@@ -2,7 +2,7 @@
 kbar = 100, k = 10, limited-domain mechanism (Durfee and Rogers 2019, Algorithm 1).
 
 ``dpjax bench topk`` times the headline row (one 10^6-item histogram, single release and releases
-vmapped over keys, with a NumPy peer). This script uses the same harness (``dpjax.bench``) for what
+vmapped over keys, with a NumPy peer). This script uses the same harness (``dpjax.tools.bench``) for what
 is not a headline row. Compares, per query, in one run:
 * the RNG floor: kbar + 1 ``jax.random.gumbel`` draws per query;
 * ``dpjax.topk.limited_domain`` on a batch of full histograms (exact top-(kbar+1) extraction with
@@ -29,9 +29,9 @@ import numpy as np
 
 from dpjax import topk
 from dpjax.accounting.pay_what_you_get import calibrate_epsilon
-from dpjax.bench.floor import rng_floor
-from dpjax.bench.harness import time_host, time_jitted
-from dpjax.bench.report import print_machine, print_table
+from dpjax.tools.bench.floor import rng_floor
+from dpjax.tools.bench.harness import time_host, time_jitted
+from dpjax.tools.bench.report import print_machine, print_table
 
 DELTA, DELTA_PRIME = 5e-7, 5e-7
 

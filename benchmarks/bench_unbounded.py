@@ -19,11 +19,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.bench.case import Case, Peer, power_label, scaled
-from dpjax.bench.cases.quantiles import BETA, EPSILON, Q
-from dpjax.bench.cli import script
 from dpjax.quantiles.unbounded import DEFAULT_MAX_QUERIES, grid, halting
 from dpjax.quantiles.unbounded_bins import cumulative_counts, static_size
+from dpjax.tools.bench.case import Case, Peer, power_label, scaled
+from dpjax.tools.bench.cases.quantiles import BETA, EPSILON, Q
+from dpjax.tools.bench.cli import script
 
 
 def numpy_reference(rng, f, n):

@@ -25,8 +25,8 @@ import jax
 import numpy as np
 
 from dpjax.budgeting import kde, kde_baseline, knn, knn_baseline
-from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import ratio_of_means_se
+from dpjax.datasets import papers as data
+from dpjax.tools.reproduce.result import ratio_of_means_se
 
 BANDWIDTH, BETA0 = 500.0, 0.025
 

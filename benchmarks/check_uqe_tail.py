@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import integrate
 
+from dpjax.datasets import papers as data
 from dpjax.quantiles.unbounded import unbounded_result
-from dpjax.studies.reproduce import data
 
 EPSILON, BETA, Q, N = 0.1, 1.001, 0.99, 1000
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpjax.studies.reproduce import data
+from dpjax.datasets import papers as data
 
 RANGES = {
     "uniform": (-5.0, 5.0),

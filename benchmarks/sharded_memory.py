@@ -28,8 +28,8 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from dpjax import budgeting, quantiles, topk
-from dpjax.bench.harness import Timing, time_eager
 from dpjax.studies import runner
+from dpjax.tools.bench.harness import Timing, time_eager
 
 KEY = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
 DEVICES = (1, 2, 4, 8)

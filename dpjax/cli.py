@@ -2,15 +2,16 @@
 
 Each subcommand is a module with ``add_parser(subparsers) -> ArgumentParser`` (it adds its parser
 to the ``argparse`` subparsers) and ``run(args) -> int`` (the exit status). Registering one is one
-line in ``SUBCOMMANDS``. Only the module of the command being run is imported (the others are listed
-by their one-line help), so ``dpjax --help`` answers without loading JAX.
+line in ``SUBCOMMANDS``; the modules live in :mod:`dpjax.tools` and never import this one back
+(their shared ``argparse`` types are in :mod:`dpjax.tools.argtypes`). Only the module of the
+command being run is imported (the others are listed by their one-line help), so ``dpjax --help``
+answers without loading JAX.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import os
 import signal
 import sys
@@ -19,44 +20,22 @@ import threading
 # name: (module, the one-line help its add_parser gives; tests/test_cli_startup.py checks they agree)
 SUBCOMMANDS = {
     "study": (
-        "dpjax.studies.cli",
+        "dpjax.tools.study.cli",
         "run Monte Carlo accuracy studies (the registered ones, or your own from a TOML file)",
     ),
     "bench": (
-        "dpjax.bench.cli",
+        "dpjax.tools.bench.cli",
         "time every mechanism family on this device against the RNG floor and peer libraries",
     ),
     "train": (
-        "dpjax.optax.train_cli",
+        "dpjax.tools.train.cli",
         "DP-SGD on UCI Adult or MNIST with a fixed, quantile or geometric clip norm",
     ),
     "reproduce": (
-        "dpjax.studies.reproduce.cli",
+        "dpjax.tools.reproduce.cli",
         "reproduce the numbers of the papers dpjax implements, beside the papers' values",
     ),
 }
-
-
-def positive_int(text: str) -> int:
-    """An ``argparse`` type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """An ``argparse`` type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
 
 
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:

@@ -19,8 +19,8 @@ import pytest
 from jax import export
 from mechanism_registry import all_mechanisms
 
-from dpjax.bench.cases import FAMILIES, cases
 from dpjax.quantiles.intervals import sort_floats
+from dpjax.tools.bench.cases import FAMILIES, cases
 
 ACCELERATORS = ("cuda", "rocm", "tpu")
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,9 +31,9 @@ ALLOWED = {
     # host-side float64 statistics are pinned to the CPU device on purpose (documented there)
     "dpjax/audit/binomial.py",
     # the machine description reads the host's memory when the device is the CPU
-    "dpjax/bench/harness.py",
+    "dpjax/tools/bench/harness.py",
     # the bench figure names a recorded CPU backend by the host's CPU model (and its test says so)
-    "dpjax/bench/report.py",
+    "dpjax/tools/bench/report.py",
     "tests/test_bench.py",
     # the multi-device tests make 8 virtual host devices (XLA_FLAGS) in their worker processes
     "tests/sharding_worker.py",

@@ -1,4 +1,4 @@
-"""``dpjax.bench``: timing harness, RNG floor, batch sizing, reports and the ``dpjax bench`` command."""
+"""``dpjax.tools.bench``: timing harness, RNG floor, batch sizing, reports and the ``dpjax bench`` command."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpjax.bench import harness, report
-from dpjax.bench.case import Case, power_label, scaled
-from dpjax.bench.cases import FAMILIES
-from dpjax.bench.cases.aggregates import _variates as sum_variates
-from dpjax.bench.cases.quantiles import BETA, _halting_variates
-from dpjax.bench.cli import auto_scale
-from dpjax.bench.floor import (
+from dpjax.cli import main
+from dpjax.tools import readme as readme_region
+from dpjax.tools.bench import harness, report
+from dpjax.tools.bench.case import Case, power_label, scaled
+from dpjax.tools.bench.cases import FAMILIES
+from dpjax.tools.bench.cases.aggregates import _variates as sum_variates
+from dpjax.tools.bench.cases.quantiles import BETA, _halting_variates
+from dpjax.tools.bench.cli import auto_scale
+from dpjax.tools.bench.floor import (
     MAX_VARIATES,
     data_bytes,
     floor_releases,
@@ -25,9 +27,8 @@ from dpjax.bench.floor import (
     stream_bandwidth,
     variate_count,
 )
-from dpjax.bench.harness import MAX_REPEATS, MIN_SECONDS, Timing, time_eager, time_host, time_jitted
-from dpjax.bench.run import _limit, batch_size
-from dpjax.cli import main
+from dpjax.tools.bench.harness import MAX_REPEATS, MIN_SECONDS, Timing, time_eager, time_host, time_jitted
+from dpjax.tools.bench.run import _limit, batch_size
 
 GIB = 2**30
 
@@ -214,19 +215,19 @@ def test_markdown_and_readme_region(tmp_path):
     assert "| selection.gumbel_top_k | P (numpy 2) | n | 4 ms | 2x | 400x |" in text
     assert "skipped: not installed" in text
     readme = tmp_path / "README.md"
-    begin, end = report.markers()
-    named = report.markers("x")
+    begin, end = readme_region.markers()
+    named = readme_region.markers("x")
     readme.write_text(f"# B\n\nbefore\n{begin}\nold\n{end}\nmiddle\n{named[0]}\nkept\n{named[1]}\nafter\n")
-    report.update_readme(readme, text)
-    report.update_readme(readme, text)  # idempotent
+    readme_region.update_readme(readme, text)
+    readme_region.update_readme(readme, text)  # idempotent
     content = readme.read_text()
     assert content.startswith("# B\n\nbefore\n") and content.endswith(f"{named[1]}\nafter\n")
     assert "old" not in content and "kept" in content and content.count("selection.gumbel_top_k | d=10") == 1
-    report.update_readme(readme, "new text", region="x")
+    readme_region.update_readme(readme, "new text", region="x")
     assert "kept" not in readme.read_text() and "new text" in readme.read_text()
     readme.write_text("no markers\n")
     with pytest.raises(ValueError, match="dpjax-bench"):
-        report.update_readme(readme, text)
+        readme_region.update_readme(readme, text)
 
 
 @pytest.mark.slow
@@ -253,7 +254,7 @@ def test_dpjax_bench_command_end_to_end(tmp_path, capsys, monkeypatch):
     assert (out / "results.png").stat().st_size > 0
     assert "Command: `dpjax bench --size 1e-06 --repeats 1" in (out / "results.md").read_text()
     readme = tmp_path / "README.md"
-    readme.write_text("{}\n{}\n".format(*report.markers()))
+    readme.write_text("{}\n{}\n".format(*readme_region.markers()))
     assert main(["bench", "--from-json", str(out / "results.json"), "--update-readme", str(readme)]) == 0
     assert (out / "results.md").read_text().strip() in readme.read_text()
     assert "selection.gumbel_top_k" in capsys.readouterr().out

@@ -24,8 +24,8 @@ def _signal_self(signum):
 
 
 def test_bench_stopped_by_sigint_writes_the_finished_cases_and_resumes(tmp_path, monkeypatch, capsys):
-    import dpjax.bench.cli as bench_cli
-    from dpjax.bench.case import Case
+    import dpjax.tools.bench.cli as bench_cli
+    from dpjax.tools.bench.case import Case
 
     measured, stop = [], {"at": "b"}
 
@@ -60,7 +60,7 @@ def test_bench_stopped_by_sigint_writes_the_finished_cases_and_resumes(tmp_path,
 
 
 def _fake(name, calls, stop):
-    from dpjax.studies.reproduce import Reproduction, Row
+    from dpjax.tools.reproduce import Reproduction, Row
 
     def run(key, mode, data_dir):
         calls.append(name)
@@ -75,7 +75,7 @@ def _fake(name, calls, stop):
 
 def test_reproduce_stopped_by_sigterm_exits_143_and_resume_equals_an_uninterrupted_run(
         tmp_path, monkeypatch, capsys):
-    import dpjax.studies.reproduce.cli as reproduce_cli
+    import dpjax.tools.reproduce.cli as reproduce_cli
 
     calls, stop = [], {}
     fakes = {name: _fake(name, calls, stop) for name in ("aa", "bb", "cc")}
@@ -140,9 +140,9 @@ import contextlib, io, json, sys, traceback
 def computing(*args, **kwargs):  # the arguments were accepted: stop before the real work
     raise SystemExit(0)
 
-import dpjax.bench.cli, dpjax.optax.train, dpjax.studies.cli, dpjax.studies.reproduce.cli
-dpjax.studies.cli._run = dpjax.bench.cli._measure = dpjax.studies.reproduce.cli._run = computing
-dpjax.optax.train.calibrate = dpjax.optax.train.init_carry = computing
+import dpjax.tools.bench.cli, dpjax.tools.train.run, dpjax.tools.study.cli, dpjax.tools.reproduce.cli
+dpjax.tools.study.cli._run = dpjax.tools.bench.cli._measure = dpjax.tools.reproduce.cli._run = computing
+dpjax.tools.train.run.calibrate = dpjax.tools.train.run.init_carry = computing
 from dpjax.cli import main
 
 results = []

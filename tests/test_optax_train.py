@@ -1,4 +1,4 @@
-"""dpjax.optax.train: the Poisson sampler's law, the padded size's tail bound, the shipped dataset and
+"""dpjax.tools.train.run: the Poisson sampler's law, the padded size's tail bound, the shipped dataset and
 the ``dpjax train`` command."""
 
 import csv
@@ -10,7 +10,9 @@ import pytest
 from scipy import stats
 
 from dpjax.cli import main
-from dpjax.optax import data, train, train_cli
+from dpjax.datasets import training as data
+from dpjax.tools.train import run as train
+from dpjax.tools.train import settings
 
 
 def test_poisson_batch_selects_each_index_independently_with_the_rate():
@@ -148,7 +150,7 @@ def test_train_help_shows_the_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for name, value in train_cli.DEFAULTS.items():
+    for name, value in settings.DEFAULTS.items():
         assert f"(default: {value})" in text, name
     assert "(default: None)" not in text
 

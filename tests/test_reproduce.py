@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from dpjax.cli import main
-from dpjax.studies.reproduce import REPRODUCTIONS, Reproduction, Row, data, jointexp, uqe, writers
-from dpjax.studies.reproduce.result import (
+from dpjax.datasets import papers as data
+from dpjax.tools import reproduce
+from dpjax.tools.reproduce import REPRODUCTIONS, Reproduction, Row, jointexp, uqe, writers
+from dpjax.tools.reproduce.result import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
@@ -33,7 +35,7 @@ SPEC_CITATION = re.compile(r"\bspec(?:'s)?\b", re.I)
 
 def test_the_reproductions_cite_the_papers_not_the_engineering_specs():
     """A user has the papers, not dpjax's internal specs: no note or claim may cite a spec."""
-    package = Path(data.__file__).parent
+    package = Path(reproduce.__file__).parent
     for source in sorted(package.glob("*.py")):
         for number, line in enumerate(source.read_text().splitlines(), 1):
             assert not SPEC_CITATION.search(line), f"{source.name}:{number}: {line.strip()}"
@@ -248,7 +250,7 @@ def _fake(name, fail=False):
 
 
 def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeypatch, capsys):
-    import dpjax.studies.reproduce.cli as reproduce_cli
+    import dpjax.tools.reproduce.cli as reproduce_cli
 
     monkeypatch.setattr(reproduce_cli, "REPRODUCTIONS", {"aa": _fake("aa"), "bb": _fake("bb", fail=True)})
     out, report = tmp_path / "figs", tmp_path / "docs" / "REPORT.md"
@@ -340,7 +342,7 @@ def _check_report_structure(csv_path: Path, text: str) -> list[Reproduction]:
     current explanations, as ``--from-csv`` renders it): a verdict among the three, agreeing with its
     stored interval and tolerance (``read_csv`` recomputes it), a why wherever it does not hold; no
     spec citation anywhere in the report."""
-    from dpjax.studies.reproduce.cli import _explained
+    from dpjax.tools.reproduce.cli import _explained
 
     titles = {name: module.TITLE for name, module in REPRODUCTIONS.items()}
     reproductions = [_explained(rep) for rep in writers.read_csv(csv_path, titles)]

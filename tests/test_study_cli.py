@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from dpjax.cli import main
-from dpjax.studies import datasets, studies
+from dpjax.datasets import builtin as datasets
+from dpjax.datasets import studies
 
 
 def test_catalog_studies_declare_what_they_measure():

@@ -17,6 +17,8 @@ import functools
 
 import numpy as np
 
+from dpjax.datasets.zipf import zipf_histogram
+
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
@@ -73,13 +75,10 @@ def _lognormal(rng, seed):
 
 
 def _zipf(rng, seed):
-    items, records, exponent = 10_000, 1_000_000, 1.1
-    weights = 1.0 / np.arange(1, items + 1) ** exponent
-    counts = rng.multinomial(records, weights / weights.sum())
     return Dataset(
         "zipf",
         "histogram",
-        rng.permutation(counts).astype(np.int64),
+        zipf_histogram(rng, 10_000, 1_000_000, 1.1).astype(np.int64),
         0.0,
         None,
         "10,000-item Zipf(1.1) histogram of 10^6 records",

@@ -1,5 +1,5 @@
-"""Data for the reproductions: the papers' real datasets read from a directory given on the command
-line, and built-in stand-ins (synthetic, seeded) when it is not given.
+"""Data of the papers dpjax reproduces (``dpjax reproduce``, benchmarks): the papers' real datasets
+read from a directory the caller gives, and built-in stand-ins (synthetic, seeded) when it is not given.
 
 Real files (as in ``../shared/data``, see its README): ``books.csv`` (Goodreads: ``average_rating``
 and ``"  num_pages"``, 11,123 well-formed rows), ``adult.data`` + ``adult.test`` (UCI Adult: age and
@@ -26,6 +26,8 @@ import gzip
 from pathlib import Path
 
 import numpy as np
+
+from dpjax.datasets.zipf import zipf_histogram
 
 COLUMNS = ("ratings", "pages", "ages", "hours")
 
@@ -122,10 +124,8 @@ def knn_points(data_dir: Path | None, seed: int = 0) -> tuple[np.ndarray, str]:
 def item_counts(name: str, seed: int = 0) -> np.ndarray:
     """Stand-in item counts for a free-gap dataset, in a fixed random (stream) order."""
     transactions, items, occurrences, exponent = ITEMSETS[name]
-    rng = _rng(seed, name)
-    weights = 1.0 / np.arange(1, items + 1) ** exponent
-    counts = np.minimum(rng.multinomial(occurrences, weights / weights.sum()), transactions)
-    return rng.permutation(counts).astype(np.float64)
+    counts = zipf_histogram(_rng(seed, name), items, occurrences, exponent)
+    return np.minimum(counts, transactions).astype(np.float64)
 
 
 def hotspots(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
 """Datasets of the DP-SGD example and benchmark: UCI Adult (shipped) and MNIST-5k (read from a path).
 
-* :func:`load_adult`: UCI Adult (Becker and Kohavi 1996, CC BY 4.0; see ``datasets/ADULT.md``),
+* :func:`load_adult`: UCI Adult (Becker and Kohavi 1996, CC BY 4.0; see ``adult/ADULT.md``),
   48,842 rows, the usual DP-SGD tabular benchmark: one-hot categorical columns plus standardized
   numeric ones (``log1p`` on the capital gain and loss), the original 32,561 / 16,281 split.
 * :func:`load_mnist`: a CSV of 784 pixel columns and a last label column (e.g. the 5,000-image
@@ -34,7 +34,7 @@ LOG_COLUMNS = (2, 3)  # capital-gain, capital-loss (in make_adult.NUMERIC order)
 
 def load_adult() -> Dataset:
     """UCI Adult as one-hot + standardized features (107 columns), binary income label."""
-    with resources.files("dpjax.optax").joinpath("datasets/adult.npz").open("rb") as f:
+    with resources.files("dpjax.datasets").joinpath("adult/adult.npz").open("rb") as f:
         raw = dict(np.load(f))
     categorical, numeric, train = raw["categorical"], raw["numeric"].astype(np.float64), raw["train"]
     sizes = [raw[k].size for k in raw if k.startswith("categories_")]

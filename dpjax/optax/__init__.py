@@ -13,12 +13,12 @@ Example:
 
 import importlib
 
-# Loaded on first use (PEP 562), so that ``dpjax train``'s command line (dpjax.optax.train_cli) starts
+# Loaded on first use (PEP 562), so that ``dpjax train``'s command line (dpjax.tools.train.cli) starts
 # without importing JAX.
 _HOMES = {
     "dp_event": "accounting",
     "noise_multiplier_for_epsilon": "accounting",
-    "pure_dp_to_gdp": "accounting",
+    "pure_dp_to_gdp": "gdp",
     "spent_epsilon": "accounting",
     "training_epsilon": "accounting",
     "training_guarantee": "accounting",

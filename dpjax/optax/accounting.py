@@ -12,9 +12,9 @@ before it, is dominated by one Gaussian of noise multiplier ``sigma_t`` (the str
 * geometric clip (Andrew et al. 2021): the sum and the noised centred count form one Gaussian
   mechanism, ``sigma_t = (sigma^-2 + z_b^-2)^-1/2`` exactly;
 * quantile clip: at estimation steps the UQE estimate is ``epsilon``-DP (Durfee 2023, Lemma B.2),
-  hence ``mu``-GDP with ``mu = 2 Phi^-1(e^eps/(1 + e^eps))`` (:func:`pure_dp_to_gdp`), and the step is
-  dominated by the Gaussian with ``sigma_t = (sigma^-2 + mu^2)^-1/2`` (GDP composition); other steps
-  have ``sigma_t = sigma``.
+  hence ``mu``-GDP with ``mu = 2 Phi^-1(e^eps/(1 + e^eps))`` (:func:`dpjax.optax.gdp.pure_dp_to_gdp`),
+  and the step is dominated by the Gaussian with ``sigma_t = (sigma^-2 + mu^2)^-1/2`` (GDP
+  composition); other steps have ``sigma_t = sigma``.
 
 A Poisson-subsampled mechanism whose add and remove neighbours are dominated by a Gaussian pair is
 dominated by the subsampled Gaussian pair (Zhu, Dong, Wang 2022, Thm. 10), and dominating pairs
@@ -24,7 +24,7 @@ dp_accounting's PLD accountant (default) or its RDP accountant (a cross-check; R
 are upper bounds on the epsilon of the run at the given delta.
 
 Not claimed: anything about batches drawn other than by Poisson sampling (e.g. shuffling into
-fixed-size batches), or about a run whose padded batch was truncated (see ``dpjax.optax.train``).
+fixed-size batches), or about a run whose padded batch was truncated (see ``dpjax.tools.train.run``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from statistics import NormalDist
 
 from dpjax.accounting import ZCDP
 from dpjax.optax.clip import as_strategy
@@ -42,22 +41,6 @@ ACCOUNTANTS = ("pld", "rdp")
 PLD_DISCRETIZATION = 1e-4  # dp_accounting's default value_discretization_interval
 CALIBRATION_RELATIVE_GRID = 1e-4  # the calibration's PLD grid, relative to the target epsilon
 MINIMALITY = 1e-3  # a calibrated sigma lowered by this fraction exceeds the target
-
-
-def pure_dp_to_gdp(epsilon: float) -> float:
-    """The smallest mu such that every epsilon-DP mechanism is mu-GDP: ``2 Phi^-1(e^eps/(1+e^eps))``.
-
-    An epsilon-DP mechanism's trade-off curve is at least ``f_eps(a) = max(0, 1 - e^eps a,
-    e^-eps (1 - a))`` (Kairouz, Oh, Viswanath 2015; Dong, Roth, Su 2022, §2.3). The Gaussian curve
-    ``G_mu(a) = Phi(Phi^-1(1 - a) - mu)`` is convex, so it lies below ``f_eps``'s two chords once it
-    passes through their common point ``a = 1/(1 + e^eps)``, which fixes mu as above. Host-side.
-
-    Example:
-      >>> round(pure_dp_to_gdp(1.0), 4)
-      1.232
-    """
-    epsilon = check_epsilon(epsilon)
-    return -2.0 * NormalDist().inv_cdf(1.0 / (1.0 + math.exp(epsilon)))
 
 
 def _validated(steps, sampling_rate, noise_multiplier):

@@ -32,6 +32,7 @@ from jax import lax
 
 from dpjax import noise
 from dpjax.optax import defaults
+from dpjax.optax.gdp import pure_dp_to_gdp
 from dpjax.quantiles.unbounded import grid, halting, tabulate
 from dpjax.quantiles.unbounded_bins import grid_edges
 from dpjax.validation import Checks, check_int, check_positive, is_traced
@@ -175,13 +176,11 @@ class QuantileClip:
         calls, each with increasing candidates and a fixed threshold, so ``epsilon/2``-DP by Lemma
         B.2 of Durfee (2023) (``max{epsilon1, epsilon2}`` with ``epsilon1 = epsilon2 = epsilon/2``).
         A pure epsilon-DP mechanism is mu-GDP with
-        ``mu = 2 Phi^-1(e^eps / (1 + e^eps))`` (see :func:`dpjax.optax.accounting.pure_dp_to_gdp`),
+        ``mu = 2 Phi^-1(e^eps / (1 + e^eps))`` (see :func:`dpjax.optax.gdp.pure_dp_to_gdp`),
         i.e. dominated by a Gaussian of noise multiplier ``1/mu``; with the sum (noise multiplier
         sigma) on the same batch the step is dominated by one Gaussian of noise multiplier
         ``(sigma^-2 + mu^2)^-1/2`` (GDP composition), which the accountant then subsamples.
         """
-        from dpjax.optax.accounting import pure_dp_to_gdp
-
         every = np.asarray(self.every)  # a Python int, or an array after a jit round trip of the state
         if every.ndim or every.dtype.kind not in "iu":
             raise TypeError(f"every must be a scalar integer, got {self.every!r}.")

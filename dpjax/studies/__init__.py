@@ -7,9 +7,10 @@
 * :func:`studies` lists the registered studies that ``dpjax study`` runs.
 """
 
+from dpjax.datasets.builtin import Dataset
 from dpjax.studies import metrics
-from dpjax.studies.datasets import Dataset
-from dpjax.studies.registry import register, studies
+from dpjax.studies.catalog import studies
+from dpjax.studies.registry import register
 from dpjax.studies.runner import monte_carlo, trial_keys
 from dpjax.studies.study import Mechanism, Study, StudyResult, run_study
 

@@ -1,18 +1,16 @@
 """The registry of the studies that ``dpjax study`` runs.
 
 A mechanism family declares its studies in a module of :mod:`dpjax.studies.catalog` (one module per
-family, so families never edit a shared file) and registers each :class:`~dpjax.studies.Study`::
+family, so families never edit a shared file; :func:`dpjax.studies.catalog.studies` imports them all)
+and registers each :class:`~dpjax.studies.Study`::
 
     register(Study("laplace_clipped_mean", mechanisms=[...], datasets={"normal": "normal"}, ...))
 
-Datasets given by name are the built-in ones (:mod:`dpjax.studies.datasets`), generated from the
+Datasets given by name are the built-in ones (:mod:`dpjax.datasets.builtin`), generated from the
 run's seed.
 """
 
 from __future__ import annotations
-
-import importlib
-import pkgutil
 
 from dpjax.studies.study import Study
 
@@ -27,10 +25,6 @@ def register(study: Study) -> Study:
     return study
 
 
-def studies() -> dict[str, Study]:
-    """Every registered study, after importing each module of :mod:`dpjax.studies.catalog`."""
-    from dpjax.studies import catalog
-
-    for module in pkgutil.iter_modules(catalog.__path__):
-        importlib.import_module(f"{catalog.__name__}.{module.name}")
+def registered() -> dict[str, Study]:
+    """The studies registered so far, by name (:func:`dpjax.studies.studies` imports the catalog first)."""
     return dict(sorted(_STUDIES.items()))

@@ -60,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import interrupt
-from dpjax.studies import datasets as builtin
+from dpjax.datasets import builtin
 from dpjax.studies.compiles import CompileCounter
 from dpjax.studies.metrics import Metric
 from dpjax.studies.progress import Progress
@@ -155,7 +155,7 @@ class Study:
       name: the study's name (file names, the ``study`` column).
       mechanisms: :class:`Mechanism` objects, or a mapping ``{name: fn}``.
       datasets: ``{name: data}`` where data is an array or pytree of arrays, a :class:`Dataset`, or
-        the name of a built-in dataset (see :mod:`dpjax.studies.datasets`); or ``{name: (data,
+        the name of a built-in dataset (see :mod:`dpjax.datasets.builtin`); or ``{name: (data,
         params)}`` with per-dataset fixed parameters (static) for ``fn``, ``truth`` and theory; a
         parameter given as a function is called with the (host) data, e.g. a threshold at a rank.
       metrics: what to measure (see :mod:`dpjax.studies.metrics`).

@@ -1,6 +1,6 @@
 """Builds ``adult.npz`` (shipped with dpjax) from the UCI Adult files ``adult.data`` and ``adult.test``.
 
-Usage: ``python dpjax/optax/datasets/make_adult.py DIR`` where DIR holds the two original files
+Usage: ``python dpjax/datasets/adult/make_adult.py DIR`` where DIR holds the two original files
 (``adult.test`` has a one-line header and labels ending in "."). Output, in this folder:
 
 * ``categorical``: uint8 [48842, 8], the category index of workclass, education, marital-status,
@@ -11,8 +11,8 @@ Usage: ``python dpjax/optax/datasets/make_adult.py DIR`` where DIR holds the two
 * ``train``: bool [48842], True for the 32,561 rows of ``adult.data`` (the usual split);
 * ``categories_<column>``: the category names of each categorical column, in index order (sorted).
 
-Every row is kept; no value is edited. :func:`dpjax.optax.data.load_adult` turns this into one-hot
-and standardized features.
+Every row is kept; no value is edited. :func:`dpjax.datasets.training.load_adult` turns this into
+one-hot and standardized features.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a benchmark row is: a mechanism's release function on fixed data, its noise, and its peers.
 
-Each mechanism family's module in :mod:`dpjax.bench.cases` returns :class:`Case` objects for a
-size scale; :mod:`dpjax.bench.run` times them all the same way.
+Each mechanism family's module in :mod:`dpjax.tools.bench.cases` returns :class:`Case` objects for a
+size scale; :mod:`dpjax.tools.bench.run` times them all the same way.
 """
 
 from __future__ import annotations
@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +50,7 @@ class Case:
       releases: Monte Carlo releases per batched call at scale 1 (``jit(vmap(release))`` over keys);
         0 for a single-release-only row.
       bytes_per_release: working memory of one vmapped release, to cap the batch by device memory.
-      noise: the ``jax.random`` sampler of the RNG floor (see :mod:`dpjax.bench.floor`).
+      noise: the ``jax.random`` sampler of the RNG floor (see :mod:`dpjax.tools.bench.floor`).
       variates: noise variates per release, or a function of the batched output (of the single
         output when ``releases == 0``) returning the mean variates per release.
       variates_note: what the variate count counts.
@@ -85,11 +83,3 @@ def power_label(n: int) -> str:
     if mantissa == "1" and 10 ** int(exponent) == n:
         return f"10^{int(exponent)}"
     return f"{n:,}" if n < 10_000 else f"{n:.3g}"
-
-
-def zipf_counts(items: int, occurrences: int, exponent: float, seed: int) -> np.ndarray:
-    """A histogram of ``occurrences`` records over ``items`` items with Zipf(``exponent``) weights,
-    in a random item order (float64): the skewed counts of the selection and SVT benchmarks."""
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.arange(1, items + 1) ** exponent
-    return rng.permutation(rng.multinomial(occurrences, weights / weights.sum())).astype(np.float64)

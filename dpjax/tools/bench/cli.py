@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 from dpjax import interrupt
-from dpjax.bench import report
-from dpjax.bench.cases import FAMILIES, cases
-from dpjax.bench.harness import device_memory
-from dpjax.bench.run import run_cases
-from dpjax.cli import positive_float, positive_int
+from dpjax.tools.argtypes import positive_float, positive_int
+from dpjax.tools.bench import report
+from dpjax.tools.bench.cases import FAMILIES, cases
+from dpjax.tools.bench.harness import device_memory
+from dpjax.tools.bench.run import run_cases
+from dpjax.tools.readme import readme_problem, update_readme
 
 QUICK_SCALE = 0.1
 REFERENCE_MEMORY = 16 * 2**30  # scale 1 (the headline sizes) needs well under this
@@ -119,7 +120,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 def collect(args: argparse.Namespace, finished=(), on_row=None) -> dict:
     """Runs the selected families and returns the JSON record (``finished``, ``on_row``: see
-    :func:`~dpjax.bench.run.run_cases`)."""
+    :func:`~dpjax.tools.bench.run.run_cases`)."""
     scale = (
         args.size if args.size is not None else (QUICK_SCALE if args.quick else auto_scale(device_memory()))
     )
@@ -133,22 +134,6 @@ def collect(args: argparse.Namespace, finished=(), on_row=None) -> dict:
         finished=finished,
         on_row=on_row,
     )
-
-
-def readme_problem(path: Path | None, region: str | None) -> str | None:
-    """Why ``--update-readme path`` cannot be updated (checked before any computing), or ``None``."""
-    if path is None:
-        return None
-    if not path.is_file():
-        return f"--update-readme {path}: no such file"
-    begin, end = report.markers(region)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        return f"--update-readme {path}: {err}"
-    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
-        return f"--update-readme {path} must contain one {begin} line followed by one {end} line"
-    return None
 
 
 def _error(message: str) -> int:
@@ -225,7 +210,7 @@ def _report(args, record: dict, out) -> int:
         print(f"wrote results.json, results.md and results.png to {out.path}"
               + (" (interrupted: --resume continues it)" if stopped else ""))
     if args.update_readme and not stopped:
-        report.update_readme(args.update_readme, report.markdown(record), args.region)
+        update_readme(args.update_readme, report.markdown(record), args.region)
         print(f"updated {args.update_readme}")
     if not args.from_json:
         print(f"dpjax bench: {record['wall_seconds']:.0f} s")

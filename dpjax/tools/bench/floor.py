@@ -22,7 +22,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from dpjax.bench.harness import Timing, time_jitted
+from dpjax.tools.bench.harness import Timing, time_jitted
 
 SAMPLERS = {
     "laplace": jax.random.laplace,

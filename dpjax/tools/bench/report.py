@@ -2,8 +2,8 @@
 
 The Markdown is what ``benchmarks/README.md`` shows between the ``<!-- dpjax-bench:begin -->`` and
 ``<!-- dpjax-bench:end -->`` markers (or ``<!-- dpjax-bench:begin NAME -->`` ... for a named region;
-:func:`update_readme`), so every headline timing there comes from a JSON record of this harness
-together with the command that produced it.
+:func:`dpjax.tools.readme.update_readme`), so every headline timing there comes from a JSON record of
+this harness together with the command that produced it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import math
 from pathlib import Path
 
-from dpjax.bench.harness import machine_info
+from dpjax.tools.bench.harness import machine_info
 
 MAIN_COLUMNS = (
     "mechanism",
@@ -323,22 +323,3 @@ def print_table(title: str, rows: list[dict], columns: list[str] | None = None) 
 
     print(f"\n{title}")
     print(_text_table(columns, [[cell(r.get(c)) for c in columns] for r in rows]))
-
-
-def markers(region: str | None = None) -> tuple[str, str]:
-    """The begin and end lines of a generated region (``region`` names one of several in a file)."""
-    name = f" {region}" if region else ""
-    return f"<!-- dpjax-bench:begin{name} -->", f"<!-- dpjax-bench:end{name} -->"
-
-
-def update_readme(path: Path, text: str, region: str | None = None) -> None:
-    """Replaces the region between the ``dpjax-bench`` markers (of ``region``) of ``path`` with ``text``."""
-    begin, end = markers(region)
-    content = Path(path).read_text()
-    if content.count(begin) != 1 or content.count(end) != 1 or content.index(begin) > content.index(end):
-        raise ValueError(f"{path} must contain one {begin} line followed by one {end} line.")
-    head, rest = content.split(begin)
-    _, tail = rest.split(end)
-    from dpjax.outdir import write_text
-
-    write_text(path, f"{head}{begin}\n{text.strip()}\n{end}{tail}")  # atomic: never a half-written file

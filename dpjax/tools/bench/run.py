@@ -1,4 +1,4 @@
-"""Times a :class:`~dpjax.bench.case.Case`: single release, Monte Carlo batch, floors, peers.
+"""Times a :class:`~dpjax.tools.bench.case.Case`: single release, Monte Carlo batch, floors, peers.
 
 Every figure of a row is measured in the same process, on the same device, one after the other:
 the single release (``jax.jit(release)``, or the eager call for mechanisms that do host work per
@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable
 import jax
 
 from dpjax import interrupt
-from dpjax.bench import peers as peer_libraries
-from dpjax.bench.case import Case
-from dpjax.bench.floor import data_bytes, floor_releases, rng_floor, stream_bandwidth
-from dpjax.bench.harness import (
+from dpjax.studies.progress import heartbeat
+from dpjax.tools.bench import peers as peer_libraries
+from dpjax.tools.bench.case import Case
+from dpjax.tools.bench.floor import data_bytes, floor_releases, rng_floor, stream_bandwidth
+from dpjax.tools.bench.harness import (
     Timing,
     device_memory,
     device_peak_memory,
@@ -31,7 +32,6 @@ from dpjax.bench.harness import (
     time_host,
     time_jitted,
 )
-from dpjax.studies.progress import heartbeat
 
 
 def batch_size(case: Case, memory: int | None, fraction: float = 0.25) -> int:
@@ -107,7 +107,7 @@ def measure(
     log: Callable[[str], None] = print,
 ) -> dict:
     """All the timings of one case, as a JSON-ready dict (seconds are per release). ``bandwidth`` is
-    the device's streaming bandwidth in bytes per second (:func:`~dpjax.bench.floor.stream_bandwidth`)
+    the device's streaming bandwidth in bytes per second (:func:`~dpjax.tools.bench.floor.stream_bandwidth`)
     for the memory floor of one release; ``None`` leaves it out."""
     row = {
         "family": case.family,

@@ -1,7 +1,7 @@
 """Reproductions of the numbers of the five papers dpjax implements (``dpjax reproduce``).
 
 Each module runs one paper's experiments with dpjax's mechanisms and returns a
-:class:`~dpjax.studies.reproduce.result.Reproduction`: every reproduced number beside the paper's
+:class:`~dpjax.tools.reproduce.result.Reproduction`: every reproduced number beside the paper's
 value (or claim), with its standard error and the ratio ours / paper.
 
 * ``uqe`` (seed 000): Durfee (2023), Table 1 and Figure 3.
@@ -11,8 +11,8 @@ value (or claim), with its standard error and the ratio ours / paper.
 * ``budgeting`` (seed 004): Liang and Yi, adaptive privacy budgeting, savings trends.
 """
 
-from dpjax.studies.reproduce import budgeting, freegap, jointexp, topk, uqe
-from dpjax.studies.reproduce.result import Reproduction, Row
+from dpjax.tools.reproduce import budgeting, freegap, jointexp, topk, uqe
+from dpjax.tools.reproduce.result import Reproduction, Row
 
 REPRODUCTIONS = {"uqe": uqe, "jointexp": jointexp, "freegap": freegap, "topk": topk, "budgeting": budgeting}
 SEEDS = {"000": "uqe", "001": "jointexp", "002": "freegap", "003": "topk", "004": "budgeting"}

@@ -41,8 +41,8 @@ from dpjax.budgeting import (
     run_multi_query,
     split_schedule,
 )
-from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import (
+from dpjax.datasets import papers as data
+from dpjax.tools.reproduce.result import (
     Reproduction,
     Row,
     bootstrap_interval,

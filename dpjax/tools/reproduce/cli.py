@@ -24,8 +24,9 @@ import jax
 from dpjax import interrupt
 from dpjax.outdir import OutputError, RunDir, write_bytes, write_text
 from dpjax.studies.progress import heartbeat
-from dpjax.studies.reproduce import REPRODUCTIONS, SEEDS, writers
-from dpjax.studies.reproduce.result import FAILS, INCONCLUSIVE, figure_written
+from dpjax.tools.readme import readme_problem, update_readme
+from dpjax.tools.reproduce import REPRODUCTIONS, SEEDS, writers
+from dpjax.tools.reproduce.result import FAILS, INCONCLUSIVE, figure_written
 
 MODE_LINES = {
     "smoke": "Mode `--smoke`: a handful of trials per experiment, to test that every reproduction "
@@ -151,8 +152,6 @@ def _command(args) -> str:
 
 def _update_readme(readme: Path, reproductions, report: Path, source: str) -> None:
     """Writes the summary of ``reproductions`` into the ``reproduction`` region of ``readme``."""
-    from dpjax.bench.report import update_readme
-
     link = Path(os.path.relpath(report, readme.parent)).as_posix()
     text = (
         f"{source} Every number, with the paper's beside it, the notes and the figures, is in "
@@ -228,8 +227,6 @@ def run(args: argparse.Namespace) -> int:
             return _error(f"--from-csv {missing[0]}: no such file")
         if args.markdown is not None and args.markdown.is_dir():
             return _error(f"--markdown {args.markdown} is a directory")
-        from dpjax.bench.cli import readme_problem
-
         problem = readme_problem(args.update_readme, "reproduction")
         if problem:
             return _error(problem)
@@ -240,8 +237,6 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"unknown reproduction {names!r}; choose from {choices}, 000-004 or all")
     if args.data_dir is not None and not args.data_dir.is_dir():
         return _error(f"--data-dir {args.data_dir} is not a directory")
-    from dpjax.bench.cli import readme_problem
-
     problem = readme_problem(args.update_readme, "reproduction")
     if problem:
         return _error(problem)

@@ -30,10 +30,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import noise, svt
+from dpjax.datasets import papers as data
 from dpjax.postprocess import svt_gap, topk_gap
 from dpjax.selection import noisy_top_k_with_gap, noisy_top_k_with_gap_scale
-from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import (
+from dpjax.studies.runner import monte_carlo
+from dpjax.tools.reproduce.result import (
     Reproduction,
     Row,
     bootstrap_interval,
@@ -41,7 +42,6 @@ from dpjax.studies.reproduce.result import (
     ratio_of_means_se,
     subkey,
 )
-from dpjax.studies.runner import monte_carlo
 
 TITLE = (
     'Ding, Wang, Zhang, Kifer (PVLDB 2019), "Free Gap Information from the DP Sparse Vector and Noisy Max"'

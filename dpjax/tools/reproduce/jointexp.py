@@ -26,9 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax.datasets import papers as data
 from dpjax.quantiles import agg_tree, app_ind_exp, csmooth, ind_exp, joint_exp
-from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import (
+from dpjax.tools.reproduce.result import (
     Reproduction,
     Row,
     bootstrap_interval,

@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax.accounting.pay_what_you_get import epsilon_star, optimal_composition
-from dpjax.studies import datasets
-from dpjax.studies.reproduce.result import Reproduction, Row, mean_and_se, pick, subkey
+from dpjax.datasets import builtin as datasets
 from dpjax.studies.runner import monte_carlo
+from dpjax.tools.reproduce.result import Reproduction, Row, mean_and_se, pick, subkey
 from dpjax.topk import limited_domain
 
 TITLE = 'Durfee and Rogers (NeurIPS 2019), "Practical DP Top-k Selection with Pay-what-you-get Composition"'

@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import aggregates, noise
+from dpjax.datasets import papers as data
 from dpjax.quantiles import agg_tree, emq, fully_unbounded, unbounded
-from dpjax.studies.reproduce import data
-from dpjax.studies.reproduce.result import Z95, Reproduction, Row, bootstrap_interval, pick, subkey
+from dpjax.tools.reproduce.result import Z95, Reproduction, Row, bootstrap_interval, pick, subkey
 
 TITLE = 'Durfee (2023), "Unbounded Differentially Private Quantile and Maximum Estimation"'
 EPSILONS = (1.0, 0.5, 0.1)

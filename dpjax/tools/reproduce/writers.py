@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpjax.studies.reproduce.result import (
+from dpjax.tools.reproduce.result import (
     COLUMN_DESCRIPTIONS,
     COLUMNS,
     FAILS,

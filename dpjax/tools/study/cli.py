@@ -11,9 +11,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from dpjax.cli import positive_float, positive_int
-from dpjax.studies import datasets
+from dpjax.datasets import builtin as datasets
 from dpjax.studies.study import COLUMNS, column_descriptions
+from dpjax.tools.argtypes import positive_float, positive_int
 
 DEFAULTS = {"trials": 500, "seed": 0, "confidence": 0.95, "jobs": 2}
 CACHE_ENV = "DPJAX_COMPILE_CACHE"
@@ -53,7 +53,7 @@ Compilation cache: compiled studies are kept in JAX's persistent cache (--compil
 ~/.cache/dpjax/jax), so a second run loads them instead of compiling; the table headers say how
 many compiles came from the cache.
 
-Custom studies: --config FILE.toml (see dpjax.studies.config), or the Python API
+Custom studies: --config FILE.toml (see dpjax.tools.study.config), or the Python API
 dpjax.studies.run_study, which makes the same tables and figures. The Python files that the
 configuration names ("file.py:function") are executed when it is read, each once, --list
 included: use only files you trust. A mechanism that raises is reported with its file and line
@@ -171,7 +171,7 @@ def _options(args) -> tuple[dict, list]:
     """Command line over configuration file over defaults."""
     config, custom = {}, []
     if args.config is not None:
-        from dpjax.studies import config as config_file
+        from dpjax.tools.study import config as config_file
 
         config, custom = config_file.load(args.config)
         config = {name: _checked(args.config, name, value) for name, value in config.items()}
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
         out = None if args.list else _out(args, options)
     except ValueError as err:
         return _error(str(err))
-    from dpjax.studies.registry import studies
+    from dpjax.studies import studies
 
     registered = {**studies(), **{s.name: s for s in custom}}
     if args.list:

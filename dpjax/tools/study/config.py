@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dpjax.datasets.builtin import DATASET_NAMES
 from dpjax.studies import metrics as builtin_metrics
-from dpjax.studies.datasets import DATASET_NAMES
 from dpjax.studies.study import Mechanism, Study
 
 OPTIONS = ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs", "compile_cache")

@@ -1,56 +1,13 @@
 """The ``dpjax train`` command line: its parser, defaults and first line, without importing JAX (the
-training itself is :mod:`dpjax.optax.train`, imported once the command has printed its first line).
+training itself is :mod:`dpjax.tools.train.run`, imported once the command has printed its first line).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from dpjax.optax import defaults
-
-# The defaults of ``dpjax train``, chosen from the study in benchmarks/README.md ("DP-SGD headline").
-DEFAULTS = dict(
-    dataset="adult",
-    clip="quantile",
-    clip_norm=1.0,
-    quantile=defaults.QUANTILE,
-    clip_epsilon=defaults.CLIP_EPSILON,
-    every=defaults.EVERY,
-    epsilon=3.0,
-    delta=1e-5,
-    batch_size=256,
-    hidden=64,
-    learning_rate=2e-3,
-    seed=0,
-)
-DEFAULT_EPOCHS = {"adult": 5.0, "mnist": 5.0}
-DEFAULT_MODEL = {"adult": "mlp", "mnist": "cnn"}
-
-
-class UsageError(Exception):
-    """A bad command-line value found after parsing (printed as ``dpjax train: error: ...``)."""
-
-
-def open_unit(text: str) -> float:
-    """An ``argparse`` type: a number strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text}")
-    return value
-
-
-def seed_type(text: str) -> int:
-    """An ``argparse`` type: an integer in [0, 2**32)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"must be in [0, 2**32), got {value}")
-    return value
+from dpjax.tools.argtypes import open_unit, positive_float, positive_int, seed_type
+from dpjax.tools.train.settings import DEFAULT_EPOCHS, DEFAULTS
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -64,8 +21,6 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def add_parser(commands) -> argparse.ArgumentParser:
     """Adds ``dpjax train`` to the CLI's subcommands."""
-    from dpjax.cli import positive_float, positive_int
-
     d = DEFAULTS
     p = commands.add_parser(
         "train",
@@ -124,12 +79,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """``dpjax train``: prints its first line before importing JAX, then trains
-    (:func:`dpjax.optax.train.main`)."""
+    (:func:`dpjax.tools.train.run.main`)."""
     print(
         f"dpjax train: {args.dataset}, clip {args.clip}, epsilon {args.epsilon:g}, delta {args.delta:g}",
         flush=True,
     )
     print("  importing JAX ...", flush=True)
-    from dpjax.optax import train
+    from dpjax.tools.train import run
 
-    return train.main(args)
+    return run.main(args)

@@ -14,7 +14,7 @@ sigma is calibrated at ``delta_acc = 0.99 delta``, which makes the total at most
 
 Everything per step, and a whole epoch of steps, runs in one ``jit``-compiled ``lax.fori_loop``;
 the functions here also ``vmap`` over seeds and clip strategies (the benchmarks do). The command
-line (parser, defaults, first line) is :mod:`dpjax.optax.train_cli`.
+line (parser, defaults, first line) is :mod:`dpjax.tools.train.cli`.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dpjax.datasets import training as data_lib
 from dpjax.optax import accounting
 from dpjax.optax import clip as clip_lib
-from dpjax.optax import data as data_lib
 from dpjax.optax.grads import per_example_grads
-from dpjax.optax.train_cli import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax.optax.transform import dp_aggregate
 from dpjax.outdir import atomic_path
+from dpjax.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
 
 TRUNCATION_SHARE = 0.01  # share of delta set aside for the truncation of oversized samples
@@ -294,7 +294,7 @@ def load(name: str, path) -> data_lib.Dataset:
 
 
 def main(args) -> int:
-    """The body of ``dpjax train`` (after :func:`dpjax.optax.train_cli.run` printed its first line):
+    """The body of ``dpjax train`` (after :func:`dpjax.tools.train.cli.run` printed its first line):
     ``UsageError`` becomes one ``error:`` line and status 2."""
     try:
         return _run(args)

@@ -19,8 +19,8 @@ import numpy as np
 
 from dpjax import aggregates
 from dpjax.additive import laplace_mechanism
-from dpjax.bench import peers
-from dpjax.bench.case import Case, power_label, scaled
+from dpjax.tools.bench import peers
+from dpjax.tools.bench.case import Case, power_label, scaled
 
 EPSILON, Q, BETA = 2.0, 0.99, 1.001
 

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from dpjax.bench.case import Case, Peer, power_label, scaled
 from dpjax.budgeting import pie_ni, split_schedule, tail_radius
-from dpjax.studies.reproduce.data import hotspots
+from dpjax.datasets.papers import hotspots
+from dpjax.tools.bench.case import Case, Peer, power_label, scaled
 
 RHO, BETA0, HALF, ROUNDS = 1e-4, 0.025, 1000.0, 64
 

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import additive, noise
-from dpjax.bench.case import Case, Peer, power_label, scaled
+from dpjax.tools.bench.case import Case, Peer, power_label, scaled
 
 _NUMPY = {
     "laplace": "laplace",

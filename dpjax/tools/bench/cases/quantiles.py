@@ -22,9 +22,9 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.bench import peers
-from dpjax.bench.case import Case, power_label, scaled
 from dpjax.quantiles import joint_exp, unbounded
+from dpjax.tools.bench import peers
+from dpjax.tools.bench.case import Case, power_label, scaled
 
 Q, EPSILON, BETA, BOUNDS = 0.99, 1.0, 1.001, (0.0, 1e4)
 M, JOINT_BOUNDS = 29, (-100.0, 100.0)

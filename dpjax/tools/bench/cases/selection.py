@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from dpjax import selection
-from dpjax.bench import peers
-from dpjax.bench.case import Case, Peer, power_label, scaled
+from dpjax.tools.bench import peers
+from dpjax.tools.bench.case import Case, Peer, power_label, scaled
 
 K, EPSILON = 10, 1.0
 

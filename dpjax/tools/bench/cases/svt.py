@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpjax import svt
-from dpjax.bench.case import Case, Peer, power_label, scaled
+from dpjax.tools.bench.case import Case, Peer, power_label, scaled
 
 THRESHOLD, EPSILON1, EPSILON2, C = 50.0, 0.5, 0.5, 10
 

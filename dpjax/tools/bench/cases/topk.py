@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from dpjax import topk
-from dpjax.bench.case import Case, Peer, power_label, scaled, zipf_counts
+from dpjax.datasets.zipf import zipf_histogram
+from dpjax.tools.bench.case import Case, Peer, power_label, scaled
 
 K, KBAR, EPSILON, DELTA = 10, 100, 0.1, 1e-6
 
@@ -41,7 +42,7 @@ def _numpy_one_shot(counts: np.ndarray) -> Peer:
 
 def cases(scale: float) -> list[Case]:
     d = scaled(10**6, scale, 1_000)
-    counts = zipf_counts(d, 10 * d, 1.1, 0).astype(np.int32)
+    counts = zipf_histogram(np.random.default_rng(0), d, 10 * d, 1.1).astype(np.int32)
     return [
         Case(
             family="topk",

@@ -1,0 +1,166 @@
+"""The layers of ``dpjax/`` hold: no import cycle between its modules or between sibling packages, the
+library never imports the tools (:mod:`dpjax.tools`), and nothing imports the command line back.
+
+The graph is read from the source with ``ast`` (nothing is imported): every ``import`` and ``from ...
+import`` anywhere in a module (inside functions too), absolute or relative, resolved to the dpjax
+module it names (``from p import m`` names the module ``p.m`` when there is one, else ``p``).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = "dpjax.tools"
+ENTRY = "dpjax.cli"  # the ``dpjax`` command: it names the tools' command modules by string
+
+
+def modules(root: Path) -> dict[str, tuple[Path, bool]]:
+    """``{dotted name: (file, is a package)}`` for every importable module of ``root/dpjax``."""
+    found = {}
+    for path in sorted((root / "dpjax").rglob("*.py")):
+        folders = [path.parent, *path.parent.parents][: len(path.relative_to(root).parts) - 1]
+        if not all((folder / "__init__.py").is_file() for folder in folders):
+            continue  # in a data folder (no __init__.py on the way): not importable
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if package else parts)] = (path, package)
+    return found
+
+
+def _resolve(name: str, known) -> str | None:
+    """The dpjax module ``name`` is, or is inside of (an attribute of a module), or None."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _base(module: str, package: bool, level: int) -> str:
+    """The package a relative import of ``level`` dots in ``module`` starts from."""
+    parts = module.split(".") if package else module.split(".")[:-1]
+    return ".".join(parts[: len(parts) - level + 1])
+
+
+def imports(module: str, path: Path, package: bool, known) -> set[str]:
+    """The dpjax modules that ``module`` imports, anywhere in its source."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(_resolve(alias.name, known) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                source = ".".join(filter(None, [_base(module, package, node.level), source]))
+            for alias in node.names:
+                child = f"{source}.{alias.name}"
+                found.add(child if child in known else _resolve(source, known))
+    return found - {None, module}
+
+
+@functools.cache
+def import_graph(root: Path = ROOT) -> dict[str, frozenset[str]]:
+    """``{module: the dpjax modules it imports}`` for every module of ``root/dpjax``."""
+    known = modules(root)
+    return {name: frozenset(imports(name, path, package, known)) for name, (path, package) in known.items()}
+
+
+def package_graph(graph) -> dict[str, set[str]]:
+    """The graph between siblings: an import of ``a.x.m`` from ``a.y.n`` is an edge ``a.y -> a.x``
+    (the two children of their closest common package). Imports between a module and a package
+    around it (``a.x.m`` importing ``a.x``, or ``a`` importing ``a.x``) are no sibling edges."""
+    siblings: dict[str, set[str]] = {name: set() for name in graph}
+    for source, targets in graph.items():
+        for target in targets:
+            a, b = source.split("."), target.split(".")
+            shorter = min(len(a), len(b))
+            common = next((i for i in range(shorter) if a[i] != b[i]), shorter)
+            if common < shorter:
+                x, y = ".".join(a[: common + 1]), ".".join(b[: common + 1])
+                siblings.setdefault(x, set()).add(y)
+                siblings.setdefault(y, set())
+    return siblings
+
+
+def find_cycle(graph) -> list[str] | None:
+    """One cycle of ``graph`` as ``[a, b, ..., a]``, or None (depth-first, in name order)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target):], target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def is_tool(module: str) -> bool:
+    return module == TOOLS or module.startswith(TOOLS + ".") or module == ENTRY
+
+
+def test_no_import_cycle_between_modules():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_import_cycle_between_sibling_packages():
+    """E.g. no ``tools.reproduce`` module importing ``tools.bench`` while a ``tools.bench`` module
+    imports ``tools.reproduce``: what both need lives below both."""
+    cycle = find_cycle(package_graph(import_graph()))
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle)
+
+
+def test_the_library_never_imports_the_tools():
+    graph = import_graph()
+    assert any(m.startswith(TOOLS + ".") for m in graph), f"no {TOOLS} package: is the test reading dpjax/?"
+    wrong = sorted(f"{m} -> {t}" for m in graph if not is_tool(m) for t in graph[m] if is_tool(t))
+    assert not wrong, "library modules importing tools:\n" + "\n".join(wrong)
+
+
+def test_nothing_imports_the_command_line():
+    """``dpjax.cli`` registers the subcommands by module name; they do not import it back."""
+    wrong = sorted(m for m, targets in import_graph().items() if ENTRY in targets)
+    assert not wrong, f"modules importing {ENTRY}: {wrong}"
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path):
+    """The checks above are real: on a small tree they find a cycle made of a relative import inside
+    a function, a package-level cycle, and a library module importing a tool."""
+    files = {
+        "dpjax/__init__.py": "",
+        "dpjax/a.py": "def f():\n    from . import b\n",
+        "dpjax/b.py": "import dpjax.a\n",
+        "dpjax/p/__init__.py": "",
+        "dpjax/p/x.py": "from ..q.y import thing\n",
+        "dpjax/q/__init__.py": "",
+        "dpjax/q/y.py": "from dpjax.p import x\nthing = 1\n",
+        "dpjax/tools/__init__.py": "",
+        "dpjax/tools/t.py": "",
+        "dpjax/lib.py": "from dpjax.tools.t import name\n",
+        "dpjax/data/not_a_module.py": "import dpjax.lib\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = dict(import_graph(tmp_path))
+    assert "dpjax.data.not_a_module" not in graph
+    assert graph["dpjax.a"] == {"dpjax.b"} and graph["dpjax.p.x"] == {"dpjax.q.y"}
+    assert find_cycle(graph) == ["dpjax.a", "dpjax.b", "dpjax.a"]
+    del graph["dpjax.a"], graph["dpjax.b"]
+    assert find_cycle(graph) == ["dpjax.p.x", "dpjax.q.y", "dpjax.p.x"]
+    graph["dpjax.q.y"] = frozenset()  # q.y no longer imports p.x: the packages still would if q.z did
+    graph["dpjax.q.z"] = {"dpjax.p"}
+    assert find_cycle(graph) is None and find_cycle(package_graph(graph)) == ["dpjax.p", "dpjax.q", "dpjax.p"]
+    assert is_tool("dpjax.tools.t") and not is_tool("dpjax.lib") and "dpjax.tools.t" in graph["dpjax.lib"]
