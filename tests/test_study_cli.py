@@ -8,7 +8,7 @@ import pytest
 
 from dpjax.cli import main
 from dpjax.datasets import builtin as datasets
-from dpjax.datasets import studies
+from dpjax.studies import studies
 
 
 def test_catalog_studies_declare_what_they_measure():

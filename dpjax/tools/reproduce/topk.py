@@ -113,29 +113,32 @@ def _histograms():
     return zipf, near, alpha
 
 
-def _accuracy(key, trials):
+def _rate(key, trials, name, counts, k, kbar, epsilon, delta, stat):
+    """``stat(release, counts)`` of limited-domain top-k, on ``trials`` keys drawn from ``(key, name)``."""
+    counts_j = jnp.asarray(counts, jnp.int32)
+
+    def trial(key, counts):
+        res = limited_domain(key, counts, k=k, kbar=kbar, epsilon=epsilon, delta=delta)
+        return stat(res, counts)
+
+    return monte_carlo(trial, subkey(key, name), trials, args=(counts_j,))
+
+
+def _accurate_rows(key, trials):
+    """Lemma 8.1 (1): the output is (alpha, k)-accurate with probability >= 1 - beta."""
     zipf, near, alpha = _histograms()
-    rows = []
-
-    def run(name, counts, k, kbar, epsilon, delta, stat):
-        counts_j = jnp.asarray(counts, jnp.int32)
-
-        def trial(key, counts):
-            res = limited_domain(key, counts, k=k, kbar=kbar, epsilon=epsilon, delta=delta)
-            return stat(res, counts)
-
-        return monte_carlo(trial, subkey(key, name), trials, args=(counts_j,))
 
     def inaccurate(res, counts):
         h_k = jnp.sort(counts)[-K]
         picked = jnp.where(res.indices >= 0, counts[jnp.maximum(res.indices, 0)], jnp.iinfo(jnp.int32).max)
         return jnp.any(picked < h_k - alpha)
 
+    rows = []
     for name, counts in (
         ("Zipf(1.1), 10,000 items", zipf),
         ("near-tie (top-k, then 90 at h_(k)-alpha-1)", near),
     ):
-        mean, se = mean_and_se(run(name, counts, K, KBAR, EPSILON, DELTA, inaccurate))
+        mean, se = mean_and_se(_rate(key, trials, name, counts, K, KBAR, EPSILON, DELTA, inaccurate))
         rows.append(
             Row(
                 "Lemma 8.1 (1)",
@@ -148,41 +151,52 @@ def _accuracy(key, trials):
                 (0.0, BETA),
             )
         )
+    return rows
+
+
+def _gap_row(key, trials):
+    """Lemma 8.1 (2): with the top k far enough above h_(kbar+1), k indices with probability >= 1 - beta."""
     offset = 1 + math.log(KBAR / DELTA) / EPSILON + math.log(K / BETA) / EPSILON
     gap = np.zeros(1_000, np.int64)
     gap[:K] = 100 + math.ceil(offset)
     gap[K:] = 100
-    mean, se = mean_and_se(run("gap", gap, K, KBAR, EPSILON, DELTA, lambda res, counts: res.num_returned < K))
-    rows.append(
-        Row(
-            "Lemma 8.1 (2)",
-            f"top-k {math.ceil(offset)} above h_(kbar+1) (the condition), k={K}, kbar={KBAR}",
-            "P(fewer than k indices)",
-            BETA,
-            mean,
-            se,
-            f"<= beta = {BETA}",
-            (0.0, BETA),
-        )
+    fewer = _rate(key, trials, "gap", gap, K, KBAR, EPSILON, DELTA, lambda res, counts: res.num_returned < K)
+    mean, se = mean_and_se(fewer)
+    return Row(
+        "Lemma 8.1 (2)",
+        f"top-k {math.ceil(offset)} above h_(kbar+1) (the condition), k={K}, kbar={KBAR}",
+        "P(fewer than k indices)",
+        BETA,
+        mean,
+        se,
+        f"<= beta = {BETA}",
+        (0.0, BETA),
     )
+
+
+def _flat_row(key, trials):
+    """§8: on a flat histogram the first output is ⊥ with probability ``1/(1 + delta e^-eps)``."""
     flat_delta = 1e-3  # a delta large enough for the rare non-⊥ answers to be seen
     flat = np.full(1_000, 500, np.int64)
     exact = 1 / (1 + flat_delta * math.exp(-EPSILON))
-    first_bottom = run("flat", flat, K, KBAR, EPSILON, flat_delta, lambda res, counts: res.num_returned == 0)
-    mean, se = mean_and_se(first_bottom)
-    rows.append(
-        Row(
-            "§8 (flat histogram)",
-            f"1,000 equal counts, k={K}, kbar={KBAR}, eps={EPSILON:g}, delta={flat_delta:g}",
-            "P(first output is ⊥)",
-            exact,
-            mean,
-            se,
-            "must answer ⊥ with probability close to 1 (exact by Algorithm 1: 1/(1 + delta e^-eps))",
-            (0.99, 1.0),
-        )
+    first_bottom = _rate(
+        key, trials, "flat", flat, K, KBAR, EPSILON, flat_delta, lambda res, counts: res.num_returned == 0
     )
-    # Lemma E.2, k = 1: the top 10 one count apart (the EM often misses i*), the rest far below.
+    mean, se = mean_and_se(first_bottom)
+    return Row(
+        "§8 (flat histogram)",
+        f"1,000 equal counts, k={K}, kbar={KBAR}, eps={EPSILON:g}, delta={flat_delta:g}",
+        "P(first output is ⊥)",
+        exact,
+        mean,
+        se,
+        "must answer ⊥ with probability close to 1 (exact by Algorithm 1: 1/(1 + delta e^-eps))",
+        (0.99, 1.0),
+    )
+
+
+def _close_row(key, trials):
+    """Lemma E.2, k = 1: the top 10 one count apart (the EM often misses i*), the rest far below."""
     close = np.full(1_000, 60, np.int64)
     close[:10] = np.arange(100, 90, -1)
     eps_e, kbar_e = EPSILON, 10
@@ -193,21 +207,24 @@ def _accuracy(key, trials):
     def wrong(res, counts):
         return (res.num_returned == 1) & (counts[jnp.maximum(res.indices[0], 0)] != top)
 
-    mean, se = mean_and_se(run("E.2", close, 1, kbar_e, eps_e, DELTA, wrong))
-    rows.append(
-        Row(
-            "Lemma E.2",
-            f"counts 100, 99, ..., 91, then 990 at 60; k=1, kbar={kbar_e}, eps={eps_e:g}",
-            "P(LD returns an index other than i*)",
-            em_wrong,
-            mean,
-            se,
-            "<= P(full-domain EM != i*) (exact, the paper value; the bound is nearly tight here, so we "
-            "allow 0.005 above it)",
-            (0.0, em_wrong + 0.005),
-        )
+    mean, se = mean_and_se(_rate(key, trials, "E.2", close, 1, kbar_e, eps_e, DELTA, wrong))
+    return Row(
+        "Lemma E.2",
+        f"counts 100, 99, ..., 91, then 990 at 60; k=1, kbar={kbar_e}, eps={eps_e:g}",
+        "P(LD returns an index other than i*)",
+        em_wrong,
+        mean,
+        se,
+        "<= P(full-domain EM != i*) (exact, the paper value; the bound is nearly tight here, so we "
+        "allow 0.005 above it)",
+        (0.0, em_wrong + 0.005),
     )
-    return rows
+
+
+def _accuracy(key, trials):
+    """The accuracy claims of §8 and Lemma E.2, one step each."""
+    rows = _accurate_rows(key, trials)
+    return [*rows, _gap_row(key, trials), _flat_row(key, trials), _close_row(key, trials)]
 
 
 def _plot(curves, ks, path):

@@ -46,17 +46,17 @@ def _numpy_sparse_vector(queries: np.ndarray, c: int) -> Peer:
     return Peer("NumPy loop (literal algorithm)", "numpy", single, note="float64, stops at the halt")
 
 
-def cases(scale: float) -> list[Case]:
+def _queries(scale: float) -> tuple[int, np.ndarray, str]:
+    """The headline queries: their number, the float32 values and the setting in words."""
     n = scaled(10**4, scale, 1_000)
     queries = np.linspace(0.0, 100.0, n).astype(np.float32)
     setting = f"{power_label(n)} queries linspace(0, 100), T={THRESHOLD:g}, eps1=eps2={EPSILON1:g}, Laplace"
-    common = dict(
-        family="svt",
-        args=(queries,),
-        releases=scaled(1_000, scale, 32),
-        bytes_per_release=16 * n,
-        noise="laplace",
-    )
+    return n, queries, setting
+
+
+def _first_passage_cases(scale: float) -> list[Case]:
+    """The first-passage kernels: AboveThreshold with each noise, the sparse vectors on 10x the queries."""
+    n, queries, setting = _queries(scale)
     long_n = scaled(10**5, scale, 1_000)
     long_queries = np.linspace(0.0, 100.0, long_n).astype(np.float32)
     fast = dict(family="svt", releases=scaled(10_000, scale, 100), bytes_per_release=4096)
@@ -107,6 +107,20 @@ def cases(scale: float) -> list[Case]:
             variates_note="floor: the literal kernel's 2n + 1 draws",
             **fast,
         ),
+    ]
+
+
+def _literal_cases(scale: float) -> list[Case]:
+    """The literal kernels (one noise per query), beside the NumPy loop of the algorithm."""
+    n, queries, setting = _queries(scale)
+    common = dict(
+        family="svt",
+        args=(queries,),
+        releases=scaled(1_000, scale, 32),
+        bytes_per_release=16 * n,
+        noise="laplace",
+    )
+    return [
         Case(
             mechanism="svt.above_threshold",
             setting=setting,
@@ -130,3 +144,8 @@ def cases(scale: float) -> list[Case]:
             **common,
         ),
     ]
+
+
+def cases(scale: float) -> list[Case]:
+    """The headline rows of the sparse vector family."""
+    return [*_first_passage_cases(scale), *_literal_cases(scale)]
