@@ -51,7 +51,7 @@ class LogCdfTable(NamedTuple):
 
 def pow2_at_least(n: int) -> int:
     """The smallest power of two ``>= n`` (1 for ``n <= 1``): the block sizes of the two-level tables."""
-    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+    return 1 << (max(n, 1) - 1).bit_length()
 
 
 def log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> LogCdfTable:

@@ -5,6 +5,7 @@ nested batching (keys x epsilons, keys x datasets, ``jit`` inside ``vmap``)."""
 
 import functools
 
+import chex
 import jax
 import jax.extend
 import jax.numpy as jnp
@@ -49,11 +50,6 @@ MECHANISMS = {
     ),
 }
 NAMES = sorted(MECHANISMS)
-
-
-def assert_same(got, want):
-    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
 @functools.cache
@@ -116,8 +112,10 @@ def test_auto_equals_the_chosen_path_bit_for_bit(name):
     path therefore cover ``"auto"`` (and those written with the default method run it)."""
     release, data, fast = MECHANISMS[name]
     for key in KEYS[:2]:
-        assert_same(release(key, data, 1.0, "auto"), release(key, data, 1.0, "literal"))
-    assert_same(_over_keys(name, "auto")(KEYS, data, 1.0), _over_keys(name, fast)(KEYS, data, 1.0))
+        chex.assert_trees_all_equal(release(key, data, 1.0, "auto"), release(key, data, 1.0, "literal"))
+    chex.assert_trees_all_equal(
+        _over_keys(name, "auto")(KEYS, data, 1.0), _over_keys(name, fast)(KEYS, data, 1.0)
+    )
 
 
 @pytest.mark.parametrize("name", ["noisy_top_k_with_gap[gumbel]", "sparse_vector_with_gap"])
@@ -139,7 +137,7 @@ def test_nested_batching_picks_the_path_by_what_is_shared(name):
 def test_the_study_runner_shape_equals_the_fast_path_under_the_same_batching():
     release, data, fast = MECHANISMS["noisy_top_k_with_gap[gumbel]"]
     grid = lambda m: jax.jit(jax.vmap(lambda e: jax.vmap(lambda k: release(k, data, e, m))(KEYS)))  # noqa: E731
-    assert_same(grid("auto")(EPSILONS), grid(fast)(EPSILONS))
+    chex.assert_trees_all_equal(grid("auto")(EPSILONS), grid(fast)(EPSILONS))
 
 
 def test_derivatives_are_the_literal_kernels_in_both_modes():
@@ -147,9 +145,9 @@ def test_derivatives_are_the_literal_kernels_in_both_modes():
     release, data, _ = MECHANISMS["noisy_top_k_with_gap[gumbel]"]
     gaps = lambda e, m: release(KEYS[0], data, e, m)[1]  # noqa: E731
     auto = jax.jvp(lambda e: gaps(e, "auto"), (1.0,), (1.0,))
-    assert_same(auto, jax.jvp(lambda e: gaps(e, "literal"), (1.0,), (1.0,)))
+    chex.assert_trees_all_equal(auto, jax.jvp(lambda e: gaps(e, "literal"), (1.0,), (1.0,)))
     total = lambda e, m: gaps(e, m).sum()  # noqa: E731
-    assert_same(jax.grad(total)(1.0, "auto"), jax.grad(total)(1.0, "literal"))
+    chex.assert_trees_all_equal(jax.grad(total)(1.0, "auto"), jax.grad(total)(1.0, "literal"))
 
 
 def test_bad_method_is_refused():
@@ -196,4 +194,4 @@ def test_unbounded_halting_takes_blocks_alone_and_the_fast_sampler_over_keys():
         ),
         EPSILONS,
     )
-    assert_same(run(KEYS[0]), run(KEYS[0], "blocks"))
+    chex.assert_trees_all_equal(run(KEYS[0]), run(KEYS[0], "blocks"))

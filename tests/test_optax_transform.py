@@ -1,6 +1,7 @@
 """dpjax.optax.dp_aggregate: clipping and noise against their closed forms, padding, compilation,
 reproducibility, microbatching, optax composition and bad input."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -65,15 +66,11 @@ def test_padding_and_non_finite_examples_contribute_nothing():
     update = jax.jit(tx.update)
     expected = update(tree, tx.init(None))[0]
     got = update(padded, tx.init(None), example_mask=mask)[0]
-    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b), expected, got)
+    chex.assert_trees_all_equal(expected, got)
     # a real example with a NaN gradient is dropped, not propagated
     with_nan = jax.tree.map(lambda a: a.at[0].set(jnp.nan), tree)
     without = jax.tree.map(lambda a: a.at[0].set(0.0), tree)
-    jax.tree.map(
-        lambda a, b: np.testing.assert_array_equal(a, b),
-        update(with_nan, tx.init(None))[0],
-        update(without, tx.init(None))[0],
-    )
+    chex.assert_trees_all_equal(update(with_nan, tx.init(None))[0], update(without, tx.init(None))[0])
 
 
 @pytest.mark.parametrize(
@@ -118,7 +115,7 @@ def test_train_step_compiles_once_and_is_reproducible_per_key(clip):
 
     first, second, other = trajectory(KEY), trajectory(KEY), trajectory(jax.random.key(1))
     assert len(traces) == 1
-    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b), first[0], second[0])
+    chex.assert_trees_all_equal(first[0], second[0])
     assert not np.array_equal(first[0]["w"], other[0]["w"])
     assert int(first[1][0].step) == 3
 
@@ -142,12 +139,8 @@ def test_results_do_not_depend_on_microbatch_size():
         grads = jax.jit(dpo.per_example_grads(loss, microbatch_size=micro))(params, x, y)
         results.append((grads, update(grads, tx.init(params))))
     for grads, (updates, state) in results[1:]:
-        jax.tree.map(
-            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), results[0][0], grads
-        )
-        jax.tree.map(
-            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), results[0][1][0], updates
-        )
+        chex.assert_trees_all_close(results[0][0], grads, rtol=1e-5, atol=1e-6)
+        chex.assert_trees_all_close(results[0][1][0], updates, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(results[0][1][1].clip_norm, state.clip_norm, rtol=1e-6)
 
 
@@ -209,7 +202,7 @@ def test_invalid_traced_parameters_give_nan():
         updates, new_state = update(jnp.ones((4, 2)), bad)
         assert np.all(np.isnan(updates)) and np.isnan(new_state.clip_norm)
     updates, new_state = update(jnp.ones((4, 2)), state)
-    assert np.all(np.isfinite(updates)) and np.isfinite(new_state.clip_norm)
+    chex.assert_tree_all_finite((updates, new_state.clip_norm))
 
 
 @pytest.mark.parametrize(
@@ -221,8 +214,10 @@ def test_one_step_in_each_float_dtype(float_dtype, clip):
     tx = dpo.dp_aggregate(1.0, clip, KEY, expected_batch_size=4)
     grads = jnp.asarray(np.random.default_rng(5).normal(size=(4, 3)), float_dtype)
     updates, state = jax.jit(tx.update)(grads, tx.init(None))
-    assert updates.dtype == float_dtype and updates.shape == (3,)
-    assert np.all(np.isfinite(updates)) and np.isfinite(state.clip_norm) and state.clip_norm > 0
+    chex.assert_shape(updates, (3,))
+    chex.assert_type(updates, float_dtype)
+    chex.assert_tree_all_finite((updates, state.clip_norm))
+    assert state.clip_norm > 0
     assert dpo.spent_epsilon(state, 1e-5, sampling_rate=0.01) > 0
 
 

@@ -1,6 +1,7 @@
 """dpjax.selection: exact laws (chi-square against closed forms), invariants, batching, bad input."""
 
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -248,14 +249,8 @@ def test_vmap_and_jit_equal_python_loop(name, request):
     jit_fn = jax.jit(fn)
     jitted = [jit_fn(k, scores) for k in keys]
     for i in range(len(keys)):
-        for a, b, c in zip(
-            jax.tree.leaves(jax.tree.map(lambda x, i=i: x[i], batched)),
-            jax.tree.leaves(looped[i]),
-            jax.tree.leaves(jitted[i]),
-            strict=True,
-        ):
-            np.testing.assert_allclose(a, b, rtol=1e-6)
-            np.testing.assert_allclose(b, c, rtol=1e-6)
+        row = jax.tree.map(lambda x, i=i: x[i], batched)
+        chex.assert_trees_all_close(row, looped[i], jitted[i], rtol=1e-6)
 
 
 def test_integer_counts_use_the_default_float_dtype(float_dtype):

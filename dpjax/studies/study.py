@@ -364,8 +364,9 @@ def _is_traced_refusal(err: TypeError) -> bool:
 
 
 def _per_chunk(total_trials: int, grid_points: int, chunk_size: int) -> int:
-    """Trials per compiled call: at most ``chunk_size`` releases, in equal chunks."""
-    chunks = -(-total_trials * grid_points // chunk_size)
+    """Trials per compiled call: at most ``chunk_size`` releases (one trial's ``grid_points`` when they
+    alone are more), in as few and as equal chunks as that allows."""
+    chunks = -(-total_trials // max(1, chunk_size // grid_points))
     return -(-total_trials // chunks)
 
 
