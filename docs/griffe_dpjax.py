@@ -17,15 +17,28 @@ import types
 
 import griffe
 
-
-def _runtime_path(value) -> str | None:
-    if isinstance(value, types.ModuleType):
-        return value.__name__
-    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-    return f"{module}.{qualname}" if module and qualname else None
-
-
 _EXAMPLE = re.compile(r"^(\s*)Example:[ \t]*$", re.MULTILINE)
+
+
+def _modules(package: griffe.Module) -> list[griffe.Module]:
+    found, stack = [], [package]
+    while stack:
+        module = stack.pop()
+        found.append(module)
+        stack.extend(sub for sub in module.modules.values() if not sub.is_alias)
+    return found
+
+
+def _home(module: griffe.Module, name: str, value, loader: griffe.GriffeLoader):
+    """The griffe object of ``module.name`` at run time: where the value was defined."""
+    if isinstance(value, types.ModuleType):
+        return loader.modules_collection[value.__name__]
+    try:
+        return loader.modules_collection[f"{value.__module__}.{value.__qualname__}"]
+    except (AttributeError, KeyError):  # a value with no qualified name (a type alias): a submodule's
+        homes = [sub[name] for sub in module.modules.values() if name in sub.members]
+        homes = [home for home in homes if not home.is_alias]
+        return homes[0] if len(homes) == 1 else None
 
 
 class DpjaxDocs(griffe.Extension):
@@ -36,27 +49,19 @@ class DpjaxDocs(griffe.Extension):
             obj.docstring.value = _EXAMPLE.sub(r"\1Examples:", obj.docstring.value)
 
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs) -> None:
-        modules, stack = [], [pkg]
-        while stack:
-            module = stack.pop()
-            modules.append(module)
-            stack.extend(m for m in module.modules.values() if not m.is_alias)
-        for module in modules:
+        for module in _modules(pkg):
             if module.exports is None:
                 continue
-            runtime = importlib.import_module(module.path)
-            fixes = {}
-            for name in getattr(runtime, "__all__", ()):
+            runtime, fixes = importlib.import_module(module.path), {}
+            for name in runtime.__all__:
                 value, member = getattr(runtime, name), module.members.get(name)
                 if member is not None and (member.is_alias or not member.is_module):
-                    continue  # griffe found the name (a module stands for a runtime module)
+                    continue  # griffe found it
                 if member is not None and isinstance(value, types.ModuleType):
-                    continue
-                try:
-                    fixes[name] = loader.modules_collection[_runtime_path(value)]
-                except (KeyError, TypeError):  # a value without a home (a type alias): its defining module
-                    homes = [m[name] for m in module.modules.values() if name in m.members and not m[name].is_alias]
-                    fixes.update({name: homes[0]} if len(homes) == 1 else {})
-            for name, target in fixes.items():
-                module.set_member(name, griffe.Alias(name, target, parent=module))
+                    continue  # a submodule, as griffe has it
+                home = _home(module, name, value, loader)
+                if home is not None:
+                    fixes[name] = home
+            for name, home in fixes.items():
+                module.set_member(name, griffe.Alias(name, home, parent=module))
             module.exports = list(runtime.__all__)
