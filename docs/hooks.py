@@ -1,9 +1,9 @@
-"""MkDocs hook: Sphinx roles in docstrings (``:func:`x```) render as plain code (`x`)."""
+"""MkDocs hook: Sphinx roles in docstrings (``:func:`x```, ``:mod:`~a.b```) render as plain code."""
 
 import re
 
-_ROLE = re.compile(r":(?:func|mod|class|meth|attr|data|exc|obj):(?=<code>)")
+_ROLE = re.compile(r":(?:func|mod|class|meth|attr|data|exc|obj):<code>~?")
 
 
 def on_page_content(html, **_):
-    return _ROLE.sub("", html)
+    return _ROLE.sub("<code>", html)
