@@ -2,7 +2,8 @@
 
 import re
 
-_ROLE = re.compile(r":(?:func|mod|class|meth|attr|data|exc|obj):<code>~?")
+# The role's leading colon is gone where griffe read it as a "type: description" separator (Returns).
+_ROLE = re.compile(r"(?::|(?<=<p>))(?:func|mod|class|meth|attr|data|exc|obj):<code>~?")
 
 
 def on_page_content(html, **_):
