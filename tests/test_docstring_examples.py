@@ -54,9 +54,11 @@ def run_examples(module: str, docstring: str, name: str, path: Path, line: int) 
     return runner.summarize(verbose=False)
 
 
+LAPLACE = next(name for name in EXAMPLES if name.endswith(".laplace_mechanism"))
+
+
 def test_examples_are_found():
     assert len(EXAMPLES) >= 50, sorted(EXAMPLES)
-    assert "dpjax.additive.laplace_mechanism" in EXAMPLES
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
@@ -69,6 +71,6 @@ def test_docstring_example(name):
 
 def test_a_wrong_example_fails():
     """The check has teeth: an example whose shown output is false is reported as failed."""
-    module, docstring, path, line = EXAMPLES["dpjax.additive.laplace_mechanism"]
+    module, docstring, path, line = EXAMPLES[LAPLACE]
     wrong = docstring + "\n  >>> 1 + 1\n  3\n"
     assert run_examples(module, wrong, "wrong", path, line).failed == 1
