@@ -203,7 +203,7 @@ def noise_multiplier_for_epsilon(
     ``epsilon``.
 
     Example:
-      >>> sigma = noise_multiplier_for_epsilon(3.0, 1e-5, steps=1000, sampling_rate=0.01, clip=1.0)
+      >>> sigma = noise_multiplier_for_epsilon(3.0, 1e-5, steps=100, sampling_rate=0.01, clip=1.0)
     """
     epsilon = check_epsilon(epsilon)
     delta = check_probability(delta, "delta", open_low=True, open_high=True)

@@ -183,7 +183,7 @@ def csmooth(key, x, qs, rho: float, *, bounds, t=None) -> jax.Array:
 
     Example:
       >>> import jax, jax.numpy as jnp
-      >>> x = jax.random.normal(jax.random.key(1), (1000,))
+      >>> x = jax.random.normal(jax.random.key(1), (100,))
       >>> quartiles = csmooth(jax.random.key(0), x, [0.25, 0.5, 0.75], 0.5, bounds=(-10, 10))
     """
     checks = Checks()

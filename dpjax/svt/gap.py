@@ -431,6 +431,9 @@ def adaptive_sparse_vector_with_gap(
     Guarantee: ``epsilon``-DP for every data-independent ``sigma`` (Theorem 4); the cost actually
     used, ``eps0 + units_used*eps2``, is returned in ``epsilon_spent``.
 
+    The other arguments are as in :func:`sparse_vector_with_gap` (``c`` and ``monotonic`` static, the
+    rest may be traced).
+
     Args:
       sigma: top-branch margin, >= 0 (may be traced); default ``4*sqrt(2)/eps2`` (times the
         sensitivity, computed in the working dtype); ``math.inf`` gives exactly
@@ -439,8 +442,6 @@ def adaptive_sparse_vector_with_gap(
         Laplace variates per query) or ``"first_passage"`` (module
         docstring: the same law by a two-rate first passage per ⊤, O(log n) each, heaps built once
         per data under ``vmap`` over keys). Different random stream (static).
-      Other arguments as in :func:`sparse_vector_with_gap` (``c`` and ``monotonic`` static, the
-      rest may be traced).
 
     Returns:
       A :class:`GapResult` with ``indices``/``gaps`` of size ``2c - 1``. On invalid traced input

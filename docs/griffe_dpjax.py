@@ -1,0 +1,80 @@
+"""Griffe extension for the API reference (mkdocs.yml): dpjax's docstrings and exports as Python sees them.
+
+* Griffe reads the source without importing it, so it misses two kinds of exports: names a package
+  loads on first use (PEP 562 ``__getattr__``: ``dpjax.optax``), and functions named like the module
+  they come from (``from dpjax.budgeting.kde import kde``), where griffe keeps the submodule. Each
+  module that states ``__all__`` (or, without it, re-exports ``from a import X as X``) is imported,
+  every exported name points at the object the import gives, and a submodule is shown only where
+  its package exports it (``dpjax.audit.reference``).
+* dpjax's docstrings head their doctests ``Example:``, which griffe's Google parser reads as an
+  admonition; they are read as the ``Examples:`` section, so the ``>>>`` lines render as code.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import types
+
+import griffe
+
+_EXAMPLE = re.compile(r"^(\s*)Example:[ \t]*$", re.MULTILINE)
+
+
+def _modules(package: griffe.Module) -> list[griffe.Module]:
+    found, stack = [], [package]
+    while stack:
+        module = stack.pop()
+        found.append(module)
+        stack.extend(sub for sub in module.modules.values() if not sub.is_alias)
+    return found
+
+
+def _home(module: griffe.Module, name: str, value, loader: griffe.GriffeLoader):
+    """The griffe object of ``module.name`` at run time: where the value was defined."""
+    if isinstance(value, types.ModuleType):
+        return loader.modules_collection[value.__name__]
+    try:
+        return loader.modules_collection[f"{value.__module__}.{value.__qualname__}"]
+    except (AttributeError, KeyError):  # a value with no qualified name (a type alias): a submodule's
+        homes = [sub[name] for sub in module.modules.values() if name in sub.members]
+        homes = [home for home in homes if not home.is_alias]
+        return homes[0] if len(homes) == 1 else None
+
+
+def _reexports(module: griffe.Module) -> list[str]:
+    """A module without ``__all__``: its explicit re-exports, ``from a import X as X`` (PEP 484)."""
+    tree = ast.parse(module.filepath.read_text()) if not isinstance(module.filepath, list) else None
+    imports = [node for node in (tree.body if tree else []) if isinstance(node, ast.ImportFrom)]
+    return [alias.name for node in imports for alias in node.names if alias.asname == alias.name]
+
+
+class DpjaxDocs(griffe.Extension):
+    """The two readings of the module docstring."""
+
+    def on_instance(self, *, obj: griffe.Object, **kwargs) -> None:
+        if obj.docstring is not None:
+            obj.docstring.value = _EXAMPLE.sub(r"\1Examples:", obj.docstring.value)
+
+    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs) -> None:
+        for module in _modules(pkg):
+            exports = _reexports(module) if module.exports is None else None
+            if module.exports is None and not exports:
+                continue
+            runtime, fixes = importlib.import_module(module.path), {}
+            exports = exports or list(runtime.__all__)
+            for name in exports:
+                value, member = getattr(runtime, name), module.members.get(name)
+                if member is not None and (member.is_alias or not member.is_module):
+                    continue  # griffe found it
+                if member is not None and isinstance(value, types.ModuleType):
+                    continue  # a submodule, as griffe has it
+                home = _home(module, name, value, loader)
+                if home is not None:
+                    fixes[name] = home
+            for name, home in fixes.items():
+                module.set_member(name, griffe.Alias(name, home, parent=module))
+            module.exports = exports
+            for sub in module.modules.values():
+                sub.public = sub.name in module.exports  # a submodule is shown where it is exported
