@@ -210,10 +210,11 @@ def _step(state, w, lap, gauss, word, top):
     """Advances every lane by one step on its word ``w`` (phases in the module docstring)."""
     bits = np.iinfo(word).bits
     c = _chunk_bits(word)
+    x = w >> (bits - c)
     phase = state["phase"]
     st = dict(state)
     num, den, drawn, active = _draw(st, phase, w, lap, word)
-    trial = _trial(st, phase, w >> (bits - c), num, den, active, c, word)
+    trial = _trial(st, phase, x, num, den, active, c, word)
     new_phase, laplace_done = _laplace_phases(st, phase, w, drawn, trial, lap, word, top)
     if gauss is None:
         new_phase = jnp.where(laplace_done, _DONE, new_phase)

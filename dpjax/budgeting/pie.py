@@ -293,7 +293,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
         work = _Work(*work)
         if k is None:
             return work
-        return _eliminate_above_k(work, best, fixed.r * cj, lam, k=k, axes=axes)
+        return _eliminate_above_k(work, best, fixed.r, cj, lam, k=k, axes=axes)
 
     def run_level(caps, fixed: _Fixed, loop: _Loop) -> _Loop:
         """Rounds over a working set of ``caps[0]`` users while the next level cannot hold every
@@ -341,16 +341,16 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
     return PIEResult(status, rounds, mean, est, half, loop.j, loop.counts)
 
 
-def _eliminate_above_k(work: _Work, best, r_cum, lam, *, k: int, axes) -> _Work:
+def _eliminate_above_k(work: _Work, best, r, cj, lam, *, k: int, axes) -> _Work:
     """PIE-k's elimination after a round: ``best`` holds the working set's smallest upper ends
-    ``g + h``; an active user whose lower end ``g - h`` (``h = lam / sqrt(2 r_cum)``) lies above
+    ``g + h``; an active user whose lower end ``g - h`` (``h = lam / sqrt(2 r cj)``) lies above
     ``U_k``, the k-th smallest upper end over all users (every shard's), goes to ``S_0``."""
     if best.shape[0] < k:  # a working set of fewer than k users
         best = jnp.concatenate([best, jnp.full((k - best.shape[0],), jnp.inf, best.dtype)])
     if axes is not None:  # U_k over all users: the k smallest of every shard's k smallest
         best = -lax.top_k(-lax.all_gather(best, axes, tiled=True), k)[0]
     active = work.status == ACTIVE
-    h = lam * lax.rsqrt(2 * jnp.where(active, r_cum, 1))
+    h = lam * lax.rsqrt(2 * jnp.where(active, r * cj, 1))
     return work._replace(status=jnp.where(active & (work.estimate - h > best[k - 1]), S0, work.status))
 
 
