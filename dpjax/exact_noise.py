@@ -62,6 +62,7 @@ import math
 import numbers
 import secrets
 from fractions import Fraction
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -209,13 +210,40 @@ def _step(state, w, lap, gauss, word, top):
     """Advances every lane by one step on its word ``w`` (phases in the module docstring)."""
     bits = np.iinfo(word).bits
     c = _chunk_bits(word)
-    one = word(1)
-    t, s = lap["t"], lap["s"]
     x = w >> (bits - c)
     phase = state["phase"]
     st = dict(state)
+    num, den, drawn, active = _draw(st, phase, w, lap, word)
+    trial = _trial(st, phase, x, num, den, active, c, word)
+    new_phase, laplace_done = _laplace_phases(st, phase, w, drawn, trial, lap, word, top)
+    if gauss is None:
+        new_phase = jnp.where(laplace_done, _DONE, new_phase)
+    else:
+        new_phase = _gaussian_phases(st, phase, new_phase, laplace_done, trial, gauss, word, top)
+    st["phase"] = new_phase
+    return st
 
-    # _DRAW: a uniform U on [0, t) from the low bits; its first trial Bernoulli(U/t) on the top digit.
+
+class _Trial(NamedTuple):
+    """The outcome of one step's comparison for every lane (:func:`_trial`).
+
+    Attributes:
+      ended: Algorithm 1 stopped at ``K = k`` (a trial failed).
+      result_one: it stopped with its output 1 (``K`` odd).
+      result_zero: it stopped with its output 0 (``K`` even).
+    """
+
+    ended: jax.Array
+    result_one: jax.Array
+    result_zero: jax.Array
+
+
+def _draw(st, phase, w, lap, word):
+    """_DRAW: a uniform U on [0, t) from the low bits; its first trial Bernoulli(U/t) on the top
+    digit. Updates ``st`` and returns ``(num, den, drawn, active)``: the comparison to make and which
+    lanes drew a U and take part in this step."""
+    one = word(1)
+    t = lap["t"]
     u_new = w & lap["mask"]
     drawn = (phase == _DRAW) & (u_new < t)
     num = jnp.where(drawn, u_new, st["num"])
@@ -227,7 +255,13 @@ def _step(state, w, lap, gauss, word, top):
     st["part"] = jnp.where(drawn, word(0), st["part"])
     active = (phase != _DRAW) | drawn
     active &= phase != _DONE
+    return num, den, drawn, active
 
+
+def _trial(st, phase, x, num, den, active, c, word) -> _Trial:
+    """Compares the top digit ``x`` with ``num/den`` and moves Algorithm 1 to its next trial or
+    comparison (updates ``st``)."""
+    one = word(1)
     success, failure, residual = _compare(x, num, den, c)
     decided = active & (success | failure)
     st["num"] = jnp.where(active & ~decided, residual, num)
@@ -252,59 +286,70 @@ def _step(state, w, lap, gauss, word, top):
     nxt_den = jnp.where(to_second, k, jnp.where(gamma_one, k_next, st["gden"]))
     st["num"] = jnp.where(to_second | next_trial, nxt_num, st["num"])
     st["den"] = jnp.where(to_second | next_trial, nxt_den, st["den"])
+    return _Trial(ended, result_one, result_zero)
 
+
+def _restart_exp1(mask, st, word):
+    """A fresh Bernoulli(exp(-1)) where ``mask``: trial 1 (gamma/1 = 1) always succeeds."""
+    st["k"] = jnp.where(mask, word(2), st["k"])
+    st["part"] = jnp.where(mask, word(0), st["part"])
+    st["num"] = jnp.where(mask, word(1), st["num"])
+    st["den"] = jnp.where(mask, word(2), st["den"])
+    return st
+
+
+def _laplace_phases(st, phase, w, drawn, trial: _Trial, lap, word, top):
+    """Algorithm 2 after the step's trial: U accepted or redrawn, V's Bernoulli(exp(-1)) run, the
+    sign. Updates ``st`` and returns ``(new_phase, laplace_done)``."""
+    one = word(1)
+    s = lap["s"]
     new_phase = phase
     # U accepted (Algorithm 1 returned 1): start V's Bernoulli(exp(-1)) run, Y = floor(U/s).
-    accept_u = ((phase == _DRAW) | (phase == _ACCEPT_U)) & result_one
-    new_phase = jnp.where(drawn & ~ended, _ACCEPT_U, new_phase)
-    new_phase = jnp.where(((phase == _DRAW) | (phase == _ACCEPT_U)) & result_zero, _DRAW, new_phase)
+    accept_u = ((phase == _DRAW) | (phase == _ACCEPT_U)) & trial.result_one
+    new_phase = jnp.where(drawn & ~trial.ended, _ACCEPT_U, new_phase)
+    new_phase = jnp.where(((phase == _DRAW) | (phase == _ACCEPT_U)) & trial.result_zero, _DRAW, new_phase)
     new_phase = jnp.where(accept_u, _GEOMETRIC, new_phase)
     st["y"] = jnp.where(accept_u, st["u"] // s, st["y"])
     st["rem"] = jnp.where(accept_u, st["u"] % s, st["rem"])
-
-    def restart_exp1(mask, st):  # a fresh Bernoulli(exp(-1)): trial 1 (gamma/1 = 1) always succeeds
-        st["k"] = jnp.where(mask, word(2), st["k"])
-        st["part"] = jnp.where(mask, word(0), st["part"])
-        st["num"] = jnp.where(mask, one, st["num"])
-        st["den"] = jnp.where(mask, word(2), st["den"])
-        return st
-
-    st = restart_exp1(accept_u, st)
+    st = _restart_exp1(accept_u, st, word)
 
     # _GEOMETRIC: V += 1 on each Bernoulli(exp(-1)) success: Y += floor(t/s), carrying t mod s.
     geometric = phase == _GEOMETRIC
-    more = geometric & result_one
+    more = geometric & trial.result_one
     rem = st["rem"] + jnp.where(more, lap["t_mod_s"], word(0))
     carry = rem >= s
     st["rem"] = jnp.where(carry, rem - s, rem)
     step_y = lap["t_div_s"] + carry.astype(word)
     st["y"] = jnp.where(more, _sat_add(st["y"], step_y, top), st["y"])
-    st = restart_exp1(more, st)
+    st = _restart_exp1(more, st, word)
     # V complete: sign B from the low bit; B = 1 with Y = 0 is rejected.
-    finished = geometric & result_zero
+    finished = geometric & trial.result_zero
     negative = (w & one) == one
     reject = finished & negative & (st["y"] == 0)
     new_phase = jnp.where(finished & reject, _DRAW, new_phase)
     laplace_done = finished & ~reject
     st["neg"] = jnp.where(laplace_done, negative.astype(word), st["neg"])
-    if gauss is None:
-        new_phase = jnp.where(laplace_done, _DONE, new_phase)
-    else:
-        st, new_phase = _gaussian_acceptance(st, new_phase, laplace_done, gauss, word, top, restart_exp1)
-        # _WHOLE: floor(gamma) Bernoulli(exp(-1)) trials must all succeed.
-        whole = phase == _WHOLE
-        passed = whole & result_one
-        st["whole"] = jnp.where(passed, st["whole"] - one, st["whole"])
-        to_fraction = passed & (st["whole"] == 0)
-        st = restart_exp1(passed & ~to_fraction, st)
-        st = _start_fraction(st, to_fraction, word)
-        new_phase = jnp.where(to_fraction, _FRACTION, new_phase)
-        new_phase = jnp.where(whole & result_zero, _DRAW, new_phase)
-        fraction = phase == _FRACTION
-        new_phase = jnp.where(fraction & result_one, _DONE, new_phase)
-        new_phase = jnp.where(fraction & result_zero, _DRAW, new_phase)
-    st["phase"] = new_phase
-    return st
+    return new_phase, laplace_done
+
+
+def _gaussian_phases(st, phase, new_phase, laplace_done, trial: _Trial, gauss, word, top):
+    """Algorithm 3 after the step's trial: the acceptance test of a finished proposal, its
+    ``floor(gamma)`` Bernoulli(exp(-1)) trials and Algorithm 1 on the fraction. Updates ``st`` and
+    returns the new phase."""
+    one = word(1)
+    st, new_phase = _gaussian_acceptance(st, new_phase, laplace_done, gauss, word, top)
+    # _WHOLE: floor(gamma) Bernoulli(exp(-1)) trials must all succeed.
+    whole = phase == _WHOLE
+    passed = whole & trial.result_one
+    st["whole"] = jnp.where(passed, st["whole"] - one, st["whole"])
+    to_fraction = passed & (st["whole"] == 0)
+    st = _restart_exp1(passed & ~to_fraction, st, word)
+    st = _start_fraction(st, to_fraction, word)
+    new_phase = jnp.where(to_fraction, _FRACTION, new_phase)
+    new_phase = jnp.where(whole & trial.result_zero, _DRAW, new_phase)
+    fraction = phase == _FRACTION
+    new_phase = jnp.where(fraction & trial.result_one, _DONE, new_phase)
+    return jnp.where(fraction & trial.result_zero, _DRAW, new_phase)
 
 
 def _start_fraction(st, mask, word):
@@ -316,7 +361,7 @@ def _start_fraction(st, mask, word):
     return st
 
 
-def _gaussian_acceptance(st, new_phase, proposed, gauss, word, top, restart_exp1):
+def _gaussian_acceptance(st, new_phase, proposed, gauss, word, top):
     """Algorithm 3's acceptance test for the proposal |Y|: gamma = w a^2 / D with a = |r |Y| - c|,
     split as a = h D + l: floor(gamma) = w h^2 D + 2 w h l + floor(w l^2 / D) (saturating),
     fraction (w l^2 mod D) / D."""
@@ -332,7 +377,7 @@ def _gaussian_acceptance(st, new_phase, proposed, gauss, word, top, restart_exp1
     st["gden"] = jnp.where(proposed, D, st["gden"])
     st["whole"] = jnp.where(proposed, jnp.minimum(whole, word(2**23)), st["whole"])
     has_whole = proposed & (st["whole"] > 0)
-    st = restart_exp1(has_whole, st)
+    st = _restart_exp1(has_whole, st, word)
     st = _start_fraction(st, proposed & ~has_whole, word)
     new_phase = jnp.where(has_whole, _WHOLE, new_phase)
     new_phase = jnp.where(proposed & ~has_whole, _FRACTION, new_phase)

@@ -266,10 +266,10 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
     dshape = data.shape[1:]
     point = score_fn is not None
     d_eff = dshape[0] if point else 1
-    frac64, cum64 = split_schedule(c, split)
-    frac = jnp.asarray(frac64, dtype)
-    cum = jnp.asarray(cum64, dtype)
-    weight = jnp.asarray(running_mean_weights(cum64), dtype)
+    schedule = split_schedule(c, split)
+    frac = jnp.asarray(schedule.frac, dtype)
+    cum = jnp.asarray(schedule.cumfrac, dtype)
+    weight = jnp.asarray(running_mean_weights(schedule.cumfrac), dtype)
     log_c_over_beta = jnp.log(jnp.asarray(c, dtype)) - jnp.log(beta0)  # beta0: a dtype scalar
     stop_at = 0 if k is None else k
     if axes is None:
@@ -293,13 +293,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
         work = _Work(*work)
         if k is None:
             return work
-        if best.shape[0] < k:  # a working set of fewer than k users
-            best = jnp.concatenate([best, jnp.full((k - best.shape[0],), jnp.inf, dtype)])
-        if axes is not None:  # U_k over all users: the k smallest of every shard's k smallest
-            best = -lax.top_k(-lax.all_gather(best, axes, tiled=True), k)[0]
-        active = work.status == ACTIVE
-        h = lam * lax.rsqrt(2 * jnp.where(active, fixed.r * cj, 1))
-        return work._replace(status=jnp.where(active & (work.estimate - h > best[k - 1]), S0, work.status))
+        return _eliminate_above_k(work, best, fixed.r, cj, lam, k=k, axes=axes)
 
     def run_level(caps, fixed: _Fixed, loop: _Loop) -> _Loop:
         """Rounds over a working set of ``caps[0]`` users while the next level cannot hold every
@@ -343,13 +337,32 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
     loop = run_level(_levels(block, -(-stop_at // devices)), fixed, loop)
 
     mean, est, status, rounds = loop.work
-    counts = loop.counts
+    half = _half_widths(rounds, r, cum, loop.counts, d_eff, log_c_over_beta)
+    return PIEResult(status, rounds, mean, est, half, loop.j, loop.counts)
+
+
+def _eliminate_above_k(work: _Work, best, r, cj, lam, *, k: int, axes) -> _Work:
+    """PIE-k's elimination after a round: ``best`` holds the working set's smallest upper ends
+    ``g + h``; an active user whose lower end ``g - h`` (``h = lam / sqrt(2 r cj)``) lies above
+    ``U_k``, the k-th smallest upper end over all users (every shard's), goes to ``S_0``."""
+    if best.shape[0] < k:  # a working set of fewer than k users
+        best = jnp.concatenate([best, jnp.full((k - best.shape[0],), jnp.inf, best.dtype)])
+    if axes is not None:  # U_k over all users: the k smallest of every shard's k smallest
+        best = -lax.top_k(-lax.all_gather(best, axes, tiled=True), k)[0]
+    active = work.status == ACTIVE
+    h = lam * lax.rsqrt(2 * jnp.where(active, r * cj, 1))
+    return work._replace(status=jnp.where(active & (work.estimate - h > best[k - 1]), S0, work.status))
+
+
+def _half_widths(rounds, r, cum, counts, d_eff: int, log_c_over_beta):
+    """Each user's half-width ``h`` at its last round (``+inf`` for users who never released), from
+    the round radii ``lam_j`` of the active counts ``counts``."""
+    dtype = r.dtype
     last = jnp.maximum(rounds.astype(jnp.int32) - 1, 0)
     lam_rounds = tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(jnp.maximum(counts, 1).astype(dtype)))
     lam_last = lam_rounds[last]
     took_part = rounds > 0
-    half = jnp.where(took_part, lam_last * lax.rsqrt(2 * jnp.where(took_part, r * cum[rounds], 1)), jnp.inf)
-    return PIEResult(status, rounds, mean, est, half, loop.j, counts)
+    return jnp.where(took_part, lam_last * lax.rsqrt(2 * jnp.where(took_part, r * cum[rounds], 1)), jnp.inf)
 
 
 @functools.partial(jax.jit, static_argnames=("score_fn", "k", "plan", "layout"))
@@ -582,6 +595,6 @@ def charged(result: PIEResult, rho, c: int, split: str = "even") -> jax.Array:
 
     An invalid result (``rounds`` = -1, from invalid traced input) is charged the full ``rho_i``.
     """
-    _, cum = split_schedule(c, split)
+    cum = split_schedule(c, split).cumfrac
     rho = jnp.broadcast_to(jnp.asarray(rho, result.estimate.dtype), result.rounds.shape)
     return jnp.minimum(rho * jnp.asarray(cum, rho.dtype)[result.rounds], rho)

@@ -12,6 +12,8 @@ single-query saving is ``1 - frac_1``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from dpjax.validation import check_choice, check_int
@@ -20,7 +22,20 @@ SPLITS = ("even", "doubling")
 MAX_ROUNDS = 32767  # rounds are stored per user as int16
 
 
-def split_schedule(c: int, kind: str = "even") -> tuple[np.ndarray, np.ndarray]:
+class SplitSchedule(NamedTuple):
+    """One user's budget over c rounds, as fractions of the per-query allotment (float64).
+
+    Attributes:
+      frac: (c,) the fraction ``frac_j`` spent in round ``j``.
+      cumfrac: (c + 1,) the fraction spent by the end of round ``j`` (``cumfrac[0] = 0``,
+        ``cumfrac[c] = 1``).
+    """
+
+    frac: np.ndarray
+    cumfrac: np.ndarray
+
+
+def split_schedule(c: int, kind: str = "even") -> SplitSchedule:
     """Returns ``(frac, cumfrac)``: (c,) round fractions and (c + 1,) cumulative fractions, float64.
 
     Example:
@@ -37,7 +52,7 @@ def split_schedule(c: int, kind: str = "even") -> tuple[np.ndarray, np.ndarray]:
         # (2^j - 1)/(2^c - 1) = (2^(j-c) - 2^(-c)) / (1 - 2^(-c)), free of overflow for any c.
         cumfrac = np.concatenate([[0.0], (np.exp2(j - c) - np.exp2(-c)) / (1 - np.exp2(-c))])
     cumfrac[-1] = 1.0
-    return np.diff(cumfrac), cumfrac
+    return SplitSchedule(np.diff(cumfrac), cumfrac)
 
 
 def running_mean_weights(cumfrac: np.ndarray) -> np.ndarray:

@@ -34,6 +34,7 @@ sums ``N_j``, so float32 keeps their relative precision even at ``n = 10^6``.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -226,8 +227,84 @@ def forward_tables(
 
     If the certificate exceeds ``restart_above`` (e.g. data whose widths make runs likely), the pass
     restarts from row 0 with nothing omitted and whole rows: one ``lax.while_loop`` over the rows,
-    so the tables are updated in place and the restart costs nothing unless taken.
+    so the tables are updated in place and the restart costs nothing unless taken. Each turn of the
+    loop is :func:`_step`: one of the row steps :func:`_first_row` (row 0), :func:`_full_row` (a whole
+    row) or :func:`_windowed_row` (a row in a window), over the pass's :class:`_Constants`.
     """
+    const = _constants(log_width, levels, c, method, margin_nats, span)
+    final = lax.while_loop(
+        lambda state: state.row < const.m,
+        functools.partial(_step, const, restart_above),
+        _initial_state(const),
+    )
+    return _tables(const, edges, log_width, final)
+
+
+class _Constants(NamedTuple):
+    """What every row step of one forward pass reads: its static layout (Python values, fixed when
+    :func:`forward_tables` is traced) and the per-call arrays, the same for every row.
+
+    Attributes:
+      method: the Toeplitz step, one of :data:`METHODS` (static).
+      dtype: the working dtype (static).
+      m: the number of levels, one row each (static).
+      size: ``n + 1``, the number of gaps (static).
+      length: the row length worked at, ``aligned_length(size)`` (static).
+      width: the row length of ``log_total``, :func:`padded_width` (static).
+      block: the sampler's block, :func:`sampling_block` (static).
+      span: the window width in gaps, a multiple of ``LINEAR_BLOCKS[0]`` (static).
+      windows: whether rows may be kept in windows (``"linear"`` and ``0 < span < length``; static).
+      rows: ``0..m-1`` (NumPy).
+      c: ``epsilon / (2 Delta)`` in the working dtype.
+      nu: the targets ``nu_1..nu_{m+1}``, shape ``(m + 1,)``.
+      run_gap: ``N_j - N_l = n (q_j - q_l)``, shape ``(m, m)``.
+      run_len: ``j - l``, the number of copies less one (1 where ``l >= j``), shape ``(m, m)``.
+      log_fact: ``log (j - l + 1)!``, shape ``(m, m)``.
+      margin: the margin of each row's omissions, in nats, shape ``(m,)``.
+      completion: ``log(n + 1)`` plus the log of the completion volume after each row, shape ``(m,)``.
+      max_log_width: the largest ``log tau``.
+      widths: ``log tau`` padded with ``-inf`` to ``length`` gaps.
+      gaps: ``0..length-1`` in the working dtype.
+      last_edge: ``log phi`` of the last step, from each gap to ``n`` toward ``nu_{m+1}``, shape
+        ``(length,)``.
+      block_widths: the largest ``log tau`` per block of ``LINEAR_BLOCKS[0]`` gaps (``None`` without
+        windows).
+      no_masses: zero block masses, shape ``(2, width / block)``.
+      no_runs: ``-inf`` run weights, shape ``(m,)``.
+    """
+
+    method: str
+    dtype: np.dtype
+    m: int
+    size: int
+    length: int
+    width: int
+    block: int
+    span: int
+    windows: bool
+    rows: np.ndarray
+    c: jax.Array
+    nu: jax.Array
+    run_gap: jax.Array
+    run_len: jax.Array
+    log_fact: jax.Array
+    margin: jax.Array
+    completion: jax.Array
+    max_log_width: jax.Array
+    widths: jax.Array
+    gaps: jax.Array
+    last_edge: jax.Array
+    block_widths: jax.Array | None
+    no_masses: jax.Array
+    no_runs: jax.Array
+
+
+_UNIT = LINEAR_BLOCKS[0]
+"""Gaps per block of the windows (their placement, bounds and certificate)."""
+
+
+def _constants(log_width, levels, c, method: str, margin_nats, span: int | None) -> _Constants:
+    """The constants of :func:`forward_tables` (arguments as there)."""
     dtype = log_width.dtype
     levels = jnp.asarray(levels, dtype)
     size = log_width.shape[0]
@@ -259,185 +336,245 @@ def forward_tables(
     gaps = jnp.arange(length, dtype=dtype)
     last_edge = log_phi(c_arr, n - gaps, nu[-1])
 
-    unit = LINEAR_BLOCKS[0]
     span = window_span(size) if span is None else span
-    if span < 0 or span % unit:
-        raise ValueError(f"span must be 0 (no windows) or a positive multiple of {unit} gaps, got {span}")
+    if span < 0 or span % _UNIT:
+        raise ValueError(f"span must be 0 (no windows) or a positive multiple of {_UNIT} gaps, got {span}")
     windows = method == "linear" and 0 < span < length
     block = sampling_block(size)
     width = padded_width(size)
     no_masses = jnp.zeros((2, width // block), dtype)
     no_runs = jnp.full((m,), -jnp.inf, dtype)
-    # The largest log width per block of ``unit`` gaps (for the windows' bounds), once per dataset.
-    block_widths = jnp.max(widths.reshape(-1, unit), axis=1) if windows else None
+    # The largest log width per block of ``_UNIT`` gaps (for the windows' bounds), once per dataset.
+    block_widths = jnp.max(widths.reshape(-1, _UNIT), axis=1) if windows else None
+    return _Constants(
+        method=method,
+        dtype=dtype,
+        m=m,
+        size=size,
+        length=length,
+        width=width,
+        block=block,
+        span=span,
+        windows=windows,
+        rows=rows,
+        c=c_arr,
+        nu=nu,
+        run_gap=run_gap,
+        run_len=run_len,
+        log_fact=log_fact,
+        margin=margin,
+        completion=completion,
+        max_log_width=max_log_width,
+        widths=widths,
+        gaps=gaps,
+        last_edge=last_edge,
+        block_widths=block_widths,
+        no_masses=no_masses,
+        no_runs=no_runs,
+    )
 
-    def base(state: ForwardState):
-        """``D_{j-1}`` (0 for row 0)."""
-        return jnp.where(state.row == 0, 0, state.offsets[state.row - 1])
 
-    def runs(state: ForwardState, reference):
-        """``(weight, kept, log_omitted)``: the run weights into row ``j >= 1`` (relative to
-        ``D_{j-1}``; ``-inf`` where omitted), which are kept, and the certificate with the omitted
-        ones added, given ``reference = max(new runs of row j)``."""
-        j, offsets = state.row, state.offsets
-        # Runs of k = j - l + 1 >= 2 copies of gap i (the closed form above), relative to D_{j-1}.
-        weight = offsets - offsets[j - 1] - c_arr * run_gap[j] - log_fact[j]
-        bound = weight + state.first_max + run_len[j] * max_log_width
-        kept = (rows < j) & ~(state.omit & (bound < reference - margin[j]))
-        dropped = jnp.where((rows < j) & ~kept, offsets[j - 1] + bound, -jnp.inf)
-        log_omitted = jnp.logaddexp(state.log_omitted, jax.nn.logsumexp(dropped) + completion[j])
-        return jnp.where(kept, weight, -jnp.inf), kept, log_omitted
-
-    def first_row(state: ForwardState, window) -> Row:
-        """Row 0, kept in a window when its mass outside is negligible (the test for runs)."""
-        first = widths + log_phi(c_arr, gaps, nu[0])
-        top = safe_max(first)
-        start, windowed, log_omitted = jnp.int32(0), jnp.bool_(False), state.log_omitted
-        if windows:
-            start = _place_window(jnp.max(first.reshape(-1, unit), axis=1), margin[0], span // unit)
-            outside = _outside_window(jnp.arange(length), start * unit, span)
-            left_out = jax.nn.logsumexp(jnp.where(outside, first, -jnp.inf))
-            # Windows are tried only where the windowed step can certify: its explicit kernel
-            # blocks span up to c (2 B - 2) nats, and float32 certifies ~66. (Else a windowed row 0
-            # would only give the whole rows after it a steep left edge, which blocks of 16
-            # certify less often than the smooth tail of a whole row 0.)
-            info = jnp.finfo(dtype)
-            kernel_fits = c_arr * (2 * unit - 2) < math.log(info.eps / info.tiny)
-            windowed = state.omit & kernel_fits & (left_out < top - margin[0])
-            log_omitted = jnp.where(
-                windowed, jnp.logaddexp(log_omitted, left_out + completion[0]), log_omitted
-            )
-            first = jnp.where(windowed & outside, -jnp.inf, first)
-        return Row(first, first, top, jnp.max(first), no_runs, log_omitted, no_masses, start, windowed)
-
-    def full_row(state: ForwardState, window) -> Row:
-        """Row ``j >= 1`` whole: new runs by the Toeplitz step from row ``j - 1``, plus kept runs."""
-        j = state.row
-        previous_row = lax.dynamic_index_in_dim(state.log_total, j - 1, 0, keepdims=False)
-        previous = previous_row[:length]
-        masses = no_masses
-        if method == "linear":
-            # The linear step also gives the block masses of the previous row.
-            stepped, masses = toeplitz_linear_with_masses(
-                previous, c_arr, nu[j], block, lambda: _block_masses(previous_row, c_arr, block)
-            )
-        else:
-            stepped = toeplitz(method, previous, c_arr, nu[j])
-        new_first = jnp.where(gaps == 0, -jnp.inf, widths + stepped)
-        reference = jnp.max(new_first)
-        weight, _, log_omitted = runs(state, reference)
-        total, top = _logsumexp_recent_rows(new_first, reference, state.firsts, weight, widths, j, m)
-        return Row(
-            new_first, total, top, reference, weight, log_omitted, masses, jnp.int32(0), jnp.bool_(False)
-        )
-
-    def windowed_row(state: ForwardState):
-        """Row ``j >= 1`` from a windowed row ``j - 1``, in a window of ``span`` gaps placed by a
-        bound on every block: ``(fits, window)``, where ``fits`` holds when the linear step with
-        blocks of ``unit`` is certified there, no run is kept and the bound on the row's mass
-        outside is negligible (the test for runs), and ``window`` is the row there."""
-        j = state.row
-        previous = lax.dynamic_slice_in_dim(state.log_total[j - 1], state.window * unit, span)
-        frames = block_frames(previous, state.window, length, c_arr, nu[j], unit)
-        # Every new run in block b is at most its frame + log(3 B + 2) + its largest width (plus one
-        # nat for the rounding of the frame's log-space sums, ~0.1 nat at |frame| ~ 10^5 in float32).
-        upper = frames.frame + (math.log(3 * unit + 2) + 1) + block_widths
-        start = _place_window(upper, margin[j], span // unit)
-        stepped, certified = window_values(frames, start, span, size)
-        at = start * unit + jnp.arange(span)
-        new_first = lax.dynamic_slice_in_dim(widths, start * unit, span) + stepped.reshape(-1)
-        new_first = jnp.where(at == 0, -jnp.inf, new_first)
-        reference = jnp.max(new_first)
-        weight, kept, log_omitted = runs(state, reference)
-        outside = _outside_window(jnp.arange(upper.shape[0]), start, span // unit)
-        outside = jax.nn.logsumexp(jnp.where(outside, upper, -jnp.inf)) + math.log(unit)
-        fits = certified & frames.certified & ~jnp.any(kept) & (outside < reference - margin[j])
-        log_omitted = jnp.logaddexp(log_omitted, state.offsets[j - 1] + outside + completion[j])
-        masses = sampler_masses(frames.left, frames.right, c_arr, unit, block)
-        return fits, (start, new_first, reference, weight, log_omitted, masses)
-
-    def no_window(state: ForwardState):
-        """:func:`windowed_row`'s shapes, not fitting."""
-        zero = jnp.asarray(0, dtype)
-        return jnp.bool_(False), (jnp.int32(0), jnp.zeros((span,), dtype), zero, no_runs, zero, no_masses)
-
-    def take_window(state: ForwardState, window) -> Row:
-        start, new_first, reference, weight, log_omitted, masses = window
-        row = lax.dynamic_update_slice(jnp.full((length,), -jnp.inf, dtype), new_first, (start * unit,))
-        return Row(row, row, reference, reference, weight, log_omitted, masses, start, jnp.bool_(True))
-
-    def step(state: ForwardState) -> ForwardState:
-        j = state.row
-        if windows:
-            fits, window = lax.cond(state.windowed & (j > 0), windowed_row, no_window, state)
-            branches = (first_row, full_row, take_window)
-            branch = jnp.where(j == 0, 0, jnp.where(fits, 2, 1))
-        else:
-            window, branches, branch = None, (first_row, full_row), jnp.where(j == 0, 0, 1)
-        # The tables are only read in the branches and written below, in place.
-        row = lax.switch(branch, branches, state, window)
-        firsts = lax.dynamic_update_index_in_dim(state.firsts, row.new_first - row.top, j, 0)
-        total = jnp.pad(row.total - row.top, (0, width - length), constant_values=-jnp.inf)
-        log_total = lax.dynamic_update_index_in_dim(state.log_total, total, j, 0)
-        if method == "linear":
-            # Row j - 1's masses (row 0's, from row 1's step, overwrite these).
-            masses = lax.dynamic_update_index_in_dim(state.masses, row.masses, jnp.maximum(j - 1, 0), 1)
-        else:
-            masses = lax.dynamic_update_index_in_dim(state.masses, _block_masses(total, c_arr, block), j, 1)
-        offsets = state.offsets.at[j].set(base(state) + row.top)
-        # After the last row: certify (log_omitted relative to log Z') or restart without omitting.
-        log_omitted = lax.cond(
-            j == m - 1,
-            lambda: row.log_omitted - offsets[j] - jax.nn.logsumexp(total[:length] + last_edge),
-            lambda: row.log_omitted,
-        )
-        restart = (j == m - 1) & state.omit & (log_omitted > math.log(restart_above))
-        return ForwardState(
-            jnp.where(restart, 0, j + 1).astype(jnp.int32),
-            state.omit & ~restart,
-            row.windowed & ~restart,
-            row.window,
-            firsts,
-            log_total,
-            masses,
-            state.first_max.at[j].set(row.reference - row.top),
-            offsets,
-            state.run_weight.at[j].set(row.weight),
-            jnp.where(restart, -jnp.inf, log_omitted),
-        )
-
-    start = ForwardState(
+def _initial_state(const: _Constants) -> ForwardState:
+    """The loop state before row 0: nothing computed, omission on, no window."""
+    m, dtype = const.m, const.dtype
+    return ForwardState(
         row=jnp.int32(0),
         omit=jnp.bool_(True),
         windowed=jnp.bool_(False),
         window=jnp.int32(0),
-        firsts=jnp.full((m, length), -jnp.inf, dtype),
-        log_total=jnp.full((m, width), -jnp.inf, dtype),
-        masses=jnp.zeros((2, m, width // block), dtype),
+        firsts=jnp.full((m, const.length), -jnp.inf, dtype),
+        log_total=jnp.full((m, const.width), -jnp.inf, dtype),
+        masses=jnp.zeros((2, m, const.width // const.block), dtype),
         first_max=jnp.full((m,), -jnp.inf, dtype),
         offsets=jnp.zeros((m,), dtype),
         run_weight=jnp.full((m, m), -jnp.inf, dtype),
         log_omitted=jnp.asarray(-jnp.inf, dtype),
     )
-    final = lax.while_loop(lambda state: state.row < m, step, start)
-    firsts, log_total, masses, offsets = final.firsts, final.log_total, final.masses, final.offsets
-    run_weight, log_omitted = final.run_weight, final.log_omitted
-    if method == "linear":
-        masses = masses.at[:, m - 1].set(_block_masses(log_total[m - 1], c_arr, block))
-    kept = jnp.isfinite(run_weight) | (rows[:, None] == rows[None, :])
-    run_shift = jnp.where(kept, offsets[None, :] - offsets[:, None] - c_arr * run_gap, -jnp.inf)
+
+
+def _base(state: ForwardState):
+    """``D_{j-1}`` (0 for row 0)."""
+    return jnp.where(state.row == 0, 0, state.offsets[state.row - 1])
+
+
+def _runs(const: _Constants, state: ForwardState, reference):
+    """``(weight, kept, log_omitted)``: the run weights into row ``j >= 1`` (relative to
+    ``D_{j-1}``; ``-inf`` where omitted), which are kept, and the certificate with the omitted
+    ones added, given ``reference = max(new runs of row j)``."""
+    j, offsets, rows = state.row, state.offsets, const.rows
+    # Runs of k = j - l + 1 >= 2 copies of gap i (the closed form above), relative to D_{j-1}.
+    weight = offsets - offsets[j - 1] - const.c * const.run_gap[j] - const.log_fact[j]
+    bound = weight + state.first_max + const.run_len[j] * const.max_log_width
+    kept = (rows < j) & ~(state.omit & (bound < reference - const.margin[j]))
+    dropped = jnp.where((rows < j) & ~kept, offsets[j - 1] + bound, -jnp.inf)
+    log_omitted = jnp.logaddexp(state.log_omitted, jax.nn.logsumexp(dropped) + const.completion[j])
+    return jnp.where(kept, weight, -jnp.inf), kept, log_omitted
+
+
+def _first_row(const: _Constants, state: ForwardState, window) -> Row:
+    """Row 0, kept in a window when its mass outside is negligible (the test for runs)."""
+    c, span, margin = const.c, const.span, const.margin
+    first = const.widths + log_phi(c, const.gaps, const.nu[0])
+    top = safe_max(first)
+    start, windowed, log_omitted = jnp.int32(0), jnp.bool_(False), state.log_omitted
+    if const.windows:
+        start = _place_window(jnp.max(first.reshape(-1, _UNIT), axis=1), margin[0], span // _UNIT)
+        outside = _outside_window(jnp.arange(const.length), start * _UNIT, span)
+        left_out = jax.nn.logsumexp(jnp.where(outside, first, -jnp.inf))
+        # Windows are tried only where the windowed step can certify: its explicit kernel
+        # blocks span up to c (2 B - 2) nats, and float32 certifies ~66. (Else a windowed row 0
+        # would only give the whole rows after it a steep left edge, which blocks of 16
+        # certify less often than the smooth tail of a whole row 0.)
+        info = jnp.finfo(const.dtype)
+        kernel_fits = c * (2 * _UNIT - 2) < math.log(info.eps / info.tiny)
+        windowed = state.omit & kernel_fits & (left_out < top - margin[0])
+        log_omitted = jnp.where(
+            windowed, jnp.logaddexp(log_omitted, left_out + const.completion[0]), log_omitted
+        )
+        first = jnp.where(windowed & outside, -jnp.inf, first)
+    no_runs, no_masses = const.no_runs, const.no_masses
+    return Row(first, first, top, jnp.max(first), no_runs, log_omitted, no_masses, start, windowed)
+
+
+def _full_row(const: _Constants, state: ForwardState, window) -> Row:
+    """Row ``j >= 1`` whole: new runs by the Toeplitz step from row ``j - 1``, plus kept runs."""
+    j, c = state.row, const.c
+    previous_row = lax.dynamic_index_in_dim(state.log_total, j - 1, 0, keepdims=False)
+    previous = previous_row[: const.length]
+    masses = const.no_masses
+    if const.method == "linear":
+        # The linear step also gives the block masses of the previous row.
+        stepped, masses = toeplitz_linear_with_masses(
+            previous, c, const.nu[j], const.block, lambda: _block_masses(previous_row, c, const.block)
+        )
+    else:
+        stepped = toeplitz(const.method, previous, c, const.nu[j])
+    new_first = jnp.where(const.gaps == 0, -jnp.inf, const.widths + stepped)
+    reference = jnp.max(new_first)
+    weight, _, log_omitted = _runs(const, state, reference)
+    total, top = _logsumexp_recent_rows(new_first, reference, state.firsts, weight, const.widths, j, const.m)
+    return Row(new_first, total, top, reference, weight, log_omitted, masses, jnp.int32(0), jnp.bool_(False))
+
+
+class _Window(NamedTuple):
+    """Row ``j`` in a window (:func:`_windowed_row`): ``start``, its first block (of ``_UNIT``
+    gaps); ``new_first``, the new runs there (shape ``(span,)``); and the :class:`Row` fields
+    ``reference``, ``weight``, ``log_omitted`` and ``masses``."""
+
+    start: jax.Array
+    new_first: jax.Array
+    reference: jax.Array
+    weight: jax.Array
+    log_omitted: jax.Array
+    masses: jax.Array
+
+
+def _windowed_row(const: _Constants, state: ForwardState) -> tuple[jax.Array, _Window]:
+    """Row ``j >= 1`` from a windowed row ``j - 1``, in a window of ``span`` gaps placed by a
+    bound on every block: ``(fits, window)``, where ``fits`` holds when the linear step with
+    blocks of ``_UNIT`` is certified there, no run is kept and the bound on the row's mass
+    outside is negligible (the test for runs), and ``window`` is the row there."""
+    j, c, span, margin = state.row, const.c, const.span, const.margin
+    previous = lax.dynamic_slice_in_dim(state.log_total[j - 1], state.window * _UNIT, span)
+    frames = block_frames(previous, state.window, const.length, c, const.nu[j], _UNIT)
+    # Every new run in block b is at most its frame + log(3 B + 2) + its largest width (plus one
+    # nat for the rounding of the frame's log-space sums, ~0.1 nat at |frame| ~ 10^5 in float32).
+    upper = frames.frame + (math.log(3 * _UNIT + 2) + 1) + const.block_widths
+    start = _place_window(upper, margin[j], span // _UNIT)
+    stepped, certified = window_values(frames, start, span, const.size)
+    at = start * _UNIT + jnp.arange(span)
+    new_first = lax.dynamic_slice_in_dim(const.widths, start * _UNIT, span) + stepped.reshape(-1)
+    new_first = jnp.where(at == 0, -jnp.inf, new_first)
+    reference = jnp.max(new_first)
+    weight, kept, log_omitted = _runs(const, state, reference)
+    outside = _outside_window(jnp.arange(upper.shape[0]), start, span // _UNIT)
+    outside = jax.nn.logsumexp(jnp.where(outside, upper, -jnp.inf)) + math.log(_UNIT)
+    fits = certified & frames.certified & ~jnp.any(kept) & (outside < reference - margin[j])
+    log_omitted = jnp.logaddexp(log_omitted, state.offsets[j - 1] + outside + const.completion[j])
+    masses = sampler_masses(frames.left, frames.right, c, _UNIT, const.block)
+    return fits, _Window(start, new_first, reference, weight, log_omitted, masses)
+
+
+def _no_window(const: _Constants, state: ForwardState) -> tuple[jax.Array, _Window]:
+    """:func:`_windowed_row`'s shapes, not fitting."""
+    zero = jnp.asarray(0, const.dtype)
+    new_first = jnp.zeros((const.span,), const.dtype)
+    return jnp.bool_(False), _Window(jnp.int32(0), new_first, zero, const.no_runs, zero, const.no_masses)
+
+
+def _take_window(const: _Constants, state: ForwardState, window: _Window) -> Row:
+    """The row of a fitting window, ``-inf`` outside it."""
+    row = jnp.full((const.length,), -jnp.inf, const.dtype)
+    row = lax.dynamic_update_slice(row, window.new_first, (window.start * _UNIT,))
+    top, weight, log_omitted = window.reference, window.weight, window.log_omitted
+    return Row(row, row, top, top, weight, log_omitted, window.masses, window.start, jnp.bool_(True))
+
+
+def _step(const: _Constants, restart_above: float, state: ForwardState) -> ForwardState:
+    """Computes row ``j`` (first, whole or windowed) and writes it into the tables in place; after
+    the last row, certifies the omissions or restarts from row 0 without them."""
+    j, m, block = state.row, const.m, const.block
+    first_row, full_row = functools.partial(_first_row, const), functools.partial(_full_row, const)
+    if const.windows:
+        windowed_row, no_window = (functools.partial(f, const) for f in (_windowed_row, _no_window))
+        fits, window = lax.cond(state.windowed & (j > 0), windowed_row, no_window, state)
+        branches = (first_row, full_row, functools.partial(_take_window, const))
+        branch = jnp.where(j == 0, 0, jnp.where(fits, 2, 1))
+    else:
+        window, branches, branch = None, (first_row, full_row), jnp.where(j == 0, 0, 1)
+    # The tables are only read in the branches and written below, in place.
+    row = lax.switch(branch, branches, state, window)
+    firsts = lax.dynamic_update_index_in_dim(state.firsts, row.new_first - row.top, j, 0)
+    total = jnp.pad(row.total - row.top, (0, const.width - const.length), constant_values=-jnp.inf)
+    log_total = lax.dynamic_update_index_in_dim(state.log_total, total, j, 0)
+    if const.method == "linear":
+        # Row j - 1's masses (row 0's, from row 1's step, overwrite these).
+        masses = lax.dynamic_update_index_in_dim(state.masses, row.masses, jnp.maximum(j - 1, 0), 1)
+    else:
+        masses = lax.dynamic_update_index_in_dim(state.masses, _block_masses(total, const.c, block), j, 1)
+    offsets = state.offsets.at[j].set(_base(state) + row.top)
+    # After the last row: certify (log_omitted relative to log Z') or restart without omitting.
+    log_omitted = lax.cond(
+        j == m - 1,
+        lambda: row.log_omitted - offsets[j] - jax.nn.logsumexp(total[: const.length] + const.last_edge),
+        lambda: row.log_omitted,
+    )
+    restart = (j == m - 1) & state.omit & (log_omitted > math.log(restart_above))
+    return ForwardState(
+        jnp.where(restart, 0, j + 1).astype(jnp.int32),
+        state.omit & ~restart,
+        row.windowed & ~restart,
+        row.window,
+        firsts,
+        log_total,
+        masses,
+        state.first_max.at[j].set(row.reference - row.top),
+        offsets,
+        state.run_weight.at[j].set(row.weight),
+        jnp.where(restart, -jnp.inf, log_omitted),
+    )
+
+
+def _tables(const: _Constants, edges, log_width, final: ForwardState) -> Tables:
+    """The :class:`Tables` from the loop's final state."""
+    masses, offsets, rows = final.masses, final.offsets, const.rows
+    if const.method == "linear":
+        last = _block_masses(final.log_total[const.m - 1], const.c, const.block)
+        masses = masses.at[:, const.m - 1].set(last)
+    kept = jnp.isfinite(final.run_weight) | (rows[:, None] == rows[None, :])
+    run_shift = jnp.where(kept, offsets[None, :] - offsets[:, None] - const.c * const.run_gap, -jnp.inf)
     return Tables(
         edges,
         log_width,
-        firsts,
-        log_total,
+        final.firsts,
+        final.log_total,
         run_shift,
         offsets,
-        c_arr,
-        nu,
+        const.c,
+        const.nu,
         masses[0],
         masses[1],
-        log_omitted,
+        final.log_omitted,
     )
 
 

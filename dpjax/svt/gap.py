@@ -117,6 +117,27 @@ class GapBudget(NamedTuple):
     sigma: float
 
 
+class _GapParameters(NamedTuple):
+    """Algorithm 2's privacy parameters as given (``c`` and ``monotonic``, static, travel apart):
+    checked by :func:`_check_parameters`, then split by :func:`_split` into a :class:`GapBudget`.
+
+    Attributes:
+      epsilon: the total budget, > 0.
+      theta: the threshold share in (0, 1) (``None`` before the check: :func:`default_theta`).
+      sigma: the top-branch margin, >= 0 or ``math.inf``; ``None`` for the default,
+        ``4 sqrt(2) / eps2`` times the sensitivity (:func:`sparse_vector_with_gap`, which has no top
+        branch, passes ``None`` and never reads it).
+      sensitivity: the per-query sensitivity, > 0.
+
+    Python numbers when concrete; any of them may be traced.
+    """
+
+    epsilon: float
+    theta: float | None
+    sigma: float | None
+    sensitivity: float
+
+
 def default_theta(c: int, *, monotonic: bool) -> float:
     """The threshold share of Lyu, Su and Li (2017): ``1/(1 + (2c)^(2/3))``, or ``1/(1 + c^(2/3))``
     for monotonic queries (Ding, Wang, Zhang, Kifer 2019, Sec. 6.1; it minimizes the variance of the gap)."""
@@ -142,19 +163,23 @@ def _check_sigma(checks: Checks, sigma):
     return check_epsilon(sigma, "sigma", allow_zero=True)
 
 
-def _check_parameters(checks: Checks, epsilon, c, theta, sigma, sensitivity, monotonic):
-    """Validates Algorithm 2's parameters (eagerly when concrete, in ``checks`` when traced)."""
-    epsilon = checks.epsilon(epsilon)
+def _check_parameters(
+    checks: Checks, params: _GapParameters, c, monotonic: bool
+) -> tuple[_GapParameters, int]:
+    """Validates Algorithm 2's parameters (eagerly when concrete, in ``checks`` when traced) and
+    ``c``; fills in the default ``theta``."""
+    epsilon = checks.epsilon(params.epsilon)
     c = check_int(c, "c", minimum=1)
-    theta = default_theta(c, monotonic=monotonic) if theta is None else theta
+    theta = default_theta(c, monotonic=monotonic) if params.theta is None else params.theta
     theta = checks.probability(theta, "theta", open_low=True, open_high=True)
-    sensitivity = checks.positive(sensitivity, "sensitivity")
-    return epsilon, c, theta, _check_sigma(checks, sigma), sensitivity
+    sensitivity = checks.positive(params.sensitivity, "sensitivity")
+    return _GapParameters(epsilon, theta, _check_sigma(checks, params.sigma), sensitivity), c
 
 
-def _split(epsilon, c: int, theta, sigma, sensitivity, monotonic: bool) -> GapBudget:
-    """Algorithm 2, line 2, in the arithmetic of its arguments (Python floats, or jnp scalars of
-    one dtype): the one formula behind :func:`gap_budget` and the kernels."""
+def _split(params: _GapParameters, c: int, monotonic: bool) -> GapBudget:
+    """Algorithm 2, line 2, in the arithmetic of the checked parameters (Python floats, or jnp
+    scalars of one dtype): the one formula behind :func:`gap_budget` and the kernels."""
+    epsilon, theta, sigma, sensitivity = params
     eps0 = theta * epsilon
     eps1 = (1.0 - theta) * epsilon / c
     eps2 = eps1 / 2.0
@@ -164,10 +189,10 @@ def _split(epsilon, c: int, theta, sigma, sensitivity, monotonic: bool) -> GapBu
     return GapBudget(epsilon, c, eps0, eps1, eps2, sensitivity / eps0, width / eps1, width / eps2, sigma)
 
 
-def _working_budget(dtype, params, c: int, monotonic: bool) -> GapBudget:
-    """The budget in the kernel's dtype; ``params = (epsilon, theta, sigma, sensitivity)``."""
-    epsilon, theta, sigma, sensitivity = (None if v is None else jnp.asarray(v, dtype) for v in params)
-    return _split(epsilon, c, theta, sigma, sensitivity, monotonic)
+def _working_budget(dtype, params: _GapParameters, c: int, monotonic: bool) -> GapBudget:
+    """The budget of the checked ``params`` in the kernel's dtype."""
+    params = _GapParameters(*(None if v is None else jnp.asarray(v, dtype) for v in params))
+    return _split(params, c, monotonic)
 
 
 def gap_budget(
@@ -191,10 +216,8 @@ def gap_budget(
     Python floats (float64), as the accountant wants; ``c`` and ``monotonic`` are static.
     """
     checks = Checks()
-    epsilon, c, theta, sigma, sensitivity = _check_parameters(
-        checks, epsilon, c, theta, sigma, sensitivity, monotonic
-    )
-    budget = _split(epsilon, c, theta, sigma, sensitivity, monotonic)
+    params, c = _check_parameters(checks, _GapParameters(epsilon, theta, sigma, sensitivity), c, monotonic)
+    budget = _split(params, c, monotonic)
     if not checks.traced:
         return budget._replace(sigma=float(budget.sigma))
     return checks.guard(budget._replace(c=None))._replace(c=c)
@@ -245,10 +268,10 @@ def _from_noise(centered, threshold_noise, top_noise, middle_noise, params, *, c
     return _gap_core(centered, threshold_noise, top_noise, middle_noise, budget, adaptive=adaptive)
 
 
-def _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic):
+def _run_from_noise(queries, threshold, threshold_noise, noises, params: _GapParameters, c, monotonic):
     """Validates, then runs the core on given noise (``noises``: (name, array) for top and middle)."""
     checks = Checks()
-    epsilon, c, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
+    params, c = _check_parameters(checks, params, c, monotonic)
     centered = centered_queries(checks, queries, threshold)
     top, middle = (None if noise is None else _noise_like(noise, centered, name) for name, noise in noises)
     result = _from_noise(
@@ -256,7 +279,7 @@ def _run_from_noise(queries, threshold, threshold_noise, noises, parameters, mon
         threshold_noise,
         top,
         middle,
-        (epsilon, theta, sigma, sensitivity),
+        params,
         c=c,
         adaptive=top is not None,
         monotonic=monotonic,
@@ -280,8 +303,8 @@ def sparse_vector_with_gap_from_noise(
     ``Lap(1/eps0)``) and ``middle_noise`` (shape ``(n,)``). For exact tests against a reference.
     Parameters may be traced as in :func:`sparse_vector_with_gap` (``c``, ``monotonic`` static)."""
     noises = (("top_noise", None), ("middle_noise", middle_noise))
-    parameters = (epsilon, c, theta, None, sensitivity)
-    return _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic)
+    params = _GapParameters(epsilon, theta, None, sensitivity)
+    return _run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
 
 
 def adaptive_sparse_vector_with_gap_from_noise(
@@ -303,8 +326,8 @@ def adaptive_sparse_vector_with_gap_from_noise(
     Parameters may be traced as in :func:`adaptive_sparse_vector_with_gap` (``c``, ``monotonic``
     static)."""
     noises = (("top_noise", top_noise), ("middle_noise", middle_noise))
-    parameters = (epsilon, c, theta, sigma, sensitivity)
-    return _run_from_noise(queries, threshold, threshold_noise, noises, parameters, monotonic)
+    params = _GapParameters(epsilon, theta, sigma, sensitivity)
+    return _run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
 
 
 @functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic", "dtype"))
@@ -338,11 +361,10 @@ def _first_passage(key, queries, threshold, params, *, c, adaptive, monotonic, d
     )
 
 
-def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive, method="auto"):
+def _run_keyed(key, queries, threshold, params: _GapParameters, c, monotonic, adaptive, method="auto"):
     checks = Checks()
-    epsilon, c, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
+    params, c = _check_parameters(checks, params, c, monotonic)
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
-    params = (epsilon, theta, sigma, sensitivity)
     static = dict(c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
     paths = {
         "literal": functools.partial(_keyed, **static),
@@ -402,8 +424,8 @@ def sparse_vector_with_gap(
       >>> estimate = res.gaps + 500.0          # unbiased-noise estimates of the reported counts
     """
     check_choice(method, "method", METHODS)
-    parameters = (epsilon, c, theta, None, sensitivity)
-    return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=False, method=method)
+    params = _GapParameters(epsilon, theta, None, sensitivity)
+    return _run_keyed(key, queries, threshold, params, c, monotonic, adaptive=False, method=method)
 
 
 def adaptive_sparse_vector_with_gap(
@@ -456,8 +478,8 @@ def adaptive_sparse_vector_with_gap(
       True
     """
     check_choice(method, "method", METHODS)
-    parameters = (epsilon, c, theta, sigma, sensitivity)
-    return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=True, method=method)
+    params = _GapParameters(epsilon, theta, sigma, sensitivity)
+    return _run_keyed(key, queries, threshold, params, c, monotonic, adaptive=True, method=method)
 
 
 @elementwise("epsilon", "theta", "sensitivity")
@@ -468,8 +490,8 @@ def sparse_vector_with_gap_guarantee(
     ``sensitivity`` (Ding et al. 2019, Theorem 4 with sigma = inf): they only split and calibrate the
     budget. Takes the mechanism's privacy arguments (validated as the mechanism does). Host-side:
     concrete numbers (or arrays of them for a grid)."""
-    epsilon, *_ = _check_parameters(Checks(), epsilon, c, theta, None, sensitivity, monotonic)
-    return PureDP(float(epsilon))
+    params, _ = _check_parameters(Checks(), _GapParameters(epsilon, theta, None, sensitivity), c, monotonic)
+    return PureDP(float(params.epsilon))
 
 
 @elementwise("epsilon", "theta", "sigma", "sensitivity")
@@ -480,5 +502,5 @@ def adaptive_sparse_vector_with_gap_guarantee(
     """Adaptive-Sparse-Vector-with-Gap is ``epsilon``-DP (Ding et al. 2019, Theorem 4) whatever the
     other arguments: the worst case to reserve before the run; ``GapResult.epsilon_spent`` is the
     cost it actually used. Host-side: concrete numbers (or arrays of them for a grid)."""
-    epsilon, *_ = _check_parameters(Checks(), epsilon, c, theta, sigma, sensitivity, monotonic)
-    return PureDP(float(epsilon))
+    params, _ = _check_parameters(Checks(), _GapParameters(epsilon, theta, sigma, sensitivity), c, monotonic)
+    return PureDP(float(params.epsilon))

@@ -186,33 +186,23 @@ def halting_index(
     scale1, scale2 = one / jnp.asarray(epsilon1, dtype), one / rate2
     nu_threshold = noise_lib.sample(noise, key_threshold, (), scale1, dtype)
     common = dict(noise=noise, dtype=dtype)
-    if method == "literal":
-        found = _literal_blocks(
-            key_queries, count_at, first, cap + 1, nu_threshold, base, frac, scale2, block=BLOCK, **common
+
+    def literal(start, stop, block):  # the literal queries in [start, stop), on key_queries
+        return _literal_blocks(
+            key_queries, count_at, start, stop, nu_threshold, base, frac, scale2, block=block, **common
         )
+
+    if method == "literal":
+        found = literal(first, cap + 1, BLOCK)
         return jnp.where(found >= 0, found, cap), found < 0
     stop = jnp.clip(tail_start, first, cap + 1).astype(jnp.int32)
     if method == "blocks":
-        found = _literal_blocks(
-            key_queries, count_at, first, stop, nu_threshold, base, frac, scale2, block=BLOCK, **common
-        )
+        found = literal(first, stop, BLOCK)
     else:
         found, a_end = _thinning(
             key_thin, counts, first, stop, nu_threshold, base, frac, scale2, rate2, **common
         )
-        near_start = jnp.where(found >= 0, stop, a_end)
-        near = _literal_blocks(
-            key_queries,
-            count_at,
-            near_start,
-            stop,
-            nu_threshold,
-            base,
-            frac,
-            scale2,
-            block=NEAR_BLOCK,
-            **common,
-        )
+        near = literal(jnp.where(found >= 0, stop, a_end), stop, NEAR_BLOCK)
         found = jnp.where(found >= 0, found, near)
     tail_k, truncated = _tail(key_tail, nu_threshold, base, frac, n_counted, stop, rate2, cap=cap, **common)
     return jnp.where(found >= 0, found, tail_k), (found < 0) & truncated

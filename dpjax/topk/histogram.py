@@ -9,6 +9,8 @@ list" of padding elements, Sec. 6.2): a returned index ``>= d`` names such a zer
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -49,17 +51,30 @@ def check_k_kbar(k, kbar, kbar_name: str = "kbar") -> tuple[int, int]:
     return k, kbar
 
 
-def check_privacy(epsilon, delta) -> tuple[float, float]:
+class EpsilonDelta(NamedTuple):
+    """The privacy parameters of a top-k over an unknown domain.
+
+    Attributes:
+      epsilon: the per-step ``epsilon``, > 0.
+      delta: the threshold's ``delta``, in (0, 1).
+    """
+
+    epsilon: float | jax.Array
+    delta: float | jax.Array
+
+
+def check_privacy(epsilon, delta) -> EpsilonDelta:
     """Host side (guarantee companions): per-step ``epsilon > 0`` and the threshold's ``delta`` in (0, 1)."""
-    return check_epsilon(epsilon), check_probability(delta, "delta", open_low=True, open_high=True)
+    epsilon = check_epsilon(epsilon)
+    return EpsilonDelta(epsilon, check_probability(delta, "delta", open_low=True, open_high=True))
 
 
-def privacy(checks: Checks, epsilon, delta, dtype) -> tuple[jax.Array, jax.Array]:
+def privacy(checks: Checks, epsilon, delta, dtype) -> EpsilonDelta:
     """Kernel side: ``epsilon > 0`` and ``delta`` in (0, 1), eager when concrete and recorded in
     ``checks`` when traced, returned as ``dtype`` scalars (the same values on both paths)."""
     epsilon = checks.epsilon(epsilon)
     delta = checks.probability(delta, "delta", open_low=True, open_high=True)
-    return jnp.asarray(epsilon, dtype), jnp.asarray(delta, dtype)
+    return EpsilonDelta(jnp.asarray(epsilon, dtype), jnp.asarray(delta, dtype))
 
 
 def check_max_contributions(max_contributions) -> int | None:
