@@ -1,7 +1,7 @@
 """Additive noise mechanisms: the Laplace and Gaussian mechanisms.
 
 * Laplace mechanism (Dwork, McSherry, Nissim, Smith 2006): ``value + Lap(sensitivity/epsilon)`` is
-  epsilon-DP when ``value`` has L1 sensitivity ``sensitivity`` under the chosen neighbouring relation.
+  epsilon-DP when ``value`` has L1 sensitivity ``sensitivity`` under the chosen neighboring relation.
 * Gaussian mechanism (Bun and Steinke 2016, Prop. 1.6): ``value + N(0, sigma^2)`` is
   ``sensitivity^2 / (2 sigma^2)``-zCDP when ``value`` has L2 sensitivity ``sensitivity``.
 
@@ -173,7 +173,7 @@ def discrete_laplace_mechanism(key, value, epsilon, *, sensitivity=1) -> jax.Arr
     arithmetic (Canonne, Kamath and Steinke 2020, Algorithm 2; :func:`dpjax.noise.discrete_laplace`):
     ``P(Z = z) ∝ exp(-epsilon |z| / sensitivity)``. Guarantee: pure ``epsilon``-DP
     (:func:`discrete_laplace_guarantee`) when the integer query ``value`` has L1 sensitivity at most
-    ``sensitivity`` under the chosen neighbouring relation (e.g. a histogram under add/remove of one
+    ``sensitivity`` under the chosen neighboring relation (e.g. a histogram under add/remove of one
     record: sensitivity 1). No floating-point value is involved, so the release has no
     floating-point side channel (Mironov 2012).
 
@@ -220,7 +220,7 @@ def discrete_gaussian_mechanism(key, value, sigma, *, sensitivity=1) -> jax.Arra
     integer arithmetic only. Guarantee: ``sensitivity^2 / (2 sigma^2)``-zCDP (CKS20 Thm. 4, and
     Thm. 14 for vectors of independent coordinates) when the integer query ``value`` has L2
     sensitivity at most ``sensitivity`` (:func:`discrete_gaussian_guarantee`); for a query whose
-    neighbours differ in one coordinate (a count, a histogram under add/remove) the exact
+    neighbors differ in one coordinate (a count, a histogram under add/remove) the exact
     (epsilon, delta) curve of CKS20 Thm. 7 is :func:`discrete_gaussian_approx_dp`, tighter than the
     zCDP conversion.
 
@@ -250,7 +250,7 @@ def discrete_gaussian_delta(sigma, epsilon: float, *, sensitivity: int = 1) -> f
 
         delta = P[Y > epsilon sigma^2 / D - D/2] - e^epsilon P[Y > epsilon sigma^2 / D + D/2],
 
-    Y ~ N_Z(0, sigma^2), D the integer sensitivity of a query whose neighbours differ in one
+    Y ~ N_Z(0, sigma^2), D the integer sensitivity of a query whose neighbors differ in one
     coordinate. The tails are summed in float64 out to 40 sigma beyond the threshold (host-side
     accounting; the neglected mass is below 1e-300)."""
     sigma = exact_noise.exact_rational(sigma, "sigma")
@@ -271,7 +271,7 @@ def discrete_gaussian_delta(sigma, epsilon: float, *, sensitivity: int = 1) -> f
 
 def discrete_gaussian_approx_dp(sigma, delta: float, *, sensitivity: int = 1) -> ApproxDP:
     """The smallest epsilon with ``discrete_gaussian_delta(sigma, epsilon) <= delta`` (CKS20 Thm. 7),
-    for one release of a query whose neighbours differ in one coordinate by at most ``sensitivity``
+    for one release of a query whose neighbors differ in one coordinate by at most ``sensitivity``
     (bisection to 1e-9; never above the zCDP conversion of :func:`discrete_gaussian_guarantee`)."""
     delta = check_probability(delta, "delta", open_low=True, open_high=True)
     zcdp = discrete_gaussian_guarantee(sigma, sensitivity=sensitivity).to_approx_dp(delta)

@@ -3,7 +3,7 @@
 1. ``bound = UQE(x, q)`` (Algorithm 2, :func:`dpjax.quantiles.unbounded`) with ``clip_fraction * epsilon``;
 2. release ``sum_j clip(x_j, lower, bound) + Lap((bound - lower) / ((1 - clip_fraction) * epsilon))``.
 
-Under swap neighbours (n public) one record moves the clipped sum by at most ``bound - lower``, so
+Under swap neighbors (n public) one record moves the clipped sum by at most ``bound - lower``, so
 step 2 is ``(1 - clip_fraction) epsilon``-DP given the bound, and the composition is ``epsilon``-DP.
 Data below ``lower`` are clipped up to it (clipping only from above would break the
 sensitivity for negative values, e.g. jittered zeros). The paper's Table 1 "eps" is per part, i.e.
@@ -122,7 +122,7 @@ def sum(key, x, epsilon: float, **options) -> jax.Array:
     epsilon1 = epsilon2), then ``sum_j clip(x_j, lower, bound) + Lap((bound - lower) / epsilon_rest)``
     with ``epsilon_rest = (1 - clip_fraction) * epsilon``.
 
-    Neighbours and guarantee: swap (one record changed, n public); ``epsilon``-DP in total
+    Neighbors and guarantee: swap (one record changed, n public); ``epsilon``-DP in total
     (:func:`sum_guarantee`). The paper's Table 1 row "eps" corresponds to ``epsilon = 2 * eps``.
 
     Traced parameters: ``epsilon``, ``q``, ``beta``, ``clip_fraction`` and ``lower`` may be traced
@@ -158,7 +158,7 @@ def sum(key, x, epsilon: float, **options) -> jax.Array:
 
 @arguments_of(clipped_sum)
 def mean(key, x, epsilon: float, **options) -> jax.Array:
-    """DP mean: :func:`sum` divided by the public n (swap neighbours; ``epsilon``-DP in total,
+    """DP mean: :func:`sum` divided by the public n (swap neighbors; ``epsilon``-DP in total,
     :func:`mean_guarantee`). Arguments as in :func:`sum` (the same may be traced).
 
     Example:

@@ -8,7 +8,7 @@ index among the noisy maxima (a fixed tie-break).
 **Why the proof carries over, ties included.** Fix the other lanes' noise. With the fixed
 lowest-index tie-break, lane ``i`` wins iff ``c_i + z_i > max_{j<i}(c_j + z_j)`` and
 ``c_i + z_i >= max_{j>i}(c_j + z_j)``, i.e. iff ``z_i >= t_i`` for an integer threshold ``t_i``. On a
-neighbour every count moves by at most the integer ``sensitivity`` D, so ``t_i`` moves by at most
+neighbor every count moves by at most the integer ``sensitivity`` D, so ``t_i`` moves by at most
 ``2D`` (by at most ``D``, in one direction that helps, for monotonic counts), and the discrete
 Laplace tail satisfies ``P(z >= t) <= exp(a/b) P(z >= t + a)`` for integers a >= 0: the output
 probabilities differ by at most ``e^epsilon``. Dwork and Roth's continuous proof needs ties to have
@@ -75,7 +75,7 @@ def discrete_report_noisy_max(key, counts, epsilon, *, sensitivity=1, monotonic:
 
     Guarantee: ``epsilon``-DP (:func:`discrete_report_noisy_max_guarantee`; proof with ties in the
     module docstring) when each count moves by at most the integer ``sensitivity`` between
-    neighbours; ``monotonic=True`` (all counts move in the same direction, e.g. histograms under
+    neighbors; ``monotonic=True`` (all counts move in the same direction, e.g. histograms under
     add/remove) halves the noise.
 
     Args:

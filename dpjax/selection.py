@@ -28,9 +28,9 @@ top-k and noisy top-k with free gaps.
   available. Estimators that use the gaps are in :mod:`dpjax.postprocess.topk_gap`.
 
 Noise convention (every function here). Each candidate score has sensitivity ``sensitivity``: under
-the chosen neighbouring relation no score moves by more than that (an L-infinity bound, not L1).
-``monotonic=True`` additionally asserts that between any two neighbours all scores move in the same
-direction, which holds for counting queries under add/remove-one neighbours but NOT under
+the chosen neighboring relation no score moves by more than that (an L-infinity bound, not L1).
+``monotonic=True`` additionally asserts that between any two neighbors all scores move in the same
+direction, which holds for counting queries under add/remove-one neighbors but NOT under
 substitution. The noise scale per selection is ``c * sensitivity / epsilon`` with ``c = 1`` when
 monotonic and ``c = 2`` otherwise (times k for the gap mechanisms).
 
@@ -212,7 +212,7 @@ def exponential_mechanism(
     McSherry and Talwar (2007), sampled by the Gumbel-max trick (Durfee and Rogers 2019, Lemma 4.2,
     k = 1): ``argmax_i u_i + Gumbel(c * sensitivity / epsilon)``, in log space, so it is exact for
     any spread of utilities (10^6 candidates spanning 10^4 included). ``c = 2``, or ``c = 1`` with
-    ``monotonic=True`` (see the module docstring for the neighbouring relation).
+    ``monotonic=True`` (see the module docstring for the neighboring relation).
 
     Guarantee: epsilon-DP and epsilon-range-bounded (Durfee and Rogers 2019, Lemma 4.3), hence
     epsilon^2/8-zCDP (see :func:`exponential_mechanism_guarantee`).
@@ -221,8 +221,8 @@ def exponential_mechanism(
       key: a ``jax.random`` key.
       utilities: shape [n], finite, one utility per candidate (higher is better).
       epsilon: privacy parameter, > 0 (may be traced).
-      sensitivity: bound on how much any one utility changes between neighbours, > 0 (may be traced).
-      monotonic: all utilities move in the same direction between neighbours (static bool).
+      sensitivity: bound on how much any one utility changes between neighbors, > 0 (may be traced).
+      monotonic: all utilities move in the same direction between neighbors (static bool).
       method: how the draw is made (static): ``"auto"`` (default), ``"literal"`` for one release
         and ``"tree"`` under ``vmap`` over keys with the data fixed (the rule of :mod:`dpjax._auto`;
         same law, the stream depends on the batching); ``"literal"``, the Gumbel-max above (d
@@ -278,7 +278,7 @@ def report_noisy_max(
     * ``"laplace"``: Laplace(b) (Dwork and Roth 2014, Claim 3.9, monotone counts; 2x scale for
       general scores). epsilon-DP.
 
-    Neighbouring relation: each score has sensitivity ``sensitivity`` under the caller's relation;
+    Neighboring relation: each score has sensitivity ``sensitivity`` under the caller's relation;
     ``monotonic`` asserts all scores move together (counts under add/remove, not under swap).
 
     Args:
@@ -355,7 +355,7 @@ def gumbel_top_k(
       k: number of indices, 1 <= k <= n (static).
       epsilon: privacy parameter of each selection, > 0 (may be traced).
       sensitivity: per-score sensitivity, > 0 (may be traced).
-      monotonic: all scores move in the same direction between neighbours (counts, add/remove;
+      monotonic: all scores move in the same direction between neighbors (counts, add/remove;
         static bool).
       method: ``"auto"`` (default), ``"literal"`` or ``"tree"`` (static), see above. Same law,
         different random streams.
@@ -427,7 +427,7 @@ def noisy_top_k_with_gap(
 
     Ding, Wang, Zhang and Kifer (2019), Algorithm 1 and Theorem 2. Adds noise of scale
     ``b = 2 k sensitivity / epsilon`` (``b = k sensitivity / epsilon`` when ``monotonic=True``,
-    e.g. counts under add/remove neighbours) to every score, takes the k+1 largest noisy values
+    e.g. counts under add/remove neighbors) to every score, takes the k+1 largest noisy values
     ``v_1 > ... > v_{k+1}`` (exact ``lax.top_k``) and releases their first k indices and the gaps
     ``g_i = v_i - v_{i+1}``. ``g_k`` is the gap to the best unselected candidate. The noisy values
     themselves are never released.
@@ -448,23 +448,23 @@ def noisy_top_k_with_gap(
     ``v_{k+1}``, is ``prod_j exp(u_{i_j} - v_j - e^{u_{i_j} - v_j}) * Z_R t exp(-Z_R t)`` with
     ``t = exp(-v_{k+1})`` (the product of the unselected Gumbel CDFs is ``exp(-Z_R t)``). Writing
     ``v_j = v_{k+1} + s_j`` and integrating ``v_{k+1}`` out (``dv = dt / t``) gives the density of the
-    release: ``p(i_1..i_k, g_1..g_k) = k! prod_j exp(u_{i_j} - s_j) Z_R / A^{k+1}``. On a neighbour
+    release: ``p(i_1..i_k, g_1..g_k) = k! prod_j exp(u_{i_j} - s_j) Z_R / A^{k+1}``. On a neighbor
     every score moves by ``delta_l`` with ``|delta_l| <= a = sensitivity / b``: the numerator gains
     the factors ``x_j = exp(delta_{i_j})`` and ``y = Z'_R / Z_R`` (a weighted mean of the
     unselected ``exp(delta_l)``), and ``A' / A`` is a weighted mean of the same k + 1 factors, so
     at least their minimum m. The density ratio is then at most ``prod_j (x_j / m) * (y / m)``:
     k + 1 factors in ``[1, e^{2a}]``, one of them 1, so at most ``e^{2ka} = e^{epsilon}``; with
-    monotone neighbours all ``delta`` share a sign, the factors lie in ``[1, e^a]`` and the bound is
+    monotone neighbors all ``delta`` share a sign, the factors lie in ``[1, e^a]`` and the bound is
     ``e^{ka} = e^{epsilon}`` at ``b = k sensitivity / epsilon``. The bound is attained in the limit
     (winners up, the rest down, unselected mass dominating). Checked numerically in
     ``tests/test_selection_gumbel_gap.py`` (the density against both samplers; its ratios on
-    neighbours). Ties: as for Laplace, probability zero only in exact arithmetic.
+    neighbors). Ties: as for Laplace, probability zero only in exact arithmetic.
 
     Not offered: one-sided Exponential noise (permute-and-flip's). Its density has bounded support,
     so it is not admissible noise for the paper's proof (Lemma 1, a log-density Lipschitz on the
     real line), and it lacks max-stability: the unselected maximum's law depends on each score
     through the truncation ``max(v, u_l)``, so the integral above has no common form across
-    neighbours and no proof is at hand here (Ding et al. 2019 cover Laplace-type noise only).
+    neighbors and no proof is at hand here (Ding et al. 2019 cover Laplace-type noise only).
 
     Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2 for Laplace, the
     derivation above for Gumbel); see :func:`noisy_top_k_with_gap_guarantee`. Ties have probability

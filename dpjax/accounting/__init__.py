@@ -1,4 +1,4 @@
-"""Privacy guarantees, their composition and conversions, the neighbouring relation, and the budget
+"""Privacy guarantees, their composition and conversions, the neighboring relation, and the budget
 keepers (Accountant, PayWhatYouGet, PerUserLedger) with their shared reserve/settle protocol."""
 
 from dpjax.accounting.accountant import Accountant, Spend

@@ -1,4 +1,4 @@
-"""The neighbouring relation: one enum for every family that offers a choice.
+"""The neighboring relation: one enum for every family that offers a choice.
 
 * ``Neighbors.SWAP``: the datasets have the same size and differ in one record (replace one
   record; "swap" in Gillenwater, Joseph and Kulesza 2021 and Durfee 2023, "bounded DP").
@@ -17,7 +17,7 @@ import enum
 
 
 class Neighbors(enum.StrEnum):
-    """The neighbouring relation (a ``str`` enum: ``Neighbors.SWAP == "swap"``)."""
+    """The neighboring relation (a ``str`` enum: ``Neighbors.SWAP == "swap"``)."""
 
     SWAP = "swap"
     ADD_REMOVE = "add_remove"

@@ -1,4 +1,4 @@
-"""Private k nearest neighbours in the local model (Liang and Yi, Sec. 6.4, Algorithm 8).
+"""Private k nearest neighbors in the local model (Liang and Yi, Sec. 6.4, Algorithm 8).
 
 Query: the indices of the k users closest to a point ``p``; score ``len_p(x) = ||x - p||``.
 
@@ -83,7 +83,7 @@ def knn(
       key: a ``jax.random`` key.
       x: (n, d) user points; p: (d,) query point (may be traced).
       rho: per-user allotment, scalar > 0 or (n,) >= 0 (may be traced).
-      k: number of neighbours, 1 <= k <= n (static).
+      k: number of neighbors, 1 <= k <= n (static).
       c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie.pie_k`.
       mode: "distance" (PM1, default) or "point" (PM0) (static).
 

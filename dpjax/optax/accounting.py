@@ -1,6 +1,6 @@
 """Privacy accounting of a DP-SGD run with :func:`dpjax.optax.dp_aggregate`, through ``dp_accounting``.
 
-What is claimed. Neighbouring datasets differ by adding or removing one example. Each step Poisson-
+What is claimed. Neighboring datasets differ by adding or removing one example. Each step Poisson-
 samples a batch (every example independently with probability ``sampling_rate``), clips every
 example's gradient to the current clip norm ``C_t`` and releases the clipped sum plus
 ``N(0, (sigma C_t)^2)`` per coordinate (L2 sensitivity ``C_t``: the Gaussian of noise multiplier
@@ -16,7 +16,7 @@ before it, is dominated by one Gaussian of noise multiplier ``sigma_t`` (the str
   dominated by the Gaussian with ``sigma_t = (sigma^-2 + mu^2)^-1/2`` (GDP composition); other steps
   have ``sigma_t = sigma``.
 
-A Poisson-subsampled mechanism whose add and remove neighbours are dominated by a Gaussian pair is
+A Poisson-subsampled mechanism whose add and remove neighbors are dominated by a Gaussian pair is
 dominated by the subsampled Gaussian pair (Zhu, Dong, Wang 2022, Thm. 10), and dominating pairs
 compose adaptively, so the run is accounted as the composition of
 ``PoissonSampledDpEvent(sampling_rate, GaussianDpEvent(sigma_t))`` over the steps: with

@@ -14,7 +14,7 @@ be traced, vmapped over or stored in a training state):
 Every strategy moves the clip norm *after* the step that used it: step t clips at ``C_t`` and the
 strategy computes ``C_{t+1}`` from step t's per-example norms (on the same Poisson-sampled batch).
 
-Neighbouring relation: add/remove one example (the DP-SGD relation under Poisson sampling). Padding
+Neighboring relation: add/remove one example (the DP-SGD relation under Poisson sampling). Padding
 examples (``example_mask`` False) count as absent. The privacy of what each strategy releases is
 described to the accountant by :meth:`accounting_steps` as an equivalent Gaussian noise multiplier
 per step; :mod:`dpjax.optax.accounting` states and composes it.

@@ -133,7 +133,7 @@ def dp_aggregate(
     so any optax optimizer can follow in ``optax.chain`` (this transform must come first). Everything
     runs inside the caller's ``jit``.
 
-    Guarantee: see :func:`dpjax.optax.training_epsilon` (add/remove neighbours, Poisson sampling).
+    Guarantee: see :func:`dpjax.optax.training_epsilon` (add/remove neighbors, Poisson sampling).
 
     Args:
       noise_multiplier: sigma, > 0 (may be traced).

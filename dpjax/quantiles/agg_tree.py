@@ -152,7 +152,7 @@ def agg_tree(
     """AggTree quantiles (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1; tree counting of Dwork et al.
     2010 and Chan et al. 2011 with Honaker 2015 aggregation).
 
-    Neighbouring relation: ``"swap"`` (default; ``n`` public, Laplace scale ``2h/epsilon``) or
+    Neighboring relation: ``"swap"`` (default; ``n`` public, Laplace scale ``2h/epsilon``) or
     ``"add_remove"`` (root noised too, scale ``(h+1)/epsilon``). Guarantee: pure ``epsilon``-DP for
     the whole tree, whatever the number of quantiles read from it (:func:`agg_tree_guarantee`).
 

@@ -35,7 +35,7 @@ def app_ind_exp(
     is ``(epsilon, delta)``-DP (:func:`composition_epsilon`, computed in the graph in the working
     dtype, conservatively; within ``~1e-4`` relative of
     :func:`~dpjax.accounting.bounded_range.optimal_composition_epsilon`),
-    sorted. Neighbouring relation: ``"swap"`` (default) or ``"add_remove"``. Guarantee:
+    sorted. Neighboring relation: ``"swap"`` (default) or ``"add_remove"``. Guarantee:
     ``(epsilon, delta)``-DP and range-bounded (:func:`app_ind_exp_guarantee`).
 
     Args:

@@ -80,7 +80,7 @@ def emq(
 ) -> jax.Array:
     """The exponential mechanism for the ``q``-quantile of ``x`` within ``bounds`` (Smith 2011, Alg. 2).
 
-    Neighbouring relation: ``"swap"`` (default; one record replaced, sensitivity 1) or
+    Neighboring relation: ``"swap"`` (default; one record replaced, sensitivity 1) or
     ``"add_remove"`` (sensitivity ``max(q, 1 - q)``). Guarantee: pure ``epsilon``-DP
     (:func:`emq_guarantee`).
 
@@ -134,7 +134,7 @@ def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = 
 
     Gillenwater, Joseph, Kulesza (ICML 2021), Sec. 5.1 (baseline); each release is Smith (2011),
     Alg. 2. Guarantee: pure ``epsilon``-DP by basic composition (:func:`ind_exp_guarantee`).
-    Neighbouring relation as in :func:`emq`.
+    Neighboring relation as in :func:`emq`.
 
     Args:
       key: a ``jax.random`` key.

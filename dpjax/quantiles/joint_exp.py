@@ -232,7 +232,7 @@ def joint_exp(
 ) -> jax.Array:
     """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
 
-    Neighbouring relation: ``"swap"`` (default, the paper's; ``Delta = 2``) or ``"add_remove"``
+    Neighboring relation: ``"swap"`` (default, the paper's; ``Delta = 2``) or ``"add_remove"``
     (``Delta = 2 (1 - min_j (q_j - q_{j-1}))`` over the ``m + 1`` gaps of ``[0, q_1, ..., q_m, 1]``).
     Guarantee: pure ``epsilon``-DP for the whole vector (:func:`joint_exp_guarantee`), with no
     split of epsilon over quantiles.

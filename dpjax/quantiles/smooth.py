@@ -164,7 +164,7 @@ def _check_t(checks: Checks, t, m: int):
 def csmooth(key, x, qs, rho: float, *, bounds, t=None) -> jax.Array:
     """CSmooth quantiles (Gillenwater et al. 2021, Sec. 5.1; Bun and Steinke 2019, Sec. 3.1.1).
 
-    Neighbouring relation: swap (smooth sensitivity is defined for swap neighbours). Guarantee:
+    Neighboring relation: swap (smooth sensitivity is defined for swap neighbors). Guarantee:
     ``rho``-zCDP for all ``m`` quantiles together (:func:`csmooth_guarantee`), each released with
     ``eps' = sqrt(2 rho / m)``.
 

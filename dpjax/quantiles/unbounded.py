@@ -20,10 +20,10 @@ cap the code used to derive from beta with Python math: the cap in force is the 
 ``max_queries`` and the largest index whose candidate is finite in the working dtype, computed with
 ``jnp`` in that dtype from ``beta`` (traced or not), and a halt beyond it is flagged ``truncated``.
 
-Privacy (swap neighbours, Def. 2.1, the paper's default): the counts are monotonic with
+Privacy (swap neighbors, Def. 2.1, the paper's default): the counts are monotonic with
 sensitivity 1 (Lemma 4.1), so UQE is ``(epsilon1 + epsilon2)``-DP (Lemma 3.1, Cor. 3.1, Lemma 3.2)
 and ``(epsilon1/2 + epsilon2)**2 / 2``-zCDP (Theorem 1), with ``epsilon1 = split*epsilon`` and
-``epsilon2 = (1-split)*epsilon``. Add/remove neighbours (Def. B.1): ``max{(1-q) epsilon1,
+``epsilon2 = (1-split)*epsilon``. Add/remove neighbors (Def. B.1): ``max{(1-q) epsilon1,
 q epsilon1 + epsilon2}``-DP (Lemma B.1; Cor. B.1 with epsilon1 = epsilon2). See
 :func:`unbounded_guarantee`.
 
@@ -301,7 +301,7 @@ def unbounded(key, x, q: float, epsilon: float, **options) -> jax.Array:
     Durfee (2023), Algorithm 2: AboveThreshold (Alg. 1) with ``T = q*n`` over
     ``f_i = #{x_j - lower + 1 < beta**i}``, i = 1, 2, ...; the release is ``beta**k + lower - 1``.
 
-    Neighbours and guarantee: ``epsilon``-DP under swap (one record changed, n public), i.e.
+    Neighbors and guarantee: ``epsilon``-DP under swap (one record changed, n public), i.e.
     ``epsilon1 + epsilon2`` with ``epsilon1 = split*epsilon`` on the threshold and
     ``epsilon2 = (1-split)*epsilon`` on each query, and ``(epsilon1/2 + epsilon2)**2/2``-zCDP
     (Theorem 1). Under add/remove the same release is ``max{(1-q) epsilon1, q epsilon1 + epsilon2}``-DP
@@ -409,7 +409,7 @@ def fully_unbounded(
     If the first halts at k > 0 the release is ``beta**k - 1``; else if the second halts at k > 0 it is
     ``1 - beta**k``; else 0. Both calls always run (the first takes precedence).
 
-    Neighbours and guarantee: swap; each call gets ``epsilon/2`` split as in :func:`unbounded`, so the
+    Neighbors and guarantee: swap; each call gets ``epsilon/2`` split as in :func:`unbounded`, so the
     total is ``epsilon``-DP and ``2 (epsilon1/2 + epsilon2)**2/2``-zCDP with per-call epsilon1,
     epsilon2 (see :func:`fully_unbounded_guarantee`).
 

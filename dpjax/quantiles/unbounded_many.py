@@ -9,8 +9,8 @@ level ``q_j`` with ``T = (q_j - q_lo) * n``. A release is clipped to its node's 
 (post-processing), so the output is sorted.
 
 Privacy (swap, n public): at each of the ``L = ceil(log2(m + 1))`` levels of the recursion one changed
-record either stays in one node (a swap neighbour: ``epsilon1 + epsilon2``, Lemma 4.1) or leaves one
-node and enters another (two add/remove neighbours with a fixed threshold: ``max{epsilon1, epsilon2}``
+record either stays in one node (a swap neighbor: ``epsilon1 + epsilon2``, Lemma 4.1) or leaves one
+node and enters another (two add/remove neighbors with a fixed threshold: ``max{epsilon1, epsilon2}``
 each, Lemma B.2). A level therefore costs ``2 max{epsilon1, epsilon2}`` (= ``epsilon1 + epsilon2`` when
 they are equal, the paper's "log(m+1) compositions of (epsilon1 + epsilon2)-DP"), and the budget is
 split so that the L levels spend ``epsilon`` in total.
@@ -171,7 +171,7 @@ def unbounded_many(
     released by UQE (Algorithm 2), the data are split at it, and both halves recurse with thresholds
     fixed from the public n (see the module docstring).
 
-    Neighbours and guarantee: swap; ``epsilon``-DP in total over the ``ceil(log2(m+1))`` levels
+    Neighbors and guarantee: swap; ``epsilon``-DP in total over the ``ceil(log2(m+1))`` levels
     (:func:`unbounded_many_guarantee`); each UQE call gets ``epsilon1 = split * c`` and
     ``epsilon2 = (1 - split) * c`` with ``c = epsilon / (L * 2 max(split, 1 - split))``.
 

@@ -3,7 +3,7 @@
 Durfee, "Unbounded Differentially Private Quantile and Maximum Estimation", Algorithm 1: the threshold
 is noised once, ``T + Noise(sensitivity/epsilon1)``, every query gets fresh ``Noise(sensitivity/epsilon2)``,
 and the mechanism releases the first query whose noisy value reaches the noisy threshold (the
-transcript ``⊥^(k-1) ⊤``). Privacy (any neighbouring relation under which each query has sensitivity
+transcript ``⊥^(k-1) ⊤``). Privacy (any neighboring relation under which each query has sensitivity
 ``sensitivity``): Lemma 3.1 / Corollary 3.1 / Lemma 3.2 give ``epsilon1 + 2*epsilon2``-DP for general
 queries and ``epsilon1 + epsilon2``-DP for monotonic ones (Def. 3.1); Theorem 1 gives
 ``1/2*(epsilon1/2 + epsilon2)^2``-zCDP for monotonic queries. Gumbel noise needs ``epsilon1 == epsilon2``.
@@ -125,7 +125,7 @@ def above_threshold(
 ) -> jax.Array:
     """AboveThreshold (Durfee 2023, Algorithm 1; Dwork and Roth 2014, Algorithm 1 for Laplace).
 
-    Neighbouring relation: any under which every query changes by at most ``sensitivity``.
+    Neighboring relation: any under which every query changes by at most ``sensitivity``.
     Guarantee (see :func:`above_threshold_guarantee`): ``epsilon1 + 2*epsilon2``-DP in general,
     ``epsilon1 + epsilon2``-DP and ``1/2*(epsilon1/2 + epsilon2)^2``-zCDP for monotonic queries.
 
@@ -308,7 +308,7 @@ def above_threshold_guarantee(
       noise: the noise family; "gumbel" requires ``epsilon1 == epsilon2``.
       sensitivity: the queries' sensitivity the noise is calibrated to (> 0); the guarantee holds
         for queries of at most this sensitivity, whatever its value.
-      monotonic: the queries are monotonic (Def. 3.1): for every neighbouring pair they all move
+      monotonic: the queries are monotonic (Def. 3.1): for every neighboring pair they all move
         in the same direction (e.g. counting queries ``|{x_j < t_i}|`` under swap). A property of
         the queries, not an option of the mechanism: the same run has the tighter guarantee.
 

@@ -44,7 +44,7 @@ def discrete_above_threshold(key, queries, threshold, epsilon1, epsilon2, *, sen
 
     Guarantee (:func:`discrete_above_threshold_guarantee`): ``epsilon1 + 2 epsilon2``-DP, and
     ``epsilon1 + epsilon2``-DP for monotonic queries, when every query changes by at most the integer
-    ``sensitivity`` between neighbours (proof in the module docstring).
+    ``sensitivity`` between neighbors (proof in the module docstring).
 
     Args:
       key: a ``jax.random`` key (:func:`dpjax.noise.release_key` for a release).

@@ -124,7 +124,7 @@ def sparse_vector(
     Laplace, Gumbel or Exponential) until ``c`` queries are reported above the threshold, drawing a
     fresh threshold noise after each ⊤.
 
-    Neighbouring relation: any under which every query changes by at most ``sensitivity``.
+    Neighboring relation: any under which every query changes by at most ``sensitivity``.
     Guarantee (see :func:`sparse_vector_guarantee`): ``c`` compositions of
     :func:`~dpjax.svt.above_threshold_guarantee`.
 

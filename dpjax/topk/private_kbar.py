@@ -7,7 +7,7 @@ domain of size j: a larger domain lowers ``h_(j+1)`` but raises ``ln(j/delta)``.
 epsilon-DP and epsilon-range-bounded with weights ``exp(epsilon q_j)``), then runs Algorithm 1 with
 ``kbar = j``. The chosen kbar is released at no extra cost.
 
-Neighbours: add/remove one user. Guarantee: ``(epsilon_star(k + 1, epsilon, delta'), delta +
+Neighbors: add/remove one user. Guarantee: ``(epsilon_star(k + 1, epsilon, delta'), delta +
 delta')``-DP (k replaced by k + 1 in Theorem 1); a pay-what-you-get call is charged
 ``num_returned + bottom + 1`` outcomes.
 """
@@ -86,7 +86,7 @@ def private_kbar(
     Picks ``j`` by the exponential mechanism (Gumbel-max) on ``-(h_(j+1) + ln(min(Delta, j)/delta)
     /epsilon)``, i.e. the limited domain with the lowest threshold, then runs
     :func:`~dpjax.topk.limited_domain` with ``kbar = j``. Only the true top-(kbar_max+1) counts are
-    used. Neighbours: add/remove one user (with ``max_contributions=Delta``, at most Delta counts
+    used. Neighbors: add/remove one user (with ``max_contributions=Delta``, at most Delta counts
     change).
 
     Guarantee: ``(epsilon_star(k + 1, epsilon, delta'), delta + delta')``-DP
