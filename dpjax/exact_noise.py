@@ -68,6 +68,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from dpjax.validation import TracedParameterError
+
 __all__ = ["LIMITS", "discrete_gaussian", "discrete_laplace", "exact_rational", "release_key"]
 
 # Phases of the per-lane state machine.
@@ -105,7 +107,7 @@ def exact_rational(value, name: str) -> Fraction:
     """``value`` as an exact positive ``Fraction``: an int, a float (its exact binary value), a
     ``Fraction`` or a ``(numerator, denominator)`` pair of ints. Traced values are refused."""
     if isinstance(value, jax.core.Tracer):
-        raise TypeError(
+        raise TracedParameterError(
             f"{name} must be a concrete number, not a traced value: the exact samplers need it as an "
             "exact rational on the host (a Python number, a Fraction or a (numerator, denominator) pair)."
         )

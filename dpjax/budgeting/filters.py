@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax.accounting.per_user import approx_gp_epsilon, approx_gp_rho_star
-from dpjax.validation import Checks, check_same_shape, float_dtype, is_traced
+from dpjax.validation import Checks, TracedParameterError, check_same_shape, float_dtype, is_traced
 
 
 class FilterState(NamedTuple):
@@ -103,7 +103,7 @@ def approx_gp_filter_step(state: FilterState, request, delta: float, lam: float)
     may then be traced).
     """
     if is_traced(state.budget) or is_traced(delta) or is_traced(lam):
-        raise TypeError(
+        raise TracedParameterError(
             "approx_gp_filter_step needs a concrete budget, delta and lam: the capacity is solved on "
             "the host; use filter_step with approx_gp_capacity(...) inside jit."
         )
