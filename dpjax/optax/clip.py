@@ -31,6 +31,7 @@ import numpy as np
 from jax import lax
 
 from dpjax import noise
+from dpjax.numerics import ceil_div
 from dpjax.optax import defaults
 from dpjax.quantiles.unbounded import grid, halting, tabulate
 from dpjax.quantiles.unbounded_bins import grid_edges
@@ -186,7 +187,7 @@ class QuantileClip:
         if every.ndim or every.dtype.kind not in "iu":
             raise TypeError(f"every must be a scalar integer, got {self.every!r}.")
         every = check_int(int(every), "every", minimum=1)
-        estimates = -(-steps // every)
+        estimates = ceil_div(steps, every)
         mu = pure_dp_to_gdp(float(self.epsilon))
         joint = (noise_multiplier**-2 + mu**2) ** -0.5
         return ((estimates, joint), (steps - estimates, noise_multiplier))

@@ -62,6 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import interrupt
+from dpjax.numerics import ceil_div
 from dpjax.studies import datasets as builtin
 from dpjax.studies.compiles import CompileCounter
 from dpjax.studies.metrics import Metric
@@ -373,8 +374,8 @@ _TRACED_REFUSALS = (
 
 def _per_chunk(total_trials: int, grid_points: int, chunk_size: int) -> int:
     """Trials per compiled call: at most ``chunk_size`` releases, in equal chunks."""
-    chunks = -(-total_trials * grid_points // chunk_size)
-    return -(-total_trials // chunks)
+    chunks = ceil_div(total_trials * grid_points, chunk_size)
+    return ceil_div(total_trials, chunks)
 
 
 class _Plan(NamedTuple):

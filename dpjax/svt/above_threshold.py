@@ -27,6 +27,7 @@ from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
+from dpjax.numerics import ceil_div
 from dpjax.svt.first_passage import halting_indices
 from dpjax.validation import (
     Checks,
@@ -219,7 +220,7 @@ def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise,
     centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     n = centered.shape[0]
-    n_blocks = -(-n // block_size)
+    n_blocks = ceil_div(n, block_size)
     padded = jnp.pad(centered, (0, n_blocks * block_size - n))
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
