@@ -24,7 +24,7 @@ top-k and noisy top-k with free gaps.
 * Noisy-Top-K-with-Gap and Noisy-Max-with-Gap (Ding, Wang, Zhang and Kifer 2019, Algorithm 1,
   Theorem 2): Laplace noise, the k winners and the k gaps between consecutive noisy values, at no
   extra privacy cost; also with Gumbel noise at the same scale (a derivation beyond the paper, in
-  :func:`noisy_top_k_with_gap`), then with the one-shot top-down sampler of :func:`gumbel_top_k`
+  ``docs/derivations.md``), then with the one-shot top-down sampler of :func:`gumbel_top_k`
   available. Estimators that use the gaps are in :mod:`dpjax.postprocess.topk_gap`.
 
 Noise convention (every function here). Each candidate score has sensitivity ``sensitivity``: under
@@ -441,33 +441,9 @@ def noisy_top_k_with_gap(
     different law from the Laplace ones, so estimators must be told (``noise`` of
     :mod:`dpjax.postprocess.topk_gap`).
 
-    Privacy of the Gumbel version (a derivation, not in the 2019 paper). In units ``u = scores / b``,
-    with ``s_j = g_j + ... + g_k`` (gaps in units), ``S = {i_1..i_k}``,
-    ``Z_R = sum_{l not in S} exp(u_l)`` and ``A = sum_j exp(u_{i_j} - s_j) + Z_R``: the density of
-    ``(v_1..v_{k+1})`` with the top-k indices, summed over which unselected candidate is
-    ``v_{k+1}``, is ``prod_j exp(u_{i_j} - v_j - e^{u_{i_j} - v_j}) * Z_R t exp(-Z_R t)`` with
-    ``t = exp(-v_{k+1})`` (the product of the unselected Gumbel CDFs is ``exp(-Z_R t)``). Writing
-    ``v_j = v_{k+1} + s_j`` and integrating ``v_{k+1}`` out (``dv = dt / t``) gives the density of the
-    release: ``p(i_1..i_k, g_1..g_k) = k! prod_j exp(u_{i_j} - s_j) Z_R / A^{k+1}``. On a neighbor
-    every score moves by ``delta_l`` with ``|delta_l| <= a = sensitivity / b``: the numerator gains
-    the factors ``x_j = exp(delta_{i_j})`` and ``y = Z'_R / Z_R`` (a weighted mean of the
-    unselected ``exp(delta_l)``), and ``A' / A`` is a weighted mean of the same k + 1 factors, so
-    at least their minimum m. The density ratio is then at most ``prod_j (x_j / m) * (y / m)``:
-    k + 1 factors in ``[1, e^{2a}]``, one of them 1, so at most ``e^{2ka} = e^{epsilon}``; with
-    monotone neighbors all ``delta`` share a sign, the factors lie in ``[1, e^a]`` and the bound is
-    ``e^{ka} = e^{epsilon}`` at ``b = k sensitivity / epsilon``. The bound is attained in the limit
-    (winners up, the rest down, unselected mass dominating). Checked numerically in
-    ``tests/test_selection_gumbel_gap.py`` (the density against both samplers; its ratios on
-    neighbors). Ties: as for Laplace, probability zero only in exact arithmetic.
-
-    Not offered: one-sided Exponential noise (permute-and-flip's). Its density has bounded support,
-    so it is not admissible noise for the paper's proof (Lemma 1, a log-density Lipschitz on the
-    real line), and it lacks max-stability: the unselected maximum's law depends on each score
-    through the truncation ``max(v, u_l)``, so the integral above has no common form across
-    neighbors and no proof is at hand here (Ding et al. 2019 cover Laplace-type noise only).
-
-    Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2 for Laplace, the
-    derivation above for Gumbel); see :func:`noisy_top_k_with_gap_guarantee`. Ties have probability
+    Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2 for Laplace; for
+    Gumbel, a derivation beyond the paper in ``docs/derivations.md``, which also says why one-sided
+    Exponential noise is not offered); see :func:`noisy_top_k_with_gap_guarantee`. Ties have probability
     zero only in exact arithmetic (Section 5.1 of the paper); prefer float64 (``jax_enable_x64``)
     for releases.
 
@@ -510,7 +486,7 @@ def noisy_top_k_with_gap_guarantee(
     k: int, epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
     """Noisy-Top-K-with-Gap's guarantee: ``PureDP(epsilon)`` for both noises (Ding et al. 2019,
-    Theorem 2 for Laplace; the derivation in :func:`noisy_top_k_with_gap` for Gumbel)."""
+    Theorem 2 for Laplace; for Gumbel, ``docs/derivations.md``)."""
     _check_gap_noise(noise)
     check_int(k, "k", minimum=1)
     return PureDP(_check_guarantee_args(epsilon, sensitivity, monotonic))
@@ -531,8 +507,7 @@ def noisy_max_with_gap(
     Ding et al. (2019), Algorithm 1 with k = 1: Laplace(2 sensitivity/epsilon) noise (half with
     ``monotonic=True``), or Gumbel noise at the same scale (``noise="gumbel"``, static; then
     ``method="tree"`` is allowed); releases the noisy argmax and its gap to the runner-up.
-    epsilon-DP (for Gumbel noise by the derivation in :func:`noisy_top_k_with_gap`: the density of
-    ``(i, g)`` in units is ``e^{u_i - g} Z_R / (e^{u_i - g} + Z_R)^2``). ``epsilon`` and
+    epsilon-DP (Theorem 2; for Gumbel noise, ``docs/derivations.md``). ``epsilon`` and
     ``sensitivity`` may be traced; ``monotonic`` is a static bool.
 
     Returns:
