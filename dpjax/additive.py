@@ -23,6 +23,7 @@ from fractions import Fraction
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax import exact_noise, noise
 from dpjax.accounting import ZCDP, ApproxDP, PureDP
@@ -38,7 +39,9 @@ from dpjax.validation import (
 )
 
 
-def laplace_mechanism(key, value, epsilon: float, *, sensitivity: float = 1.0) -> jax.Array:
+def laplace_mechanism(
+    key: jax.Array, value: ArrayLike, epsilon: ArrayLike, *, sensitivity: ArrayLike = 1.0
+) -> jax.Array:
     """Releases ``value + Lap(sensitivity/epsilon)`` elementwise.
 
     Guarantee: ``epsilon``-DP (see :func:`laplace_guarantee`) when the L1 sensitivity of ``value``
@@ -82,7 +85,9 @@ def laplace_guarantee(epsilon: float, *, sensitivity: float = 1.0) -> PureDP:
     return PureDP(epsilon, event=dp_event.LaplaceDpEvent(noise_multiplier=1 / epsilon))
 
 
-def gaussian_mechanism(key, value, sigma: float, *, sensitivity: float = 1.0) -> jax.Array:
+def gaussian_mechanism(
+    key: jax.Array, value: ArrayLike, sigma: ArrayLike, *, sensitivity: ArrayLike = 1.0
+) -> jax.Array:
     """Releases ``value + N(0, sigma^2)`` elementwise.
 
     Guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP (see :func:`gaussian_guarantee`) when the L2
@@ -166,7 +171,9 @@ def scale_at_least(scale: Fraction, word) -> Fraction:
     return Fraction(math.ceil(scale * 2**j), 2**j)
 
 
-def discrete_laplace_mechanism(key, value, epsilon, *, sensitivity=1) -> jax.Array:
+def discrete_laplace_mechanism(
+    key: jax.Array, value: ArrayLike, epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+) -> jax.Array:
     """Releases ``value + Z`` elementwise, Z exact discrete Laplace with scale ``sensitivity/epsilon``.
 
     The geometric mechanism (Ghosh, Roughgarden and Sundararajan 2009), sampled exactly with integer
@@ -206,14 +213,18 @@ def discrete_laplace_mechanism(key, value, epsilon, *, sensitivity=1) -> jax.Arr
     return _add_integer_noise(value, noise.discrete_laplace(key, scale, value.shape, value.dtype))
 
 
-def discrete_laplace_guarantee(epsilon, *, sensitivity=1) -> PureDP:
+def discrete_laplace_guarantee(
+    epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+) -> PureDP:
     """The discrete Laplace mechanism's guarantee: pure ``epsilon``-DP (Ghosh et al. 2009; CKS20
     Sec. 2.1: the privacy loss of ``value + Z`` is at most ``epsilon |value - value'| / sensitivity``)."""
     exact_noise.exact_rational(sensitivity, "sensitivity")
     return PureDP(float(exact_noise.exact_rational(epsilon, "epsilon")))
 
 
-def discrete_gaussian_mechanism(key, value, sigma, *, sensitivity=1) -> jax.Array:
+def discrete_gaussian_mechanism(
+    key: jax.Array, value: ArrayLike, sigma: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+) -> jax.Array:
     """Releases ``value + Z`` elementwise, Z exact discrete Gaussian ``N_Z(0, sigma^2)`` per entry.
 
     Canonne, Kamath and Steinke (2020), Algorithm 3 (:func:`dpjax.noise.discrete_gaussian`), with
@@ -238,14 +249,16 @@ def discrete_gaussian_mechanism(key, value, sigma, *, sensitivity=1) -> jax.Arra
     return _add_integer_noise(value, noise.discrete_gaussian(key, sigma, value.shape, value.dtype))
 
 
-def discrete_gaussian_guarantee(sigma, *, sensitivity=1) -> ZCDP:
+def discrete_gaussian_guarantee(
+    sigma: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+) -> ZCDP:
     """``sensitivity^2 / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020, Thm. 4 and Thm. 14)."""
     sigma = exact_noise.exact_rational(sigma, "sigma")
     sensitivity = exact_noise.exact_rational(sensitivity, "sensitivity")
     return ZCDP(float(sensitivity**2 / (2 * sigma**2)))
 
 
-def discrete_gaussian_delta(sigma, epsilon: float, *, sensitivity: int = 1) -> float:
+def discrete_gaussian_delta(sigma: exact_noise.Rational, epsilon: float, *, sensitivity: int = 1) -> float:
     """The exact delta at ``epsilon`` of one discrete Gaussian release (CKS20 Thm. 7):
 
         delta = P[Y > epsilon sigma^2 / D - D/2] - e^epsilon P[Y > epsilon sigma^2 / D + D/2],
@@ -269,7 +282,9 @@ def discrete_gaussian_delta(sigma, epsilon: float, *, sensitivity: int = 1) -> f
     return float(max(0.0, tail(base - d / 2) - math.exp(epsilon) * tail(base + d / 2)))
 
 
-def discrete_gaussian_approx_dp(sigma, delta: float, *, sensitivity: int = 1) -> ApproxDP:
+def discrete_gaussian_approx_dp(
+    sigma: exact_noise.Rational, delta: float, *, sensitivity: int = 1
+) -> ApproxDP:
     """The smallest epsilon with ``discrete_gaussian_delta(sigma, epsilon) <= delta`` (CKS20 Thm. 7),
     for one release of a query whose neighbors differ in one coordinate by at most ``sensitivity``
     (bisection to 1e-9; never above the zCDP conversion of :func:`discrete_gaussian_guarantee`)."""

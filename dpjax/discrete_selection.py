@@ -22,6 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import additive, exact_noise, noise
 from dpjax.accounting import PureDP
@@ -59,7 +60,14 @@ def _noisy(key, counts, scale):
     return counts + jnp.clip(z, -bound - counts, bound - counts)
 
 
-def discrete_report_noisy_max(key, counts, epsilon, *, sensitivity=1, monotonic: bool = False) -> jax.Array:
+def discrete_report_noisy_max(
+    key: jax.Array,
+    counts: ArrayLike,
+    epsilon: exact_noise.Rational,
+    *,
+    sensitivity: exact_noise.Rational = 1,
+    monotonic: bool = False,
+) -> jax.Array:
     """The lowest index of the largest ``counts + Z``, Z exact discrete Laplace per count.
 
     Guarantee: ``epsilon``-DP (:func:`discrete_report_noisy_max_guarantee`; proof with ties in
@@ -86,13 +94,23 @@ def discrete_report_noisy_max(key, counts, epsilon, *, sensitivity=1, monotonic:
     return jnp.argmax(noisy).astype(jnp.int32)  # argmax returns the first maximum
 
 
-def discrete_report_noisy_max_guarantee(epsilon, *, sensitivity=1, monotonic: bool = False) -> PureDP:
+def discrete_report_noisy_max_guarantee(
+    epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1, monotonic: bool = False
+) -> PureDP:
     """Pure ``epsilon``-DP (Dwork and Roth 2014, Claim 3.9, with the discrete argument above)."""
     exact_noise.exact_rational(sensitivity, "sensitivity")
     return PureDP(float(exact_noise.exact_rational(epsilon, "epsilon")))
 
 
-def discrete_peeling_top_k(key, counts, k: int, epsilon, *, sensitivity=1, monotonic: bool = False):
+def discrete_peeling_top_k(
+    key: jax.Array,
+    counts: ArrayLike,
+    k: int,
+    epsilon: exact_noise.Rational,
+    *,
+    sensitivity: exact_noise.Rational = 1,
+    monotonic: bool = False,
+):
     """The indices of k counts chosen by k rounds of :func:`discrete_report_noisy_max`, each with
     ``epsilon/k`` and fresh noise, removing each winner: ``epsilon``-DP by adaptive composition.
 
@@ -117,7 +135,9 @@ def discrete_peeling_top_k(key, counts, k: int, epsilon, *, sensitivity=1, monot
     return chosen
 
 
-def discrete_peeling_top_k_guarantee(epsilon, *, sensitivity=1, monotonic: bool = False) -> PureDP:
+def discrete_peeling_top_k_guarantee(
+    epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1, monotonic: bool = False
+) -> PureDP:
     """Pure ``epsilon``-DP: k rounds of ``epsilon/k``-DP report-noisy-max, composed."""
     exact_noise.exact_rational(sensitivity, "sensitivity")
     return PureDP(float(exact_noise.exact_rational(epsilon, "epsilon")))

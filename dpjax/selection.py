@@ -58,10 +58,12 @@ XLA constant-folds closed-over arrays, which takes seconds at 10^6 candidates.
 from __future__ import annotations
 
 import functools
+from typing import Literal, get_args
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import _auto, sharded
 from dpjax import categorical as _categorical
@@ -71,10 +73,18 @@ from dpjax.accounting import PureDP, RangeBounded
 from dpjax.accounting.elementwise import elementwise
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
-NOISES = ("gumbel", "exponential", "laplace")
-METHODS = ("auto", "literal", "inverse_cdf", "tree")
-TOP_K_METHODS = ("auto", "literal", "tree")
-GAP_NOISES = ("laplace", "gumbel")
+Noise = Literal["gumbel", "exponential", "laplace"]
+"""Report-noisy-max's noise (static)."""
+Method = Literal["auto", "literal", "inverse_cdf", "tree"]
+"""How the exponential mechanism and report-noisy-max draw (static)."""
+TopKMethod = Literal["auto", "literal", "tree"]
+"""How Gumbel top-k and the gap mechanisms draw (static)."""
+GapNoise = Literal["laplace", "gumbel"]
+"""The gap mechanisms' noise (static)."""
+NOISES: tuple[Noise, ...] = get_args(Noise)
+METHODS: tuple[Method, ...] = get_args(Method)
+TOP_K_METHODS: tuple[TopKMethod, ...] = get_args(TopKMethod)
+GAP_NOISES: tuple[GapNoise, ...] = get_args(GapNoise)
 
 
 def _check_flag(value, name: str) -> bool:
@@ -199,13 +209,13 @@ def _prepare(
 
 
 def exponential_mechanism(
-    key,
-    utilities,
-    epsilon: float,
+    key: jax.Array,
+    utilities: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    sensitivity: float = 1.0,
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: Method = "auto",
 ):
     """Samples index i with probability proportional to ``exp(epsilon * u_i / (c * sensitivity))``.
 
@@ -258,14 +268,14 @@ def exponential_mechanism_guarantee(
 
 
 def report_noisy_max(
-    key,
-    scores,
-    epsilon: float,
+    key: jax.Array,
+    scores: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    noise: str = "gumbel",
-    sensitivity: float = 1.0,
+    noise: Noise = "gumbel",
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: Method = "auto",
 ):
     """Report-noisy-max: the index of the largest ``scores + noise``.
 
@@ -309,7 +319,7 @@ def report_noisy_max(
 
 @elementwise("epsilon", "sensitivity")
 def report_noisy_max_guarantee(
-    epsilon: float, *, noise: str = "gumbel", sensitivity: float = 1.0, monotonic: bool = False
+    epsilon: float, *, noise: Noise = "gumbel", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP | RangeBounded:
     """``RangeBounded(epsilon)`` for Gumbel noise; ``PureDP(epsilon)`` for Exponential and Laplace.
 
@@ -322,14 +332,14 @@ def report_noisy_max_guarantee(
 
 
 def gumbel_top_k(
-    key,
-    scores,
+    key: jax.Array,
+    scores: ArrayLike,
     k: int,
-    epsilon: float,
+    epsilon: ArrayLike,
     *,
-    sensitivity: float = 1.0,
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: TopKMethod = "auto",
 ) -> jax.Array:
     """One-shot Gumbel top-k: the indices of the k largest ``scores + Gumbel(b)``, best first.
 
@@ -396,7 +406,12 @@ def gumbel_top_k_guarantee(
 
 
 def noisy_top_k_with_gap_scale(
-    k: int, epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
+    k: int,
+    epsilon: ArrayLike,
+    *,
+    noise: GapNoise = "laplace",
+    sensitivity: ArrayLike = 1.0,
+    monotonic: bool = False,
 ) -> float:
     """The noise scale of :func:`noisy_top_k_with_gap`: ``2k sensitivity/epsilon`` (``k ...`` monotone).
 
@@ -413,15 +428,15 @@ def noisy_top_k_with_gap_scale(
 
 
 def noisy_top_k_with_gap(
-    key,
-    scores,
+    key: jax.Array,
+    scores: ArrayLike,
     k: int,
-    epsilon: float,
+    epsilon: ArrayLike,
     *,
-    noise: str = "laplace",
-    sensitivity: float = 1.0,
+    noise: GapNoise = "laplace",
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: TopKMethod = "auto",
 ) -> tuple[jax.Array, jax.Array]:
     """Noisy-Top-K-with-Gap: the k noisy winners and the k gaps between consecutive noisy values.
 
@@ -483,7 +498,7 @@ def noisy_top_k_with_gap(
 
 @elementwise("epsilon", "sensitivity")
 def noisy_top_k_with_gap_guarantee(
-    k: int, epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
+    k: int, epsilon: float, *, noise: GapNoise = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
     """Noisy-Top-K-with-Gap's guarantee: ``PureDP(epsilon)`` for both noises (Ding et al. 2019,
     Theorem 2 for Laplace; for Gumbel, ``docs/derivations.md``)."""
@@ -493,14 +508,14 @@ def noisy_top_k_with_gap_guarantee(
 
 
 def noisy_max_with_gap(
-    key,
-    scores,
-    epsilon: float,
+    key: jax.Array,
+    scores: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    noise: str = "laplace",
-    sensitivity: float = 1.0,
+    noise: GapNoise = "laplace",
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: TopKMethod = "auto",
 ) -> tuple[jax.Array, jax.Array]:
     """Noisy-Max-with-Gap: :func:`noisy_top_k_with_gap` with k = 1, as scalars.
 
@@ -526,7 +541,7 @@ def noisy_max_with_gap(
 
 @elementwise("epsilon", "sensitivity")
 def noisy_max_with_gap_guarantee(
-    epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
+    epsilon: float, *, noise: GapNoise = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
     """Noisy-Max-with-Gap's guarantee: ``PureDP(epsilon)`` for both noises."""
     return noisy_top_k_with_gap_guarantee(

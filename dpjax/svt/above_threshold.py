@@ -17,11 +17,13 @@ noise of query ``i`` depends only on the key and ``i``, so its result does not d
 from __future__ import annotations
 
 import functools
+from typing import Literal, get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
@@ -39,11 +41,15 @@ from dpjax.validation import (
     is_traced,
 )
 
-NOISES = ("laplace", "gumbel", "exponential")
-METHODS = ("auto", "literal", "first_passage")
+Noise = Literal["laplace", "gumbel", "exponential"]
+"""The sparse vector family's noise (static)."""
+Method = Literal["auto", "literal", "first_passage"]
+"""How the sparse vector family draws (static)."""
+NOISES: tuple[Noise, ...] = get_args(Noise)
+METHODS: tuple[Method, ...] = get_args(Method)
 
 
-def check_noise_epsilons(noise: str, epsilon1, epsilon2, checks: Checks | None = None):
+def check_noise_epsilons(noise: Noise, epsilon1, epsilon2, checks: Checks | None = None):
     """Validates the noise family and the two budgets (Gumbel needs ``epsilon1 == epsilon2``).
 
     Without ``checks`` (guarantee companions, on the host) both budgets must be concrete. With a
@@ -114,15 +120,15 @@ def above_threshold_from_noise(queries, threshold, threshold_noise, query_noise)
 
 
 def above_threshold(
-    key,
-    queries,
-    threshold,
-    epsilon1: float,
-    epsilon2: float,
+    key: jax.Array,
+    queries: ArrayLike,
+    threshold: ArrayLike,
+    epsilon1: ArrayLike,
+    epsilon2: ArrayLike,
     *,
-    noise: str = "laplace",
-    sensitivity: float = 1.0,
-    method: str = "auto",
+    noise: Noise = "laplace",
+    sensitivity: ArrayLike = 1.0,
+    method: Method = "auto",
 ) -> jax.Array:
     """AboveThreshold (Durfee 2023, Algorithm 1; Dwork and Roth 2014, Algorithm 1 for Laplace).
 
@@ -242,14 +248,14 @@ def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise,
 
 
 def above_threshold_blocked(
-    key,
-    queries,
-    threshold,
-    epsilon1: float,
-    epsilon2: float,
+    key: jax.Array,
+    queries: ArrayLike,
+    threshold: ArrayLike,
+    epsilon1: ArrayLike,
+    epsilon2: ArrayLike,
     *,
-    noise: str = "laplace",
-    sensitivity: float = 1.0,
+    noise: Noise = "laplace",
+    sensitivity: ArrayLike = 1.0,
     block_size: int = 1024,
 ) -> jax.Array:
     """AboveThreshold over a long stream, ``block_size`` queries at a time, stopping at the first hit.
@@ -295,7 +301,7 @@ def above_threshold_guarantee(
     epsilon1: float,
     epsilon2: float,
     *,
-    noise: str = "laplace",
+    noise: Noise = "laplace",
     sensitivity: float = 1.0,
     monotonic: bool = False,
 ) -> PureDP:

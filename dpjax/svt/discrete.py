@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import additive, exact_noise, noise
 from dpjax.accounting import PureDP
@@ -33,7 +34,15 @@ def _scale(sensitivity, epsilon, name):
     return additive.scale_at_least(scale, exact_noise.word_type())
 
 
-def discrete_above_threshold(key, queries, threshold, epsilon1, epsilon2, *, sensitivity=1) -> jax.Array:
+def discrete_above_threshold(
+    key: jax.Array,
+    queries: ArrayLike,
+    threshold: ArrayLike,
+    epsilon1: exact_noise.Rational,
+    epsilon2: exact_noise.Rational,
+    *,
+    sensitivity: exact_noise.Rational = 1,
+) -> jax.Array:
     """The index of the first integer query whose noisy value reaches the noisy threshold, or -1.
 
     Guarantee (:func:`discrete_above_threshold_guarantee`): ``epsilon1 + 2 epsilon2``-DP, and
@@ -86,7 +95,13 @@ def _above(nu, gap, rho):
     return jnp.where(overflow_high, False, jnp.where(overflow_low, True, nu >= total))
 
 
-def discrete_above_threshold_guarantee(epsilon1, epsilon2, *, sensitivity=1, monotonic: bool = False):
+def discrete_above_threshold_guarantee(
+    epsilon1: exact_noise.Rational,
+    epsilon2: exact_noise.Rational,
+    *,
+    sensitivity: exact_noise.Rational = 1,
+    monotonic: bool = False,
+):
     """``epsilon1 + 2 epsilon2``-DP, or ``epsilon1 + epsilon2``-DP for monotonic queries (Lyu, Su and
     Li 2017, Thm. 2; Durfee 2023, Lemma 3.1), which the discrete noise keeps (``docs/derivations.md``)."""
     exact_noise.exact_rational(sensitivity, "sensitivity")
