@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP, compose
@@ -33,6 +34,7 @@ from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded import (
     DEFAULT_MAX_QUERIES,
     NOISES,
+    Noise,
     check_beta,
     check_max_queries,
     grid,
@@ -59,15 +61,15 @@ class ClippedSum(NamedTuple):
 
 
 def clipped_sum(
-    key,
-    x,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    q: float = 0.99,
-    beta: float = 1.001,
-    clip_fraction: float = 0.5,
-    lower: float = 0.0,
-    noise: str = "exponential",
+    q: ArrayLike = 0.99,
+    beta: ArrayLike = 1.001,
+    clip_fraction: ArrayLike = 0.5,
+    lower: ArrayLike = 0.0,
+    noise: Noise = "exponential",
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> ClippedSum:
     """DP sum with a private clipping bound, with the bound and the truncation flag.
@@ -115,7 +117,7 @@ def _release(key, counts, prefix, n, epsilon, q, clip_fraction, lower, log_b, ca
 
 
 @arguments_of(clipped_sum)
-def sum(key, x, epsilon: float, **options) -> jax.Array:
+def sum(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
     """DP sum of data bounded below only, clipped at a privately estimated quantile.
 
     Durfee (2023), §6.3: ``bound = UQE(x, q)`` with ``clip_fraction * epsilon`` (Algorithm 2,
@@ -157,7 +159,7 @@ def sum(key, x, epsilon: float, **options) -> jax.Array:
 
 
 @arguments_of(clipped_sum)
-def mean(key, x, epsilon: float, **options) -> jax.Array:
+def mean(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
     """DP mean: :func:`sum` divided by the public n (swap neighbors; ``epsilon``-DP in total,
     :func:`mean_guarantee`). Arguments as in :func:`sum` (the same may be traced).
 
@@ -169,7 +171,9 @@ def mean(key, x, epsilon: float, **options) -> jax.Array:
 
 
 @elementwise("epsilon", "q", "clip_fraction")
-def sum_guarantee(epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: str = "exponential"):
+def sum_guarantee(
+    epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: Noise = "exponential"
+):
     """Guarantee of :func:`sum` (swap): UQE with ``clip_fraction * epsilon``
     (:func:`~dpjax.quantiles.unbounded_guarantee`, which carries Theorem 1's zCDP bound) composed
     with the Laplace step's ``PureDP((1 - clip_fraction) * epsilon)``: ``PureDP(epsilon)`` with the

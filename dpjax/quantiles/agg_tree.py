@@ -32,6 +32,7 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import noise, sharded
 from dpjax.accounting import Neighbors, PureDP
@@ -139,12 +140,12 @@ def _descend(levels, q, lower, upper, branching):
 
 
 def agg_tree(
-    key,
-    x,
-    qs,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    bounds,
+    bounds: ArrayLike,
     branching: int = DEFAULT_BRANCHING,
     height: int = DEFAULT_HEIGHT,
     neighbors: Neighbors | str = Neighbors.SWAP,

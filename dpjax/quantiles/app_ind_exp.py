@@ -17,6 +17,7 @@ epsilon and delta may be traced.
 from __future__ import annotations
 
 import jax
+from jax.typing import ArrayLike
 
 from dpjax.accounting import ApproxDP, Neighbors, RangeBounded
 from dpjax.accounting.bounded_range import composition_epsilon, optimal_composition_epsilon
@@ -26,7 +27,14 @@ from dpjax.validation import Checks, check_epsilon, check_probability
 
 
 def app_ind_exp(
-    key, x, qs, epsilon: float, *, bounds, delta: float = 1e-6, neighbors: Neighbors | str = Neighbors.SWAP
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
+    *,
+    bounds: ArrayLike,
+    delta: ArrayLike = 1e-6,
+    neighbors: Neighbors | str = Neighbors.SWAP,
 ) -> jax.Array:
     """AppIndExp (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1): IndExp with the DDR20 budget.
 

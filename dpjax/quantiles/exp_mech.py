@@ -21,6 +21,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax import sharded
 from dpjax.accounting import Neighbors, RangeBounded
@@ -76,7 +77,13 @@ def independent_releases(
 
 
 def emq(
-    key, x, q: float, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP
+    key: jax.Array,
+    x: ArrayLike,
+    q: ArrayLike,
+    epsilon: ArrayLike,
+    *,
+    bounds: ArrayLike,
+    neighbors: Neighbors | str = Neighbors.SWAP,
 ) -> jax.Array:
     """The exponential mechanism for the ``q``-quantile of ``x`` within ``bounds`` (Smith 2011, Alg. 2).
 
@@ -129,7 +136,15 @@ def emq_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP
     return RangeBounded(check_epsilon(epsilon))
 
 
-def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP) -> jax.Array:
+def ind_exp(
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
+    *,
+    bounds: ArrayLike,
+    neighbors: Neighbors | str = Neighbors.SWAP,
+) -> jax.Array:
     """IndExp: ``m`` independent EMQ releases with ``epsilon / m`` each, sorted.
 
     Gillenwater, Joseph, Kulesza (ICML 2021), Sec. 5.1 (baseline); each release is Smith (2011),

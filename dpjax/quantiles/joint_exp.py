@@ -35,10 +35,12 @@ costs one backward pass, ``O(m (sqrt(n) + m))``.
 from __future__ import annotations
 
 import functools
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import sharded
 from dpjax.accounting import Neighbors, RangeBounded
@@ -58,6 +60,9 @@ from dpjax.quantiles.joint_exp_tables import (
     log_phi,
 )
 from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
+
+Method = Literal["linear", "scan", "fft"]
+"""How JointExp's forward pass is computed (static): :data:`~dpjax.quantiles.joint_exp_tables.METHODS`."""
 
 DEFAULT_METHOD = "linear"
 
@@ -95,13 +100,13 @@ def _forward(x, levels, epsilon, lower, upper, neighbors: str, method: str) -> T
 
 
 def joint_exp_tables(
-    x,
-    qs,
-    epsilon: float,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    bounds,
+    bounds: ArrayLike,
     neighbors: Neighbors | str = Neighbors.SWAP,
-    method: str = DEFAULT_METHOD,
+    method: Method = DEFAULT_METHOD,
 ):
     """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
 
@@ -114,7 +119,13 @@ def joint_exp_tables(
 
 
 def joint_exp_log_normalizer(
-    x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP, method=DEFAULT_METHOD
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
+    *,
+    bounds: ArrayLike,
+    neighbors: Neighbors | str = Neighbors.SWAP,
+    method: Method = DEFAULT_METHOD,
 ):
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
     (``epsilon >= 0``; NaN when a traced input is invalid)."""
@@ -221,14 +232,14 @@ def sample_outputs(key, tables: Tables) -> jax.Array:
 
 
 def joint_exp(
-    key,
-    x,
-    qs,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    bounds,
+    bounds: ArrayLike,
     neighbors: Neighbors | str = Neighbors.SWAP,
-    method: str = DEFAULT_METHOD,
+    method: Method = DEFAULT_METHOD,
 ) -> jax.Array:
     """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
 

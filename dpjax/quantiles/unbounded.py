@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax import _auto, sharded
 from dpjax.accounting import Neighbors, PureDP, compose
@@ -68,7 +69,9 @@ from dpjax.validation import (
     is_traced,
 )
 
-NOISES = ("exponential", "laplace", "gumbel")  # default: exponential (see unbounded's docstring)
+Noise = Literal["exponential", "laplace", "gumbel"]
+"""UQE's noise (static); the default is exponential (see :func:`unbounded`)."""
+NOISES: tuple[Noise, ...] = get_args(Noise)
 GUMBEL_SPLIT = "noise='gumbel' requires epsilon1 == epsilon2 (split=0.5), Lemma 3.2."
 # The static cap K on the halting query: the count table of traced data (or of a traced lower bound
 # or beta) has K + 1 entries. Above the paper's float32 limit at beta = 1.001 (86,6xx queries).
@@ -255,15 +258,15 @@ def halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, 
 
 
 def unbounded_result(
-    key,
-    x,
-    q: float,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    q: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    lower: float = 0.0,
-    beta: float = 1.001,
-    noise: str = "exponential",
-    split: float = 0.5,
+    lower: ArrayLike = 0.0,
+    beta: ArrayLike = 1.001,
+    noise: Noise = "exponential",
+    split: ArrayLike = 0.5,
     neighbors: Neighbors | str = Neighbors.SWAP,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> UnboundedResult:
@@ -295,7 +298,7 @@ def _release(key, counts, q, n, epsilon, split, lower, log_b, cap, *, noise, dty
 
 
 @arguments_of(unbounded_result)
-def unbounded(key, x, q: float, epsilon: float, **options) -> jax.Array:
+def unbounded(key: jax.Array, x: ArrayLike, q: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
     """Differentially private q-quantile of data bounded below only (UQE).
 
     Durfee (2023), Algorithm 2: AboveThreshold (Alg. 1) with ``T = q*n`` over
@@ -359,7 +362,7 @@ def unbounded_guarantee(
     q: float,
     epsilon: float,
     *,
-    noise: str = "exponential",
+    noise: Noise = "exponential",
     split: float = 0.5,
     neighbors: Neighbors | str = Neighbors.SWAP,
 ) -> PureDP:
@@ -391,14 +394,14 @@ def unbounded_guarantee(
 
 
 def fully_unbounded(
-    key,
-    x,
-    q: float,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    q: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    beta: float = 1.001,
-    noise: str = "exponential",
-    split: float = 0.5,
+    beta: ArrayLike = 1.001,
+    noise: Noise = "exponential",
+    split: ArrayLike = 0.5,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """Differentially private q-quantile of data with no bounds at all.
@@ -455,7 +458,7 @@ def fully_unbounded(
 
 
 @elementwise("q", "epsilon", "split")
-def fully_unbounded_guarantee(q: float, epsilon: float, *, noise: str = "exponential", split: float = 0.5):
+def fully_unbounded_guarantee(q: float, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5):
     """The guarantee of :func:`fully_unbounded` (swap; it takes no ``neighbors``: Lemma 4.1's
     monotonicity is what its two calls use): the composition of two calls of
     :func:`unbounded_guarantee` at ``epsilon/2`` each (pure: ``epsilon``; zCDP: twice Theorem 1's
