@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -60,7 +61,9 @@ def _kernel(key, counts, epsilon, delta, *, kbar):
     return FixedThresholdResult(jnp.where(members == missing, -1, members), keep.sum(-1, dtype=jnp.int32))
 
 
-def fixed_threshold(key, counts, kbar: int, epsilon: float, delta: float) -> FixedThresholdResult:
+def fixed_threshold(
+    key: jax.Array, counts: ArrayLike, kbar: int, epsilon: ArrayLike, delta: ArrayLike
+) -> FixedThresholdResult:
     """The items of the true top-kbar above a fixed threshold (Durfee and Rogers 2019, Algorithm 8).
 
     Reports ``{i : h_i > h_(kbar+1) and h_i + Lap(1/epsilon) > h_(kbar+1) + 1 +

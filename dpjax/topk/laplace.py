@@ -19,6 +19,7 @@ import functools
 import math
 
 import jax
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -55,7 +56,14 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar):
 
 
 def laplace_limited_domain(
-    key, counts, k: int, kbar: int, epsilon: float, delta: float, *, max_contributions: int
+    key: jax.Array,
+    counts: ArrayLike,
+    k: int,
+    kbar: int,
+    epsilon: ArrayLike,
+    delta: ArrayLike,
+    *,
+    max_contributions: ArrayLike,
 ) -> TopKResult:
     """EXPERIMENTAL Algorithm 4: Laplace noise on the top-kbar counts and the ⊥ threshold.
 

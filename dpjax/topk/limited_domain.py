@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -110,7 +111,16 @@ def _run(key, counts, k, kbar, epsilon, delta, max_contributions, strict):
     return checks.guard(result)
 
 
-def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float, *, max_contributions=None):
+def limited_domain(
+    key: jax.Array,
+    counts: ArrayLike,
+    k: int,
+    kbar: int,
+    epsilon: ArrayLike,
+    delta: ArrayLike,
+    *,
+    max_contributions: ArrayLike | None = None,
+):
     """Top-k over an unknown domain with a noisy ⊥ threshold (Durfee and Rogers 2019, Algorithm 1).
 
     Only the true top-(kbar+1) counts of ``counts`` are used (extracted with the exact
@@ -165,7 +175,9 @@ def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float,
     return _run(key, counts, k, kbar, epsilon, delta, max_contributions, False)
 
 
-def strictly_limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float):
+def strictly_limited_domain(
+    key: jax.Array, counts: ArrayLike, k: int, kbar: int, epsilon: ArrayLike, delta: ArrayLike
+):
     """The strictly limited domain variant (Durfee and Rogers 2019, Algorithm 5, Sec. 6.2).
 
     As :func:`limited_domain`, but only items whose count is strictly above ``h_(kbar+1)`` can be

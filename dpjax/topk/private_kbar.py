@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -79,7 +80,14 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar_max):
 
 
 def private_kbar(
-    key, counts, k: int, kbar_max: int, epsilon: float, delta: float, *, max_contributions=None
+    key: jax.Array,
+    counts: ArrayLike,
+    k: int,
+    kbar_max: int,
+    epsilon: ArrayLike,
+    delta: ArrayLike,
+    *,
+    max_contributions: ArrayLike | None = None,
 ) -> PrivateKbarResult:
     """Algorithm 1 with kbar chosen privately in ``k..kbar_max`` (Durfee and Rogers 2019, Alg. 6).
 
