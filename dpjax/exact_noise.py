@@ -70,7 +70,7 @@ from jax import lax
 
 from dpjax.validation import TracedParameterError
 
-__all__ = ["LIMITS", "discrete_gaussian", "discrete_laplace", "exact_rational", "release_key"]
+__all__ = ["LIMITS", "Rational", "discrete_gaussian", "discrete_laplace", "exact_rational", "release_key"]
 
 # Phases of the per-lane state machine.
 _DRAW, _ACCEPT_U, _GEOMETRIC, _WHOLE, _FRACTION, _DONE = range(6)

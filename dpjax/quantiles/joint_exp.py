@@ -306,4 +306,4 @@ def joint_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbor
     return RangeBounded(check_epsilon(epsilon))
 
 
-__all__ = ["joint_exp", "joint_exp_guarantee", "joint_exp_log_normalizer", "joint_exp_tables"]
+__all__ = ["Method", "joint_exp", "joint_exp_guarantee", "joint_exp_log_normalizer", "joint_exp_tables"]
