@@ -33,12 +33,15 @@ import contextlib
 import logging
 import math
 from statistics import NormalDist
+from typing import Literal, get_args
 
 from dpjax.accounting import ZCDP
 from dpjax.optax.clip import as_strategy
 from dpjax.validation import check_choice, check_epsilon, check_int, check_positive, check_probability
 
-ACCOUNTANTS = ("pld", "rdp")
+AccountantName = Literal["pld", "rdp"]
+"""dp_accounting's accountant for DP-SGD: privacy loss distributions (tight) or Renyi DP."""
+ACCOUNTANTS: tuple[AccountantName, ...] = get_args(AccountantName)
 PLD_DISCRETIZATION = 1e-4  # dp_accounting's default value_discretization_interval
 CALIBRATION_RELATIVE_GRID = 1e-4  # the calibration's PLD grid, relative to the target epsilon
 MINIMALITY = 1e-3  # a calibrated sigma lowered by this fraction exceeds the target
@@ -132,7 +135,7 @@ def training_epsilon(
     sampling_rate: float,
     noise_multiplier: float,
     clip,
-    accountant: str = "pld",
+    accountant: AccountantName = "pld",
     pld_discretization: float = PLD_DISCRETIZATION,
 ) -> float:
     """The epsilon at ``delta`` of a whole DP-SGD run with :func:`dpjax.optax.dp_aggregate`.
@@ -201,7 +204,7 @@ def noise_multiplier_for_epsilon(
     steps: int,
     sampling_rate: float,
     clip,
-    accountant: str = "pld",
+    accountant: AccountantName = "pld",
     pld_discretization: float | None = None,
 ) -> float:
     """The smallest noise multiplier sigma whose run has ``training_epsilon <= epsilon`` at ``delta``.
@@ -309,7 +312,7 @@ def _secant_root(spent, epsilon: float, sigma: float) -> float:
     return math.exp(math.log(sigma) + slope * (math.log(epsilon) - math.log(first)))
 
 
-def spent_epsilon(state, delta: float, *, sampling_rate: float, accountant: str = "pld") -> float:
+def spent_epsilon(state, delta: float, *, sampling_rate: float, accountant: AccountantName = "pld") -> float:
     """:func:`training_epsilon` of the steps a :class:`~dpjax.optax.DPAggregateState` has run.
 
     Reads the state's step count, noise multiplier and clip strategy (concrete values; pass the

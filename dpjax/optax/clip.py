@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.numerics import ceil_div
@@ -250,18 +251,18 @@ class GeometricClip:
 ClipStrategy = FixedClip | QuantileClip | GeometricClip
 
 
-def fixed_clip(norm) -> FixedClip:
+def fixed_clip(norm: ArrayLike) -> FixedClip:
     """A fixed clip norm (Abadi et al. 2016), > 0 (may be traced)."""
     return FixedClip(_validate_initial_norm(Checks(), norm))
 
 
 def quantile_clip(
-    initial_norm=1.0,
+    initial_norm: ArrayLike = 1.0,
     *,
-    quantile=DEFAULT_QUANTILE,
-    epsilon=DEFAULT_CLIP_EPSILON,
-    every=DEFAULT_EVERY,
-    beta=1.01,
+    quantile: ArrayLike = DEFAULT_QUANTILE,
+    epsilon: ArrayLike = DEFAULT_CLIP_EPSILON,
+    every: ArrayLike = DEFAULT_EVERY,
+    beta: ArrayLike = 1.01,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> QuantileClip:
     """The clip norm tracks a private ``quantile`` of the per-example norms (Durfee 2023).
@@ -303,7 +304,13 @@ def quantile_clip(
     return strategy.validate(checks)
 
 
-def geometric_clip(initial_norm, *, quantile=0.5, learning_rate=0.2, count_noise_multiplier) -> GeometricClip:
+def geometric_clip(
+    initial_norm: ArrayLike,
+    *,
+    quantile: ArrayLike = 0.5,
+    learning_rate: ArrayLike = 0.2,
+    count_noise_multiplier: ArrayLike,
+) -> GeometricClip:
     """Andrew et al. (2021) geometric adaptive clipping towards the ``quantile`` of the norms.
 
     Each step releases the noised count of unclipped examples (centred, sensitivity 1/2, noise
@@ -327,7 +334,7 @@ def geometric_clip(initial_norm, *, quantile=0.5, learning_rate=0.2, count_noise
     return GeometricClip(initial_norm, quantile, learning_rate, count_noise_multiplier).validate(Checks())
 
 
-def as_strategy(clip) -> ClipStrategy:
+def as_strategy(clip: ClipStrategy | ArrayLike) -> ClipStrategy:
     """``clip`` if it is a strategy, else ``fixed_clip(clip)``."""
     if isinstance(clip, FixedClip | QuantileClip | GeometricClip):
         return clip

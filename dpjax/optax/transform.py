@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.optax.clip import ClipStrategy, as_strategy
@@ -121,7 +122,11 @@ def fixed_dtypes(tree, dtype):
 
 
 def dp_aggregate(
-    noise_multiplier, clip, key, *, expected_batch_size
+    noise_multiplier: ArrayLike,
+    clip: ClipStrategy | ArrayLike,
+    key: jax.Array | int,
+    *,
+    expected_batch_size: ArrayLike,
 ) -> optax.GradientTransformationExtraArgs:
     """DP-SGD aggregation of per-example gradients with a fixed or privately adapted clip norm.
 
