@@ -14,6 +14,7 @@ private under both, Durfee 2023 Lemma B.1) take no ``neighbors`` argument.
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 
 class Neighbors(enum.StrEnum):
@@ -31,3 +32,7 @@ class Neighbors(enum.StrEnum):
             choices = ", ".join(repr(m.value) for m in cls)
             message = f"{name} must be a Neighbors member or one of {choices}, got {value!r}."
             raise ValueError(message) from None
+
+
+NeighborsLike = Neighbors | Literal["swap", "add_remove"]
+"""A :class:`Neighbors` member or its string value (what :meth:`Neighbors.check` accepts)."""

@@ -22,6 +22,7 @@ from jax.typing import ArrayLike
 from dpjax.accounting import ApproxDP, Neighbors, RangeBounded
 from dpjax.accounting.bounded_range import composition_epsilon, optimal_composition_epsilon
 from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.neighbors import NeighborsLike
 from dpjax.quantiles.exp_mech import independent_quantiles, number_of_levels
 from dpjax.validation import Checks, check_epsilon, check_probability
 
@@ -34,7 +35,7 @@ def app_ind_exp(
     *,
     bounds: ArrayLike,
     delta: ArrayLike = 1e-6,
-    neighbors: Neighbors | str = Neighbors.SWAP,
+    neighbors: NeighborsLike = Neighbors.SWAP,
 ) -> jax.Array:
     """AppIndExp (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1): IndExp with the DDR20 budget.
 
@@ -71,7 +72,7 @@ def app_ind_exp(
 
 @elementwise("epsilon", "delta")
 def app_ind_exp_guarantee(
-    qs, epsilon: float, *, delta: float = 1e-6, neighbors: Neighbors | str = Neighbors.SWAP
+    qs, epsilon: float, *, delta: float = 1e-6, neighbors: NeighborsLike = Neighbors.SWAP
 ) -> RangeBounded:
     """AppIndExp's guarantee: ``m`` EMQ releases at ``epsilon_0``, each ``epsilon_0``-range-bounded.
 

@@ -45,6 +45,7 @@ from jax.typing import ArrayLike
 from dpjax import sharded
 from dpjax.accounting import Neighbors, RangeBounded
 from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.neighbors import NeighborsLike
 from dpjax.quantiles.intervals import (
     check_inputs,
     gaps,
@@ -67,7 +68,7 @@ Method = Literal["linear", "scan", "fft"]
 DEFAULT_METHOD = "linear"
 
 
-def joint_exp_sensitivity(qs, neighbors: Neighbors | str = Neighbors.SWAP):
+def joint_exp_sensitivity(qs, neighbors: NeighborsLike = Neighbors.SWAP):
     """``Delta`` of JointExp's utility: 2 (swap); ``2 (1 - min gap of [0, q_1..q_m, 1])`` (add/remove).
 
     ``qs`` may be traced; the add/remove value is computed in its dtype.
@@ -105,7 +106,7 @@ def joint_exp_tables(
     epsilon: ArrayLike,
     *,
     bounds: ArrayLike,
-    neighbors: Neighbors | str = Neighbors.SWAP,
+    neighbors: NeighborsLike = Neighbors.SWAP,
     method: Method = DEFAULT_METHOD,
 ):
     """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
@@ -124,7 +125,7 @@ def joint_exp_log_normalizer(
     epsilon: ArrayLike,
     *,
     bounds: ArrayLike,
-    neighbors: Neighbors | str = Neighbors.SWAP,
+    neighbors: NeighborsLike = Neighbors.SWAP,
     method: Method = DEFAULT_METHOD,
 ):
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
@@ -238,7 +239,7 @@ def joint_exp(
     epsilon: ArrayLike,
     *,
     bounds: ArrayLike,
-    neighbors: Neighbors | str = Neighbors.SWAP,
+    neighbors: NeighborsLike = Neighbors.SWAP,
     method: Method = DEFAULT_METHOD,
 ) -> jax.Array:
     """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
@@ -289,7 +290,7 @@ def joint_exp(
 
 
 @elementwise("epsilon")
-def joint_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
+def joint_exp_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> RangeBounded:
     """JointExp's guarantee: ``RangeBounded(epsilon)`` for all ``m`` quantiles together, under
     ``neighbors`` (the utility's sensitivity, :func:`joint_exp_sensitivity`, is calibrated to it).
 

@@ -46,6 +46,7 @@ from jax.typing import ArrayLike
 from dpjax import _auto, sharded
 from dpjax.accounting import Neighbors, PureDP, compose
 from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.neighbors import NeighborsLike
 from dpjax.quantiles.unbounded_bins import (
     INDEX_LIMIT,
     cumulative_counts,
@@ -267,7 +268,7 @@ def unbounded_result(
     beta: ArrayLike = 1.001,
     noise: Noise = "exponential",
     split: ArrayLike = 0.5,
-    neighbors: Neighbors | str = Neighbors.SWAP,
+    neighbors: NeighborsLike = Neighbors.SWAP,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> UnboundedResult:
     """UQE (Durfee 2023, Algorithm 2) with its halting index and truncation flag.
@@ -364,7 +365,7 @@ def unbounded_guarantee(
     *,
     noise: Noise = "exponential",
     split: float = 0.5,
-    neighbors: Neighbors | str = Neighbors.SWAP,
+    neighbors: NeighborsLike = Neighbors.SWAP,
 ) -> PureDP:
     """The guarantee of :func:`unbounded` (also of each call inside :func:`fully_unbounded`).
 
