@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import noise
-from dpjax.audit import audit, neighbours, reference
+from dpjax.audit import audit, neighbors, reference
 from dpjax.tools.bench.floor import rng_floor
 from dpjax.tools.bench.harness import time_eager, time_host, time_jitted
 from dpjax.tools.bench.report import print_machine, print_table
@@ -64,7 +64,7 @@ def numpy_laplace(rng, value, epsilon=1.0):
 
 def throughput(trials: int, repeats: int) -> list[dict]:
     rows = []
-    svt_x, svt_xp = neighbours.svt_worst_case(10)
+    svt_x, svt_xp = neighbors.svt_worst_case(10)
     cases = [
         ("laplace", laplace_scaled, (0.0, 1.0), (1.0, 1.0), 1, numpy_laplace, 0.0),
         ("randomized_response", rr_scaled, (True, 1.0), (False, 1.0), 1, None, None),

@@ -32,6 +32,7 @@ from dpjax.accounting.pay_what_you_get import calibrate_epsilon
 from dpjax.tools.bench.floor import rng_floor
 from dpjax.tools.bench.harness import time_host, time_jitted
 from dpjax.tools.bench.report import print_machine, print_table
+from dpjax.numerics import ceil_div
 
 DELTA, DELTA_PRIME = 5e-7, 5e-7
 
@@ -92,7 +93,7 @@ def main(argv=None) -> None:
     k, kbar, d = args.k, args.kbar, args.items
     eps = calibrate_epsilon(args.epsilon, k, DELTA_PRIME)
     chunk = min(args.chunk, args.queries)
-    n_chunks = -(-args.queries // chunk)
+    n_chunks = ceil_div(args.queries, chunk)
 
     print_machine()
     print(

@@ -4,7 +4,7 @@ and the paper disagree.
 
 Rebuilt from the papers' text only (no dpjax code): EMQ is Smith (2011) Alg. 2 as in Durfee §5.1
 (the gaps of the clipped, sorted data weighted by ``width * exp(-epsilon/2 |i - q n|)``, swap
-neighbours, a uniform point in the chosen gap); UQE is Durfee Alg. 2 with AboveThreshold as in
+neighbors, a uniform point in the chosen gap); UQE is Durfee Alg. 2 with AboveThreshold as in
 Appendix C (Exponential noise of scale ``1/epsilon_1`` on the threshold ``q n`` and ``1/epsilon_2`` on
 each count ``#{x < beta^i + lower - 1}``, i = 1, 2, ...; the first noisy count at or above the
 noisy threshold halts), ``epsilon_1 = epsilon_2 = 1/2``, ``beta = 1.001``. The protocol is §6.2's:

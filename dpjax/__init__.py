@@ -28,8 +28,9 @@ _SUBPACKAGES = (
     "validation",
 )
 _FROM_ACCOUNTING = ("ZCDP", "Accountant", "ApproxDP", "BudgetExceededError", "PureDP", "RangeBounded")
+_FROM_VALIDATION = ("TracedParameterError",)
 
-__all__ = sorted(_FROM_ACCOUNTING + _SUBPACKAGES)
+__all__ = sorted(_FROM_ACCOUNTING + _FROM_VALIDATION + _SUBPACKAGES)
 
 
 def __getattr__(name: str):
@@ -37,6 +38,8 @@ def __getattr__(name: str):
         return importlib.import_module(f"dpjax.{name}")
     if name in _FROM_ACCOUNTING:
         return getattr(importlib.import_module("dpjax.accounting"), name)
+    if name in _FROM_VALIDATION:
+        return getattr(importlib.import_module("dpjax.validation"), name)
     raise AttributeError(f"module 'dpjax' has no attribute {name!r}")
 
 

@@ -1,7 +1,7 @@
 """Additive noise mechanisms: the Laplace and Gaussian mechanisms.
 
 * Laplace mechanism (Dwork, McSherry, Nissim, Smith 2006): ``value + Lap(sensitivity/epsilon)`` is
-  epsilon-DP when ``value`` has L1 sensitivity ``sensitivity`` under the chosen neighbouring relation.
+  epsilon-DP when ``value`` has L1 sensitivity ``sensitivity`` under the chosen neighboring relation.
 * Gaussian mechanism (Bun and Steinke 2016, Prop. 1.6): ``value + N(0, sigma^2)`` is
   ``sensitivity^2 / (2 sigma^2)``-zCDP when ``value`` has L2 sensitivity ``sensitivity``.
 
@@ -23,6 +23,7 @@ from fractions import Fraction
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax import exact_noise, noise
 from dpjax.accounting import ZCDP, ApproxDP, PureDP
@@ -38,7 +39,9 @@ from dpjax.validation import (
 )
 
 
-def laplace_mechanism(key, value, epsilon: float, *, sensitivity: float = 1.0) -> jax.Array:
+def laplace_mechanism(
+    key: jax.Array, value: ArrayLike, epsilon: ArrayLike, *, sensitivity: ArrayLike = 1.0
+) -> jax.Array:
     """Releases ``value + Lap(sensitivity/epsilon)`` elementwise.
 
     Guarantee: ``epsilon``-DP (see :func:`laplace_guarantee`) when the L1 sensitivity of ``value``
@@ -82,7 +85,9 @@ def laplace_guarantee(epsilon: float, *, sensitivity: float = 1.0) -> PureDP:
     return PureDP(epsilon, event=dp_event.LaplaceDpEvent(noise_multiplier=1 / epsilon))
 
 
-def gaussian_mechanism(key, value, sigma: float, *, sensitivity: float = 1.0) -> jax.Array:
+def gaussian_mechanism(
+    key: jax.Array, value: ArrayLike, sigma: ArrayLike, *, sensitivity: ArrayLike = 1.0
+) -> jax.Array:
     """Releases ``value + N(0, sigma^2)`` elementwise.
 
     Guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP (see :func:`gaussian_guarantee`) when the L2
@@ -166,14 +171,16 @@ def scale_at_least(scale: Fraction, word) -> Fraction:
     return Fraction(math.ceil(scale * 2**j), 2**j)
 
 
-def discrete_laplace_mechanism(key, value, epsilon, *, sensitivity=1) -> jax.Array:
+def discrete_laplace_mechanism(
+    key: jax.Array, value: ArrayLike, epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+) -> jax.Array:
     """Releases ``value + Z`` elementwise, Z exact discrete Laplace with scale ``sensitivity/epsilon``.
 
     The geometric mechanism (Ghosh, Roughgarden and Sundararajan 2009), sampled exactly with integer
     arithmetic (Canonne, Kamath and Steinke 2020, Algorithm 2; :func:`dpjax.noise.discrete_laplace`):
     ``P(Z = z) ∝ exp(-epsilon |z| / sensitivity)``. Guarantee: pure ``epsilon``-DP
     (:func:`discrete_laplace_guarantee`) when the integer query ``value`` has L1 sensitivity at most
-    ``sensitivity`` under the chosen neighbouring relation (e.g. a histogram under add/remove of one
+    ``sensitivity`` under the chosen neighboring relation (e.g. a histogram under add/remove of one
     record: sensitivity 1). No floating-point value is involved, so the release has no
     floating-point side channel (Mironov 2012).
 
@@ -206,21 +213,25 @@ def discrete_laplace_mechanism(key, value, epsilon, *, sensitivity=1) -> jax.Arr
     return _add_integer_noise(value, noise.discrete_laplace(key, scale, value.shape, value.dtype))
 
 
-def discrete_laplace_guarantee(epsilon, *, sensitivity=1) -> PureDP:
+def discrete_laplace_guarantee(
+    epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+) -> PureDP:
     """The discrete Laplace mechanism's guarantee: pure ``epsilon``-DP (Ghosh et al. 2009; CKS20
     Sec. 2.1: the privacy loss of ``value + Z`` is at most ``epsilon |value - value'| / sensitivity``)."""
     exact_noise.exact_rational(sensitivity, "sensitivity")
     return PureDP(float(exact_noise.exact_rational(epsilon, "epsilon")))
 
 
-def discrete_gaussian_mechanism(key, value, sigma, *, sensitivity=1) -> jax.Array:
+def discrete_gaussian_mechanism(
+    key: jax.Array, value: ArrayLike, sigma: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+) -> jax.Array:
     """Releases ``value + Z`` elementwise, Z exact discrete Gaussian ``N_Z(0, sigma^2)`` per entry.
 
     Canonne, Kamath and Steinke (2020), Algorithm 3 (:func:`dpjax.noise.discrete_gaussian`), with
     integer arithmetic only. Guarantee: ``sensitivity^2 / (2 sigma^2)``-zCDP (CKS20 Thm. 4, and
     Thm. 14 for vectors of independent coordinates) when the integer query ``value`` has L2
     sensitivity at most ``sensitivity`` (:func:`discrete_gaussian_guarantee`); for a query whose
-    neighbours differ in one coordinate (a count, a histogram under add/remove) the exact
+    neighbors differ in one coordinate (a count, a histogram under add/remove) the exact
     (epsilon, delta) curve of CKS20 Thm. 7 is :func:`discrete_gaussian_approx_dp`, tighter than the
     zCDP conversion.
 
@@ -238,19 +249,21 @@ def discrete_gaussian_mechanism(key, value, sigma, *, sensitivity=1) -> jax.Arra
     return _add_integer_noise(value, noise.discrete_gaussian(key, sigma, value.shape, value.dtype))
 
 
-def discrete_gaussian_guarantee(sigma, *, sensitivity=1) -> ZCDP:
+def discrete_gaussian_guarantee(
+    sigma: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+) -> ZCDP:
     """``sensitivity^2 / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020, Thm. 4 and Thm. 14)."""
     sigma = exact_noise.exact_rational(sigma, "sigma")
     sensitivity = exact_noise.exact_rational(sensitivity, "sensitivity")
     return ZCDP(float(sensitivity**2 / (2 * sigma**2)))
 
 
-def discrete_gaussian_delta(sigma, epsilon: float, *, sensitivity: int = 1) -> float:
+def discrete_gaussian_delta(sigma: exact_noise.Rational, epsilon: float, *, sensitivity: int = 1) -> float:
     """The exact delta at ``epsilon`` of one discrete Gaussian release (CKS20 Thm. 7):
 
         delta = P[Y > epsilon sigma^2 / D - D/2] - e^epsilon P[Y > epsilon sigma^2 / D + D/2],
 
-    Y ~ N_Z(0, sigma^2), D the integer sensitivity of a query whose neighbours differ in one
+    Y ~ N_Z(0, sigma^2), D the integer sensitivity of a query whose neighbors differ in one
     coordinate. The tails are summed in float64 out to 40 sigma beyond the threshold (host-side
     accounting; the neglected mass is below 1e-300)."""
     sigma = exact_noise.exact_rational(sigma, "sigma")
@@ -269,9 +282,11 @@ def discrete_gaussian_delta(sigma, epsilon: float, *, sensitivity: int = 1) -> f
     return float(max(0.0, tail(base - d / 2) - math.exp(epsilon) * tail(base + d / 2)))
 
 
-def discrete_gaussian_approx_dp(sigma, delta: float, *, sensitivity: int = 1) -> ApproxDP:
+def discrete_gaussian_approx_dp(
+    sigma: exact_noise.Rational, delta: float, *, sensitivity: int = 1
+) -> ApproxDP:
     """The smallest epsilon with ``discrete_gaussian_delta(sigma, epsilon) <= delta`` (CKS20 Thm. 7),
-    for one release of a query whose neighbours differ in one coordinate by at most ``sensitivity``
+    for one release of a query whose neighbors differ in one coordinate by at most ``sensitivity``
     (bisection to 1e-9; never above the zCDP conversion of :func:`discrete_gaussian_guarantee`)."""
     delta = check_probability(delta, "delta", open_low=True, open_high=True)
     zcdp = discrete_gaussian_guarantee(sigma, sensitivity=sensitivity).to_approx_dp(delta)

@@ -3,7 +3,7 @@
 1. ``bound = UQE(x, q)`` (Algorithm 2, :func:`dpjax.quantiles.unbounded`) with ``clip_fraction * epsilon``;
 2. release ``sum_j clip(x_j, lower, bound) + Lap((bound - lower) / ((1 - clip_fraction) * epsilon))``.
 
-Under swap neighbours (n public) one record moves the clipped sum by at most ``bound - lower``, so
+Under swap neighbors (n public) one record moves the clipped sum by at most ``bound - lower``, so
 step 2 is ``(1 - clip_fraction) epsilon``-DP given the bound, and the composition is ``epsilon``-DP.
 Data below ``lower`` are clipped up to it (clipping only from above would break the
 sensitivity for negative values, e.g. jittered zeros). The paper's Table 1 "eps" is per part, i.e.
@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP, compose
@@ -33,6 +34,7 @@ from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded import (
     DEFAULT_MAX_QUERIES,
     NOISES,
+    Noise,
     check_beta,
     check_max_queries,
     grid,
@@ -59,15 +61,15 @@ class ClippedSum(NamedTuple):
 
 
 def clipped_sum(
-    key,
-    x,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    q: float = 0.99,
-    beta: float = 1.001,
-    clip_fraction: float = 0.5,
-    lower: float = 0.0,
-    noise: str = "exponential",
+    q: ArrayLike = 0.99,
+    beta: ArrayLike = 1.001,
+    clip_fraction: ArrayLike = 0.5,
+    lower: ArrayLike = 0.0,
+    noise: Noise = "exponential",
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> ClippedSum:
     """DP sum with a private clipping bound, with the bound and the truncation flag.
@@ -115,14 +117,14 @@ def _release(key, counts, prefix, n, epsilon, q, clip_fraction, lower, log_b, ca
 
 
 @arguments_of(clipped_sum)
-def sum(key, x, epsilon: float, **options) -> jax.Array:
+def sum(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
     """DP sum of data bounded below only, clipped at a privately estimated quantile.
 
     Durfee (2023), §6.3: ``bound = UQE(x, q)`` with ``clip_fraction * epsilon`` (Algorithm 2,
     epsilon1 = epsilon2), then ``sum_j clip(x_j, lower, bound) + Lap((bound - lower) / epsilon_rest)``
     with ``epsilon_rest = (1 - clip_fraction) * epsilon``.
 
-    Neighbours and guarantee: swap (one record changed, n public); ``epsilon``-DP in total
+    Neighbors and guarantee: swap (one record changed, n public); ``epsilon``-DP in total
     (:func:`sum_guarantee`). The paper's Table 1 row "eps" corresponds to ``epsilon = 2 * eps``.
 
     Traced parameters: ``epsilon``, ``q``, ``beta``, ``clip_fraction`` and ``lower`` may be traced
@@ -157,8 +159,8 @@ def sum(key, x, epsilon: float, **options) -> jax.Array:
 
 
 @arguments_of(clipped_sum)
-def mean(key, x, epsilon: float, **options) -> jax.Array:
-    """DP mean: :func:`sum` divided by the public n (swap neighbours; ``epsilon``-DP in total,
+def mean(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
+    """DP mean: :func:`sum` divided by the public n (swap neighbors; ``epsilon``-DP in total,
     :func:`mean_guarantee`). Arguments as in :func:`sum` (the same may be traced).
 
     Example:
@@ -169,7 +171,9 @@ def mean(key, x, epsilon: float, **options) -> jax.Array:
 
 
 @elementwise("epsilon", "q", "clip_fraction")
-def sum_guarantee(epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: str = "exponential"):
+def sum_guarantee(
+    epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: Noise = "exponential"
+):
     """Guarantee of :func:`sum` (swap): UQE with ``clip_fraction * epsilon``
     (:func:`~dpjax.quantiles.unbounded_guarantee`, which carries Theorem 1's zCDP bound) composed
     with the Laplace step's ``PureDP((1 - clip_fraction) * epsilon)``: ``PureDP(epsilon)`` with the

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax.noise import sign_and_half_uniform_from_bits
+from dpjax.numerics import ceil_div
 
 
 class LogCdfTable(NamedTuple):
@@ -68,7 +69,7 @@ def log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> L
     size = pow2_at_least(math.isqrt(max(d - 1, 0)) + 1) if block_size is None else block_size
     if size < 1 or size & (size - 1):
         raise ValueError(f"block_size must be a power of two, got {size}.")
-    num_blocks = -(-d // size)
+    num_blocks = ceil_div(d, size)
     padded = jnp.full(num_blocks * size, -jnp.inf, log_weights.dtype).at[:d].set(log_weights)
     padded = padded.reshape(num_blocks, size)
     top = jnp.max(padded, axis=1, keepdims=True)  # finite unless a block has no mass

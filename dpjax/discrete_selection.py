@@ -5,17 +5,8 @@ Report-noisy-max (Dwork and Roth 2014, Claim 3.9) with noise from
 ``2 sensitivity/epsilon`` (``sensitivity/epsilon`` for monotonic counts), returning the *lowest*
 index among the noisy maxima (a fixed tie-break).
 
-**Why the proof carries over, ties included.** Fix the other lanes' noise. With the fixed
-lowest-index tie-break, lane ``i`` wins iff ``c_i + z_i > max_{j<i}(c_j + z_j)`` and
-``c_i + z_i >= max_{j>i}(c_j + z_j)``, i.e. iff ``z_i >= t_i`` for an integer threshold ``t_i``. On a
-neighbour every count moves by at most the integer ``sensitivity`` D, so ``t_i`` moves by at most
-``2D`` (by at most ``D``, in one direction that helps, for monotonic counts), and the discrete
-Laplace tail satisfies ``P(z >= t) <= exp(a/b) P(z >= t + a)`` for integers a >= 0: the output
-probabilities differ by at most ``e^epsilon``. Dwork and Roth's continuous proof needs ties to have
-probability 0; with discrete noise they do not, and the argument above is what replaces it: it
-holds for a data-independent tie-break (lowest index), not for a tie-break that looks at the data.
-Releasing the noisy maximum or the gap to the runner-up (Ding et al. 2019's free gap) is not
-offered: their proofs use continuous densities, and a tie is a gap of 0 with positive probability.
+Guarantee: ``epsilon``-DP, as Dwork and Roth's Claim 3.9, with ties of positive probability broken
+by the lowest index; the proof, and why the free gap is not offered, are in ``docs/derivations.md``.
 
 **Top-k.** :func:`discrete_peeling_top_k` runs k report-noisy-max rounds with ``epsilon/k`` each,
 removing each winner (adaptive composition: ``epsilon``-DP). The one-shot top-k with Laplace noise
@@ -23,9 +14,7 @@ removing each winner (adaptive composition: ``epsilon``-DP). The one-shot top-k 
 probability zero among the reported ranks, which discrete noise breaks.
 
 Noisy counts are formed as ``clip(c_i + z_i, -B, B)`` (B = (L - 1)/2, L the dtype's maximum, counts
-checked to lie in [-B, B]): the noise saturating at +-L never changes them, and a 1-Lipschitz
-non-decreasing map of each noisy count keeps the threshold argument (``t_i`` still moves by at most
-the same amount), so the result is exact.
+checked to lie in [-B, B]); the result is exact (``docs/derivations.md``).
 """
 
 from __future__ import annotations
@@ -33,6 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import additive, exact_noise, noise
 from dpjax.accounting import PureDP
@@ -70,12 +60,19 @@ def _noisy(key, counts, scale):
     return counts + jnp.clip(z, -bound - counts, bound - counts)
 
 
-def discrete_report_noisy_max(key, counts, epsilon, *, sensitivity=1, monotonic: bool = False) -> jax.Array:
+def discrete_report_noisy_max(
+    key: jax.Array,
+    counts: ArrayLike,
+    epsilon: exact_noise.Rational,
+    *,
+    sensitivity: exact_noise.Rational = 1,
+    monotonic: bool = False,
+) -> jax.Array:
     """The lowest index of the largest ``counts + Z``, Z exact discrete Laplace per count.
 
-    Guarantee: ``epsilon``-DP (:func:`discrete_report_noisy_max_guarantee`; proof with ties in the
-    module docstring) when each count moves by at most the integer ``sensitivity`` between
-    neighbours; ``monotonic=True`` (all counts move in the same direction, e.g. histograms under
+    Guarantee: ``epsilon``-DP (:func:`discrete_report_noisy_max_guarantee`; proof with ties in
+    ``docs/derivations.md``) when each count moves by at most the integer ``sensitivity`` between
+    neighbors; ``monotonic=True`` (all counts move in the same direction, e.g. histograms under
     add/remove) halves the noise.
 
     Args:
@@ -97,13 +94,23 @@ def discrete_report_noisy_max(key, counts, epsilon, *, sensitivity=1, monotonic:
     return jnp.argmax(noisy).astype(jnp.int32)  # argmax returns the first maximum
 
 
-def discrete_report_noisy_max_guarantee(epsilon, *, sensitivity=1, monotonic: bool = False) -> PureDP:
+def discrete_report_noisy_max_guarantee(
+    epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1, monotonic: bool = False
+) -> PureDP:
     """Pure ``epsilon``-DP (Dwork and Roth 2014, Claim 3.9, with the discrete argument above)."""
     exact_noise.exact_rational(sensitivity, "sensitivity")
     return PureDP(float(exact_noise.exact_rational(epsilon, "epsilon")))
 
 
-def discrete_peeling_top_k(key, counts, k: int, epsilon, *, sensitivity=1, monotonic: bool = False):
+def discrete_peeling_top_k(
+    key: jax.Array,
+    counts: ArrayLike,
+    k: int,
+    epsilon: exact_noise.Rational,
+    *,
+    sensitivity: exact_noise.Rational = 1,
+    monotonic: bool = False,
+):
     """The indices of k counts chosen by k rounds of :func:`discrete_report_noisy_max`, each with
     ``epsilon/k`` and fresh noise, removing each winner: ``epsilon``-DP by adaptive composition.
 
@@ -128,7 +135,9 @@ def discrete_peeling_top_k(key, counts, k: int, epsilon, *, sensitivity=1, monot
     return chosen
 
 
-def discrete_peeling_top_k_guarantee(epsilon, *, sensitivity=1, monotonic: bool = False) -> PureDP:
+def discrete_peeling_top_k_guarantee(
+    epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1, monotonic: bool = False
+) -> PureDP:
     """Pure ``epsilon``-DP: k rounds of ``epsilon/k``-DP report-noisy-max, composed."""
     exact_noise.exact_rational(sensitivity, "sensitivity")
     return PureDP(float(exact_noise.exact_rational(epsilon, "epsilon")))

@@ -69,7 +69,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["LIMITS", "discrete_gaussian", "discrete_laplace", "exact_rational", "release_key"]
+from dpjax.validation import TracedParameterError
+
+__all__ = ["LIMITS", "Rational", "discrete_gaussian", "discrete_laplace", "exact_rational", "release_key"]
 
 # Phases of the per-lane state machine.
 _DRAW, _ACCEPT_U, _GEOMETRIC, _WHOLE, _FRACTION, _DONE = range(6)
@@ -102,11 +104,16 @@ LIMITS = {
 }
 
 
-def exact_rational(value, name: str) -> Fraction:
+Rational = float | Fraction | tuple[int, int]
+"""An exact positive rational on the host (never traced): a Python or NumPy number (a float is its
+exact binary value), a ``Fraction`` or a ``(numerator, denominator)`` pair of ints."""
+
+
+def exact_rational(value: Rational, name: str) -> Fraction:
     """``value`` as an exact positive ``Fraction``: an int, a float (its exact binary value), a
     ``Fraction`` or a ``(numerator, denominator)`` pair of ints. Traced values are refused."""
     if isinstance(value, jax.core.Tracer):
-        raise TypeError(
+        raise TracedParameterError(
             f"{name} must be a concrete number, not a traced value: the exact samplers need it as an "
             "exact rational on the host (a Python number, a Fraction or a (numerator, denominator) pair)."
         )
@@ -460,7 +467,7 @@ def _shape(shape):
     return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
-def discrete_laplace(key, scale, shape=(), dtype=None) -> jax.Array:
+def discrete_laplace(key: jax.Array, scale: Rational, shape=(), dtype=None) -> jax.Array:
     """Exact discrete Laplace noise: ``P(Z = z) = (1 - q)/(1 + q) q^|z|`` on the integers, q = exp(-1/scale).
 
     Canonne, Kamath and Steinke (2020), Algorithm 2 with Algorithm 1, on integer arithmetic only
@@ -489,7 +496,7 @@ def discrete_laplace(key, scale, shape=(), dtype=None) -> jax.Array:
     return _run(key, _shape(shape), dtype, lap, None)
 
 
-def discrete_gaussian(key, sigma, shape=(), dtype=None) -> jax.Array:
+def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> jax.Array:
     """Exact discrete Gaussian noise: ``P(Z = z) ∝ exp(-z^2 / (2 sigma^2))`` on the integers.
 
     Canonne, Kamath and Steinke (2020), Algorithm 3 (a discrete Laplace proposal accepted by

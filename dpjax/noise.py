@@ -35,19 +35,24 @@ and Steinke 2020; integer arithmetic only, see :mod:`dpjax.exact_noise`) and :fu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal, get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.random import threefry2x32_p
+from jax.typing import ArrayLike
 
 from dpjax.exact_noise import discrete_gaussian, discrete_laplace, release_key
+from dpjax.numerics import ceil_div
 from dpjax.validation import check_choice
 
 __all__ = [
     "SAMPLERS",
+    "NoiseMode",
+    "Sampler",
     "discrete_gaussian",
     "discrete_laplace",
     "exponential",
@@ -64,7 +69,11 @@ __all__ = [
     "standard_exponential",
 ]
 
-_MODES = ("high", "low")
+NoiseMode = Literal["high", "low"]
+"""``"high"``: tails exact far out (the default); ``"low"``: JAX's own samplers."""
+_MODES: tuple[NoiseMode, ...] = get_args(NoiseMode)
+Sampler = Literal["laplace", "gumbel", "exponential", "gaussian"]
+"""The continuous samplers by name (:data:`SAMPLERS`)."""
 
 
 def _float_dtype(dtype):
@@ -80,7 +89,7 @@ def _prepare(shape, scale, dtype, mode):
     return shape, jnp.asarray(scale, _float_dtype(dtype)), _float_dtype(dtype)
 
 
-def random_word_pairs(key, shape) -> tuple[jax.Array, jax.Array]:
+def random_word_pairs(key: jax.Array, shape) -> tuple[jax.Array, jax.Array]:
     """Two independent uniform uint32 words ``(hi, lo)`` per position of ``shape``.
 
     For threefry keys (JAX's default) they are the two output words of one threefry2x32 hash of
@@ -133,13 +142,15 @@ def laplace_from_sign_and_half_uniform(negative, w):
     return jnp.where(negative, -magnitude, magnitude)
 
 
-def standard_exponential(key, shape: Sequence[int] | int = (), dtype=None) -> jax.Array:
+def standard_exponential(key: jax.Array, shape: Sequence[int] | int = (), dtype=None) -> jax.Array:
     """Exp(1) variates with both tails exact to about 44 (see the module docstring)."""
     shape, _, dtype = _prepare(shape, 1.0, dtype, "high")
     return exponential_from_sign_and_half_uniform(*_sign_and_half_uniform(key, shape, dtype))
 
 
-def exponential(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.Array:
+def exponential(
+    key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+) -> jax.Array:
     """One-sided Exponential noise with density ``exp(-z/scale)/scale`` on z >= 0.
 
     Mean ``scale``, variance ``scale**2``; in ``mode="high"`` ``P(Z > t*scale) = exp(-t)`` holds
@@ -151,7 +162,9 @@ def exponential(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> 
     return scale * standard_exponential(key, shape, dtype)
 
 
-def gumbel(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.Array:
+def gumbel(
+    key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+) -> jax.Array:
     """Gumbel noise (location 0) with density ``exp(-(z/b + exp(-z/b)))/b``, b = ``scale``.
 
     Mean ``0.5772 * scale``, variance ``pi**2/6 * scale**2``. In ``mode="high"`` the upper tail
@@ -164,7 +177,9 @@ def gumbel(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.A
     return -scale * jnp.log(standard_exponential(key, shape, dtype))
 
 
-def laplace(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.Array:
+def laplace(
+    key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+) -> jax.Array:
     """Laplace noise with density ``exp(-|z|/b)/(2b)``, b = ``scale``; variance ``2 b**2``.
 
     In ``mode="high"`` ``P(|Z| > t*scale) = exp(-t)`` holds out to t of about 44.
@@ -175,7 +190,9 @@ def laplace(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.
     return scale * laplace_from_sign_and_half_uniform(*_sign_and_half_uniform(key, shape, dtype))
 
 
-def gaussian(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.Array:
+def gaussian(
+    key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+) -> jax.Array:
     """Gaussian noise N(0, scale**2); ``mode="high"`` is exact in the tails to about 9.4 sigma.
 
     ``mode="high"`` draws the variates in pairs (:func:`_gaussian_pairs_from_words`) from 3 words
@@ -189,7 +206,7 @@ def gaussian(key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax
     if mode == "low":
         return scale * jax.random.normal(key, shape, dtype)
     size = math.prod(shape)
-    hi, lo = random_word_pairs(key, (_words_per_gaussian_pair(dtype), -(-size // 4)))
+    hi, lo = random_word_pairs(key, (_words_per_gaussian_pair(dtype), ceil_div(size, 4)))
     halves = [_gaussian_pairs_from_words(words, dtype) for words in _pair_words(hi, lo)]
     members = [half[0] for half in halves] + [half[1] for half in halves]
     excess = 4 * members[0].shape[0] - size
@@ -218,7 +235,7 @@ def _angle_bits(dtype) -> int:
 
 def _words_per_gaussian_pair(dtype) -> int:
     """2 words for the sign and W, then the angle's bits, a swap bit and a second sign bit."""
-    return 2 + -(-(_angle_bits(dtype) + 2) // 32)
+    return 2 + ceil_div(_angle_bits(dtype) + 2, 32)
 
 
 def _gaussian_pairs_from_words(words, dtype):
@@ -317,10 +334,17 @@ def gaussian_from_words(words, dtype) -> jax.Array:
     return _box_muller(negative, w, u * jnp.asarray(jnp.pi / 2, dtype))
 
 
-SAMPLERS = {"laplace": laplace, "gumbel": gumbel, "exponential": exponential, "gaussian": gaussian}
+SAMPLERS: dict[Sampler, Callable[..., jax.Array]] = {
+    "laplace": laplace,
+    "gumbel": gumbel,
+    "exponential": exponential,
+    "gaussian": gaussian,
+}
 
 
-def sample(name: str, key, shape=(), scale=1.0, dtype=None, *, mode: str = "high") -> jax.Array:
+def sample(
+    name: Sampler, key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+) -> jax.Array:
     """Dispatches to a sampler by name ("laplace", "gumbel", "exponential", "gaussian")."""
     check_choice(name, "noise", SAMPLERS)
     return SAMPLERS[name](key, shape, scale, dtype, mode=mode)

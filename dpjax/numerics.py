@@ -1,4 +1,5 @@
-"""The one bisection of the library: the switch point of a monotone predicate.
+"""The one bisection of the library (the switch point of a monotone predicate), and integer ceiling
+division (:func:`ceil_div`).
 
 Every hand-written search for a monotone crossing (a calibrated budget, a quantile, a confidence
 margin) goes through :func:`bisect`, on the host (NumPy) or in the graph (JAX), with the same
@@ -33,6 +34,11 @@ import numpy as np
 from jax import lax
 
 from dpjax.validation import float_dtype
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for integers and ``b > 0``, exact at any size (no float division): ``-(-a // b)``."""
+    return -(-a // b)
 
 
 def resolution_steps(dtype) -> int:

@@ -24,13 +24,13 @@ top-k and noisy top-k with free gaps.
 * Noisy-Top-K-with-Gap and Noisy-Max-with-Gap (Ding, Wang, Zhang and Kifer 2019, Algorithm 1,
   Theorem 2): Laplace noise, the k winners and the k gaps between consecutive noisy values, at no
   extra privacy cost; also with Gumbel noise at the same scale (a derivation beyond the paper, in
-  :func:`noisy_top_k_with_gap`), then with the one-shot top-down sampler of :func:`gumbel_top_k`
+  ``docs/derivations.md``), then with the one-shot top-down sampler of :func:`gumbel_top_k`
   available. Estimators that use the gaps are in :mod:`dpjax.postprocess.topk_gap`.
 
 Noise convention (every function here). Each candidate score has sensitivity ``sensitivity``: under
-the chosen neighbouring relation no score moves by more than that (an L-infinity bound, not L1).
-``monotonic=True`` additionally asserts that between any two neighbours all scores move in the same
-direction, which holds for counting queries under add/remove-one neighbours but NOT under
+the chosen neighboring relation no score moves by more than that (an L-infinity bound, not L1).
+``monotonic=True`` additionally asserts that between any two neighbors all scores move in the same
+direction, which holds for counting queries under add/remove-one neighbors but NOT under
 substitution. The noise scale per selection is ``c * sensitivity / epsilon`` with ``c = 1`` when
 monotonic and ``c = 2`` otherwise (times k for the gap mechanisms).
 
@@ -58,10 +58,12 @@ XLA constant-folds closed-over arrays, which takes seconds at 10^6 candidates.
 from __future__ import annotations
 
 import functools
+from typing import Literal, get_args
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import _auto, sharded
 from dpjax import categorical as _categorical
@@ -71,10 +73,18 @@ from dpjax.accounting import PureDP, RangeBounded
 from dpjax.accounting.elementwise import elementwise
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
-NOISES = ("gumbel", "exponential", "laplace")
-METHODS = ("auto", "literal", "inverse_cdf", "tree")
-TOP_K_METHODS = ("auto", "literal", "tree")
-GAP_NOISES = ("laplace", "gumbel")
+Noise = Literal["gumbel", "exponential", "laplace"]
+"""Report-noisy-max's noise (static)."""
+Method = Literal["auto", "literal", "inverse_cdf", "tree"]
+"""How the exponential mechanism and report-noisy-max draw (static)."""
+TopKMethod = Literal["auto", "literal", "tree"]
+"""How Gumbel top-k and the gap mechanisms draw (static)."""
+GapNoise = Literal["laplace", "gumbel"]
+"""The gap mechanisms' noise (static)."""
+NOISES: tuple[Noise, ...] = get_args(Noise)
+METHODS: tuple[Method, ...] = get_args(Method)
+TOP_K_METHODS: tuple[TopKMethod, ...] = get_args(TopKMethod)
+GAP_NOISES: tuple[GapNoise, ...] = get_args(GapNoise)
 
 
 def _check_flag(value, name: str) -> bool:
@@ -199,20 +209,20 @@ def _prepare(
 
 
 def exponential_mechanism(
-    key,
-    utilities,
-    epsilon: float,
+    key: jax.Array,
+    utilities: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    sensitivity: float = 1.0,
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: Method = "auto",
 ):
     """Samples index i with probability proportional to ``exp(epsilon * u_i / (c * sensitivity))``.
 
     McSherry and Talwar (2007), sampled by the Gumbel-max trick (Durfee and Rogers 2019, Lemma 4.2,
     k = 1): ``argmax_i u_i + Gumbel(c * sensitivity / epsilon)``, in log space, so it is exact for
     any spread of utilities (10^6 candidates spanning 10^4 included). ``c = 2``, or ``c = 1`` with
-    ``monotonic=True`` (see the module docstring for the neighbouring relation).
+    ``monotonic=True`` (see the module docstring for the neighboring relation).
 
     Guarantee: epsilon-DP and epsilon-range-bounded (Durfee and Rogers 2019, Lemma 4.3), hence
     epsilon^2/8-zCDP (see :func:`exponential_mechanism_guarantee`).
@@ -221,8 +231,8 @@ def exponential_mechanism(
       key: a ``jax.random`` key.
       utilities: shape [n], finite, one utility per candidate (higher is better).
       epsilon: privacy parameter, > 0 (may be traced).
-      sensitivity: bound on how much any one utility changes between neighbours, > 0 (may be traced).
-      monotonic: all utilities move in the same direction between neighbours (static bool).
+      sensitivity: bound on how much any one utility changes between neighbors, > 0 (may be traced).
+      monotonic: all utilities move in the same direction between neighbors (static bool).
       method: how the draw is made (static): ``"auto"`` (default), ``"literal"`` for one release
         and ``"tree"`` under ``vmap`` over keys with the data fixed (the rule of :mod:`dpjax._auto`;
         same law, the stream depends on the batching); ``"literal"``, the Gumbel-max above (d
@@ -258,14 +268,14 @@ def exponential_mechanism_guarantee(
 
 
 def report_noisy_max(
-    key,
-    scores,
-    epsilon: float,
+    key: jax.Array,
+    scores: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    noise: str = "gumbel",
-    sensitivity: float = 1.0,
+    noise: Noise = "gumbel",
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: Method = "auto",
 ):
     """Report-noisy-max: the index of the largest ``scores + noise``.
 
@@ -278,7 +288,7 @@ def report_noisy_max(
     * ``"laplace"``: Laplace(b) (Dwork and Roth 2014, Claim 3.9, monotone counts; 2x scale for
       general scores). epsilon-DP.
 
-    Neighbouring relation: each score has sensitivity ``sensitivity`` under the caller's relation;
+    Neighboring relation: each score has sensitivity ``sensitivity`` under the caller's relation;
     ``monotonic`` asserts all scores move together (counts under add/remove, not under swap).
 
     Args:
@@ -309,7 +319,7 @@ def report_noisy_max(
 
 @elementwise("epsilon", "sensitivity")
 def report_noisy_max_guarantee(
-    epsilon: float, *, noise: str = "gumbel", sensitivity: float = 1.0, monotonic: bool = False
+    epsilon: float, *, noise: Noise = "gumbel", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP | RangeBounded:
     """``RangeBounded(epsilon)`` for Gumbel noise; ``PureDP(epsilon)`` for Exponential and Laplace.
 
@@ -322,14 +332,14 @@ def report_noisy_max_guarantee(
 
 
 def gumbel_top_k(
-    key,
-    scores,
+    key: jax.Array,
+    scores: ArrayLike,
     k: int,
-    epsilon: float,
+    epsilon: ArrayLike,
     *,
-    sensitivity: float = 1.0,
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: TopKMethod = "auto",
 ) -> jax.Array:
     """One-shot Gumbel top-k: the indices of the k largest ``scores + Gumbel(b)``, best first.
 
@@ -355,7 +365,7 @@ def gumbel_top_k(
       k: number of indices, 1 <= k <= n (static).
       epsilon: privacy parameter of each selection, > 0 (may be traced).
       sensitivity: per-score sensitivity, > 0 (may be traced).
-      monotonic: all scores move in the same direction between neighbours (counts, add/remove;
+      monotonic: all scores move in the same direction between neighbors (counts, add/remove;
         static bool).
       method: ``"auto"`` (default), ``"literal"`` or ``"tree"`` (static), see above. Same law,
         different random streams.
@@ -396,7 +406,12 @@ def gumbel_top_k_guarantee(
 
 
 def noisy_top_k_with_gap_scale(
-    k: int, epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
+    k: int,
+    epsilon: ArrayLike,
+    *,
+    noise: GapNoise = "laplace",
+    sensitivity: ArrayLike = 1.0,
+    monotonic: bool = False,
 ) -> float:
     """The noise scale of :func:`noisy_top_k_with_gap`: ``2k sensitivity/epsilon`` (``k ...`` monotone).
 
@@ -413,21 +428,21 @@ def noisy_top_k_with_gap_scale(
 
 
 def noisy_top_k_with_gap(
-    key,
-    scores,
+    key: jax.Array,
+    scores: ArrayLike,
     k: int,
-    epsilon: float,
+    epsilon: ArrayLike,
     *,
-    noise: str = "laplace",
-    sensitivity: float = 1.0,
+    noise: GapNoise = "laplace",
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: TopKMethod = "auto",
 ) -> tuple[jax.Array, jax.Array]:
     """Noisy-Top-K-with-Gap: the k noisy winners and the k gaps between consecutive noisy values.
 
     Ding, Wang, Zhang and Kifer (2019), Algorithm 1 and Theorem 2. Adds noise of scale
     ``b = 2 k sensitivity / epsilon`` (``b = k sensitivity / epsilon`` when ``monotonic=True``,
-    e.g. counts under add/remove neighbours) to every score, takes the k+1 largest noisy values
+    e.g. counts under add/remove neighbors) to every score, takes the k+1 largest noisy values
     ``v_1 > ... > v_{k+1}`` (exact ``lax.top_k``) and releases their first k indices and the gaps
     ``g_i = v_i - v_{i+1}``. ``g_k`` is the gap to the best unselected candidate. The noisy values
     themselves are never released.
@@ -441,33 +456,9 @@ def noisy_top_k_with_gap(
     different law from the Laplace ones, so estimators must be told (``noise`` of
     :mod:`dpjax.postprocess.topk_gap`).
 
-    Privacy of the Gumbel version (a derivation, not in the 2019 paper). In units ``u = scores / b``,
-    with ``s_j = g_j + ... + g_k`` (gaps in units), ``S = {i_1..i_k}``,
-    ``Z_R = sum_{l not in S} exp(u_l)`` and ``A = sum_j exp(u_{i_j} - s_j) + Z_R``: the density of
-    ``(v_1..v_{k+1})`` with the top-k indices, summed over which unselected candidate is
-    ``v_{k+1}``, is ``prod_j exp(u_{i_j} - v_j - e^{u_{i_j} - v_j}) * Z_R t exp(-Z_R t)`` with
-    ``t = exp(-v_{k+1})`` (the product of the unselected Gumbel CDFs is ``exp(-Z_R t)``). Writing
-    ``v_j = v_{k+1} + s_j`` and integrating ``v_{k+1}`` out (``dv = dt / t``) gives the density of the
-    release: ``p(i_1..i_k, g_1..g_k) = k! prod_j exp(u_{i_j} - s_j) Z_R / A^{k+1}``. On a neighbour
-    every score moves by ``delta_l`` with ``|delta_l| <= a = sensitivity / b``: the numerator gains
-    the factors ``x_j = exp(delta_{i_j})`` and ``y = Z'_R / Z_R`` (a weighted mean of the
-    unselected ``exp(delta_l)``), and ``A' / A`` is a weighted mean of the same k + 1 factors, so
-    at least their minimum m. The density ratio is then at most ``prod_j (x_j / m) * (y / m)``:
-    k + 1 factors in ``[1, e^{2a}]``, one of them 1, so at most ``e^{2ka} = e^{epsilon}``; with
-    monotone neighbours all ``delta`` share a sign, the factors lie in ``[1, e^a]`` and the bound is
-    ``e^{ka} = e^{epsilon}`` at ``b = k sensitivity / epsilon``. The bound is attained in the limit
-    (winners up, the rest down, unselected mass dominating). Checked numerically in
-    ``tests/test_selection_gumbel_gap.py`` (the density against both samplers; its ratios on
-    neighbours). Ties: as for Laplace, probability zero only in exact arithmetic.
-
-    Not offered: one-sided Exponential noise (permute-and-flip's). Its density has bounded support,
-    so it is not admissible noise for the paper's proof (Lemma 1, a log-density Lipschitz on the
-    real line), and it lacks max-stability: the unselected maximum's law depends on each score
-    through the truncation ``max(v, u_l)``, so the integral above has no common form across
-    neighbours and no proof is at hand here (Ding et al. 2019 cover Laplace-type noise only).
-
-    Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2 for Laplace, the
-    derivation above for Gumbel); see :func:`noisy_top_k_with_gap_guarantee`. Ties have probability
+    Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2 for Laplace; for
+    Gumbel, a derivation beyond the paper in ``docs/derivations.md``, which also says why one-sided
+    Exponential noise is not offered); see :func:`noisy_top_k_with_gap_guarantee`. Ties have probability
     zero only in exact arithmetic (Section 5.1 of the paper); prefer float64 (``jax_enable_x64``)
     for releases.
 
@@ -507,32 +498,31 @@ def noisy_top_k_with_gap(
 
 @elementwise("epsilon", "sensitivity")
 def noisy_top_k_with_gap_guarantee(
-    k: int, epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
+    k: int, epsilon: float, *, noise: GapNoise = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
     """Noisy-Top-K-with-Gap's guarantee: ``PureDP(epsilon)`` for both noises (Ding et al. 2019,
-    Theorem 2 for Laplace; the derivation in :func:`noisy_top_k_with_gap` for Gumbel)."""
+    Theorem 2 for Laplace; for Gumbel, ``docs/derivations.md``)."""
     _check_gap_noise(noise)
     check_int(k, "k", minimum=1)
     return PureDP(_check_guarantee_args(epsilon, sensitivity, monotonic))
 
 
 def noisy_max_with_gap(
-    key,
-    scores,
-    epsilon: float,
+    key: jax.Array,
+    scores: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    noise: str = "laplace",
-    sensitivity: float = 1.0,
+    noise: GapNoise = "laplace",
+    sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-    method: str = "auto",
+    method: TopKMethod = "auto",
 ) -> tuple[jax.Array, jax.Array]:
     """Noisy-Max-with-Gap: :func:`noisy_top_k_with_gap` with k = 1, as scalars.
 
     Ding et al. (2019), Algorithm 1 with k = 1: Laplace(2 sensitivity/epsilon) noise (half with
     ``monotonic=True``), or Gumbel noise at the same scale (``noise="gumbel"``, static; then
     ``method="tree"`` is allowed); releases the noisy argmax and its gap to the runner-up.
-    epsilon-DP (for Gumbel noise by the derivation in :func:`noisy_top_k_with_gap`: the density of
-    ``(i, g)`` in units is ``e^{u_i - g} Z_R / (e^{u_i - g} + Z_R)^2``). ``epsilon`` and
+    epsilon-DP (Theorem 2; for Gumbel noise, ``docs/derivations.md``). ``epsilon`` and
     ``sensitivity`` may be traced; ``monotonic`` is a static bool.
 
     Returns:
@@ -551,7 +541,7 @@ def noisy_max_with_gap(
 
 @elementwise("epsilon", "sensitivity")
 def noisy_max_with_gap_guarantee(
-    epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
+    epsilon: float, *, noise: GapNoise = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
     """Noisy-Max-with-Gap's guarantee: ``PureDP(epsilon)`` for both noises."""
     return noisy_top_k_with_gap_guarantee(

@@ -15,7 +15,8 @@ Two contracts, one per side of the host/device line:
 * **Guarantee companions** run on the host for the accountant: they use the plain ``check_*``
   functions below, which require concrete numbers and refuse tracers with a clear message.
 
-Every check raises a ``ValueError`` (``TypeError`` for a wrong kind of object).
+Every check raises a ``ValueError`` (``TypeError`` for a wrong kind of object, and
+:class:`TracedParameterError`, a ``TypeError``, for a traced value where a concrete one is needed).
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ import numpy as np
 from jax.experimental import checkify
 
 
+class TracedParameterError(TypeError):
+    """A traced value (inside ``jit``, ``vmap``, ``scan``) where a concrete one is needed.
+
+    Raised by guarantee companions (computed on the host for the accountant), by shape-fixing
+    arguments (``k``, ``m``, caps, sizes) and by the exact samplers, whose parameters are exact
+    rationals on the host. A ``TypeError``, so ``except TypeError`` still catches it; the study
+    runner catches it to fall back to one compile per grid point.
+    """
+
+
 def is_traced(x) -> bool:
     """True when ``x`` is a JAX tracer (inside ``jit``/``vmap``), whose values are unknown."""
     return isinstance(x, jax.core.Tracer)
@@ -38,7 +49,7 @@ def is_traced(x) -> bool:
 
 def _concrete_scalar(name: str, value) -> float:
     if is_traced(value):
-        raise TypeError(
+        raise TracedParameterError(
             f"{name} must be a concrete number, not a traced value: guarantees are computed on "
             "the host for the accountant (pass numbers, or an array of them for a grid)."
         )
@@ -80,7 +91,7 @@ def check_probability(value, name: str, *, open_low: bool = False, open_high: bo
 def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer (Python or NumPy), optionally bounded, e.g. k with 1 <= k <= d."""
     if is_traced(value):
-        raise TypeError(f"{name} must be a concrete integer, not a traced value.")
+        raise TracedParameterError(f"{name} must be a concrete integer, not a traced value.")
     if isinstance(value, bool) or not isinstance(value, numbers.Integral | np.integer):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}.")
     n = int(value)

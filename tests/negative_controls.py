@@ -8,7 +8,7 @@ be wrong.
 Each function below is a known-wrong variant of a correct mechanism (its correct counterpart is in
 :mod:`dpjax.audit.reference` or the library) and claims the correct mechanism's epsilon. The audit
 suite (``tests/test_audit_suite.py``) checks that :func:`dpjax.audit.audit` refutes every claim
-with the default number of trials, on the worst-case neighbours of :mod:`dpjax.audit.neighbours`:
+with the default number of trials, on the worst-case neighbors of :mod:`dpjax.audit.neighbors`:
 
 * :func:`svt_without_threshold_noise` — sparse vector with an exact threshold (in Lyu, Su, Li 2017's
   analysis the threshold noise is what pays for all the ⊥ answers at once); the true loss grows with

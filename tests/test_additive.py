@@ -39,7 +39,7 @@ def test_vector_values_keep_shape_and_dtype(float_dtype):
 
 
 def test_privacy_loss_of_laplace_is_exactly_epsilon():
-    """Density ratio on neighbouring values 0 and sensitivity, over the whole output range."""
+    """Density ratio on neighboring values 0 and sensitivity, over the whole output range."""
     eps, sens = 0.7, 2.0
     z = np.linspace(-30, 30, 2001)
     scale = sens / eps

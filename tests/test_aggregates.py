@@ -65,10 +65,10 @@ def test_swap_sensitivity_of_the_clipped_sum():
     rng = np.random.default_rng(4)
     for _ in range(200):
         x = rng.normal(0, 50, 30)
-        neighbour = x.copy()
-        neighbour[rng.integers(30)] = rng.normal(0, 500)
+        neighbor = x.copy()
+        neighbor[rng.integers(30)] = rng.normal(0, 500)
         lower, bound = -5.0, float(rng.uniform(-5, 100))
-        assert abs(_clipped(x, lower, bound) - _clipped(neighbour, lower, bound)) <= bound - lower + 1e-9
+        assert abs(_clipped(x, lower, bound) - _clipped(neighbor, lower, bound)) <= bound - lower + 1e-9
 
 
 def test_guarantees():

@@ -1,5 +1,5 @@
 """Tests of the audit machinery: Clopper–Pearson bounds, events, the procedure's false-alarm rate and
-power, neighbour generators and the reference mechanisms (exact laws)."""
+power, neighbor generators and the reference mechanisms (exact laws)."""
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +15,7 @@ from dpjax.audit import (
     clopper_pearson,
     features,
     loss_p_value,
-    neighbours,
+    neighbors,
     privacy_loss_lower_bound,
     reference,
 )
@@ -138,7 +138,7 @@ def test_user_events_are_all_tested_without_selection():
 
 
 def test_audit_pytree_outputs_and_add_remove_shapes():
-    """Outputs may be pytrees and the neighbours may differ in shape (add/remove)."""
+    """Outputs may be pytrees and the neighbors may differ in shape (add/remove)."""
 
     def mean_and_count(key, data):
         k1, k2 = jax.random.split(key)
@@ -148,7 +148,7 @@ def test_audit_pytree_outputs_and_add_remove_shapes():
         }
 
     x = np.array([0.2, 0.5, 0.9])
-    result = audit(mean_and_count, x, neighbours.add(x, 1.0), epsilon=1.0, trials=20_000)
+    result = audit(mean_and_count, x, neighbors.add(x, 1.0), epsilon=1.0, trials=20_000)
     assert result.passed and result.epsilon_lower_bound > 0.1
 
 
@@ -174,25 +174,25 @@ def test_audit_rejects_bad_arguments():
         audit(_laplace, np.zeros(2), np.zeros(3), epsilon=1.0, trials=200)
 
 
-# ---------------------------------------------------------------- neighbours
+# ---------------------------------------------------------------- neighbors
 
 
-def test_neighbour_generators():
+def test_neighbor_generators():
     x = np.array([1.0, 2.0, 3.0])
-    np.testing.assert_array_equal(neighbours.swap(x, 0, 9.0), [9.0, 2.0, 3.0])
-    np.testing.assert_array_equal(neighbours.add(x, 4.0), [1, 2, 3, 4])
-    np.testing.assert_array_equal(neighbours.remove(x, 1), [1.0, 3.0])
-    np.testing.assert_array_equal(neighbours.histogram_add(np.zeros(4), [1, 3, 3]), [0, 1, 0, 1])
-    q, q_prime = neighbours.svt_worst_case(4)
+    np.testing.assert_array_equal(neighbors.swap(x, 0, 9.0), [9.0, 2.0, 3.0])
+    np.testing.assert_array_equal(neighbors.add(x, 4.0), [1, 2, 3, 4])
+    np.testing.assert_array_equal(neighbors.remove(x, 1), [1.0, 3.0])
+    np.testing.assert_array_equal(neighbors.histogram_add(np.zeros(4), [1, 3, 3]), [0, 1, 0, 1])
+    q, q_prime = neighbors.svt_worst_case(4)
     assert np.max(np.abs(q - q_prime)) == 1 and q_prime[-1] == -1
-    a, b = neighbours.quantile_worst_case(5, 0.0, 10.0)
+    a, b = neighbors.quantile_worst_case(5, 0.0, 10.0)
     assert np.sum(a != b) == 1 and b.max() == 10.0
-    h, h_prime = neighbours.histogram_worst_case(5, 2)
+    h, h_prime = neighbors.histogram_worst_case(5, 2)
     np.testing.assert_array_equal(h_prime - h, [0, 0, 1, 0, 0])
     with pytest.raises(ValueError, match="index"):
-        neighbours.swap(x, 3, 0.0)
+        neighbors.swap(x, 3, 0.0)
     with pytest.raises(ValueError, match="cells"):
-        neighbours.histogram_add(x, [5])
+        neighbors.histogram_add(x, [5])
 
 
 # ---------------------------------------------------------------- reference mechanisms (exact laws)

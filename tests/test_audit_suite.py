@@ -1,5 +1,5 @@
 """The audit suite: every mechanism the library exports passes a statistical privacy audit on the
-specs' worst-case neighbours, and every deliberately broken variant (tests/negative_controls.py) is caught.
+specs' worst-case neighbors, and every deliberately broken variant (tests/negative_controls.py) is caught.
 
 Each audit has false-alarm probability <= alpha = 1e-3 (DEFAULT_ALPHA) and fixed keys, so a correct
 mechanism fails here only if its privacy claim is wrong. Positive audits use 200,000 runs per input
@@ -16,7 +16,7 @@ import pytest
 
 from dpjax import additive, aggregates, budgeting, quantiles, selection, svt, topk
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
-from dpjax.audit import audit, neighbours, reference
+from dpjax.audit import audit, neighbors, reference
 from dpjax.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
 
 POSITIVE_TRIALS = 200_000
@@ -40,15 +40,15 @@ def claim(guarantee) -> tuple[float, float]:
 
 
 EPS = 1.0
-NMAX = neighbours.noisy_max_worst_case()
-NMAX_MONO = neighbours.noisy_max_worst_case(monotonic=True)
+NMAX = neighbors.noisy_max_worst_case()
+NMAX_MONO = neighbors.noisy_max_worst_case(monotonic=True)
 TOP2 = (np.zeros(4), np.array([1.0, 1.0, -1.0, -1.0]))
-SVT = neighbours.svt_worst_case(8)
-SVT_MONO = neighbours.svt_worst_case(8, monotonic=True)
-QUANT = neighbours.quantile_worst_case(8, 0.0, 1.0)
-QUANT_WIDE = neighbours.quantile_worst_case(8, 0.0, 10.0)
-QUANT_SIGNED = neighbours.quantile_worst_case(8, -10.0, 10.0)
-HIST = neighbours.histogram_worst_case(5, 2)
+SVT = neighbors.svt_worst_case(8)
+SVT_MONO = neighbors.svt_worst_case(8, monotonic=True)
+QUANT = neighbors.quantile_worst_case(8, 0.0, 1.0)
+QUANT_WIDE = neighbors.quantile_worst_case(8, 0.0, 10.0)
+QUANT_SIGNED = neighbors.quantile_worst_case(8, -10.0, 10.0)
+HIST = neighbors.histogram_worst_case(5, 2)
 DELTA = 0.05  # large enough for delta-events to be measurable
 
 POSITIVE = {
@@ -262,19 +262,19 @@ def test_library_mechanism_passes_its_audit(name):
 NEGATIVE = {
     "svt_without_threshold_noise": (
         lambda k, v: negative_controls.svt_without_threshold_noise(k, v, EPS, 0.0),
-        *neighbours.svt_worst_case(10),
+        *neighbors.svt_worst_case(10),
         EPS,
         0.0,
     ),
     "svt_noisy_answers": (
         lambda k, v: negative_controls.svt_noisy_answers(k, v, EPS, 0.0),
-        *neighbours.svt_worst_case(10),
+        *neighbors.svt_worst_case(10),
         EPS,
         0.0,
     ),
     "svt_threshold_not_resampled": (
         lambda k, v: negative_controls.svt_threshold_not_resampled(k, v, EPS, 0.0),
-        *neighbours.svt_worst_case(10),
+        *neighbors.svt_worst_case(10),
         EPS,
         0.0,
     ),

@@ -152,7 +152,7 @@ def test_norm_is_finite_at_extreme_scales_and_unchanged_in_the_safe_range():
     np.testing.assert_array_equal(geometry.norm(v), jnp.sqrt(jnp.sum(jnp.square(v), axis=-1)))
 
 
-def test_knn_on_coordinates_scaled_by_1e20_returns_the_true_neighbours():
+def test_knn_on_coordinates_scaled_by_1e20_returns_the_true_neighbors():
     """Points 10^20 apart in float32 (their squared distances overflow): every estimate finite and the
     k nearest found (the noise, of order 1, is negligible at this scale), in both modes."""
     pts = (RNG.normal(0, 1, (50, 3)) * 1e20).astype(np.float32)
@@ -164,7 +164,7 @@ def test_knn_on_coordinates_scaled_by_1e20_returns_the_true_neighbours():
         np.testing.assert_array_equal(np.sort(np.asarray(idx)), np.sort(true))
 
 
-def test_knn_returns_the_true_neighbours_when_exactly_k_survive():
+def test_knn_returns_the_true_neighbors_when_exactly_k_survive():
     """Cor 6.5: when |G_jhat| = k, G_jhat = J* with probability >= 1 - beta0."""
     angle = RNG.uniform(0, 2 * np.pi, 2000)
     radius = np.concatenate([[1.0, 2.0, 3.0], RNG.uniform(20, 200, 1997)])  # a clear gap after k = 3

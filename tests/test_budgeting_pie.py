@@ -95,7 +95,7 @@ def test_noise_is_fresh_across_rounds_and_users():
     key = jax.random.key(3)
     z0, z1 = np.asarray(user_noise(key, 0, N)), np.asarray(user_noise(key, 1, N))
     assert abs(np.corrcoef(z0, z1)[0, 1]) < 5 / np.sqrt(N)
-    assert abs(np.corrcoef(z0[:-1], z0[1:])[0, 1]) < 5 / np.sqrt(N)  # neighbouring users differ
+    assert abs(np.corrcoef(z0[:-1], z0[1:])[0, 1]) < 5 / np.sqrt(N)  # neighboring users differ
     assert stats.kstest(z0, "norm").pvalue > 1e-4
     z_more = np.asarray(user_noise(key, 0, N + 1000))  # more users: user i's noise is unchanged
     np.testing.assert_array_equal(z_more[:N], z0)

@@ -17,7 +17,7 @@ from dpjax.additive import (
     discrete_laplace_guarantee,
     discrete_laplace_mechanism,
 )
-from dpjax.audit import audit, neighbours
+from dpjax.audit import audit, neighbors
 from dpjax.selection import (
     discrete_peeling_top_k,
     discrete_peeling_top_k_guarantee,
@@ -98,7 +98,7 @@ def test_release_clamped_into_range_is_exact_post_processing():
 @pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.parametrize("kind", ["laplace", "gaussian"])
 def test_exact_mechanisms_pass_their_audits(kind):
-    """Histogram neighbours under add/remove (one count differs by 1): the claimed epsilon is the
+    """Histogram neighbors under add/remove (one count differs by 1): the claimed epsilon is the
     companion's (pure for Laplace, CKS20 Thm. 7 at delta 1e-3 for the Gaussian)."""
     x = jnp.array([3, 0, 1], jnp.int32)
     x_prime = jnp.array([4, 0, 1], jnp.int32)
@@ -181,12 +181,12 @@ def test_peeling_top_k_returns_distinct_indices_in_order():
 @pytest.mark.parametrize("name", ["above_threshold", "noisy_max", "noisy_max_monotonic", "peeling_top_k"])
 def test_discrete_selection_passes_its_audit(name):
     if name == "above_threshold":
-        x, x_prime = _int(neighbours.svt_worst_case(6))
+        x, x_prime = _int(neighbors.svt_worst_case(6))
         mechanism = lambda k, v: discrete_above_threshold(k, v, 0, (1, 2), (1, 2))  # noqa: E731
         claim = discrete_above_threshold_guarantee((1, 2), (1, 2))
     elif name.startswith("noisy_max"):
         monotonic = name.endswith("monotonic")
-        x, x_prime = _int(neighbours.noisy_max_worst_case(monotonic=monotonic))
+        x, x_prime = _int(neighbors.noisy_max_worst_case(monotonic=monotonic))
         mechanism = lambda k, v: discrete_report_noisy_max(k, v, 1, monotonic=monotonic)  # noqa: E731
         claim = discrete_report_noisy_max_guarantee(1, monotonic=monotonic)
     else:

@@ -136,7 +136,7 @@ EXPECTED = {
     # Ding et al. (2019), free gap: the gaps come at no extra cost.
     "selection.noisy_top_k_with_gap": lambda v: PureDP(v["epsilon"]),
     "selection.noisy_max_with_gap": lambda v: PureDP(v["epsilon"]),
-    # With Gumbel noise at the same scale (the derivation in selection.noisy_top_k_with_gap).
+    # With Gumbel noise at the same scale (the derivation in docs/derivations.md).
     "selection.noisy_top_k_with_gap[gumbel]": lambda v: PureDP(v["epsilon"]),
     "selection.noisy_top_k_with_gap[gumbel,tree]": lambda v: PureDP(v["epsilon"]),
     "selection.noisy_max_with_gap[gumbel,tree]": lambda v: PureDP(v["epsilon"]),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from float_tolerance import assert_close_ulp
 
-from dpjax.numerics import bisect, resolution_steps
+from dpjax.numerics import bisect, ceil_div, resolution_steps
 from dpjax.postprocess.laplace_difference import laplace_difference_quantile, laplace_difference_tail
 
 
@@ -54,3 +54,8 @@ def test_laplace_difference_quantile_inverts_the_tail(x64):
             assert float(laplace_difference_tail(t, a, b)) == pytest.approx(p, rel=1e-10)
     # equal rates: the closed form (2 + a t)/4 e^{-a t}
     assert float(laplace_difference_tail(3.0, 0.5, 0.5)) == pytest.approx((2 + 1.5) / 4 * math.exp(-1.5))
+
+
+def test_ceil_div_is_exact_for_integers_of_any_size():
+    for a, b in [(0, 3), (1, 3), (3, 3), (4, 3), (7, 2), (2**64 + 1, 2**32)]:
+        assert ceil_div(a, b) == (a + b - 1) // b

@@ -1,4 +1,4 @@
-"""Statistical privacy audits of one dpjax.optax.dp_aggregate step on add/remove neighbours: the
+"""Statistical privacy audits of one dpjax.optax.dp_aggregate step on add/remove neighbors: the
 batch with one worst-case example (gradient far above the clip norm) and the same batch with that
 example removed (masked out). The claim audited is the step's own accounting, converted to (epsilon,
 delta) by dp_accounting; a negative control (noise scaled by the wrong norm) must be caught.

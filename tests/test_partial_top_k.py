@@ -40,7 +40,7 @@ def _adversarial_float32() -> np.ndarray:
     tied[rng.choice(D, 40, replace=False)] = 3.0  # 40 items above, the rest tied in 3 values
     rows.append(tied)
     packed = rng.normal(size=D)
-    packed[100:164] = 50.0 + np.arange(64)  # the whole top in a few neighbouring blocks
+    packed[100:164] = 50.0 + np.arange(64)  # the whole top in a few neighboring blocks
     rows.append(packed)
     last = rng.normal(size=D)
     last[-30:] = 9.0  # the top at the end of the axis

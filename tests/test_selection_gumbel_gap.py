@@ -1,6 +1,6 @@
 """Noisy-Top-K-with-Gap with Gumbel noise (dpjax.selection, noise="gumbel"): the closed-form density of
 (indices, gaps) derived in the docstring of ``noisy_top_k_with_gap`` against both samplers (literal and
-tree), the exact privacy ratios of that density on neighbours, a statistical audit, and bad options."""
+tree), the exact privacy ratios of that density on neighbors, a statistical audit, and bad options."""
 
 import itertools
 import math
@@ -14,7 +14,7 @@ from scipy import integrate, stats
 
 from dpjax import selection
 from dpjax.accounting import PureDP
-from dpjax.audit import audit, neighbours
+from dpjax.audit import audit, neighbors
 
 METHODS = ("literal", "tree")
 
@@ -140,9 +140,9 @@ def all_shifts(d, monotonic):
 
 @pytest.mark.parametrize("k", [1, 2])
 @pytest.mark.parametrize("monotonic", [False, True])
-def test_density_ratios_on_every_neighbour_are_within_e_epsilon(k, monotonic):
-    """Exactly (by the closed form): |log p/p'| <= epsilon on every neighbour of a 4-candidate input,
-    the bound is nearly attained (it is tight), and the monotone scale on non-monotone neighbours
+def test_density_ratios_on_every_neighbor_are_within_e_epsilon(k, monotonic):
+    """Exactly (by the closed form): |log p/p'| <= epsilon on every neighbor of a 4-candidate input,
+    the bound is nearly attained (it is tight), and the monotone scale on non-monotone neighbors
     breaks it (negative control)."""
     epsilon, scores = 0.9, np.array([2.0, 0.5, 0.0, -3.0])
     grid = np.concatenate([[0.0], np.geomspace(1e-2, 60.0, 12)])
@@ -159,7 +159,7 @@ def test_density_ratios_on_every_neighbour_are_within_e_epsilon(k, monotonic):
         assert broken > 1.3 * epsilon
 
 
-NMAX, NMAX_MONO = neighbours.noisy_max_worst_case(), neighbours.noisy_max_worst_case(monotonic=True)
+NMAX, NMAX_MONO = neighbors.noisy_max_worst_case(), neighbors.noisy_max_worst_case(monotonic=True)
 TOP2 = (np.zeros(4), np.array([1.0, 1.0, -1.0, -1.0]))  # as in tests/test_audit_suite.py
 
 
@@ -187,7 +187,7 @@ def test_gumbel_gap_release_passes_the_audit(name, options, pair):
 
 
 @pytest.mark.slow
-def test_audit_detects_the_gumbel_gap_with_the_monotone_scale_on_non_monotone_neighbours():
+def test_audit_detects_the_gumbel_gap_with_the_monotone_scale_on_non_monotone_neighbors():
     """Negative control: the k = 1 gap release at b = 1/epsilon on (0, 0) vs (1, -1) has log-ratios
     up to 2 epsilon; the audit must reject the claim epsilon."""
 

@@ -1,5 +1,5 @@
 """Privacy of dpjax.selection: exact density ratios of the laws (enumeration), statistical ratio checks of
-the samplers on neighbouring inputs, and negative controls that the checks must detect."""
+the samplers on neighboring inputs, and negative controls that the checks must detect."""
 
 import itertools
 
@@ -29,7 +29,7 @@ def assert_ratios_within(counts_x, counts_xp, epsilon, trials, min_count=2_000):
     assert np.all(np.abs(log_ratio) - radius <= epsilon), (log_ratio, radius)
 
 
-def neighbours(d, monotonic):
+def neighbors(d, monotonic):
     """All shifts of a d-vector with every coordinate moving by at most 1 (same direction if monotonic)."""
     if monotonic:
         ups = [np.array(s) for s in itertools.product((0, 1), repeat=d)]
@@ -44,12 +44,12 @@ def neighbours(d, monotonic):
 @pytest.mark.parametrize("k", [1, 2])
 def test_peeling_law_is_private_and_range_bounded_exactly(k, monotonic):
     """The law gumbel_top_k samples (checked by chi-square in test_selection) has density ratios within
-    e^(k epsilon) on every neighbour of a 4-candidate input; each selection is epsilon-range-bounded."""
+    e^(k epsilon) on every neighbor of a 4-candidate input; each selection is epsilon-range-bounded."""
     epsilon = 0.8
     scale = (1 if monotonic else 2) / epsilon
     scores = np.array([3.0, 1.0, 2.0, 0.0])
     _, p = plackett_luce(scores, k, scale)
-    for shift in neighbours(4, monotonic):
+    for shift in neighbors(4, monotonic):
         _, p_shifted = plackett_luce(scores + shift, k, scale)
         log_ratio = np.log(p / p_shifted)
         assert np.abs(log_ratio).max() <= k * epsilon + 1e-12
@@ -57,7 +57,7 @@ def test_peeling_law_is_private_and_range_bounded_exactly(k, monotonic):
             assert log_ratio.max() - log_ratio.min() <= epsilon + 1e-12
 
 
-def test_monotone_scale_on_non_monotone_neighbours_breaks_the_exact_bound():
+def test_monotone_scale_on_non_monotone_neighbors_breaks_the_exact_bound():
     """Negative control of the enumeration: scale 1/epsilon with scores moving in both directions."""
     epsilon, d = 1.0, 20
     scores = np.zeros(d)
@@ -91,7 +91,7 @@ def test_sampled_outcome_ratios_stay_within_e_epsilon(case):
     mechanism, options, k = STATISTICAL_CASES[case]
     epsilon = 1.0
     scores = jnp.asarray([1.0, 0.0, 0.5, 0.0])
-    # Worst-case-like neighbours: the leader up, the others down (monotone: the others up).
+    # Worst-case-like neighbors: the leader up, the others down (monotone: the others up).
     step = np.array([0.0, 1.0, 1.0, 1.0]) if options.get("monotonic") else np.array([1.0, -1.0, -1.0, -1.0])
     draws_x = sample(mechanism, scores, N, 20, epsilon=epsilon, **options)
     draws_xp = sample(mechanism, scores + step, N, 21, epsilon=epsilon, **options)
@@ -101,7 +101,7 @@ def test_sampled_outcome_ratios_stay_within_e_epsilon(case):
     assert_ratios_within(counts_x, counts_xp, k * epsilon, N)
 
 
-def test_statistical_check_detects_the_monotone_scale_on_non_monotone_neighbours():
+def test_statistical_check_detects_the_monotone_scale_on_non_monotone_neighbors():
     epsilon, d = 1.0, 20
     scores = jnp.zeros(d)
     draws_x = sample(selection.exponential_mechanism, scores, N, 22, epsilon=epsilon, monotonic=True)
@@ -164,7 +164,7 @@ def gap_event_ratio(monotonic, shifted, epsilon=1.0, seed=26):
 
 @pytest.mark.slow
 def test_noisy_max_with_gap_negative_control():
-    """Spec seed-002 O9: the monotone scale 1/epsilon on non-monotone neighbours (0,0) vs (1,-1) gives
+    """Spec seed-002 O9: the monotone scale 1/epsilon on non-monotone neighbors (0,0) vs (1,-1) gives
     P'(E)/P(E) = S(t-2)/S(t) = 3.69 at t = 2 (> e); the correct scale 2/epsilon gives 1.81."""
     for monotonic, b in ((True, 1.0), (False, 2.0)):
         for t, (log_ratio, radius) in zip((2.0, 6.0), gap_event_ratio(monotonic, [1.0, -1.0]), strict=True):
@@ -174,7 +174,7 @@ def test_noisy_max_with_gap_negative_control():
                 assert log_ratio - radius > 1.0  # detected: above epsilon
             else:
                 assert log_ratio + radius < 1.0 + 0.05 and exact < 1.0
-    # Monotone neighbours with the monotone scale stay within e^epsilon.
+    # Monotone neighbors with the monotone scale stay within e^epsilon.
     for t, (log_ratio, radius) in zip((2.0, 6.0), gap_event_ratio(True, [1.0, 0.0], seed=30), strict=True):
         exact = np.log(laplace_difference_tail(t - 1, 1.0) / laplace_difference_tail(t, 1.0))
         assert exact < 1.0 and abs(log_ratio - exact) < radius

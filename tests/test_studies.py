@@ -114,8 +114,16 @@ def _private_mean(key, x, epsilon):
 
 
 def _refuses_tracers(key, x, epsilon):
-    check_epsilon(epsilon)  # host-side check: raises TypeError on a traced epsilon
+    check_epsilon(epsilon)  # host-side check: raises TracedParameterError on a traced epsilon
     return _private_mean(key, x, epsilon)
+
+
+def _converts_to_float(key, x, epsilon):
+    return _private_mean(key, x, float(epsilon))  # JAX's ConcretizationTypeError on a traced epsilon
+
+
+def _fails_with_a_type_error(key, x, epsilon):
+    raise TypeError("not a refusal of a traced value")
 
 
 def _truth(x, **_):
@@ -202,6 +210,13 @@ def test_a_mechanism_that_refuses_tracers_runs_one_compile_per_grid_point_with_t
     assert step["compiles"] >= len(EPSILONS)
     assert fast.record["steps"][0]["path"] == "one compiled call over the grid"
     np.testing.assert_allclose(slow.table["estimate"], fast.table["estimate"], rtol=1e-6)
+
+
+def test_the_runner_falls_back_on_refusals_by_class_and_raises_other_type_errors():
+    slow = run_study(_study(_converts_to_float, statistics=("mean",)), trials=50, seed=1)
+    assert slow.record["steps"][0]["path"].startswith("one compile per grid point")
+    with pytest.raises(TypeError, match="not a refusal"):
+        run_study(_study(_fails_with_a_type_error, statistics=("mean",)), trials=50, seed=1)
 
 
 def test_derived_parameters_are_computed_on_the_host_and_keep_the_grid_in_one_call():

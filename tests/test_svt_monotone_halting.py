@@ -1,6 +1,6 @@
 """dpjax.svt.monotone_halting, the AboveThreshold engine of UQE (Durfee 2023): halting-index laws by
 Lemma 3.3 (Gumbel) and by quadrature (Exponential and Laplace), the overshoot tail, agreement of the
-samplers and the exact privacy ratio on neighbouring data."""
+samplers and the exact privacy ratio on neighboring data."""
 
 import functools
 import math
@@ -185,22 +185,22 @@ def test_blocks_equal_literal_before_the_tail():
     np.testing.assert_array_equal(blocks[before_tail], literal[before_tail])
 
 
-def test_exact_privacy_ratio_swap_neighbours():
+def test_exact_privacy_ratio_swap_neighbors():
     """Lemma 4.1 + Cor. 3.1 / Lemma 3.2: max_k |log P_x(k)/P_x'(k)| <= eps1 + eps2 (O5)."""
     rng = np.random.default_rng(3)
     x = rng.uniform(0, 20, 7)
     beta, q, k0 = 1.5, 0.6, 12
     worst = {"exponential": 0.0, "gumbel": 0.0}
     for j in range(7):
-        neighbour = x.copy()
-        neighbour[j] = x[j] + rng.uniform(1, 30)
+        neighbor = x.copy()
+        neighbor[j] = x[j] + rng.uniform(1, 30)
         fs = [
             np.asarray(
                 cumulative_counts(
                     jnp.asarray(d), 0.0, log_beta(beta, jnp.float32), k0, size=k0 + 1, dtype=jnp.float32
                 ).f
             )
-            for d in (x, neighbour)
+            for d in (x, neighbor)
         ]
         for noise in worst:
             laws = [

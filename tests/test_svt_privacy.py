@@ -1,10 +1,10 @@
 """Privacy of the sparse vector family: exact density ratios and statistical checks with negative controls.
 
-* Exact: the halting law of AboveThreshold (Lemma 3.3, quadrature) on random neighbouring query
+* Exact: the halting law of AboveThreshold (Lemma 3.3, quadrature) on random neighboring query
   vectors; the log-ratio stays within epsilon1 + epsilon2 for monotonic pairs (and the range within
   epsilon1 + 2*epsilon2, the range-bounded property behind Theorem 1), within epsilon1 + 2*epsilon2 for
   general pairs (spec seed-000, oracle O5).
-* Statistical: each mechanism runs ``N`` times on both neighbours; for every outcome a Clopper-Pearson
+* Statistical: each mechanism runs ``N`` times on both neighbors; for every outcome a Clopper-Pearson
   lower confidence bound on ``P_D(o)/P_D'(o)`` (Bonferroni over outcomes and directions, 1e-6 in total)
   must stay below ``e^epsilon``. The same check catches three known-broken variants from Lyu, Su and
   Li (2017), written here as negative controls: no threshold noise, releasing the noisy answer, and
@@ -32,7 +32,7 @@ ALPHA = 1e-6
 
 
 @pytest.mark.parametrize("noise", svt.NOISES)
-def test_exact_ratios_on_random_neighbours(noise):
+def test_exact_ratios_on_random_neighbors(noise):
     rng = np.random.default_rng(10)
     e1, e2 = 0.6, 0.6
     worst_mono = worst_range = worst_general = 0.0

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import integrate, stats
-from topk_laws import BOTTOM, hockey_stick, neighbour_pairs, ranked
+from topk_laws import BOTTOM, hockey_stick, neighbor_pairs, ranked
 
 from dpjax import topk
 from dpjax.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
@@ -62,7 +62,7 @@ def test_kernel_matches_law():
 def test_derived_guarantee_holds_for_k1(kbar, cap, values, eps, delta):
     g = laplace_limited_domain_guarantee(1, eps, delta, max_contributions=cap)
     worst = 0.0
-    for h, h2 in neighbour_pairs(4, cap, values=range(values)):
+    for h, h2 in neighbor_pairs(4, cap, values=range(values)):
         p, q = laplace_law_k1(h, kbar, eps, delta, cap), laplace_law_k1(h2, kbar, eps, delta, cap)
         worst = max(worst, hockey_stick(p, q, g.epsilon), hockey_stick(q, p, g.epsilon))
     assert worst <= g.delta

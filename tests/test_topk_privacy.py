@@ -1,10 +1,10 @@
 """Exact privacy audits of the top-k mechanisms by enumeration on tiny domains.
 
-For every histogram with small counts and every add-one-user neighbour ``h' = h + 1_U`` (``|U| <=
+For every histogram with small counts and every add-one-user neighbor ``h' = h + 1_U`` (``|U| <=
 Delta``), the closed-form output laws (``topk_laws``) are compared by the hockey-stick
 divergence ``sum_o max(0, P(o) - e^eps Q(o))`` in both directions, which must be at most the claimed
 delta at the claimed epsilon. Negative controls (the threshold without its "+1", a Delta that the
-neighbours do not respect, a pay-what-you-get session that does not charge ⊥) must fail.
+neighbors do not respect, a pay-what-you-get session that does not charge ⊥) must fail.
 """
 
 import copy
@@ -17,7 +17,7 @@ from topk_laws import (
     fixed_threshold_law,
     hockey_stick,
     limited_domain_law,
-    neighbour_pairs,
+    neighbor_pairs,
     private_kbar_law,
 )
 
@@ -44,14 +44,14 @@ def test_limited_domain_is_private(eps, delta, d, k, kbar, cap):
     g = limited_domain_guarantee(k, eps, delta)
     assert g.epsilon == pytest.approx(k * eps)
     law = lambda h: limited_domain_law(h, k, kbar, eps, delta, max_contributions=cap)  # noqa: E731
-    assert worst_divergence(law, g.epsilon, neighbour_pairs(d, cap)) <= g.delta * (1 + 1e-9)
+    assert worst_divergence(law, g.epsilon, neighbor_pairs(d, cap)) <= g.delta * (1 + 1e-9)
 
 
 @pytest.mark.parametrize(("eps", "delta"), GRID)
 def test_limited_domain_without_plus_one_fails(eps, delta):
     # Mutation test: dropping the threshold's "+1" (the l_inf sensitivity) breaks the guarantee.
     law = lambda h: limited_domain_law(h, 2, 2, eps, delta, plus=0.0)  # noqa: E731
-    assert worst_divergence(law, 2 * eps, neighbour_pairs(4)) > 1.2 * delta
+    assert worst_divergence(law, 2 * eps, neighbor_pairs(4)) > 1.2 * delta
 
 
 def test_limited_domain_with_a_false_delta_bound_fails():
@@ -59,14 +59,14 @@ def test_limited_domain_with_a_false_delta_bound_fails():
     # (two items can leave the top-kbar at once; d - kbar >= 2 so that they can).
     eps, delta = 1.0, 0.05
     law = lambda h: limited_domain_law(h, 1, 2, eps, delta, max_contributions=1)  # noqa: E731
-    assert worst_divergence(law, eps, neighbour_pairs(4)) > 1.5 * delta
+    assert worst_divergence(law, eps, neighbor_pairs(4)) > 1.5 * delta
 
 
 @pytest.mark.parametrize(("eps", "delta"), GRID)
 def test_strictly_limited_domain_is_private(eps, delta):
     g = limited_domain_guarantee(2, eps, delta)
     law = lambda h: limited_domain_law(h, 2, 3, eps, delta, strict=True)  # noqa: E731
-    assert worst_divergence(law, g.epsilon, neighbour_pairs(4)) <= g.delta * (1 + 1e-9)
+    assert worst_divergence(law, g.epsilon, neighbor_pairs(4)) <= g.delta * (1 + 1e-9)
 
 
 @pytest.mark.parametrize(("eps", "delta"), GRID)
@@ -75,7 +75,7 @@ def test_private_kbar_is_private(eps, delta, cap):
     g = private_kbar_guarantee(1, eps, delta)
     assert g.epsilon == pytest.approx(2 * eps)
     law = lambda h: private_kbar_law(h, 1, 3, eps, delta, max_contributions=cap)  # noqa: E731
-    assert worst_divergence(law, g.epsilon, neighbour_pairs(4, cap)) <= g.delta * (1 + 1e-9)
+    assert worst_divergence(law, g.epsilon, neighbor_pairs(4, cap)) <= g.delta * (1 + 1e-9)
 
 
 @pytest.mark.parametrize(("eps", "delta"), GRID)
@@ -83,16 +83,16 @@ def test_fixed_threshold_is_private_and_plus_one_matters(eps, delta):
     g = fixed_threshold_guarantee(2, eps, delta)
     assert g.epsilon == pytest.approx(2 * eps)
     law = lambda h: fixed_threshold_law(h, 2, eps, delta)  # noqa: E731
-    assert worst_divergence(law, g.epsilon, neighbour_pairs(4)) <= g.delta * (1 + 1e-9)
+    assert worst_divergence(law, g.epsilon, neighbor_pairs(4)) <= g.delta * (1 + 1e-9)
     mutant = lambda h: fixed_threshold_law(h, 2, eps, delta, plus=0.0)  # noqa: E731
-    assert worst_divergence(mutant, g.epsilon, neighbour_pairs(4)) > 1.5 * delta
+    assert worst_divergence(mutant, g.epsilon, neighbor_pairs(4)) > 1.5 * delta
 
 
 def test_bad_event_bound_lemma_5_5():
     # P_h[an item of D_h \ D_h' is returned] <= delta, exactly (Lemma 5.5), for Delta = 1 and kbar = 2.
     eps, delta = 1.0, 0.1
     worst = 0.0
-    for h, g in neighbour_pairs(4, 1):
+    for h, g in neighbor_pairs(4, 1):
         for a, b in ((h, g), (g, h)):
             top_a = {i for _, i in sorted((-c, i) for i, c in enumerate(a))[:2]}
             top_b = {i for _, i in sorted((-c, i) for i, c in enumerate(b))[:2]}
@@ -143,7 +143,7 @@ def test_pay_what_you_get_session_is_private():
     g = make().guarantee
     assert (g.epsilon, g.delta) == pytest.approx((k_star * eps, 2 * l_star * delta))
     worst = 0.0
-    for h, h2 in neighbour_pairs(3, values=range(3)):
+    for h, h2 in neighbor_pairs(3, values=range(3)):
         p, q = session_law(make(), h, 2, 2), session_law(make(), h2, 2, 2)
         assert sum(p.values()) == pytest.approx(1.0)
         worst = max(worst, hockey_stick(p, q, g.epsilon), hockey_stick(q, p, g.epsilon))

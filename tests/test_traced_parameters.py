@@ -91,7 +91,7 @@ def _sweep_rows(mechanism):
 def test_vmap_over_each_parameter_equals_separate_calls_and_marks_invalid_privacy_values(mechanism):
     """One ``jit(vmap)`` over a batch that sweeps each parameter in turn (one compile per mechanism):
     each valid row gives its separate call's release, each row with an invalid privacy value only
-    markers (NaN, -1), whatever its neighbours; an invalid privacy value raises eagerly."""
+    markers (NaN, -1), whatever its neighbors; an invalid privacy value raises eagerly."""
     for param in mechanism.privacy:
         for bad in INVALID:
             with pytest.raises(ValueError, match=param):

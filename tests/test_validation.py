@@ -29,8 +29,31 @@ def test_epsilon_accepts_numbers_and_refuses_other_kinds():
 
 
 def test_epsilon_refused_as_tracer():
-    with pytest.raises(TypeError, match="traced"):
+    with pytest.raises(v.TracedParameterError, match="traced"):
         jax.jit(lambda e: v.check_epsilon(e))(1.0)
+
+
+def test_every_refusal_of_a_traced_value_raises_one_exception_class():
+    import dpjax
+    from dpjax.accounting.elementwise import elementwise
+    from dpjax.budgeting.filters import FilterState, approx_gp_filter_step
+    from dpjax.exact_noise import exact_rational
+
+    assert dpjax.TracedParameterError is v.TracedParameterError
+    assert issubclass(v.TracedParameterError, TypeError)  # existing ``except TypeError`` still catch it
+    companion = elementwise("epsilon")(lambda epsilon: epsilon)
+    state = FilterState(jnp.ones(2), jnp.zeros(2), jnp.zeros(2, bool))
+    refusals = {
+        "check_epsilon": lambda e: v.check_epsilon(e),
+        "check_probability": lambda e: v.check_probability(e, "q"),
+        "check_int": lambda e: v.check_int(e.astype(int), "k"),
+        "exact_rational": lambda e: exact_rational(e, "scale"),
+        "elementwise companion": companion,
+        "approx_gp_filter_step": lambda e: approx_gp_filter_step(state._replace(budget=e), 0.1, 1e-6, 1.0),
+    }
+    for name, refusal in refusals.items():
+        with pytest.raises(v.TracedParameterError, match=r"traced|concrete"):
+            jax.jit(refusal)(jnp.ones(2) if name == "approx_gp_filter_step" else 1.0)
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan])

@@ -94,7 +94,7 @@ def hockey_stick(p, q, eps):
     return sum(max(0.0, v - factor * q.get(o, 0.0)) for o, v in p.items())
 
 
-def neighbour_pairs(d, max_contributions=None, values=range(3)):
+def neighbor_pairs(d, max_contributions=None, values=range(3)):
     """Every h in values^d with every h + 1_U, 1 <= |U| <= Delta."""
     cap = d if max_contributions is None else max_contributions
     for h in itertools.product(values, repeat=d):

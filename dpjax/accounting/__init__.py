@@ -1,4 +1,4 @@
-"""Privacy guarantees, their composition and conversions, the neighbouring relation, and the budget
+"""Privacy guarantees, their composition and conversions, the neighboring relation, and the budget
 keepers (Accountant, PayWhatYouGet, PerUserLedger) with their shared reserve/settle protocol."""
 
 from dpjax.accounting.accountant import Accountant, Spend
@@ -6,7 +6,7 @@ from dpjax.accounting.composition import compose
 from dpjax.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
-from dpjax.accounting.neighbors import Neighbors
+from dpjax.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax.accounting.pay_what_you_get import PayWhatYouGet as PayWhatYouGet
 from dpjax.accounting.per_user import PerUserLedger
 
@@ -18,6 +18,7 @@ __all__ = [
     "Guarantee",
     "Ledger",
     "Neighbors",
+    "NeighborsLike",
     "PerUserLedger",
     "PureDP",
     "RangeBounded",

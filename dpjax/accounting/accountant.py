@@ -107,7 +107,7 @@ class Accountant(Ledger):
 
         Two routes, and the smaller result: (1) this accountant's own rule (zCDP with the CKS20
         conversion, pure or basic composition); (2) dp_accounting's PLD accountant (add/remove
-        neighbours, its default grid 1e-4: a pessimistic bound) on the spends' own events (Laplace,
+        neighbors, its default grid 1e-4: a pessimistic bound) on the spends' own events (Laplace,
         Gaussian, their subsampled forms: exact, see :mod:`dpjax.accounting.composition`), with the
         spends without one as the worst-case pair of their (epsilon, delta)-DP bound (exact for pure
         DP: Kairouz, Oh and Viswanath 2015); zCDP-only spends then add by basic composition at a few

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpjax.validation import is_traced
+from dpjax.validation import TracedParameterError, is_traced
 
 
 def elementwise(*names: str) -> Callable[[Callable], Callable]:
@@ -51,7 +51,7 @@ def elementwise(*names: str) -> Callable[[Callable], Callable]:
                     continue
                 value = bound.arguments[name]
                 if is_traced(value):
-                    raise TypeError(
+                    raise TracedParameterError(
                         f"{name} must be a concrete number (or an array of numbers), not a traced "
                         "value: guarantees are computed on the host for the accountant."
                     )

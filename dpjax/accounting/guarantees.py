@@ -101,7 +101,7 @@ def _repr(guarantee) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class PureDP(Guarantee):
-    """epsilon-DP: Pr[M(x) in S] <= e^epsilon Pr[M(x') in S] for all neighbours and events.
+    """epsilon-DP: Pr[M(x) in S] <= e^epsilon Pr[M(x') in S] for all neighbors and events.
 
     ``rho`` (optional): a rho-zCDP bound proved for the mechanism, kept when tighter than
     epsilon^2/2. ``event`` (optional): the mechanism's own ``dp_accounting`` event.

@@ -1,4 +1,4 @@
-"""The neighbouring relation: one enum for every family that offers a choice.
+"""The neighboring relation: one enum for every family that offers a choice.
 
 * ``Neighbors.SWAP``: the datasets have the same size and differ in one record (replace one
   record; "swap" in Gillenwater, Joseph and Kulesza 2021 and Durfee 2023, "bounded DP").
@@ -14,10 +14,11 @@ private under both, Durfee 2023 Lemma B.1) take no ``neighbors`` argument.
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 
 class Neighbors(enum.StrEnum):
-    """The neighbouring relation (a ``str`` enum: ``Neighbors.SWAP == "swap"``)."""
+    """The neighboring relation (a ``str`` enum: ``Neighbors.SWAP == "swap"``)."""
 
     SWAP = "swap"
     ADD_REMOVE = "add_remove"
@@ -31,3 +32,7 @@ class Neighbors(enum.StrEnum):
             choices = ", ".join(repr(m.value) for m in cls)
             message = f"{name} must be a Neighbors member or one of {choices}, got {value!r}."
             raise ValueError(message) from None
+
+
+NeighborsLike = Neighbors | Literal["swap", "add_remove"]
+"""A :class:`Neighbors` member or its string value (what :meth:`Neighbors.check` accepts)."""

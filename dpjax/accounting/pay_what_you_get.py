@@ -22,7 +22,7 @@ statements of Lemma 4.4 and Theorems 1-3 (corroborated by the google-research
   number of returned outcomes (indices *and* ⊥, a ⊥ counting as one outcome) and a cap
   ``max_calls`` (l*) on the number of top-k queries, every sequence of limited-domain calls with
   per-step ``(epsilon, delta)`` is ``(epsilon_star(k*, epsilon, delta'), 2 l* delta + delta')``-DP
-  under add/remove-one-user neighbours.
+  under add/remove-one-user neighbors.
 
 The guarantee of Theorem 2 is ex ante: it is a function of the caps, never of the realised usage.
 """

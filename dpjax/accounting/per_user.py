@@ -56,7 +56,7 @@ def approx_gp_epsilon(rho, delta: float, lam: float):
     Args:
       rho: cumulative CGP cost(s), >= 0 (scalar or array).
       delta: in (0, 1).
-      lam: the neighbourhood radius Lambda, finite and > 0.
+      lam: the neighborhood radius Lambda, finite and > 0.
 
     Returns:
       epsilon, a float64 array of ``rho``'s shape (a float for scalar input).
@@ -145,7 +145,7 @@ class PerUserLedger(Ledger):
       budget: initial budget per user, a scalar (with ``n``) or an (n,) array; every entry > 0.
       n: number of users when ``budget`` is a scalar.
       delta, lam: for approximate-GP budgets (see the module docstring), the delta in (0, 1) and the
-        finite neighbourhood radius Lambda; without them budgets are in the charges' units.
+        finite neighborhood radius Lambda; without them budgets are in the charges' units.
 
     Example:
       >>> import numpy as np

@@ -1,15 +1,15 @@
 """Statistical privacy auditing of any mechanism (StatDP / dp_auditorium style), vmapped.
 
-* :func:`audit` runs a mechanism on two neighbours, searches output events on one half of the runs
+* :func:`audit` runs a mechanism on two neighbors, searches output events on one half of the runs
   and bounds the privacy loss from below on the other half (Clopper–Pearson, Bonferroni).
-* :mod:`dpjax.audit.neighbours`: neighbour generators and the papers' worst-case pairs.
+* :mod:`dpjax.audit.neighbors`: neighbor generators and the papers' worst-case pairs.
 * :mod:`dpjax.audit.reference`: mechanisms with exactly known loss (randomized response, SVT).
 
 The deliberately broken mechanisms the audit must refute (negative controls) are test helpers, in
 ``tests/negative_controls.py``.
 """
 
-from dpjax.audit import neighbours, reference
+from dpjax.audit import neighbors, reference
 from dpjax.audit.binomial import clopper_pearson, loss_p_value, privacy_loss_lower_bound
 from dpjax.audit.events import Event, candidate_events, features
 from dpjax.audit.procedure import DEFAULT_ALPHA, DEFAULT_TRIALS, AuditResult, TestedEvent, audit
@@ -25,7 +25,7 @@ __all__ = [
     "clopper_pearson",
     "features",
     "loss_p_value",
-    "neighbours",
+    "neighbors",
     "privacy_loss_lower_bound",
     "reference",
 ]

@@ -133,7 +133,7 @@ def _critical_level(k_p, n_p, k_q, n_q, epsilon, delta):
 def privacy_loss_lower_bound(k_p, n_p, k_q, n_q, level, delta: float = 0.0) -> np.ndarray:
     """A lower confidence bound on the privacy loss shown by one event ``E``.
 
-    With ``k_p`` of ``n_p`` runs on one input and ``k_q`` of ``n_q`` runs on its neighbour landing in
+    With ``k_p`` of ``n_p`` runs on one input and ``k_q`` of ``n_q`` runs on its neighbor landing in
     ``E``, (epsilon, delta)-DP requires ``P(E) <= exp(epsilon) Q(E) + delta``, so
     ``log((P_low - delta) / Q_high)`` is a lower bound on epsilon that holds with probability at
     least ``1 - 2 level`` (Clopper–Pearson bounds ``P_low``, ``Q_high`` at ``level`` each; union

@@ -1,4 +1,4 @@
-"""The audit: run a mechanism many times on two neighbours and bound its privacy loss from below.
+"""The audit: run a mechanism many times on two neighbors and bound its privacy loss from below.
 
 Procedure (after StatDP, Ding et al. CCS 2018, and dp_auditorium's event-based testers):
 
@@ -13,7 +13,7 @@ Procedure (after StatDP, Ding et al. CCS 2018, and dp_auditorium's event-based t
 4. ``epsilon_lower_bound`` is the largest of these (at least 0); ``passed`` is
    ``epsilon_lower_bound <= epsilon``.
 
-**False-alarm rate.** If the mechanism is (epsilon, delta)-DP on these neighbours, then for every
+**False-alarm rate.** If the mechanism is (epsilon, delta)-DP on these neighbors, then for every
 fixed event ``P(E) <= e^epsilon Q(E) + delta``; the events tested in step 3 are fixed given the
 selection half, and by the union bound all 2m Clopper–Pearson bounds hold at once with
 probability >= 1 - alpha. So a correct mechanism fails an audit with probability at most ``alpha``
@@ -22,9 +22,9 @@ being conservative, the realized rate is lower (measured in ``tests/test_audit.p
 gives at most ``candidates`` events, there is no selection step: all of them are tested, in both
 directions, on all samples, with the Bonferroni factor ``2 * len(events)``.
 
-An audit can only *refute* a claim: passing means no violation was found for these neighbours,
-events and sample size. Its power depends on the neighbours: use the worst-case pairs of
-:mod:`dpjax.audit.neighbours`.
+An audit can only *refute* a claim: passing means no violation was found for these neighbors,
+events and sample size. Its power depends on the neighbors: use the worst-case pairs of
+:mod:`dpjax.audit.neighbors`.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class AuditResult:
 
     Attributes:
       epsilon_lower_bound: a lower confidence bound (level ``1 - alpha``) on the privacy loss of the
-        mechanism at ``delta`` on these neighbours; 0 when no event shows any loss.
+        mechanism at ``delta`` on these neighbors; 0 when no event shows any loss.
       event: the event achieving it (``None`` if no event was tested).
       passed: ``epsilon_lower_bound <= epsilon``.
       epsilon, delta, alpha, trials: the claim and the audit's parameters.
@@ -198,7 +198,7 @@ def audit(
     candidates: int = 8,
     chunk_size: int = 16384,
 ) -> AuditResult:
-    """Audits a claimed (epsilon, delta)-DP guarantee of ``mechanism`` on the neighbours x, x_prime.
+    """Audits a claimed (epsilon, delta)-DP guarantee of ``mechanism`` on the neighbors x, x_prime.
 
     See the module docstring for the procedure and its false-alarm guarantee (at most ``alpha``).
 
@@ -208,7 +208,7 @@ def audit(
         ``lambda k, v: laplace_mechanism(k, v, 1.0)``. The automatic events cost time linear in the
         output's size: for outputs with hundreds of coordinates, reduce them in the wrapper or pass
         ``events``.
-      x, x_prime: neighbouring inputs under the mechanism's relation (any pytrees; they may differ
+      x, x_prime: neighboring inputs under the mechanism's relation (any pytrees; they may differ
         in shape, e.g. for add/remove).
       epsilon: the claimed epsilon, >= 0.
       delta: the claimed delta, in [0, 1).
@@ -264,7 +264,7 @@ def audit(
 
 
 class _Runs(NamedTuple):
-    """The mechanism's stacked outputs on the two neighbours (pytrees of NumPy arrays, trials first)."""
+    """The mechanism's stacked outputs on the two neighbors (pytrees of NumPy arrays, trials first)."""
 
     on_x: object
     on_x_prime: object
@@ -289,7 +289,7 @@ def _as_events(events):
 
 
 def _draw(mechanism, x, x_prime, key, trials, chunk_size) -> _Runs:
-    """``trials`` runs on each neighbour (keys ``fold_in(key, 0)`` and ``fold_in(key, 1)``)."""
+    """``trials`` runs on each neighbor (keys ``fold_in(key, 0)`` and ``fold_in(key, 1)``)."""
     batched = _batched(mechanism, min(chunk_size, trials))
     runs = _Runs(
         _sample(batched, x, jax.random.fold_in(key, 0), trials, chunk_size),

@@ -1,7 +1,7 @@
 """Reference mechanisms with a known, exactly attained privacy loss, used to calibrate audits.
 
 * :func:`randomized_response` (Warner 1965): a bit is kept with probability ``e^eps / (1 + e^eps)``
-  and flipped otherwise. Neighbouring relation: the bit itself changes (one individual's answer).
+  and flipped otherwise. Neighboring relation: the bit itself changes (one individual's answer).
   It is eps-DP and the bound is attained by both outcomes, so an audit of it can only pass by the
   margin of its statistical error: the right mechanism to measure an audit's false-alarm rate.
 * :func:`sparse_vector` (Lyu, Su, Li, PVLDB 2017, Algorithm 1): the correct SVT that the negative

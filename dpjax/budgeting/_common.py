@@ -4,22 +4,26 @@ round-1 noise."""
 from __future__ import annotations
 
 import functools
+from typing import Literal, get_args
 
 import jax
 from jax import lax
 
 from dpjax import sharded
 from dpjax.budgeting.pie import user_noise, user_release
+from dpjax.noise import NoiseMode
 from dpjax.validation import Checks, check_choice, float_dtype
 
-MODES = ("point", "distance")
+Mode = Literal["point", "distance"]
+"""What each user releases (static): a noisy point (PM0/BM0) or a noisy distance (PM1/BM1)."""
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
-def check_mode(mode: str) -> str:
+def check_mode(mode: Mode) -> Mode:
     return check_choice(mode, "mode", MODES)
 
 
-def baseline_release(key, data, r, noise_mode: str = "high"):
+def baseline_release(key: jax.Array, data, r, noise_mode: NoiseMode = "high"):
     """One-shot Gaussian releases ``data + Z/sqrt(2 r)`` (BM0 / BM1) with the noise PIE draws in
     round 1 for the same key, so that c = 1 runs of PIE and the baselines share their noise.
 

@@ -27,9 +27,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax.accounting.per_user import approx_gp_epsilon, approx_gp_rho_star
-from dpjax.validation import Checks, check_same_shape, float_dtype, is_traced
+from dpjax.validation import Checks, TracedParameterError, check_same_shape, float_dtype, is_traced
 
 
 class FilterState(NamedTuple):
@@ -40,7 +41,7 @@ class FilterState(NamedTuple):
     halted: jax.Array
 
 
-def init_filter(budget) -> FilterState:
+def init_filter(budget: ArrayLike) -> FilterState:
     """A fresh filter state (nothing spent, nobody halted) for per-user ``budget`` > 0.
 
     ``budget`` may be traced; then a budget that is not > 0 or not finite makes ``budget`` and
@@ -61,7 +62,7 @@ def init_filter(budget) -> FilterState:
     return checks.guard(FilterState(budget, jnp.zeros_like(budget), jnp.zeros(budget.shape, dtype=bool)))
 
 
-def filter_step(state: FilterState, request) -> tuple[jax.Array, FilterState]:
+def filter_step(state: FilterState, request: ArrayLike) -> tuple[jax.Array, FilterState]:
     """One Algorithm 1 step at every user: returns ``(released, new_state)``.
 
     ``released[i]`` is True iff user ``i`` answers (and is charged ``request[i]``). Pure and
@@ -94,7 +95,7 @@ def approx_gp_capacity(budget_epsilon, delta: float, lam: float) -> np.ndarray:
     return np.asarray(approx_gp_rho_star(np.asarray(budget_epsilon, dtype=np.float64), delta, lam))
 
 
-def approx_gp_filter_step(state: FilterState, request, delta: float, lam: float):
+def approx_gp_filter_step(state: FilterState, request: ArrayLike, delta: float, lam: float):
     """Algorithm 1 with the eq. (10) filter; ``state.budget`` is in epsilon units, charges in rho.
 
     Host side for the budget: the capacity ``rho*(B, delta, Lambda)`` is solved in float64 on the
@@ -103,7 +104,7 @@ def approx_gp_filter_step(state: FilterState, request, delta: float, lam: float)
     may then be traced).
     """
     if is_traced(state.budget) or is_traced(delta) or is_traced(lam):
-        raise TypeError(
+        raise TracedParameterError(
             "approx_gp_filter_step needs a concrete budget, delta and lam: the capacity is solved on "
             "the host; use filter_step with approx_gp_capacity(...) inside jit."
         )

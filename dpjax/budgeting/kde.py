@@ -19,11 +19,14 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax import sharded
 from dpjax.budgeting import pie
-from dpjax.budgeting._common import baseline_release, check_mode, on_users, points, query_point
+from dpjax.budgeting._common import Mode, baseline_release, check_mode, on_users, points, query_point
 from dpjax.budgeting.geometry import distance_to
+from dpjax.budgeting.splits import Split
+from dpjax.noise import NoiseMode
 from dpjax.validation import Checks
 
 ELIMINATED_BIAS = float(np.exp(-18.0))  # exp(-(6b)^2 / (2 b^2))
@@ -73,18 +76,18 @@ def _baseline_kernel(key, x, r, p, b, *, point, noise_mode):
 
 
 def kde(
-    key,
-    x,
-    rho,
-    p,
+    key: jax.Array,
+    x: ArrayLike,
+    rho: ArrayLike,
+    p: ArrayLike,
     *,
-    bandwidth: float,
+    bandwidth: ArrayLike,
     c: int,
-    beta0: float,
-    mode: str = "point",
-    split: str = "even",
-    chunk_size=None,
-    noise_mode: str = "high",
+    beta0: ArrayLike,
+    mode: Mode = "point",
+    split: Split = "even",
+    chunk_size: int | None = None,
+    noise_mode: NoiseMode = "high",
 ) -> tuple[jnp.ndarray, pie.PIEResult]:
     """PM0 / PM1 Gaussian KDE at ``p`` via iterative elimination (Algorithm 7).
 
@@ -120,7 +123,16 @@ def kde(
     return checks.guard(result)
 
 
-def kde_baseline(key, x, rho, p, *, bandwidth: float, mode: str = "point", noise_mode: str = "high"):
+def kde_baseline(
+    key: jax.Array,
+    x: ArrayLike,
+    rho: ArrayLike,
+    p: ArrayLike,
+    *,
+    bandwidth: ArrayLike,
+    mode: Mode = "point",
+    noise_mode: NoiseMode = "high",
+):
     """BM0 / BM1 Gaussian KDE at ``p``: every user releases once at its full ``rho_i`` (Sec. 6.3).
 
     Shares its noise with a c = 1 :func:`kde` for the same key (then ``|PM - BM| <= e^{-18}``).

@@ -1,4 +1,4 @@
-"""Private k nearest neighbours in the local model (Liang and Yi, Sec. 6.4, Algorithm 8).
+"""Private k nearest neighbors in the local model (Liang and Yi, Sec. 6.4, Algorithm 8).
 
 Query: the indices of the k users closest to a point ``p``; score ``len_p(x) = ||x - p||``.
 
@@ -18,11 +18,14 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import sharded
 from dpjax.budgeting import pie
-from dpjax.budgeting._common import baseline_release, check_mode, on_users, points, query_point
+from dpjax.budgeting._common import Mode, baseline_release, check_mode, on_users, points, query_point
 from dpjax.budgeting.geometry import distance_to
+from dpjax.budgeting.splits import Split
+from dpjax.noise import NoiseMode
 from dpjax.validation import Checks, check_int
 
 
@@ -59,18 +62,18 @@ def _baseline_kernel(key, x, r, p, *, point, k, noise_mode):
 
 
 def knn(
-    key,
-    x,
-    rho,
-    p,
+    key: jax.Array,
+    x: ArrayLike,
+    rho: ArrayLike,
+    p: ArrayLike,
     *,
     k: int,
     c: int,
-    beta0: float,
-    mode: str = "distance",
-    split: str = "even",
-    chunk_size=None,
-    noise_mode: str = "high",
+    beta0: ArrayLike,
+    mode: Mode = "distance",
+    split: Split = "even",
+    chunk_size: int | None = None,
+    noise_mode: NoiseMode = "high",
 ) -> tuple[jnp.ndarray, pie.PIEResult]:
     """PM0 / PM1 private kNN via iterative elimination (Algorithm 8).
 
@@ -83,7 +86,7 @@ def knn(
       key: a ``jax.random`` key.
       x: (n, d) user points; p: (d,) query point (may be traced).
       rho: per-user allotment, scalar > 0 or (n,) >= 0 (may be traced).
-      k: number of neighbours, 1 <= k <= n (static).
+      k: number of neighbors, 1 <= k <= n (static).
       c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie.pie_k`.
       mode: "distance" (PM1, default) or "point" (PM0) (static).
 
@@ -111,7 +114,16 @@ def knn(
     return checks.guard(_knn_kernel(key, x, r, p, beta0, point=point, k=k, plan=static, layout=layout))
 
 
-def knn_baseline(key, x, rho, p, *, k: int, mode: str = "distance", noise_mode: str = "high"):
+def knn_baseline(
+    key: jax.Array,
+    x: ArrayLike,
+    rho: ArrayLike,
+    p: ArrayLike,
+    *,
+    k: int,
+    mode: Mode = "distance",
+    noise_mode: NoiseMode = "high",
+):
     """BM0 / BM1: the k users with the smallest one-shot estimated distance; (k,) int32 indices.
 
     Shares its noise with a c = 1 :func:`knn` for the same key (equal sets for uniform rho).

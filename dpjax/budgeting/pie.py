@@ -34,7 +34,7 @@ one (or non-finite traced data) makes every float output NaN and every integer o
 answer) in one jit-compiled kernel, so a call with concrete parameters runs the same compiled code
 as a call under ``vmap`` over them and gives the same result for the same key.
 
-Privacy (per user, neighbouring inputs at distance dist <= Lambda in the user's metric): the
+Privacy (per user, neighboring inputs at distance dist <= Lambda in the user's metric): the
 releases of user ``i`` cost at most ``r_i`` in CGP (``r_i``-CGP, i.e. ``D_alpha <= r_i alpha
 dist^2``), whatever the stopping time (Thm 4.4); eliminated users are charged only
 ``r_i cumfrac[e_i]`` for the ``e_i`` rounds they released in, and keep the rest as savings. The
@@ -463,7 +463,7 @@ def pie_ni(
 ) -> PIEResult:
     """PIE-NI, private iterative elimination against fixed thresholds (Liang and Yi, Algorithm 4).
 
-    Local model; neighbouring relation: one user's datum moves by ``dist`` in its metric. Privacy:
+    Local model; neighboring relation: one user's datum moves by ``dist`` in its metric. Privacy:
     user ``i`` is ``rho_i``-CGP (see :func:`pie_guarantee`) and is charged only
     ``rho_i * cumfrac[result.rounds[i]]`` (settle with
     :meth:`dpjax.accounting.per_user.PerUserLedger.settle`).

@@ -22,11 +22,14 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import sharded
 from dpjax.budgeting import pie
-from dpjax.budgeting._common import baseline_release, check_mode, on_users, points
+from dpjax.budgeting._common import Mode, baseline_release, check_mode, on_users, points
 from dpjax.budgeting.geometry import box_signed_distance, eta_shift
+from dpjax.budgeting.splits import Split
+from dpjax.noise import NoiseMode
 from dpjax.validation import Checks
 
 
@@ -82,19 +85,19 @@ def _baseline_kernel(key, x, r, box, *, point, shift, noise_mode):
 
 
 def range_count(
-    key,
-    x,
-    rho,
-    center,
-    half_widths,
+    key: jax.Array,
+    x: ArrayLike,
+    rho: ArrayLike,
+    center: ArrayLike,
+    half_widths: ArrayLike,
     *,
     c: int,
-    beta0: float,
-    mode: str = "point",
+    beta0: ArrayLike,
+    mode: Mode = "point",
     shift: bool = True,
-    split: str = "even",
-    chunk_size=None,
-    noise_mode: str = "high",
+    split: Split = "even",
+    chunk_size: int | None = None,
+    noise_mode: NoiseMode = "high",
 ) -> tuple[jnp.ndarray, pie.PIEResult]:
     """PM0 / PM1 range count via iterative elimination (Algorithm 6).
 
@@ -136,7 +139,15 @@ def range_count(
 
 
 def range_count_baseline(
-    key, x, rho, center, half_widths, *, mode: str = "point", shift: bool = True, noise_mode: str = "high"
+    key: jax.Array,
+    x: ArrayLike,
+    rho: ArrayLike,
+    center: ArrayLike,
+    half_widths: ArrayLike,
+    *,
+    mode: Mode = "point",
+    shift: bool = True,
+    noise_mode: NoiseMode = "high",
 ) -> jnp.ndarray:
     """BM0 / BM1: every user releases once at its full ``rho_i`` (Sec. 6.2.1); returns the int32 count.
 

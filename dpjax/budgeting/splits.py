@@ -12,13 +12,15 @@ single-query saving is ``1 - frac_1``.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
 from dpjax.validation import check_choice, check_int
 
-SPLITS = ("even", "doubling")
+Split = Literal["even", "doubling"]
+"""How PIE splits each user's budget over its rounds (static): evenly, or doubling."""
+SPLITS: tuple[Split, ...] = get_args(Split)
 MAX_ROUNDS = 32767  # rounds are stored per user as int16
 
 
@@ -35,7 +37,7 @@ class SplitSchedule(NamedTuple):
     cumfrac: np.ndarray
 
 
-def split_schedule(c: int, kind: str = "even") -> SplitSchedule:
+def split_schedule(c: int, kind: Split = "even") -> SplitSchedule:
     """Returns ``(frac, cumfrac)``: (c,) round fractions and (c + 1,) cumulative fractions, float64.
 
     Example:

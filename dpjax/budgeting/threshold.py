@@ -23,12 +23,15 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import sharded
 from dpjax.accounting import ZCDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.budgeting._common import baseline_release
 from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, check_beta0, check_plan, pie_kernel
+from dpjax.budgeting.splits import Split
+from dpjax.noise import NoiseMode
 from dpjax.validation import Checks, check_epsilon, float_dtype
 
 
@@ -58,16 +61,16 @@ def _baseline_kernel(key, data, r, q, n_records, *, noise_mode):
 
 
 def threshold_query(
-    key,
-    count,
-    rho: float,
+    key: jax.Array,
+    count: ArrayLike,
+    rho: ArrayLike,
     *,
-    q: float,
-    n_records: int,
+    q: ArrayLike,
+    n_records: ArrayLike,
     c: int,
-    beta0: float,
-    split: str = "even",
-    noise_mode: str = "high",
+    beta0: ArrayLike,
+    split: Split = "even",
+    noise_mode: NoiseMode = "high",
 ) -> tuple[jnp.ndarray, PIEResult]:
     """Algorithm 9 (corrected): is ``count < q * n_records``?
 
@@ -102,7 +105,15 @@ def threshold_query(
     return checks.guard(_query_kernel(key, data, r, q, n_records, beta0, plan=static))
 
 
-def threshold_baseline(key, count, rho: float, *, q: float, n_records: int, noise_mode: str = "high"):
+def threshold_baseline(
+    key: jax.Array,
+    count: ArrayLike,
+    rho: ArrayLike,
+    *,
+    q: ArrayLike,
+    n_records: ArrayLike,
+    noise_mode: NoiseMode = "high",
+):
     """BM1: ``1{|H| + N(0, 1/(2 rho)) < qN}``; shares its noise with a c = 1 :func:`threshold_query`.
 
     Returns an int32 scalar: 1 (yes), 0 (no) or -1 (invalid traced input, as

@@ -1,6 +1,6 @@
 """Privacy accounting of a DP-SGD run with :func:`dpjax.optax.dp_aggregate`, through ``dp_accounting``.
 
-What is claimed. Neighbouring datasets differ by adding or removing one example. Each step Poisson-
+What is claimed. Neighboring datasets differ by adding or removing one example. Each step Poisson-
 samples a batch (every example independently with probability ``sampling_rate``), clips every
 example's gradient to the current clip norm ``C_t`` and releases the clipped sum plus
 ``N(0, (sigma C_t)^2)`` per coordinate (L2 sensitivity ``C_t``: the Gaussian of noise multiplier
@@ -16,7 +16,7 @@ before it, is dominated by one Gaussian of noise multiplier ``sigma_t`` (the str
   and the step is dominated by the Gaussian with ``sigma_t = (sigma^-2 + mu^2)^-1/2`` (GDP
   composition); other steps have ``sigma_t = sigma``.
 
-A Poisson-subsampled mechanism whose add and remove neighbours are dominated by a Gaussian pair is
+A Poisson-subsampled mechanism whose add and remove neighbors are dominated by a Gaussian pair is
 dominated by the subsampled Gaussian pair (Zhu, Dong, Wang 2022, Thm. 10), and dominating pairs
 compose adaptively, so the run is accounted as the composition of
 ``PoissonSampledDpEvent(sampling_rate, GaussianDpEvent(sigma_t))`` over the steps: with
@@ -32,12 +32,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from typing import Literal, get_args
 
 from dpjax.accounting import ZCDP
 from dpjax.optax.clip import as_strategy
 from dpjax.validation import check_choice, check_epsilon, check_int, check_positive, check_probability
 
-ACCOUNTANTS = ("pld", "rdp")
+AccountantName = Literal["pld", "rdp"]
+"""dp_accounting's accountant for DP-SGD: privacy loss distributions (tight) or Renyi DP."""
+ACCOUNTANTS: tuple[AccountantName, ...] = get_args(AccountantName)
 PLD_DISCRETIZATION = 1e-4  # dp_accounting's default value_discretization_interval
 CALIBRATION_RELATIVE_GRID = 1e-4  # the calibration's PLD grid, relative to the target epsilon
 MINIMALITY = 1e-3  # a calibrated sigma lowered by this fraction exceeds the target
@@ -115,7 +118,7 @@ def training_epsilon(
     sampling_rate: float,
     noise_multiplier: float,
     clip,
-    accountant: str = "pld",
+    accountant: AccountantName = "pld",
     pld_discretization: float = PLD_DISCRETIZATION,
 ) -> float:
     """The epsilon at ``delta`` of a whole DP-SGD run with :func:`dpjax.optax.dp_aggregate`.
@@ -184,7 +187,7 @@ def noise_multiplier_for_epsilon(
     steps: int,
     sampling_rate: float,
     clip,
-    accountant: str = "pld",
+    accountant: AccountantName = "pld",
     pld_discretization: float | None = None,
 ) -> float:
     """The smallest noise multiplier sigma whose run has ``training_epsilon <= epsilon`` at ``delta``.
@@ -292,7 +295,7 @@ def _secant_root(spent, epsilon: float, sigma: float) -> float:
     return math.exp(math.log(sigma) + slope * (math.log(epsilon) - math.log(first)))
 
 
-def spent_epsilon(state, delta: float, *, sampling_rate: float, accountant: str = "pld") -> float:
+def spent_epsilon(state, delta: float, *, sampling_rate: float, accountant: AccountantName = "pld") -> float:
     """:func:`training_epsilon` of the steps a :class:`~dpjax.optax.DPAggregateState` has run.
 
     Reads the state's step count, noise multiplier and clip strategy (concrete values; pass the

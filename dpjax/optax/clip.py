@@ -14,7 +14,7 @@ be traced, vmapped over or stored in a training state):
 Every strategy moves the clip norm *after* the step that used it: step t clips at ``C_t`` and the
 strategy computes ``C_{t+1}`` from step t's per-example norms (on the same Poisson-sampled batch).
 
-Neighbouring relation: add/remove one example (the DP-SGD relation under Poisson sampling). Padding
+Neighboring relation: add/remove one example (the DP-SGD relation under Poisson sampling). Padding
 examples (``example_mask`` False) count as absent. The privacy of what each strategy releases is
 described to the accountant by :meth:`accounting_steps` as an equivalent Gaussian noise multiplier
 per step; :mod:`dpjax.optax.accounting` states and composes it.
@@ -29,8 +29,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import noise
+from dpjax.numerics import ceil_div
 from dpjax.optax import defaults
 from dpjax.optax.gdp import pure_dp_to_gdp
 from dpjax.quantiles.unbounded import grid, halting, tabulate
@@ -185,7 +187,7 @@ class QuantileClip:
         if every.ndim or every.dtype.kind not in "iu":
             raise TypeError(f"every must be a scalar integer, got {self.every!r}.")
         every = check_int(int(every), "every", minimum=1)
-        estimates = -(-steps // every)
+        estimates = ceil_div(steps, every)
         mu = pure_dp_to_gdp(float(self.epsilon))
         joint = (noise_multiplier**-2 + mu**2) ** -0.5
         return ((estimates, joint), (steps - estimates, noise_multiplier))
@@ -248,18 +250,18 @@ class GeometricClip:
 ClipStrategy = FixedClip | QuantileClip | GeometricClip
 
 
-def fixed_clip(norm) -> FixedClip:
+def fixed_clip(norm: ArrayLike) -> FixedClip:
     """A fixed clip norm (Abadi et al. 2016), > 0 (may be traced)."""
     return FixedClip(_validate_initial_norm(Checks(), norm))
 
 
 def quantile_clip(
-    initial_norm=1.0,
+    initial_norm: ArrayLike = 1.0,
     *,
-    quantile=DEFAULT_QUANTILE,
-    epsilon=DEFAULT_CLIP_EPSILON,
-    every=DEFAULT_EVERY,
-    beta=1.01,
+    quantile: ArrayLike = DEFAULT_QUANTILE,
+    epsilon: ArrayLike = DEFAULT_CLIP_EPSILON,
+    every: ArrayLike = DEFAULT_EVERY,
+    beta: ArrayLike = 1.01,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> QuantileClip:
     """The clip norm tracks a private ``quantile`` of the per-example norms (Durfee 2023).
@@ -301,7 +303,13 @@ def quantile_clip(
     return strategy.validate(checks)
 
 
-def geometric_clip(initial_norm, *, quantile=0.5, learning_rate=0.2, count_noise_multiplier) -> GeometricClip:
+def geometric_clip(
+    initial_norm: ArrayLike,
+    *,
+    quantile: ArrayLike = 0.5,
+    learning_rate: ArrayLike = 0.2,
+    count_noise_multiplier: ArrayLike,
+) -> GeometricClip:
     """Andrew et al. (2021) geometric adaptive clipping towards the ``quantile`` of the norms.
 
     Each step releases the noised count of unclipped examples (centred, sensitivity 1/2, noise
@@ -325,7 +333,7 @@ def geometric_clip(initial_norm, *, quantile=0.5, learning_rate=0.2, count_noise
     return GeometricClip(initial_norm, quantile, learning_rate, count_noise_multiplier).validate(Checks())
 
 
-def as_strategy(clip) -> ClipStrategy:
+def as_strategy(clip: ClipStrategy | ArrayLike) -> ClipStrategy:
     """``clip`` if it is a strategy, else ``fixed_clip(clip)``."""
     if isinstance(clip, FixedClip | QuantileClip | GeometricClip):
         return clip

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.optax.clip import ClipStrategy, as_strategy
@@ -121,7 +122,11 @@ def fixed_dtypes(tree, dtype):
 
 
 def dp_aggregate(
-    noise_multiplier, clip, key, *, expected_batch_size
+    noise_multiplier: ArrayLike,
+    clip: ClipStrategy | ArrayLike,
+    key: jax.Array | int,
+    *,
+    expected_batch_size: ArrayLike,
 ) -> optax.GradientTransformationExtraArgs:
     """DP-SGD aggregation of per-example gradients with a fixed or privately adapted clip norm.
 
@@ -133,7 +138,7 @@ def dp_aggregate(
     so any optax optimizer can follow in ``optax.chain`` (this transform must come first). Everything
     runs inside the caller's ``jit``.
 
-    Guarantee: see :func:`dpjax.optax.training_epsilon` (add/remove neighbours, Poisson sampling).
+    Guarantee: see :func:`dpjax.optax.training_epsilon` (add/remove neighbors, Poisson sampling).
 
     Args:
       noise_multiplier: sigma, > 0 (may be traced).

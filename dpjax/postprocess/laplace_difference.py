@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax.numerics import bisect, resolution_steps
 
 
-def laplace_difference_tail(t, a, b) -> jax.Array:
+def laplace_difference_tail(t: ArrayLike, a: ArrayLike, b: ArrayLike) -> jax.Array:
     """``P(X - Y >= t)`` for ``t >= 0``, ``X ~ Lap(1/a)``, ``Y ~ Lap(1/b)`` independent (Lemma 5).
 
     Written without cancellation and without a special case for ``a == b``:
@@ -31,7 +32,9 @@ def laplace_difference_tail(t, a, b) -> jax.Array:
     return jnp.exp(-a * t) / 2 + a**2 * t / (2 * (a + b)) * jnp.exp(-jnp.minimum(a, b) * t) * r
 
 
-def laplace_difference_quantile(p, a, b, steps: int | None = None) -> jax.Array:
+def laplace_difference_quantile(
+    p: ArrayLike, a: ArrayLike, b: ArrayLike, steps: int | None = None
+) -> jax.Array:
     """The ``t >= 0`` with ``P(X - Y >= t) = p`` for ``p`` in ``(0, 1/2]``, by :func:`dpjax.numerics.bisect`.
 
     The bracket is ``[0, min(sqrt(Var Z/(2 p)), 2 log(1/p)/min(a, b))]``: Chebyshev with the symmetry

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax.postprocess.laplace_difference import laplace_difference_quantile, laplace_difference_tail
 from dpjax.svt.gap import BRANCH_MIDDLE, BRANCH_TOP, GapBudget
@@ -47,7 +48,13 @@ def gap_variance(budget: GapBudget, branch) -> jax.Array:
     return jnp.where(branch == BRANCH_TOP, top, jnp.where(branch == BRANCH_MIDDLE, middle, jnp.nan))
 
 
-def combine_gap_and_measurement(gaps, threshold, measurements, gap_variance, measurement_variance):
+def combine_gap_and_measurement(
+    gaps: ArrayLike,
+    threshold: ArrayLike,
+    measurements: ArrayLike,
+    gap_variance: ArrayLike,
+    measurement_variance: ArrayLike,
+):
     """Inverse-variance weighted estimate of the reported queries (Ding et al. 2019, §6.2).
 
     ``beta_i = (alpha_i/Var(alpha_i) + (gamma_i + T)/Var(gamma_i)) / (1/Var(alpha_i) + 1/Var(gamma_i))``.
@@ -99,7 +106,7 @@ def _rates(checks: Checks, threshold_rate, query_rate):
     return (rate.astype(dtype) for rate in rates)
 
 
-def gap_tail_probability(t, threshold_rate, query_rate):
+def gap_tail_probability(t: ArrayLike, threshold_rate: ArrayLike, query_rate: ArrayLike):
     """``P(nu - eta >= -t)`` for ``t >= 0``, ``eta ~ Lap(1/threshold_rate)``, ``nu ~ Lap(1/query_rate)``
     (Ding et al. 2019, Lemma 5); the rates are the inverse Laplace scales, > 0.
 
@@ -114,7 +121,7 @@ def gap_tail_probability(t, threshold_rate, query_rate):
     return checks.guard(1 - laplace_difference_tail(t, a, b))
 
 
-def gap_confidence_margin(threshold_rate, query_rate, confidence: float = 0.95):
+def gap_confidence_margin(threshold_rate: ArrayLike, query_rate: ArrayLike, confidence: ArrayLike = 0.95):
     """The ``t`` of Lemma 5 with ``P(nu - eta >= -t) = confidence``: the
     :func:`~dpjax.postprocess.laplace_difference.laplace_difference_quantile` at ``1 - confidence``,
     by bisection to the working dtype's resolution. E.g. ``t = 16.359`` for rates 0.2 and 0.2 at 95%.
@@ -134,7 +141,9 @@ def gap_confidence_margin(threshold_rate, query_rate, confidence: float = 0.95):
     return checks.guard(laplace_difference_quantile(target, a, b))
 
 
-def query_lower_confidence_bound(gaps, threshold, budget: GapBudget, branch, confidence: float = 0.95):
+def query_lower_confidence_bound(
+    gaps: ArrayLike, threshold: ArrayLike, budget: GapBudget, branch, confidence: ArrayLike = 0.95
+):
     """Lower confidence bounds ``gamma_i + T - t_conf`` on the reported queries (Lemma 5).
 
     ``branch`` gives each gap's branch (top or middle), which sets the query-noise rate; with the

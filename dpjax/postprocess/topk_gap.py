@@ -38,16 +38,19 @@ import math
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax.postprocess.laplace_difference import laplace_difference_quantile
-from dpjax.selection import GAP_NOISES
+from dpjax.selection import GAP_NOISES, GapNoise
 from dpjax.validation import Checks, check_choice, check_int, float_dtype
 
 # Var(noise of scale b) / b^2 for the selection noises: 2 for Laplace, pi^2/6 for Gumbel.
 _VARIANCE = {"laplace": 2.0, "gumbel": math.pi**2 / 6}
 
 
-def variance_ratio(selection_scale: float, measurement_scale: float, *, noise: str = "laplace") -> float:
+def variance_ratio(
+    selection_scale: ArrayLike, measurement_scale: ArrayLike, *, noise: GapNoise = "laplace"
+) -> float:
     """``lam = Var(selection noise)/Var(measurement noise)`` for Laplace measurements.
 
     ``(b_sel/b_meas)^2`` for Laplace selection noise (``noise="laplace"``, the default) and
@@ -67,7 +70,7 @@ def variance_ratio(selection_scale: float, measurement_scale: float, *, noise: s
     return checks.guard(ratio**2 * factor)
 
 
-def blue_estimate(measurements, gaps, lam) -> jax.Array:
+def blue_estimate(measurements: ArrayLike, gaps: ArrayLike, lam: ArrayLike) -> jax.Array:
     """Theorem 3's best linear unbiased estimate of the k winners' true values.
 
     With ``alpha`` the sum of the measurements, ``p_0 = 0``, ``p_i = g_1 + ... + g_i`` and
@@ -123,7 +126,9 @@ def blue_mse_ratio(k: int, lam: float) -> float:
     return checks.guard((1 + lam * k) / (k + lam * k))
 
 
-def gap_confidence_radius(scale: float, confidence: float = 0.95, *, noise: str = "laplace") -> jax.Array:
+def gap_confidence_radius(
+    scale: ArrayLike, confidence: ArrayLike = 0.95, *, noise: GapNoise = "laplace"
+) -> jax.Array:
     """The ``t`` with ``P(eta - eta' <= t) = confidence`` for iid ``eta, eta'`` of scale ``scale``.
 
     Laplace (``noise="laplace"``, the default): solves the closed-form tail
@@ -153,7 +158,7 @@ def gap_confidence_radius(scale: float, confidence: float = 0.95, *, noise: str 
 
 
 def gap_lower_confidence_bound(
-    gaps, scale: float, confidence: float = 0.95, *, noise: str = "laplace"
+    gaps: ArrayLike, scale: ArrayLike, confidence: ArrayLike = 0.95, *, noise: GapNoise = "laplace"
 ) -> jax.Array:
     """Lower confidence bounds ``g_i - t`` on the true gaps ``q_{j_i} - q_{j_{i+1}}``.
 

@@ -32,10 +32,12 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import noise, sharded
 from dpjax.accounting import Neighbors, PureDP
 from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.neighbors import NeighborsLike
 from dpjax.quantiles.intervals import check_inputs
 from dpjax.validation import Checks, check_epsilon, check_int, float_dtype
 
@@ -44,7 +46,7 @@ DEFAULT_HEIGHT = 3
 MAX_LEAVES = 2**24
 
 
-def agg_tree_sensitivity(height: int, neighbors: Neighbors | str = Neighbors.SWAP) -> int:
+def agg_tree_sensitivity(height: int, neighbors: NeighborsLike = Neighbors.SWAP) -> int:
     """L1 sensitivity of the noised counts: ``2 h`` (swap) or ``h + 1`` (add/remove, root noised)."""
     return 2 * height if neighbors == "swap" else height + 1
 
@@ -139,20 +141,20 @@ def _descend(levels, q, lower, upper, branching):
 
 
 def agg_tree(
-    key,
-    x,
-    qs,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    bounds,
+    bounds: ArrayLike,
     branching: int = DEFAULT_BRANCHING,
     height: int = DEFAULT_HEIGHT,
-    neighbors: Neighbors | str = Neighbors.SWAP,
+    neighbors: NeighborsLike = Neighbors.SWAP,
 ) -> jax.Array:
     """AggTree quantiles (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1; tree counting of Dwork et al.
     2010 and Chan et al. 2011 with Honaker 2015 aggregation).
 
-    Neighbouring relation: ``"swap"`` (default; ``n`` public, Laplace scale ``2h/epsilon``) or
+    Neighboring relation: ``"swap"`` (default; ``n`` public, Laplace scale ``2h/epsilon``) or
     ``"add_remove"`` (root noised too, scale ``(h+1)/epsilon``). Guarantee: pure ``epsilon``-DP for
     the whole tree, whatever the number of quantiles read from it (:func:`agg_tree_guarantee`).
 
@@ -214,7 +216,7 @@ def _agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbor
 
 
 @elementwise("epsilon")
-def agg_tree_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> PureDP:
+def agg_tree_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> PureDP:
     """AggTree's guarantee: pure ``epsilon``-DP for the whole noisy tree (all quantiles) under
     ``neighbors`` (the Laplace scale, :func:`agg_tree_sensitivity`, is calibrated to it)."""
     Neighbors.check(neighbors)

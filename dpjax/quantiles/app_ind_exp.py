@@ -17,16 +17,25 @@ epsilon and delta may be traced.
 from __future__ import annotations
 
 import jax
+from jax.typing import ArrayLike
 
 from dpjax.accounting import ApproxDP, Neighbors, RangeBounded
 from dpjax.accounting.bounded_range import composition_epsilon, optimal_composition_epsilon
 from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.neighbors import NeighborsLike
 from dpjax.quantiles.exp_mech import independent_quantiles, number_of_levels
 from dpjax.validation import Checks, check_epsilon, check_probability
 
 
 def app_ind_exp(
-    key, x, qs, epsilon: float, *, bounds, delta: float = 1e-6, neighbors: Neighbors | str = Neighbors.SWAP
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
+    *,
+    bounds: ArrayLike,
+    delta: ArrayLike = 1e-6,
+    neighbors: NeighborsLike = Neighbors.SWAP,
 ) -> jax.Array:
     """AppIndExp (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1): IndExp with the DDR20 budget.
 
@@ -35,7 +44,7 @@ def app_ind_exp(
     is ``(epsilon, delta)``-DP (:func:`composition_epsilon`, computed in the graph in the working
     dtype, conservatively; within ``~1e-4`` relative of
     :func:`~dpjax.accounting.bounded_range.optimal_composition_epsilon`),
-    sorted. Neighbouring relation: ``"swap"`` (default) or ``"add_remove"``. Guarantee:
+    sorted. Neighboring relation: ``"swap"`` (default) or ``"add_remove"``. Guarantee:
     ``(epsilon, delta)``-DP and range-bounded (:func:`app_ind_exp_guarantee`).
 
     Args:
@@ -63,7 +72,7 @@ def app_ind_exp(
 
 @elementwise("epsilon", "delta")
 def app_ind_exp_guarantee(
-    qs, epsilon: float, *, delta: float = 1e-6, neighbors: Neighbors | str = Neighbors.SWAP
+    qs, epsilon: float, *, delta: float = 1e-6, neighbors: NeighborsLike = Neighbors.SWAP
 ) -> RangeBounded:
     """AppIndExp's guarantee: ``m`` EMQ releases at ``epsilon_0``, each ``epsilon_0``-range-bounded.
 

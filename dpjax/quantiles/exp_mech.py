@@ -21,10 +21,12 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax import sharded
 from dpjax.accounting import Neighbors, RangeBounded
 from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.neighbors import NeighborsLike
 from dpjax.quantiles.intervals import (
     check_bounds,
     check_inputs,
@@ -35,7 +37,7 @@ from dpjax.quantiles.intervals import (
 from dpjax.validation import Checks, check_epsilon, float_dtype
 
 
-def emq_sensitivity(q, neighbors: Neighbors | str = Neighbors.SWAP):
+def emq_sensitivity(q, neighbors: NeighborsLike = Neighbors.SWAP):
     """Sensitivity of the rank utility ``-|#{x < o} - q n|``: 1 (swap), ``max(q, 1 - q)`` (add/remove).
 
     ``q`` may be an array (elementwise) and traced.
@@ -43,7 +45,7 @@ def emq_sensitivity(q, neighbors: Neighbors | str = Neighbors.SWAP):
     return 1.0 if neighbors == "swap" else jnp.maximum(q, 1 - q)
 
 
-def gap_logits(log_width, q, epsilon, neighbors: Neighbors | str = Neighbors.SWAP):
+def gap_logits(log_width, q, epsilon, neighbors: NeighborsLike = Neighbors.SWAP):
     """Log weights of the gaps for level(s) ``q``: ``log width - epsilon/(2 Delta) |i - q n|``.
 
     ``q`` and ``epsilon`` may be traced and are used in ``log_width``'s dtype; ``q`` may be an
@@ -60,7 +62,7 @@ def gap_logits(log_width, q, epsilon, neighbors: Neighbors | str = Neighbors.SWA
 @functools.partial(jax.jit, static_argnames=("neighbors",))
 @sharded.auto_axes
 def independent_releases(
-    key, x, levels, epsilon_each, lower, upper, neighbors: Neighbors | str = Neighbors.SWAP
+    key, x, levels, epsilon_each, lower, upper, neighbors: NeighborsLike = Neighbors.SWAP
 ) -> jax.Array:
     """One EMQ release per level in ``levels`` (shape ``(m,)``), each with ``epsilon_each``; sorted.
 
@@ -76,11 +78,17 @@ def independent_releases(
 
 
 def emq(
-    key, x, q: float, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP
+    key: jax.Array,
+    x: ArrayLike,
+    q: ArrayLike,
+    epsilon: ArrayLike,
+    *,
+    bounds: ArrayLike,
+    neighbors: NeighborsLike = Neighbors.SWAP,
 ) -> jax.Array:
     """The exponential mechanism for the ``q``-quantile of ``x`` within ``bounds`` (Smith 2011, Alg. 2).
 
-    Neighbouring relation: ``"swap"`` (default; one record replaced, sensitivity 1) or
+    Neighboring relation: ``"swap"`` (default; one record replaced, sensitivity 1) or
     ``"add_remove"`` (sensitivity ``max(q, 1 - q)``). Guarantee: pure ``epsilon``-DP
     (:func:`emq_guarantee`).
 
@@ -115,7 +123,7 @@ def emq(
 
 
 @elementwise("epsilon")
-def emq_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
+def emq_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> RangeBounded:
     """EMQ's guarantee: ``RangeBounded(epsilon)`` under ``neighbors``.
 
     EMQ is the exponential mechanism (Smith 2011) with weights ``exp(epsilon u / (2 Delta))`` over a
@@ -129,12 +137,20 @@ def emq_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP
     return RangeBounded(check_epsilon(epsilon))
 
 
-def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP) -> jax.Array:
+def ind_exp(
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
+    *,
+    bounds: ArrayLike,
+    neighbors: NeighborsLike = Neighbors.SWAP,
+) -> jax.Array:
     """IndExp: ``m`` independent EMQ releases with ``epsilon / m`` each, sorted.
 
     Gillenwater, Joseph, Kulesza (ICML 2021), Sec. 5.1 (baseline); each release is Smith (2011),
     Alg. 2. Guarantee: pure ``epsilon``-DP by basic composition (:func:`ind_exp_guarantee`).
-    Neighbouring relation as in :func:`emq`.
+    Neighboring relation as in :func:`emq`.
 
     Args:
       key: a ``jax.random`` key.
@@ -176,7 +192,7 @@ def independent_quantiles(checks: Checks, key, x, qs, epsilon, bounds, neighbors
 
 
 @elementwise("epsilon")
-def ind_exp_guarantee(qs, epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
+def ind_exp_guarantee(qs, epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> RangeBounded:
     """IndExp's guarantee: ``RangeBounded(epsilon, rho=epsilon^2 / (8 m))`` under ``neighbors``.
 
     ``m = len(qs)`` EMQ releases of ``epsilon / m``, each ``epsilon / m``-range-bounded

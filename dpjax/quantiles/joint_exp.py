@@ -35,14 +35,17 @@ costs one backward pass, ``O(m (sqrt(n) + m))``.
 from __future__ import annotations
 
 import functools
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import sharded
 from dpjax.accounting import Neighbors, RangeBounded
 from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.neighbors import NeighborsLike
 from dpjax.quantiles.intervals import (
     check_inputs,
     gaps,
@@ -59,10 +62,13 @@ from dpjax.quantiles.joint_exp_tables import (
 )
 from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
 
+Method = Literal["linear", "scan", "fft"]
+"""How JointExp's forward pass is computed (static): :data:`~dpjax.quantiles.joint_exp_tables.METHODS`."""
+
 DEFAULT_METHOD = "linear"
 
 
-def joint_exp_sensitivity(qs, neighbors: Neighbors | str = Neighbors.SWAP):
+def joint_exp_sensitivity(qs, neighbors: NeighborsLike = Neighbors.SWAP):
     """``Delta`` of JointExp's utility: 2 (swap); ``2 (1 - min gap of [0, q_1..q_m, 1])`` (add/remove).
 
     ``qs`` may be traced; the add/remove value is computed in its dtype.
@@ -95,13 +101,13 @@ def _forward(x, levels, epsilon, lower, upper, neighbors: str, method: str) -> T
 
 
 def joint_exp_tables(
-    x,
-    qs,
-    epsilon: float,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    bounds,
-    neighbors: Neighbors | str = Neighbors.SWAP,
-    method: str = DEFAULT_METHOD,
+    bounds: ArrayLike,
+    neighbors: NeighborsLike = Neighbors.SWAP,
+    method: Method = DEFAULT_METHOD,
 ):
     """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
 
@@ -114,7 +120,13 @@ def joint_exp_tables(
 
 
 def joint_exp_log_normalizer(
-    x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP, method=DEFAULT_METHOD
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
+    *,
+    bounds: ArrayLike,
+    neighbors: NeighborsLike = Neighbors.SWAP,
+    method: Method = DEFAULT_METHOD,
 ):
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
     (``epsilon >= 0``; NaN when a traced input is invalid)."""
@@ -221,18 +233,18 @@ def sample_outputs(key, tables: Tables) -> jax.Array:
 
 
 def joint_exp(
-    key,
-    x,
-    qs,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    bounds,
-    neighbors: Neighbors | str = Neighbors.SWAP,
-    method: str = DEFAULT_METHOD,
+    bounds: ArrayLike,
+    neighbors: NeighborsLike = Neighbors.SWAP,
+    method: Method = DEFAULT_METHOD,
 ) -> jax.Array:
     """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
 
-    Neighbouring relation: ``"swap"`` (default, the paper's; ``Delta = 2``) or ``"add_remove"``
+    Neighboring relation: ``"swap"`` (default, the paper's; ``Delta = 2``) or ``"add_remove"``
     (``Delta = 2 (1 - min_j (q_j - q_{j-1}))`` over the ``m + 1`` gaps of ``[0, q_1, ..., q_m, 1]``).
     Guarantee: pure ``epsilon``-DP for the whole vector (:func:`joint_exp_guarantee`), with no
     split of epsilon over quantiles.
@@ -276,7 +288,7 @@ def joint_exp(
 
 
 @elementwise("epsilon")
-def joint_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
+def joint_exp_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> RangeBounded:
     """JointExp's guarantee: ``RangeBounded(epsilon)`` for all ``m`` quantiles together, under
     ``neighbors`` (the utility's sensitivity, :func:`joint_exp_sensitivity`, is calibrated to it).
 
@@ -293,4 +305,4 @@ def joint_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbor
     return RangeBounded(check_epsilon(epsilon))
 
 
-__all__ = ["joint_exp", "joint_exp_guarantee", "joint_exp_log_normalizer", "joint_exp_tables"]
+__all__ = ["Method", "joint_exp", "joint_exp_guarantee", "joint_exp_log_normalizer", "joint_exp_tables"]

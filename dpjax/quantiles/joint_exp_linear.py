@@ -57,6 +57,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.nn import logsumexp
 
+from dpjax.numerics import ceil_div
 from dpjax.quantiles.joint_exp_toeplitz import (
     aligned_length,
     far_and_window_filters,
@@ -300,7 +301,7 @@ def sampler_masses(left, right, c, step_block: int, block: int):
     its summaries ``left = F_u`` and ``right = R_u`` per block of ``step_block`` gaps, combined
     exactly in log space over each block of ``block`` gaps (a multiple of ``step_block``)."""
     per = block // step_block
-    groups = -(-left.shape[0] // per)
+    groups = ceil_div(left.shape[0], per)
     shift = jnp.asarray(c, left.dtype) * step_block * jnp.arange(per, dtype=left.dtype)
 
     def combine(summaries, sign):

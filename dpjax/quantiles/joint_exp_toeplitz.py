@@ -35,6 +35,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
+from dpjax.numerics import ceil_div
+
 FILTER_BLOCK = 16
 BLOCK_ALIGN = 8
 """Rows are padded to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN`` (:func:`aligned_length`), so that
@@ -47,7 +49,7 @@ def aligned_length(size: int) -> int:
     """``size`` rounded up to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN``: the row length of the
     Toeplitz step (and of the forward pass's rows), even so that XLA CPU vectorizes its loops."""
     step = FILTER_BLOCK * BLOCK_ALIGN
-    return -(-size // step) * step
+    return ceil_div(size, step) * step
 
 
 def safe_max(v):
@@ -73,7 +75,7 @@ def toeplitz_fft(x, c, nu):
 def _to_blocks(v, block: int, fill):
     """``(rows, size)`` -> ``(block, rows, blocks)``: element ``t`` of block ``b`` at ``[t, :, b]``."""
     rows, size = v.shape
-    blocks = -(-size // block)
+    blocks = ceil_div(size, block)
     v = jnp.pad(v, ((0, 0), (0, blocks * block - size)), constant_values=fill)
     return jnp.moveaxis(v.reshape(rows, blocks, block), 2, 0)
 

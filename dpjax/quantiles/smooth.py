@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import noise, sharded
 from dpjax.accounting import ZCDP
@@ -161,10 +162,18 @@ def _check_t(checks: Checks, t, m: int):
     return host
 
 
-def csmooth(key, x, qs, rho: float, *, bounds, t=None) -> jax.Array:
+def csmooth(
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    rho: ArrayLike,
+    *,
+    bounds: ArrayLike,
+    t: ArrayLike | None = None,
+) -> jax.Array:
     """CSmooth quantiles (Gillenwater et al. 2021, Sec. 5.1; Bun and Steinke 2019, Sec. 3.1.1).
 
-    Neighbouring relation: swap (smooth sensitivity is defined for swap neighbours). Guarantee:
+    Neighboring relation: swap (smooth sensitivity is defined for swap neighbors). Guarantee:
     ``rho``-zCDP for all ``m`` quantiles together (:func:`csmooth_guarantee`), each released with
     ``eps' = sqrt(2 rho / m)``.
 

@@ -20,10 +20,10 @@ cap the code used to derive from beta with Python math: the cap in force is the 
 ``max_queries`` and the largest index whose candidate is finite in the working dtype, computed with
 ``jnp`` in that dtype from ``beta`` (traced or not), and a halt beyond it is flagged ``truncated``.
 
-Privacy (swap neighbours, Def. 2.1, the paper's default): the counts are monotonic with
+Privacy (swap neighbors, Def. 2.1, the paper's default): the counts are monotonic with
 sensitivity 1 (Lemma 4.1), so UQE is ``(epsilon1 + epsilon2)``-DP (Lemma 3.1, Cor. 3.1, Lemma 3.2)
 and ``(epsilon1/2 + epsilon2)**2 / 2``-zCDP (Theorem 1), with ``epsilon1 = split*epsilon`` and
-``epsilon2 = (1-split)*epsilon``. Add/remove neighbours (Def. B.1): ``max{(1-q) epsilon1,
+``epsilon2 = (1-split)*epsilon``. Add/remove neighbors (Def. B.1): ``max{(1-q) epsilon1,
 q epsilon1 + epsilon2}``-DP (Lemma B.1; Cor. B.1 with epsilon1 = epsilon2). See
 :func:`unbounded_guarantee`.
 
@@ -36,15 +36,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax import _auto, sharded
 from dpjax.accounting import Neighbors, PureDP, compose
 from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.neighbors import NeighborsLike
 from dpjax.quantiles.unbounded_bins import (
     INDEX_LIMIT,
     cumulative_counts,
@@ -68,7 +70,9 @@ from dpjax.validation import (
     is_traced,
 )
 
-NOISES = ("exponential", "laplace", "gumbel")  # default: exponential (see unbounded's docstring)
+Noise = Literal["exponential", "laplace", "gumbel"]
+"""UQE's noise (static); the default is exponential (see :func:`unbounded`)."""
+NOISES: tuple[Noise, ...] = get_args(Noise)
 GUMBEL_SPLIT = "noise='gumbel' requires epsilon1 == epsilon2 (split=0.5), Lemma 3.2."
 # The static cap K on the halting query: the count table of traced data (or of a traced lower bound
 # or beta) has K + 1 entries. Above the paper's float32 limit at beta = 1.001 (86,6xx queries).
@@ -255,16 +259,16 @@ def halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, 
 
 
 def unbounded_result(
-    key,
-    x,
-    q: float,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    q: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    lower: float = 0.0,
-    beta: float = 1.001,
-    noise: str = "exponential",
-    split: float = 0.5,
-    neighbors: Neighbors | str = Neighbors.SWAP,
+    lower: ArrayLike = 0.0,
+    beta: ArrayLike = 1.001,
+    noise: Noise = "exponential",
+    split: ArrayLike = 0.5,
+    neighbors: NeighborsLike = Neighbors.SWAP,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> UnboundedResult:
     """UQE (Durfee 2023, Algorithm 2) with its halting index and truncation flag.
@@ -295,13 +299,13 @@ def _release(key, counts, q, n, epsilon, split, lower, log_b, cap, *, noise, dty
 
 
 @arguments_of(unbounded_result)
-def unbounded(key, x, q: float, epsilon: float, **options) -> jax.Array:
+def unbounded(key: jax.Array, x: ArrayLike, q: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
     """Differentially private q-quantile of data bounded below only (UQE).
 
     Durfee (2023), Algorithm 2: AboveThreshold (Alg. 1) with ``T = q*n`` over
     ``f_i = #{x_j - lower + 1 < beta**i}``, i = 1, 2, ...; the release is ``beta**k + lower - 1``.
 
-    Neighbours and guarantee: ``epsilon``-DP under swap (one record changed, n public), i.e.
+    Neighbors and guarantee: ``epsilon``-DP under swap (one record changed, n public), i.e.
     ``epsilon1 + epsilon2`` with ``epsilon1 = split*epsilon`` on the threshold and
     ``epsilon2 = (1-split)*epsilon`` on each query, and ``(epsilon1/2 + epsilon2)**2/2``-zCDP
     (Theorem 1). Under add/remove the same release is ``max{(1-q) epsilon1, q epsilon1 + epsilon2}``-DP
@@ -359,9 +363,9 @@ def unbounded_guarantee(
     q: float,
     epsilon: float,
     *,
-    noise: str = "exponential",
+    noise: Noise = "exponential",
     split: float = 0.5,
-    neighbors: Neighbors | str = Neighbors.SWAP,
+    neighbors: NeighborsLike = Neighbors.SWAP,
 ) -> PureDP:
     """The guarantee of :func:`unbounded` (also of each call inside :func:`fully_unbounded`).
 
@@ -391,14 +395,14 @@ def unbounded_guarantee(
 
 
 def fully_unbounded(
-    key,
-    x,
-    q: float,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    q: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    beta: float = 1.001,
-    noise: str = "exponential",
-    split: float = 0.5,
+    beta: ArrayLike = 1.001,
+    noise: Noise = "exponential",
+    split: ArrayLike = 0.5,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """Differentially private q-quantile of data with no bounds at all.
@@ -409,7 +413,7 @@ def fully_unbounded(
     If the first halts at k > 0 the release is ``beta**k - 1``; else if the second halts at k > 0 it is
     ``1 - beta**k``; else 0. Both calls always run (the first takes precedence).
 
-    Neighbours and guarantee: swap; each call gets ``epsilon/2`` split as in :func:`unbounded`, so the
+    Neighbors and guarantee: swap; each call gets ``epsilon/2`` split as in :func:`unbounded`, so the
     total is ``epsilon``-DP and ``2 (epsilon1/2 + epsilon2)**2/2``-zCDP with per-call epsilon1,
     epsilon2 (see :func:`fully_unbounded_guarantee`).
 
@@ -455,7 +459,7 @@ def fully_unbounded(
 
 
 @elementwise("q", "epsilon", "split")
-def fully_unbounded_guarantee(q: float, epsilon: float, *, noise: str = "exponential", split: float = 0.5):
+def fully_unbounded_guarantee(q: float, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5):
     """The guarantee of :func:`fully_unbounded` (swap; it takes no ``neighbors``: Lemma 4.1's
     monotonicity is what its two calls use): the composition of two calls of
     :func:`unbounded_guarantee` at ``epsilon/2`` each (pure: ``epsilon``; zCDP: twice Theorem 1's

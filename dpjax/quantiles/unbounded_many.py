@@ -9,8 +9,8 @@ level ``q_j`` with ``T = (q_j - q_lo) * n``. A release is clipped to its node's 
 (post-processing), so the output is sorted.
 
 Privacy (swap, n public): at each of the ``L = ceil(log2(m + 1))`` levels of the recursion one changed
-record either stays in one node (a swap neighbour: ``epsilon1 + epsilon2``, Lemma 4.1) or leaves one
-node and enters another (two add/remove neighbours with a fixed threshold: ``max{epsilon1, epsilon2}``
+record either stays in one node (a swap neighbor: ``epsilon1 + epsilon2``, Lemma 4.1) or leaves one
+node and enters another (two add/remove neighbors with a fixed threshold: ``max{epsilon1, epsilon2}``
 each, Lemma B.2). A level therefore costs ``2 max{epsilon1, epsilon2}`` (= ``epsilon1 + epsilon2`` when
 they are equal, the paper's "log(m+1) compositions of (epsilon1 + epsilon2)-DP"), and the budget is
 split so that the L levels spend ``epsilon`` in total.
@@ -31,12 +31,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import sharded
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
 from dpjax.quantiles.unbounded import (
     DEFAULT_MAX_QUERIES,
+    Noise,
     check_beta,
     check_max_queries,
     check_split,
@@ -154,15 +156,15 @@ def _many(key, xs, qs, epsilon, split, lower, log_b, cap, *, noise):
 
 
 def unbounded_many(
-    key,
-    x,
-    qs,
-    epsilon: float,
+    key: jax.Array,
+    x: ArrayLike,
+    qs: ArrayLike,
+    epsilon: ArrayLike,
     *,
-    lower: float = 0.0,
-    beta: float = 1.001,
-    noise: str = "exponential",
-    split: float = 0.5,
+    lower: ArrayLike = 0.0,
+    beta: ArrayLike = 1.001,
+    noise: Noise = "exponential",
+    split: ArrayLike = 0.5,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """m differentially private quantiles of data bounded below only (recursive splitting of UQE).
@@ -171,7 +173,7 @@ def unbounded_many(
     released by UQE (Algorithm 2), the data are split at it, and both halves recurse with thresholds
     fixed from the public n (see the module docstring).
 
-    Neighbours and guarantee: swap; ``epsilon``-DP in total over the ``ceil(log2(m+1))`` levels
+    Neighbors and guarantee: swap; ``epsilon``-DP in total over the ``ceil(log2(m+1))`` levels
     (:func:`unbounded_many_guarantee`); each UQE call gets ``epsilon1 = split * c`` and
     ``epsilon2 = (1 - split) * c`` with ``c = epsilon / (L * 2 max(split, 1 - split))``.
 
@@ -214,7 +216,9 @@ def unbounded_many(
 
 
 @elementwise("epsilon", "split")
-def unbounded_many_guarantee(qs, epsilon: float, *, noise: str = "exponential", split: float = 0.5) -> PureDP:
+def unbounded_many_guarantee(
+    qs, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5
+) -> PureDP:
     """Guarantee of :func:`unbounded_many` (swap; no ``neighbors`` argument: Lemma 4.1's swap
     monotonicity is what it uses): for ``m = len(qs)`` levels, ``ceil(log2(m+1))`` levels of the
     tree, each ``2 max{epsilon1, epsilon2}``-DP (Lemmas 4.1 and B.2), which the budget split makes

@@ -30,6 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from dpjax import interrupt
+from dpjax.numerics import ceil_div
 from dpjax.validation import check_int
 
 DEFAULT_CHUNK_SIZE = 4096
@@ -106,8 +107,8 @@ def monte_carlo(
     chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
     chunk_size = min(chunk_size, trials)
     if mesh is not None:
-        chunk_size = -(-chunk_size // mesh.size) * mesh.size
-    n_chunks = -(-trials // chunk_size)
+        chunk_size = ceil_div(chunk_size, mesh.size) * mesh.size
+    n_chunks = ceil_div(trials, chunk_size)
     if progress is None:
         progress = n_chunks > 1 and sys.stderr.isatty()
     run_chunk = _chunk_runner(f, chunk_size, mesh)

@@ -36,8 +36,10 @@ the grid's parameter values inside ``vmap`` over the trial keys, chunked over tr
 * datasets with the same shapes share the compiled code.
 
 Parameters named in ``static`` (those that fix a shape, such as ``k``) are looped over, one compile
-per value. A mechanism that refuses a traced grid parameter (it raises a ``TypeError`` about a
-traced value) is run with one compile per grid point instead, and the record says so.
+per value. A mechanism that refuses a traced grid parameter (it raises
+:class:`dpjax.validation.TracedParameterError`, or JAX's own error for a tracer converted to a
+Python number, bool or NumPy array) is run with one compile per grid point instead, and the record
+says so.
 
 The data, the grid values and the mechanism's fixed ``params`` reach ``fn`` as follows: ``data``
 (and the truth's ``data``) is passed as an argument of the compiled call; fixed ``params`` and
@@ -61,6 +63,7 @@ import numpy as np
 
 from dpjax import interrupt
 from dpjax.datasets import builtin
+from dpjax.numerics import ceil_div
 from dpjax.studies.compiles import CompileCounter
 from dpjax.studies.metrics import Metric
 from dpjax.studies.progress import Progress
@@ -68,7 +71,7 @@ from dpjax.studies.record import run_record
 from dpjax.studies.runner import DEFAULT_CHUNK_SIZE, monte_carlo
 from dpjax.studies.statistics import summarize
 from dpjax.studies.theory import theory_value
-from dpjax.validation import check_int
+from dpjax.validation import TracedParameterError, check_int
 
 COLUMNS = {
     "study": "the study's name",
@@ -359,15 +362,21 @@ def _trial_function(mechanism, metrics, truth_fn, fixed: dict, point: dict | Non
     return lambda key, data, grid: jax.vmap(lambda values: at(key, data, values))(grid)
 
 
-def _is_traced_refusal(err: TypeError) -> bool:
-    return "trace" in str(err).lower()
+# A mechanism's refusal of a traced grid parameter: dpjax's own, and JAX's when the mechanism converts
+# a tracer to a Python number, a bool or a NumPy array.
+_TRACED_REFUSALS = (
+    TracedParameterError,
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
 
 
 def _per_chunk(total_trials: int, grid_points: int, chunk_size: int) -> int:
     """Trials per compiled call: at most ``chunk_size`` releases (one trial's ``grid_points`` when they
     alone are more), in as few and as equal chunks as that allows."""
-    chunks = -(-total_trials // max(1, chunk_size // grid_points))
-    return -(-total_trials // chunks)
+    chunks = ceil_div(total_trials, max(1, chunk_size // grid_points))
+    return ceil_div(total_trials, chunks)
 
 
 class _Plan(NamedTuple):
@@ -652,9 +661,7 @@ def _run_step(plan: _Plan, cell: _Cell, functions: dict, key):
             out = monte_carlo(trials.traced, key, total, args=(cell.data.device, cell.grid),
                               chunk_size=_per_chunk(total, len(cell.points), plan.chunk_size), progress=False)
             return out, "one compiled call over the grid"
-        except TypeError as err:
-            if not _is_traced_refusal(err):
-                raise
+        except _TRACED_REFUSALS as err:
             trials.refusal = str(err).splitlines()[0]
     per_point = [
         monte_carlo(f, key, total, args=(cell.data.device,), chunk_size=_per_chunk(total, 1, plan.chunk_size),

@@ -3,7 +3,7 @@
 Durfee, "Unbounded Differentially Private Quantile and Maximum Estimation", Algorithm 1: the threshold
 is noised once, ``T + Noise(sensitivity/epsilon1)``, every query gets fresh ``Noise(sensitivity/epsilon2)``,
 and the mechanism releases the first query whose noisy value reaches the noisy threshold (the
-transcript ``⊥^(k-1) ⊤``). Privacy (any neighbouring relation under which each query has sensitivity
+transcript ``⊥^(k-1) ⊤``). Privacy (any neighboring relation under which each query has sensitivity
 ``sensitivity``): Lemma 3.1 / Corollary 3.1 / Lemma 3.2 give ``epsilon1 + 2*epsilon2``-DP for general
 queries and ``epsilon1 + epsilon2``-DP for monotonic ones (Def. 3.1); Theorem 1 gives
 ``1/2*(epsilon1/2 + epsilon2)^2``-zCDP for monotonic queries. Gumbel noise needs ``epsilon1 == epsilon2``.
@@ -17,16 +17,19 @@ noise of query ``i`` depends only on the key and ``i``, so its result does not d
 from __future__ import annotations
 
 import functools
+from typing import Literal, get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
+from dpjax.numerics import ceil_div
 from dpjax.svt.first_passage import halting_indices
 from dpjax.validation import (
     Checks,
@@ -38,11 +41,15 @@ from dpjax.validation import (
     is_traced,
 )
 
-NOISES = ("laplace", "gumbel", "exponential")
-METHODS = ("auto", "literal", "first_passage")
+Noise = Literal["laplace", "gumbel", "exponential"]
+"""The sparse vector family's noise (static)."""
+Method = Literal["auto", "literal", "first_passage"]
+"""How the sparse vector family draws (static)."""
+NOISES: tuple[Noise, ...] = get_args(Noise)
+METHODS: tuple[Method, ...] = get_args(Method)
 
 
-def check_noise_epsilons(noise: str, epsilon1, epsilon2, checks: Checks | None = None):
+def check_noise_epsilons(noise: Noise, epsilon1, epsilon2, checks: Checks | None = None):
     """Validates the noise family and the two budgets (Gumbel needs ``epsilon1 == epsilon2``).
 
     Without ``checks`` (guarantee companions, on the host) both budgets must be concrete. With a
@@ -113,19 +120,19 @@ def above_threshold_from_noise(queries, threshold, threshold_noise, query_noise)
 
 
 def above_threshold(
-    key,
-    queries,
-    threshold,
-    epsilon1: float,
-    epsilon2: float,
+    key: jax.Array,
+    queries: ArrayLike,
+    threshold: ArrayLike,
+    epsilon1: ArrayLike,
+    epsilon2: ArrayLike,
     *,
-    noise: str = "laplace",
-    sensitivity: float = 1.0,
-    method: str = "auto",
+    noise: Noise = "laplace",
+    sensitivity: ArrayLike = 1.0,
+    method: Method = "auto",
 ) -> jax.Array:
     """AboveThreshold (Durfee 2023, Algorithm 1; Dwork and Roth 2014, Algorithm 1 for Laplace).
 
-    Neighbouring relation: any under which every query changes by at most ``sensitivity``.
+    Neighboring relation: any under which every query changes by at most ``sensitivity``.
     Guarantee (see :func:`above_threshold_guarantee`): ``epsilon1 + 2*epsilon2``-DP in general,
     ``epsilon1 + epsilon2``-DP and ``1/2*(epsilon1/2 + epsilon2)^2``-zCDP for monotonic queries.
 
@@ -219,7 +226,7 @@ def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise,
     centered = center(queries, threshold, dtype)
     scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     n = centered.shape[0]
-    n_blocks = -(-n // block_size)
+    n_blocks = ceil_div(n, block_size)
     padded = jnp.pad(centered, (0, n_blocks * block_size - n))
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
@@ -241,14 +248,14 @@ def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise,
 
 
 def above_threshold_blocked(
-    key,
-    queries,
-    threshold,
-    epsilon1: float,
-    epsilon2: float,
+    key: jax.Array,
+    queries: ArrayLike,
+    threshold: ArrayLike,
+    epsilon1: ArrayLike,
+    epsilon2: ArrayLike,
     *,
-    noise: str = "laplace",
-    sensitivity: float = 1.0,
+    noise: Noise = "laplace",
+    sensitivity: ArrayLike = 1.0,
     block_size: int = 1024,
 ) -> jax.Array:
     """AboveThreshold over a long stream, ``block_size`` queries at a time, stopping at the first hit.
@@ -294,7 +301,7 @@ def above_threshold_guarantee(
     epsilon1: float,
     epsilon2: float,
     *,
-    noise: str = "laplace",
+    noise: Noise = "laplace",
     sensitivity: float = 1.0,
     monotonic: bool = False,
 ) -> PureDP:
@@ -308,7 +315,7 @@ def above_threshold_guarantee(
       noise: the noise family; "gumbel" requires ``epsilon1 == epsilon2``.
       sensitivity: the queries' sensitivity the noise is calibrated to (> 0); the guarantee holds
         for queries of at most this sensitivity, whatever its value.
-      monotonic: the queries are monotonic (Def. 3.1): for every neighbouring pair they all move
+      monotonic: the queries are monotonic (Def. 3.1): for every neighboring pair they all move
         in the same direction (e.g. counting queries ``|{x_j < t_i}|`` under swap). A property of
         the queries, not an option of the mechanism: the same run has the tighter guarantee.
 

@@ -6,15 +6,9 @@ Algorithm 1 with c = 1 (Dwork and Roth 2014, Algorithm 1), noise from
 threshold ``T + rho``, ``rho ~ DLap(sensitivity/epsilon1)``, and the first query with
 ``q_i + nu_i >= T + rho``, ``nu_i ~ DLap(sensitivity/epsilon2)``, compared in integers.
 
-**Why the proof carries over.** Lyu et al.'s proof of Thm. 2 (as Durfee 2023, Lemma 3.1) uses only
-(a) the change of variables ``rho -> rho + sensitivity`` and, for the query answered ⊤,
-``nu -> nu + 2 sensitivity`` (``+ sensitivity`` for monotonic queries), bijections of the noise's
-support when the queries, the threshold and the sensitivity are integers; (b) the ratio bound
-``p(z) <= exp(|a| / b) p(z + a)`` of the noise's probability function, which the discrete Laplace of
-scale ``b`` satisfies exactly; and (c) the implications ``q + nu < T + rho => q' + nu < T + rho'``
-and ``q + nu >= T + rho => q' + nu' >= T + rho'``, which hold for any reals, strict or not, so ties
-(which have positive probability here) need no continuity. Hence: ``epsilon1 + 2 epsilon2``-DP, and
-``epsilon1 + epsilon2``-DP for monotonic queries, as for continuous Laplace noise.
+Guarantee: ``epsilon1 + 2 epsilon2``-DP (``epsilon1 + epsilon2``-DP for monotonic queries), as
+Lyu et al.'s Theorem 2 for continuous Laplace noise: its proof carries over to integer noise, ties
+included (``docs/derivations.md``).
 
 **Range.** Queries and the threshold lie in [-B, B] (B = (L - 1)/2, L the dtype's maximum;
 checked eagerly, clamped when traced: 1-Lipschitz, so the sensitivity holds); the noise saturates
@@ -27,6 +21,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import additive, exact_noise, noise
 from dpjax.accounting import PureDP
@@ -39,12 +34,20 @@ def _scale(sensitivity, epsilon, name):
     return additive.scale_at_least(scale, exact_noise.word_type())
 
 
-def discrete_above_threshold(key, queries, threshold, epsilon1, epsilon2, *, sensitivity=1) -> jax.Array:
+def discrete_above_threshold(
+    key: jax.Array,
+    queries: ArrayLike,
+    threshold: ArrayLike,
+    epsilon1: exact_noise.Rational,
+    epsilon2: exact_noise.Rational,
+    *,
+    sensitivity: exact_noise.Rational = 1,
+) -> jax.Array:
     """The index of the first integer query whose noisy value reaches the noisy threshold, or -1.
 
     Guarantee (:func:`discrete_above_threshold_guarantee`): ``epsilon1 + 2 epsilon2``-DP, and
     ``epsilon1 + epsilon2``-DP for monotonic queries, when every query changes by at most the integer
-    ``sensitivity`` between neighbours (proof in the module docstring).
+    ``sensitivity`` between neighbors (proof in ``docs/derivations.md``).
 
     Args:
       key: a ``jax.random`` key (:func:`dpjax.noise.release_key` for a release).
@@ -92,9 +95,15 @@ def _above(nu, gap, rho):
     return jnp.where(overflow_high, False, jnp.where(overflow_low, True, nu >= total))
 
 
-def discrete_above_threshold_guarantee(epsilon1, epsilon2, *, sensitivity=1, monotonic: bool = False):
+def discrete_above_threshold_guarantee(
+    epsilon1: exact_noise.Rational,
+    epsilon2: exact_noise.Rational,
+    *,
+    sensitivity: exact_noise.Rational = 1,
+    monotonic: bool = False,
+):
     """``epsilon1 + 2 epsilon2``-DP, or ``epsilon1 + epsilon2``-DP for monotonic queries (Lyu, Su and
-    Li 2017, Thm. 2; Durfee 2023, Lemma 3.1), which the discrete noise keeps (module docstring)."""
+    Li 2017, Thm. 2; Durfee 2023, Lemma 3.1), which the discrete noise keeps (``docs/derivations.md``)."""
     exact_noise.exact_rational(sensitivity, "sensitivity")
     e1 = float(exact_noise.exact_rational(epsilon1, "epsilon1"))
     e2 = float(exact_noise.exact_rational(epsilon2, "epsilon2"))

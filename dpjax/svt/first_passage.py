@@ -68,7 +68,6 @@ from dpjax import noise as noise_lib
 from dpjax.gumbel_process import heap
 from dpjax.noise import standard_exponential
 
-NOISES = ("laplace", "gumbel", "exponential")
 _LOG2 = math.log(2.0)
 
 

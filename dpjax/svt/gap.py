@@ -22,7 +22,7 @@ Privacy (Theorem 4): ``epsilon``-DP for any data-independent ``sigma``; the cost
 ``eps0 + units*eps2 <= epsilon``, is returned for data-dependent accounting.
 
 Only Laplace noise is covered by the paper's proofs (Lemma 1 needs admissible noise), so only Laplace
-is offered. Neighbouring relation: any under which each query changes by at most ``sensitivity``;
+is offered. Neighboring relation: any under which each query changes by at most ``sensitivity``;
 ``monotonic=True`` additionally needs all queries to move in the same direction (counting queries
 under add/remove; *not* item counts under substitution).
 
@@ -392,8 +392,8 @@ def sparse_vector_with_gap(
     releases each one's noisy gap. Same answers as the classical sparse vector of Lyu, Su and Li
     (2017, Alg. 1) on the same noise; the gaps are free.
 
-    Neighbouring relation: each query has sensitivity ``sensitivity``; ``monotonic`` additionally
-    needs all queries to move in the same direction between neighbours.
+    Neighboring relation: each query has sensitivity ``sensitivity``; ``monotonic`` additionally
+    needs all queries to move in the same direction between neighbors.
     Guarantee: ``epsilon``-DP (Ding et al., Theorem 4; :func:`sparse_vector_with_gap_guarantee`).
 
     Args:
@@ -449,7 +449,7 @@ def adaptive_sparse_vector_with_gap(
     ``epsilon - eps1``. It answers between ``c`` (all middle) and ``2c - 1`` (all top) queries when the
     stream is long enough, and leaves the unused budget for later use.
 
-    Neighbouring relation: as :func:`sparse_vector_with_gap`.
+    Neighboring relation: as :func:`sparse_vector_with_gap`.
     Guarantee: ``epsilon``-DP for every data-independent ``sigma`` (Theorem 4); the cost actually
     used, ``eps0 + units_used*eps2``, is returned in ``epsilon_spent``.
 

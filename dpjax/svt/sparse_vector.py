@@ -21,12 +21,16 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP, compose
 from dpjax.accounting.elementwise import elementwise
 from dpjax.svt.above_threshold import (
+    METHODS,
+    Method,
+    Noise,
     above_threshold_guarantee,
     center,
     centered_queries,
@@ -37,8 +41,6 @@ from dpjax.svt.above_threshold import (
 )
 from dpjax.svt.first_passage import halting_indices
 from dpjax.validation import Checks, check_choice, check_int
-
-METHODS = ("auto", "literal", "first_passage")
 
 
 class SparseVectorResult(NamedTuple):
@@ -107,16 +109,16 @@ def sparse_vector_from_noise(queries, threshold, threshold_noise, query_noise, *
 
 
 def sparse_vector(
-    key,
-    queries,
-    threshold,
-    epsilon1: float,
-    epsilon2: float,
+    key: jax.Array,
+    queries: ArrayLike,
+    threshold: ArrayLike,
+    epsilon1: ArrayLike,
+    epsilon2: ArrayLike,
     *,
     c: int,
-    noise: str = "laplace",
-    sensitivity: float = 1.0,
-    method: str = "auto",
+    noise: Noise = "laplace",
+    sensitivity: ArrayLike = 1.0,
+    method: Method = "auto",
 ) -> SparseVectorResult:
     """Sparse vector with threshold resampling (Dwork and Roth 2014, Algorithm 2; Durfee 2023, §3.2).
 
@@ -124,7 +126,7 @@ def sparse_vector(
     Laplace, Gumbel or Exponential) until ``c`` queries are reported above the threshold, drawing a
     fresh threshold noise after each ⊤.
 
-    Neighbouring relation: any under which every query changes by at most ``sensitivity``.
+    Neighboring relation: any under which every query changes by at most ``sensitivity``.
     Guarantee (see :func:`sparse_vector_guarantee`): ``c`` compositions of
     :func:`~dpjax.svt.above_threshold_guarantee`.
 
@@ -200,7 +202,7 @@ def sparse_vector_guarantee(
     epsilon2: float,
     *,
     c: int,
-    noise: str = "laplace",
+    noise: Noise = "laplace",
     sensitivity: float = 1.0,
     monotonic: bool = False,
 ) -> PureDP:

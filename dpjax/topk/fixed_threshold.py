@@ -7,12 +7,12 @@ no pay-what-you-get composition; the paper recommends it when kbar is small and 
 item outside the true top-kbar.
 
 The constant ``ln(kbar/(2 delta))`` is rebuilt from Durfee and Rogers (2019), Lemma F.2 (the
-paper's formula was lost in extraction): an item in only one of two neighbours' strict domains has count
+paper's formula was lost in extraction): an item in only one of two neighbors' strict domains has count
 ``h_(kbar+1) + 1``, so it is reported with probability ``exp(-epsilon(tau - h_(kbar+1) - 1))/2 =
 delta/kbar``, and each item is ``(epsilon, delta/kbar)``-DP (Cor. F.1). The exact enumeration audit
 in ``tests/test_topk_privacy.py`` checks the resulting guarantee.
 
-Neighbours: add/remove one user. Guarantee (Theorem 5): ``(kbar epsilon, delta)``-DP, and
+Neighbors: add/remove one user. Guarantee (Theorem 5): ``(kbar epsilon, delta)``-DP, and
 ``(kbar epsilon tanh(epsilon/2) + epsilon sqrt(2 kbar ln(1/delta')), delta + delta')``-DP by
 advanced composition over the kbar items.
 """
@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -60,11 +61,13 @@ def _kernel(key, counts, epsilon, delta, *, kbar):
     return FixedThresholdResult(jnp.where(members == missing, -1, members), keep.sum(-1, dtype=jnp.int32))
 
 
-def fixed_threshold(key, counts, kbar: int, epsilon: float, delta: float) -> FixedThresholdResult:
+def fixed_threshold(
+    key: jax.Array, counts: ArrayLike, kbar: int, epsilon: ArrayLike, delta: ArrayLike
+) -> FixedThresholdResult:
     """The items of the true top-kbar above a fixed threshold (Durfee and Rogers 2019, Algorithm 8).
 
     Reports ``{i : h_i > h_(kbar+1) and h_i + Lap(1/epsilon) > h_(kbar+1) + 1 +
-    ln(kbar/(2 delta))/epsilon}``, an unordered set of at most kbar items. Neighbours: add/remove
+    ln(kbar/(2 delta))/epsilon}``, an unordered set of at most kbar items. Neighbors: add/remove
     one user.
 
     Guarantee: ``(kbar epsilon, delta)``-DP, or with advanced composition over kbar items

@@ -10,7 +10,7 @@ paper's proof outline (Cor. 6.1 and Lemma 6.2 for the fixed domain, Lemmas 5.2, 
 bad and good events), not the paper's statement, with a conservative ``Delta + 1`` in place of
 ``Delta``: ``((Delta + 1) epsilon, (1 + e^{(Delta+1) epsilon}) (delta/2)(1 + ln(Delta/delta)/2))``.
 ``tests/test_topk_laplace.py`` checks it for k = 1 by exact numerical integration on tiny domains;
-it is not proven here. Neighbours: add/remove one user touching at most Delta items.
+it is not proven here. Neighbors: add/remove one user touching at most Delta items.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import functools
 import math
 
 import jax
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -55,12 +56,19 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar):
 
 
 def laplace_limited_domain(
-    key, counts, k: int, kbar: int, epsilon: float, delta: float, *, max_contributions: int
+    key: jax.Array,
+    counts: ArrayLike,
+    k: int,
+    kbar: int,
+    epsilon: ArrayLike,
+    delta: ArrayLike,
+    *,
+    max_contributions: ArrayLike,
 ) -> TopKResult:
     """EXPERIMENTAL Algorithm 4: Laplace noise on the top-kbar counts and the ⊥ threshold.
 
     Reports the items whose ``h_i + Lap(1/epsilon)`` beat ``h_(kbar+1) + 1 + ln(Delta/delta)/epsilon
-    + Lap(1/epsilon)``, in noisy order, at most k, ending with ⊥ when fewer. Neighbours: add/remove
+    + Lap(1/epsilon)``, in noisy order, at most k, ending with ⊥ when fewer. Neighbors: add/remove
     one user who touches at most ``max_contributions = Delta < kbar`` items. Guarantee: see
     :func:`laplace_limited_domain_guarantee` (derived, not the paper's lost statement).
 

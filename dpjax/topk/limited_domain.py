@@ -6,7 +6,7 @@ arXiv 1905.04273). The mechanism sees only the true top-(kbar+1) counts of a his
 ``h_bot = h_(kbar+1) + 1 + ln(min(Delta, kbar)/delta)/epsilon`` and reports the items of the noisy
 top-k in noisy order until the noisy threshold wins, where it stops with ⊥ ("bottom").
 
-Neighbours: add or remove one user (user-level DP); a user changes every count by at most 1 and, when
+Neighbors: add or remove one user (user-level DP); a user changes every count by at most 1 and, when
 ``max_contributions=Delta`` is given, at most Delta counts. Counts are then monotone, which is what
 makes each selection epsilon-DP and epsilon-range-bounded with weights ``exp(epsilon h_i)``.
 
@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -67,7 +68,7 @@ def threshold_offset(
     """``h_bot - h_(kbar+1) = 1 + ln(min(Delta, kbar)/delta)/epsilon`` (eq. 6), in counts.
 
     The "+1" is the l_inf sensitivity of counts; ``min(Delta, kbar)`` bounds how many items can
-    enter or leave the top-kbar between neighbours (Lemma 5.3). ``max_contributions=None`` is the
+    enter or leave the top-kbar between neighbors (Lemma 5.3). ``max_contributions=None`` is the
     unrestricted case (``min(Delta, kbar) = kbar``). A host-side reference (concrete numbers, a
     Python float); the kernels compute ``epsilon`` times this offset in their working dtype.
 
@@ -110,7 +111,16 @@ def _run(key, counts, k, kbar, epsilon, delta, max_contributions, strict):
     return checks.guard(result)
 
 
-def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float, *, max_contributions=None):
+def limited_domain(
+    key: jax.Array,
+    counts: ArrayLike,
+    k: int,
+    kbar: int,
+    epsilon: ArrayLike,
+    delta: ArrayLike,
+    *,
+    max_contributions: ArrayLike | None = None,
+):
     """Top-k over an unknown domain with a noisy ⊥ threshold (Durfee and Rogers 2019, Algorithm 1).
 
     Only the true top-(kbar+1) counts of ``counts`` are used (extracted with the exact
@@ -120,7 +130,7 @@ def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float,
     shorter output ends with ⊥. Equal in distribution to peeling the exponential mechanism over the
     top-kbar items plus ⊥, stopping at ⊥ (Lemma 5.4).
 
-    Neighbours: add/remove one user; each count changes by at most 1 and, with
+    Neighbors: add/remove one user; each count changes by at most 1 and, with
     ``max_contributions=Delta``, at most Delta counts change.
 
     Guarantee: ``(epsilon_star(k, epsilon, delta'), delta + delta')``-DP for any ``delta' >= 0``
@@ -165,13 +175,15 @@ def limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float,
     return _run(key, counts, k, kbar, epsilon, delta, max_contributions, False)
 
 
-def strictly_limited_domain(key, counts, k: int, kbar: int, epsilon: float, delta: float):
+def strictly_limited_domain(
+    key: jax.Array, counts: ArrayLike, k: int, kbar: int, epsilon: ArrayLike, delta: ArrayLike
+):
     """The strictly limited domain variant (Durfee and Rogers 2019, Algorithm 5, Sec. 6.2).
 
     As :func:`limited_domain`, but only items whose count is strictly above ``h_(kbar+1)`` can be
     returned (what OLAP systems returning non-zero counts provide), and the threshold is
     ``h_(kbar+1) + 1 + ln(kbar/delta)/epsilon`` whatever Delta is (no restricted-sensitivity
-    improvement, Sec. 6.2). Neighbours: add/remove one user.
+    improvement, Sec. 6.2). Neighbors: add/remove one user.
 
     Guarantee: as Algorithm 1, ``(epsilon_star(k, epsilon, delta'), delta + delta')``-DP
     (Lemma 6.6; :func:`limited_domain_guarantee`).

@@ -7,7 +7,7 @@ domain of size j: a larger domain lowers ``h_(j+1)`` but raises ``ln(j/delta)``.
 epsilon-DP and epsilon-range-bounded with weights ``exp(epsilon q_j)``), then runs Algorithm 1 with
 ``kbar = j``. The chosen kbar is released at no extra cost.
 
-Neighbours: add/remove one user. Guarantee: ``(epsilon_star(k + 1, epsilon, delta'), delta +
+Neighbors: add/remove one user. Guarantee: ``(epsilon_star(k + 1, epsilon, delta'), delta +
 delta')``-DP (k replaced by k + 1 in Theorem 1); a pay-what-you-get call is charged
 ``num_returned + bottom + 1`` outcomes.
 """
@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
@@ -79,14 +80,21 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar_max):
 
 
 def private_kbar(
-    key, counts, k: int, kbar_max: int, epsilon: float, delta: float, *, max_contributions=None
+    key: jax.Array,
+    counts: ArrayLike,
+    k: int,
+    kbar_max: int,
+    epsilon: ArrayLike,
+    delta: ArrayLike,
+    *,
+    max_contributions: ArrayLike | None = None,
 ) -> PrivateKbarResult:
     """Algorithm 1 with kbar chosen privately in ``k..kbar_max`` (Durfee and Rogers 2019, Alg. 6).
 
     Picks ``j`` by the exponential mechanism (Gumbel-max) on ``-(h_(j+1) + ln(min(Delta, j)/delta)
     /epsilon)``, i.e. the limited domain with the lowest threshold, then runs
     :func:`~dpjax.topk.limited_domain` with ``kbar = j``. Only the true top-(kbar_max+1) counts are
-    used. Neighbours: add/remove one user (with ``max_contributions=Delta``, at most Delta counts
+    used. Neighbors: add/remove one user (with ``max_contributions=Delta``, at most Delta counts
     change).
 
     Guarantee: ``(epsilon_star(k + 1, epsilon, delta'), delta + delta')``-DP

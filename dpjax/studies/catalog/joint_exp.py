@@ -1,7 +1,7 @@
 """A study of JointExp and its baselines (Gillenwater, Joseph, Kulesza, ICML 2021, Sec. 5).
 
 The paper's setting: n = 1000 points (the first 1000 of the dataset), bounds [-100, 100], swap
-neighbours, m = 5 evenly spaced quantiles ``q_j = j / (m + 1)``. The paper's error metric is the
+neighbors, m = 5 evenly spaced quantiles ``q_j = j / (m + 1)``. The paper's error metric is the
 number of data points between each released quantile and the true ("lower") quantile, averaged over
 the m quantiles ("missed points"); the absolute error in data units is shown beside it.
 """

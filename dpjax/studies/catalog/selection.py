@@ -1,4 +1,4 @@
-"""Studies of the selection mechanisms on the built-in Zipf histogram (counts, add/remove neighbours,
+"""Studies of the selection mechanisms on the built-in Zipf histogram (counts, add/remove neighbors,
 so the scores are monotonic with sensitivity 1).
 
 * ``top_k_recall``: recall of the true top-k (k = 10, 100) at total epsilon, for one-shot Gumbel top-k

@@ -1,6 +1,6 @@
 """A study of top-k over an unknown domain (Durfee and Rogers 2019) on the built-in Zipf histograms.
 
-Each record is taken to be a distinct user (add/remove-one-user neighbours, counts of sensitivity 1;
+Each record is taken to be a distinct user (add/remove-one-user neighbors, counts of sensitivity 1;
 a user touches one item, so Delta = 1 is also shown). A release must be ``(epsilon, 1e-6)``-DP in
 total: ``delta' = delta = 5e-7`` and the per-step epsilon is calibrated by bisection (on the host,
 a derived parameter of the study) so that Theorem 1's ``epsilon_star(k, eps, delta')`` (``k + 1``

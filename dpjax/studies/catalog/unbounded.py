@@ -2,7 +2,7 @@
 
 UQE needs only a lower bound (the dataset's: 0 for the lognormal data, -100 for the normal data).
 The DP sum clips at UQE's 0.99-quantile estimate with half of epsilon and adds Laplace noise with
-the other half (swap neighbours).
+the other half (swap neighbors).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 quantiles m (Fig. 3) and the runtime of JointExp (§5.3).
 
 Fig. 3 protocol (paper §5.3): per trial a fresh n = 1000 sample (synthetic) or
-1000 points without replacement (Goodreads), bounds [-100, 100], epsilon = 1, swap neighbours,
+1000 points without replacement (Goodreads), bounds [-100, 100], epsilon = 1, swap neighbors,
 ``q_j = j/(m+1)``; error = mean over the m quantiles of the number of data points between the release
 and the true quantile (numpy ``method="lower"``). Methods: JointExp, IndExp, AppIndExp, CSmooth and
 AggTree (dpjax's, b = 8, h = 3: the paper's tuned values are unpublished). The paper prints no curve

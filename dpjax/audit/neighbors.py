@@ -1,4 +1,4 @@
-"""Neighbouring inputs for audits: the library's relations and the papers' worst-case pairs.
+"""Neighboring inputs for audits: the library's relations and the papers' worst-case pairs.
 
 Relations:
 
@@ -8,7 +8,7 @@ Relations:
   ``h' = h + 1_U`` with ``|U| <= l0``.
 * **query vectors** of sensitivity 1 (SVT, report-noisy-max): every query moves by at most 1.
 
-An audit is only as strong as its neighbours: the ``*_worst_case`` pairs are those that stress the
+An audit is only as strong as its neighbors: the ``*_worst_case`` pairs are those that stress the
 papers' privacy proofs (they attain or nearly attain the claimed loss).
 """
 
@@ -26,7 +26,7 @@ def _host(x, name: str) -> np.ndarray:
 
 
 def swap(x, index: int, value) -> np.ndarray:
-    """Swap neighbour: ``x`` with record ``index`` replaced by ``value`` (same size)."""
+    """Swap neighbor: ``x`` with record ``index`` replaced by ``value`` (same size)."""
     x = _host(x, "x").copy()
     index = check_int(index, "index", minimum=-x.size, maximum=x.size - 1)
     x[index] = value
@@ -34,13 +34,13 @@ def swap(x, index: int, value) -> np.ndarray:
 
 
 def add(x, value) -> np.ndarray:
-    """Add/remove neighbour: ``x`` with one more record ``value`` (appended)."""
+    """Add/remove neighbor: ``x`` with one more record ``value`` (appended)."""
     x = _host(x, "x")
     return np.concatenate([x, np.asarray([value], dtype=x.dtype)])
 
 
 def remove(x, index: int = -1) -> np.ndarray:
-    """Add/remove neighbour: ``x`` without record ``index``."""
+    """Add/remove neighbor: ``x`` without record ``index``."""
     x = _host(x, "x")
     if x.size == 0:
         raise ValueError("x must not be empty to remove a record.")
@@ -49,7 +49,7 @@ def remove(x, index: int = -1) -> np.ndarray:
 
 
 def histogram_add(counts, cells) -> np.ndarray:
-    """Histogram neighbour ``h + 1_U``: one more user contributing once to each cell in ``cells``."""
+    """Histogram neighbor ``h + 1_U``: one more user contributing once to each cell in ``cells``."""
     counts = _host(counts, "counts").copy()
     cells = np.unique(np.asarray(cells, dtype=int))
     if cells.size and (cells.min() < 0 or cells.max() >= counts.size):
