@@ -18,8 +18,8 @@ from dpjax.quantiles.joint_exp_toeplitz import BLOCK_ALIGN, FILTER_BLOCK, aligne
 from dpjax.studies.study import _per_chunk
 
 CHEAP = settings(max_examples=200, deadline=None, derandomize=True)
-POWER_OF_TWO_NEIGHBOUR = st.builds(lambda k, d: max(2**k + d, 0), st.integers(0, 62), st.integers(-1, 1))
-SIZE = st.one_of(st.integers(0, 4096), st.integers(0, 2**62), POWER_OF_TWO_NEIGHBOUR)
+POWER_OF_TWO_NEIGHBOR = st.builds(lambda k, d: max(2**k + d, 0), st.integers(0, 62), st.integers(-1, 1))
+SIZE = st.one_of(st.integers(0, 4096), st.integers(0, 2**62), POWER_OF_TWO_NEIGHBOR)
 ROW = st.integers(1, 2**40)
 ALIGN = FILTER_BLOCK * BLOCK_ALIGN
 
