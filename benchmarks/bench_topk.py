@@ -29,10 +29,10 @@ import numpy as np
 
 from dpjax import topk
 from dpjax.accounting.pay_what_you_get import calibrate_epsilon
+from dpjax.numerics import ceil_div
 from dpjax.tools.bench.floor import rng_floor
 from dpjax.tools.bench.harness import time_host, time_jitted
 from dpjax.tools.bench.report import print_machine, print_table
-from dpjax.numerics import ceil_div
 
 DELTA, DELTA_PRIME = 5e-7, 5e-7
 

@@ -82,6 +82,7 @@ from dpjax import noise, sharded
 from dpjax.accounting import ZCDP
 from dpjax.budgeting.bounds import tail_radius_from_log
 from dpjax.budgeting.splits import running_mean_weights, split_schedule
+from dpjax.numerics import ceil_div
 from dpjax.validation import Checks, check_choice, check_int, float_dtype, is_traced
 
 DEFAULT_CHUNK = 1 << 16  # users processed at once within a round (bounds the noise temporaries)
@@ -123,7 +124,7 @@ def _user_words(round_key, users, count: int) -> jax.Array:
     if str(jax.random.key_impl(round_key)) != "threefry2x32":
         bits = jax.vmap(lambda i: jax.random.bits(jax.random.fold_in(round_key, i), (count,), jnp.uint32))
         return bits(users).T
-    blocks = -(-count // 2)
+    blocks = ceil_div(count, 2)
     m = users.shape[0]
     keypair = jax.random.key_data(round_key)
     counters = jnp.concatenate([jnp.tile(users, blocks), jnp.repeat(jnp.arange(blocks, dtype=jnp.uint32), m)])
@@ -334,7 +335,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
     local = jnp.sum(status == ACTIVE, dtype=jnp.int32)
     loop = _Loop(jnp.int32(0), total(local), local, jnp.zeros(c, jnp.int32), work)
     fixed = _Fixed(data, r, offset + jnp.arange(block, dtype=jnp.uint32))
-    loop = run_level(_levels(block, -(-stop_at // devices)), fixed, loop)
+    loop = run_level(_levels(block, ceil_div(stop_at, devices)), fixed, loop)
 
     mean, est, status, rounds = loop.work
     half = _half_widths(rounds, r, cum, loop.counts, d_eff, log_c_over_beta)

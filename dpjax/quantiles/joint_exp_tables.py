@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from dpjax.numerics import ceil_div
 from dpjax.quantiles.joint_exp_linear import (
     LINEAR_BLOCKS,
     block_frames,
@@ -112,7 +113,7 @@ def sampling_block(size: int) -> int:
     masses follow from the linear step's block summaries, and their loops vectorize: see
     ``BLOCK_ALIGN``)."""
     unit = LINEAR_BLOCKS[0]
-    return -(-max(unit, math.isqrt(max(size - 1, 0)) + 1) // unit) * unit
+    return ceil_div(max(unit, math.isqrt(max(size - 1, 0)) + 1), unit) * unit
 
 
 def log_factorials(m: int) -> np.ndarray:
@@ -590,7 +591,7 @@ def window_span(size: int) -> int:
     """The static window width (gaps) of the forward pass for rows of ``size`` gaps: about
     ``1 / WINDOW_FRACTION`` of the row at its aligned length, or 0 (no windows) below
     :data:`MIN_WINDOW`."""
-    span = aligned_length(-(-aligned_length(size) // WINDOW_FRACTION))
+    span = aligned_length(ceil_div(aligned_length(size), WINDOW_FRACTION))
     return span if span >= MIN_WINDOW else 0
 
 
@@ -656,7 +657,7 @@ def padded_width(size: int) -> int:
     """The row length ``aligned_length(size)`` rounded up to a whole number of :func:`sampling_block`
     blocks."""
     block = sampling_block(size)
-    return -(-aligned_length(size) // block) * block
+    return ceil_div(aligned_length(size), block) * block
 
 
 def _block_masses(row, c, block: int):

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import optax
 
 from dpjax.datasets import training as data_lib
+from dpjax.numerics import ceil_div
 from dpjax.optax import accounting
 from dpjax.optax import clip as clip_lib
 from dpjax.optax.grads import per_example_grads
@@ -141,7 +142,7 @@ def cnn(classes: int, side: int = 28, channels=CNN_CHANNELS) -> Model:
     channels = tuple(channels)
     out_side = side
     for _ in channels:
-        out_side = -(-out_side // 2)
+        out_side = ceil_div(out_side, 2)
     flat = out_side * out_side * channels[-1]
 
     def init(key):
