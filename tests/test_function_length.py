@@ -16,11 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dpjax"
 
 MAX_CODE_LINES = 80
 
-ALLOWED: dict[str, str] = {
-    "dpjax.bench.cases.svt.cases": "tools: split by issue 32.2 branch",
-    "dpjax.studies.reproduce.budgeting._rows": "tools: split by issue 32.2 branch",
-    "dpjax.studies.reproduce.topk._accuracy": "tools: split by issue 32.2 branch",
-}
+ALLOWED: dict[str, str] = {}
 """Qualified name (module, then enclosing classes and functions) -> why it may be longer."""
 
 _LAYOUT = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
