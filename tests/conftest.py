@@ -28,8 +28,19 @@ LONGEST_FIRST = ("test_sharding.py", "test_bench.py", "test_notebooks.py", "test
 
 
 def pytest_collection_modifyitems(items):
+    """The longest modules first; within each module the tests marked ``optimized`` before the
+    others (stable otherwise), so that no optimized test follows fast ones: the caches are emptied
+    at most once per module (see ``_xla_optimizations``), not before every optimized run of a
+    parametrization, and the fast tests after them keep what the module compiled."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: modules stay whole
+    module = {}
+    for item in items:
+        module.setdefault(item.path, len(module))
+    items.sort(key=lambda item: (
+        rank.get(item.path.name, len(rank)),
+        module[item.path],  # modules stay whole
+        item.get_closest_marker("optimized") is None,
+    ))
 
 
 # `dpjax study` turns on JAX's persistent compilation cache (a process-wide setting): not in tests.

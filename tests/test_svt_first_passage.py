@@ -33,19 +33,21 @@ THINNED_CASES = ("mixed", "far_above", "far_below", "ties", "all_below")
 EPSILON1 = 0.6  # Laplace and Exponential: a threshold budget other than the query budget
 
 
+# The budgets are traced arguments (as the threshold is): one compilation per method, noise, stream
+# length and dtype, shared by the cases and budgets of this module, not one per epsilon.
 @functools.cache
-def _batched(method, epsilon, noise="gumbel", epsilon1=None):
-    epsilon1 = epsilon if epsilon1 is None else epsilon1
+def _batched(method, noise="gumbel"):
+    def release(key, queries, threshold, epsilon1, epsilon2):
+        return svt.above_threshold(key, queries, threshold, epsilon1, epsilon2, noise=noise, method=method)
 
-    def release(key, queries, threshold):
-        return svt.above_threshold(key, queries, threshold, epsilon1, epsilon, noise=noise, method=method)
-
-    return jax.jit(jax.vmap(release, in_axes=(0, None, None)))
+    return jax.jit(jax.vmap(release, in_axes=(0, None, None, None, None)))
 
 
 def sample(method, queries, threshold, epsilon, seed, trials=TRIALS, noise="gumbel", epsilon1=None):
     keys = jax.random.split(jax.random.key(seed), trials)
-    return np.asarray(_batched(method, epsilon, noise, epsilon1)(keys, jnp.asarray(queries), threshold))
+    epsilon1 = epsilon if epsilon1 is None else epsilon1
+    batched = _batched(method, noise)
+    return np.asarray(batched(keys, jnp.asarray(queries), threshold, epsilon1, epsilon))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -129,17 +131,17 @@ def _pair_codes(indices, n):
 
 
 @functools.cache
-def _batched_sparse(method, noise, epsilon1, epsilon2, c):
-    def release(key, queries, threshold):
+def _batched_sparse(method, noise, c):
+    def release(key, queries, threshold, epsilon1, epsilon2):
         options = {"c": c, "noise": noise, "method": method}
         return svt.sparse_vector(key, queries, threshold, epsilon1, epsilon2, **options)
 
-    return jax.jit(jax.vmap(release, in_axes=(0, None, None)))
+    return jax.jit(jax.vmap(release, in_axes=(0, None, None, None, None)))
 
 
 def sample_sparse(method, noise, queries, threshold, epsilon1, epsilon2, seed, trials, c=2):
     keys = jax.random.split(jax.random.key(seed), trials)
-    return _batched_sparse(method, noise, epsilon1, epsilon2, c)(keys, jnp.asarray(queries), threshold)
+    return _batched_sparse(method, noise, c)(keys, jnp.asarray(queries), threshold, epsilon1, epsilon2)
 
 
 SPARSE_QUERIES = np.array([60.0, -1.0, 0.5, -30.0, 1.5, 0.0], np.float32)  # a first answer far above
