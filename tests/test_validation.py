@@ -37,6 +37,7 @@ def test_every_refusal_of_a_traced_value_raises_one_exception_class():
     import dpjax
     from dpjax.accounting.elementwise import elementwise
     from dpjax.budgeting.filters import FilterState, approx_gp_filter_step
+    from dpjax.budgeting.pie import pie_guarantee
     from dpjax.exact_noise import exact_rational
 
     assert dpjax.TracedParameterError is v.TracedParameterError
@@ -50,10 +51,11 @@ def test_every_refusal_of_a_traced_value_raises_one_exception_class():
         "exact_rational": lambda e: exact_rational(e, "scale"),
         "elementwise companion": companion,
         "approx_gp_filter_step": lambda e: approx_gp_filter_step(state._replace(budget=e), 0.1, 1e-6, 1.0),
+        "pie_guarantee": pie_guarantee,
     }
     for name, refusal in refusals.items():
         with pytest.raises(v.TracedParameterError, match=r"traced|concrete"):
-            jax.jit(refusal)(jnp.ones(2) if name == "approx_gp_filter_step" else 1.0)
+            jax.jit(refusal)(jnp.ones(2) if name in ("approx_gp_filter_step", "pie_guarantee") else 1.0)
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan])

@@ -81,9 +81,10 @@ from jax.sharding import PartitionSpec
 from dpjax import noise, sharded
 from dpjax.accounting import ZCDP
 from dpjax.budgeting.bounds import tail_radius_from_log
-from dpjax.budgeting.splits import running_mean_weights, split_schedule
+from dpjax.budgeting.splits import Split, running_mean_weights, split_schedule
+from dpjax.noise import NoiseMode
 from dpjax.numerics import ceil_div
-from dpjax.validation import Checks, check_choice, check_int, float_dtype, is_traced
+from dpjax.validation import Checks, TracedParameterError, check_choice, check_int, float_dtype, is_traced
 
 DEFAULT_CHUNK = 1 << 16  # users processed at once within a round (bounds the noise temporaries)
 MIN_LEVEL = 2048  # smallest compacted working set
@@ -146,7 +147,7 @@ def _user_gaussians(round_key, users, dshape, dtype, mode):
     return noise.gaussian_from_words(jnp.swapaxes(words, 1, 2).reshape(4, users.shape[0], *dshape), dtype)
 
 
-def user_noise(key, round_index: int, n: int, dshape=(), dtype=None, mode: str = "high") -> jax.Array:
+def user_noise(key, round_index: int, n: int, dshape=(), dtype=None, mode: NoiseMode = "high") -> jax.Array:
     """The (n, *dshape) standard Gaussians PIE uses for users 0..n-1 in round ``round_index`` (0-based).
 
     User i's noise in round j depends only on the key, j and i (:func:`_user_gaussians` with the
@@ -215,12 +216,14 @@ class Plan(NamedTuple):
     mode (hashable, so one static argument of the kernels)."""
 
     c: int
-    split: str
+    split: Split
     chunk: int
-    noise_mode: str
+    noise_mode: NoiseMode
 
 
-def check_plan(c: int, split: str = "even", chunk_size: int | None = None, noise_mode: str = "high") -> Plan:
+def check_plan(
+    c: int, split: Split = "even", chunk_size: int | None = None, noise_mode: NoiseMode = "high"
+) -> Plan:
     """Validates the static options of a PIE run (eagerly: they fix shapes and loop structure)."""
     c = check_int(c, "c", minimum=1)
     check_choice(noise_mode, "noise_mode", ("high", "low"))
@@ -458,9 +461,9 @@ def pie_ni(
     nu_high=np.inf,
     score_fn: Callable | None = None,
     score_params=None,
-    split: str = "even",
+    split: Split = "even",
     chunk_size: int | None = None,
-    noise_mode: str = "high",
+    noise_mode: NoiseMode = "high",
 ) -> PIEResult:
     """PIE-NI, private iterative elimination against fixed thresholds (Liang and Yi, Algorithm 4).
 
@@ -527,9 +530,9 @@ def pie_k(
     beta0: float,
     score_fn: Callable | None = None,
     score_params=None,
-    split: str = "even",
+    split: Split = "even",
     chunk_size: int | None = None,
-    noise_mode: str = "high",
+    noise_mode: NoiseMode = "high",
 ) -> PIEResult:
     """PIE-k, private iterative elimination keeping the k smallest scores (Liang and Yi, Algorithm 5).
 
@@ -576,7 +579,7 @@ def pie_guarantee(rho):
       2.0
     """
     if is_traced(rho):
-        raise TypeError(
+        raise TracedParameterError(
             "rho must be a concrete number or array, not a traced value: guarantees are computed on "
             "the host for the accountant."
         )
@@ -591,7 +594,7 @@ def pie_guarantee(rho):
     return ZCDP(float(rho.max()))
 
 
-def charged(result: PIEResult, rho, c: int, split: str = "even") -> jax.Array:
+def charged(result: PIEResult, rho, c: int, split: Split = "even") -> jax.Array:
     """Each user's charge ``rho_i * cumfrac[e_i]`` in the kernel dtype (the ledger recomputes it in f64).
 
     An invalid result (``rounds`` = -1, from invalid traced input) is charged the full ``rho_i``.

@@ -35,7 +35,6 @@ costs one backward pass, ``O(m (sqrt(n) + m))``.
 from __future__ import annotations
 
 import functools
-from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -54,6 +53,7 @@ from dpjax.quantiles.intervals import (
 )
 from dpjax.quantiles.joint_exp_tables import (
     METHODS,
+    Method,
     Tables,
     forward_tables,
     log_factorials,
@@ -61,9 +61,6 @@ from dpjax.quantiles.joint_exp_tables import (
     log_phi,
 )
 from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
-
-Method = Literal["linear", "scan", "fft"]
-"""How JointExp's forward pass is computed (static): :data:`~dpjax.quantiles.joint_exp_tables.METHODS`."""
 
 DEFAULT_METHOD = "linear"
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +54,9 @@ from dpjax.quantiles.joint_exp_linear import (
 )
 from dpjax.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz_fft, toeplitz_scan
 
-METHODS = ("linear", "scan", "fft")
+Method = Literal["linear", "scan", "fft"]
+"""How JointExp's forward pass is computed (static)."""
+METHODS: tuple[Method, ...] = get_args(Method)
 """The Toeplitz steps of the forward pass: linear-space block products with a certified exact
 fallback (:mod:`dpjax.quantiles.joint_exp_linear`), exact log-space recurrences, and the paper's
 max-shifted FFT (:mod:`dpjax.quantiles.joint_exp_toeplitz`)."""

@@ -61,11 +61,9 @@ from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP
 from dpjax.accounting.elementwise import elementwise
-from dpjax.svt.above_threshold import center, centered_queries, checked_queries, first_true
+from dpjax.svt.above_threshold import METHODS, Method, center, centered_queries, checked_queries, first_true
 from dpjax.svt.gap_passage import gap_passages
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, float_dtype, is_traced
-
-METHODS = ("auto", "literal", "first_passage")
 
 BRANCH_UNPROCESSED, BRANCH_BOTTOM, BRANCH_TOP, BRANCH_MIDDLE = -1, 0, 1, 2
 
@@ -383,7 +381,7 @@ def sparse_vector_with_gap(
     theta: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    method: str = "auto",
+    method: Method = "auto",
 ) -> GapResult:
     """Sparse-Vector-with-Gap (Wang et al. 2019; Ding et al. 2019, Algorithm 2 with ``sigma = inf``).
 
@@ -439,7 +437,7 @@ def adaptive_sparse_vector_with_gap(
     sigma: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    method: str = "auto",
+    method: Method = "auto",
 ) -> GapResult:
     """Adaptive-Sparse-Vector-with-Gap (Ding, Wang, Zhang, Kifer, PVLDB 2019, Algorithm 2).
 
