@@ -17,6 +17,12 @@ import signal
 import sys
 import threading
 
+__all__ = [
+    "SUBCOMMANDS",
+    "build_parser",
+    "main",
+]
+
 # name: (module, the one-line help its add_parser gives; tests/test_cli_startup.py checks they agree)
 SUBCOMMANDS = {
     "study": (

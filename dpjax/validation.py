@@ -31,6 +31,23 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+__all__ = [
+    "Checks",
+    "TracedParameterError",
+    "check_array",
+    "check_choice",
+    "check_epsilon",
+    "check_int",
+    "check_positive",
+    "check_probability",
+    "check_real",
+    "check_same_shape",
+    "checkify_checks",
+    "float_dtype",
+    "is_traced",
+    "refuse_values",
+]
+
 
 class TracedParameterError(TypeError):
     """A traced value (inside ``jit``, ``vmap``, ``scan``) where a concrete one is needed.

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
 
 from dpjax import additive, budgeting, quantiles, selection, topk  # noqa: E402
-from dpjax.numerics import ceil_div  # noqa: E402
+from dpjax.numerics import _ceil_div  # noqa: E402
 from dpjax.studies import runner  # noqa: E402
 
 KEY = jax.random.key(17)
@@ -89,7 +89,7 @@ def grow(value, devices: int):
     if value.ndim == 0:
         return value
     n = value.shape[0]
-    size = ceil_div(n, devices) * devices
+    size = _ceil_div(n, devices) * devices
     return np.take(value, np.arange(size) % n, axis=0)
 
 

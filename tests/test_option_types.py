@@ -24,19 +24,19 @@ FAMILIES = ("additive", "aggregates", "budgeting", "noise", "optax", "postproces
 
 # (the Literal alias, the values its validation accepts)
 OPTIONS = {
-    "selection.Noise": (selection.Noise, selection.NOISES),
-    "selection.Method": (selection.Method, selection.METHODS),
-    "selection.TopKMethod": (selection.TopKMethod, selection.TOP_K_METHODS),
-    "selection.GapNoise": (selection.GapNoise, selection.GAP_NOISES),
+    "selection.Noise": (selection.Noise, selection._NOISES),
+    "selection.Method": (selection.Method, selection._METHODS),
+    "selection.TopKMethod": (selection.TopKMethod, selection._TOP_K_METHODS),
+    "selection.GapNoise": (selection.GapNoise, selection._GAP_NOISES),
     "svt.above_threshold.Noise": (above_threshold.Noise, above_threshold.NOISES),
-    "svt.above_threshold.Method": (above_threshold.Method, above_threshold.METHODS),
-    "quantiles.unbounded.Noise": (unbounded.Noise, unbounded.NOISES),
-    "quantiles.joint_exp.Method": (joint_exp.Method, joint_exp_tables.METHODS),
+    "svt.above_threshold.Method": (above_threshold.Method, above_threshold._METHODS),
+    "quantiles.unbounded.Noise": (unbounded.Noise, unbounded._NOISES),
+    "quantiles.joint_exp.Method": (joint_exp.Method, joint_exp_tables._METHODS),
     "noise.NoiseMode": (noise.NoiseMode, noise._MODES),
     "noise.Sampler": (noise.Sampler, tuple(noise.SAMPLERS)),
     "budgeting._common.Mode": (_common.Mode, _common.MODES),
-    "budgeting.splits.Split": (splits.Split, splits.SPLITS),
-    "optax.accounting.AccountantName": (optax_accounting.AccountantName, optax_accounting.ACCOUNTANTS),
+    "budgeting.splits.Split": (splits.Split, splits._SPLITS),
+    "optax.accounting.AccountantName": (optax_accounting.AccountantName, optax_accounting._ACCOUNTANTS),
 }
 
 
@@ -51,9 +51,9 @@ def test_neighbors_like_lists_the_enum_values_and_pie_noise_mode_is_noise_mode()
     (_, literal) = typing.get_args(accounting.NeighborsLike)
     assert typing.get_args(literal) == tuple(member.value for member in accounting.Neighbors)
     for mode in typing.get_args(noise.NoiseMode):
-        pie.check_plan(1, noise_mode=mode)
+        pie._check_plan(1, noise_mode=mode)
     with pytest.raises(ValueError, match="noise_mode"):
-        pie.check_plan(1, noise_mode="medium")
+        pie._check_plan(1, noise_mode="medium")
 
 
 def _public_functions():

@@ -11,23 +11,23 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpjax.categorical import pow2_at_least
-from dpjax.quantiles.joint_exp_linear import LINEAR_BLOCKS
-from dpjax.quantiles.joint_exp_tables import MIN_WINDOW, padded_width, sampling_block, window_span
-from dpjax.quantiles.joint_exp_toeplitz import BLOCK_ALIGN, FILTER_BLOCK, aligned_length
+from dpjax.categorical import _pow2_at_least
+from dpjax.quantiles.joint_exp_linear import _LINEAR_BLOCKS
+from dpjax.quantiles.joint_exp_tables import _MIN_WINDOW, _padded_width, _sampling_block, _window_span
+from dpjax.quantiles.joint_exp_toeplitz import _BLOCK_ALIGN, _FILTER_BLOCK, _aligned_length
 from dpjax.studies.study import _per_chunk
 
 CHEAP = settings(max_examples=200, deadline=None, derandomize=True)
 POWER_OF_TWO_NEIGHBOR = st.builds(lambda k, d: max(2**k + d, 0), st.integers(0, 62), st.integers(-1, 1))
 SIZE = st.one_of(st.integers(0, 4096), st.integers(0, 2**62), POWER_OF_TWO_NEIGHBOR)
 ROW = st.integers(1, 2**40)
-ALIGN = FILTER_BLOCK * BLOCK_ALIGN
+ALIGN = _FILTER_BLOCK * _BLOCK_ALIGN
 
 
 @CHEAP
 @given(SIZE)
 def test_pow2_at_least_is_the_smallest_power_of_two_not_below(n):
-    p = pow2_at_least(n)
+    p = _pow2_at_least(n)
     assert p & (p - 1) == 0 and p >= max(n, 1)
     assert p == 1 or p // 2 < n
 
@@ -35,7 +35,7 @@ def test_pow2_at_least_is_the_smallest_power_of_two_not_below(n):
 @CHEAP
 @given(SIZE)
 def test_aligned_length_is_the_next_multiple_of_the_alignment(size):
-    aligned = aligned_length(size)
+    aligned = _aligned_length(size)
     assert aligned % ALIGN == 0 and size <= aligned < size + ALIGN
 
 
@@ -44,24 +44,24 @@ def test_aligned_length_is_the_next_multiple_of_the_alignment(size):
 def test_sampling_block_covers_the_row_in_about_sqrt_blocks(size):
     """A multiple of every linear block size, at least sqrt(size) (so a row has at most ``block``
     blocks), and the least such multiple of the largest linear block."""
-    block = sampling_block(size)
-    assert all(block % unit == 0 for unit in LINEAR_BLOCKS)
+    block = _sampling_block(size)
+    assert all(block % unit == 0 for unit in _LINEAR_BLOCKS)
     assert block * block >= size
-    assert block - LINEAR_BLOCKS[0] < max(LINEAR_BLOCKS[0], math.isqrt(size - 1) + 1)
+    assert block - _LINEAR_BLOCKS[0] < max(_LINEAR_BLOCKS[0], math.isqrt(size - 1) + 1)
 
 
 @CHEAP
 @given(ROW)
 def test_padded_width_is_the_aligned_row_in_whole_blocks(size):
-    width, block, aligned = padded_width(size), sampling_block(size), aligned_length(size)
+    width, block, aligned = _padded_width(size), _sampling_block(size), _aligned_length(size)
     assert width % block == 0 and aligned <= width < aligned + block
 
 
 @CHEAP
 @given(ROW)
 def test_window_span_is_aligned_and_a_sixteenth_of_the_row_or_none(size):
-    span = window_span(size)
-    assert span == 0 or (span >= MIN_WINDOW and span % ALIGN == 0 and 16 * span >= aligned_length(size))
+    span = _window_span(size)
+    assert span == 0 or (span >= _MIN_WINDOW and span % ALIGN == 0 and 16 * span >= _aligned_length(size))
 
 
 @CHEAP

@@ -35,14 +35,14 @@ def test_epsilon_refused_as_tracer():
 
 def test_every_refusal_of_a_traced_value_raises_one_exception_class():
     import dpjax
-    from dpjax.accounting.elementwise import elementwise
+    from dpjax.accounting.elementwise import _elementwise
     from dpjax.budgeting.filters import FilterState, approx_gp_filter_step
     from dpjax.budgeting.pie import pie_guarantee
     from dpjax.exact_noise import exact_rational
 
     assert dpjax.TracedParameterError is v.TracedParameterError
     assert issubclass(v.TracedParameterError, TypeError)  # existing ``except TypeError`` still catch it
-    companion = elementwise("epsilon")(lambda epsilon: epsilon)
+    companion = _elementwise("epsilon")(lambda epsilon: epsilon)
     state = FilterState(jnp.ones(2), jnp.zeros(2), jnp.zeros(2, bool))
     refusals = {
         "check_epsilon": lambda e: v.check_epsilon(e),

@@ -16,6 +16,11 @@ from __future__ import annotations
 import enum
 from typing import Literal
 
+__all__ = [
+    "Neighbors",
+    "NeighborsLike",
+]
+
 
 class Neighbors(enum.StrEnum):
     """The neighboring relation (a ``str`` enum: ``Neighbors.SWAP == "swap"``)."""

@@ -10,3 +10,5 @@
 
 Nothing here downloads: the package never reads a data path by itself. Light to import: NumPy only.
 """
+
+__all__: list[str] = []

@@ -19,6 +19,12 @@ import numpy as np
 
 from dpjax.datasets.zipf import zipf_histogram
 
+__all__ = [
+    "DATASET_NAMES",
+    "Dataset",
+    "load",
+]
+
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:

@@ -29,6 +29,17 @@ import numpy as np
 
 from dpjax.datasets.zipf import zipf_histogram
 
+__all__ = [
+    "COLUMNS",
+    "ITEMSETS",
+    "hotspots",
+    "item_counts",
+    "knn_points",
+    "read_adult",
+    "read_goodreads",
+    "real_columns",
+]
+
 COLUMNS = ("ratings", "pages", "ages", "hours")
 
 # name: (transactions, unique items, item occurrences, Zipf exponent of the stand-in). The totals

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = [
+    "zipf_histogram",
+]
+
 
 def zipf_histogram(rng: np.random.Generator, items: int, records: int, exponent: float) -> np.ndarray:
     """A histogram of ``records`` records over ``items`` items, item ``i`` (from 1) drawn with weight

@@ -9,6 +9,10 @@ from statistics import NormalDist
 
 from dpjax.validation import check_epsilon
 
+__all__ = [
+    "pure_dp_to_gdp",
+]
+
 
 def pure_dp_to_gdp(epsilon: float) -> float:
     """The smallest mu such that every epsilon-DP mechanism is mu-GDP: ``2 Phi^-1(e^eps/(1+e^eps))``.

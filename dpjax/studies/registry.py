@@ -14,6 +14,11 @@ from __future__ import annotations
 
 from dpjax.studies.study import Study
 
+__all__ = [
+    "register",
+    "registered",
+]
+
 _STUDIES: dict[str, Study] = {}
 
 

@@ -30,10 +30,15 @@ import numpy as np
 from tqdm import tqdm
 
 from dpjax import interrupt
-from dpjax.numerics import ceil_div
+from dpjax.numerics import _ceil_div
 from dpjax.validation import check_int
 
-DEFAULT_CHUNK_SIZE = 4096
+__all__ = [
+    "monte_carlo",
+    "trial_keys",
+]
+
+_DEFAULT_CHUNK_SIZE = 4096
 
 
 def trial_keys(key, start: int, stop: int) -> jax.Array:
@@ -77,7 +82,7 @@ def monte_carlo(
     trials: int,
     *,
     args: tuple = (),
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int = _DEFAULT_CHUNK_SIZE,
     progress: bool | None = None,
     description: str = "trials",
     mesh: jax.sharding.Mesh | None = None,
@@ -107,8 +112,8 @@ def monte_carlo(
     chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
     chunk_size = min(chunk_size, trials)
     if mesh is not None:
-        chunk_size = ceil_div(chunk_size, mesh.size) * mesh.size
-    n_chunks = ceil_div(trials, chunk_size)
+        chunk_size = _ceil_div(chunk_size, mesh.size) * mesh.size
+    n_chunks = _ceil_div(trials, chunk_size)
     if progress is None:
         progress = n_chunks > 1 and sys.stderr.isatty()
     run_chunk = _chunk_runner(f, chunk_size, mesh)

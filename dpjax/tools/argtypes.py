@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 
+__all__ = [
+    "open_unit",
+    "positive_float",
+    "positive_int",
+    "seed_type",
+]
+
 
 def positive_int(text: str) -> int:
     """An ``argparse`` type: an integer >= 1."""

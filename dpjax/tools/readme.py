@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+__all__ = [
+    "markers",
+    "readme_problem",
+    "update_readme",
+]
+
 
 def markers(region: str | None = None) -> tuple[str, str]:
     """The begin and end lines of a generated region (``region`` names one of several in a file)."""

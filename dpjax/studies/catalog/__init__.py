@@ -14,7 +14,11 @@ import pkgutil
 from dpjax.studies import registry
 from dpjax.studies.study import Study
 
-EPSILONS = (0.25, 1.0, 4.0)
+__all__ = [
+    "studies",
+]
+
+_EPSILONS = (0.25, 1.0, 4.0)
 
 
 def studies() -> dict[str, Study]:

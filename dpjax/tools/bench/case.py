@@ -10,6 +10,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+__all__ = [
+    "Case",
+    "Peer",
+    "power_label",
+    "scaled",
+]
+
 
 @dataclasses.dataclass(frozen=True)
 class Peer:

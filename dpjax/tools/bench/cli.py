@@ -19,6 +19,18 @@ from dpjax.tools.bench.harness import device_memory
 from dpjax.tools.bench.run import run_cases
 from dpjax.tools.readme import readme_problem, update_readme
 
+__all__ = [
+    "FILES",
+    "QUICK_SCALE",
+    "REFERENCE_MEMORY",
+    "add_parser",
+    "auto_scale",
+    "collect",
+    "command_line",
+    "run",
+    "script",
+]
+
 QUICK_SCALE = 0.1
 REFERENCE_MEMORY = 16 * 2**30  # scale 1 (the headline sizes) needs well under this
 FILES = ("results.json", "results.md", "results.png")  # what --out DIR gets

@@ -14,6 +14,28 @@ from pathlib import Path
 
 from dpjax.tools.bench.harness import machine_info
 
+__all__ = [
+    "MAIN_COLUMNS",
+    "PEER_COLUMNS",
+    "bandwidth",
+    "count",
+    "describe_machine",
+    "figure_notes",
+    "main_rows",
+    "markdown",
+    "peer_rows",
+    "plot",
+    "print_machine",
+    "print_table",
+    "ratio",
+    "read_json",
+    "save",
+    "seconds",
+    "size",
+    "terminal",
+    "write_json",
+]
+
 MAIN_COLUMNS = (
     "mechanism",
     "setting",

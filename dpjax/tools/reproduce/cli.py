@@ -28,6 +28,13 @@ from dpjax.tools.readme import readme_problem, update_readme
 from dpjax.tools.reproduce import REPRODUCTIONS, SEEDS, writers
 from dpjax.tools.reproduce.result import FAILS, INCONCLUSIVE, figure_written
 
+__all__ = [
+    "MODE_LINES",
+    "SMOKE_WHY",
+    "add_parser",
+    "run",
+]
+
 MODE_LINES = {
     "smoke": "Mode `--smoke`: a handful of trials per experiment, to test that every reproduction "
     "runs; the numbers are not meaningful.",

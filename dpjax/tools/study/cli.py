@@ -15,6 +15,15 @@ from dpjax.datasets import builtin as datasets
 from dpjax.studies.study import COLUMNS, column_descriptions
 from dpjax.tools.argtypes import positive_float, positive_int
 
+__all__ = [
+    "CACHE_ENV",
+    "DEFAULTS",
+    "EPILOG",
+    "add_parser",
+    "compile_cache",
+    "run",
+]
+
 DEFAULTS = {"trials": 500, "seed": 0, "confidence": 0.95, "jobs": 2}
 CACHE_ENV = "DPJAX_COMPILE_CACHE"
 

@@ -4,3 +4,5 @@
 * :mod:`dpjax.tools.train.settings`: its defaults and usage error;
 * :mod:`dpjax.tools.train.run`: the model, the training loop and the metrics.
 """
+
+__all__: list[str] = []

@@ -9,6 +9,12 @@ import argparse
 from dpjax.tools.argtypes import open_unit, positive_float, positive_int, seed_type
 from dpjax.tools.train.settings import DEFAULT_EPOCHS, DEFAULTS
 
+__all__ = [
+    "DefaultsHelpFormatter",
+    "add_parser",
+    "run",
+]
+
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """``--help`` with ``(default: X)`` after every option that has a default other than None."""

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import optax
 
 from dpjax.datasets import training as data_lib
-from dpjax.numerics import ceil_div
+from dpjax.numerics import _ceil_div
 from dpjax.optax import accounting
 from dpjax.optax import clip as clip_lib
 from dpjax.optax.grads import per_example_grads
@@ -42,6 +42,34 @@ from dpjax.optax.transform import dp_aggregate
 from dpjax.outdir import atomic_path
 from dpjax.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
+
+__all__ = [
+    "CNN_CHANNELS",
+    "COLUMNS",
+    "TRUNCATION_SHARE",
+    "Carry",
+    "Model",
+    "Plan",
+    "accuracy",
+    "calibrate",
+    "cnn",
+    "epoch_ends",
+    "example_loss",
+    "init_carry",
+    "load",
+    "main",
+    "mlp",
+    "model_for",
+    "optimizer",
+    "padded_size",
+    "plan",
+    "plot",
+    "poisson_batch",
+    "run_steps",
+    "spent_epsilon",
+    "strategy_from_args",
+    "write_outputs",
+]
 
 TRUNCATION_SHARE = 0.01  # share of delta set aside for the truncation of oversized samples
 
@@ -142,7 +170,7 @@ def cnn(classes: int, side: int = 28, channels=CNN_CHANNELS) -> Model:
     channels = tuple(channels)
     out_side = side
     for _ in channels:
-        out_side = ceil_div(out_side, 2)
+        out_side = _ceil_div(out_side, 2)
     flat = out_side * out_side * channels[-1]
 
     def init(key):

@@ -5,6 +5,13 @@ from __future__ import annotations
 
 from dpjax.optax import defaults
 
+__all__ = [
+    "DEFAULTS",
+    "DEFAULT_EPOCHS",
+    "DEFAULT_MODEL",
+    "UsageError",
+]
+
 # The defaults of ``dpjax train``, chosen from the study in benchmarks/README.md ("DP-SGD headline").
 DEFAULTS = dict(
     dataset="adult",

@@ -20,6 +20,13 @@ from dpjax import selection
 from dpjax.tools.bench import peers
 from dpjax.tools.bench.case import Case, Peer, power_label, scaled
 
+__all__ = [
+    "EPSILON",
+    "K",
+    "cases",
+    "zipf_scores",
+]
+
 K, EPSILON = 10, 1.0
 
 

@@ -17,6 +17,14 @@ from dpjax import topk
 from dpjax.datasets.zipf import zipf_histogram
 from dpjax.tools.bench.case import Case, Peer, power_label, scaled
 
+__all__ = [
+    "DELTA",
+    "EPSILON",
+    "KBAR",
+    "K",
+    "cases",
+]
+
 K, KBAR, EPSILON, DELTA = 10, 100, 0.1, 1e-6
 
 
