@@ -26,7 +26,7 @@ import numpy as np
 
 from dpjax import exact_noise, noise
 from dpjax.accounting import ZCDP, ApproxDP, PureDP
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.validation import (
     Checks,
     check_epsilon,
@@ -36,6 +36,20 @@ from dpjax.validation import (
     float_dtype,
     is_traced,
 )
+
+__all__ = [
+    "discrete_gaussian_approx_dp",
+    "discrete_gaussian_delta",
+    "discrete_gaussian_guarantee",
+    "discrete_gaussian_mechanism",
+    "discrete_laplace_guarantee",
+    "discrete_laplace_mechanism",
+    "gaussian_guarantee",
+    "gaussian_mechanism",
+    "gaussian_sigma_for_zcdp",
+    "laplace_guarantee",
+    "laplace_mechanism",
+]
 
 
 def laplace_mechanism(key, value, epsilon: float, *, sensitivity: float = 1.0) -> jax.Array:
@@ -66,7 +80,7 @@ def laplace_mechanism(key, value, epsilon: float, *, sensitivity: float = 1.0) -
     return checks.guard(value + noise.laplace(key, value.shape, scale, dtype))
 
 
-@elementwise("epsilon", "sensitivity")
+@_elementwise("epsilon", "sensitivity")
 def laplace_guarantee(epsilon: float, *, sensitivity: float = 1.0) -> PureDP:
     """The Laplace mechanism's guarantee: pure ``epsilon``-DP (Dwork et al. 2006, Thm 1).
 
@@ -97,7 +111,7 @@ def gaussian_mechanism(key, value, sigma: float, *, sensitivity: float = 1.0) ->
     return checks.guard(value + noise.gaussian(key, value.shape, jnp.asarray(sigma, dtype), dtype))
 
 
-@elementwise("sigma", "sensitivity")
+@_elementwise("sigma", "sensitivity")
 def gaussian_guarantee(sigma: float, *, sensitivity: float = 1.0) -> ZCDP:
     """The Gaussian mechanism's guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP (Bun and Steinke 2016,
     Prop. 1.6), with ``dp_accounting``'s ``GaussianDpEvent(sigma / sensitivity)`` attached."""
@@ -117,7 +131,7 @@ def gaussian_sigma_for_zcdp(rho: float, *, sensitivity: float = 1.0) -> float:
 # ------------------------------------------------------------------------- exact mechanisms on integers
 
 
-def integer_value(value) -> jax.Array:
+def _integer_value(value) -> jax.Array:
     """Integer data (int32, or int64 under ``jax_enable_x64``); float data is refused eagerly."""
     if isinstance(value, jax.Array | np.ndarray) or hasattr(value, "dtype"):
         dtype = np.dtype(value.dtype)
@@ -134,15 +148,15 @@ def integer_value(value) -> jax.Array:
     return value
 
 
-def release_bound(dtype) -> int:
+def _release_bound(dtype) -> int:
     """Data and releases are kept in [-B, B], B = (L - 1)/2, so that the noise saturating at +-L
     (:mod:`dpjax.exact_noise`) never changes a release: clamping is a post-processing."""
     return (int(np.iinfo(dtype).max) - 1) // 2
 
 
-def check_release_range(value, name: str = "value") -> None:
+def _check_release_range(value, name: str = "value") -> None:
     """Concrete integer data must lie in [-B, B] (:func:`_release_bound`); traced data is clamped."""
-    bound = release_bound(value.dtype)
+    bound = _release_bound(value.dtype)
     if not is_traced(value) and value.size:
         with jax.ensure_compile_time_eval():
             if bool(jnp.any(jnp.abs(value) > bound)):
@@ -150,16 +164,16 @@ def check_release_range(value, name: str = "value") -> None:
 
 
 def _add_integer_noise(value, noise_sample) -> jax.Array:
-    bound = release_bound(value.dtype)
-    check_release_range(value)
+    bound = _release_bound(value.dtype)
+    _check_release_range(value)
     value = jnp.clip(value, -bound, bound)  # 1-Lipschitz per entry: sensitivities do not grow
     return value + jnp.clip(noise_sample, -bound - value, bound - value)
 
 
-def scale_at_least(scale: Fraction, word) -> Fraction:
+def _scale_at_least(scale: Fraction, word) -> Fraction:
     """The smallest rational ``t/2^j >= scale`` the exact sampler accepts (``scale`` itself if it fits):
     more noise than asked, so the stated guarantee holds."""
-    cap = exact_noise.scale_cap(word)
+    cap = exact_noise._scale_cap(word)
     if scale.numerator < cap and scale.denominator < cap:
         return scale
     j = max(0, (cap - 1).bit_length() - 1 - math.ceil(scale).bit_length())
@@ -198,11 +212,11 @@ def discrete_laplace_mechanism(key, value, epsilon, *, sensitivity=1) -> jax.Arr
       >>> counts = jnp.array([12, 0, 7], jnp.int32)
       >>> release = discrete_laplace_mechanism(jax.random.key(0), counts, epsilon=1)
     """
-    value = integer_value(value)
+    value = _integer_value(value)
     scale = exact_noise.exact_rational(sensitivity, "sensitivity") / exact_noise.exact_rational(
         epsilon, "epsilon"
     )
-    scale = scale_at_least(scale, exact_noise.word_type())
+    scale = _scale_at_least(scale, exact_noise._word_type())
     return _add_integer_noise(value, noise.discrete_laplace(key, scale, value.shape, value.dtype))
 
 
@@ -233,7 +247,7 @@ def discrete_gaussian_mechanism(key, value, sigma, *, sensitivity=1) -> jax.Arra
       >>> import jax, jax.numpy as jnp
       >>> release = discrete_gaussian_mechanism(jax.random.key(0), jnp.array([5, 9]), sigma=3)
     """
-    value = integer_value(value)
+    value = _integer_value(value)
     exact_noise.exact_rational(sensitivity, "sensitivity")
     return _add_integer_noise(value, noise.discrete_gaussian(key, sigma, value.shape, value.dtype))
 

@@ -29,23 +29,30 @@ import jax.numpy as jnp
 
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP, compose
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.quantiles.unbounded import (
-    DEFAULT_MAX_QUERIES,
-    NOISES,
-    check_beta,
-    check_max_queries,
-    grid,
-    halting,
-    tabulate,
+    _DEFAULT_MAX_QUERIES,
+    _NOISES,
+    _check_beta,
+    _check_max_queries,
+    _grid,
+    _halting,
+    _tabulate,
+    _usable,
     unbounded_guarantee,
-    usable,
 )
-from dpjax.quantiles.unbounded_bins import grid_edges
-from dpjax.signatures import arguments_of
+from dpjax.quantiles.unbounded_bins import _grid_edges
+from dpjax.signatures import _arguments_of
 from dpjax.validation import Checks, check_choice, check_epsilon, check_probability, float_dtype
 
-__all__ = ["ClippedSum", "clipped_sum", "mean", "mean_guarantee", "sum", "sum_guarantee"]
+__all__ = [
+    "ClippedSum",
+    "clipped_sum",
+    "mean",
+    "mean_guarantee",
+    "sum",
+    "sum_guarantee",
+]
 
 
 class ClippedSum(NamedTuple):
@@ -68,7 +75,7 @@ def clipped_sum(
     clip_fraction: float = 0.5,
     lower: float = 0.0,
     noise: str = "exponential",
-    max_queries: int = DEFAULT_MAX_QUERIES,
+    max_queries: int = _DEFAULT_MAX_QUERIES,
 ) -> ClippedSum:
     """DP sum with a private clipping bound, with the bound and the truncation flag.
 
@@ -81,14 +88,14 @@ def clipped_sum(
     q = checks.probability(q, "q", open_low=True)
     clip_fraction = checks.probability(clip_fraction, "clip_fraction", open_low=True, open_high=True)
     lower = checks.real(lower, "lower")
-    beta = check_beta(checks, beta, dtype)
-    check_choice(noise, "noise", NOISES)
-    max_queries = check_max_queries(max_queries)
-    epsilon, q = usable(checks, epsilon, 1.0), usable(checks, q, 0.5)
-    clip_fraction = usable(checks, clip_fraction, 0.5)
-    lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
-    g = grid(beta, max_queries, dtype)
-    counts, prefix = tabulate(x, lower, beta, g, dtype, sums=True)
+    beta = _check_beta(checks, beta, dtype)
+    check_choice(noise, "noise", _NOISES)
+    max_queries = _check_max_queries(max_queries)
+    epsilon, q = _usable(checks, epsilon, 1.0), _usable(checks, q, 0.5)
+    clip_fraction = _usable(checks, clip_fraction, 0.5)
+    lower, beta = _usable(checks, lower, 0.0), _usable(checks, beta, 2.0)
+    g = _grid(beta, max_queries, dtype)
+    counts, prefix = _tabulate(x, lower, beta, g, dtype, sums=True)
     value, bound, truncated = _release(
         key, counts, prefix, x.shape[0], epsilon, q, clip_fraction, lower, g.log_b, g.cap,
         noise=noise, dtype=dtype,
@@ -104,8 +111,8 @@ def _release(key, counts, prefix, n, epsilon, q, clip_fraction, lower, log_b, ca
     key_bound, key_noise = jax.random.split(key)
     epsilon, clip_fraction = jnp.asarray(epsilon, dtype), jnp.asarray(clip_fraction, dtype)
     half = clip_fraction * epsilon * jnp.asarray(0.5, dtype)  # UQE with epsilon1 = epsilon2
-    k, truncated = halting(key_bound, counts, q, n, half, half, cap, noise=noise, dtype=dtype, first=1)
-    width = grid_edges(k, log_b)  # bound - lower: the sensitivity under swap
+    k, truncated = _halting(key_bound, counts, q, n, half, half, cap, noise=noise, dtype=dtype, first=1)
+    width = _grid_edges(k, log_b)  # bound - lower: the sensitivity under swap
     bound = jnp.asarray(lower, dtype) + width
     j = jnp.minimum(k, counts.f.shape[0] - 1)
     total = prefix[j] + (n - counts.f[j]).astype(dtype) * bound
@@ -114,7 +121,7 @@ def _release(key, counts, prefix, n, epsilon, q, clip_fraction, lower, log_b, ca
     return total + noise_lib.laplace(key_noise, (), scale, dtype), bound, truncated
 
 
-@arguments_of(clipped_sum)
+@_arguments_of(clipped_sum)
 def sum(key, x, epsilon: float, **options) -> jax.Array:
     """DP sum of data bounded below only, clipped at a privately estimated quantile.
 
@@ -156,7 +163,7 @@ def sum(key, x, epsilon: float, **options) -> jax.Array:
     return clipped_sum(key, x, epsilon, **options).value
 
 
-@arguments_of(clipped_sum)
+@_arguments_of(clipped_sum)
 def mean(key, x, epsilon: float, **options) -> jax.Array:
     """DP mean: :func:`sum` divided by the public n (swap neighbours; ``epsilon``-DP in total,
     :func:`mean_guarantee`). Arguments as in :func:`sum` (the same may be traced).
@@ -168,7 +175,7 @@ def mean(key, x, epsilon: float, **options) -> jax.Array:
     return sum(key, x, epsilon, **options) / jnp.shape(x)[0]
 
 
-@elementwise("epsilon", "q", "clip_fraction")
+@_elementwise("epsilon", "q", "clip_fraction")
 def sum_guarantee(epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: str = "exponential"):
     """Guarantee of :func:`sum` (swap): UQE with ``clip_fraction * epsilon``
     (:func:`~dpjax.quantiles.unbounded_guarantee`, which carries Theorem 1's zCDP bound) composed

@@ -40,8 +40,10 @@ from jax import lax
 
 from dpjax.noise import sign_and_half_uniform_from_bits
 
+__all__: list[str] = []
 
-class LogCdfTable(NamedTuple):
+
+class _LogCdfTable(NamedTuple):
     """The two-level cumulative table of :func:`log_cdf_table` (key independent)."""
 
     blocks: jax.Array  # [nb_pow2] normalized cumulative block masses, 1 from the last block on
@@ -49,12 +51,12 @@ class LogCdfTable(NamedTuple):
     block_size: int  # B, a power of two (static)
 
 
-def pow2_at_least(n: int) -> int:
+def _pow2_at_least(n: int) -> int:
     """The smallest power of two ``>= n`` (1 for ``n <= 1``): the block sizes of the two-level tables."""
     return 1 << max(0, math.ceil(math.log2(max(n, 1))))
 
 
-def log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> LogCdfTable:
+def _log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> _LogCdfTable:
     """Builds the two-level table for ``P(i) ∝ exp(log_weights[i])``, O(d).
 
     Args:
@@ -65,7 +67,7 @@ def log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> L
       A :class:`LogCdfTable` in the dtype of ``log_weights``.
     """
     d = log_weights.shape[0]
-    size = pow2_at_least(math.isqrt(max(d - 1, 0)) + 1) if block_size is None else block_size
+    size = _pow2_at_least(math.isqrt(max(d - 1, 0)) + 1) if block_size is None else block_size
     if size < 1 or size & (size - 1):
         raise ValueError(f"block_size must be a power of two, got {size}.")
     num_blocks = -(-d // size)
@@ -81,8 +83,8 @@ def log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> L
     log_mass = top[:, 0] + jnp.log(total[:, 0])
     block_cumulative = lax.cummax(jnp.cumsum(jnp.exp(log_mass - jnp.max(log_mass))))
     blocks = block_cumulative / block_cumulative[-1]
-    padding = jnp.ones(pow2_at_least(num_blocks) - num_blocks, blocks.dtype)
-    return LogCdfTable(jnp.concatenate([blocks, padding]), within.reshape(-1), size)
+    padding = jnp.ones(_pow2_at_least(num_blocks) - num_blocks, blocks.dtype)
+    return _LogCdfTable(jnp.concatenate([blocks, padding]), within.reshape(-1), size)
 
 
 def _first_above(table: jax.Array, start, size: int, upper_half, w):
@@ -101,7 +103,7 @@ def _first_above(table: jax.Array, start, size: int, upper_half, w):
     return jnp.asarray(position + 1)
 
 
-def sample_log_cdf(key, table: LogCdfTable) -> jax.Array:
+def _sample_log_cdf(key, table: _LogCdfTable) -> jax.Array:
     """One draw from the table of :func:`log_cdf_table`: an int32 index, O(log d)."""
     hi, lo = jax.random.bits(key, (2, 2), jnp.uint32)
     upper_half, w = sign_and_half_uniform_from_bits(hi, lo, table.within.dtype)

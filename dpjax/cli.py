@@ -16,6 +16,14 @@ import signal
 import sys
 import threading
 
+__all__ = [
+    "SUBCOMMANDS",
+    "build_parser",
+    "main",
+    "positive_float",
+    "positive_int",
+]
+
 # name: (module, the one-line help its add_parser gives; tests/test_cli_startup.py checks they agree)
 SUBCOMMANDS = {
     "study": (

@@ -47,10 +47,10 @@ __all__ = [
 
 
 def _counts(counts):
-    counts = additive.integer_value(counts)
+    counts = additive._integer_value(counts)
     if counts.ndim != 1 or counts.size == 0:
         raise ValueError(f"counts must have shape (n,) with n >= 1, got {counts.shape}.")
-    additive.check_release_range(counts, "counts")
+    additive._check_release_range(counts, "counts")
     return counts
 
 
@@ -60,11 +60,11 @@ def _scale(epsilon, sensitivity, monotonic: bool, rounds: int):
         factor * rounds * exact_noise.exact_rational(sensitivity, "sensitivity")
         / exact_noise.exact_rational(epsilon, "epsilon")
     )
-    return additive.scale_at_least(scale, exact_noise.word_type())
+    return additive._scale_at_least(scale, exact_noise._word_type())
 
 
 def _noisy(key, counts, scale):
-    bound = additive.release_bound(counts.dtype)
+    bound = additive._release_bound(counts.dtype)
     counts = jnp.clip(counts, -bound, bound)  # traced counts out of range (concrete ones are refused)
     z = noise.discrete_laplace(key, scale, counts.shape, counts.dtype)
     return counts + jnp.clip(z, -bound - counts, bound - counts)

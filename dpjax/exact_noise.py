@@ -68,18 +68,24 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["LIMITS", "discrete_gaussian", "discrete_laplace", "exact_rational", "release_key"]
+__all__ = [
+    "LIMITS",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "exact_rational",
+    "release_key",
+]
 
 # Phases of the per-lane state machine.
 _DRAW, _ACCEPT_U, _GEOMETRIC, _WHOLE, _FRACTION, _DONE = range(6)
 
 
-def word_type():
+def _word_type():
     """The internal unsigned word: uint64 under ``jax_enable_x64``, else uint32."""
     return np.uint64 if jax.config.jax_enable_x64 else np.uint32
 
 
-def scale_cap(word) -> int:
+def _scale_cap(word) -> int:
     """Scale numerators and denominators must be below this for ``word`` (:data:`LIMITS`)."""
     return _cap(word)
 
@@ -379,7 +385,7 @@ def _gathered(key, state, capacity, rounds, lap, gauss, word, top):
 @functools.partial(jax.jit, static_argnames=("shape", "dtype"))
 def _sample(key, lap, gauss, shape, dtype):
     """The sampler, compiled once per kind, shape and dtype: the rational's integers are arguments."""
-    word = word_type()
+    word = _word_type()
     top = word(np.iinfo(dtype).max)
     n = math.prod(shape)
     state = _init((n,), word)
@@ -403,7 +409,7 @@ def _sample(key, lap, gauss, shape, dtype):
 
 def _run(key, shape, dtype, t_s, gauss):
     """Passes Algorithm 2's (t, s) and Algorithm 3's gamma coefficients as word-sized arrays."""
-    word = word_type()
+    word = _word_type()
     t, s = t_s
     lap = {"t": t, "s": s, "mask": 2 ** (t - 1).bit_length() - 1, "t_div_s": t // s, "t_mod_s": t % s}
     as_words = functools.partial(jax.tree.map, lambda v: jnp.asarray(v, word))
@@ -440,7 +446,7 @@ def discrete_laplace(key, scale, shape=(), dtype=None) -> jax.Array:
       >>> z = discrete_laplace(jax.random.key(0), (10, 3), (4,))   # scale 10/3
     """
     dtype = _int_dtype(dtype)
-    lap = _laplace_params(exact_rational(scale, "scale"), word_type())
+    lap = _laplace_params(exact_rational(scale, "scale"), _word_type())
     return _run(key, _shape(shape), dtype, lap, None)
 
 
@@ -468,7 +474,7 @@ def discrete_gaussian(key, sigma, shape=(), dtype=None) -> jax.Array:
       >>> z = discrete_gaussian(jax.random.key(0), 3, (4,))
     """
     dtype = _int_dtype(dtype)
-    gauss = _gaussian_params(exact_rational(sigma, "sigma"), word_type())
+    gauss = _gaussian_params(exact_rational(sigma, "sigma"), _word_type())
     return _run(key, _shape(shape), dtype, gauss["laplace"], gauss)
 
 

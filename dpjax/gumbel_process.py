@@ -47,8 +47,10 @@ from jax import lax
 
 from dpjax.noise import standard_exponential
 
+__all__: list[str] = []
 
-class LogMassTree(NamedTuple):
+
+class _LogMassTree(NamedTuple):
     """The heap of :func:`log_mass_tree` (key independent)."""
 
     log_mass: jax.Array  # [2D]: entry n is log of the mass under node n (entry 0 unused)
@@ -56,7 +58,7 @@ class LogMassTree(NamedTuple):
     size: int  # d, the number of candidates (static)
 
 
-def heap_levels(values: jax.Array, combine, fill) -> list[jax.Array]:
+def _heap_levels(values: jax.Array, combine, fill) -> list[jax.Array]:
     """The levels of a complete binary tree over ``values`` padded with ``fill`` to ``D = 2^L``
     leaves, leaves first: level ``l + 1`` holds ``combine(left, right)`` of level ``l``'s pairs, O(d).
     ``combine`` is elementwise and associative (``jnp.logaddexp`` for log-masses, ``jnp.maximum``
@@ -72,15 +74,15 @@ def heap_levels(values: jax.Array, combine, fill) -> list[jax.Array]:
     return levels
 
 
-def heap(values: jax.Array, combine, fill) -> jax.Array:
+def _heap(values: jax.Array, combine, fill) -> jax.Array:
     """The levels of :func:`heap_levels` as one array, root first: entry ``n`` (1 <= n < D) is
     ``combine(entry 2n, entry 2n + 1)``, the leaves are entries ``D .. 2D - 1`` and entry 0 is
     ``fill`` (unused)."""
-    levels = heap_levels(values, combine, fill)
+    levels = _heap_levels(values, combine, fill)
     return jnp.concatenate([jnp.full(1, fill, values.dtype), *reversed(levels)])
 
 
-def log_mass_tree(log_weights: jax.Array) -> LogMassTree:
+def _log_mass_tree(log_weights: jax.Array) -> _LogMassTree:
     """Builds the log-mass heap for ``P(i) ∝ exp(log_weights[i])``, O(d).
 
     The split probabilities are computed level by level from the pairs of each level, not from
@@ -93,7 +95,7 @@ def log_mass_tree(log_weights: jax.Array) -> LogMassTree:
     Returns:
       A :class:`LogMassTree` in the dtype of ``log_weights``.
     """
-    levels = heap_levels(log_weights, jnp.logaddexp, -jnp.inf)
+    levels = _heap_levels(log_weights, jnp.logaddexp, -jnp.inf)
     splits = []
     for level in levels[:-1]:
         pairs = level.reshape(-1, 2)
@@ -103,10 +105,10 @@ def log_mass_tree(log_weights: jax.Array) -> LogMassTree:
     unused = jnp.zeros(1, log_weights.dtype)
     log_mass = jnp.concatenate([unused, *reversed(levels)])
     split = jnp.concatenate([unused, *reversed(splits)])
-    return LogMassTree(log_mass, split, log_weights.shape[0])
+    return _LogMassTree(log_mass, split, log_weights.shape[0])
 
 
-def top_k(key, tree: LogMassTree, k: int) -> tuple[jax.Array, jax.Array]:
+def _top_k(key, tree: _LogMassTree, k: int) -> tuple[jax.Array, jax.Array]:
     """The k largest of ``log_weights + Gumbel(1)``, largest first, O(k log d) per draw.
 
     Args:

@@ -17,6 +17,16 @@ import signal
 import sys
 import threading
 
+__all__ = [
+    "STOP",
+    "Interrupted",
+    "check",
+    "exit_code",
+    "handled",
+    "raising",
+    "received",
+]
+
 STOP = threading.Event()
 _state = {"signal": None, "raising": False}
 

@@ -34,13 +34,15 @@ from jax import lax
 
 from dpjax.validation import float_dtype
 
+__all__: list[str] = []
 
-def resolution_steps(dtype) -> int:
+
+def _resolution_steps(dtype) -> int:
     """Halvings that shrink a bracket ``[0, hi]`` below half an ulp of ``hi`` in ``dtype``: ``nmant + 2``."""
     return int(jnp.finfo(dtype).nmant) + 2
 
 
-def bisect(predicate: Callable, lo, hi, steps: int):
+def _bisect(predicate: Callable, lo, hi, steps: int):
     """The bracket ``(lo, hi)`` of the point where a monotone ``predicate`` turns from True to False.
 
     Args:

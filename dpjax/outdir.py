@@ -20,8 +20,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
-MARKER = ".dpjax-output"
-CHECKPOINT = ".checkpoint"
+__all__ = [
+    "OutputError",
+    "RunDir",
+    "atomic_path",
+    "write_bytes",
+    "write_text",
+]
+
+_MARKER = ".dpjax-output"
+_CHECKPOINT = ".checkpoint"
 _UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it) and put back
 os.umask(_UMASK)
 
@@ -94,13 +102,13 @@ class RunDir:
     @property
     def checkpoint(self) -> Path:
         """The staging directory's checkpoint of finished units."""
-        return self.staging / CHECKPOINT
+        return self.staging / _CHECKPOINT
 
     def _ours(self) -> bool:
         """Whether ``DIR`` was written by this command: its marker says so, or (an output from before
         the marker) it has none and holds one of the command's files."""
         try:
-            return json.loads((self.path / MARKER).read_text())["command"] == self.command
+            return json.loads((self.path / _MARKER).read_text())["command"] == self.command
         except FileNotFoundError:
             return any((self.path / name).is_file() for name in self.own_files)
         except (OSError, ValueError, KeyError, TypeError):
@@ -128,7 +136,7 @@ class RunDir:
         """:meth:`check`, then makes the staging directory (with the checkpoint to resume from)."""
         self.check()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        kept = self.path / CHECKPOINT
+        kept = self.path / _CHECKPOINT
         if self.resume and self.checkpoint.is_dir():  # a run killed before it could commit
             self.resumed = True
             return self
@@ -145,9 +153,9 @@ class RunDir:
         another run nested in ``DIR``. Links, not moves: a run killed here leaves ``DIR`` whole."""
         if not self.path.is_dir():
             return
-        ours = {MARKER, CHECKPOINT, *self.own_files}
+        ours = {_MARKER, _CHECKPOINT, *self.own_files}
         with contextlib.suppress(OSError, ValueError, KeyError):
-            manifest = json.loads((self.path / MARKER).read_text())
+            manifest = json.loads((self.path / _MARKER).read_text())
             ours |= {Path(name).parts[0] for name in manifest["files"]}
         for entry in self.path.iterdir():
             target = self.staging / entry.name
@@ -164,7 +172,7 @@ class RunDir:
         if complete:
             shutil.rmtree(self.checkpoint, ignore_errors=True)
         manifest = {"command": self.command, "complete": complete, "files": sorted(map(str, files))}
-        write_text(self.staging / MARKER, json.dumps(manifest, indent=2) + "\n")
+        write_text(self.staging / _MARKER, json.dumps(manifest, indent=2) + "\n")
         self._keep_others()
         if self.path.exists():
             old = self.path.parent / f".{self.path.name}.old-{os.getpid()}"

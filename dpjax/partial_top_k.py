@@ -27,16 +27,18 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+__all__: list[str] = []
+
 # Below these sizes lax.top_k alone is as fast (measured on the CPU; the pass costs ~3 dispatches).
-MIN_ITEMS, MIN_ITEMS_PER_K = 4096, 64
+_MIN_ITEMS, _MIN_ITEMS_PER_K = 4096, 64
 
 
-def block_size(d: int, k: int) -> int:
+def _block_size(d: int, k: int) -> int:
     """The block width: the power of two nearest ``sqrt(d / k)`` (the two rankings then have about
     ``sqrt(d k)`` items each) and at least 64 (:func:`_block_maxima` is slower on narrower blocks:
     at d = 10^5, blocks of 32 cost 1.8x blocks of 64 on the CPU), or 0 when ``lax.top_k`` over the
     whole axis is as cheap."""
-    if d < MIN_ITEMS or d < MIN_ITEMS_PER_K * k:
+    if d < _MIN_ITEMS or d < _MIN_ITEMS_PER_K * k:
         return 0
     return 1 << max(6, round(math.log2(math.sqrt(d / k))))
 
@@ -103,14 +105,14 @@ def _block_maxima(keys: jax.Array, width: int) -> jax.Array:
     return jnp.concatenate([maxima, keys[..., full * width :].max(-1, keepdims=True)], axis=-1)
 
 
-def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+def _top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """``lax.top_k(x, k)`` along the last axis, exactly (values and int32 indices, ties to the lower
     index), by the blocked partial selection of the module docstring where it is cheaper.
 
     Leading axes are independent rows (``vmap`` works too). ``k`` is static, ``1 <= k <= d``.
     """
     d = x.shape[-1]
-    width = block_size(d, k)
+    width = _block_size(d, k)
     if width == 0:
         values, indices = _rank(x, k)
         return values, indices.astype(jnp.int32)

@@ -68,13 +68,31 @@ from dpjax import categorical as _categorical
 from dpjax import gumbel_process as _gumbel_process
 from dpjax import noise as _noise
 from dpjax.accounting import PureDP, RangeBounded
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
-NOISES = ("gumbel", "exponential", "laplace")
-METHODS = ("auto", "literal", "inverse_cdf", "tree")
-TOP_K_METHODS = ("auto", "literal", "tree")
-GAP_NOISES = ("laplace", "gumbel")
+__all__ = [
+    "discrete_peeling_top_k",
+    "discrete_peeling_top_k_guarantee",
+    "discrete_report_noisy_max",
+    "discrete_report_noisy_max_guarantee",
+    "exponential_mechanism",
+    "exponential_mechanism_guarantee",
+    "gumbel_top_k",
+    "gumbel_top_k_guarantee",
+    "noisy_max_with_gap",
+    "noisy_max_with_gap_guarantee",
+    "noisy_top_k_with_gap",
+    "noisy_top_k_with_gap_guarantee",
+    "noisy_top_k_with_gap_scale",
+    "report_noisy_max",
+    "report_noisy_max_guarantee",
+]
+
+_NOISES = ("gumbel", "exponential", "laplace")
+_METHODS = ("auto", "literal", "inverse_cdf", "tree")
+_TOP_K_METHODS = ("auto", "literal", "tree")
+_GAP_NOISES = ("laplace", "gumbel")
 
 
 def _check_flag(value, name: str) -> bool:
@@ -92,15 +110,15 @@ def _check_guarantee_args(epsilon, sensitivity, monotonic) -> float:
 
 
 def _check_gap_noise(noise, method: str = "auto") -> str:
-    """The static options of the gap mechanisms: a noise of :data:`GAP_NOISES`, and ``"tree"`` only
+    """The static options of the gap mechanisms: a noise of :data:`_GAP_NOISES`, and ``"tree"`` only
     with Gumbel noise (the top-down construction needs its max-stability)."""
     if noise == "exponential":
         raise ValueError(
             "noise='exponential' is not offered for the gap mechanisms: the privacy of its gaps is "
             "not proven (see noisy_top_k_with_gap); use 'laplace' or 'gumbel'."
         )
-    check_choice(noise, "noise", GAP_NOISES)
-    check_choice(method, "method", TOP_K_METHODS)
+    check_choice(noise, "noise", _GAP_NOISES)
+    check_choice(method, "method", _TOP_K_METHODS)
     if method not in ("auto", "literal") and noise != "gumbel":
         raise ValueError(
             f"method={method!r} is the top-down Gumbel process: noise must be 'gumbel', got {noise!r}."
@@ -144,7 +162,7 @@ def _noisy_top(key, units, *, noise: str, k: int | None):
 def _inverse_cdf_draw(key, units):
     """One exponential-mechanism draw from the two-level table (key independent, so built once
     under ``vmap`` over keys); compiled for the same reason as :func:`_noisy_top`."""
-    return _categorical.sample_log_cdf(key, _categorical.log_cdf_table(units))
+    return _categorical._sample_log_cdf(key, _categorical._log_cdf_table(units))
 
 
 @functools.partial(jax.jit, static_argnames=("k",))
@@ -153,12 +171,12 @@ def _tree_top(key, units, *, k: int):
     """The top-k ``(values, indices)`` of ``units + Gumbel(1)`` by the top-down Gumbel process
     (:mod:`dpjax.gumbel_process`), values in the units of ``units``; the log-mass tree is key
     independent (built once under ``vmap`` over keys)."""
-    return _gumbel_process.top_k(key, _gumbel_process.log_mass_tree(units), k)
+    return _gumbel_process._top_k(key, _gumbel_process._log_mass_tree(units), k)
 
 
 def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name, method):
-    check_choice(noise, "noise", NOISES)
-    check_choice(method, "method", METHODS)
+    check_choice(noise, "noise", _NOISES)
+    check_choice(method, "method", _METHODS)
     if method not in ("auto", "literal") and noise != "gumbel":
         raise ValueError(
             f"method={method!r} samples the exponential mechanism: noise must be 'gumbel', got {noise!r}."
@@ -245,7 +263,7 @@ def exponential_mechanism(
     return _noisy_argmax(key, utilities, epsilon, "gumbel", sensitivity, monotonic, "utilities", method)
 
 
-@elementwise("epsilon", "sensitivity")
+@_elementwise("epsilon", "sensitivity")
 def exponential_mechanism_guarantee(
     epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
 ) -> RangeBounded:
@@ -307,7 +325,7 @@ def report_noisy_max(
     return _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, "scores", method)
 
 
-@elementwise("epsilon", "sensitivity")
+@_elementwise("epsilon", "sensitivity")
 def report_noisy_max_guarantee(
     epsilon: float, *, noise: str = "gumbel", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP | RangeBounded:
@@ -316,7 +334,7 @@ def report_noisy_max_guarantee(
     Only the Gumbel version is range-bounded, so only it gets the epsilon^2/8-zCDP conversion; the
     others convert as pure DP (epsilon^2/2-zCDP).
     """
-    check_choice(noise, "noise", NOISES)
+    check_choice(noise, "noise", _NOISES)
     epsilon = _check_guarantee_args(epsilon, sensitivity, monotonic)
     return RangeBounded(epsilon) if noise == "gumbel" else PureDP(epsilon)
 
@@ -368,7 +386,7 @@ def gumbel_top_k(
       >>> import jax, jax.numpy as jnp
       >>> top = gumbel_top_k(jax.random.key(0), jnp.arange(100), k=5, epsilon=1.0, monotonic=True)
     """
-    check_choice(method, "method", TOP_K_METHODS)
+    check_choice(method, "method", _TOP_K_METHODS)
     checks = Checks()
     units, _, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k)
     paths = {
@@ -378,7 +396,7 @@ def gumbel_top_k(
     return checks.guard(_auto.run(method, paths, key, units, fast="tree"))
 
 
-@elementwise("epsilon", "sensitivity")
+@_elementwise("epsilon", "sensitivity")
 def gumbel_top_k_guarantee(
     k: int, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
 ) -> RangeBounded:
@@ -436,7 +454,7 @@ def noisy_top_k_with_gap(
     Laplace-type noise only). ``"gumbel"``: Gumbel(b) at the same b; the winners are then exactly
     :func:`gumbel_top_k`'s Plackett-Luce ranking at ``epsilon / k`` (more accurate than Laplace's),
     and ``method="tree"`` draws the k + 1 largest values, hence the gaps, by the top-down Gumbel
-    process (:func:`dpjax.gumbel_process.top_k`, O(k log n) per release after an O(n) key
+    process (:func:`dpjax.gumbel_process._top_k`, O(k log n) per release after an O(n) key
     independent preparation; about the literal kernel's cost for one release). Its gaps follow a
     different law from the Laplace ones, so estimators must be told (``noise`` of
     :mod:`dpjax.postprocess.topk_gap`).
@@ -505,7 +523,7 @@ def noisy_top_k_with_gap(
     return checks.guard((indices[:k], gaps))
 
 
-@elementwise("epsilon", "sensitivity")
+@_elementwise("epsilon", "sensitivity")
 def noisy_top_k_with_gap_guarantee(
     k: int, epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
@@ -549,7 +567,7 @@ def noisy_max_with_gap(
     return indices[0], gaps[0]
 
 
-@elementwise("epsilon", "sensitivity")
+@_elementwise("epsilon", "sensitivity")
 def noisy_max_with_gap_guarantee(
     epsilon: float, *, noise: str = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
+__all__: list[str] = []
 
-def arguments_of(full: Callable) -> Callable[[Callable], Callable]:
+
+def _arguments_of(full: Callable) -> Callable[[Callable], Callable]:
     """Decorates a function that forwards its arguments to ``full``, to carry ``full``'s signature.
 
     Args:

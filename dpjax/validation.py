@@ -30,6 +30,22 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+__all__ = [
+    "Checks",
+    "check_array",
+    "check_choice",
+    "check_epsilon",
+    "check_int",
+    "check_positive",
+    "check_probability",
+    "check_real",
+    "check_same_shape",
+    "checkify_checks",
+    "float_dtype",
+    "is_traced",
+    "refuse_values",
+]
+
 
 def is_traced(x) -> bool:
     """True when ``x`` is a JAX tracer (inside ``jit``/``vmap``), whose values are unknown."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dpjax import _auto, selection, svt
-from dpjax.quantiles.unbounded import grid, halting, tabulate
+from dpjax.quantiles.unbounded import _grid, _halting, _tabulate
 
 KEYS = jax.random.split(jax.random.key(3), 4)
 SCORES = jnp.asarray(np.random.default_rng(0).normal(0.0, 2.0, 12), jnp.float32)
@@ -169,10 +169,10 @@ def test_unbounded_halting_takes_blocks_alone_and_the_fast_sampler_over_keys():
     preparation (a cumlogsumexp over the count table), ``vmap`` over keys the fast one; one release
     is bit for bit the named method (test_svt_monotone_halting tests the two laws)."""
     x = np.random.default_rng(1).lognormal(2.0, 1.0, 300).astype(np.float32)
-    counts, _ = tabulate(x, 0.0, 1.001, grid(1.001, 4096, np.float32), np.float32)
+    counts, _ = _tabulate(x, 0.0, 1.001, _grid(1.001, 4096, np.float32), np.float32)
 
     def run(key, method="auto"):
-        return halting(
+        return _halting(
             key,
             counts,
             0.9,
@@ -190,7 +190,7 @@ def test_unbounded_halting_takes_blocks_alone_and_the_fast_sampler_over_keys():
     assert "cumlogsumexp" in _primitives(jax.vmap(run), KEYS)
     assert "cumlogsumexp" not in _primitives(
         jax.vmap(
-            lambda e: halting(
+            lambda e: _halting(
                 KEYS[0], counts, 0.9, x.size, e, e, 4000, noise="exponential", dtype=np.float32, first=1
             )
         ),

@@ -20,7 +20,7 @@ from jax import export
 from mechanism_registry import all_mechanisms
 
 from dpjax.bench.cases import FAMILIES, cases
-from dpjax.quantiles.intervals import sort_floats
+from dpjax.quantiles.intervals import _sort_floats
 
 ACCELERATORS = ("cuda", "rocm", "tpu")
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def test_registered_mechanisms_lower_for_accelerators(mechanism):
 
 def test_sort_floats_comparator_is_one_integer_compare():
     """The comparator XLA GPU's SortRewriter accepts for CUB radix sort: one compare of the operands."""
-    exported = _lowers_everywhere(sort_floats, jnp.asarray(np.linspace(-1, 1, 64), jnp.float32))
+    exported = _lowers_everywhere(_sort_floats, jnp.asarray(np.linspace(-1, 1, 64), jnp.float32))
     text = exported.mlir_module()
     regions = re.findall(r'"stablehlo\.sort".*?\}\)', text, flags=re.DOTALL)
     assert len(regions) == 1

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from dpjax.budgeting import geometry
-from dpjax.budgeting.kde import ELIMINATED_BIAS, kde, kde_baseline
+from dpjax.budgeting.kde import _ELIMINATED_BIAS, kde, kde_baseline
 from dpjax.budgeting.knn import knn, knn_baseline
 from dpjax.budgeting.range_count import range_count, range_count_baseline
 from dpjax.budgeting.threshold import threshold_baseline, threshold_guarantee, threshold_query
@@ -96,7 +96,7 @@ def test_kde_c1_within_elimination_bias_of_baseline():
     pm, bm = np.asarray(pm, np.float64), np.asarray(bm, np.float64)
     eliminated = np.asarray(status == 2).sum(axis=1)
     assert np.all(eliminated > 0)
-    assert np.all(np.abs(pm - bm) <= eliminated * ELIMINATED_BIAS / X.shape[0] + 1e-6 * bm + 1e-12)
+    assert np.all(np.abs(pm - bm) <= eliminated * _ELIMINATED_BIAS / X.shape[0] + 1e-6 * bm + 1e-12)
 
 
 def test_threshold_c1_equals_baseline_with_corrected_sets():

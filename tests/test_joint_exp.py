@@ -15,21 +15,21 @@ from scipy.special import logsumexp
 
 from dpjax.accounting import RangeBounded
 from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
-from dpjax.quantiles.exp_mech import gap_logits
-from dpjax.quantiles.intervals import gaps, sort_floats
-from dpjax.quantiles.joint_exp import draw_gap, joint_exp_sensitivity, sample_gaps, sample_outputs
-from dpjax.quantiles.joint_exp_linear import LINEAR_BLOCKS, toeplitz_linear, toeplitz_linear_certified
+from dpjax.quantiles.exp_mech import _gap_logits
+from dpjax.quantiles.intervals import _gaps, _sort_floats
+from dpjax.quantiles.joint_exp import _draw_gap, _joint_exp_sensitivity, _sample_gaps, _sample_outputs
+from dpjax.quantiles.joint_exp_linear import _LINEAR_BLOCKS, _toeplitz_linear, _toeplitz_linear_certified
 from dpjax.quantiles.joint_exp_tables import (
-    OMITTED_MASS,
-    forward_tables,
-    log_normalizer,
-    sampling_block,
+    _OMITTED_MASS,
+    _forward_tables,
+    _log_normalizer,
+    _sampling_block,
 )
-from dpjax.quantiles.joint_exp_toeplitz import log_filter, remainder, toeplitz_scan
+from dpjax.quantiles.joint_exp_toeplitz import _log_filter, _remainder, _toeplitz_scan
 
 # The forward pass compiled (one compilation per shape and static option instead of one per eager
 # operation); the margin and the levels stay arguments.
-FORWARD_TABLES = jax.jit(forward_tables, static_argnames=("method", "restart_above", "span"))
+FORWARD_TABLES = jax.jit(_forward_tables, static_argnames=("method", "restart_above", "span"))
 
 WORKED_X = [0.1, 0.1, 0.4, 0.9]
 WORKED_Q = [0.25, 0.5, 0.75]
@@ -41,7 +41,7 @@ def brute_force(x, lower, upper, qs, epsilon, neighbors="swap"):
     n, m = x.size, len(qs)
     tau = np.diff(np.concatenate([[lower], x, [upper]]))
     nu = np.diff(np.concatenate([[0.0], qs, [1.0]])) * n
-    c = epsilon / (2 * joint_exp_sensitivity(qs, neighbors))
+    c = epsilon / (2 * _joint_exp_sensitivity(qs, neighbors))
     weights = {}
     for seq in itertools.combinations_with_replacement(range(n + 1), m):
         path = [0, *seq, n]
@@ -117,7 +117,7 @@ def _chi_square_sequences(
     if tables is None:
         tables = joint_exp_tables(jnp.asarray(x, dtype), qs, eps, bounds=bounds)
     keys = jax.random.split(jax.random.key(seed), draws)
-    seqs = np.asarray(jax.jit(jax.vmap(lambda k: sample_gaps(k, tables)))(keys))
+    seqs = np.asarray(jax.jit(jax.vmap(lambda k: _sample_gaps(k, tables)))(keys))
     seen = {}
     for s in map(tuple, seqs):
         seen[s] = seen.get(s, 0) + 1
@@ -144,7 +144,8 @@ def test_sampled_sequences_match_exact_probabilities(x64):
 def test_repeat_factor_epsilon_zero():
     # X = [0.5], m = 2, epsilon = 0: P(0,0) = P(1,1) = 1/4, P(0,1) = 1/2 (1/3 each without 1/k!).
     tables = joint_exp_tables(jnp.asarray([0.5]), [0.3, 0.6], 0.0, bounds=(0, 1))
-    seqs = np.asarray(jax.vmap(lambda k: sample_gaps(k, tables))(jax.random.split(jax.random.key(4), 20_000)))
+    keys = jax.random.split(jax.random.key(4), 20_000)
+    seqs = np.asarray(jax.vmap(lambda k: _sample_gaps(k, tables))(keys))
     counts = [np.sum((seqs == s).all(axis=1)) for s in ([0, 0], [0, 1], [1, 1])]
     assert stats.chisquare(counts, [5000, 10000, 5000]).pvalue > 1e-4
 
@@ -152,8 +153,8 @@ def test_repeat_factor_epsilon_zero():
 @functools.partial(jax.jit, static_argnames="neighbors")
 def _m1_pmfs(x, q, eps, neighbors):
     """JointExp's law of the one gap, P(i) ∝ alpha(1, i, 1) phi_2(n - i), and IndExp's."""
-    _, log_width = gaps(x, -2.0, 2.0)
-    logits = gap_logits(log_width, q, eps, neighbors)
+    _, log_width = _gaps(x, -2.0, 2.0)
+    logits = _gap_logits(log_width, q, eps, neighbors)
     tables = joint_exp_tables(x, jnp.stack([q]), eps, bounds=(-2, 2), neighbors=neighbors)
     n = x.size
     last = -tables.c * jnp.abs(n - jnp.arange(n + 1) - tables.nu[-1])
@@ -173,8 +174,8 @@ def test_m1_equals_ind_exp():
 
 def test_ind_exp_pmf_spec_example():
     with enable_x64():
-        _, log_width = gaps(jnp.asarray([0.3, -1.2, 0.7, 0.7, 2.0, -0.1]), -2.0, 2.0)
-        pmf = jax.nn.softmax(gap_logits(log_width, 0.4, 1.3))
+        _, log_width = _gaps(jnp.asarray([0.3, -1.2, 0.7, 0.7, 2.0, -0.1]), -2.0, 2.0)
+        pmf = jax.nn.softmax(_gap_logits(log_width, 0.4, 1.3))
     want = [0.117558, 0.309633, 0.215678, 0.189386, 0, 0.167745, 0]
     np.testing.assert_allclose(pmf, want, atol=1e-6)
 
@@ -189,7 +190,7 @@ def test_epsilon_zero_gives_sorted_uniforms():
         assert abs(float(lz) - (m * math.log(upper - lower) - math.log(6))) < 1e-12
     tables = joint_exp_tables(x, [0.2, 0.5, 0.9], 0.0, bounds=(lower, upper))
     keys = jax.random.split(jax.random.key(6), 4000)
-    out = jax.jit(jax.vmap(sample_outputs, in_axes=(0, None)))(keys, tables)
+    out = jax.jit(jax.vmap(_sample_outputs, in_axes=(0, None)))(keys, tables)
     u = (np.asarray(out, np.float64) - lower) / (upper - lower)
     for j in range(m):
         assert stats.kstest(u[:, j], stats.beta(j + 1, m - j).cdf).pvalue > 1e-4
@@ -261,7 +262,7 @@ def test_density_ratio_privacy_audit():
                     y[rng.integers(n)] = rng.uniform(-1.2, 1.2)
                 else:
                     y = np.append(x, rng.uniform(-1.2, 1.2))
-                c = eps / (2 * joint_exp_sensitivity(qs, neighbors))
+                c = eps / (2 * _joint_exp_sensitivity(qs, neighbors))
                 lz_x = float(
                     joint_exp_log_normalizer(jnp.asarray(x), qs, eps, bounds=(-1, 1), neighbors=neighbors)
                 )
@@ -324,7 +325,7 @@ def test_log_filter_matches_the_sequential_recurrence():
                 for k in range(size):
                     acc = np.logaddexp(acc + decay[r, k], values[r, k])
                     want[r, k] = acc
-            got = np.asarray(log_filter(jnp.asarray(decay), jnp.asarray(values)))
+            got = np.asarray(_log_filter(jnp.asarray(decay), jnp.asarray(values)))
             np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
             np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=0, atol=1e-10)
 
@@ -335,7 +336,7 @@ def test_remainder_by_a_traced_length_is_exact():
     values = np.concatenate(
         [rng.integers(info.min, info.max, 20_000), np.arange(-300, 300), [info.min, info.max, info.max - 1]]
     ).astype(np.int32)
-    compiled = jax.jit(remainder)
+    compiled = jax.jit(_remainder)
     for length in (1, 2, 3, 16, 31, 32, 1001, 2**20 + 7, 2**30 + 3):
         want = np.mod(values.astype(np.int64), length)
         np.testing.assert_array_equal(np.asarray(compiled(jnp.asarray(values), jnp.int32(length))), want)
@@ -350,7 +351,7 @@ def dense_toeplitz(x, c, nu):
 @pytest.mark.parametrize("size", [1, 2, 17, 300, 2500])
 def test_toeplitz_scan_matches_dense_log_sum_exp(size):
     rng = np.random.default_rng(size)
-    step = jax.jit(toeplitz_scan)  # c and nu traced: one compilation per size and dtype
+    step = jax.jit(_toeplitz_scan)  # c and nu traced: one compilation per size and dtype
     for nu in (0.0, 0.4, 1.0, 2.5, size / 3, size - 0.5, size + 2.0):
         for c in (0.05, 1.5):
             x = np.where(rng.random(size) < 0.15, -np.inf, 4 * rng.normal(size=size))
@@ -368,8 +369,8 @@ def test_toeplitz_scan_matches_dense_log_sum_exp(size):
 @pytest.mark.parametrize("size", [1, 17, 300, 2500])
 def test_toeplitz_linear_matches_dense_log_sum_exp(size):
     rng = np.random.default_rng(size + 1)
-    step = jax.jit(toeplitz_linear)
-    certificate = jax.jit(lambda x, c, nu: toeplitz_linear_certified(x, c, nu)[1])
+    step = jax.jit(_toeplitz_linear)
+    certificate = jax.jit(lambda x, c, nu: _toeplitz_linear_certified(x, c, nu)[1])
     for nu in (0.0, 0.4, 2.5, 40.0, 70.5, size / 3, size - 0.5, size + 2.0):
         for c in (0.05, 1.5, 40.0):
             x = np.where(rng.random(size) < 0.15, -np.inf, 4 * rng.normal(size=size))
@@ -400,14 +401,14 @@ def test_toeplitz_linear_refuses_to_certify_underflow(c, certifying):
     x[0] = 0.0
     want = dense_toeplitz(x, c, 0.5)
     x32 = jnp.asarray(x, jnp.float32)
-    step = jax.jit(toeplitz_linear)  # c traced: one compilation per dtype, not one per eager operation
-    certified = jax.jit(lambda x, c, block: toeplitz_linear_certified(x, c, 0.5, block)[1], static_argnums=2)
-    for block in LINEAR_BLOCKS:
+    step = jax.jit(_toeplitz_linear)  # c traced: one compilation per dtype, not one per eager operation
+    certified = jax.jit(lambda x, c, block: _toeplitz_linear_certified(x, c, 0.5, block)[1], static_argnums=2)
+    for block in _LINEAR_BLOCKS:
         assert bool(certified(x32, c, block)) == (block == certifying)
     got32 = np.asarray(step(x32, c, 0.5), np.float64)
     np.testing.assert_allclose(got32[1:], want[1:], rtol=1e-6)
     with enable_x64():
-        assert certified(jnp.asarray(x), c, LINEAR_BLOCKS[0])
+        assert certified(jnp.asarray(x), c, _LINEAR_BLOCKS[0])
         got = np.asarray(step(jnp.asarray(x), c, 0.5))
     assert got[0] == -np.inf
     np.testing.assert_allclose(got[1:], want[1:], rtol=1e-12)
@@ -466,7 +467,7 @@ def test_block_masses_are_the_log_sum_exp_of_their_blocks(x64, epsilon):
 
 def assert_block_masses_match_rows(tables, n, x64):
     """The sampler's block masses are LSE_t log_total[j, bB + t] +- c t of the rows it samples."""
-    block = sampling_block(n + 1)
+    block = _sampling_block(n + 1)
     total = np.asarray(tables.log_total, np.float64).reshape(tables.log_total.shape[0], -1, block)
     ramp = float(tables.c) * np.arange(block)
     for got, sign in ((tables.block_left, 1), (tables.block_right, -1)):
@@ -485,10 +486,10 @@ def test_block_sampler_draws_the_exact_conditional():
     x = rng.normal(0, 1, 500)
     tables = joint_exp_tables(jnp.asarray(x, jnp.float32), [0.2, 0.5, 0.8], 0.05, bounds=(-4, 4))
     size = x.size + 1
-    block = sampling_block(size)
+    block = _sampling_block(size)
     assert tables.log_total.shape[1] % block == 0
     assert np.all(np.asarray(tables.log_total)[:, size:] == -np.inf)
-    draw = jax.jit(jax.vmap(draw_gap, in_axes=(0, None, None, None, None)))
+    draw = jax.jit(jax.vmap(_draw_gap, in_axes=(0, None, None, None, None)))
     keys = jax.random.split(jax.random.key(23), 20_000)
     cases = ((2, 500, True), (1, 3 * block, False), (1, 3 * block - 1, True), (0, 140, False))
     for row, hi, inclusive in cases:
@@ -525,7 +526,7 @@ def test_sort_floats_equals_numpy_sort(x64):
     with enable_x64(x64):
         dtype = jnp.float64 if x64 else jnp.float32
         x = jnp.asarray(rng.permutation(values), dtype)
-        np.testing.assert_array_equal(np.asarray(sort_floats(x)), np.sort(np.asarray(x)))
+        np.testing.assert_array_equal(np.asarray(_sort_floats(x)), np.sort(np.asarray(x)))
 
 
 def maximal_runs(seq):
@@ -547,7 +548,7 @@ def test_omitted_runs_give_the_restricted_law_within_the_certified_bound():
     with enable_x64():
         for case in range(8):
             x, qs, eps = random_case(rng, 1 + (case // 3) % 2)  # both non-empty shapes at each margin
-            edges, log_width = gaps(jnp.asarray(x, jnp.float64), -1.0, 1.0)
+            edges, log_width = _gaps(jnp.asarray(x, jnp.float64), -1.0, 1.0)
             tables = FORWARD_TABLES(
                 edges,
                 log_width,
@@ -562,7 +563,7 @@ def test_omitted_runs_give_the_restricted_law_within_the_certified_bound():
             restricted = {s: w for s, w in weights.items() if all(kept[j, l] for j, l in maximal_runs(s))}
             omitted_any |= len(restricted) < len(weights)
             z, z_kept = sum(weights.values()), sum(restricted.values())
-            assert abs(float(log_normalizer(tables)) - math.log(z_kept)) < 1e-9
+            assert abs(float(_log_normalizer(tables)) - math.log(z_kept)) < 1e-9
             assert (z - z_kept) / z <= math.exp(float(tables.log_omitted)) * (1 + 1e-9) + 1e-300
             if case == 1:
                 assert (
@@ -578,13 +579,13 @@ def test_failed_certificate_restarts_without_omission():
     x = np.zeros(5)  # all points equal: runs in the two wide end gaps carry the mass
     qs = [0.3, 0.5, 0.6]
     with enable_x64():
-        edges, log_width = gaps(jnp.asarray(x), -1.0, 1.0)
+        edges, log_width = _gaps(jnp.asarray(x), -1.0, 1.0)
         tables = FORWARD_TABLES(edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0)
-        lz = float(log_normalizer(tables))
+        lz = float(_log_normalizer(tables))
         unchecked = FORWARD_TABLES(
             edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0, restart_above=np.inf
         )
-    assert float(unchecked.log_omitted) > math.log(OMITTED_MASS)  # so the first pass failed its certificate
+    assert float(unchecked.log_omitted) > math.log(_OMITTED_MASS)  # so the first pass failed its certificate
     assert float(tables.log_omitted) == -np.inf
     assert np.isfinite(np.asarray(tables.run_shift)[np.tril_indices(3)]).all()
     assert abs(lz - math.log(sum(brute_force(x, -1, 1, qs, 1.0).values()))) < 1e-9
@@ -601,9 +602,9 @@ def test_certified_omission_at_large_n_matches_the_dense_reference(x64):
     with enable_x64(x64):
         dtype = jnp.float64 if x64 else jnp.float32
         tables = joint_exp_tables(jnp.asarray(x, dtype), qs, 8.0, bounds=(-5, 5))
-        lz = float(log_normalizer(tables))
+        lz = float(_log_normalizer(tables))
     assert not np.isfinite(np.asarray(tables.run_shift)[np.tril_indices(4, -1)]).any()
-    assert float(tables.log_omitted) <= math.log(OMITTED_MASS)
+    assert float(tables.log_omitted) <= math.log(_OMITTED_MASS)
     got = (
         np.asarray(tables.log_total, np.float64)[:, : x.size + 1]
         + np.asarray(tables.offsets, np.float64)[:, None]
@@ -639,13 +640,13 @@ def test_windowed_rows_match_the_dense_reference(x64, epsilon, span, windowed):
     last = -c * np.abs(n - np.arange(n + 1) - nu[-1])
     with enable_x64(x64):
         dtype = jnp.float64 if x64 else jnp.float32
-        edges, log_width = gaps(jnp.asarray(x, dtype), -5.0, 5.0)
+        edges, log_width = _gaps(jnp.asarray(x, dtype), -5.0, 5.0)
         tables = FORWARD_TABLES(edges, log_width, jnp.asarray(qs, dtype), c, "linear", span=span)
-        lz = float(log_normalizer(tables))
+        lz = float(_log_normalizer(tables))
     got = np.asarray(tables.log_total, np.float64)
     finite = np.isfinite(got).sum(axis=1)
     assert (finite <= span).tolist() == windowed
-    assert float(tables.log_omitted) <= math.log(OMITTED_MASS)
+    assert float(tables.log_omitted) <= math.log(_OMITTED_MASS)
     got = got[:, : n + 1] + np.asarray(tables.offsets, np.float64)[:, None]
     # A window holds every entry within the margin (> 50 nats) of its row's maximum; the left-out
     # mass changes the entries of later rows by at most ~e^-30 of themselves within 40 nats of theirs.
@@ -658,9 +659,9 @@ def test_windowed_rows_match_the_dense_reference(x64, epsilon, span, windowed):
 
 @pytest.mark.parametrize("span", [-32, 100])
 def test_window_span_must_be_a_multiple_of_the_block(span):
-    edges, log_width = gaps(jnp.zeros(10), -1.0, 1.0)
+    edges, log_width = _gaps(jnp.zeros(10), -1.0, 1.0)
     with pytest.raises(ValueError, match="multiple of 32"):
-        forward_tables(edges, log_width, jnp.asarray([0.5]), 1.0, "linear", span=span)
+        _forward_tables(edges, log_width, jnp.asarray([0.5]), 1.0, "linear", span=span)
 
 
 def test_windowed_pass_restarts_whole_and_batches():
@@ -673,7 +674,7 @@ def test_windowed_pass_restarts_whole_and_batches():
     rng = np.random.default_rng(35)
 
     def tables(x, span, c=0.25, **options):
-        edges, log_width = gaps(x, -5.0, 5.0)
+        edges, log_width = _gaps(x, -5.0, 5.0)
         return FORWARD_TABLES(edges, log_width, qs, c, "linear", span=span, **options)
 
     with enable_x64():
@@ -684,7 +685,7 @@ def test_windowed_pass_restarts_whole_and_batches():
         data = jnp.stack([x, jnp.asarray(rng.standard_t(3, n))])
         batched = jax.vmap(lambda x: tables(x, 512, 2.0))(data)
         single = [tables(x, 512, 2.0) for x in data]
-    assert float(first_pass.log_omitted) > math.log(OMITTED_MASS)
+    assert float(first_pass.log_omitted) > math.log(_OMITTED_MASS)
     assert (np.isfinite(np.asarray(first_pass.log_total)).sum(axis=1) <= 512).all()
     assert float(restarted.log_omitted) == -np.inf
     for got, want in zip(restarted, whole, strict=True):
@@ -709,8 +710,8 @@ def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():
         utility = -sum(abs(path[j + 1] - path[j] - nu[j]) for j in range(4))
         want = np.logaddexp(want, c * utility - math.lgamma(k + 1) - math.lgamma(4 - k))
 
-    def forced(x, restart_above=OMITTED_MASS):
-        edges, log_width = gaps(x, -1.0, 1.0)
+    def forced(x, restart_above=_OMITTED_MASS):
+        edges, log_width = _gaps(x, -1.0, 1.0)
         return FORWARD_TABLES(
             edges, log_width, qs, c, "scan", margin_nats=-100.0, restart_above=restart_above
         )
@@ -719,14 +720,14 @@ def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():
         data = jnp.stack([jnp.zeros(n), jnp.asarray(np.random.default_rng(32).normal(0, 0.3, n))])
         default = joint_exp_tables(data[0], qs, eps, bounds=(-1, 1))
         batched = jax.vmap(forced)(data)
-        got = np.asarray(jax.vmap(log_normalizer)(batched))
-        single = [float(log_normalizer(forced(x))) for x in data]
+        got = np.asarray(jax.vmap(_log_normalizer)(batched))
+        single = [float(_log_normalizer(forced(x))) for x in data]
         first_pass = forced(data[0], restart_above=np.inf)
-        default_lz = float(log_normalizer(default))
+        default_lz = float(_log_normalizer(default))
     assert float(default.log_omitted) == -np.inf and abs(default_lz - want) < 1e-9
-    assert float(first_pass.log_omitted) > math.log(OMITTED_MASS)  # so the batched pass restarted
+    assert float(first_pass.log_omitted) > math.log(_OMITTED_MASS)  # so the batched pass restarted
     assert float(batched.log_omitted[0]) == -np.inf and abs(got[0] - want) < 1e-9
-    assert -np.inf < float(batched.log_omitted[1]) <= math.log(OMITTED_MASS)
+    assert -np.inf < float(batched.log_omitted[1]) <= math.log(_OMITTED_MASS)
     np.testing.assert_allclose(got, single, rtol=0, atol=1e-9)
 
 
@@ -749,5 +750,5 @@ def test_traced_epsilon_and_levels_cross_the_omission_certificate():
         assert_close_ulp(out[i], want)
         np.testing.assert_array_equal(np.isfinite(tables.run_shift[i]), np.isfinite(want_tables.run_shift))
         # The normaliser sums m row offsets: batched and single passes agree to rounding.
-        got_lz = float(log_normalizer(jax.tree.map(lambda t, i=i: t[i], tables)))
-        assert abs(got_lz - float(log_normalizer(want_tables))) <= 1e-6 * abs(got_lz)
+        got_lz = float(_log_normalizer(jax.tree.map(lambda t, i=i: t[i], tables)))
+        assert abs(got_lz - float(_log_normalizer(want_tables))) <= 1e-6 * abs(got_lz)

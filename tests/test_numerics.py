@@ -1,4 +1,4 @@
-"""dpjax.numerics.bisect: the switch point of a monotone predicate, to the stated tolerance, on the
+"""dpjax.numerics._bisect: the switch point of a monotone predicate, to the stated tolerance, on the
 host and in the graph; and the Laplace-difference quantile built on it."""
 
 import math
@@ -9,20 +9,20 @@ import numpy as np
 import pytest
 from float_tolerance import assert_close_ulp
 
-from dpjax.numerics import bisect, resolution_steps
+from dpjax.numerics import _bisect, _resolution_steps
 from dpjax.postprocess.laplace_difference import laplace_difference_quantile, laplace_difference_tail
 
 
 def test_host_bisection_keeps_its_sides_and_reaches_the_stated_width():
     targets = np.array([0.5, 2.0, 7.0])
-    lo, hi = bisect(lambda x: x * x <= targets, 0.0, 3.0, resolution_steps(np.float64))
+    lo, hi = _bisect(lambda x: x * x <= targets, 0.0, 3.0, _resolution_steps(np.float64))
     assert np.all(lo * lo <= targets) and np.all(hi * hi > targets)
     assert np.all(hi - lo <= 3.0 * 2.0**-54 + np.spacing(hi))
     np.testing.assert_allclose(lo, np.sqrt(targets), rtol=2e-16)
 
 
 def test_host_bisection_to_adjacent_floats_is_harmless_past_resolution():
-    lo, hi = bisect(lambda x: math.exp(float(x)) <= 10.0, 0.0, 5.0, 200)
+    lo, hi = _bisect(lambda x: math.exp(float(x)) <= 10.0, 0.0, 5.0, 200)
     assert float(hi) == np.nextafter(float(lo), np.inf)
     assert math.exp(float(lo)) <= 10.0 < math.exp(float(hi))
 
@@ -31,7 +31,7 @@ def test_host_bisection_to_adjacent_floats_is_harmless_past_resolution():
 def test_graph_bisection_in_each_dtype(dtype, request):
     if dtype == jnp.float64:
         request.getfixturevalue("x64")
-    lo, hi = bisect(lambda x: x * x <= 2, jnp.zeros((), dtype), 2.0, resolution_steps(dtype))
+    lo, hi = _bisect(lambda x: x * x <= 2, jnp.zeros((), dtype), 2.0, _resolution_steps(dtype))
     assert lo.dtype == dtype and hi.dtype == dtype
     assert float(lo) ** 2 <= 2 < float(hi) ** 2
     assert float(hi - lo) <= 2 * float(jnp.finfo(dtype).eps)
@@ -39,7 +39,7 @@ def test_graph_bisection_in_each_dtype(dtype, request):
 
 def test_graph_bisection_under_vmap_equals_separate_calls():
     def root(c):
-        return bisect(lambda x: x * x <= c, jnp.float32(0), jnp.float32(4), 25)[0]
+        return _bisect(lambda x: x * x <= c, jnp.float32(0), jnp.float32(4), 25)[0]
 
     cs = jnp.asarray([0.5, 2.0, 9.0], jnp.float32)
     swept = jax.jit(jax.vmap(root))(cs)

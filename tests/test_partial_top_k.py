@@ -17,12 +17,12 @@ D = 8192  # above partial_top_k.MIN_ITEMS: the blocked path runs
 
 @functools.partial(jax.jit, static_argnums=1)
 def _both(x, k):
-    return partial_top_k.top_k(x, k), lax.top_k(x, k)
+    return partial_top_k._top_k(x, k), lax.top_k(x, k)
 
 
 def _assert_equal(x, k):
     (values, ids), (want_values, want_ids) = _both(jnp.asarray(x), k)
-    assert partial_top_k.block_size(np.shape(x)[-1], k) > 0
+    assert partial_top_k._block_size(np.shape(x)[-1], k) > 0
     np.testing.assert_array_equal(np.asarray(ids), np.asarray(want_ids))
     np.testing.assert_array_equal(
         np.asarray(values).view(f"i{np.asarray(values).itemsize}"),
@@ -81,14 +81,14 @@ def test_equals_lax_top_k_on_integers():
 
 def test_under_vmap_and_in_x64(x64):
     x = jnp.asarray(np.random.default_rng(3).integers(0, 9, (4, D)), jnp.float64)
-    batched = jax.jit(jax.vmap(lambda row: partial_top_k.top_k(row, 20)))(x)
+    batched = jax.jit(jax.vmap(lambda row: partial_top_k._top_k(row, 20)))(x)
     want = lax.top_k(x, 20)
     np.testing.assert_array_equal(np.asarray(batched[1]), np.asarray(want[1]))
     np.testing.assert_array_equal(np.asarray(batched[0]), np.asarray(want[0]))
 
 
 def test_small_inputs_take_lax_top_k():
-    assert partial_top_k.block_size(partial_top_k.MIN_ITEMS - 1, 1) == 0
-    assert partial_top_k.block_size(10**6, 10**5) == 0
-    assert partial_top_k.block_size(10**5, 100) == 64  # sqrt(10^3) rounds to 32, below the floor 64
-    assert partial_top_k.block_size(10**6, 100) == 128
+    assert partial_top_k._block_size(partial_top_k._MIN_ITEMS - 1, 1) == 0
+    assert partial_top_k._block_size(10**6, 10**5) == 0
+    assert partial_top_k._block_size(10**5, 100) == 64  # sqrt(10^3) rounds to 32, below the floor 64
+    assert partial_top_k._block_size(10**6, 100) == 128

@@ -43,7 +43,9 @@ def defined_names(path: Path) -> set[str]:
                 names.add(node.name)
             elif isinstance(node, ast.Assign | ast.AnnAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names.update(t.id for t in targets if isinstance(t, ast.Name))
+                for t in targets:
+                    elements = t.elts if isinstance(t, ast.Tuple | ast.List) else [t]
+                    names.update(e.id for e in elements if isinstance(e, ast.Name))
             elif isinstance(node, ast.If | ast.Try):
                 for block in (node.body, node.orelse, *(h.body for h in getattr(node, "handlers", ()))):
                     visit(block)

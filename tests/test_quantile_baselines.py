@@ -21,15 +21,15 @@ from dpjax.quantiles import (
     emq_guarantee,
     ind_exp,
 )
-from dpjax.quantiles.agg_tree import _descend, _level_counts, _noisy_levels, agg_tree_sensitivity, honaker
-from dpjax.quantiles.exp_mech import gap_logits
-from dpjax.quantiles.intervals import gaps
-from dpjax.quantiles.smooth import lln_parameters, log_smooth_sensitivity
+from dpjax.quantiles.agg_tree import _agg_tree_sensitivity, _descend, _honaker, _level_counts, _noisy_levels
+from dpjax.quantiles.exp_mech import _gap_logits
+from dpjax.quantiles.intervals import _gaps
+from dpjax.quantiles.smooth import _lln_parameters, _log_smooth_sensitivity
 
 
 def test_emq_sampled_gaps_match_pmf():
     x = jnp.asarray([0.3, -1.2, 0.7, 0.7, 2.0, -0.1])
-    edges = np.asarray(gaps(x, -2.0, 2.0)[0])
+    edges = np.asarray(_gaps(x, -2.0, 2.0)[0])
     out = np.asarray(
         jax.vmap(lambda k: emq(k, x, 0.4, 1.3, bounds=(-2, 2)))(jax.random.split(jax.random.key(0), 20000))
     )
@@ -56,8 +56,8 @@ def test_emq_density_ratio_privacy():
             grid = np.linspace(-0.999, 0.999, 301)
 
             def log_density(data, q=q, eps=eps, neighbors=neighbors, grid=grid):
-                edges, log_width = gaps(jnp.asarray(data, jnp.float32), -1.0, 1.0)
-                logits = np.asarray(gap_logits(log_width, q, eps, neighbors), np.float64)
+                edges, log_width = _gaps(jnp.asarray(data, jnp.float32), -1.0, 1.0)
+                logits = np.asarray(_gap_logits(log_width, q, eps, neighbors), np.float64)
                 log_z = np.log(np.sum(np.exp(logits - logits.max()))) + logits.max()
                 index = np.searchsorted(np.asarray(edges), grid, side="right") - 1
                 return logits[index] - np.asarray(log_width, np.float64)[index] - log_z
@@ -100,7 +100,7 @@ def test_smooth_sensitivity_brute_force():
                 for j in range(rank + 1, 32)
                 if edges[j] > edges[i]
             )
-            got = float(log_smooth_sensitivity(jnp.asarray(edges, jnp.float32), rank, t))
+            got = float(_log_smooth_sensitivity(jnp.asarray(edges, jnp.float32), rank, t))
             assert abs(got - math.log(want)) < 1e-5
 
 
@@ -110,7 +110,7 @@ def test_lln_sigma_is_the_root_of_the_cubic(x64):
         dtype, tol = (jnp.float64, 1e-12) if x64 else (jnp.float32, 1e-6)
         for epsilon_each in (0.02, 0.5, 3.0, 40.0):
             for t in (0.01, 0.1, 1.0):
-                sigma, log_s = lln_parameters(jnp.asarray(epsilon_each, dtype), jnp.asarray(t, dtype))
+                sigma, log_s = _lln_parameters(jnp.asarray(epsilon_each, dtype), jnp.asarray(t, dtype))
                 roots = np.roots([5 * epsilon_each / t, -5.0, 0.0, -1.0])
                 root = max(r.real for r in roots if abs(r.imag) < 1e-9 and r.real > 0)
                 assert abs(float(sigma) - root) <= tol * root
@@ -144,7 +144,7 @@ def test_csmooth_output_and_guarantee():
 
 def test_honaker_exact_counts_are_fixed_point():
     counts = [jnp.asarray([3.0, 5.0]), jnp.asarray([1.0, 2.0, 4.0, 1.0])]
-    combined = honaker(counts, jnp.asarray(8.0), 0.0, 2.0, 2)
+    combined = _honaker(counts, jnp.asarray(8.0), 0.0, 2.0, 2)
     for got, want in zip(combined, counts, strict=True):
         np.testing.assert_allclose(got, want, atol=1e-5)
 
@@ -189,7 +189,7 @@ def test_honaker_is_the_least_squares_consistent_tree(neighbors):
         root, root_var = leaves.sum() + rng.laplace(0, 2.0), 8.0
         design = np.vstack([ones, stacked])
         fit = np.linalg.lstsq(design, np.concatenate([[root], y]), rcond=None)[0]
-    combined = honaker([jnp.asarray(v) for v in noisy], jnp.asarray(root), root_var, 8.0, branching)
+    combined = _honaker([jnp.asarray(v) for v in noisy], jnp.asarray(root), root_var, 8.0, branching)
     for got, a in zip(combined, A, strict=True):
         np.testing.assert_allclose(got, a @ fit, rtol=1e-4, atol=1e-3)
 
@@ -205,7 +205,7 @@ def test_honaker_unbiased_with_closed_form_variance(neighbors, branching, height
     def flat_estimates(flat):
         root = flat[0] if neighbors == "add_remove" else jnp.asarray(0.0)
         levels = jnp.split(flat[1:], np.cumsum(sizes)[:-1])
-        return jnp.concatenate(honaker(list(levels), root, root_var, var, branching))
+        return jnp.concatenate(_honaker(list(levels), root, root_var, var, branching))
 
     jacobian = np.asarray(jax.jacfwd(flat_estimates)(jnp.zeros(1 + sum(sizes))), np.float64)
     if neighbors == "swap":
@@ -221,7 +221,7 @@ def test_agg_tree_noise_scale_matches_budget_split():
     # epsilon / h per level, and a swap moves at most 2 counts per level by 1.
     branching, height, epsilon = 3, 3, 0.7
     counts = _level_counts(jnp.asarray([0.1, 0.5, 0.52, 0.9]), 0.0, 1.0, branching, height, jnp.float32)
-    scale = agg_tree_sensitivity(height) / epsilon
+    scale = _agg_tree_sensitivity(height) / epsilon
     assert scale == 2 * height / epsilon
     keys = jax.random.split(jax.random.key(12), (4000, height))
     draws = jax.vmap(lambda k: _noisy_levels(k, counts, scale))(keys)
@@ -243,8 +243,8 @@ def test_agg_tree_sensitivity_brute_force():
     base = flat(x)
     swaps = [np.abs(flat(np.where(np.arange(5) == i, v, x)) - base).sum() for i in range(5) for v in grid]
     removes = [np.abs(flat(np.delete(x, i)) - base).sum() for i in range(5)]
-    assert max(swaps) == agg_tree_sensitivity(height, "swap") == 2 * height
-    assert max(removes) == agg_tree_sensitivity(height, "add_remove") == height + 1
+    assert max(swaps) == _agg_tree_sensitivity(height, "swap") == 2 * height
+    assert max(removes) == _agg_tree_sensitivity(height, "add_remove") == height + 1
 
 
 def test_descend_exact_counts_gives_interpolated_quantile():
@@ -277,7 +277,7 @@ def test_agg_tree_high_quantile_stays_with_concentrated_data():
             lambda k: agg_tree(k, x, [q], epsilon, bounds=(0, 10_000), branching=branching, height=height)
         )(keys)
     )
-    var = 2 * (agg_tree_sensitivity(height) / epsilon) ** 2
+    var = 2 * (_agg_tree_sensitivity(height) / epsilon) ** 2
     bound = sum(_honaker_closed_form_variances(var, 0.0, branching, height)) / ((1 - q) * n) ** 2
     assert np.mean(out > 10) <= bound + 3 * math.sqrt(bound / keys.shape[0])
 

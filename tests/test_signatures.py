@@ -1,4 +1,4 @@
-"""`dpjax.signatures.arguments_of`: a derived release shows and accepts its full function's arguments."""
+"""`dpjax.signatures._arguments_of`: a derived release shows and accepts its full function's arguments."""
 
 import inspect
 
@@ -8,7 +8,7 @@ import pytest
 
 from dpjax import aggregates
 from dpjax.quantiles import unbounded, unbounded_result
-from dpjax.signatures import arguments_of
+from dpjax.signatures import _arguments_of
 
 
 @pytest.mark.parametrize(
@@ -27,7 +27,7 @@ def test_derived_release_forwards_every_argument_and_keeps_its_return_annotation
     def full(key, x, *, scale=1.0):
         return x * scale
 
-    @arguments_of(full)
+    @_arguments_of(full)
     def doubled(key, x, **options) -> float:
         return 2 * full(key, x, **options)
 

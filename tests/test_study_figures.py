@@ -11,7 +11,7 @@ import pytest
 
 from dpjax.studies import run_study, studies
 from dpjax.studies.metrics import Metric
-from dpjax.studies.plots import figure_problems, study_figure
+from dpjax.studies.plots import _figure_problems, _study_figure
 
 matplotlib.use("Agg")
 
@@ -33,16 +33,16 @@ def _result(estimates: dict, theory=None):
 
 def test_the_checks_catch_flat_hidden_and_impossible_figures():
     flat = _result({("A", "d"): [0, 0, 0], ("B", "d"): [0, 0, 0]})
-    problems = figure_problems(flat)
+    problems = _figure_problems(flat)
     assert "flat: the mechanisms do not differ anywhere on the grid" in problems
     assert any("hides" in p for p in problems)
     fine = _result({("A", "d"): [0.3, 0.1, 0.0], ("B", "d"): [0.2, 0.0, 0.0], ("A", "e"): [0.1, 0, 0]},
                    theory=0.1)
-    fig = study_figure(fine)
-    assert figure_problems(fine, fig) == []  # one style per dataset, never dashed; axis from 0
+    fig = _study_figure(fine)
+    assert _figure_problems(fine, fig) == []  # one style per dataset, never dashed; axis from 0
     assert fig.axes[0].get_ylim()[0] == 0
     zeros = _result({("A", "d"): [0, 0, 0], ("B", "d"): [0.0, 0.0, 1e-3]})
-    assert figure_problems(zeros, study_figure(zeros)) == []
+    assert _figure_problems(zeros, _study_figure(zeros)) == []
     matplotlib.pyplot.close("all")
 
 
@@ -53,6 +53,6 @@ def test_default_study_figures_show_the_mechanisms_differing(name):
     tens of percent of the releases, many standard errors at this size) every check passes."""
     result = run_study(studies()[name], trials=200, seed=0, progress=False)
     fig = result.figure()
-    assert figure_problems(result, fig) == []
+    assert _figure_problems(result, fig) == []
     assert np.isfinite(result.table["estimate"]).any()
     matplotlib.pyplot.close("all")

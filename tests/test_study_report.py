@@ -82,7 +82,7 @@ def test_table_cells_and_headings_of_a_result():
 
 
 def test_line_progress_says_what_is_still_running(monkeypatch):
-    monkeypatch.setattr(progress_lib, "HEARTBEAT", 0.2)
+    monkeypatch.setattr(progress_lib, "_HEARTBEAT", 0.2)
     stream = io.StringIO()
     with progress_lib.Progress(2, lines=True, stream=stream) as progress:
         progress.start("Laplace on normal")

@@ -11,7 +11,7 @@ from svt_laws import halting_histogram, halting_law
 
 from dpjax import ZCDP, PureDP, svt
 from dpjax import noise as noise_lib
-from dpjax.svt.above_threshold import blocked_query_noise
+from dpjax.svt.above_threshold import _blocked_query_noise
 
 # ----------------------------------------------------------------------------- exact laws
 
@@ -86,7 +86,7 @@ def test_blocked_result_does_not_depend_on_block_size():
     def core(k):  # the same noise, assembled in one piece, through the plain core
         kt, kq = jax.random.split(k)
         eta = noise_lib.sample(noise, kt, (), 1 / 0.3)
-        nu = blocked_query_noise(noise, kq, jnp.uint32(0), 40, 1 / 0.3, jnp.float32)
+        nu = _blocked_query_noise(noise, kq, jnp.uint32(0), 40, 1 / 0.3, jnp.float32)
         return svt.above_threshold_from_noise(q, 0.0, eta, nu)
 
     np.testing.assert_array_equal(results[0], jax.jit(jax.vmap(core))(keys))

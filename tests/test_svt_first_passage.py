@@ -244,7 +244,7 @@ def test_laplace_overshoot_below_zero_is_finite_and_exact(depth):
     ``(e^{x - depth} - e^{-depth}) / (1 - e^{-depth})`` on [0, depth); queries far above the threshold
     (depth 200, where ``expm1`` overflows in float32) used to give infinite gaps."""
     keys = jax.random.split(jax.random.key(52), 20_000)
-    overshoot = jax.jit(jax.vmap(lambda k: gap_passage.inside_overshoot(
+    overshoot = jax.jit(jax.vmap(lambda k: gap_passage._inside_overshoot(
         jax.random.uniform(k, (), jnp.float32), jnp.float32(depth))))
     draws = np.asarray(overshoot(keys))
     assert np.isfinite(draws).all() and (draws >= 0).all() and (draws <= depth).all()
@@ -362,14 +362,14 @@ def test_gap_first_passage_far_above_the_threshold_is_finite_and_exact_in_float3
 
 
 def test_inside_overshoot_is_finite_and_accurate_for_every_finite_threshold():
-    """:func:`dpjax.svt.gap_passage.inside_overshoot` in float32 against float64 ``log1p(u
+    """:func:`dpjax.svt.gap_passage._inside_overshoot` in float32 against float64 ``log1p(u
     expm1(s))`` (beyond ``s = 700``, ``logaddexp(log u + s, log1p(-u))``): relative error
     within ``8 eps (1 + s + |log u|)``, finite up to ``s = 10^30``, and in ``[0, s]``."""
-    from dpjax.svt.gap_passage import inside_overshoot
+    from dpjax.svt.gap_passage import _inside_overshoot
 
     u = np.array([0.0, 2.0**-23, 1e-6, 0.01, 0.3, 0.5, 0.9, 1 - 2.0**-23], np.float32)[:, None]
     s = np.array([0.0, 1e-6, 0.5, 1.0, 1.5, 20.0, 88.0, 89.0, 100.0, 400.0, 1e4, 1e8, 1e30], np.float32)
-    got = np.asarray(inside_overshoot(jnp.asarray(u), jnp.asarray(s)), np.float64)
+    got = np.asarray(_inside_overshoot(jnp.asarray(u), jnp.asarray(s)), np.float64)
     u64, s64 = u.astype(np.float64), s.astype(np.float64)
     with np.errstate(over="ignore", divide="ignore"):
         want = np.where(s64 < 700, np.log1p(u64 * np.expm1(np.minimum(s64, 700))),

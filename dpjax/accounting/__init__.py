@@ -7,7 +7,7 @@ from dpjax.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_e
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
 from dpjax.accounting.neighbors import Neighbors
-from dpjax.accounting.pay_what_you_get import PayWhatYouGet as PayWhatYouGet
+from dpjax.accounting.pay_what_you_get import PayWhatYouGet
 from dpjax.accounting.per_user import PerUserLedger
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "Guarantee",
     "Ledger",
     "Neighbors",
+    "PayWhatYouGet",
     "PerUserLedger",
     "PureDP",
     "RangeBounded",

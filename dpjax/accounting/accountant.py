@@ -36,7 +36,12 @@ from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, Range
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
 from dpjax.validation import check_probability
 
-__all__ = ["Accountant", "BudgetExceededError", "Reservation", "Spend"]
+__all__ = [
+    "Accountant",
+    "BudgetExceededError",
+    "Reservation",
+    "Spend",
+]
 
 _SLACK = 1e-12  # relative tolerance for float sums that land exactly on the budget
 _DELTA_SHARES = (0.1, 0.5, 0.9)  # shares of delta tried for the PLD block in Accountant.epsilon

@@ -20,6 +20,10 @@ from collections.abc import Iterable
 
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
 
+__all__ = [
+    "compose",
+]
+
 
 def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> Guarantee:
     """Sequential composition of guarantees.

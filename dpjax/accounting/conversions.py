@@ -22,6 +22,12 @@ import numpy as np
 
 from dpjax.validation import check_epsilon, check_probability
 
+__all__ = [
+    "bun_steinke_epsilon",
+    "zcdp_delta",
+    "zcdp_epsilon",
+]
+
 # Search alpha = 1 + exp(t) over a grid in t, then refine around the best grid point by Brent's
 # bounded minimization to |t - t*| <= 1e-12 (the objectives are smooth in t, so the value is then
 # within ~1e-24 relative of the minimum; the best grid point is kept if it is lower).

@@ -32,6 +32,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
+__all__ = [
+    "ZCDP",
+    "ApproxDP",
+    "Guarantee",
+    "PureDP",
+    "RangeBounded",
+]
+
 
 def _check_nonnegative(name: str, value: float) -> float:
     if isinstance(value, bool) or not hasattr(value, "__float__"):

@@ -46,6 +46,12 @@ from __future__ import annotations
 import abc
 import threading
 
+__all__ = [
+    "BudgetExceededError",
+    "Ledger",
+    "Reservation",
+]
+
 
 class BudgetExceededError(RuntimeError):
     """Raised when a spend or reservation would exceed the budget; nothing has been recorded."""

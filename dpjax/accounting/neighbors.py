@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import enum
 
+__all__ = [
+    "Neighbors",
+]
+
 
 class Neighbors(enum.StrEnum):
     """The neighbouring relation (a ``str`` enum: ``Neighbors.SWAP == "swap"``)."""

@@ -36,8 +36,19 @@ import numpy as np
 
 from dpjax.accounting.guarantees import ApproxDP
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
-from dpjax.numerics import bisect
+from dpjax.numerics import _bisect
 from dpjax.validation import check_epsilon, check_int, check_probability
+
+__all__ = [
+    "Charge",
+    "PayWhatYouGet",
+    "Ticket",
+    "advanced_composition_epsilon",
+    "calibrate_epsilon",
+    "epsilon_star",
+    "optimal_composition",
+    "pay_what_you_get_guarantee",
+]
 
 # Halvings of the calibration bracket [lo, hi], hi <= 2 max(lo, target): 200 reach adjacent float64
 # values for any root above 2^-140 target (54 halvings per binade crossed, see dpjax.numerics).
@@ -112,7 +123,7 @@ def calibrate_epsilon(target_epsilon: float, k: int, delta_prime: float) -> floa
     lo, hi = 0.0, target
     while epsilon_star(k, hi, delta_prime) <= target:
         lo, hi = hi, 2 * hi
-    lo, _ = bisect(lambda eps: epsilon_star(k, float(eps), delta_prime) <= target, lo, hi, _BISECTION_STEPS)
+    lo, _ = _bisect(lambda eps: epsilon_star(k, float(eps), delta_prime) <= target, lo, hi, _BISECTION_STEPS)
     return float(lo)
 
 

@@ -26,6 +26,13 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+__all__ = [
+    "Candidates",
+    "Event",
+    "candidate_events",
+    "features",
+]
+
 
 @dataclass(frozen=True)
 class Event:

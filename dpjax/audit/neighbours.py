@@ -18,6 +18,18 @@ import numpy as np
 
 from dpjax.validation import check_array, check_int
 
+__all__ = [
+    "add",
+    "histogram_add",
+    "histogram_worst_case",
+    "noisy_max_worst_case",
+    "quantile_worst_case",
+    "remove",
+    "scalar_worst_case",
+    "svt_worst_case",
+    "swap",
+]
+
 
 def _host(x, name: str) -> np.ndarray:
     """``x`` as a 1-D NumPy array of its own dtype (validated like any data array)."""

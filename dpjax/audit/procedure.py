@@ -44,6 +44,14 @@ from dpjax.audit.binomial import loss_statistics
 from dpjax.audit.events import Event, candidate_events, features
 from dpjax.validation import check_epsilon, check_int, check_probability
 
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_TRIALS",
+    "AuditResult",
+    "TestedEvent",
+    "audit",
+]
+
 DEFAULT_TRIALS = 500_000
 DEFAULT_ALPHA = 1e-3
 

@@ -18,6 +18,18 @@ from dpjax import noise
 from dpjax.accounting import PureDP
 from dpjax.validation import check_array, check_epsilon, check_int
 
+__all__ = [
+    "gap_max",
+    "limit_domain_core",
+    "limit_domain_top1",
+    "noisy_max_with_gap",
+    "randomized_response",
+    "randomized_response_guarantee",
+    "sparse_vector",
+    "sparse_vector_guarantee",
+    "svt_outputs",
+]
+
 
 def randomized_response(key, bit, epsilon: float) -> jax.Array:
     """Reports ``bit`` with probability ``e^eps / (1 + e^eps)``, its negation otherwise.

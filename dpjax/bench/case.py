@@ -12,6 +12,14 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "Case",
+    "Peer",
+    "power_label",
+    "scaled",
+    "zipf_counts",
+]
+
 
 @dataclasses.dataclass(frozen=True)
 class Peer:

@@ -18,6 +18,19 @@ from dpjax.bench.harness import device_memory
 from dpjax.bench.run import run_cases
 from dpjax.cli import positive_float, positive_int
 
+__all__ = [
+    "FILES",
+    "QUICK_SCALE",
+    "REFERENCE_MEMORY",
+    "add_parser",
+    "auto_scale",
+    "collect",
+    "command_line",
+    "readme_problem",
+    "run",
+    "script",
+]
+
 QUICK_SCALE = 0.1
 REFERENCE_MEMORY = 16 * 2**30  # scale 1 (the headline sizes) needs well under this
 FILES = ("results.json", "results.md", "results.png")  # what --out DIR gets

@@ -24,6 +24,17 @@ import jax.numpy as jnp
 
 from dpjax.bench.harness import Timing, time_jitted
 
+__all__ = [
+    "MAX_VARIATES",
+    "SAMPLERS",
+    "STREAM_BYTES",
+    "data_bytes",
+    "floor_releases",
+    "rng_floor",
+    "stream_bandwidth",
+    "variate_count",
+]
+
 SAMPLERS = {
     "laplace": jax.random.laplace,
     "gumbel": jax.random.gumbel,

@@ -24,6 +24,19 @@ from collections.abc import Callable
 
 import jax
 
+__all__ = [
+    "MAX_REPEATS",
+    "MIN_SECONDS",
+    "Timing",
+    "device_memory",
+    "device_peak_memory",
+    "load_average",
+    "machine_info",
+    "time_eager",
+    "time_host",
+    "time_jitted",
+]
+
 
 @dataclasses.dataclass(frozen=True)
 class Timing:

@@ -17,6 +17,21 @@ import numpy as np
 
 from dpjax.bench.case import Peer
 
+__all__ = [
+    "DISTRIBUTIONS",
+    "diffprivlib_exponential",
+    "diffprivlib_quantile",
+    "diffprivlib_sum",
+    "opendp_noisy_max",
+    "opendp_noisy_top_k",
+    "opendp_quantile",
+    "opendp_sum",
+    "optax_contrib_aggregate",
+    "pydp_bounded_sum",
+    "pydp_percentile",
+    "version",
+]
+
 DISTRIBUTIONS = {
     "numpy": "numpy",
     "opendp": "opendp",

@@ -14,6 +14,30 @@ from pathlib import Path
 
 from dpjax.bench.harness import machine_info
 
+__all__ = [
+    "MAIN_COLUMNS",
+    "PEER_COLUMNS",
+    "bandwidth",
+    "count",
+    "describe_machine",
+    "figure_notes",
+    "main_rows",
+    "markdown",
+    "markers",
+    "peer_rows",
+    "plot",
+    "print_machine",
+    "print_table",
+    "ratio",
+    "read_json",
+    "save",
+    "seconds",
+    "size",
+    "terminal",
+    "update_readme",
+    "write_json",
+]
+
 MAIN_COLUMNS = (
     "mechanism",
     "setting",

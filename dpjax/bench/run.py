@@ -33,6 +33,13 @@ from dpjax.bench.harness import (
 )
 from dpjax.studies.progress import heartbeat
 
+__all__ = [
+    "batch_size",
+    "case_id",
+    "measure",
+    "run_cases",
+]
+
 
 def batch_size(case: Case, memory: int | None, fraction: float = 0.25) -> int:
     """Monte Carlo releases per call: the case's count, capped so the batch's working memory stays

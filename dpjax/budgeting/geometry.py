@@ -16,6 +16,14 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+__all__ = [
+    "box_signed_distance",
+    "distance_to",
+    "eta_shift",
+    "norm",
+    "rectangle_signed_distance",
+]
+
 
 def norm(v):
     """The Euclidean norm of ``v`` along its last axis, finite whenever the norm is representable.

@@ -26,7 +26,13 @@ from dpjax.budgeting._common import baseline_release, check_mode, on_users, poin
 from dpjax.budgeting.geometry import distance_to
 from dpjax.validation import Checks
 
-ELIMINATED_BIAS = float(np.exp(-18.0))  # exp(-(6b)^2 / (2 b^2))
+__all__ = [
+    "kde",
+    "kde_baseline",
+    "kde_guarantee",
+]
+
+_ELIMINATED_BIAS = float(np.exp(-18.0))  # exp(-(6b)^2 / (2 b^2))
 
 
 def _inputs(checks, x, p, bandwidth):
@@ -51,14 +57,14 @@ def _kde_kernel(key, x, r, p, b, beta0, *, point, plan, layout):
 def _kde(key, x, r, p, b, beta0, *, point, plan, layout):
     nu = jnp.stack([jnp.asarray(-jnp.inf, x.dtype), 6 * b])  # S_0: len_p > 6b
     if point:
-        res = pie.pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan, layout=layout)
+        res = pie._pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan, layout=layout)
         dist = res.estimate
     else:
-        res = pie.pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan, layout=layout)
+        res = pie._pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan, layout=layout)
         dist = res.mean
-    survivors = res.status == pie.ACTIVE
-    total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + ELIMINATED_BIAS * jnp.sum(
-        res.status == pie.S0
+    survivors = res.status == pie._ACTIVE
+    total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + _ELIMINATED_BIAS * jnp.sum(
+        res.status == pie._S0
     )
     return jnp.where(jnp.any(survivors), total / x.shape[0], 0.0), res
 
@@ -110,12 +116,12 @@ def kde(
       >>> a, res = kde(jax.random.key(0), x, 1e-2, jnp.zeros(2), bandwidth=50.0, c=4, beta0=0.025)
     """
     check_mode(mode)
-    static = pie.check_plan(c, split, chunk_size, noise_mode)
+    static = pie._check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x, p, b = _inputs(checks, x, p, bandwidth)
-    beta0 = pie.check_beta0(checks, beta0, x.dtype)
-    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
-    layout = sharded.leading_axes(x)
+    beta0 = pie._check_beta0(checks, beta0, x.dtype)
+    r = pie._check_allotments(checks, rho, x.shape[0], x.dtype)
+    layout = sharded._leading_axes(x)
     result = _kde_kernel(key, x, r, p, b, beta0, point=mode == "point", plan=static, layout=layout)
     return checks.guard(result)
 
@@ -130,7 +136,7 @@ def kde_baseline(key, x, rho, p, *, bandwidth: float, mode: str = "point", noise
     check_mode(mode)
     checks = Checks()
     x, p, b = _inputs(checks, x, p, bandwidth)
-    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
+    r = pie._check_allotments(checks, rho, x.shape[0], x.dtype)
     return checks.guard(_baseline_kernel(key, x, r, p, b, point=mode == "point", noise_mode=noise_mode))
 
 

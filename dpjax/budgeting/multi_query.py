@@ -33,6 +33,12 @@ import numpy as np
 
 from dpjax.validation import check_int
 
+__all__ = [
+    "allotment",
+    "gamma_schedule",
+    "run_multi_query",
+]
+
 
 def gamma_schedule(m: int) -> np.ndarray:
     """(m,) proportions ``gamma_l = 3/4 + (l-1)/(4(m-1))``, l = 1..m (``[1.0]`` for m = 1).

@@ -39,7 +39,7 @@ releases of user ``i`` cost at most ``r_i`` in CGP (``r_i``-CGP, i.e. ``D_alpha 
 dist^2``), whatever the stopping time (Thm 4.4); eliminated users are charged only
 ``r_i cumfrac[e_i]`` for the ``e_i`` rounds they released in, and keep the rest as savings. The
 analyst's decisions use only releases and public parameters: the raw data enter only
-:func:`user_release`.
+:func:`_user_release`.
 
 Noise, chunking and compaction: the Gaussian of user ``i`` in round ``j`` depends only on the key,
 the round and the user's index: with threefry keys (JAX's default) its four random words are
@@ -80,14 +80,23 @@ from jax.sharding import PartitionSpec
 
 from dpjax import noise, sharded
 from dpjax.accounting import ZCDP
-from dpjax.budgeting.bounds import tail_radius_from_log
-from dpjax.budgeting.splits import running_mean_weights, split_schedule
+from dpjax.budgeting.bounds import _tail_radius_from_log
+from dpjax.budgeting.splits import _running_mean_weights, split_schedule
 from dpjax.validation import Checks, check_choice, check_int, float_dtype, is_traced
 
-DEFAULT_CHUNK = 1 << 16  # users processed at once within a round (bounds the noise temporaries)
-MIN_LEVEL = 2048  # smallest compacted working set
+__all__ = [
+    "PIEResult",
+    "charged",
+    "pie_guarantee",
+    "pie_k",
+    "pie_ni",
+    "user_noise",
+]
 
-OUT, S1, S0, ACTIVE = 0, 1, 2, 3  # status codes; ACTIVE after the loop means "survivor" (in G_jhat)
+_DEFAULT_CHUNK = 1 << 16  # users processed at once within a round (bounds the noise temporaries)
+_MIN_LEVEL = 2048  # smallest compacted working set
+
+_OUT, _S1, _S0, _ACTIVE = 0, 1, 2, 3  # status codes; ACTIVE after the loop means "survivor" (in G_jhat)
 
 
 class PIEResult(NamedTuple):
@@ -169,7 +178,7 @@ def _chunked(fn, x, chunk: int):
     return out if main == size else jnp.concatenate([out, fn(x[main:])])
 
 
-def user_release(x, r_round, z):
+def _user_release(x, r_round, z):
     """User side: ``x + Z/sqrt(2 r)``: the only function that sees raw data."""
     scale = lax.rsqrt(2 * jnp.where(r_round > 0, r_round, 1))
     return x + z * scale.reshape(scale.shape + (1,) * (z.ndim - scale.ndim))
@@ -185,7 +194,7 @@ def _analyst_round(v, rq, m, e, s, rd, *, j, wj, cj, lam, nu, score, k):
     Updates the running mean ``m``, estimate ``e``, status ``s`` and rounds ``rd`` of the active
     users; returns the new state and (PIE-k) the working set's k smallest upper ends.
     """
-    active = s == ACTIVE
+    active = s == _ACTIVE
     m = jnp.where(_expand(active, m), m + wj * (v - m), m)
     e = jnp.where(active, score(m), e)
     h = lam * lax.rsqrt(2 * jnp.where(active, rq * cj, 1))
@@ -193,7 +202,7 @@ def _analyst_round(v, rq, m, e, s, rd, *, j, wj, cj, lam, nu, score, k):
     if k is None:
         to1 = active & (e < nu[0] - h)
         to0 = active & ~to1 & (e > nu[1] + h)
-        s = jnp.where(to1, S1, jnp.where(to0, S0, s)).astype(jnp.int8)
+        s = jnp.where(to1, _S1, jnp.where(to0, _S0, s)).astype(jnp.int8)
         return (m, e, s, rd), jnp.full((0,), jnp.inf, e.dtype)
     upper = jnp.where(active, e + h, jnp.inf)
     return (m, e, s, rd), -lax.top_k(-upper, min(k, upper.shape[0]))[0]
@@ -203,13 +212,13 @@ def _levels(n: int, floor: int) -> list[int]:
     """Static sizes of the compacted working sets: n, n/4, then half the previous one at a time (the
     first compaction reads all n users; the later ones read the smaller working sets)."""
     caps, step = [n], 4
-    while caps[-1] // step >= max(MIN_LEVEL, floor):
+    while caps[-1] // step >= max(_MIN_LEVEL, floor):
         caps.append(caps[-1] // step)
         step = 2
     return caps
 
 
-class Plan(NamedTuple):
+class _Plan(NamedTuple):
     """The static shape of a PIE run: rounds ``c``, their ``split``, the ``chunk`` size and the noise
     mode (hashable, so one static argument of the kernels)."""
 
@@ -219,13 +228,15 @@ class Plan(NamedTuple):
     noise_mode: str
 
 
-def check_plan(c: int, split: str = "even", chunk_size: int | None = None, noise_mode: str = "high") -> Plan:
+def _check_plan(
+    c: int, split: str = "even", chunk_size: int | None = None, noise_mode: str = "high"
+) -> _Plan:
     """Validates the static options of a PIE run (eagerly: they fix shapes and loop structure)."""
     c = check_int(c, "c", minimum=1)
     check_choice(noise_mode, "noise_mode", ("high", "low"))
     split_schedule(c, split)  # validates c and the split kind
-    chunk = DEFAULT_CHUNK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
-    return Plan(c, split, chunk, noise_mode)
+    chunk = _DEFAULT_CHUNK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
+    return _Plan(c, split, chunk, noise_mode)
 
 
 class _Fixed(NamedTuple):
@@ -255,7 +266,7 @@ class _Loop(NamedTuple):
     work: _Work
 
 
-def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Plan, axes, devices: int):
+def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: _Plan, axes, devices: int):
     """PIE on the users of one shard (``axes``: the mesh axes the users are split over, inside
     ``shard_map``) or on all users (``axes=None``). Rounds are element-wise over users; the shards
     meet only in the active count (``psum``), the level decisions (``pmax``) and PIE-k's ``U_k``
@@ -269,7 +280,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
     frac64, cum64 = split_schedule(c, split)
     frac = jnp.asarray(frac64, dtype)
     cum = jnp.asarray(cum64, dtype)
-    weight = jnp.asarray(running_mean_weights(cum64), dtype)
+    weight = jnp.asarray(_running_mean_weights(cum64), dtype)
     log_c_over_beta = jnp.log(jnp.asarray(c, dtype)) - jnp.log(beta0)  # beta0: a dtype scalar
     stop_at = 0 if k is None else k
     if axes is None:
@@ -284,11 +295,11 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
 
     def one_round(j, nact, fixed: _Fixed, work: _Work) -> _Work:
         """Round j over a working set (``nact`` = |G_{j-1}| over all users)."""
-        lam = tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(nact.astype(dtype)))
+        lam = _tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(nact.astype(dtype)))
         fj, wj, cj = frac[j], weight[j], cum[j + 1]
         rkey = jax.random.fold_in(key, j)
         z = _chunked(lambda ids: _user_gaussians(rkey, ids, dshape, dtype, noise_mode), fixed.users, chunk)
-        v = user_release(fixed.data, fixed.r * fj, z)  # user side
+        v = _user_release(fixed.data, fixed.r * fj, z)  # user side
         work, best = _analyst_round(v, fixed.r, *work, j=j, wj=wj, cj=cj, lam=lam, nu=nu, score=score, k=k)
         work = _Work(*work)
         if k is None:
@@ -297,9 +308,9 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
             best = jnp.concatenate([best, jnp.full((k - best.shape[0],), jnp.inf, dtype)])
         if axes is not None:  # U_k over all users: the k smallest of every shard's k smallest
             best = -lax.top_k(-lax.all_gather(best, axes, tiled=True), k)[0]
-        active = work.status == ACTIVE
+        active = work.status == _ACTIVE
         h = lam * lax.rsqrt(2 * jnp.where(active, fixed.r * cj, 1))
-        return work._replace(status=jnp.where(active & (work.estimate - h > best[k - 1]), S0, work.status))
+        return work._replace(status=jnp.where(active & (work.estimate - h > best[k - 1]), _S0, work.status))
 
     def run_level(caps, fixed: _Fixed, loop: _Loop) -> _Loop:
         """Rounds over a working set of ``caps[0]`` users while the next level cannot hold every
@@ -312,7 +323,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
 
         def body(loop: _Loop) -> _Loop:
             work = one_round(loop.j, loop.active, fixed, loop.work)
-            local = jnp.sum(work.status == ACTIVE, dtype=jnp.int32)
+            local = jnp.sum(work.status == _ACTIVE, dtype=jnp.int32)
             return _Loop(loop.j + 1, total(local), local, loop.counts.at[loop.j].set(loop.active), work)
 
         loop = lax.while_loop(cond, body, loop)
@@ -321,13 +332,13 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
 
         def deeper(loop: _Loop) -> _Loop:
             size = fixed.r.shape[0]
-            idx = jnp.nonzero(loop.work.status == ACTIVE, size=caps[1], fill_value=size)[0]
+            idx = jnp.nonzero(loop.work.status == _ACTIVE, size=caps[1], fill_value=size)[0]
 
             def take(a, fill=0):
                 return a.at[idx].get(mode="fill", fill_value=fill)
 
             inner = _Fixed(*(take(a) for a in fixed))
-            work = loop.work._replace(status=take(loop.work.status, OUT))
+            work = loop.work._replace(status=take(loop.work.status, _OUT))
             work = work._replace(mean=take(work.mean), estimate=take(work.estimate), rounds=take(work.rounds))
             out = run_level(caps[1:], inner, loop._replace(work=work))
             back = _Work(*(a.at[idx].set(b, mode="drop") for a, b in zip(loop.work, out.work, strict=True)))
@@ -335,9 +346,9 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
 
         return lax.cond((loop.j < c) & (loop.active > stop_at), deeper, lambda loop: loop, loop)
 
-    status = jnp.where(r > 0, ACTIVE, OUT).astype(jnp.int8)
+    status = jnp.where(r > 0, _ACTIVE, _OUT).astype(jnp.int8)
     work = _Work(jnp.zeros_like(data), jnp.zeros_like(r), status, jnp.zeros_like(r, jnp.int16))  # per shard
-    local = jnp.sum(status == ACTIVE, dtype=jnp.int32)
+    local = jnp.sum(status == _ACTIVE, dtype=jnp.int32)
     loop = _Loop(jnp.int32(0), total(local), local, jnp.zeros(c, jnp.int32), work)
     fixed = _Fixed(data, r, offset + jnp.arange(block, dtype=jnp.uint32))
     loop = run_level(_levels(block, -(-stop_at // devices)), fixed, loop)
@@ -345,7 +356,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
     mean, est, status, rounds = loop.work
     counts = loop.counts
     last = jnp.maximum(rounds.astype(jnp.int32) - 1, 0)
-    lam_rounds = tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(jnp.maximum(counts, 1).astype(dtype)))
+    lam_rounds = _tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(jnp.maximum(counts, 1).astype(dtype)))
     lam_last = lam_rounds[last]
     took_part = rounds > 0
     half = jnp.where(took_part, lam_last * lax.rsqrt(2 * jnp.where(took_part, r * cum[rounds], 1)), jnp.inf)
@@ -353,21 +364,21 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: Pla
 
 
 @functools.partial(jax.jit, static_argnames=("score_fn", "k", "plan", "layout"))
-def pie_kernel(
-    key, data, r, nu, beta0, score_params=None, *, score_fn=None, k=None, plan: Plan, layout=None
+def _pie_kernel(
+    key, data, r, nu, beta0, score_params=None, *, score_fn=None, k=None, plan: _Plan, layout=None
 ):
     """The PIE kernel on validated inputs: ``data`` and ``r`` (n,) in one float dtype, ``nu`` (2,)
     and ``beta0`` in that dtype, ``k=None`` for PIE-NI. The applications call it inside their own
     jit-compiled kernels, so that a call with concrete parameters runs the same compiled code as a
     call under ``vmap`` (bit-identical results).
 
-    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of the data,
+    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded._leading_axes` of the data,
     also read from explicit-axis types under ``jit``): each device runs the rounds on its own users
     (``shard_map``), so the per-user state, noise and compaction are split over the devices, and the
     per-user outputs stay sharded. Otherwise XLA partitions the kernel (:func:`dpjax.sharded.auto_axes`).
     """
     options = dict(score_fn=score_fn, k=k, plan=plan)
-    layout = layout or sharded.leading_axes(data)
+    layout = layout or sharded._leading_axes(data)
     if layout is None:
         run = sharded.auto_axes(functools.partial(_pie_rounds, axes=None, devices=1, **options))
         return run(key, data, r, nu, beta0, score_params)
@@ -381,11 +392,11 @@ def pie_kernel(
         out_specs=PIEResult(users, users, users, users, users, PartitionSpec(), PartitionSpec()),
         axis_names=set(axes),
     )
-    data, r = sharded.constrain_leading(data, layout), sharded.constrain_leading(r, layout)
+    data, r = sharded._constrain_leading(data, layout), sharded._constrain_leading(r, layout)
     return run(key, data, r, nu, beta0, score_params)
 
 
-def check_allotments(checks: Checks, rho, n: int, dtype) -> jax.Array:
+def _check_allotments(checks: Checks, rho, n: int, dtype) -> jax.Array:
     """Per-user allotments: a scalar > 0 (everyone) or an (n,) array >= 0 (0 = not in G_0).
 
     Concrete values are checked eagerly; traced ones are recorded in ``checks``.
@@ -398,7 +409,7 @@ def check_allotments(checks: Checks, rho, n: int, dtype) -> jax.Array:
     return r.astype(dtype)
 
 
-def check_beta0(checks: Checks, beta0, dtype) -> jax.Array:
+def _check_beta0(checks: Checks, beta0, dtype) -> jax.Array:
     """The failure probability ``beta0`` in (0, 1) as a ``dtype`` scalar (eager or recorded)."""
     return jnp.asarray(checks.probability(beta0, "beta0", open_low=True, open_high=True), dtype)
 
@@ -407,8 +418,8 @@ def _prepare(checks: Checks, data, rho, beta0, *, point: bool, score_params):
     """Validates PIE's own inputs (before any randomness): (data, r, beta0) in the data's dtype."""
     data = checks.array(data, "data", ndim=2 if point else 1)
     dtype = float_dtype(data)
-    beta0 = check_beta0(checks, beta0, dtype)
-    r = check_allotments(checks, rho, data.shape[0], dtype)
+    beta0 = _check_beta0(checks, beta0, dtype)
+    r = _check_allotments(checks, rho, data.shape[0], dtype)
     for leaf in jax.tree.leaves(score_params):
         checks.array(leaf, "score_params", ndim=None, allow_empty=True, finite=False)
     return data.astype(dtype), r, beta0
@@ -495,11 +506,11 @@ def pie_ni(
     """
     checks = Checks()
     nu_low, nu_high = _thresholds(checks, nu_low, nu_high)
-    static = check_plan(c, split, chunk_size, noise_mode)
+    static = _check_plan(c, split, chunk_size, noise_mode)
     point = score_fn is not None
     data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     nu = jnp.stack([jnp.asarray(nu_low, data.dtype), jnp.asarray(nu_high, data.dtype)])
-    result = pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, plan=static)
+    result = _pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, plan=static)
     return checks.guard(result)
 
 
@@ -537,12 +548,12 @@ def pie_k(
       True
     """
     checks = Checks()
-    static = check_plan(c, split, chunk_size, noise_mode)
+    static = _check_plan(c, split, chunk_size, noise_mode)
     point = score_fn is not None
     data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     k = check_int(k, "k", minimum=1, maximum=data.shape[0])
     nu = jnp.zeros(2, data.dtype)
-    result = pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, k=k, plan=static)
+    result = _pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, k=k, plan=static)
     return checks.guard(result)
 
 

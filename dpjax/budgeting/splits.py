@@ -16,8 +16,12 @@ import numpy as np
 
 from dpjax.validation import check_choice, check_int
 
-SPLITS = ("even", "doubling")
-MAX_ROUNDS = 32767  # rounds are stored per user as int16
+__all__ = [
+    "split_schedule",
+]
+
+_SPLITS = ("even", "doubling")
+_MAX_ROUNDS = 32767  # rounds are stored per user as int16
 
 
 def split_schedule(c: int, kind: str = "even") -> tuple[np.ndarray, np.ndarray]:
@@ -28,8 +32,8 @@ def split_schedule(c: int, kind: str = "even") -> tuple[np.ndarray, np.ndarray]:
       >>> cumfrac.tolist()
       [0.0, 0.25, 0.5, 0.75, 1.0]
     """
-    c = check_int(c, "c", minimum=1, maximum=MAX_ROUNDS)
-    check_choice(kind, "split", SPLITS)
+    c = check_int(c, "c", minimum=1, maximum=_MAX_ROUNDS)
+    check_choice(kind, "split", _SPLITS)
     j = np.arange(1, c + 1, dtype=np.float64)
     if kind == "even":
         cumfrac = np.concatenate([[0.0], j / c])
@@ -40,7 +44,7 @@ def split_schedule(c: int, kind: str = "even") -> tuple[np.ndarray, np.ndarray]:
     return np.diff(cumfrac), cumfrac
 
 
-def running_mean_weights(cumfrac: np.ndarray) -> np.ndarray:
+def _running_mean_weights(cumfrac: np.ndarray) -> np.ndarray:
     """(c,) weights ``frac_j / cumfrac_j`` of the inverse-variance running mean update.
 
     ``mean_j = mean_{j-1} + w_j (v_j - mean_{j-1})`` equals ``sum_{s<=j} r_s v_s / sum_{s<=j} r_s``

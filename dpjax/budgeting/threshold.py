@@ -26,10 +26,16 @@ import jax.numpy as jnp
 
 from dpjax import sharded
 from dpjax.accounting import ZCDP
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.budgeting._common import baseline_release
-from dpjax.budgeting.pie import ACTIVE, S1, PIEResult, check_beta0, check_plan, pie_kernel
+from dpjax.budgeting.pie import _ACTIVE, _S1, PIEResult, _check_beta0, _check_plan, _pie_kernel
 from dpjax.validation import Checks, check_epsilon, float_dtype
+
+__all__ = [
+    "threshold_baseline",
+    "threshold_guarantee",
+    "threshold_query",
+]
 
 
 def _inputs(checks, count, rho, q, n_records):
@@ -47,8 +53,8 @@ def _inputs(checks, count, rho, q, n_records):
 @sharded.auto_axes
 def _query_kernel(key, data, r, q, n_records, beta0, *, plan):
     thr = q * n_records
-    res = pie_kernel(key, data, r, jnp.stack([thr, thr]), beta0, plan=plan)
-    yes = (res.status[0] == S1) | ((res.status[0] == ACTIVE) & (res.mean[0] < thr))
+    res = _pie_kernel(key, data, r, jnp.stack([thr, thr]), beta0, plan=plan)
+    yes = (res.status[0] == _S1) | ((res.status[0] == _ACTIVE) & (res.mean[0] < thr))
     return yes.astype(jnp.int32), res
 
 
@@ -95,10 +101,10 @@ def threshold_query(
       >>> int(ans)
       1
     """
-    static = check_plan(c, split, None, noise_mode)
+    static = _check_plan(c, split, None, noise_mode)
     checks = Checks()
     data, r, q, n_records = _inputs(checks, count, rho, q, n_records)
-    beta0 = check_beta0(checks, beta0, data.dtype)
+    beta0 = _check_beta0(checks, beta0, data.dtype)
     return checks.guard(_query_kernel(key, data, r, q, n_records, beta0, plan=static))
 
 
@@ -114,7 +120,7 @@ def threshold_baseline(key, count, rho: float, *, q: float, n_records: int, nois
     return checks.guard(_baseline_kernel(key, data, r, q, n_records, noise_mode=noise_mode))
 
 
-@elementwise("rho")
+@_elementwise("rho")
 def threshold_guarantee(rho: float) -> ZCDP:
     """Worst case of one threshold query: ``rho``-zCDP (count sensitivity 1).
 

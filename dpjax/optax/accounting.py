@@ -35,13 +35,22 @@ import math
 from statistics import NormalDist
 
 from dpjax.accounting import ZCDP
-from dpjax.optax.clip import as_strategy
+from dpjax.optax.clip import _as_strategy
 from dpjax.validation import check_choice, check_epsilon, check_int, check_positive, check_probability
 
-ACCOUNTANTS = ("pld", "rdp")
-PLD_DISCRETIZATION = 1e-4  # dp_accounting's default value_discretization_interval
-CALIBRATION_RELATIVE_GRID = 1e-4  # the calibration's PLD grid, relative to the target epsilon
-MINIMALITY = 1e-3  # a calibrated sigma lowered by this fraction exceeds the target
+__all__ = [
+    "dp_event",
+    "noise_multiplier_for_epsilon",
+    "pure_dp_to_gdp",
+    "spent_epsilon",
+    "training_epsilon",
+    "training_guarantee",
+]
+
+_ACCOUNTANTS = ("pld", "rdp")
+_PLD_DISCRETIZATION = 1e-4  # dp_accounting's default value_discretization_interval
+_CALIBRATION_RELATIVE_GRID = 1e-4  # the calibration's PLD grid, relative to the target epsilon
+_MINIMALITY = 1e-3  # a calibrated sigma lowered by this fraction exceeds the target
 
 
 def pure_dp_to_gdp(epsilon: float) -> float:
@@ -86,7 +95,7 @@ def dp_event(*, steps: int, sampling_rate: float, noise_multiplier: float, clip)
         dp_accounting.SelfComposedDpEvent(
             dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(sigma)), count
         )
-        for count, sigma in as_strategy(clip).accounting_steps(noise_multiplier, steps)
+        for count, sigma in _as_strategy(clip).accounting_steps(noise_multiplier, steps)
         if count > 0
     ]
     return dp_accounting.ComposedDpEvent(parts)
@@ -109,7 +118,7 @@ def training_guarantee(*, steps: int, sampling_rate: float, noise_multiplier: fl
       50.0
     """
     steps, sampling_rate, noise_multiplier = _validated(steps, sampling_rate, noise_multiplier)
-    parts = as_strategy(clip).accounting_steps(noise_multiplier, steps)
+    parts = _as_strategy(clip).accounting_steps(noise_multiplier, steps)
     rho = sum(count / (2 * sigma**2) for count, sigma in parts)
     event = dp_event(steps=steps, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier, clip=clip)
     return ZCDP(rho, event=event)
@@ -118,7 +127,7 @@ def training_guarantee(*, steps: int, sampling_rate: float, noise_multiplier: fl
 def _accountant(name: str, discretization: float):
     import dp_accounting
 
-    check_choice(name, "accountant", ACCOUNTANTS)
+    check_choice(name, "accountant", _ACCOUNTANTS)
     relation = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
     if name == "pld":
         return dp_accounting.pld.PLDAccountant(relation, value_discretization_interval=discretization)
@@ -133,7 +142,7 @@ def training_epsilon(
     noise_multiplier: float,
     clip,
     accountant: str = "pld",
-    pld_discretization: float = PLD_DISCRETIZATION,
+    pld_discretization: float = _PLD_DISCRETIZATION,
 ) -> float:
     """The epsilon at ``delta`` of a whole DP-SGD run with :func:`dpjax.optax.dp_aggregate`.
 
@@ -161,14 +170,14 @@ def training_epsilon(
     return float(acc.get_epsilon(delta))
 
 
-def calibration_discretization(epsilon: float) -> float:
+def _calibration_discretization(epsilon: float) -> float:
     """The PLD grid :func:`noise_multiplier_for_epsilon` calibrates on: ``min(1e-4, 1e-4 epsilon)``.
 
     dp_accounting's PLD is pessimistic by up to about the grid interval per composed loss value; an
     absolute grid overstates a small epsilon (1000s of steps at epsilon 0.2: +0.3% at 1e-4, +28% at
     1e-3), so the grid is scaled to the target, and a calibration to 1e-3 in sigma is meaningful.
     """
-    return min(PLD_DISCRETIZATION, CALIBRATION_RELATIVE_GRID * check_epsilon(epsilon))
+    return min(_PLD_DISCRETIZATION, _CALIBRATION_RELATIVE_GRID * check_epsilon(epsilon))
 
 
 def _geometric_bisection(fits, lo: float, hi: float, ratio: float) -> tuple[float, float]:
@@ -226,9 +235,9 @@ def noise_multiplier_for_epsilon(
     delta = check_probability(delta, "delta", open_low=True, open_high=True)
     steps = check_int(steps, "steps", minimum=1)
     sampling_rate = check_probability(sampling_rate, "sampling_rate", open_low=True)
-    strategy = as_strategy(clip)
+    strategy = _as_strategy(clip)
     if pld_discretization is None:
-        grid = calibration_discretization(epsilon)
+        grid = _calibration_discretization(epsilon)
     else:
         grid = check_positive(pld_discretization, "pld_discretization")
 
@@ -259,13 +268,13 @@ def noise_multiplier_for_epsilon(
     # of 20%, so that no sigma far below the answer (whose PLD is huge and slow) is evaluated.
     lo, hi = _bracket_near(coarse, min(_rdp_sigma(spent, epsilon, ceiling), ceiling), 0.2)
     _, rough = _geometric_bisection(coarse, lo, hi, 1 + 1e-3)
-    sigma = _secant_root(spent, epsilon, min(rough, ceiling)) * (1 + MINIMALITY / 10)
-    if fine(sigma) and not fine(sigma * (1 - MINIMALITY)):
+    sigma = _secant_root(spent, epsilon, min(rough, ceiling)) * (1 + _MINIMALITY / 10)
+    if fine(sigma) and not fine(sigma * (1 - _MINIMALITY)):
         return float(sigma)
     lo, hi = _bracket_near(fine, sigma, 2e-3)  # the secant step missed: bisect (rare)
     while True:
-        lo, hi = _geometric_bisection(fine, lo, hi, 1 + MINIMALITY / 5)
-        below = hi * (1 - MINIMALITY)
+        lo, hi = _geometric_bisection(fine, lo, hi, 1 + _MINIMALITY / 5)
+        below = hi * (1 - _MINIMALITY)
         if not fine(below):
             return float(hi)
         hi = below  # the pessimistic estimate is not exactly monotone: keep narrowing below

@@ -32,16 +32,16 @@ from jax import lax
 
 from dpjax import noise
 from dpjax.optax import defaults
-from dpjax.quantiles.unbounded import grid, halting, tabulate
-from dpjax.quantiles.unbounded_bins import grid_edges
+from dpjax.quantiles.unbounded import _grid, _halting, _tabulate
+from dpjax.quantiles.unbounded_bins import _grid_edges
 from dpjax.validation import Checks, check_int, check_positive, is_traced
 
-DEFAULT_QUANTILE, DEFAULT_CLIP_EPSILON, DEFAULT_EVERY = (
+_DEFAULT_QUANTILE, _DEFAULT_CLIP_EPSILON, _DEFAULT_EVERY = (
     defaults.QUANTILE,
     defaults.CLIP_EPSILON,
     defaults.EVERY,
 )
-DEFAULT_MAX_QUERIES = 300  # at beta = 1.01: estimates within a factor 1.5e8 of the centre
+_DEFAULT_MAX_QUERIES = 300  # at beta = 1.01: estimates within a factor 1.5e8 of the centre
 
 
 def _validate_initial_norm(checks: Checks, norm):
@@ -73,7 +73,7 @@ class FixedClip:
         return ((steps, noise_multiplier),)
 
 
-def log_norm_quantile(key, logs, real, below, above, epsilon, beta, max_queries: int, dtype):
+def _log_norm_quantile(key, logs, real, below, above, epsilon, beta, max_queries: int, dtype):
     """Durfee (2023), Algorithm 4 (fully unbounded quantile estimation) on the log norms ``logs`` of
     the ``real`` examples, with the fixed public thresholds ``below`` and ``above``.
 
@@ -88,12 +88,12 @@ def log_norm_quantile(key, logs, real, below, above, epsilon, beta, max_queries:
     threshold and on each query it is ``epsilon/2``-DP (Durfee 2023, Lemma B.2: ``max{epsilon1,
     epsilon2}``); the two calls compose to ``epsilon``-DP.
     """
-    g = grid(beta, max_queries, dtype)
+    g = _grid(beta, max_queries, dtype)
     half = jnp.asarray(epsilon, dtype) / 2
 
     def call(key, data, threshold):  # the second call is the first on the negated data
-        counts, _ = tabulate(data, 0.0, beta, g, dtype)
-        k, _ = halting(
+        counts, _ = _tabulate(data, 0.0, beta, g, dtype)
+        k, _ = _halting(
             key, counts, threshold, 1, half, half, g.cap, noise="exponential", dtype=dtype, first=0
         )
         return k
@@ -103,7 +103,7 @@ def log_norm_quantile(key, logs, real, below, above, epsilon, beta, max_queries:
         call(keys[0], jnp.where(real, logs, jnp.inf), below),
         call(keys[1], jnp.where(real, -logs, jnp.inf), above),
     ]
-    up, down = grid_edges(k[0], g.log_b), -grid_edges(k[1], g.log_b)
+    up, down = _grid_edges(k[0], g.log_b), -_grid_edges(k[1], g.log_b)
     return jnp.where(k[0] > 0, up, jnp.where(k[1] > 0, down, jnp.zeros((), dtype)))
 
 
@@ -121,7 +121,7 @@ class QuantileClip:
     epsilon: float | jax.Array
     every: int | jax.Array
     beta: float | jax.Array
-    max_queries: int = DEFAULT_MAX_QUERIES
+    max_queries: int = _DEFAULT_MAX_QUERIES
 
     def validate(self, checks: Checks) -> QuantileClip:
         """This strategy with every leaf checked (eagerly if concrete, recorded if traced)."""
@@ -146,7 +146,7 @@ class QuantileClip:
 
         The data are ``y_j = log(norm_j / c)`` with the public centre ``c = 1`` at step 0 and
         ``c = C_t`` afterwards, and the release is ``c * exp(y*)`` for Algorithm 4's estimate ``y*``
-        (see :func:`log_norm_quantile`). The grid ``+-(beta**k - 1)`` is then relative: resolution
+        (see :func:`_log_norm_quantile`). The grid ``+-(beta**k - 1)`` is then relative: resolution
         ``beta - 1`` of the centre near it, and ``log(1 + |log(norm / c)|) / log(beta)`` queries to
         reach norms far from it. The first estimate does not depend on ``initial_norm`` at all, so
         a start 100x too high or too low costs one step clipped at it and nothing else.
@@ -159,7 +159,7 @@ class QuantileClip:
         def estimate(_):
             level = jnp.asarray(self.quantile, dtype) * jnp.asarray(expected_batch_size, dtype)
             above = jnp.asarray(expected_batch_size, dtype) - level
-            y = log_norm_quantile(
+            y = _log_norm_quantile(
                 key, logs, real, level, above, self.epsilon, self.beta, self.max_queries, dtype
             )
             return centre * jnp.exp(y)
@@ -257,11 +257,11 @@ def fixed_clip(norm) -> FixedClip:
 def quantile_clip(
     initial_norm=1.0,
     *,
-    quantile=DEFAULT_QUANTILE,
-    epsilon=DEFAULT_CLIP_EPSILON,
-    every=DEFAULT_EVERY,
+    quantile=_DEFAULT_QUANTILE,
+    epsilon=_DEFAULT_CLIP_EPSILON,
+    every=_DEFAULT_EVERY,
     beta=1.01,
-    max_queries: int = DEFAULT_MAX_QUERIES,
+    max_queries: int = _DEFAULT_MAX_QUERIES,
 ) -> QuantileClip:
     """The clip norm tracks a private ``quantile`` of the per-example norms (Durfee 2023).
 
@@ -326,7 +326,7 @@ def geometric_clip(initial_norm, *, quantile=0.5, learning_rate=0.2, count_noise
     return GeometricClip(initial_norm, quantile, learning_rate, count_noise_multiplier).validate(Checks())
 
 
-def as_strategy(clip) -> ClipStrategy:
+def _as_strategy(clip) -> ClipStrategy:
     """``clip`` if it is a strategy, else ``fixed_clip(clip)``."""
     if isinstance(clip, FixedClip | QuantileClip | GeometricClip):
         return clip

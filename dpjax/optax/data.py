@@ -17,6 +17,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+__all__ = [
+    "LOG_COLUMNS",
+    "Dataset",
+    "load_adult",
+    "load_mnist",
+]
+
 
 class Dataset(NamedTuple):
     """Features ``float32 [n, d]`` and integer labels ``int32 [n]`` of a train/test split."""

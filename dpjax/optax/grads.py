@@ -6,8 +6,12 @@ from collections.abc import Callable
 
 import jax
 
-from dpjax.optax.transform import batch_size
+from dpjax.optax.transform import _batch_size
 from dpjax.validation import check_int
+
+__all__ = [
+    "per_example_grads",
+]
 
 
 def per_example_grads(loss_fn: Callable, *, microbatch_size: int | None = None) -> Callable:
@@ -37,7 +41,7 @@ def per_example_grads(loss_fn: Callable, *, microbatch_size: int | None = None) 
     def grads(params, *batch):
         if not batch:
             raise ValueError("per_example_grads needs at least one batch argument.")
-        batch_size(batch)  # every leaf must share the leading example axis
+        _batch_size(batch)  # every leaf must share the leading example axis
         if microbatch_size is None:
             return jax.vmap(single, in_axes=(None,) + (0,) * len(batch))(params, *batch)
         return jax.lax.map(lambda example: single(params, *example), batch, batch_size=microbatch_size)

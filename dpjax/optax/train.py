@@ -42,6 +42,34 @@ from dpjax.optax.transform import dp_aggregate
 from dpjax.outdir import atomic_path
 from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
 
+__all__ = [
+    "CNN_CHANNELS",
+    "COLUMNS",
+    "TRUNCATION_SHARE",
+    "Carry",
+    "Model",
+    "Plan",
+    "accuracy",
+    "calibrate",
+    "cnn",
+    "epoch_ends",
+    "example_loss",
+    "init_carry",
+    "load",
+    "main",
+    "mlp",
+    "model_for",
+    "optimizer",
+    "padded_size",
+    "plan",
+    "plot",
+    "poisson_batch",
+    "run_steps",
+    "spent_epsilon",
+    "strategy_from_args",
+    "write_outputs",
+]
+
 TRUNCATION_SHARE = 0.01  # share of delta set aside for the truncation of oversized samples
 
 

@@ -8,6 +8,18 @@ import argparse
 
 from dpjax.optax import defaults
 
+__all__ = [
+    "DEFAULTS",
+    "DEFAULT_EPOCHS",
+    "DEFAULT_MODEL",
+    "DefaultsHelpFormatter",
+    "UsageError",
+    "add_parser",
+    "open_unit",
+    "run",
+    "seed_type",
+]
+
 # The defaults of ``dpjax train``, chosen from the study in benchmarks/README.md ("DP-SGD headline").
 DEFAULTS = dict(
     dataset="adult",

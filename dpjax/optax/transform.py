@@ -26,8 +26,14 @@ import optax
 from jax import lax
 
 from dpjax import noise
-from dpjax.optax.clip import ClipStrategy, as_strategy
+from dpjax.optax.clip import ClipStrategy, _as_strategy
 from dpjax.validation import Checks, float_dtype
+
+__all__ = [
+    "DPAggregateState",
+    "dp_aggregate",
+    "example_norms",
+]
 
 
 class DPAggregateState(NamedTuple):
@@ -57,7 +63,7 @@ def example_norms(per_example_grads) -> jax.Array:
     return jnp.sqrt(sum(squares))
 
 
-def batch_size(per_example_grads) -> int:
+def _batch_size(per_example_grads) -> int:
     """The common leading (example) axis of every leaf; ``ValueError`` if they disagree."""
     leaves = jax.tree.leaves(per_example_grads)
     if not leaves:
@@ -71,7 +77,7 @@ def batch_size(per_example_grads) -> int:
     return sizes.pop()
 
 
-def clipped_sum(per_example_grads, clip_norm, mask):
+def _clipped_sum(per_example_grads, clip_norm, mask):
     """``(sum_j w_j g_j, norms)`` with ``w_j = min(1, clip_norm / n_j)`` for real examples with a
     finite norm and 0 otherwise (step 1 of the module docstring).
 
@@ -94,7 +100,7 @@ def clipped_sum(per_example_grads, clip_norm, mask):
     return lax.cond(jnp.all(finite), weighted, zeroed, per_example_grads), norms
 
 
-def add_noise(key, tree, std, denominator):
+def _add_noise(key, tree, std, denominator):
     """``(leaf + N(0, std^2)) / denominator`` for every leaf: one draw of the whole parameter vector
     (in the leaves' common float dtype), sliced into the leaves."""
     leaves, treedef = jax.tree.flatten(tree)
@@ -108,7 +114,7 @@ def add_noise(key, tree, std, denominator):
     return jax.tree.unflatten(treedef, out)
 
 
-def fixed_dtypes(tree, dtype):
+def _fixed_dtypes(tree, dtype):
     """Every leaf of ``tree`` as an array: integers int32, everything else ``dtype``. The state of
     :func:`dp_aggregate` is built this way from ``init`` on, so ``update`` returns leaves of the same
     types and shapes and a jitted step compiles once."""
@@ -154,7 +160,7 @@ def dp_aggregate(
       >>> state = tx.init(params)
       >>> updates, state = tx.update({"w": jnp.ones((4, 3))}, state, params)
     """
-    strategy = as_strategy(clip)
+    strategy = _as_strategy(clip)
     checks = Checks()
     checks.positive(noise_multiplier, "noise_multiplier")
     checks.positive(expected_batch_size, "expected_batch_size")
@@ -164,7 +170,7 @@ def dp_aggregate(
     def init_fn(params):
         del params
         dtype = float_dtype(strategy.initial_norm)
-        clip_state = fixed_dtypes(strategy, dtype)
+        clip_state = _fixed_dtypes(strategy, dtype)
         return DPAggregateState(
             key,
             clip_state.initial_norm,
@@ -179,7 +185,7 @@ def dp_aggregate(
         sigma = checks.positive(state.noise_multiplier, "noise_multiplier")
         denominator = checks.positive(expected_batch_size, "expected_batch_size")
         current = state.clip.validate(checks)
-        size = batch_size(updates)
+        size = _batch_size(updates)
         if example_mask is None:
             mask = jnp.ones((size,), bool)
         else:
@@ -188,9 +194,9 @@ def dp_aggregate(
                 raise ValueError(f"example_mask must have shape ({size},), got {mask.shape}.")
             mask = mask.astype(bool)
         clip_norm = state.clip_norm
-        summed, norms = clipped_sum(updates, clip_norm, mask)
+        summed, norms = _clipped_sum(updates, clip_norm, mask)
         key, step_key = jax.random.split(state.key)
-        released = add_noise(jax.random.fold_in(step_key, 0), summed, sigma * clip_norm, denominator)
+        released = _add_noise(jax.random.fold_in(step_key, 0), summed, sigma * clip_norm, denominator)
         next_norm = current.next_norm(
             jax.random.fold_in(step_key, 1),
             clip_norm,

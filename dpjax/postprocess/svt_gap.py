@@ -32,6 +32,15 @@ from dpjax.postprocess.laplace_difference import laplace_difference_quantile, la
 from dpjax.svt.gap import BRANCH_MIDDLE, BRANCH_TOP, GapBudget
 from dpjax.validation import Checks, check_int, float_dtype, is_traced
 
+__all__ = [
+    "combine_gap_and_measurement",
+    "gap_confidence_margin",
+    "gap_tail_probability",
+    "gap_variance",
+    "query_lower_confidence_bound",
+    "svt_measure_reduction",
+]
+
 
 def gap_variance(budget: GapBudget, branch) -> jax.Array:
     """Variance of ``gamma_i + T`` as an estimate of ``q_i``, per query: ``2*b_T^2 + 2*b_q^2`` with the

@@ -40,8 +40,16 @@ import jax
 import jax.numpy as jnp
 
 from dpjax.postprocess.laplace_difference import laplace_difference_quantile
-from dpjax.selection import GAP_NOISES
+from dpjax.selection import _GAP_NOISES
 from dpjax.validation import Checks, check_choice, check_int, float_dtype
+
+__all__ = [
+    "blue_estimate",
+    "blue_mse_ratio",
+    "gap_confidence_radius",
+    "gap_lower_confidence_bound",
+    "variance_ratio",
+]
 
 # Var(noise of scale b) / b^2 for the selection noises: 2 for Laplace, pi^2/6 for Gumbel.
 _VARIANCE = {"laplace": 2.0, "gumbel": math.pi**2 / 6}
@@ -59,7 +67,7 @@ def variance_ratio(selection_scale: float, measurement_scale: float, *, noise: s
     Example: the paper's protocol (half the budget each, Laplace measurements ``Lap(2k/epsilon)``)
     gives ``lam = 1`` for monotone (counting) queries and ``lam = 4`` for general ones.
     """
-    factor = _VARIANCE[check_choice(noise, "noise", GAP_NOISES)] / _VARIANCE["laplace"]
+    factor = _VARIANCE[check_choice(noise, "noise", _GAP_NOISES)] / _VARIANCE["laplace"]
     checks = Checks()
     ratio = checks.positive(selection_scale, "selection_scale") / checks.positive(
         measurement_scale, "measurement_scale"
@@ -138,7 +146,7 @@ def gap_confidence_radius(scale: float, confidence: float = 0.95, *, noise: str 
       >>> round(float(gap_confidence_radius(1.0, 0.95)), 4)
       3.2718
     """
-    check_choice(noise, "noise", GAP_NOISES)
+    check_choice(noise, "noise", _GAP_NOISES)
     checks = Checks()
     b = checks.positive(scale, "scale")
     confidence = checks.probability(confidence, "confidence", open_low=True, open_high=True)

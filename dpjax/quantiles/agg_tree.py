@@ -35,16 +35,16 @@ from jax import lax
 
 from dpjax import noise, sharded
 from dpjax.accounting import Neighbors, PureDP
-from dpjax.accounting.elementwise import elementwise
-from dpjax.quantiles.intervals import check_inputs
+from dpjax.accounting.elementwise import _elementwise
+from dpjax.quantiles.intervals import _check_inputs
 from dpjax.validation import Checks, check_epsilon, check_int, float_dtype
 
-DEFAULT_BRANCHING = 8
-DEFAULT_HEIGHT = 3
-MAX_LEAVES = 2**24
+_DEFAULT_BRANCHING = 8
+_DEFAULT_HEIGHT = 3
+_MAX_LEAVES = 2**24
 
 
-def agg_tree_sensitivity(height: int, neighbors: Neighbors | str = Neighbors.SWAP) -> int:
+def _agg_tree_sensitivity(height: int, neighbors: Neighbors | str = Neighbors.SWAP) -> int:
     """L1 sensitivity of the noised counts: ``2 h`` (swap) or ``h + 1`` (add/remove, root noised)."""
     return 2 * height if neighbors == "swap" else height + 1
 
@@ -72,7 +72,7 @@ def _sibling_rest(t, branching):
     return jnp.repeat(family, branching) - t
 
 
-def honaker(noisy, root, root_var, var, branching):
+def _honaker(noisy, root, root_var, var, branching):
     """Honaker (2015) aggregation of a noisy count tree.
 
     Args:
@@ -145,8 +145,8 @@ def agg_tree(
     epsilon: float,
     *,
     bounds,
-    branching: int = DEFAULT_BRANCHING,
-    height: int = DEFAULT_HEIGHT,
+    branching: int = _DEFAULT_BRANCHING,
+    height: int = _DEFAULT_HEIGHT,
     neighbors: Neighbors | str = Neighbors.SWAP,
 ) -> jax.Array:
     """AggTree quantiles (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1; tree counting of Dwork et al.
@@ -182,11 +182,11 @@ def agg_tree(
       >>> quartiles = agg_tree(jax.random.key(0), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10))
     """
     checks = Checks()
-    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
+    x, levels, epsilon, lower, upper = _check_inputs(checks, x, qs, epsilon, bounds)
     branching = check_int(branching, "branching", minimum=2)
     height = check_int(height, "height", minimum=1)
-    if branching**height > MAX_LEAVES:
-        raise ValueError(f"branching**height must be <= {MAX_LEAVES}, got {branching}**{height}.")
+    if branching**height > _MAX_LEAVES:
+        raise ValueError(f"branching**height must be <= {_MAX_LEAVES}, got {branching}**{height}.")
     neighbors = Neighbors.check(neighbors)
     return checks.guard(_agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbors))
 
@@ -198,7 +198,7 @@ def _agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbor
     dtype = float_dtype(x)
     lower, upper = jnp.asarray(lower, dtype), jnp.asarray(upper, dtype)
     counts = _level_counts(x, lower, upper, branching, height, dtype)
-    scale = jnp.asarray(agg_tree_sensitivity(height, neighbors), dtype) / jnp.asarray(epsilon, dtype)
+    scale = jnp.asarray(_agg_tree_sensitivity(height, neighbors), dtype) / jnp.asarray(epsilon, dtype)
     var = 2 * scale**2
     level_keys = jax.random.split(key, height + 1)
     noisy = _noisy_levels(level_keys[1:], counts, scale)
@@ -207,18 +207,21 @@ def _agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbor
         root, root_var = n, 0.0
     else:
         root, root_var = n + noise.laplace(level_keys[0], (), scale, dtype), var
-    tree = honaker(noisy, root, root_var, var, branching)
+    tree = _honaker(noisy, root, root_var, var, branching)
     levels = jnp.asarray(levels, dtype)
     estimates = jnp.stack([_descend(tree, q, lower, upper, branching) for q in levels])
     return jnp.sort(estimates)
 
 
-@elementwise("epsilon")
+@_elementwise("epsilon")
 def agg_tree_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> PureDP:
     """AggTree's guarantee: pure ``epsilon``-DP for the whole noisy tree (all quantiles) under
-    ``neighbors`` (the Laplace scale, :func:`agg_tree_sensitivity`, is calibrated to it)."""
+    ``neighbors`` (the Laplace scale, :func:`_agg_tree_sensitivity`, is calibrated to it)."""
     Neighbors.check(neighbors)
     return PureDP(check_epsilon(epsilon))
 
 
-__all__ = ["agg_tree", "agg_tree_guarantee"]
+__all__ = [
+    "agg_tree",
+    "agg_tree_guarantee",
+]

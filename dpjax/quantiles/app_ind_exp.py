@@ -20,8 +20,8 @@ import jax
 
 from dpjax.accounting import ApproxDP, Neighbors, RangeBounded
 from dpjax.accounting.bounded_range import composition_epsilon, optimal_composition_epsilon
-from dpjax.accounting.elementwise import elementwise
-from dpjax.quantiles.exp_mech import independent_quantiles, number_of_levels
+from dpjax.accounting.elementwise import _elementwise
+from dpjax.quantiles.exp_mech import _independent_quantiles, _number_of_levels
 from dpjax.validation import Checks, check_epsilon, check_probability
 
 
@@ -58,10 +58,10 @@ def app_ind_exp(
     def per_level(epsilon, m: int, dtype):
         return composition_epsilon(epsilon, delta, m, dtype)
 
-    return independent_quantiles(checks, key, x, qs, epsilon, bounds, neighbors, per_level)
+    return _independent_quantiles(checks, key, x, qs, epsilon, bounds, neighbors, per_level)
 
 
-@elementwise("epsilon", "delta")
+@_elementwise("epsilon", "delta")
 def app_ind_exp_guarantee(
     qs, epsilon: float, *, delta: float = 1e-6, neighbors: Neighbors | str = Neighbors.SWAP
 ) -> RangeBounded:
@@ -76,10 +76,13 @@ def app_ind_exp_guarantee(
     using the bound that suits its budget. With ``delta = 0``, ``epsilon_0 = epsilon / m``.
     """
     Neighbors.check(neighbors)
-    m = number_of_levels(qs)
+    m = _number_of_levels(qs)
     epsilon, delta = check_epsilon(epsilon), check_probability(delta, "delta")
     epsilon_0 = optimal_composition_epsilon(epsilon, delta, m) if delta > 0 else epsilon / m
     return RangeBounded(m * epsilon_0, rho=m * epsilon_0**2 / 8, approx=ApproxDP(epsilon, delta))
 
 
-__all__ = ["app_ind_exp", "app_ind_exp_guarantee"]
+__all__ = [
+    "app_ind_exp",
+    "app_ind_exp_guarantee",
+]

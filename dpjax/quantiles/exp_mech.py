@@ -24,18 +24,18 @@ import numpy as np
 
 from dpjax import sharded
 from dpjax.accounting import Neighbors, RangeBounded
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.quantiles.intervals import (
-    check_bounds,
-    check_inputs,
-    gaps,
-    gumbel_argmax,
-    uniform_in_gaps,
+    _check_bounds,
+    _check_inputs,
+    _gaps,
+    _gumbel_argmax,
+    _uniform_in_gaps,
 )
 from dpjax.validation import Checks, check_epsilon, float_dtype
 
 
-def emq_sensitivity(q, neighbors: Neighbors | str = Neighbors.SWAP):
+def _emq_sensitivity(q, neighbors: Neighbors | str = Neighbors.SWAP):
     """Sensitivity of the rank utility ``-|#{x < o} - q n|``: 1 (swap), ``max(q, 1 - q)`` (add/remove).
 
     ``q`` may be an array (elementwise) and traced.
@@ -43,7 +43,7 @@ def emq_sensitivity(q, neighbors: Neighbors | str = Neighbors.SWAP):
     return 1.0 if neighbors == "swap" else jnp.maximum(q, 1 - q)
 
 
-def gap_logits(log_width, q, epsilon, neighbors: Neighbors | str = Neighbors.SWAP):
+def _gap_logits(log_width, q, epsilon, neighbors: Neighbors | str = Neighbors.SWAP):
     """Log weights of the gaps for level(s) ``q``: ``log width - epsilon/(2 Delta) |i - q n|``.
 
     ``q`` and ``epsilon`` may be traced and are used in ``log_width``'s dtype; ``q`` may be an
@@ -52,14 +52,14 @@ def gap_logits(log_width, q, epsilon, neighbors: Neighbors | str = Neighbors.SWA
     dtype = log_width.dtype
     n = log_width.shape[0] - 1
     q = jnp.asarray(q, dtype)[..., None]
-    c = jnp.asarray(epsilon, dtype) / (2 * emq_sensitivity(q, neighbors))
+    c = jnp.asarray(epsilon, dtype) / (2 * _emq_sensitivity(q, neighbors))
     ranks = jnp.arange(n + 1, dtype=dtype)
     return log_width - c * jnp.abs(ranks - q * n)
 
 
 @functools.partial(jax.jit, static_argnames=("neighbors",))
 @sharded.auto_axes
-def independent_releases(
+def _independent_releases(
     key, x, levels, epsilon_each, lower, upper, neighbors: Neighbors | str = Neighbors.SWAP
 ) -> jax.Array:
     """One EMQ release per level in ``levels`` (shape ``(m,)``), each with ``epsilon_each``; sorted.
@@ -68,11 +68,11 @@ def independent_releases(
     levels, budget and bounds may be traced. Compiled, so that an eager call runs the same fused
     arithmetic as a call inside ``jit``/``vmap``.
     """
-    edges, log_width = gaps(x, lower, upper)
-    logits = gap_logits(log_width, levels, epsilon_each, neighbors)
+    edges, log_width = _gaps(x, lower, upper)
+    logits = _gap_logits(log_width, levels, epsilon_each, neighbors)
     choice_key, uniform_key = jax.random.split(key)
-    index = gumbel_argmax(choice_key, logits, axis=-1)
-    return jnp.sort(uniform_in_gaps(uniform_key, edges, index))
+    index = _gumbel_argmax(choice_key, logits, axis=-1)
+    return jnp.sort(_uniform_in_gaps(uniform_key, edges, index))
 
 
 def emq(
@@ -105,16 +105,16 @@ def emq(
       >>> median = emq(jax.random.key(0), x, 0.5, 1.0, bounds=(-2.0, 2.0))
     """
     checks = Checks()
-    lower, upper = check_bounds(checks, bounds)
+    lower, upper = _check_bounds(checks, bounds)
     q = checks.probability(q, "q")
     epsilon = checks.epsilon(epsilon)
     neighbors = Neighbors.check(neighbors)
     x = checks.data(x, allow_infinite=False, allow_empty=True)
     levels = jnp.reshape(jnp.asarray(q, float_dtype(x)), (1,))
-    return checks.guard(independent_releases(key, x, levels, epsilon, lower, upper, neighbors)[0])
+    return checks.guard(_independent_releases(key, x, levels, epsilon, lower, upper, neighbors)[0])
 
 
-@elementwise("epsilon")
+@_elementwise("epsilon")
 def emq_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
     """EMQ's guarantee: ``RangeBounded(epsilon)`` under ``neighbors``.
 
@@ -154,28 +154,28 @@ def ind_exp(key, x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = 
       >>> x = jax.random.normal(jax.random.key(1), (1000,))
       >>> deciles = ind_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-10, 10))
     """
-    return independent_quantiles(
+    return _independent_quantiles(
         Checks(), key, x, qs, epsilon, bounds, neighbors, lambda epsilon, m, dtype: epsilon / m
     )
 
 
-def independent_quantiles(checks: Checks, key, x, qs, epsilon, bounds, neighbors, per_level) -> jax.Array:
+def _independent_quantiles(checks: Checks, key, x, qs, epsilon, bounds, neighbors, per_level) -> jax.Array:
     """Validated IndExp-style releases: one EMQ per level with ``per_level(epsilon, m, dtype)``.
 
     IndExp and AppIndExp differ only in that budget rule (``epsilon / m``, or the DDR20 composition
     budget); ``epsilon`` reaches ``per_level`` as a ``dtype`` array (it may be traced) and ``checks``
     may already hold the caller's own checks. NaN on invalid traced input.
     """
-    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
+    x, levels, epsilon, lower, upper = _check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
     dtype = float_dtype(x)
     epsilon_each = per_level(jnp.asarray(epsilon, dtype), levels.shape[0], dtype)
     return checks.guard(
-        independent_releases(key, x, jnp.asarray(levels, dtype), epsilon_each, lower, upper, neighbors)
+        _independent_releases(key, x, jnp.asarray(levels, dtype), epsilon_each, lower, upper, neighbors)
     )
 
 
-@elementwise("epsilon")
+@_elementwise("epsilon")
 def ind_exp_guarantee(qs, epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
     """IndExp's guarantee: ``RangeBounded(epsilon, rho=epsilon^2 / (8 m))`` under ``neighbors``.
 
@@ -185,12 +185,12 @@ def ind_exp_guarantee(qs, epsilon: float, *, neighbors: Neighbors | str = Neighb
     Takes the levels ``qs`` as the mechanism does (only their number matters).
     """
     Neighbors.check(neighbors)
-    m = number_of_levels(qs)
+    m = _number_of_levels(qs)
     epsilon = check_epsilon(epsilon)
     return RangeBounded(epsilon, rho=epsilon**2 / (8 * m))
 
 
-def number_of_levels(qs) -> int:
+def _number_of_levels(qs) -> int:
     """``m``, the number of quantile levels ``qs`` (a 1-D sequence; only its length is used here)."""
     shape = np.shape(qs)
     if len(shape) != 1 or shape[0] < 1:
@@ -198,4 +198,9 @@ def number_of_levels(qs) -> int:
     return shape[0]
 
 
-__all__ = ["emq", "emq_guarantee", "ind_exp", "ind_exp_guarantee"]
+__all__ = [
+    "emq",
+    "emq_guarantee",
+    "ind_exp",
+    "ind_exp_guarantee",
+]

@@ -26,13 +26,15 @@ from jax import lax
 from dpjax import noise
 from dpjax.validation import Checks, float_dtype, is_traced
 
+__all__: list[str] = []
+
 
 def _traced_scalar(value) -> jax.Array:
     value = jnp.asarray(value)
     return value if jnp.issubdtype(value.dtype, jnp.floating) else value.astype(float_dtype())
 
 
-def check_bounds(checks: Checks, bounds):
+def _check_bounds(checks: Checks, bounds):
     """``bounds = (a, b)``: finite numbers with ``a < b`` (may be traced).
 
     Concrete bounds are validated eagerly and returned as two floats. When either end is traced
@@ -67,7 +69,7 @@ def check_bounds(checks: Checks, bounds):
     return lower, upper
 
 
-def check_quantiles(checks: Checks, qs, name: str = "qs"):
+def _check_quantiles(checks: Checks, qs, name: str = "qs"):
     """Quantile levels: a non-empty 1-D, strictly increasing sequence in [0, 1] (may be traced).
 
     Their number ``m`` fixes the output shape and is static. Concrete levels are validated eagerly
@@ -96,7 +98,7 @@ def check_quantiles(checks: Checks, qs, name: str = "qs"):
     return levels
 
 
-class BoundedInputs(NamedTuple):
+class _BoundedInputs(NamedTuple):
     """The validated inputs shared by the bounded-range quantile mechanisms."""
 
     x: jax.Array
@@ -106,21 +108,21 @@ class BoundedInputs(NamedTuple):
     upper: jax.Array | float
 
 
-def check_inputs(
+def _check_inputs(
     checks: Checks, x, qs, epsilon, bounds, *, allow_zero: bool = False, name: str = "epsilon"
-) -> BoundedInputs:
+) -> _BoundedInputs:
     """Validates ``bounds``, the levels ``qs``, the privacy parameter ``epsilon`` (named ``name`` in
     errors; > 0, >= 0 with ``allow_zero``) and the data, in that order: finite records (no +-inf:
     they lie outside every bounded range), possibly none. Concrete values raise eagerly, traced ones
     are recorded in ``checks``."""
-    lower, upper = check_bounds(checks, bounds)
-    levels = check_quantiles(checks, qs)
+    lower, upper = _check_bounds(checks, bounds)
+    levels = _check_quantiles(checks, qs)
     epsilon = checks.epsilon(epsilon, name, allow_zero=allow_zero)
     x = checks.data(x, allow_infinite=False, allow_empty=True)
-    return BoundedInputs(x, levels, epsilon, lower, upper)
+    return _BoundedInputs(x, levels, epsilon, lower, upper)
 
 
-def sort_floats(x) -> jax.Array:
+def _sort_floats(x) -> jax.Array:
     """``jnp.sort`` of a 1-D float array without NaN, sorted as integer keys (same result).
 
     Flipping the magnitude bits of negative floats makes their bit patterns, read as signed
@@ -143,7 +145,7 @@ def sort_floats(x) -> jax.Array:
     return lax.bitcast_convert_type(flip(keys), x.dtype)
 
 
-def gaps(x, lower, upper):
+def _gaps(x, lower, upper):
     """Gap end points and log widths of the clamped sorted data (the bounds may be traced).
 
     Returns:
@@ -152,14 +154,14 @@ def gaps(x, lower, upper):
     """
     dtype = float_dtype(x)
     lower, upper = jnp.asarray(lower, dtype), jnp.asarray(upper, dtype)
-    data = sort_floats(jnp.clip(x.astype(dtype), lower, upper))
+    data = _sort_floats(jnp.clip(x.astype(dtype), lower, upper))
     edges = jnp.concatenate([lower[None], data, upper[None]])
     with jax.numpy_dtype_promotion("standard"):
         log_width = jnp.log(jnp.diff(edges))
     return edges, log_width
 
 
-def uniform_in_gaps(key, edges, index) -> jax.Array:
+def _uniform_in_gaps(key, edges, index) -> jax.Array:
     """One uniform draw inside each chosen gap ``[edges[i], edges[i + 1]]`` (``index`` any shape)."""
     left, right = edges[index], edges[index + 1]
     u = jax.random.uniform(key, jnp.shape(index), edges.dtype)
@@ -167,6 +169,6 @@ def uniform_in_gaps(key, edges, index) -> jax.Array:
     return jnp.minimum(left + u * (right - left), right)
 
 
-def gumbel_argmax(key, logits, axis: int = -1) -> jax.Array:
+def _gumbel_argmax(key, logits, axis: int = -1) -> jax.Array:
     """Index of ``argmax(logits + Gumbel)``: an exact draw from ``softmax(logits)`` ("racing")."""
     return jnp.argmax(logits + noise.gumbel(key, logits.shape, 1.0, logits.dtype), axis=axis)

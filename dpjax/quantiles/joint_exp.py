@@ -19,7 +19,7 @@ Zero-width gaps (duplicates) have probability exactly 0. Runs of several quantil
 weight is provably negligible, and at large ``n`` the gaps of a forward row outside a window around
 its mass, are left out of the forward pass, under a per-dataset certificate that the sequences
 using them carry at most ``OMITTED_MASS = 2^-64`` of the probability (otherwise the pass restarts
-with nothing left out; :func:`~dpjax.quantiles.joint_exp_tables.forward_tables`).
+with nothing left out; :func:`~dpjax.quantiles.joint_exp_tables._forward_tables`).
 That is the resolution of the library's tail-exact Gumbel sampler (``e^-44``), below which no
 racing draw resolves probabilities anyway.
 
@@ -42,27 +42,27 @@ from jax import lax
 
 from dpjax import sharded
 from dpjax.accounting import Neighbors, RangeBounded
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.quantiles.intervals import (
-    check_inputs,
-    gaps,
-    gumbel_argmax,
-    uniform_in_gaps,
+    _check_inputs,
+    _gaps,
+    _gumbel_argmax,
+    _uniform_in_gaps,
 )
 from dpjax.quantiles.joint_exp_tables import (
-    METHODS,
+    _METHODS,
     Tables,
-    forward_tables,
-    log_factorials,
-    log_normalizer,
-    log_phi,
+    _forward_tables,
+    _log_factorials,
+    _log_normalizer,
+    _log_phi,
 )
 from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
 
-DEFAULT_METHOD = "linear"
+_DEFAULT_METHOD = "linear"
 
 
-def joint_exp_sensitivity(qs, neighbors: Neighbors | str = Neighbors.SWAP):
+def _joint_exp_sensitivity(qs, neighbors: Neighbors | str = Neighbors.SWAP):
     """``Delta`` of JointExp's utility: 2 (swap); ``2 (1 - min gap of [0, q_1..q_m, 1])`` (add/remove).
 
     ``qs`` may be traced; the add/remove value is computed in its dtype.
@@ -76,9 +76,9 @@ def joint_exp_sensitivity(qs, neighbors: Neighbors | str = Neighbors.SWAP):
 
 def _tables(checks: Checks, x, qs, epsilon, bounds, neighbors, method, *, allow_zero: bool) -> Tables:
     """Validates (eagerly, or recorded in ``checks`` for traced values) and runs the forward pass."""
-    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds, allow_zero=allow_zero)
+    x, levels, epsilon, lower, upper = _check_inputs(checks, x, qs, epsilon, bounds, allow_zero=allow_zero)
     neighbors = Neighbors.check(neighbors)
-    check_choice(method, "method", METHODS)
+    check_choice(method, "method", _METHODS)
     return _forward(x, levels, epsilon, lower, upper, neighbors, method)
 
 
@@ -89,9 +89,9 @@ def _forward(x, levels, epsilon, lower, upper, neighbors: str, method: str) -> T
     dtype); the levels, ``epsilon`` and the bounds are arguments, used in the working dtype."""
     dtype = float_dtype(x)
     levels = jnp.asarray(levels, dtype)
-    c = jnp.asarray(epsilon, dtype) / (2 * joint_exp_sensitivity(levels, neighbors))
-    edges, log_width = gaps(x, lower, upper)
-    return forward_tables(edges, log_width, levels, c, method)
+    c = jnp.asarray(epsilon, dtype) / (2 * _joint_exp_sensitivity(levels, neighbors))
+    edges, log_width = _gaps(x, lower, upper)
+    return _forward_tables(edges, log_width, levels, c, method)
 
 
 def joint_exp_tables(
@@ -101,7 +101,7 @@ def joint_exp_tables(
     *,
     bounds,
     neighbors: Neighbors | str = Neighbors.SWAP,
-    method: str = DEFAULT_METHOD,
+    method: str = _DEFAULT_METHOD,
 ):
     """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
 
@@ -114,12 +114,12 @@ def joint_exp_tables(
 
 
 def joint_exp_log_normalizer(
-    x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP, method=DEFAULT_METHOD
+    x, qs, epsilon: float, *, bounds, neighbors: Neighbors | str = Neighbors.SWAP, method=_DEFAULT_METHOD
 ):
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
     (``epsilon >= 0``; NaN when a traced input is invalid)."""
     tables = joint_exp_tables(x, qs, epsilon, bounds=bounds, neighbors=neighbors, method=method)
-    return log_normalizer(tables)
+    return _log_normalizer(tables)
 
 
 def _block_logits(tables: Tables, row, block_index, hi, inclusive, target):
@@ -129,12 +129,12 @@ def _block_logits(tables: Tables, row, block_index, hi, inclusive, target):
     start = block_index * block
     gap = start + jnp.arange(block, dtype=jnp.int32)
     values = lax.dynamic_slice_in_dim(tables.log_total[row], start, block)
-    logits = values + log_phi(tables.c, (hi - gap).astype(values.dtype), target)
+    logits = values + _log_phi(tables.c, (hi - gap).astype(values.dtype), target)
     allowed = jnp.where(inclusive, gap <= hi, gap < hi)
     return jnp.where(allowed, logits, -jnp.inf)
 
 
-def draw_gap(key, tables: Tables, row, hi, inclusive):
+def _draw_gap(key, tables: Tables, row, hi, inclusive):
     """One exact draw of ``i`` with probability ``∝ alphahat(row, i) phi_{row+1}(hi - i)`` over
     ``i <= hi`` (``inclusive``) or ``i < hi``, in ``O(sqrt(n))``.
 
@@ -163,32 +163,32 @@ def draw_gap(key, tables: Tables, row, hi, inclusive):
         exact = jax.nn.logsumexp(_block_logits(tables, row, edge, hi, inclusive, target))
         masses = masses.at[edge].set(exact)
     block_key, gap_key = jax.random.split(key)
-    chosen = gumbel_argmax(block_key, masses).astype(jnp.int32)
-    inside = gumbel_argmax(gap_key, _block_logits(tables, row, chosen, hi, inclusive, target))
+    chosen = _gumbel_argmax(block_key, masses).astype(jnp.int32)
+    inside = _gumbel_argmax(gap_key, _block_logits(tables, row, chosen, hi, inclusive, target))
     return chosen * block + inside.astype(jnp.int32)
 
 
-def sample_gaps(key, tables: Tables) -> jax.Array:
+def _sample_gaps(key, tables: Tables) -> jax.Array:
     """One exact draw of the nondecreasing gap sequence ``(i_1, ..., i_m)`` (Alg. 1 lines 14-17).
 
     Two-stage backward sampling (Gillenwater et al. 2021, Alg. 1, sampling step): at each step the
     gap of the last open run
     is drawn from ``alphahat(j, i) phi_{j+1}(hi - i)`` (``i <= hi`` at the first step, ``i < hi``
-    after; :func:`draw_gap`, ``O(sqrt(n))``), then its run length ``k <= j`` from
+    after; :func:`_draw_gap`, ``O(sqrt(n))``), then its run length ``k <= j`` from
     ``alpha(j, i, k)`` by the closed form; at most ``m`` steps.
     """
     m = tables.log_total.shape[0]
     size = tables.log_width.shape[0]
     dtype = tables.log_width.dtype
     run = jnp.arange(1, m + 1, dtype=jnp.int32)
-    log_fact = jnp.asarray(log_factorials(m)[1:], dtype)  # log k!, k = 1..m
+    log_fact = jnp.asarray(_log_factorials(m)[1:], dtype)  # log k!, k = 1..m
     positions = jnp.arange(1, m + 1, dtype=jnp.int32)
 
     def body(step, carry):
         remaining, hi, sequence = carry
         gap_key, run_key = jax.random.split(jax.random.fold_in(key, step))
         row = jnp.maximum(remaining - 1, 0)
-        gap = draw_gap(gap_key, tables, row, hi, step == 0)
+        gap = _draw_gap(gap_key, tables, row, hi, step == 0)
         # Run of k copies: alpha(row, gap, k) = first(row - k + 1, gap) + S[row, row - k + 1]
         # + (k - 1) log tau(gap) - log k!.
         start = jnp.clip(row - run + 1, 0, m - 1)
@@ -199,7 +199,7 @@ def sample_gaps(key, tables: Tables) -> jax.Array:
             - log_fact
         )
         run_logits = jnp.where(run <= remaining, run_logits, -jnp.inf)
-        length = gumbel_argmax(run_key, run_logits).astype(jnp.int32) + 1
+        length = _gumbel_argmax(run_key, run_logits).astype(jnp.int32) + 1
         active = remaining > 0
         fill = active & (positions > remaining - length) & (positions <= remaining)
         sequence = jnp.where(fill, gap, sequence)
@@ -213,11 +213,11 @@ def sample_gaps(key, tables: Tables) -> jax.Array:
 
 
 @jax.jit
-def sample_outputs(key, tables: Tables) -> jax.Array:
+def _sample_outputs(key, tables: Tables) -> jax.Array:
     """One JointExp release from precomputed tables: gaps, uniform draws inside them, sorted."""
     gap_key, uniform_key = jax.random.split(key)
-    sequence = sample_gaps(gap_key, tables)
-    return jnp.sort(uniform_in_gaps(uniform_key, tables.edges, sequence))
+    sequence = _sample_gaps(gap_key, tables)
+    return jnp.sort(_uniform_in_gaps(uniform_key, tables.edges, sequence))
 
 
 def joint_exp(
@@ -228,7 +228,7 @@ def joint_exp(
     *,
     bounds,
     neighbors: Neighbors | str = Neighbors.SWAP,
-    method: str = DEFAULT_METHOD,
+    method: str = _DEFAULT_METHOD,
 ) -> jax.Array:
     """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
 
@@ -274,13 +274,13 @@ def joint_exp(
     """
     checks = Checks()
     tables = _tables(checks, x, qs, epsilon, bounds, neighbors, method, allow_zero=False)
-    return checks.guard(sample_outputs(key, tables))
+    return checks.guard(_sample_outputs(key, tables))
 
 
-@elementwise("epsilon")
+@_elementwise("epsilon")
 def joint_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbors.SWAP) -> RangeBounded:
     """JointExp's guarantee: ``RangeBounded(epsilon)`` for all ``m`` quantiles together, under
-    ``neighbors`` (the utility's sensitivity, :func:`joint_exp_sensitivity`, is calibrated to it).
+    ``neighbors`` (the utility's sensitivity, :func:`_joint_exp_sensitivity`, is calibrated to it).
 
     JointExp is one exponential mechanism (Gillenwater, Joseph, Kulesza 2021, Thm. 1) with density
     ``exp(epsilon u / (2 Delta))`` over a data-independent base measure: its privacy loss spans at most
@@ -295,4 +295,9 @@ def joint_exp_guarantee(epsilon: float, *, neighbors: Neighbors | str = Neighbor
     return RangeBounded(check_epsilon(epsilon))
 
 
-__all__ = ["joint_exp", "joint_exp_guarantee", "joint_exp_log_normalizer", "joint_exp_tables"]
+__all__ = [
+    "joint_exp",
+    "joint_exp_guarantee",
+    "joint_exp_log_normalizer",
+    "joint_exp_tables",
+]

@@ -43,24 +43,28 @@ import numpy as np
 from jax import lax
 
 from dpjax.quantiles.joint_exp_linear import (
-    LINEAR_BLOCKS,
-    block_frames,
-    sampler_masses,
-    toeplitz_linear,
-    toeplitz_linear_with_masses,
-    window_values,
+    _LINEAR_BLOCKS,
+    _block_frames,
+    _sampler_masses,
+    _toeplitz_linear,
+    _toeplitz_linear_with_masses,
+    _window_values,
 )
-from dpjax.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz_fft, toeplitz_scan
+from dpjax.quantiles.joint_exp_toeplitz import _aligned_length, _safe_max, _toeplitz_fft, _toeplitz_scan
 
-METHODS = ("linear", "scan", "fft")
+__all__ = [
+    "Tables",
+]
+
+_METHODS = ("linear", "scan", "fft")
 """The Toeplitz steps of the forward pass: linear-space block products with a certified exact
 fallback (:mod:`dpjax.quantiles.joint_exp_linear`), exact log-space recurrences, and the paper's
 max-shifted FFT (:mod:`dpjax.quantiles.joint_exp_toeplitz`)."""
 
 
-def toeplitz(method: str, x, c, nu):
+def _toeplitz(method: str, x, c, nu):
     """Dispatches the Toeplitz step to ``"linear"``, ``"scan"`` or ``"fft"``."""
-    return {"linear": toeplitz_linear, "scan": toeplitz_scan, "fft": toeplitz_fft}[method](x, c, nu)
+    return {"linear": _toeplitz_linear, "scan": _toeplitz_scan, "fft": _toeplitz_fft}[method](x, c, nu)
 
 
 class Tables(NamedTuple):
@@ -100,26 +104,26 @@ class Tables(NamedTuple):
     log_omitted: jax.Array
 
 
-def log_phi(c, gap, nu):
+def _log_phi(c, gap, nu):
     """``log phi(g) = -c |g - nu|`` (the edge weight of a step of ``g`` gaps toward target ``nu``)."""
     return -c * jnp.abs(gap - nu)
 
 
-def sampling_block(size: int) -> int:
+def _sampling_block(size: int) -> int:
     """Gaps per block of the backward sampler: about ``sqrt(n)``, so a step costs ``O(sqrt(n))``;
-    a multiple of every :data:`~dpjax.quantiles.joint_exp_linear.LINEAR_BLOCKS` size (so the block
+    a multiple of every :data:`~dpjax.quantiles.joint_exp_linear._LINEAR_BLOCKS` size (so the block
     masses follow from the linear step's block summaries, and their loops vectorize: see
     ``BLOCK_ALIGN``)."""
-    unit = LINEAR_BLOCKS[0]
+    unit = _LINEAR_BLOCKS[0]
     return -(-max(unit, math.isqrt(max(size - 1, 0)) + 1) // unit) * unit
 
 
-def log_factorials(m: int) -> np.ndarray:
+def _log_factorials(m: int) -> np.ndarray:
     """``log k!`` for ``k = 0..m``."""
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, m + 1, dtype=np.float64)))])
 
 
-class Row(NamedTuple):
+class _Row(NamedTuple):
     """One row of the forward pass, before it is written (every log value relative to ``D_{j-1}``).
 
     Attributes:
@@ -145,7 +149,7 @@ class Row(NamedTuple):
     windowed: jax.Array
 
 
-class ForwardState(NamedTuple):
+class _ForwardState(NamedTuple):
     """The loop state of :func:`forward_tables` (one ``lax.while_loop`` over the rows).
 
     Attributes:
@@ -176,19 +180,19 @@ class ForwardState(NamedTuple):
     log_omitted: jax.Array
 
 
-OMITTED_MASS = 2.0**-64
+_OMITTED_MASS = 2.0**-64
 """Certified upper bound on the probability of the gap sequences that the forward pass leaves out
 (:func:`forward_tables`), so a release's law is within this total variation of the exact one."""
 
 
-def forward_tables(
+def _forward_tables(
     edges,
     log_width,
     levels,
     c,
     method: str,
     margin_nats=None,
-    restart_above: float = OMITTED_MASS,
+    restart_above: float = _OMITTED_MASS,
     span: int | None = None,
 ) -> Tables:
     """The forward tables for the levels ``levels`` (shape ``(m,)``, used in ``log_width``'s dtype),
@@ -212,8 +216,8 @@ def forward_tables(
     :func:`window_span`, about a sixteenth of the row from ``2^15`` gaps on; 0 for none), the rest of
     the row ``-inf``: row 0 when its mass outside the window is below ``max - margin_0``, and row
     ``j`` from a windowed row ``j - 1`` when the same holds for a bound on it. The step then runs on
-    the window alone (:func:`~dpjax.quantiles.joint_exp_linear.block_frames` and
-    :func:`~dpjax.quantiles.joint_exp_linear.window_values`: ``O(span + n / 32)`` instead of
+    the window alone (:func:`~dpjax.quantiles.joint_exp_linear._block_frames` and
+    :func:`~dpjax.quantiles.joint_exp_linear._window_values`: ``O(span + n / 32)`` instead of
     ``O(n)``), and every new run in block ``b`` of 32 gaps is at most the block's frame
     ``+ log(98)`` plus its largest log width (plus a nat for rounding), which bounds the mass left
     out; the window is centred on the blocks whose bound is within ``margin_j`` of the largest. It
@@ -238,44 +242,44 @@ def forward_tables(
     # Run weights: run_gap[j, l] = N_j - N_l = n (q_j - q_l); run_len[j, l] = j - l = k - 1 (static).
     run_gap = (levels[:, None] - levels[None, :]) * n
     run_len = rows[:, None] - rows[None, :]
-    log_fact = jnp.asarray(log_factorials(m + 1)[np.clip(run_len + 1, 0, m)], dtype)
+    log_fact = jnp.asarray(_log_factorials(m + 1)[np.clip(run_len + 1, 0, m)], dtype)
     # Rows l >= j are masked by a -inf weight; a length of 1 there keeps 0 * -inf (NaN) out.
     run_len = jnp.asarray(np.maximum(run_len, 1), dtype)
     c_arr = jnp.asarray(c, dtype)
     # Certificate terms: log(n + 1) + log of the completion volume (b - a)^r / r!, r = m - 1 - j.
     log_range = jax.nn.logsumexp(log_width)
     later = jnp.asarray(m - 1 - rows, dtype)
-    completion = math.log(size) + later * log_range - jnp.asarray(log_factorials(m)[m - 1 - rows], dtype)
+    completion = math.log(size) + later * log_range - jnp.asarray(_log_factorials(m)[m - 1 - rows], dtype)
     if margin_nats is None:
         positive = jnp.isfinite(log_width)
         typical = jnp.sum(jnp.where(positive, log_width, 0)) / jnp.maximum(jnp.sum(positive), 1)
-        margin = -math.log(OMITTED_MASS) + math.log(m * size) + later * jnp.maximum(log_range - typical, 0)
+        margin = -math.log(_OMITTED_MASS) + math.log(m * size) + later * jnp.maximum(log_range - typical, 0)
     else:
         margin = jnp.full((m,), margin_nats, dtype)
     max_log_width = jnp.max(log_width)
     # Rows are worked at the aligned length (zero-width gaps past n, so every entry there is -inf).
-    length = aligned_length(size)
+    length = _aligned_length(size)
     widths = jnp.pad(log_width, (0, length - size), constant_values=-jnp.inf)
     gaps = jnp.arange(length, dtype=dtype)
-    last_edge = log_phi(c_arr, n - gaps, nu[-1])
+    last_edge = _log_phi(c_arr, n - gaps, nu[-1])
 
-    unit = LINEAR_BLOCKS[0]
-    span = window_span(size) if span is None else span
+    unit = _LINEAR_BLOCKS[0]
+    span = _window_span(size) if span is None else span
     if span < 0 or span % unit:
         raise ValueError(f"span must be 0 (no windows) or a positive multiple of {unit} gaps, got {span}")
     windows = method == "linear" and 0 < span < length
-    block = sampling_block(size)
-    width = padded_width(size)
+    block = _sampling_block(size)
+    width = _padded_width(size)
     no_masses = jnp.zeros((2, width // block), dtype)
     no_runs = jnp.full((m,), -jnp.inf, dtype)
     # The largest log width per block of ``unit`` gaps (for the windows' bounds), once per dataset.
     block_widths = jnp.max(widths.reshape(-1, unit), axis=1) if windows else None
 
-    def base(state: ForwardState):
+    def base(state: _ForwardState):
         """``D_{j-1}`` (0 for row 0)."""
         return jnp.where(state.row == 0, 0, state.offsets[state.row - 1])
 
-    def runs(state: ForwardState, reference):
+    def runs(state: _ForwardState, reference):
         """``(weight, kept, log_omitted)``: the run weights into row ``j >= 1`` (relative to
         ``D_{j-1}``; ``-inf`` where omitted), which are kept, and the certificate with the omitted
         ones added, given ``reference = max(new runs of row j)``."""
@@ -288,10 +292,10 @@ def forward_tables(
         log_omitted = jnp.logaddexp(state.log_omitted, jax.nn.logsumexp(dropped) + completion[j])
         return jnp.where(kept, weight, -jnp.inf), kept, log_omitted
 
-    def first_row(state: ForwardState, window) -> Row:
+    def first_row(state: _ForwardState, window) -> _Row:
         """Row 0, kept in a window when its mass outside is negligible (the test for runs)."""
-        first = widths + log_phi(c_arr, gaps, nu[0])
-        top = safe_max(first)
+        first = widths + _log_phi(c_arr, gaps, nu[0])
+        top = _safe_max(first)
         start, windowed, log_omitted = jnp.int32(0), jnp.bool_(False), state.log_omitted
         if windows:
             start = _place_window(jnp.max(first.reshape(-1, unit), axis=1), margin[0], span // unit)
@@ -308,9 +312,9 @@ def forward_tables(
                 windowed, jnp.logaddexp(log_omitted, left_out + completion[0]), log_omitted
             )
             first = jnp.where(windowed & outside, -jnp.inf, first)
-        return Row(first, first, top, jnp.max(first), no_runs, log_omitted, no_masses, start, windowed)
+        return _Row(first, first, top, jnp.max(first), no_runs, log_omitted, no_masses, start, windowed)
 
-    def full_row(state: ForwardState, window) -> Row:
+    def full_row(state: _ForwardState, window) -> _Row:
         """Row ``j >= 1`` whole: new runs by the Toeplitz step from row ``j - 1``, plus kept runs."""
         j = state.row
         previous_row = lax.dynamic_index_in_dim(state.log_total, j - 1, 0, keepdims=False)
@@ -318,32 +322,32 @@ def forward_tables(
         masses = no_masses
         if method == "linear":
             # The linear step also gives the block masses of the previous row.
-            stepped, masses = toeplitz_linear_with_masses(
+            stepped, masses = _toeplitz_linear_with_masses(
                 previous, c_arr, nu[j], block, lambda: _block_masses(previous_row, c_arr, block)
             )
         else:
-            stepped = toeplitz(method, previous, c_arr, nu[j])
+            stepped = _toeplitz(method, previous, c_arr, nu[j])
         new_first = jnp.where(gaps == 0, -jnp.inf, widths + stepped)
         reference = jnp.max(new_first)
         weight, _, log_omitted = runs(state, reference)
         total, top = _logsumexp_recent_rows(new_first, reference, state.firsts, weight, widths, j, m)
-        return Row(
+        return _Row(
             new_first, total, top, reference, weight, log_omitted, masses, jnp.int32(0), jnp.bool_(False)
         )
 
-    def windowed_row(state: ForwardState):
+    def windowed_row(state: _ForwardState):
         """Row ``j >= 1`` from a windowed row ``j - 1``, in a window of ``span`` gaps placed by a
         bound on every block: ``(fits, window)``, where ``fits`` holds when the linear step with
         blocks of ``unit`` is certified there, no run is kept and the bound on the row's mass
         outside is negligible (the test for runs), and ``window`` is the row there."""
         j = state.row
         previous = lax.dynamic_slice_in_dim(state.log_total[j - 1], state.window * unit, span)
-        frames = block_frames(previous, state.window, length, c_arr, nu[j], unit)
+        frames = _block_frames(previous, state.window, length, c_arr, nu[j], unit)
         # Every new run in block b is at most its frame + log(3 B + 2) + its largest width (plus one
         # nat for the rounding of the frame's log-space sums, ~0.1 nat at |frame| ~ 10^5 in float32).
         upper = frames.frame + (math.log(3 * unit + 2) + 1) + block_widths
         start = _place_window(upper, margin[j], span // unit)
-        stepped, certified = window_values(frames, start, span, size)
+        stepped, certified = _window_values(frames, start, span, size)
         at = start * unit + jnp.arange(span)
         new_first = lax.dynamic_slice_in_dim(widths, start * unit, span) + stepped.reshape(-1)
         new_first = jnp.where(at == 0, -jnp.inf, new_first)
@@ -353,20 +357,20 @@ def forward_tables(
         outside = jax.nn.logsumexp(jnp.where(outside, upper, -jnp.inf)) + math.log(unit)
         fits = certified & frames.certified & ~jnp.any(kept) & (outside < reference - margin[j])
         log_omitted = jnp.logaddexp(log_omitted, state.offsets[j - 1] + outside + completion[j])
-        masses = sampler_masses(frames.left, frames.right, c_arr, unit, block)
+        masses = _sampler_masses(frames.left, frames.right, c_arr, unit, block)
         return fits, (start, new_first, reference, weight, log_omitted, masses)
 
-    def no_window(state: ForwardState):
+    def no_window(state: _ForwardState):
         """:func:`windowed_row`'s shapes, not fitting."""
         zero = jnp.asarray(0, dtype)
         return jnp.bool_(False), (jnp.int32(0), jnp.zeros((span,), dtype), zero, no_runs, zero, no_masses)
 
-    def take_window(state: ForwardState, window) -> Row:
+    def take_window(state: _ForwardState, window) -> _Row:
         start, new_first, reference, weight, log_omitted, masses = window
         row = lax.dynamic_update_slice(jnp.full((length,), -jnp.inf, dtype), new_first, (start * unit,))
-        return Row(row, row, reference, reference, weight, log_omitted, masses, start, jnp.bool_(True))
+        return _Row(row, row, reference, reference, weight, log_omitted, masses, start, jnp.bool_(True))
 
-    def step(state: ForwardState) -> ForwardState:
+    def step(state: _ForwardState) -> _ForwardState:
         j = state.row
         if windows:
             fits, window = lax.cond(state.windowed & (j > 0), windowed_row, no_window, state)
@@ -392,7 +396,7 @@ def forward_tables(
             lambda: row.log_omitted,
         )
         restart = (j == m - 1) & state.omit & (log_omitted > math.log(restart_above))
-        return ForwardState(
+        return _ForwardState(
             jnp.where(restart, 0, j + 1).astype(jnp.int32),
             state.omit & ~restart,
             row.windowed & ~restart,
@@ -406,7 +410,7 @@ def forward_tables(
             jnp.where(restart, -jnp.inf, log_omitted),
         )
 
-    start = ForwardState(
+    start = _ForwardState(
         row=jnp.int32(0),
         omit=jnp.bool_(True),
         windowed=jnp.bool_(False),
@@ -441,20 +445,20 @@ def forward_tables(
     )
 
 
-WINDOW_FRACTION = 16
+_WINDOW_FRACTION = 16
 """The forward pass keeps a row in a window of about this fraction of the row when the rest is
 negligible (:func:`forward_tables`)."""
 
-MIN_WINDOW = 2048
+_MIN_WINDOW = 2048
 """No windows narrower than this many gaps: below, a whole row costs little more than a window."""
 
 
-def window_span(size: int) -> int:
+def _window_span(size: int) -> int:
     """The static window width (gaps) of the forward pass for rows of ``size`` gaps: about
     ``1 / WINDOW_FRACTION`` of the row at its aligned length, or 0 (no windows) below
     :data:`MIN_WINDOW`."""
-    span = aligned_length(-(-aligned_length(size) // WINDOW_FRACTION))
-    return span if span >= MIN_WINDOW else 0
+    span = _aligned_length(-(-_aligned_length(size) // _WINDOW_FRACTION))
+    return span if span >= _MIN_WINDOW else 0
 
 
 def _place_window(upper, margin, rows: int):
@@ -472,7 +476,7 @@ def _outside_window(index, start, width: int):
     return (index < start) | (index >= start + width)
 
 
-ROW_CHUNK = 4
+_ROW_CHUNK = 4
 
 
 def _logsumexp_recent_rows(first, first_max, firsts, weight, log_width, j, m: int):
@@ -484,7 +488,7 @@ def _logsumexp_recent_rows(first, first_max, firsts, weight, log_width, j, m: in
     ``t = j - 1 - l`` are static, so each chunk is an unrolled elementwise max and exp-sum chain that
     XLA CPU fuses into one pass); a chunk whose rows all have ``-inf`` weight (omitted, or before
     row 0) is skipped by ``lax.cond``, and so is the whole pass when every row is."""
-    chunks = [range(start, min(start + ROW_CHUNK, m - 1)) for start in range(0, m - 1, ROW_CHUNK)]
+    chunks = [range(start, min(start + _ROW_CHUNK, m - 1)) for start in range(0, m - 1, _ROW_CHUNK)]
     back = jnp.clip(j - 1 - jnp.arange(m - 1), 0, m - 1)
     live = (jnp.arange(m - 1) < j) & jnp.isfinite(weight[back])
 
@@ -507,7 +511,7 @@ def _logsumexp_recent_rows(first, first_max, firsts, weight, log_width, j, m: in
         top = over_chunks(first, jnp.maximum)
         top = jnp.where(jnp.isfinite(top), top, 0)
         total = top + jnp.log(over_chunks(jnp.exp(first - top), lambda acc, r: acc + jnp.exp(r - top)))
-        return total, safe_max(total)
+        return total, _safe_max(total)
 
     def without_runs(first):
         return first, jnp.where(jnp.isfinite(first_max), first_max, jnp.zeros_like(first_max))
@@ -515,11 +519,11 @@ def _logsumexp_recent_rows(first, first_max, firsts, weight, log_width, j, m: in
     return lax.cond(jnp.any(live), with_runs, without_runs, first)
 
 
-def padded_width(size: int) -> int:
+def _padded_width(size: int) -> int:
     """The row length ``aligned_length(size)`` rounded up to a whole number of :func:`sampling_block`
     blocks."""
-    block = sampling_block(size)
-    return -(-aligned_length(size) // block) * block
+    block = _sampling_block(size)
+    return -(-_aligned_length(size) // block) * block
 
 
 def _block_masses(row, c, block: int):
@@ -530,9 +534,9 @@ def _block_masses(row, c, block: int):
 
 
 @jax.jit  # one compile per table shape, not one per eager operation
-def log_normalizer(tables: Tables) -> jax.Array:
+def _log_normalizer(tables: Tables) -> jax.Array:
     """``log Z = log sum_s exp(c u(s)) prod tau / gamma(s)``, the log of the continuous normaliser."""
     n = tables.log_width.shape[0] - 1
     gaps = jnp.arange(n + 1, dtype=tables.log_width.dtype)
-    last = log_phi(tables.c, n - gaps, tables.nu[-1])
+    last = _log_phi(tables.c, n - gaps, tables.nu[-1])
     return tables.offsets[-1] + jax.nn.logsumexp(tables.log_total[-1, : n + 1] + last)

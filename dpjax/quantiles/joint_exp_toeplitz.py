@@ -35,34 +35,36 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-FILTER_BLOCK = 16
-BLOCK_ALIGN = 8
+__all__: list[str] = []
+
+_FILTER_BLOCK = 16
+_BLOCK_ALIGN = 8
 """Rows are padded to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN`` (:func:`aligned_length`), so that
 loops over a row or a block column have even lengths: XLA CPU compiles an elementwise loop of odd
 length to scalar code, 2x slower, and up to 30x slower when the loop also reads a runtime scalar
 (``nu``, or ``c``, when they are not compile-time constants; measured at ``10^6`` elements)."""
 
 
-def aligned_length(size: int) -> int:
+def _aligned_length(size: int) -> int:
     """``size`` rounded up to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN``: the row length of the
     Toeplitz step (and of the forward pass's rows), even so that XLA CPU vectorizes its loops."""
-    step = FILTER_BLOCK * BLOCK_ALIGN
+    step = _FILTER_BLOCK * _BLOCK_ALIGN
     return -(-size // step) * step
 
 
-def safe_max(v):
+def _safe_max(v):
     """``max(v)``, or 0 when it is not finite (an all ``-inf`` vector): a safe shift for log values."""
     top = jnp.max(v)
     return jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
 
 
-def toeplitz_fft(x, c, nu):
+def _toeplitz_fft(x, c, nu):
     """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` by a max-shifted FFT convolution."""
     size = x.shape[0]
     dtype = x.dtype
     gap = jnp.arange(size, dtype=dtype)
     kernel = jnp.where(gap >= 1, -c * jnp.abs(gap - nu), -jnp.inf)
-    k_max, x_max = safe_max(kernel), safe_max(x)
+    k_max, x_max = _safe_max(kernel), _safe_max(x)
     fft_size = 1 << max(1, (2 * size - 1 - 1).bit_length())
     product = jnp.fft.rfft(jnp.exp(kernel - k_max), fft_size) * jnp.fft.rfft(jnp.exp(x - x_max), fft_size)
     linear = jnp.fft.irfft(product, fft_size)[:size].astype(dtype)
@@ -105,7 +107,7 @@ def _filter_blocks(decay, values):
     (local_end, total_end), local = lax.scan(within, start, (decay, values))
     if blocks == 1:
         return local
-    ends = log_filter(total_end, local_end)
+    ends = _log_filter(total_end, local_end)
     entering = jnp.concatenate([jnp.full((rows, 1), -jnp.inf, dtype), ends[:, :-1]], axis=1)
 
     def incoming(total, column):
@@ -116,7 +118,7 @@ def _filter_blocks(decay, values):
     return lax.scan(incoming, jnp.zeros((rows, blocks), dtype), (decay, local))[1]
 
 
-def log_filter(decay, values):
+def _log_filter(decay, values):
     """Row-wise ``z[k] = logaddexp(z[k-1] + decay[k], values[k])``, ``z[-1] = -inf``.
 
     ``decay = -inf`` restarts the recurrence. Shapes ``(rows, size)``. The sequence is cut into
@@ -126,18 +128,18 @@ def log_filter(decay, values):
     is accurate relative to itself; ``O(size)`` work, ``O(FILTER_BLOCK log size)`` sequential steps.
     """
     size = values.shape[1]
-    blocked = _filter_blocks(_to_blocks(decay, FILTER_BLOCK, 0), _to_blocks(values, FILTER_BLOCK, -jnp.inf))
+    blocked = _filter_blocks(_to_blocks(decay, _FILTER_BLOCK, 0), _to_blocks(values, _FILTER_BLOCK, -jnp.inf))
     return _from_blocks(blocked, size)
 
 
-def shift_right(v, shift):
+def _shift_right(v, shift):
     """``out[i] = v[i - shift]`` (``-inf`` where ``i < shift``); ``0 <= shift`` may be traced."""
     size = v.shape[0]
     padded = jnp.concatenate([jnp.full((size,), -jnp.inf, v.dtype), v])
     return lax.dynamic_slice(padded, (size - jnp.minimum(shift, size),), (size,))
 
 
-def remainder(values, length):
+def _remainder(values, length):
     """``values % length`` (floor convention) for int32 ``values`` and a traced scalar ``length >= 1``.
 
     XLA CPU lowers a remainder by a runtime divisor to one scalar division per element, which costs
@@ -157,7 +159,7 @@ def remainder(values, length):
     return jnp.where(rest >= length, rest - length, rest)
 
 
-def far_and_window_filters(far_values, window_values, c, length):
+def _far_and_window_filters(far_values, window_values, c, length):
     """The three filters of :func:`toeplitz_scan` on inputs of an aligned length (``-inf`` padded):
 
     * ``z[k] = LSE_{u <= k} far_values[u] - c (k - u)`` (the far filter);
@@ -171,14 +173,14 @@ def far_and_window_filters(far_values, window_values, c, length):
     dtype = far_values.dtype
     # The three filters' inputs are built directly in the block layout (position k = b * block + t);
     # the suffix filter runs on the reversed sequence.
-    values = _to_blocks(jnp.stack([far_values, window_values[::-1], window_values]), FILTER_BLOCK, -jnp.inf)
+    values = _to_blocks(jnp.stack([far_values, window_values[::-1], window_values]), _FILTER_BLOCK, -jnp.inf)
     block, _, blocks = values.shape
     position = (
         jnp.arange(blocks, dtype=jnp.int32)[None, :] * block + jnp.arange(block, dtype=jnp.int32)[:, None]
     )
     c = jnp.asarray(c, dtype)
-    suffix_restart = remainder(padded - 1 - position, length) == length - 1
-    prefix_restart = remainder(position, length) == 0
+    suffix_restart = _remainder(padded - 1 - position, length) == length - 1
+    prefix_restart = _remainder(position, length) == 0
     decay = jnp.stack(
         [
             jnp.broadcast_to(-c, position.shape),
@@ -191,7 +193,7 @@ def far_and_window_filters(far_values, window_values, c, length):
     return z, suffix[::-1], prefix
 
 
-def toeplitz_scan(x, c, nu):
+def _toeplitz_scan(x, c, nu):
     """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` exactly, by three log-space filters."""
     size = x.shape[0]
     dtype = x.dtype
@@ -201,16 +203,16 @@ def toeplitz_scan(x, c, nu):
     # Everything runs at the length of the block layout (even: see BLOCK_ALIGN), with the data at
     # [0, size) in every row, the reversed one included; an output below size reads only inputs
     # below size, so the padding (-inf) changes nothing.
-    padded = aligned_length(size)
+    padded = _aligned_length(size)
     x = jnp.pad(x, (0, padded - size), constant_values=-jnp.inf)
     c = jnp.asarray(c, dtype)
-    z, suffix, prefix = far_and_window_filters(x, x, c, length)
-    far = shift_right(z, window + 1) - c * (1 - frac)
+    z, suffix, prefix = _far_and_window_filters(x, x, c, length)
+    far = _shift_right(z, window + 1) - c * (1 - frac)
     # W[i] = suffix[i - L] (u in the block of i - L) (+) prefix[i - 1] - c (L - 1) (u in the block
     # of i, present unless i is block-aligned).
-    aligned = remainder(jnp.arange(padded, dtype=jnp.int32), length) == 0
-    head = jnp.where(window >= 1, shift_right(suffix, window) - c * frac, -jnp.inf)
-    tail = jnp.where(aligned | (window < 1), -jnp.inf, shift_right(prefix, 1) - c * (window - 1 + frac))
+    aligned = _remainder(jnp.arange(padded, dtype=jnp.int32), length) == 0
+    head = jnp.where(window >= 1, _shift_right(suffix, window) - c * frac, -jnp.inf)
+    tail = jnp.where(aligned | (window < 1), -jnp.inf, _shift_right(prefix, 1) - c * (window - 1 + frac))
     # A select, not ``.at[0].set``: XLA CPU emits the fused dynamic-update-slice form as a slow loop.
     return jnp.where(jnp.arange(padded) == 0, -jnp.inf, _log_sum_exp3(head, tail, far))[:size]
 

@@ -41,17 +41,17 @@ from jax import lax
 
 from dpjax import noise, sharded
 from dpjax.accounting import ZCDP
-from dpjax.accounting.elementwise import elementwise
-from dpjax.quantiles.intervals import check_inputs, gaps
+from dpjax.accounting.elementwise import _elementwise
+from dpjax.quantiles.intervals import _check_inputs, _gaps
 from dpjax.validation import Checks, check_epsilon, float_dtype, is_traced
 
-T_GRID = np.logspace(-2, 0, 50)
-TUNING_DATASETS = 2
-NEWTON_STEPS = 12
+_T_GRID = np.logspace(-2, 0, 50)
+_TUNING_DATASETS = 2
+_NEWTON_STEPS = 12
 
 
 @jax.jit
-def log_smooth_sensitivity(edges, rank, t) -> jax.Array:
+def _log_smooth_sensitivity(edges, rank, t) -> jax.Array:
     """``log S_t`` of the order statistic ``rank`` (0-based) from ``edges = [a, x_(0..n-1), b]``.
 
     ``t`` may be an array (the result then has its shape): the pairs are scanned once for all t.
@@ -73,13 +73,13 @@ def log_smooth_sensitivity(edges, rank, t) -> jax.Array:
     return jnp.max(lax.map(row, index, batch_size=64), axis=0)
 
 
-def lln_parameters(epsilon_each, t):
+def _lln_parameters(epsilon_each, t):
     """``(sigma, log s)`` of the Laplace log-normal release for ``eps'`` and ``t`` (BS19, Sec. 3.1.1).
 
     Elementwise and traceable, in the arrays' dtype. ``sigma`` is the positive root of
     ``a sigma^3 - 5 sigma^2 - 1``, ``a = 5 eps'/t``, by Newton's method from
     ``max(10/a, (2/a)^(1/3))``, where the cubic is positive and convex and which is within a factor
-    2 of the root: the iterates decrease to it, and :data:`NEWTON_STEPS` is more than the 8 steps
+    2 of the root: the iterates decrease to it, and :data:`_NEWTON_STEPS` is more than the 8 steps
     float64 needs anywhere on ``a`` in ``[1e-4, 1e7]``.
     """
     a = 5 * epsilon_each / t
@@ -87,7 +87,7 @@ def lln_parameters(epsilon_each, t):
     def newton(_, sigma):
         return sigma - (a * sigma**3 - 5 * sigma**2 - 1) / (3 * a * sigma**2 - 10 * sigma)
 
-    sigma = lax.fori_loop(0, NEWTON_STEPS, newton, jnp.maximum(10 / a, jnp.cbrt(2 / a)))
+    sigma = lax.fori_loop(0, _NEWTON_STEPS, newton, jnp.maximum(10 / a, jnp.cbrt(2 / a)))
     # The cubic is -1 at sigma = t/eps' and increasing beyond, so its root has eps' > t/sigma.
     return sigma, -1.5 * sigma**2 + jnp.log(epsilon_each - t / sigma)
 
@@ -102,12 +102,12 @@ def _tuning_log_sensitivity(n: int, levels, lower, upper, dtype) -> jax.Array:
     """``log S_t`` on the synthetic N(0, 1) datasets for every level and grid ``t``: shape
     ``(TUNING_DATASETS, m, len(T_GRID))``."""
     rng = np.random.default_rng(0)
-    grid = jnp.asarray(T_GRID, dtype)
+    grid = jnp.asarray(_T_GRID, dtype)
     ranks = _ranks(n, jnp.asarray(levels, dtype))
     out = []
-    for _ in range(TUNING_DATASETS):
-        edges, _ = gaps(jnp.asarray(rng.normal(0.0, 1.0, n), dtype), lower, upper)
-        out.append(jnp.stack([log_smooth_sensitivity(edges, rank, grid) for rank in ranks]))
+    for _ in range(_TUNING_DATASETS):
+        edges, _ = _gaps(jnp.asarray(rng.normal(0.0, 1.0, n), dtype), lower, upper)
+        out.append(jnp.stack([_log_smooth_sensitivity(edges, rank, grid) for rank in ranks]))
     return jnp.stack(out)
 
 
@@ -128,8 +128,8 @@ def _tuning(n: int, levels, lower, upper, dtype) -> jax.Array:
 @jax.jit
 def _tuned_t(log_sens, epsilon_each) -> jax.Array:
     """Per quantile, the grid ``t`` of least noise variance, averaged over the synthetic datasets."""
-    grid = jnp.asarray(T_GRID, log_sens.dtype)
-    sigmas, log_s = lln_parameters(jnp.asarray(epsilon_each, log_sens.dtype), grid)
+    grid = jnp.asarray(_T_GRID, log_sens.dtype)
+    sigmas, log_s = _lln_parameters(jnp.asarray(epsilon_each, log_sens.dtype), grid)
     log_var = 2 * log_sens + 2 * sigmas**2 - 2 * log_s  # log(S^2 e^{2 sigma^2} / s^2) + log 2
     return jnp.mean(grid[jnp.argmin(log_var, axis=-1)], axis=0)
 
@@ -187,7 +187,7 @@ def csmooth(key, x, qs, rho: float, *, bounds, t=None) -> jax.Array:
       >>> quartiles = csmooth(jax.random.key(0), x, [0.25, 0.5, 0.75], 0.5, bounds=(-10, 10))
     """
     checks = Checks()
-    x, levels, rho, lower, upper = check_inputs(checks, x, qs, rho, bounds, name="rho")
+    x, levels, rho, lower, upper = _check_inputs(checks, x, qs, rho, bounds, name="rho")
     n, m = x.shape[0], levels.shape[0]
     if n == 0:
         raise ValueError("x must not be empty for CSmooth (the order statistic is undefined).")
@@ -209,10 +209,10 @@ def _csmooth(key, x, levels, rho, lower, upper, t, tuning) -> jax.Array:
     n, m = x.shape[0], levels.shape[0]
     epsilon_each = jnp.sqrt(2 * jnp.asarray(rho, dtype) / jnp.asarray(m, dtype))
     ts = _tuned_t(tuning, epsilon_each) if t is None else jnp.broadcast_to(jnp.asarray(t, dtype), (m,))
-    sigma, log_s = lln_parameters(epsilon_each, ts)
-    edges, _ = gaps(x, lower, upper)
+    sigma, log_s = _lln_parameters(epsilon_each, ts)
+    edges, _ = _gaps(x, lower, upper)
     ranks = _ranks(n, jnp.asarray(levels, dtype))
-    log_sens = jnp.stack([log_smooth_sensitivity(edges, ranks[j], ts[j]) for j in range(m)])
+    log_sens = jnp.stack([_log_smooth_sensitivity(edges, ranks[j], ts[j]) for j in range(m)])
     laplace_key, normal_key = jax.random.split(key)
     lap = noise.laplace(laplace_key, (m,), 1.0, dtype)
     gauss = noise.gaussian(normal_key, (m,), 1.0, dtype)
@@ -221,11 +221,15 @@ def _csmooth(key, x, levels, rho, lower, upper, t, tuning) -> jax.Array:
     return jnp.sort(jnp.clip(releases, edges[0], edges[-1]))
 
 
-@elementwise("rho")
+@_elementwise("rho")
 def csmooth_guarantee(rho: float) -> ZCDP:
     """CSmooth's guarantee: ``rho``-zCDP under swap (``m`` releases of ``eps'^2/2 = rho/m`` each;
     Bun and Steinke 2019, Sec. 3.1.1, composed by Lemma 2.3 of Bun and Steinke 2016)."""
     return ZCDP(check_epsilon(rho, "rho"))
 
 
-__all__ = ["csmooth", "csmooth_default_t", "csmooth_guarantee"]
+__all__ = [
+    "csmooth",
+    "csmooth_default_t",
+    "csmooth_guarantee",
+]

@@ -34,19 +34,24 @@ from jax import lax
 
 from dpjax import sharded
 from dpjax.accounting import PureDP
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.quantiles.unbounded import (
-    DEFAULT_MAX_QUERIES,
-    check_beta,
-    check_max_queries,
-    check_split,
-    grid,
-    split_epsilon,
-    usable,
+    _DEFAULT_MAX_QUERIES,
+    _check_beta,
+    _check_max_queries,
+    _check_split,
+    _grid,
+    _split_epsilon,
+    _usable,
 )
-from dpjax.quantiles.unbounded_bins import bin_index, grid_edges
-from dpjax.svt.monotone_halting import halting_index, split_threshold
+from dpjax.quantiles.unbounded_bins import _bin_index, _grid_edges
+from dpjax.svt.monotone_halting import _halting_index, _split_threshold
 from dpjax.validation import Checks, check_epsilon, check_int, check_probability, float_dtype, is_traced
+
+__all__ = [
+    "unbounded_many",
+    "unbounded_many_guarantee",
+]
 
 
 def _levels(m: int) -> int:
@@ -57,7 +62,7 @@ def _per_call(epsilon: float, m: int, split: float, noise: str) -> tuple[float, 
     """Host side: (epsilon1, epsilon2) of each UQE call, so that each level costs ``epsilon / L``."""
     level = epsilon / _levels(m)
     scale = level / (2 * max(split, 1 - split))
-    return split_epsilon(scale, split, noise)
+    return _split_epsilon(scale, split, noise)
 
 
 def _check_levels(checks: Checks, qs, dtype) -> jax.Array:
@@ -122,15 +127,15 @@ def _many(key, xs, qs, epsilon, split, lower, log_b, cap, *, noise):
         hi = jnp.searchsorted(xs, b, side="left").astype(jnp.int32)
         size = hi - lo
         top = xs[jnp.maximum(hi - 1, 0)]
-        tail_start = jnp.where(size > 0, bin_index(top - origin, log_b, cap) + 1, 0).astype(jnp.int32)
+        tail_start = jnp.where(size > 0, _bin_index(top - origin, log_b, cap) + 1, 0).astype(jnp.int32)
 
         def count_at(idx):
-            return _count_below(xs, lo, hi, origin, grid_edges(idx, log_b))
+            return _count_below(xs, lo, hi, origin, _grid_edges(idx, log_b))
 
-        k, _ = halting_index(
+        k, _ = _halting_index(
             jax.random.fold_in(key, mid),
             None,
-            split_threshold((qs[mid] - q_lo) * jnp.asarray(n, dtype)),
+            _split_threshold((qs[mid] - q_lo) * jnp.asarray(n, dtype)),
             epsilon1,
             epsilon2,
             noise=noise,
@@ -142,7 +147,7 @@ def _many(key, xs, qs, epsilon, split, lower, log_b, cap, *, noise):
             n_counted=size,
             tail_start=jnp.maximum(tail_start, 1),
         )
-        v = jnp.clip(origin + grid_edges(k, log_b), a, b)
+        v = jnp.clip(origin + _grid_edges(k, log_b), a, b)
         out[mid] = v
         half = len(levels) // 2
         node(levels[:half], q_lo, a, v, origin)
@@ -163,7 +168,7 @@ def unbounded_many(
     beta: float = 1.001,
     noise: str = "exponential",
     split: float = 0.5,
-    max_queries: int = DEFAULT_MAX_QUERIES,
+    max_queries: int = _DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """m differentially private quantiles of data bounded below only (recursive splitting of UQE).
 
@@ -199,21 +204,21 @@ def unbounded_many(
     dtype = float_dtype(x)
     qs = _check_levels(checks, qs, dtype)
     epsilon = checks.epsilon(epsilon)
-    split = check_split(checks, split, noise)
+    split = _check_split(checks, split, noise)
     lower = checks.real(lower, "lower")
-    beta = check_beta(checks, beta, dtype)
-    max_queries = check_max_queries(max_queries)
-    qs = usable(checks, qs, jnp.arange(1, qs.shape[0] + 1, dtype=dtype) / (qs.shape[0] + 1))
-    epsilon, split = usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
-    lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
-    g = grid(beta, max_queries, dtype)
+    beta = _check_beta(checks, beta, dtype)
+    max_queries = _check_max_queries(max_queries)
+    qs = _usable(checks, qs, jnp.arange(1, qs.shape[0] + 1, dtype=dtype) / (qs.shape[0] + 1))
+    epsilon, split = _usable(checks, epsilon, 1.0), _usable(checks, split, 0.5)
+    lower, beta = _usable(checks, lower, 0.0), _usable(checks, beta, 2.0)
+    g = _grid(beta, max_queries, dtype)
     context = contextlib.nullcontext() if is_traced(x) else jax.ensure_compile_time_eval()
     with context:  # concrete data: sorted once, now (not per key, and not constant-folded under jit)
         xs = _sorted(x, dtype=dtype)
     return checks.guard(_many(key, xs, qs, epsilon, split, lower, g.log_b, g.cap, noise=noise))
 
 
-@elementwise("epsilon", "split")
+@_elementwise("epsilon", "split")
 def unbounded_many_guarantee(qs, epsilon: float, *, noise: str = "exponential", split: float = 0.5) -> PureDP:
     """Guarantee of :func:`unbounded_many` (swap; no ``neighbors`` argument: Lemma 4.1's swap
     monotonicity is what it uses): for ``m = len(qs)`` levels, ``ceil(log2(m+1))`` levels of the

@@ -15,6 +15,15 @@ from dpjax.cli import positive_float, positive_int
 from dpjax.studies import datasets
 from dpjax.studies.study import COLUMNS, column_descriptions
 
+__all__ = [
+    "CACHE_ENV",
+    "DEFAULTS",
+    "EPILOG",
+    "add_parser",
+    "compile_cache",
+    "run",
+]
+
 DEFAULTS = {"trials": 500, "seed": 0, "confidence": 0.95, "jobs": 2}
 CACHE_ENV = "DPJAX_COMPILE_CACHE"
 

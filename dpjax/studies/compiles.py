@@ -6,11 +6,13 @@ import threading
 
 from jax import monitoring
 
-BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+__all__: list[str] = []
+
+_BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 
 
-class CompileCounter:
+class _CompileCounter:
     """Counts the backend compilations made in this thread while the block runs, and how many of
     them were loaded from JAX's persistent compilation cache (``cache_hits``) instead of compiled.
 
@@ -27,15 +29,15 @@ class CompileCounter:
         self._thread = threading.get_ident()
 
     def _listener(self, event: str, duration: float, **_) -> None:
-        if event == BACKEND_COMPILE_EVENT and threading.get_ident() == self._thread:
+        if event == _BACKEND_COMPILE_EVENT and threading.get_ident() == self._thread:
             self.count += 1
             self.seconds += duration
 
     def _hit_listener(self, event: str, **_) -> None:
-        if event == CACHE_HIT_EVENT and threading.get_ident() == self._thread:
+        if event == _CACHE_HIT_EVENT and threading.get_ident() == self._thread:
             self.cache_hits += 1
 
-    def __enter__(self) -> CompileCounter:
+    def __enter__(self) -> _CompileCounter:
         self._thread = threading.get_ident()
         monitoring.register_event_duration_secs_listener(self._listener)
         monitoring.register_event_listener(self._hit_listener)

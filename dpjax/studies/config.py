@@ -38,6 +38,12 @@ from dpjax.studies import metrics as builtin_metrics
 from dpjax.studies.datasets import DATASET_NAMES
 from dpjax.studies.study import Mechanism, Study
 
+__all__ = [
+    "OPTIONS",
+    "load",
+    "resolve",
+]
+
 OPTIONS = ("trials", "epsilon", "seed", "study", "dataset", "out", "confidence", "jobs", "compile_cache")
 _STUDY_KEYS = {"description", "mechanisms", "truth", "datasets", "grid", "static", "params", "metrics"}
 _METRICS = ("abs_error", "rel_error", "error", "squared_error", "recall", "precision", "set_error",

@@ -17,6 +17,12 @@ import functools
 
 import numpy as np
 
+__all__ = [
+    "DATASET_NAMES",
+    "Dataset",
+    "load",
+]
+
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:

@@ -16,24 +16,26 @@ import textwrap
 
 import numpy as np
 
+__all__: list[str] = []
+
 _STYLES = ("-", ":", "-.", (0, (3, 1, 1, 1, 1, 1)))  # datasets; dashed is kept for the closed form
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
-def x_parameter(table, grid: dict) -> str | None:
+def _x_parameter(table, grid: dict) -> str | None:
     """The grid parameter on the x axis: the first with several values (else the first)."""
     varying = [p for p in grid if p in table.columns and table[p].nunique() > 1]
     return varying[0] if varying else next(iter(grid), None)
 
 
-def study_figure(result, *, columns: int = 3):
+def _study_figure(result, *, columns: int = 3):
     """The small-multiples figure of a :class:`~dpjax.studies.study.StudyResult`."""
     import matplotlib.pyplot as plt
 
     study, table = result.study, result.table
     if "replicate" in table.columns:
         table = table[table["replicate"] == 0]
-    x_name = x_parameter(table, study.grid)
+    x_name = _x_parameter(table, study.grid)
     others = [p for p in study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
     panels = [(m, s) for m in study.metrics for s in m.statistics
               if ((table["metric"] == m.name) & (table["statistic"] == s)).any()]
@@ -118,7 +120,7 @@ def _axes(ax, cell, metric, statistic, x_name) -> None:
     ax.grid(True, which="minor", alpha=0.1)
 
 
-def figure_problems(result, fig=None) -> list[str]:
+def _figure_problems(result, fig=None) -> list[str]:
     """What would make the study's figure misleading, read from its results (and, when given, from
     the drawn figure's axes and lines, not pixels): no two mechanisms differing anywhere on the grid
     (a flat study), a series equal to another at every point of a panel (drawn over it), a linear axis
@@ -127,7 +129,7 @@ def figure_problems(result, fig=None) -> list[str]:
     table = result.table
     if "replicate" in table.columns:
         table = table[table["replicate"] == 0]
-    x_name = x_parameter(table, result.study.grid)
+    x_name = _x_parameter(table, result.study.grid)
     others = [p for p in result.study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
     problems, differ = [], False
     for (metric, statistic), cell in table.groupby(["metric", "statistic"], sort=False):

@@ -15,7 +15,12 @@ import time
 
 from tqdm import tqdm
 
-HEARTBEAT = 5.0  # seconds of silence after which the line mode says what is still running
+__all__ = [
+    "Progress",
+    "heartbeat",
+]
+
+_HEARTBEAT = 5.0  # seconds of silence after which the line mode says what is still running
 
 
 class Progress:
@@ -57,7 +62,7 @@ class Progress:
         while not self._stop.wait(0.5):
             with self._lock:
                 now = time.perf_counter()
-                if self._running and now - self._last_line >= HEARTBEAT:
+                if self._running and now - self._last_line >= _HEARTBEAT:
                     still = ", ".join(f"{label} ({now - self._started_at[label]:.0f} s)"
                                       for label in self._running)
                     print(f"  … still running: {still}", file=self._stream, flush=True)
@@ -115,12 +120,12 @@ class Progress:
 
 @contextlib.contextmanager
 def heartbeat(label: str, *, every: float | None = None, stream=None):
-    """Prints ``… label (N s)`` after ``every`` seconds (default :data:`HEARTBEAT`) and then every
+    """Prints ``… label (N s)`` after ``every`` seconds (default :data:`_HEARTBEAT`) and then every
     ``max(every, elapsed / 5)`` seconds while the block runs (so an hour-long phase prints tens of
     lines, not hundreds), for phases with no progress of their own (a reproduction's section, a
     benchmark case, writing figures): a long compile or write never looks like a hang."""
     stream = stream or sys.stderr
-    every = HEARTBEAT if every is None else every
+    every = _HEARTBEAT if every is None else every
     stop, start = threading.Event(), time.perf_counter()
 
     def beat() -> None:

@@ -7,6 +7,10 @@ import platform
 import sys
 from importlib import metadata
 
+__all__ = [
+    "run_record",
+]
+
 
 def _version(package: str) -> str:
     try:

@@ -16,6 +16,11 @@ import pkgutil
 
 from dpjax.studies.study import Study
 
+__all__ = [
+    "register",
+    "studies",
+]
+
 _STUDIES: dict[str, Study] = {}
 
 

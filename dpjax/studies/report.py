@@ -12,9 +12,13 @@ from __future__ import annotations
 import math
 import textwrap
 
-from dpjax.studies.plots import x_parameter
+from dpjax.studies.plots import _x_parameter
 
-WIDTH = 100
+__all__ = [
+    "format_result",
+]
+
+_WIDTH = 100
 
 
 def _number(value: float, digits: int = 3) -> str:
@@ -87,12 +91,12 @@ def _grid(header: list[str], rows: list[list[str]], labels: int, width: int) -> 
     return lines
 
 
-def format_result(result, *, width: int = WIDTH, seconds: float | None = None) -> str:
+def format_result(result, *, width: int = _WIDTH, seconds: float | None = None) -> str:
     """The terminal block of one :class:`~dpjax.studies.study.StudyResult`."""
     study, table, record = result.study, result.table, result.record
     if "replicate" in table.columns:
         table = table[table["replicate"] == 0]
-    x_name = x_parameter(table, study.grid)
+    x_name = _x_parameter(table, study.grid)
     others = [p for p in study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
     xs = list(dict.fromkeys(table[x_name])) if x_name else [None]
     symbol = {"epsilon": "ε"}.get(x_name, x_name)

@@ -32,7 +32,12 @@ from tqdm import tqdm
 from dpjax import interrupt
 from dpjax.validation import check_int
 
-DEFAULT_CHUNK_SIZE = 4096
+__all__ = [
+    "monte_carlo",
+    "trial_keys",
+]
+
+_DEFAULT_CHUNK_SIZE = 4096
 
 
 def trial_keys(key, start: int, stop: int) -> jax.Array:
@@ -76,7 +81,7 @@ def monte_carlo(
     trials: int,
     *,
     args: tuple = (),
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int = _DEFAULT_CHUNK_SIZE,
     progress: bool | None = None,
     description: str = "trials",
     mesh: jax.sharding.Mesh | None = None,

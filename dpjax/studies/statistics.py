@@ -27,10 +27,12 @@ from statistics import NormalDist
 
 import numpy as np
 
+__all__: list[str] = []
+
 _QUANTILE = re.compile(r"^q(\d{1,2}(?:\.\d+)?)$")
 
 
-def quantile_level(statistic: str) -> float | None:
+def _quantile_level(statistic: str) -> float | None:
     """The quantile level of ``"median"`` (0.5) or ``"qNN"`` (NN/100); ``None`` for other statistics."""
     if statistic == "median":
         return 0.5
@@ -42,16 +44,16 @@ def quantile_level(statistic: str) -> float | None:
     return None
 
 
-def check_statistic(statistic: str) -> str:
+def _check_statistic(statistic: str) -> str:
     """``statistic`` if it is one this module computes, else a ``ValueError``."""
-    if statistic in ("mean", "rmse") or quantile_level(statistic) is not None:
+    if statistic in ("mean", "rmse") or _quantile_level(statistic) is not None:
         return statistic
     raise ValueError(f"unknown statistic {statistic!r}; use 'mean', 'rmse', 'median' or 'qNN' (e.g. 'q95').")
 
 
-def describe(statistic: str) -> str:
+def _describe(statistic: str) -> str:
     """The statistic in words, for tables and plot titles."""
-    level = quantile_level(statistic)
+    level = _quantile_level(statistic)
     if statistic == "mean":
         return "mean"
     if statistic == "rmse":
@@ -61,14 +63,14 @@ def describe(statistic: str) -> str:
     return f"{100 * level:g}% quantile"
 
 
-def z_value(confidence: float) -> float:
+def _z_value(confidence: float) -> float:
     """The two-sided normal critical value for ``confidence`` (1.96 for 0.95)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}.")
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
-def summarize(values, statistic: str, confidence: float = 0.95, *, rate: bool = False) -> dict:
+def _summarize(values, statistic: str, confidence: float = 0.95, *, rate: bool = False) -> dict:
     """Estimate, standard error and confidence interval of ``statistic`` over the last axis.
 
     Args:
@@ -81,13 +83,13 @@ def summarize(values, statistic: str, confidence: float = 0.95, *, rate: bool = 
       ``estimate``, ``se``, ``ci_low``, ``ci_high`` (float arrays of the leading shape; NaN where no
       trial is finite), ``n`` (finite trials) and ``method`` (an array of method names).
     """
-    check_statistic(statistic)
-    z = z_value(confidence)
+    _check_statistic(statistic)
+    z = _z_value(confidence)
     x = np.asarray(values, dtype=np.float64)
     x = np.where(np.isfinite(x), x, np.nan)
     n = np.sum(~np.isnan(x), axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        level = quantile_level(statistic)
+        level = _quantile_level(statistic)
         if level is not None:
             return _quantile(x, n, level, z)
         if statistic == "rmse":

@@ -61,14 +61,26 @@ import numpy as np
 
 from dpjax import interrupt
 from dpjax.studies import datasets as builtin
-from dpjax.studies.compiles import CompileCounter
+from dpjax.studies.compiles import _CompileCounter
 from dpjax.studies.metrics import Metric
 from dpjax.studies.progress import Progress
 from dpjax.studies.record import run_record
-from dpjax.studies.runner import DEFAULT_CHUNK_SIZE, monte_carlo
-from dpjax.studies.statistics import summarize
-from dpjax.studies.theory import theory_value
+from dpjax.studies.runner import _DEFAULT_CHUNK_SIZE, monte_carlo
+from dpjax.studies.statistics import _summarize
+from dpjax.studies.theory import _theory_value
 from dpjax.validation import check_int
+
+__all__ = [
+    "COLUMNS",
+    "Mechanism",
+    "Study",
+    "StudyResult",
+    "column_descriptions",
+    "error_location",
+    "run_study",
+    "save_figure",
+    "step_count",
+]
 
 COLUMNS = {
     "study": "the study's name",
@@ -91,19 +103,19 @@ COLUMNS = {
 }
 
 
-PARAMETERS = {
+_PARAMETERS = {
     "epsilon": "the privacy parameter ε of each release (a grid parameter; record.grid lists its values)",
     "k": "the number of items each release selects (a grid parameter; record.grid lists its values)",
 }
 
 
 def column_descriptions(columns, studies) -> dict[str, str]:
-    """What each of ``columns`` holds: :data:`COLUMNS`, :data:`PARAMETERS`, and for any other grid or
+    """What each of ``columns`` holds: :data:`COLUMNS`, :data:`_PARAMETERS`, and for any other grid or
     derived parameter of ``studies`` a line saying which it is (so every column is described)."""
     described = {}
     for column in columns:
-        if column in COLUMNS or column in PARAMETERS:
-            described[column] = COLUMNS.get(column) or PARAMETERS[column]
+        if column in COLUMNS or column in _PARAMETERS:
+            described[column] = COLUMNS.get(column) or _PARAMETERS[column]
             continue
         derived = [s.name for s in studies if column in s.derived]
         if derived:
@@ -239,10 +251,10 @@ class StudyResult:
     record: dict
 
     def figure(self):
-        """The study's small-multiples figure (see :func:`dpjax.studies.plots.study_figure`)."""
-        from dpjax.studies.plots import study_figure
+        """The study's small-multiples figure (see :func:`dpjax.studies.plots._study_figure`)."""
+        from dpjax.studies.plots import _study_figure
 
-        return study_figure(self)
+        return _study_figure(self)
 
     def metadata(self) -> dict:
         """Everything needed to read the table: the record, the metrics and the columns."""
@@ -461,7 +473,7 @@ def run_study(
     datasets: Sequence[str] | None = None,
     replicates: int = 1,
     confidence: float = 0.95,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int = _DEFAULT_CHUNK_SIZE,
     progress: bool | Progress | None = None,
     checkpoint: str | Path | None = None,
     on_error: str = "raise",
@@ -616,7 +628,7 @@ def _step(plan: _Plan, cell: _Cell, functions: dict) -> tuple[dict, list[dict]]:
     study_key = jax.random.fold_in(jax.random.key(plan.seed), zlib.crc32(plan.study.name.encode()))
     key = jax.random.fold_in(study_key, zlib.crc32(f"{cell.mechanism.name}/{cell.dataset}".encode()))
     clock = time.perf_counter()
-    with CompileCounter() as compiles:
+    with _CompileCounter() as compiles:
         values, path = _run_step(plan, cell, functions, key)
     step = {"mechanism": cell.mechanism.name, "dataset": cell.dataset, **cell.static, "path": path,
             "compiles": compiles.count, "cache_hits": compiles.cache_hits,
@@ -677,8 +689,8 @@ def _rows(plan: _Plan, cell: _Cell, values: dict) -> list[dict]:
         laws = [None if theory_fn is None else theory_fn(cell.data.host, **fixed, **point)
                 for point in cell.points]
         for statistic in metric.statistics:
-            s = summarize(per_cell, statistic, plan.confidence, rate=metric.rate)
-            theory = [theory_value(law, statistic) for law in laws]
+            s = _summarize(per_cell, statistic, plan.confidence, rate=metric.rate)
+            theory = [_theory_value(law, statistic) for law in laws]
             for r, g in itertools.product(range(replicates), range(len(cell.points))):
                 row = {"study": study.name, "mechanism": label, "dataset": cell.dataset,
                        **cell.static, **cell.points[g]}

@@ -79,6 +79,8 @@ __all__ = [
     "adaptive_sparse_vector_with_gap_from_noise",
     "adaptive_sparse_vector_with_gap_guarantee",
     "default_theta",
+    "discrete_above_threshold",
+    "discrete_above_threshold_guarantee",
     "gap_budget",
     "sparse_vector",
     "sparse_vector_from_noise",
@@ -90,5 +92,3 @@ __all__ = [
 
 # Exact AboveThreshold on integer queries (discrete Laplace noise): dpjax/svt/discrete.py.
 from dpjax.svt.discrete import discrete_above_threshold, discrete_above_threshold_guarantee
-
-__all__ += ["discrete_above_threshold", "discrete_above_threshold_guarantee"]

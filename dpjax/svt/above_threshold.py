@@ -26,8 +26,8 @@ from jax import lax
 from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP
-from dpjax.accounting.elementwise import elementwise
-from dpjax.svt.first_passage import halting_indices
+from dpjax.accounting.elementwise import _elementwise
+from dpjax.svt.first_passage import _halting_indices
 from dpjax.validation import (
     Checks,
     check_choice,
@@ -38,11 +38,19 @@ from dpjax.validation import (
     is_traced,
 )
 
+__all__ = [
+    "NOISES",
+    "above_threshold",
+    "above_threshold_blocked",
+    "above_threshold_from_noise",
+    "above_threshold_guarantee",
+]
+
 NOISES = ("laplace", "gumbel", "exponential")
-METHODS = ("auto", "literal", "first_passage")
+_METHODS = ("auto", "literal", "first_passage")
 
 
-def check_noise_epsilons(noise: str, epsilon1, epsilon2, checks: Checks | None = None):
+def _check_noise_epsilons(noise: str, epsilon1, epsilon2, checks: Checks | None = None):
     """Validates the noise family and the two budgets (Gumbel needs ``epsilon1 == epsilon2``).
 
     Without ``checks`` (guarantee companions, on the host) both budgets must be concrete. With a
@@ -68,7 +76,7 @@ def check_noise_epsilons(noise: str, epsilon1, epsilon2, checks: Checks | None =
     return epsilon1, epsilon2
 
 
-def checked_queries(checks: Checks, queries, threshold, name: str = "queries"):
+def _checked_queries(checks: Checks, queries, threshold, name: str = "queries"):
     """Validates a 1-D query vector and a scalar threshold; returns them and the working dtype.
 
     The working dtype is :func:`~dpjax.validation.float_dtype` of the queries and the threshold.
@@ -81,7 +89,7 @@ def checked_queries(checks: Checks, queries, threshold, name: str = "queries"):
     return queries, checks.real(threshold, "threshold"), dtype
 
 
-def center(queries, threshold, dtype) -> jax.Array:
+def _center(queries, threshold, dtype) -> jax.Array:
     """``queries - threshold`` in ``dtype`` (inside the kernels: no extra dispatch when eager).
 
     Comparing ``(q - T) + nu >= eta`` rather than ``q + nu >= T + eta`` keeps large counts exact in
@@ -90,12 +98,12 @@ def center(queries, threshold, dtype) -> jax.Array:
     return queries.astype(dtype) - jnp.asarray(threshold, dtype)
 
 
-def centered_queries(checks: Checks, queries, threshold, name: str = "queries") -> jax.Array:
-    """:func:`checked_queries`, then :func:`center`: the validated ``queries - threshold``."""
-    return center(*checked_queries(checks, queries, threshold, name))
+def _centered_queries(checks: Checks, queries, threshold, name: str = "queries") -> jax.Array:
+    """:func:`_checked_queries`, then :func:`_center`: the validated ``queries - threshold``."""
+    return _center(*_checked_queries(checks, queries, threshold, name))
 
 
-def first_true(mask: jax.Array) -> jax.Array:
+def _first_true(mask: jax.Array) -> jax.Array:
     """0-based index of the first true entry of a 1-D mask, or -1 when there is none (int32)."""
     return jnp.where(mask.any(), jnp.argmax(mask), -1).astype(jnp.int32)
 
@@ -108,8 +116,8 @@ def above_threshold_from_noise(queries, threshold, threshold_noise, query_noise)
     ``threshold`` may be traced; -1 when traced queries hold NaN or a traced threshold is not finite.
     """
     checks = Checks()
-    centered = centered_queries(checks, queries, threshold)
-    return checks.guard(first_true(centered + jnp.asarray(query_noise, centered.dtype) >= threshold_noise))
+    centered = _centered_queries(checks, queries, threshold)
+    return checks.guard(_first_true(centered + jnp.asarray(query_noise, centered.dtype) >= threshold_noise))
 
 
 def above_threshold(
@@ -167,11 +175,11 @@ def above_threshold(
       >>> keys = jax.random.split(jax.random.key(1), 1000)
       >>> idx = jax.vmap(lambda k: above_threshold(k, jnp.arange(100.0), 50.0, 0.5, 0.5))(keys)
     """
-    check_choice(method, "method", METHODS)
+    check_choice(method, "method", _METHODS)
     checks = Checks()
-    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
+    epsilon1, epsilon2 = _check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
-    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    queries, threshold, dtype = _checked_queries(checks, queries, threshold)
     paths = {
         "literal": functools.partial(_keyed, noise=noise, dtype=dtype),
         "first_passage": functools.partial(_first_passage, noise=noise, dtype=dtype),
@@ -180,7 +188,7 @@ def above_threshold(
     return checks.guard(_auto.run(method, paths, key, *operands, fast="first_passage"))
 
 
-def noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax.Array]:
+def _noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax.Array]:
     """``sensitivity/epsilon1`` and ``sensitivity/epsilon2`` in ``dtype`` (the same bits whether the
     parameters are concrete or traced)."""
     sensitivity = jnp.asarray(sensitivity, dtype)
@@ -189,23 +197,23 @@ def noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax
 
 @functools.partial(jax.jit, static_argnames=("noise", "dtype"))
 def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, dtype):
-    centered = center(queries, threshold, dtype)
-    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    centered = _center(queries, threshold, dtype)
+    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
     nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
-    return first_true(centered + nu >= eta)
+    return _first_true(centered + nu >= eta)
 
 
 @functools.partial(jax.jit, static_argnames=("noise", "dtype"))
 @sharded.auto_axes
 def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, dtype):
-    centered = center(queries, threshold, dtype)
-    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
-    return halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=1)[0]
+    centered = _center(queries, threshold, dtype)
+    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    return _halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=1)[0]
 
 
-def blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.Array:
+def _blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.Array:
     """Noise of queries ``start, ..., start+size-1`` of a blocked stream: query ``i`` uses
     ``fold_in(key, i)``, so a query's noise does not depend on how the stream is cut into blocks."""
     index = start + jnp.arange(size, dtype=jnp.uint32)
@@ -216,8 +224,8 @@ def blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.
 @functools.partial(jax.jit, static_argnames=("noise", "block_size", "dtype"))
 @sharded.auto_axes
 def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, block_size, dtype):
-    centered = center(queries, threshold, dtype)
-    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    centered = _center(queries, threshold, dtype)
+    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     n = centered.shape[0]
     n_blocks = -(-n // block_size)
     padded = jnp.pad(centered, (0, n_blocks * block_size - n))
@@ -232,9 +240,11 @@ def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise,
         block, _ = carry
         start = block * block_size
         values = lax.dynamic_slice(padded, (start,), (block_size,))
-        nu = blocked_query_noise(noise, query_key, start.astype(jnp.uint32), block_size, scale2, values.dtype)
+        nu = _blocked_query_noise(
+            noise, query_key, start.astype(jnp.uint32), block_size, scale2, values.dtype
+        )
         in_stream = start + jnp.arange(block_size) < n
-        hit = first_true((values + nu >= eta) & in_stream)
+        hit = _first_true((values + nu >= eta) & in_stream)
         return block + 1, jnp.where(hit >= 0, start + hit, -1).astype(jnp.int32)
 
     return lax.while_loop(not_done, step, (jnp.int32(0), jnp.int32(-1)))[1]
@@ -270,10 +280,10 @@ def above_threshold_blocked(
       ...                             noise="exponential", block_size=256)
     """
     checks = Checks()
-    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
+    epsilon1, epsilon2 = _check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
     block_size = check_int(block_size, "block_size", minimum=1)
-    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    queries, threshold, dtype = _checked_queries(checks, queries, threshold)
     return checks.guard(
         _blocked(
             key,
@@ -289,7 +299,7 @@ def above_threshold_blocked(
     )
 
 
-@elementwise("epsilon1", "epsilon2", "sensitivity")
+@_elementwise("epsilon1", "epsilon2", "sensitivity")
 def above_threshold_guarantee(
     epsilon1: float,
     epsilon2: float,
@@ -301,7 +311,7 @@ def above_threshold_guarantee(
     """The guarantee of one AboveThreshold run (Durfee 2023, Lemmas 3.1, 3.2, Cor. 3.1, Theorem 1).
 
     Host-side, for the accountant: the budgets must be concrete numbers, or arrays of them for a
-    grid (an object array of guarantees, see :func:`~dpjax.accounting.elementwise.elementwise`).
+    grid (an object array of guarantees, see :func:`~dpjax.accounting.elementwise._elementwise`).
 
     Args:
       epsilon1: threshold budget; epsilon2: query budget (both > 0).
@@ -323,7 +333,7 @@ def above_threshold_guarantee(
       >>> above_threshold_guarantee(0.5, 0.5, monotonic=True).to_zcdp()
       ZCDP(rho=0.28125)
     """
-    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
+    epsilon1, epsilon2 = _check_noise_epsilons(noise, epsilon1, epsilon2)
     check_positive(sensitivity, "sensitivity")
     if monotonic:
         return PureDP(epsilon1 + epsilon2, rho=0.5 * (epsilon1 / 2 + epsilon2) ** 2)

@@ -31,12 +31,15 @@ import jax.numpy as jnp
 from dpjax import additive, exact_noise, noise
 from dpjax.accounting import PureDP
 
-__all__ = ["discrete_above_threshold", "discrete_above_threshold_guarantee"]
+__all__ = [
+    "discrete_above_threshold",
+    "discrete_above_threshold_guarantee",
+]
 
 
 def _scale(sensitivity, epsilon, name):
     scale = exact_noise.exact_rational(sensitivity, "sensitivity") / exact_noise.exact_rational(epsilon, name)
-    return additive.scale_at_least(scale, exact_noise.word_type())
+    return additive._scale_at_least(scale, exact_noise._word_type())
 
 
 def discrete_above_threshold(key, queries, threshold, epsilon1, epsilon2, *, sensitivity=1) -> jax.Array:
@@ -62,16 +65,16 @@ def discrete_above_threshold(key, queries, threshold, epsilon1, epsilon2, *, sen
       >>> import jax, jax.numpy as jnp
       >>> i = discrete_above_threshold(jax.random.key(0), jnp.array([1, 5, 40]), 20, 1, 1)
     """
-    queries = additive.integer_value(queries)
+    queries = additive._integer_value(queries)
     if queries.ndim != 1 or queries.size == 0:
         raise ValueError(f"queries must have shape (n,) with n >= 1, got {queries.shape}.")
-    threshold = additive.integer_value(threshold).astype(queries.dtype)
+    threshold = additive._integer_value(threshold).astype(queries.dtype)
     if threshold.ndim != 0:
         raise ValueError(f"threshold must be a scalar, got shape {threshold.shape}.")
     exact_noise.exact_rational(sensitivity, "sensitivity")
-    additive.check_release_range(queries, "queries")
-    additive.check_release_range(threshold, "threshold")
-    bound = additive.release_bound(queries.dtype)  # traced values out of range are clamped
+    additive._check_release_range(queries, "queries")
+    additive._check_release_range(threshold, "threshold")
+    bound = additive._release_bound(queries.dtype)  # traced values out of range are clamped
     queries, threshold = jnp.clip(queries, -bound, bound), jnp.clip(threshold, -bound, bound)
     threshold_key, query_key = jax.random.split(key)
     dtype = queries.dtype

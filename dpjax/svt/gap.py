@@ -60,12 +60,29 @@ import numpy as np
 from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP
-from dpjax.accounting.elementwise import elementwise
-from dpjax.svt.above_threshold import center, centered_queries, checked_queries, first_true
-from dpjax.svt.gap_passage import gap_passages
+from dpjax.accounting.elementwise import _elementwise
+from dpjax.svt.above_threshold import _center, _centered_queries, _checked_queries, _first_true
+from dpjax.svt.gap_passage import _gap_passages
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, float_dtype, is_traced
 
-METHODS = ("auto", "literal", "first_passage")
+__all__ = [
+    "BRANCH_BOTTOM",
+    "BRANCH_MIDDLE",
+    "BRANCH_TOP",
+    "BRANCH_UNPROCESSED",
+    "GapBudget",
+    "GapResult",
+    "adaptive_sparse_vector_with_gap",
+    "adaptive_sparse_vector_with_gap_from_noise",
+    "adaptive_sparse_vector_with_gap_guarantee",
+    "default_theta",
+    "gap_budget",
+    "sparse_vector_with_gap",
+    "sparse_vector_with_gap_from_noise",
+    "sparse_vector_with_gap_guarantee",
+]
+
+_METHODS = ("auto", "literal", "first_passage")
 
 BRANCH_UNPROCESSED, BRANCH_BOTTOM, BRANCH_TOP, BRANCH_MIDDLE = -1, 0, 1, 2
 
@@ -213,7 +230,7 @@ def _gap_core(centered, threshold_noise, top_noise, middle_noise, budget: GapBud
         top_gap, top = middle_gap, jnp.zeros(n, jnp.bool_)
     middle = ~top & (middle_gap >= 0)
     units = jnp.where(top, 1, jnp.where(middle, 2, 0)).astype(jnp.int32)
-    stop = first_true(jnp.cumsum(units) > 2 * c - 2)  # line 16 in integer units of eps2
+    stop = _first_true(jnp.cumsum(units) > 2 * c - 2)  # line 16 in integer units of eps2
     processed = jnp.arange(n) <= jnp.where(stop >= 0, stop, n - 1)
     branch = jnp.where(top, BRANCH_TOP, jnp.where(middle, BRANCH_MIDDLE, BRANCH_BOTTOM))
     branch = jnp.where(processed, branch, BRANCH_UNPROCESSED).astype(jnp.int8)
@@ -249,7 +266,7 @@ def _run_from_noise(queries, threshold, threshold_noise, noises, parameters, mon
     """Validates, then runs the core on given noise (``noises``: (name, array) for top and middle)."""
     checks = Checks()
     epsilon, c, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
-    centered = centered_queries(checks, queries, threshold)
+    centered = _centered_queries(checks, queries, threshold)
     top, middle = (None if noise is None else _noise_like(noise, centered, name) for name, noise in noises)
     result = _from_noise(
         centered,
@@ -310,7 +327,7 @@ def adaptive_sparse_vector_with_gap_from_noise(
 @functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic", "dtype"))
 @sharded.auto_axes
 def _keyed(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
-    centered = center(queries, threshold, dtype)
+    centered = _center(queries, threshold, dtype)
     budget = _working_budget(centered.dtype, params, c, monotonic)
     threshold_key, top_key, middle_key = jax.random.split(key, 3)
     eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, centered.dtype)
@@ -322,9 +339,9 @@ def _keyed(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
 @functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic", "dtype"))
 @sharded.auto_axes
 def _first_passage(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
-    centered = center(queries, threshold, dtype)
+    centered = _center(queries, threshold, dtype)
     budget = _working_budget(centered.dtype, params, c, monotonic)
-    found = gap_passages(key, centered, budget, adaptive=adaptive)
+    found = _gap_passages(key, centered, budget, adaptive=adaptive)
     n = centered.shape[0]
     valid = found.indices >= 0
     answer_branches = jnp.where(found.top, BRANCH_TOP, BRANCH_MIDDLE)
@@ -341,7 +358,7 @@ def _first_passage(key, queries, threshold, params, *, c, adaptive, monotonic, d
 def _run_keyed(key, queries, threshold, parameters, monotonic, adaptive, method="auto"):
     checks = Checks()
     epsilon, c, theta, sigma, sensitivity = _check_parameters(checks, *parameters, monotonic)
-    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    queries, threshold, dtype = _checked_queries(checks, queries, threshold)
     params = (epsilon, theta, sigma, sensitivity)
     static = dict(c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
     paths = {
@@ -401,7 +418,7 @@ def sparse_vector_with_gap(
       >>> res = sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, c=2, monotonic=True)
       >>> estimate = res.gaps + 500.0          # unbiased-noise estimates of the reported counts
     """
-    check_choice(method, "method", METHODS)
+    check_choice(method, "method", _METHODS)
     parameters = (epsilon, c, theta, None, sensitivity)
     return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=False, method=method)
 
@@ -454,12 +471,12 @@ def adaptive_sparse_vector_with_gap(
       >>> int(res.units_used) <= 4
       True
     """
-    check_choice(method, "method", METHODS)
+    check_choice(method, "method", _METHODS)
     parameters = (epsilon, c, theta, sigma, sensitivity)
     return _run_keyed(key, queries, threshold, parameters, monotonic, adaptive=True, method=method)
 
 
-@elementwise("epsilon", "theta", "sensitivity")
+@_elementwise("epsilon", "theta", "sensitivity")
 def sparse_vector_with_gap_guarantee(
     epsilon: float, *, c: int, theta: float | None = None, monotonic: bool = False, sensitivity: float = 1.0
 ) -> PureDP:
@@ -471,7 +488,7 @@ def sparse_vector_with_gap_guarantee(
     return PureDP(float(epsilon))
 
 
-@elementwise("epsilon", "theta", "sigma", "sensitivity")
+@_elementwise("epsilon", "theta", "sigma", "sensitivity")
 def adaptive_sparse_vector_with_gap_guarantee(
     epsilon: float, *, c: int, theta: float | None = None, sigma: float | None = None,
     monotonic: bool = False, sensitivity: float = 1.0,

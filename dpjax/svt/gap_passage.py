@@ -18,7 +18,7 @@ A kept candidate is a top ⊤ with probability ``pt_i / p_i`` (a top ⊤ needs o
 ⊤ needs ``xi_i`` to miss and ``nu_i`` to fire: ``(1 - pt_i) pm_i``). Its gap is drawn given its
 branch: ``sigma + bt * O`` for a top ⊤ and ``bm * O`` for a middle one, ``O`` the overshoot of a
 Laplace(1) over its threshold ``t`` conditioned to reach it (the top noise's miss, for a middle ⊤,
-is independent of ``nu_i``). :func:`laplace_overshoot` samples it exactly: an Exp(1) when
+is independent of ``nu_i``). :func:`_laplace_overshoot` samples it exactly: an Exp(1) when
 ``t >= 0`` (memorylessness); otherwise, with probability ``1/(2 - e^t)``, ``-t`` plus an Exp(1),
 else the inverse CDF on ``[t, 0)``. The cost (top 1 unit of ``eps2``, middle 2) is summed over the
 ⊤s and the run stops after the ⊤ that takes it past ``2c - 2`` (line 16).
@@ -32,7 +32,7 @@ Float precision: as :mod:`dpjax.svt.first_passage` states for one heap (the sums
 The acceptance ``E' >= log r_i - log p_i`` and the branch ``E'' >= log p_i - log pt_i`` are formed
 in log space (``log1p``/``expm1`` of the per-branch ``log(1 - p)``), a few ulp. The overshoot is
 tail-exact to about 44 (:func:`dpjax.noise.standard_exponential`) and its inverse-CDF part
-(:func:`inside_overshoot`) is relative ``eps`` for ``|t| <= 1`` and a few ``eps (|t| + |log U|)``
+(:func:`_inside_overshoot`) is relative ``eps`` for ``|t| <= 1`` and a few ``eps (|t| + |log U|)``
 beyond, computed without forming ``e^|t|``: the gap is finite for any finite queries and threshold
 (a query far above the threshold, e.g. 400 scales in float32, used to give ``inf``);
 ``sigma + bt * O`` rounds once more, and is never below ``sigma``.
@@ -47,12 +47,14 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax import noise as noise_lib
-from dpjax.gumbel_process import heap
+from dpjax.gumbel_process import _heap
 from dpjax.noise import standard_exponential
-from dpjax.svt.first_passage import PassageTree, first_stop, laplace_log_fire, laplace_log_miss
+from dpjax.svt.first_passage import _first_stop, _laplace_log_fire, _laplace_log_miss, _PassageTree
+
+__all__: list[str] = []
 
 
-def inside_overshoot(u, s) -> jax.Array:
+def _inside_overshoot(u, s) -> jax.Array:
     """``log(1 + u (e^s - 1))`` for ``u`` in [0, 1) and ``s >= 0``: the inverse CDF of the overshoot
     ``Z - t`` of ``Z ~ Laplace(1)`` conditioned on ``t <= Z < 0`` (``s = -t``), a value in ``[0, s)``.
 
@@ -65,18 +67,18 @@ def inside_overshoot(u, s) -> jax.Array:
     return jnp.where(s <= 1, direct, jnp.logaddexp(jnp.log(u) + s, jnp.log1p(-u)))
 
 
-def laplace_overshoot(key, t) -> jax.Array:
+def _laplace_overshoot(key, t) -> jax.Array:
     """``Z - t`` for ``Z ~ Laplace(1)`` conditioned on ``Z >= t``, exactly (module docstring); finite
     for every finite ``t`` (at most ``max(-t, 0)`` plus an Exp(1))."""
     dtype = jnp.asarray(t).dtype
     exp_key, pick_key, inverse_key = jax.random.split(key, 3)
     above_zero = jax.random.uniform(pick_key, (), dtype) * (2 - jnp.exp(jnp.minimum(t, 0))) < 1
     tail = jnp.maximum(-t, 0) + standard_exponential(exp_key, (), dtype)
-    inside = inside_overshoot(jax.random.uniform(inverse_key, (), dtype), jnp.maximum(-t, 0))
+    inside = _inside_overshoot(jax.random.uniform(inverse_key, (), dtype), jnp.maximum(-t, 0))
     return jnp.where((t >= 0) | above_zero, tail, inside)
 
 
-class GapPassages(NamedTuple):
+class _GapPassages(NamedTuple):
     """The ⊤s of one run: ``indices`` int32 ``(m,)`` -1 padded, ``gaps`` ``(m,)`` NaN padded,
     ``top`` bool ``(m,)`` (top branch), ``units`` int32 (cost in units of ``eps2``) and ``processed``
     int32 (queries answered)."""
@@ -98,7 +100,7 @@ class _State(NamedTuple):
     top: jax.Array  # (m,)
 
 
-def gap_passages(key, centered, budget, *, adaptive: bool) -> GapPassages:
+def _gap_passages(key, centered, budget, *, adaptive: bool) -> _GapPassages:
     """Algorithm 2 on ``centered = q - T`` with the budget's scales and ``sigma`` (module docstring);
     ``adaptive`` (static) adds the top branch, else it is Sparse-Vector-with-Gap (``m = c``)."""
     c, n, dtype = budget.c, centered.shape[0], centered.dtype
@@ -109,8 +111,8 @@ def gap_passages(key, centered, budget, *, adaptive: bool) -> GapPassages:
     per_middle, per_top = 1 / budget.middle_scale, 1 / budget.top_scale
     middle_units = centered * per_middle
     top_units = (centered - budget.sigma) * per_top if adaptive else None
-    tree = PassageTree(heap(middle_units, jnp.logaddexp, -jnp.inf), None, n)
-    top_heap = heap(top_units, jnp.logaddexp, -jnp.inf) if adaptive else None
+    tree = _PassageTree(_heap(middle_units, jnp.logaddexp, -jnp.inf), None, n)
+    top_heap = _heap(top_units, jnp.logaddexp, -jnp.inf) if adaptive else None
     threshold_key, passage_key, gap_key = jax.random.split(key, 3)
     eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, dtype)
     middle_shift, top_shift = eta * per_middle, eta * per_top
@@ -124,14 +126,14 @@ def gap_passages(key, centered, budget, *, adaptive: bool) -> GapPassages:
         stop_exp, keep_exp, branch_exp = standard_exponential(
             jax.random.fold_in(passage_key, state.draw), (3,), dtype
         )
-        index = first_stop(tree, state.start, jnp.log(stop_exp) + middle_shift, mass=mass)
+        index = _first_stop(tree, state.start, jnp.log(stop_exp) + middle_shift, mass=mass)
         leaf = jnp.minimum(index, n - 1)
         log_xm = middle_units[leaf] - middle_shift
         log_xt = top_units[leaf] - top_shift if adaptive else jnp.asarray(-jnp.inf, dtype)
-        log_p = jnp.log(-jnp.expm1(laplace_log_miss(log_xm) + laplace_log_miss(log_xt)))
+        log_p = jnp.log(-jnp.expm1(_laplace_log_miss(log_xm) + _laplace_log_miss(log_xt)))
         log_r = jnp.log(-jnp.expm1(-(jnp.exp(log_xm) + jnp.exp(log_xt))))
         fire = (index < n) & (keep_exp >= log_r - log_p)
-        top = branch_exp >= log_p - laplace_log_fire(log_xt)
+        top = branch_exp >= log_p - _laplace_log_fire(log_xt)
         slot = jnp.minimum(state.answers, size - 1)
         units = state.units + jnp.where(fire, jnp.where(top, 1, 2), 0)
         return _State(
@@ -161,9 +163,9 @@ def gap_passages(key, centered, budget, *, adaptive: bool) -> GapPassages:
     at = (eta - answered) * per_middle  # each ⊤'s threshold in units of its noise's scale
     if adaptive:
         at = jnp.where(final.top, (eta + budget.sigma - answered) * per_top, at)
-    overshoot = jax.vmap(laplace_overshoot)(keys, at)
+    overshoot = jax.vmap(_laplace_overshoot)(keys, at)
     gaps = jnp.where(final.top, budget.sigma + budget.top_scale * overshoot, budget.middle_scale * overshoot)
     last = final.indices[jnp.maximum(final.answers - 1, 0)]
     processed = jnp.where(final.units > 2 * c - 2, last + 1, n).astype(jnp.int32)
     gaps = jnp.where(valid, gaps, jnp.nan)
-    return GapPassages(final.indices, gaps, final.top & valid, final.units, processed)
+    return _GapPassages(final.indices, gaps, final.top & valid, final.units, processed)

@@ -46,9 +46,11 @@ from jax import lax
 
 from dpjax import noise as noise_lib
 
-BLOCK = 256
-NEAR_BLOCK = 16
-METHODS = ("fast", "blocks", "literal")
+__all__: list[str] = []
+
+_BLOCK = 256
+_NEAR_BLOCK = 16
+_METHODS = ("fast", "blocks", "literal")
 _LOG2 = math.log(2.0)
 # Thinning bound: a(y) <= kappa * y for y <= y0, where the halting probability at y0 is 1/2.
 _LOG_Y0 = {"exponential": -_LOG2, "laplace": 0.0, "gumbel": math.inf}
@@ -132,7 +134,7 @@ def _tail(key, nu_threshold, base, frac, n_counted, stop, rate2, *, noise, dtype
     return jnp.minimum(tail_k, cap).astype(jnp.int32), tail_k > cap
 
 
-def halting_index(
+def _halting_index(
     key,
     counts,
     threshold,
@@ -153,7 +155,7 @@ def halting_index(
     Args:
       key: a ``jax.random`` key.
       counts: the tabulated counts, any object with fields ``f`` (the int32 counts, non-decreasing),
-        ``n_counted`` and ``tail_start`` such as :class:`dpjax.quantiles.unbounded_bins.Counts`
+        ``n_counted`` and ``tail_start`` such as :class:`dpjax.quantiles.unbounded_bins._Counts`
         (required by ``method="fast"``); or ``None`` with ``count_at``, ``n_counted`` and
         ``tail_start`` given (counts computed on the fly, e.g. per recursion node).
       threshold: T = q*n as a pair ``(c, T - c)``: an int32 ``c = floor(T)`` and its float remainder
@@ -188,13 +190,13 @@ def halting_index(
     common = dict(noise=noise, dtype=dtype)
     if method == "literal":
         found = _literal_blocks(
-            key_queries, count_at, first, cap + 1, nu_threshold, base, frac, scale2, block=BLOCK, **common
+            key_queries, count_at, first, cap + 1, nu_threshold, base, frac, scale2, block=_BLOCK, **common
         )
         return jnp.where(found >= 0, found, cap), found < 0
     stop = jnp.clip(tail_start, first, cap + 1).astype(jnp.int32)
     if method == "blocks":
         found = _literal_blocks(
-            key_queries, count_at, first, stop, nu_threshold, base, frac, scale2, block=BLOCK, **common
+            key_queries, count_at, first, stop, nu_threshold, base, frac, scale2, block=_BLOCK, **common
         )
     else:
         found, a_end = _thinning(
@@ -210,7 +212,7 @@ def halting_index(
             base,
             frac,
             scale2,
-            block=NEAR_BLOCK,
+            block=_NEAR_BLOCK,
             **common,
         )
         found = jnp.where(found >= 0, found, near)
@@ -218,7 +220,7 @@ def halting_index(
     return jnp.where(found >= 0, found, tail_k), (found < 0) & truncated
 
 
-def split_threshold(threshold) -> tuple[jax.Array, jax.Array]:
+def _split_threshold(threshold) -> tuple[jax.Array, jax.Array]:
     """``(floor(T), T - floor(T))`` for a threshold 0 <= T < 2**31 (a float array, may be traced): the
     int32 integer part (exact) and the float remainder."""
     threshold = jnp.asarray(threshold)

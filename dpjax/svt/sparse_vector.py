@@ -25,20 +25,27 @@ from jax import lax
 from dpjax import _auto, sharded
 from dpjax import noise as noise_lib
 from dpjax.accounting import PureDP, compose
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.svt.above_threshold import (
+    _center,
+    _centered_queries,
+    _check_noise_epsilons,
+    _checked_queries,
+    _first_true,
+    _noise_scales,
     above_threshold_guarantee,
-    center,
-    centered_queries,
-    check_noise_epsilons,
-    checked_queries,
-    first_true,
-    noise_scales,
 )
-from dpjax.svt.first_passage import halting_indices
+from dpjax.svt.first_passage import _halting_indices
 from dpjax.validation import Checks, check_choice, check_int
 
-METHODS = ("auto", "literal", "first_passage")
+__all__ = [
+    "SparseVectorResult",
+    "sparse_vector",
+    "sparse_vector_from_noise",
+    "sparse_vector_guarantee",
+]
+
+_METHODS = ("auto", "literal", "first_passage")
 
 
 class SparseVectorResult(NamedTuple):
@@ -59,7 +66,7 @@ class SparseVectorResult(NamedTuple):
     num_processed: jax.Array
 
 
-def answer_mask(indices: jax.Array, n: int) -> jax.Array:
+def _answer_mask(indices: jax.Array, n: int) -> jax.Array:
     """bool ``(n,)`` mask of the non-negative entries of a padded index list."""
     return jnp.zeros(n, jnp.bool_).at[jnp.where(indices >= 0, indices, n)].set(True, mode="drop")
 
@@ -72,13 +79,13 @@ def _sparse_core(centered, threshold_noise, query_noise, *, c):
 
     def run(j, carry):
         start, indices = carry
-        hit = first_true((noisy >= threshold_noise[j]) & (position >= start))
+        hit = _first_true((noisy >= threshold_noise[j]) & (position >= start))
         # After a run that finds nothing, start = n + 1 makes every later run empty too.
         return jnp.where(hit >= 0, hit + 1, n + 1), indices.at[j].set(hit)
 
     start, indices = lax.fori_loop(0, c, run, (jnp.int32(0), jnp.full((c,), -1, jnp.int32)))
     processed = jnp.where(indices[c - 1] >= 0, start, n).astype(jnp.int32)
-    return SparseVectorResult(indices, answer_mask(indices, n), processed)
+    return SparseVectorResult(indices, _answer_mask(indices, n), processed)
 
 
 def _guard(checks: Checks, result: SparseVectorResult) -> SparseVectorResult:
@@ -96,7 +103,7 @@ def sparse_vector_from_noise(queries, threshold, threshold_noise, query_noise, *
     """
     c = check_int(c, "c", minimum=1)
     checks = Checks()
-    centered = centered_queries(checks, queries, threshold)
+    centered = _centered_queries(checks, queries, threshold)
     threshold_noise = checks.array(threshold_noise, "threshold_noise", ndim=1).astype(centered.dtype)
     if threshold_noise.shape != (c,):
         raise ValueError(f"threshold_noise must have shape ({c},), got {threshold_noise.shape}.")
@@ -159,12 +166,12 @@ def sparse_vector(
       >>> counts = jnp.array([3.0, 80.0, 2.0, 95.0, 70.0])
       >>> res = sparse_vector(jax.random.key(0), counts, 50.0, 0.5, 0.5, c=2)
     """
-    check_choice(method, "method", METHODS)
+    check_choice(method, "method", _METHODS)
     checks = Checks()
-    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
+    epsilon1, epsilon2 = _check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
     c = check_int(c, "c", minimum=1)
-    queries, threshold, dtype = checked_queries(checks, queries, threshold)
+    queries, threshold, dtype = _checked_queries(checks, queries, threshold)
     paths = {
         "literal": functools.partial(_keyed, noise=noise, c=c, dtype=dtype),
         "first_passage": functools.partial(_first_passage, noise=noise, c=c, dtype=dtype),
@@ -175,8 +182,8 @@ def sparse_vector(
 
 @functools.partial(jax.jit, static_argnames=("noise", "c", "dtype"))
 def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c, dtype):
-    centered = center(queries, threshold, dtype)
-    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    centered = _center(queries, threshold, dtype)
+    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (c,), scale1, centered.dtype)
     nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
@@ -186,15 +193,15 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c
 @functools.partial(jax.jit, static_argnames=("noise", "c", "dtype"))
 @sharded.auto_axes
 def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c, dtype):
-    centered = center(queries, threshold, dtype)
-    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
-    indices = halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=c)
+    centered = _center(queries, threshold, dtype)
+    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    indices = _halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=c)
     n = centered.shape[0]
     processed = jnp.where(indices[c - 1] >= 0, indices[c - 1] + 1, n).astype(jnp.int32)
-    return SparseVectorResult(indices, answer_mask(indices, n), processed)
+    return SparseVectorResult(indices, _answer_mask(indices, n), processed)
 
 
-@elementwise("epsilon1", "epsilon2", "sensitivity")
+@_elementwise("epsilon1", "epsilon2", "sensitivity")
 def sparse_vector_guarantee(
     epsilon1: float,
     epsilon2: float,

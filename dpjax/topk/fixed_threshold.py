@@ -27,10 +27,16 @@ import jax.numpy as jnp
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.accounting.pay_what_you_get import advanced_composition_epsilon
 from dpjax.topk import histogram
 from dpjax.validation import Checks, check_int, check_probability, float_dtype
+
+__all__ = [
+    "FixedThresholdResult",
+    "fixed_threshold",
+    "fixed_threshold_guarantee",
+]
 
 
 class FixedThresholdResult(NamedTuple):
@@ -50,10 +56,10 @@ class FixedThresholdResult(NamedTuple):
 
 @functools.partial(jax.jit, static_argnames=("kbar",))
 def _kernel(key, counts, epsilon, delta, *, kbar):
-    ids, values = histogram.top_counts(counts, kbar + 1)
+    ids, values = histogram._top_counts(counts, kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
-    threshold = epsilon + histogram.log_ratio(kbar / 2, delta)  # epsilon * (tau - h_(kbar+1))
+    threshold = epsilon + histogram._log_ratio(kbar / 2, delta)  # epsilon * (tau - h_(kbar+1))
     keep = (gaps > 0) & (epsilon * gaps + noise.laplace(key, gaps.shape, dtype=dtype) > threshold)
     missing = jnp.iinfo(jnp.int32).max
     members = jnp.sort(jnp.where(keep, ids[..., :kbar], missing), axis=-1)
@@ -93,14 +99,14 @@ def fixed_threshold(key, counts, kbar: int, epsilon: float, delta: float) -> Fix
       [1, 3]
     """
     checks = Checks()
-    counts = histogram.check_counts(checks, counts)
+    counts = histogram._check_counts(checks, counts)
     kbar = check_int(kbar, "kbar", minimum=1)
-    epsilon, delta = histogram.privacy(checks, epsilon, delta, float_dtype(counts))
+    epsilon, delta = histogram._privacy(checks, epsilon, delta, float_dtype(counts))
     result = _kernel(key, counts, epsilon, delta, kbar=kbar)
     return checks.guard(result)
 
 
-@elementwise("epsilon", "delta", "delta_prime")
+@_elementwise("epsilon", "delta", "delta_prime")
 def fixed_threshold_guarantee(
     kbar: int, epsilon: float, delta: float, *, delta_prime: float = 0.0
 ) -> ApproxDP:
@@ -115,6 +121,6 @@ def fixed_threshold_guarantee(
       ApproxDP(epsilon=1.0, delta=1e-06)
     """
     kbar = check_int(kbar, "kbar", minimum=1)
-    epsilon, delta = histogram.check_privacy(epsilon, delta)
+    epsilon, delta = histogram._check_privacy(epsilon, delta)
     delta_prime = check_probability(delta_prime, "delta_prime", open_high=True)
     return ApproxDP(advanced_composition_epsilon(kbar, epsilon, delta_prime), min(delta + delta_prime, 1.0))

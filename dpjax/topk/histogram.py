@@ -1,7 +1,7 @@
 """Shared pieces of the top-k kernels: input checks and the true top of a histogram.
 
 The kernels need only the true top-(kbar+1) counts of each histogram (Durfee and Rogers 2019,
-Sec. 3): :func:`top_counts` extracts them with the exact ``lax.top_k``, whose ties go to the lower
+Sec. 3): :func:`_top_counts` extracts them with the exact ``lax.top_k``, whose ties go to the lower
 item index, a data-independent tie-break as the paper requires. A histogram with fewer than
 ``kbar + 1`` items is padded with zero counts for the items ``d, d+1, ...`` (the paper's "fixed
 list" of padding elements, Sec. 6.2): a returned index ``>= d`` names such a zero-count element.
@@ -16,10 +16,12 @@ from jax import lax
 from dpjax import sharded
 from dpjax.validation import Checks, check_epsilon, check_int, check_probability, is_traced
 
+__all__: list[str] = []
+
 _INTEGER_VALUED = "counts must be integer-valued (distinct-user counts)."
 
 
-def check_counts(checks: Checks, counts) -> jax.Array:
+def _check_counts(checks: Checks, counts) -> jax.Array:
     """A histogram (or a batch ``[..., d]`` of them): finite, non-negative, integer-valued counts.
 
     Concrete counts are checked eagerly, even inside ``jit`` (e.g. closed over by a Monte Carlo
@@ -40,7 +42,7 @@ def check_counts(checks: Checks, counts) -> jax.Array:
     return counts
 
 
-def check_k_kbar(k, kbar, kbar_name: str = "kbar") -> tuple[int, int]:
+def _check_k_kbar(k, kbar, kbar_name: str = "kbar") -> tuple[int, int]:
     """``1 <= k <= kbar`` (static: they fix the output shapes)."""
     k = check_int(k, "k", minimum=1)
     kbar = check_int(kbar, kbar_name, minimum=1)
@@ -49,12 +51,12 @@ def check_k_kbar(k, kbar, kbar_name: str = "kbar") -> tuple[int, int]:
     return k, kbar
 
 
-def check_privacy(epsilon, delta) -> tuple[float, float]:
+def _check_privacy(epsilon, delta) -> tuple[float, float]:
     """Host side (guarantee companions): per-step ``epsilon > 0`` and the threshold's ``delta`` in (0, 1)."""
     return check_epsilon(epsilon), check_probability(delta, "delta", open_low=True, open_high=True)
 
 
-def privacy(checks: Checks, epsilon, delta, dtype) -> tuple[jax.Array, jax.Array]:
+def _privacy(checks: Checks, epsilon, delta, dtype) -> tuple[jax.Array, jax.Array]:
     """Kernel side: ``epsilon > 0`` and ``delta`` in (0, 1), eager when concrete and recorded in
     ``checks`` when traced, returned as ``dtype`` scalars (the same values on both paths)."""
     epsilon = checks.epsilon(epsilon)
@@ -62,14 +64,14 @@ def privacy(checks: Checks, epsilon, delta, dtype) -> tuple[jax.Array, jax.Array
     return jnp.asarray(epsilon, dtype), jnp.asarray(delta, dtype)
 
 
-def check_max_contributions(max_contributions) -> int | None:
+def _check_max_contributions(max_contributions) -> int | None:
     """Host side: Delta, the l0 bound on the items one user contributes to (``None``: unrestricted)."""
     if max_contributions is None:
         return None
     return check_int(max_contributions, "max_contributions", minimum=1)
 
 
-def max_contributions_value(checks: Checks, max_contributions, dtype):
+def _max_contributions_value(checks: Checks, max_contributions, dtype):
     """Kernel side: Delta as a ``dtype`` scalar (``None`` stays ``None``: unrestricted).
 
     A concrete Delta must be an integer >= 1 (eager ``ValueError``); a traced one is recorded in
@@ -80,12 +82,12 @@ def max_contributions_value(checks: Checks, max_contributions, dtype):
     return checks.integer(max_contributions, "max_contributions", dtype)
 
 
-def log_ratio(m, delta) -> jax.Array:
+def _log_ratio(m, delta) -> jax.Array:
     """``ln(m/delta)`` in the dtype of ``delta``, as ``ln m - ln delta`` (no overflow of ``m/delta``)."""
     return jnp.log(jnp.asarray(m, delta.dtype)) - jnp.log(delta)
 
 
-def top_counts(counts: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
+def _top_counts(counts: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     """The ``size`` largest counts of each histogram, descending, and their item indices.
 
     Ties go to the lower index (``lax.top_k``'s result, by :func:`dpjax.sharded.top_k`: a blocked
@@ -101,7 +103,7 @@ def top_counts(counts: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     return ids.astype(jnp.int32), values
 
 
-def report_above(scores, threshold, ids, k: int) -> tuple[jax.Array, jax.Array]:
+def _report_above(scores, threshold, ids, k: int) -> tuple[jax.Array, jax.Array]:
     """The kernels' common tail: the ``k`` largest noisy ``scores`` that beat the noisy ⊥ ``threshold``.
 
     Durfee and Rogers (2019), Algorithm 1 lines 4-6 (and Algorithms 4 and 6, which reuse it): report

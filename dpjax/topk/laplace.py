@@ -22,17 +22,22 @@ import jax
 
 from dpjax import noise
 from dpjax.accounting import ApproxDP
-from dpjax.accounting.elementwise import elementwise
+from dpjax.accounting.elementwise import _elementwise
 from dpjax.topk import histogram
 from dpjax.topk.limited_domain import TopKResult
 from dpjax.validation import Checks, check_int, float_dtype, is_traced
+
+__all__ = [
+    "laplace_limited_domain",
+    "laplace_limited_domain_guarantee",
+]
 
 _CAP_BELOW_KBAR = "max_contributions must be < kbar for the Laplace variant (restricted sensitivity)"
 
 
 def _delta_cap(checks, max_contributions, kbar, dtype):
     """Delta (``1 <= Delta < kbar``) as a ``dtype`` scalar: eager when concrete, recorded when traced."""
-    cap = histogram.max_contributions_value(checks, max_contributions, dtype)
+    cap = histogram._max_contributions_value(checks, max_contributions, dtype)
     if is_traced(cap):
         checks.record(cap < kbar, f"{_CAP_BELOW_KBAR}.")
     elif max_contributions >= kbar:
@@ -44,13 +49,13 @@ def _delta_cap(checks, max_contributions, kbar, dtype):
 
 @functools.partial(jax.jit, static_argnames=("k", "kbar"))
 def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar):
-    ids, values = histogram.top_counts(counts, kbar + 1)
+    ids, values = histogram._top_counts(counts, kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
     laplaces = noise.laplace(key, values.shape, dtype=dtype)
     scores = epsilon * gaps + laplaces[..., :kbar]
-    threshold = epsilon + histogram.log_ratio(delta_cap, delta) + laplaces[..., kbar]
-    indices, num_returned = histogram.report_above(scores, threshold, ids[..., :kbar], k)
+    threshold = epsilon + histogram._log_ratio(delta_cap, delta) + laplaces[..., kbar]
+    indices, num_returned = histogram._report_above(scores, threshold, ids[..., :kbar], k)
     return TopKResult(indices, num_returned, num_returned < k)
 
 
@@ -79,15 +84,15 @@ def laplace_limited_domain(
       [0, 2]
     """
     checks = Checks()
-    counts = histogram.check_counts(checks, counts)
-    k, kbar = histogram.check_k_kbar(k, kbar)
+    counts = histogram._check_counts(checks, counts)
+    k, kbar = histogram._check_k_kbar(k, kbar)
     dtype = float_dtype(counts)
-    epsilon, delta = histogram.privacy(checks, epsilon, delta, dtype)
+    epsilon, delta = histogram._privacy(checks, epsilon, delta, dtype)
     cap = _delta_cap(checks, max_contributions, kbar, dtype)
     return checks.guard(_kernel(key, counts, epsilon, delta, cap, k=k, kbar=kbar))
 
 
-@elementwise("epsilon", "delta", "max_contributions")
+@_elementwise("epsilon", "delta", "max_contributions")
 def laplace_limited_domain_guarantee(
     k: int, epsilon: float, delta: float, *, max_contributions: int
 ) -> ApproxDP:
@@ -107,7 +112,7 @@ def laplace_limited_domain_guarantee(
       1.0
     """
     check_int(k, "k", minimum=1)
-    epsilon, delta = histogram.check_privacy(epsilon, delta)
+    epsilon, delta = histogram._check_privacy(epsilon, delta)
     cap = check_int(max_contributions, "max_contributions", minimum=1)
     eps = (cap + 1) * epsilon
     bad = (delta / 2) * (1 + math.log(cap / delta) / 2)

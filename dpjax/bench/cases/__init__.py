@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import importlib
 
+__all__ = [
+    "FAMILIES",
+    "cases",
+]
+
 FAMILIES = ("noise", "selection", "svt", "quantiles", "aggregates", "topk", "budgeting", "training")
 
 

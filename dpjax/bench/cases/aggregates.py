@@ -22,6 +22,13 @@ from dpjax.additive import laplace_mechanism
 from dpjax.bench import peers
 from dpjax.bench.case import Case, power_label, scaled
 
+__all__ = [
+    "BETA",
+    "EPSILON",
+    "Q",
+    "cases",
+]
+
 EPSILON, Q, BETA = 2.0, 0.99, 1.001
 
 

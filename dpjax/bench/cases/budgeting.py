@@ -18,6 +18,16 @@ from dpjax.bench.case import Case, Peer, power_label, scaled
 from dpjax.budgeting import pie_ni, split_schedule, tail_radius
 from dpjax.studies.reproduce.data import hotspots
 
+__all__ = [
+    "BETA0",
+    "HALF",
+    "RHO",
+    "ROUNDS",
+    "box_distance",
+    "cases",
+    "numpy_pie_ni",
+]
+
 RHO, BETA0, HALF, ROUNDS = 1e-4, 0.025, 1000.0, 64
 
 

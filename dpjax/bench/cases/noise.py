@@ -20,6 +20,10 @@ import numpy as np
 from dpjax import additive, noise
 from dpjax.bench.case import Case, Peer, power_label, scaled
 
+__all__ = [
+    "cases",
+]
+
 _NUMPY = {
     "laplace": "laplace",
     "gumbel": "gumbel",

@@ -26,6 +26,16 @@ from dpjax.bench import peers
 from dpjax.bench.case import Case, power_label, scaled
 from dpjax.quantiles import joint_exp, unbounded
 
+__all__ = [
+    "BETA",
+    "BOUNDS",
+    "EPSILON",
+    "JOINT_BOUNDS",
+    "M",
+    "Q",
+    "cases",
+]
+
 Q, EPSILON, BETA, BOUNDS = 0.99, 1.0, 1.001, (0.0, 1e4)
 M, JOINT_BOUNDS = 29, (-100.0, 100.0)
 

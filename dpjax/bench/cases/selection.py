@@ -20,6 +20,13 @@ from dpjax import selection
 from dpjax.bench import peers
 from dpjax.bench.case import Case, Peer, power_label, scaled
 
+__all__ = [
+    "EPSILON",
+    "K",
+    "cases",
+    "zipf_scores",
+]
+
 K, EPSILON = 10, 1.0
 
 

@@ -20,6 +20,14 @@ import numpy as np
 from dpjax import svt
 from dpjax.bench.case import Case, Peer, power_label, scaled
 
+__all__ = [
+    "EPSILON1",
+    "EPSILON2",
+    "THRESHOLD",
+    "C",
+    "cases",
+]
+
 THRESHOLD, EPSILON1, EPSILON2, C = 50.0, 0.5, 0.5, 10
 
 

@@ -16,6 +16,14 @@ import numpy as np
 from dpjax import topk
 from dpjax.bench.case import Case, Peer, power_label, scaled, zipf_counts
 
+__all__ = [
+    "DELTA",
+    "EPSILON",
+    "KBAR",
+    "K",
+    "cases",
+]
+
 K, KBAR, EPSILON, DELTA = 10, 100, 0.1, 1e-6
 
 

@@ -19,6 +19,16 @@ from dpjax.bench import peers
 from dpjax.bench.case import Case, scaled
 from dpjax.optax import dp_aggregate
 
+__all__ = [
+    "BATCH",
+    "CLIP",
+    "SHAPES",
+    "SIGMA",
+    "cases",
+    "gradients",
+    "release",
+]
+
 SIGMA, CLIP, BATCH = 1.1, 1.0, 256
 SHAPES = {
     "MLP 128-256-10": ((128, 256), (256,), (256, 10), (10,)),

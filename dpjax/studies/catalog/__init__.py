@@ -4,4 +4,6 @@ Every catalog study sweeps the total privacy parameter over ``EPSILONS`` by defa
 --epsilon`` replaces it) and states, per metric, what it measures and in which unit.
 """
 
-EPSILONS = (0.25, 1.0, 4.0)
+__all__: list[str] = []
+
+_EPSILONS = (0.25, 1.0, 4.0)

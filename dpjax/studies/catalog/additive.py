@@ -13,12 +13,14 @@ import jax.numpy as jnp
 
 from dpjax.additive import gaussian_mechanism, laplace_mechanism
 from dpjax.studies import metrics
-from dpjax.studies.catalog import EPSILONS
+from dpjax.studies.catalog import _EPSILONS
 from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
 from dpjax.studies.theory import Exponential, HalfNormal
 
-BOUNDS = {"lower": -100.0, "upper": 100.0}  # the bounds of the built-in normal and uniform data
+__all__: list[str] = []
+
+_BOUNDS = {"lower": -100.0, "upper": 100.0}  # the bounds of the built-in normal and uniform data
 
 
 def _sensitivity(x, lower, upper):
@@ -52,8 +54,8 @@ register(Study(
             "abs_error": lambda x, epsilon, lower, upper: HalfNormal(_sensitivity(x, lower, upper) / epsilon)
         }),
     ],
-    datasets={"normal": ("normal", BOUNDS), "uniform": ("uniform", BOUNDS)},
-    grid={"epsilon": EPSILONS},
+    datasets={"normal": ("normal", _BOUNDS), "uniform": ("uniform", _BOUNDS)},
+    grid={"epsilon": _EPSILONS},
     truth=_clipped_mean,
     metrics=[metrics.abs_error(("mean", "q95"), description="absolute error of the released mean")],
 ))

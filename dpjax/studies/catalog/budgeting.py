@@ -15,23 +15,25 @@ import numpy as np
 from dpjax.budgeting.range_count import range_count, range_count_baseline
 from dpjax.budgeting.threshold import threshold_baseline, threshold_query
 from dpjax.studies import metrics
-from dpjax.studies.catalog import EPSILONS
+from dpjax.studies.catalog import _EPSILONS
 from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
 
-C, BETA0 = 8, 0.025
-USERS = 300  # the range count uses the first 300 values as users, to keep the study to seconds
-RANGE = 2.0  # the range query counts the users in [-RANGE, RANGE]
-SAVING = metrics.value("privacy_saving", "share of the budget left unspent (PrivSav)", "fraction of ρ",
+__all__: list[str] = []
+
+_C, _BETA0 = 8, 0.025
+_USERS = 300  # the range count uses the first 300 values as users, to keep the study to seconds
+_RANGE = 2.0  # the range query counts the users in [-RANGE, RANGE]
+_SAVING = metrics.value("privacy_saving", "share of the budget left unspent (PrivSav)", "fraction of ρ",
                        output="saving")
 
 
 def _users(x):
-    return x[:USERS, None]
+    return x[:_USERS, None]
 
 
 def _box(x):
-    return jnp.zeros(1, x.dtype), jnp.full(1, RANGE, x.dtype)
+    return jnp.zeros(1, x.dtype), jnp.full(1, _RANGE, x.dtype)
 
 
 def _rho(epsilon, users):
@@ -41,9 +43,9 @@ def _rho(epsilon, users):
 
 def _pie_count(key, x, epsilon):
     users = _users(x)
-    count, res = range_count(key, users, _rho(epsilon, users), *_box(users), c=C, beta0=BETA0,
+    count, res = range_count(key, users, _rho(epsilon, users), *_box(users), c=_C, beta0=_BETA0,
                              mode="distance")
-    return {"count": count, "saving": 1 - jnp.mean(res.rounds) / C}
+    return {"count": count, "saving": 1 - jnp.mean(res.rounds) / _C}
 
 
 def _one_shot_count(key, x, epsilon):
@@ -54,16 +56,16 @@ def _one_shot_count(key, x, epsilon):
 register(Study(
     "pie_range_count",
     family="budgeting",
-    description=f"count of {USERS} users in [-{RANGE:g}, {RANGE:g}], local CGP with ρ = ε²/2 per user",
-    mechanisms=[Mechanism(f"PIE-NI (PM1, c={C})", _pie_count), Mechanism("one-shot (BM1)", _one_shot_count)],
+    description=f"count of {_USERS} users in [-{_RANGE:g}, {_RANGE:g}], local CGP with ρ = ε²/2 per user",
+    mechanisms=[Mechanism(f"PIE-NI (PM1, c={_C})", _pie_count), Mechanism("one-shot (BM1)", _one_shot_count)],
     datasets={"normal": "normal", "uniform": "uniform"},
-    grid={"epsilon": EPSILONS},
-    truth=lambda x, **_: jnp.sum(jnp.abs(x[:USERS]) < RANGE),
+    grid={"epsilon": _EPSILONS},
+    truth=lambda x, **_: jnp.sum(jnp.abs(x[:_USERS]) < _RANGE),
     metrics=[metrics.abs_error(("mean", "q95"), unit="users", description="absolute error of the count",
-                               output="count"), SAVING],
+                               output="count"), _SAVING],
 ))
 
-Q_SHARE, MARGIN = 0.2, 2  # is #(x < cut) below 20% of the records? It is, by MARGIN records.
+_Q_SHARE, _MARGIN = 0.2, 2  # is #(x < cut) below 20% of the records? It is, by MARGIN records.
 
 
 def _close_cut(x) -> float:
@@ -71,7 +73,7 @@ def _close_cut(x) -> float:
     data): a close call, so the answer's noise matters at small ε (the one-shot Gaussian's σ = 1/ε
     records) and PIE needs more rounds than on an easy query."""
     ordered = np.sort(np.asarray(x))
-    return float(ordered[int(Q_SHARE * ordered.size) - MARGIN])
+    return float(ordered[int(_Q_SHARE * ordered.size) - _MARGIN])
 
 
 def _count(x, cut):
@@ -79,25 +81,25 @@ def _count(x, cut):
 
 
 def _pie_threshold(key, x, epsilon, cut):
-    answer, res = threshold_query(key, _count(x, cut), epsilon**2 / 2, q=Q_SHARE, n_records=x.size, c=C,
-                                  beta0=BETA0)
-    return {"answer": answer, "saving": 1 - res.rounds[0] / C}
+    answer, res = threshold_query(key, _count(x, cut), epsilon**2 / 2, q=_Q_SHARE, n_records=x.size, c=_C,
+                                  beta0=_BETA0)
+    return {"answer": answer, "saving": 1 - res.rounds[0] / _C}
 
 
 def _one_shot_threshold(key, x, epsilon, cut):
-    return {"answer": threshold_baseline(key, _count(x, cut), epsilon**2 / 2, q=Q_SHARE, n_records=x.size)}
+    return {"answer": threshold_baseline(key, _count(x, cut), epsilon**2 / 2, q=_Q_SHARE, n_records=x.size)}
 
 
 register(Study(
     "pie_threshold",
     family="budgeting",
-    description=f"central threshold query: is #(x < cut) < {Q_SHARE:g} N, with the cut {MARGIN} records "
+    description=f"central threshold query: is #(x < cut) < {_Q_SHARE:g} N, with the cut {_MARGIN} records "
     "inside? (Appendix C), ρ = ε²/2 zCDP",
-    mechanisms=[Mechanism(f"PIE-NI (c={C})", _pie_threshold),
+    mechanisms=[Mechanism(f"PIE-NI (c={_C})", _pie_threshold),
                 Mechanism("one-shot (BM1)", _one_shot_threshold)],
     datasets={"normal": ("normal", {"cut": _close_cut})},
-    grid={"epsilon": EPSILONS},
-    truth=lambda x, cut, **_: _count(x, cut) < Q_SHARE * x.size,
+    grid={"epsilon": _EPSILONS},
+    truth=lambda x, cut, **_: _count(x, cut) < _Q_SHARE * x.size,
     metrics=[metrics.wrong_answer(output="answer", description="wrong answer to the threshold query"),
-             SAVING],
+             _SAVING],
 ))

@@ -13,24 +13,26 @@ import numpy as np
 
 from dpjax.quantiles import agg_tree, app_ind_exp, csmooth, ind_exp, joint_exp
 from dpjax.studies import metrics
-from dpjax.studies.catalog import EPSILONS
+from dpjax.studies.catalog import _EPSILONS
 from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
 
-N_POINTS = 1000
-M_QUANTILES = 5
-LEVELS = np.arange(1, M_QUANTILES + 1) / (M_QUANTILES + 1)
-BOUNDS = (-100.0, 100.0)
+__all__: list[str] = []
+
+_N_POINTS = 1000
+_M_QUANTILES = 5
+_LEVELS = np.arange(1, _M_QUANTILES + 1) / (_M_QUANTILES + 1)
+_BOUNDS = (-100.0, 100.0)
 
 
 def _points(x):
-    return jnp.sort(x[:N_POINTS])
+    return jnp.sort(x[:_N_POINTS])
 
 
 def _truth(x, **_):
     """The true "lower" quantiles (NumPy's ``method="lower"``) and the sorted points."""
     points = _points(x)
-    return {"quantiles": points[np.floor(LEVELS * (N_POINTS - 1)).astype(int)], "points": points}
+    return {"quantiles": points[np.floor(_LEVELS * (_N_POINTS - 1)).astype(int)], "points": points}
 
 
 def _missed_points(release, truth):
@@ -41,7 +43,7 @@ def _missed_points(release, truth):
 
 def _mechanism(name, fn, description):
     def release(key, x, epsilon):
-        return fn(key, _points(x), LEVELS, epsilon, bounds=BOUNDS)
+        return fn(key, _points(x), _LEVELS, epsilon, bounds=_BOUNDS)
 
     return Mechanism(name, release, description=description)
 
@@ -49,7 +51,7 @@ def _mechanism(name, fn, description):
 register(Study(
     "quantiles_m5",
     family="quantiles",
-    description=f"{M_QUANTILES} quantiles of {N_POINTS} points in [-100, 100]: JointExp vs its baselines",
+    description=f"{_M_QUANTILES} quantiles of {_N_POINTS} points in [-100, 100]: JointExp vs its baselines",
     mechanisms=[
         _mechanism("JointExp", joint_exp, "one exponential mechanism over all m quantiles (ε-DP)"),
         _mechanism("IndExp", ind_exp, "one exponential mechanism per quantile at ε/m (ε-DP)"),
@@ -62,13 +64,13 @@ register(Study(
         _mechanism("AggTree", agg_tree, "noisy b=8, h=3 count tree + Honaker aggregation (ε-DP)"),
     ],
     datasets={"normal": "normal"},  # the paper's; five series per panel (ten crowded the figure)
-    grid={"epsilon": EPSILONS},
+    grid={"epsilon": _EPSILONS},
     truth=_truth,
     metrics=[
         metrics.Metric("missed_points", _missed_points,
-                       f"data points between release and true quantile (mean over {M_QUANTILES})",
+                       f"data points between release and true quantile (mean over {_M_QUANTILES})",
                        "data points"),
         metrics.abs_error(("mean",), truth="quantiles",
-                          description=f"absolute error of the quantiles (mean over {M_QUANTILES})"),
+                          description=f"absolute error of the quantiles (mean over {_M_QUANTILES})"),
     ],
 ))

@@ -19,9 +19,11 @@ from dpjax.additive import laplace_mechanism
 from dpjax.postprocess import topk_gap
 from dpjax.selection import gumbel_top_k, noisy_top_k_with_gap, noisy_top_k_with_gap_scale
 from dpjax.studies import metrics
-from dpjax.studies.catalog import EPSILONS
+from dpjax.studies.catalog import _EPSILONS
 from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
+
+__all__: list[str] = []
 
 
 def _true_top(counts, k, **_):
@@ -41,41 +43,41 @@ register(Study(
     # The 10^4-record sample: its top counts are ~10 apart, so at k = 10 the noise (scale k/ε) decides;
     # on the 10^6-record histogram both mechanisms recall every top-10 item at every ε.
     datasets={"zipf_sample": "zipf_sample"},
-    grid={"epsilon": EPSILONS, "k": (10, 100)},
+    grid={"epsilon": _EPSILONS, "k": (10, 100)},
     static=("k",),
     truth=_true_top,
     metrics=[metrics.recall(description="recall: share of the true top-k selected")],
 ))
 
-K = 10
+_K = 10
 # Both noise scales are proportional to 1/epsilon, so their variance ratio does not depend on it.
-LAM = topk_gap.variance_ratio(noisy_top_k_with_gap_scale(K, 0.5, monotonic=True), K / 0.5)
+_LAM = topk_gap.variance_ratio(noisy_top_k_with_gap_scale(_K, 0.5, monotonic=True), _K / 0.5)
 
 
 def _gap_blue(key, counts, epsilon):
     select_key, measure_key = jax.random.split(key)
-    idx, gaps = noisy_top_k_with_gap(select_key, counts, K, epsilon / 2, monotonic=True)
+    idx, gaps = noisy_top_k_with_gap(select_key, counts, _K, epsilon / 2, monotonic=True)
     truth = counts[idx].astype(gaps.dtype)
-    alpha = laplace_mechanism(measure_key, truth, epsilon / 2, sensitivity=K)
-    return {"measured": alpha - truth, "BLUE with gaps": topk_gap.blue_estimate(alpha, gaps, LAM) - truth}
+    alpha = laplace_mechanism(measure_key, truth, epsilon / 2, sensitivity=_K)
+    return {"measured": alpha - truth, "BLUE with gaps": topk_gap.blue_estimate(alpha, gaps, _LAM) - truth}
 
 
 def _measured_mse(counts, epsilon):
-    return {"mean": 2 * (2 * K / epsilon) ** 2}
+    return {"mean": 2 * (2 * _K / epsilon) ** 2}
 
 
 register(Study(
     "top_k_gap_blue",
     family="selection",
-    description=f"top-{K} counts: Laplace measurements vs the BLUE with the free gaps (Thm 3, ε/2 + ε/2)",
+    description=f"top-{_K} counts: Laplace measurements vs the BLUE with the free gaps (Thm 3, ε/2 + ε/2)",
     mechanisms=[Mechanism("top-k gap + measures", _gap_blue, variants=("measured", "BLUE with gaps"), theory={
         ("measured", "count_mse"): _measured_mse,
         ("BLUE with gaps", "count_mse"): lambda counts, epsilon: {
-            "mean": topk_gap.blue_mse_ratio(K, LAM) * _measured_mse(counts, epsilon)["mean"]},
+            "mean": topk_gap.blue_mse_ratio(_K, _LAM) * _measured_mse(counts, epsilon)["mean"]},
     })],
     datasets={"zipf": "zipf"},
-    grid={"epsilon": EPSILONS},
+    grid={"epsilon": _EPSILONS},
     metrics=[metrics.Metric(
         "count_mse", lambda error, _: jnp.mean(error**2),
-        f"squared error of the {K} selected items' released counts (mean over the {K})", "count²")],
+        f"squared error of the {_K} selected items' released counts (mean over the {_K})", "count²")],
 ))

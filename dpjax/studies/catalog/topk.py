@@ -26,13 +26,15 @@ import jax.numpy as jnp
 from dpjax import topk
 from dpjax.accounting.pay_what_you_get import calibrate_epsilon
 from dpjax.studies import metrics
-from dpjax.studies.catalog import EPSILONS
+from dpjax.studies.catalog import _EPSILONS
 from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
-from dpjax.topk.histogram import top_counts
+from dpjax.topk.histogram import _top_counts
 
-K, KBAR, DELTA, DELTA_PRIME = 10, 100, 5e-7, 5e-7
-VARIANTS = ("Alg. 1", "Alg. 1, Δ=1", "Alg. 6")
+__all__: list[str] = []
+
+_K, _KBAR, _DELTA, _DELTA_PRIME = 10, 100, 5e-7, 5e-7
+_VARIANTS = ("Alg. 1", "Alg. 1, Δ=1", "Alg. 6")
 
 
 def _outcome(res, ids, extra_charge):
@@ -43,33 +45,35 @@ def _outcome(res, ids, extra_charge):
 
 def _limited_domain(key, counts, epsilon, step_epsilon, step_epsilon_alg6):
     eps, eps6 = step_epsilon, step_epsilon_alg6
-    ids, top = top_counts(counts, KBAR + 1)  # position r holds item ids[r] (ties by item id)
+    ids, top = _top_counts(counts, _KBAR + 1)  # position r holds item ids[r] (ties by item id)
     k1, k2, k3 = jax.random.split(key, 3)
     return {
-        VARIANTS[0]: _outcome(topk.limited_domain(k1, top, K, KBAR, eps, DELTA), ids, 0),
-        VARIANTS[1]: _outcome(topk.limited_domain(k2, top, K, KBAR, eps, DELTA, max_contributions=1), ids, 0),
-        VARIANTS[2]: _outcome(topk.private_kbar(k3, top, K, KBAR, eps6, DELTA), ids, 1),
+        _VARIANTS[0]: _outcome(topk.limited_domain(k1, top, _K, _KBAR, eps, _DELTA), ids, 0),
+        _VARIANTS[1]: _outcome(
+            topk.limited_domain(k2, top, _K, _KBAR, eps, _DELTA, max_contributions=1), ids, 0
+        ),
+        _VARIANTS[2]: _outcome(topk.private_kbar(k3, top, _K, _KBAR, eps6, _DELTA), ids, 1),
     }
 
 
 register(Study(
     "topk_limited_domain",
     family="topk",
-    description=f"top-{K} of an unknown domain at (ε, 1e-6): limited domain (Alg. 1), private kbar (Alg. 6)",
-    mechanisms=[Mechanism("limited domain", _limited_domain, variants=VARIANTS)],
+    description=f"top-{_K} of an unknown domain at (ε, 1e-6): limited domain (Alg. 1), private kbar (Alg. 6)",
+    mechanisms=[Mechanism("limited domain", _limited_domain, variants=_VARIANTS)],
     datasets={"zipf": "zipf", "zipf_sample": "zipf_sample"},
-    grid={"epsilon": EPSILONS},
+    grid={"epsilon": _EPSILONS},
     derived={  # per-step epsilons, calibrated on the host for each total epsilon
-        "step_epsilon": lambda epsilon: calibrate_epsilon(epsilon, K, DELTA_PRIME),
-        "step_epsilon_alg6": lambda epsilon: calibrate_epsilon(epsilon, K + 1, DELTA_PRIME),
+        "step_epsilon": lambda epsilon: calibrate_epsilon(epsilon, _K, _DELTA_PRIME),
+        "step_epsilon_alg6": lambda epsilon: calibrate_epsilon(epsilon, _K + 1, _DELTA_PRIME),
     },
-    truth=lambda counts, **_: top_counts(counts, K)[0],
+    truth=lambda counts, **_: _top_counts(counts, _K)[0],
     metrics=[
-        metrics.value("returned", f"indices returned (at most k = {K})", "items", output="returned"),
+        metrics.value("returned", f"indices returned (at most k = {_K})", "items", output="returned"),
         metrics.value("bottom", "⊥ released (fewer than k indices)", "fraction of releases", output="bottom",
                       rate=True),
         metrics.precision(output="indices",
-                          description=f"precision: share of the returned in the true top-{K}"),
+                          description=f"precision: share of the returned in the true top-{_K}"),
         metrics.value("charged", "outcomes charged by pay-what-you-get", "outcomes", output="charged"),
     ],
 ))

@@ -13,27 +13,29 @@ import jax.numpy as jnp
 from dpjax import aggregates
 from dpjax.quantiles import unbounded
 from dpjax.studies import metrics
-from dpjax.studies.catalog import EPSILONS
+from dpjax.studies.catalog import _EPSILONS
 from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
 
-QUANTILES = {"q = 0.5": 0.5, "q = 0.99": 0.99}
+__all__: list[str] = []
+
+_QUANTILES = {"q = 0.5": 0.5, "q = 0.99": 0.99}
 
 
 def _uqe(key, x, epsilon, lower):
     # Both levels in one compiled kernel, each its own epsilon-DP release.
     return {name: unbounded(jax.random.fold_in(key, i), x, q, epsilon, lower=lower)
-            for i, (name, q) in enumerate(QUANTILES.items())}
+            for i, (name, q) in enumerate(_QUANTILES.items())}
 
 
 register(Study(
     "uqe_quantile",
     family="unbounded",
     description="UQE (Alg. 2, Exponential noise, β = 1.001) at q = 0.5 and 0.99, lower bound only",
-    mechanisms=[Mechanism("UQE", _uqe, variants=tuple(QUANTILES))],
+    mechanisms=[Mechanism("UQE", _uqe, variants=tuple(_QUANTILES))],
     datasets={"lognormal": ("lognormal", {"lower": 0.0}), "normal": ("normal", {"lower": -100.0})},
-    grid={"epsilon": EPSILONS},
-    truth=lambda x, **_: {name: jnp.quantile(x, q) for name, q in QUANTILES.items()},
+    grid={"epsilon": _EPSILONS},
+    truth=lambda x, **_: {name: jnp.quantile(x, q) for name, q in _QUANTILES.items()},
     metrics=[metrics.abs_error(("mean", "q95"), description="absolute error of the released quantile")],
 ))
 
@@ -49,7 +51,7 @@ register(Study(
     description="sum of 10,000 lognormal values clipped at UQE's 0.99-quantile + Laplace (ε/2 + ε/2, swap)",
     mechanisms=[Mechanism("clipped sum", _dp_sum)],
     datasets={"lognormal": "lognormal"},
-    grid={"epsilon": EPSILONS},
+    grid={"epsilon": _EPSILONS},
     truth=lambda x, **_: {"sum": jnp.sum(x), "q99": jnp.quantile(x, 0.99)},
     metrics=[
         metrics.rel_error(("mean", "q95"), output="sum", truth="sum",

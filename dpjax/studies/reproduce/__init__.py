@@ -17,4 +17,9 @@ from dpjax.studies.reproduce.result import Reproduction, Row
 REPRODUCTIONS = {"uqe": uqe, "jointexp": jointexp, "freegap": freegap, "topk": topk, "budgeting": budgeting}
 SEEDS = {"000": "uqe", "001": "jointexp", "002": "freegap", "003": "topk", "004": "budgeting"}
 
-__all__ = ["REPRODUCTIONS", "SEEDS", "Reproduction", "Row"]
+__all__ = [
+    "REPRODUCTIONS",
+    "SEEDS",
+    "Reproduction",
+    "Row",
+]

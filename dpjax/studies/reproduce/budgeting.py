@@ -52,6 +52,22 @@ from dpjax.studies.reproduce.result import (
     subkey,
 )
 
+__all__ = [
+    "BANDWIDTH",
+    "BETA0",
+    "BETTER",
+    "HALF",
+    "KDE_LIKE",
+    "KNN_LIKE",
+    "LIKE",
+    "MODES",
+    "RANGE_DISTANCE",
+    "RHOS",
+    "TITLE",
+    "explain",
+    "run",
+]
+
 TITLE = 'Liang and Yi, "Adaptive Privacy Budgeting"'
 BETA0, HALF, BANDWIDTH = 0.025, 1000.0, 500.0
 RHOS = (1e-6, 1e-5, 1e-4, 1e-3)

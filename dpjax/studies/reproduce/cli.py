@@ -27,6 +27,13 @@ from dpjax.studies.progress import heartbeat
 from dpjax.studies.reproduce import REPRODUCTIONS, SEEDS, writers
 from dpjax.studies.reproduce.result import FAILS, INCONCLUSIVE, figure_written
 
+__all__ = [
+    "MODE_LINES",
+    "SMOKE_WHY",
+    "add_parser",
+    "run",
+]
+
 MODE_LINES = {
     "smoke": "Mode `--smoke`: a handful of trials per experiment, to test that every reproduction "
     "runs; the numbers are not meaningful.",

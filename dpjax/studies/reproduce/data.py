@@ -27,6 +27,17 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = [
+    "COLUMNS",
+    "ITEMSETS",
+    "hotspots",
+    "item_counts",
+    "knn_points",
+    "read_adult",
+    "read_goodreads",
+    "real_columns",
+]
+
 COLUMNS = ("ratings", "pages", "ages", "hours")
 
 # name: (transactions, unique items, item occurrences, Zipf exponent of the stand-in). The totals

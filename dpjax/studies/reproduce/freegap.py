@@ -43,6 +43,13 @@ from dpjax.studies.reproduce.result import (
 )
 from dpjax.studies.runner import monte_carlo
 
+__all__ = [
+    "CONFIRMS",
+    "EPSILON",
+    "TITLE",
+    "run",
+]
+
 TITLE = (
     'Ding, Wang, Zhang, Kifer (PVLDB 2019), "Free Gap Information from the DP Sparse Vector and Noisy Max"'
 )

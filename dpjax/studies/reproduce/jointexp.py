@@ -37,6 +37,20 @@ from dpjax.studies.reproduce.result import (
     subkey,
 )
 
+__all__ = [
+    "AGGTREE",
+    "BOUNDS",
+    "CLAIM_MS",
+    "CSMOOTH",
+    "EPSILON",
+    "METHODS",
+    "RUNTIMES",
+    "TITLE",
+    "N",
+    "explain",
+    "run",
+]
+
 TITLE = 'Gillenwater, Joseph, Kulesza (ICML 2021), "Differentially Private Quantiles"'
 METHODS = {
     "JointExp": joint_exp,

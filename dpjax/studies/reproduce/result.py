@@ -29,6 +29,30 @@ from pathlib import Path
 import jax
 import numpy as np
 
+__all__ = [
+    "COLUMNS",
+    "COLUMN_DESCRIPTIONS",
+    "FAILS",
+    "HOLDS",
+    "INCONCLUSIVE",
+    "INTERVAL_RULE",
+    "MODES",
+    "VERDICTS",
+    "Z95",
+    "Reproduction",
+    "Row",
+    "bootstrap_interval",
+    "explanation",
+    "figure_written",
+    "mean_and_se",
+    "pick",
+    "ratio_of_means_se",
+    "row_record",
+    "subkey",
+    "tolerance_text",
+    "verdict",
+]
+
 MODES = ("smoke", "quick", "full")
 COLUMNS = (
     "experiment", "setting", "quantity", "paper", "ours", "std_error", "ci_low", "ci_high", "ratio",

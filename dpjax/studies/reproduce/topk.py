@@ -35,6 +35,20 @@ from dpjax.studies.reproduce.result import Reproduction, Row, mean_and_se, pick,
 from dpjax.studies.runner import monte_carlo
 from dpjax.topk import limited_domain
 
+__all__ = [
+    "BETA",
+    "DELTA",
+    "DELTAS",
+    "EPSILON",
+    "EPSILONS",
+    "KBAR",
+    "SPOT_VALUES",
+    "TITLE",
+    "K",
+    "ratio_curve",
+    "run",
+]
+
 TITLE = 'Durfee and Rogers (NeurIPS 2019), "Practical DP Top-k Selection with Pay-what-you-get Composition"'
 EPSILONS = (0.01, 0.05, 0.1, 0.5)
 DELTAS = (1e-6, 1e-9)

@@ -29,6 +29,24 @@ from dpjax.quantiles import agg_tree, emq, fully_unbounded, unbounded
 from dpjax.studies.reproduce import data
 from dpjax.studies.reproduce.result import Z95, Reproduction, Row, bootstrap_interval, pick, subkey
 
+__all__ = [
+    "ALG4",
+    "BASELINE_QS",
+    "EPSILONS",
+    "FIG3_RANGES",
+    "INTEGER",
+    "JITTER",
+    "METHODS",
+    "SUM_BOUNDS",
+    "SYNTHETIC",
+    "TABLE_1",
+    "TITLE",
+    "explain",
+    "figure_3",
+    "run",
+    "table_1",
+]
+
 TITLE = 'Durfee (2023), "Unbounded Differentially Private Quantile and Maximum Estimation"'
 EPSILONS = (1.0, 0.5, 0.1)
 METHODS = ("UQE", "EMQ", "AT")

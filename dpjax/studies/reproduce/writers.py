@@ -23,6 +23,20 @@ from dpjax.studies.reproduce.result import (
     tolerance_text,
 )
 
+__all__ = [
+    "CSV_COLUMNS",
+    "TEXT_COLUMNS",
+    "markdown_report",
+    "markdown_table",
+    "number",
+    "read_csv",
+    "summary_table",
+    "verdict_counts",
+    "write_csv",
+    "write_metadata",
+    "write_png",
+]
+
 CSV_COLUMNS = ("reproduction", "mode", *COLUMNS)
 TEXT_COLUMNS = ("experiment", "setting", "quantity", "claim", "verdict", "why")
 
