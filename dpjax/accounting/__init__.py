@@ -2,6 +2,7 @@
 keepers (Accountant, PayWhatYouGet, PerUserLedger) with their shared reserve/settle protocol."""
 
 from dpjax.accounting.accountant import Accountant, Spend
+from dpjax.accounting.bounded_range import optimal_composition_epsilon
 from dpjax.accounting.composition import compose
 from dpjax.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
@@ -27,6 +28,7 @@ __all__ = [
     "Spend",
     "bun_steinke_epsilon",
     "compose",
+    "optimal_composition_epsilon",
     "zcdp_delta",
     "zcdp_epsilon",
 ]

@@ -1,7 +1,6 @@
 """Differentially private quantiles: the unbounded quantile mechanism (Durfee 2023), JointExp
 (Gillenwater, Joseph, Kulesza 2021) and the baselines the papers compare against."""
 
-from dpjax.accounting.bounded_range import optimal_composition_epsilon
 from dpjax.quantiles.agg_tree import agg_tree, agg_tree_guarantee
 from dpjax.quantiles.app_ind_exp import app_ind_exp, app_ind_exp_guarantee
 from dpjax.quantiles.exp_mech import emq, emq_guarantee, ind_exp, ind_exp_guarantee
@@ -38,7 +37,6 @@ __all__ = [
     "joint_exp_guarantee",
     "joint_exp_log_normalizer",
     "joint_exp_tables",
-    "optimal_composition_epsilon",
     "unbounded",
     "unbounded_guarantee",
     "unbounded_many",
