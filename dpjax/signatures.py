@@ -30,7 +30,7 @@ def _arguments_of(full: Callable) -> Callable[[Callable], Callable]:
     Example:
       >>> def full(key, x, *, scale=1.0):
       ...     return x * scale
-      >>> @arguments_of(full)
+      >>> @_arguments_of(full)
       ... def doubled(key, x, **options):
       ...     return 2 * full(key, x, **options)
       >>> str(inspect.signature(doubled))

@@ -40,6 +40,7 @@ from dpjax.validation import check_choice, check_epsilon, check_int, check_posit
 
 __all__ = [
     "AccountantName",
+    "calibration_discretization",
     "dp_event",
     "noise_multiplier_for_epsilon",
     "spent_epsilon",
@@ -156,7 +157,7 @@ def training_epsilon(
     return float(acc.get_epsilon(delta))
 
 
-def _calibration_discretization(epsilon: float) -> float:
+def calibration_discretization(epsilon: float) -> float:
     """The PLD grid :func:`noise_multiplier_for_epsilon` calibrates on: ``min(1e-4, 1e-4 epsilon)``.
 
     dp_accounting's PLD is pessimistic by up to about the grid interval per composed loss value; an
@@ -223,7 +224,7 @@ def noise_multiplier_for_epsilon(
     sampling_rate = check_probability(sampling_rate, "sampling_rate", open_low=True)
     strategy = _as_strategy(clip)
     if pld_discretization is None:
-        grid = _calibration_discretization(epsilon)
+        grid = calibration_discretization(epsilon)
     else:
         grid = check_positive(pld_discretization, "pld_discretization")
 

@@ -18,7 +18,7 @@ class _CompileCounter:
 
     Example:
       >>> import jax
-      >>> with CompileCounter() as compiles:
+      >>> with _CompileCounter() as compiles:
       ...     y = jax.jit(lambda x: x + 1)(1.0)
       >>> compiles.count
       1
