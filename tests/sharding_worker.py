@@ -21,7 +21,10 @@ import traceback
 
 MODE = sys.argv[1]
 LOCAL_DEVICES = 2 if MODE == "distributed" else int(sys.argv[2])
-os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={LOCAL_DEVICES}"
+# after the flags the test suite passes on (tests/conftest.py: the CPU emitters it compiles with)
+os.environ["XLA_FLAGS"] = " ".join(
+    [os.environ.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={LOCAL_DEVICES}"]
+).strip()
 os.environ["JAX_PLATFORMS"] = "cpu"  # virtual host devices, also on a machine with an accelerator
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # mechanism_registry
 

@@ -21,7 +21,6 @@ ROOT = WORKER.parent.parent
 
 def worker(*args) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    env.pop("XLA_FLAGS", None)
     return subprocess.Popen(
         [sys.executable, str(WORKER), *map(str, args)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,

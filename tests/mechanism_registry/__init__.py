@@ -43,6 +43,9 @@ class Mechanism:
       guarantee_grid: whether the companion reads an array of a privacy parameter as a grid (one
         guarantee per entry); ``False`` where an array means something else (per-user allotments).
       no_guarantee: for a mechanism without a companion, the documented reason why (required then).
+      operand_scale: for a release that adds floats of larger magnitude and may cancel them (``value
+        + noise``), their magnitude: its floats are compared within ``float_tolerance.MAX_ULP`` ulps
+        of it, not of the release.
     """
 
     name: str
@@ -56,6 +59,7 @@ class Mechanism:
     guarantee_args: tuple[str, ...] | None = None
     guarantee_grid: bool = True
     no_guarantee: str = ""
+    operand_scale: float = 0.0
 
     def __post_init__(self):
         if (self.guarantee is None) == (not self.no_guarantee):
