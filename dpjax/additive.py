@@ -125,7 +125,7 @@ def gaussian_guarantee(sigma: float, *, sensitivity: float = 1.0) -> ZCDP:
     sensitivity = check_positive(sensitivity, "sensitivity")
     sigma = check_positive(sigma, "sigma")
     event = dp_event.GaussianDpEvent(noise_multiplier=sigma / sensitivity)
-    return ZCDP(sensitivity**2 / (2 * sigma**2), event=event)
+    return ZCDP(sensitivity * sensitivity / (2 * sigma * sigma), event=event)  # 0, no OverflowError
 
 
 def gaussian_sigma_for_zcdp(rho: float, *, sensitivity: float = 1.0) -> float:

@@ -220,6 +220,26 @@ def test_companion_returns_the_documented_guarantee(mechanism):
         _assert_same(mechanism.call_guarantee(**override), want)
 
 
+@pytest.mark.parametrize("mechanism", WITH_COMPANION, ids=[m.name for m in WITH_COMPANION])
+def test_companion_accepts_every_large_finite_privacy_value(mechanism):
+    """A privacy parameter valid at 1e3 stays valid up to 1e300 (no ``OverflowError`` from squaring or
+    exponentiating it): the companion returns a guarantee of the same notion, whose zCDP conversion,
+    where it has one, is finite or refused with a ``ValueError``."""
+    for name in (p for p in mechanism.privacy if p in mechanism.guarantee_args):
+        try:
+            moderate = mechanism.call_guarantee(**{name: 1e3})
+        except ValueError:  # a parameter of a bounded domain (delta, theta)
+            continue
+        for value in (1e154, 1e200, 1e300):
+            guarantee = mechanism.call_guarantee(**{name: value})
+            assert type(guarantee) is type(moderate), (name, value, guarantee)
+            try:
+                rho = guarantee.to_zcdp().rho
+            except (TypeError, ValueError):  # no zCDP conversion, or an infinite one refused
+                continue
+            assert math.isfinite(rho) and rho >= 0, (name, value, guarantee)
+
+
 def test_neighbors_is_one_enum_that_accepts_its_values():
     assert Neighbors.check("swap") is Neighbors.SWAP and Neighbors.check(Neighbors.ADD_REMOVE) == "add_remove"
     with pytest.raises(ValueError, match="neighbors"):

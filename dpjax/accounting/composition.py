@@ -16,6 +16,7 @@ the composed 0.05-zCDP converts to 1.47).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
@@ -54,6 +55,14 @@ def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> G
     return composed
 
 
+def _zcdp_rho(guarantee: PureDP | RangeBounded) -> float:
+    """The part's zCDP bound, infinite where it has no finite one (an epsilon past ~1.3e154)."""
+    try:
+        return guarantee.to_zcdp().rho
+    except ValueError:
+        return math.inf
+
+
 def _compose(parts: list[Guarantee], delta: float | None) -> Guarantee:
     for g in parts:
         if not isinstance(g, Guarantee):
@@ -61,7 +70,7 @@ def _compose(parts: list[Guarantee], delta: float | None) -> Guarantee:
     if not parts:
         return PureDP(0.0)
     if all(isinstance(g, PureDP | RangeBounded) for g in parts):
-        rho = sum(g.to_zcdp().rho for g in parts)
+        rho = sum(_zcdp_rho(g) for g in parts)  # infinite: no rho is kept
         if all(isinstance(g, RangeBounded) for g in parts):
             return RangeBounded(sum(g.epsilon for g in parts), rho, _basic_approx(parts))
         return PureDP(sum(g.epsilon for g in parts), rho)

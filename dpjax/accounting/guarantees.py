@@ -89,8 +89,11 @@ def _squared(epsilon: float) -> float:
 
 
 def _tight_rho(guarantee, generic: float) -> None:
-    """Validates the optional direct zCDP bound and drops it unless it beats ``generic``."""
+    """Validates the optional direct zCDP bound and drops it unless it beats ``generic`` (an infinite
+    bound, a companion's square of an epsilon past ~1.3e154, never does)."""
     rho = guarantee.rho
+    if rho == math.inf:
+        rho = None
     if rho is not None:
         rho = _check_nonnegative("rho", rho)
         if rho >= generic:

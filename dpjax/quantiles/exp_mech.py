@@ -203,7 +203,7 @@ def ind_exp_guarantee(qs, epsilon: float, *, neighbors: NeighborsLike = Neighbor
     Neighbors.check(neighbors)
     m = _number_of_levels(qs)
     epsilon = check_epsilon(epsilon)
-    return RangeBounded(epsilon, rho=epsilon**2 / (8 * m))
+    return RangeBounded(epsilon, rho=epsilon * epsilon / (8 * m))
 
 
 def _number_of_levels(qs) -> int:

@@ -344,5 +344,6 @@ def above_threshold_guarantee(
     epsilon1, epsilon2 = _check_noise_epsilons(noise, epsilon1, epsilon2)
     check_positive(sensitivity, "sensitivity")
     if monotonic:
-        return PureDP(epsilon1 + epsilon2, rho=0.5 * (epsilon1 / 2 + epsilon2) ** 2)
+        tight = epsilon1 / 2 + epsilon2
+        return PureDP(epsilon1 + epsilon2, rho=0.5 * tight * tight)
     return PureDP(epsilon1 + 2 * epsilon2)

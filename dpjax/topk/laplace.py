@@ -124,4 +124,6 @@ def laplace_limited_domain_guarantee(
     cap = check_int(max_contributions, "max_contributions", minimum=1)
     eps = (cap + 1) * epsilon
     bad = (delta / 2) * (1 + math.log(cap / delta) / 2)
+    if eps >= -math.log(bad):  # (1 + e^eps) bad > 1 (and e^eps would overflow past eps ~ 709)
+        return ApproxDP(eps, 1.0)
     return ApproxDP(eps, min((1 + math.exp(eps)) * bad, 1.0))
