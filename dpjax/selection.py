@@ -424,7 +424,7 @@ def gumbel_top_k_guarantee(
     """
     k = check_int(k, "k", minimum=1)
     epsilon = _check_guarantee_args(epsilon, sensitivity, monotonic)
-    return RangeBounded(k * epsilon, rho=k * epsilon * epsilon / 8)  # inf past 1e154, not an OverflowError
+    return RangeBounded(k * epsilon, rho=k * (epsilon * epsilon) / 8)  # inf past 1e154, no OverflowError
 
 
 def noisy_top_k_with_gap_scale(

@@ -57,6 +57,13 @@ def pytest_collection_modifyitems(items):
     ))
 
 
+def as_users_compile(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a subprocess that compiles as a user's program does: every XLA pass and XLA's
+    default CPU emitters (where a test depends on compile times, e.g. a cache's threshold)."""
+    flags = env.get("XLA_FLAGS", "").replace(FAST_EMITTERS, "").strip()
+    return {**env, "JAX_DISABLE_MOST_OPTIMIZATIONS": "0", "XLA_FLAGS": flags}
+
+
 # `dpjax study` turns on JAX's persistent compilation cache (a process-wide setting): not in tests.
 os.environ.setdefault("DPJAX_COMPILE_CACHE", "off")
 FAST_COMPILE = jax.config.values["jax_disable_most_optimizations"]

@@ -160,13 +160,11 @@ def test_second_run_loads_the_compiled_study_from_the_compile_cache(tmp_path):
     import sys
     from pathlib import Path
 
-    from conftest import FAST_EMITTERS
+    from conftest import as_users_compile
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root), "DPJAX_COMPILE_CACHE": str(tmp_path / "cache")}
-    # compiled as a user compiles (the suite's faster compilation can fall under the cache's 0.1 s)
-    env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "0"
-    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace(FAST_EMITTERS, "").strip()
+    env = as_users_compile(env)  # the suite's faster compilations can fall under the cache's 0.1 s
     command = [sys.executable, "-c", "from dpjax.cli import main; raise SystemExit(main(['study', "
                "'--study', 'clipped_mean', '--trials', '50', '--epsilon', '1', '--out', 'out', "
                "'--overwrite']))"]

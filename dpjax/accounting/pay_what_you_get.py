@@ -103,7 +103,7 @@ def epsilon_star(k: int, epsilon: float, delta_prime: float) -> float:
     if k == 0 or delta_prime == 0:
         return bound
     log_term = math.log(1 / delta_prime)
-    return min(bound, k * epsilon * epsilon / 2 + epsilon * math.sqrt(k * log_term / 2))
+    return min(bound, k * (epsilon * epsilon) / 2 + epsilon * math.sqrt(k * log_term / 2))
 
 
 def calibrate_epsilon(target_epsilon: float, k: int, delta_prime: float) -> float:

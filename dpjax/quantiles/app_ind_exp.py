@@ -88,7 +88,7 @@ def app_ind_exp_guarantee(
     m = _number_of_levels(qs)
     epsilon, delta = check_epsilon(epsilon), check_probability(delta, "delta")
     epsilon_0 = optimal_composition_epsilon(epsilon, delta, m) if delta > 0 else epsilon / m
-    return RangeBounded(m * epsilon_0, rho=m * epsilon_0 * epsilon_0 / 8, approx=ApproxDP(epsilon, delta))
+    return RangeBounded(m * epsilon_0, rho=m * (epsilon_0 * epsilon_0) / 8, approx=ApproxDP(epsilon, delta))
 
 
 __all__ = [

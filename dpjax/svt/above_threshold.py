@@ -345,5 +345,5 @@ def above_threshold_guarantee(
     check_positive(sensitivity, "sensitivity")
     if monotonic:
         tight = epsilon1 / 2 + epsilon2
-        return PureDP(epsilon1 + epsilon2, rho=0.5 * tight * tight)
+        return PureDP(epsilon1 + epsilon2, rho=0.5 * (tight * tight))
     return PureDP(epsilon1 + 2 * epsilon2)
