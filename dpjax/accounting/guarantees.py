@@ -79,18 +79,11 @@ class Guarantee:
             return dp_event.UnsupportedDpEvent()
 
 
-def _squared(epsilon: float) -> float:
-    """``epsilon**2``, infinite where it overflows (Python's float power raises ``OverflowError``):
-    an epsilon above ~1.3e154 is accepted, and its zCDP conversion is refused as an infinite rho."""
-    try:
-        return epsilon**2
-    except OverflowError:
-        return math.inf
-
-
 def _tight_rho(guarantee, generic: float) -> None:
     """Validates the optional direct zCDP bound and drops it unless it beats ``generic`` (an infinite
-    bound, a companion's square of an epsilon past ~1.3e154, never does)."""
+    bound never does). Squares of epsilon are products here and in the companions: past ~1.3e154 they
+    are infinite, where Python's float power raises ``OverflowError``; a zCDP conversion then is
+    refused with a ``ValueError``."""
     rho = guarantee.rho
     if rho == math.inf:
         rho = None
@@ -124,7 +117,7 @@ class PureDP(Guarantee):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
-        _tight_rho(self, _squared(self.epsilon) / 2)
+        _tight_rho(self, (self.epsilon * self.epsilon) / 2)
 
     __repr__ = _repr
 
@@ -133,7 +126,7 @@ class PureDP(Guarantee):
 
     def to_zcdp(self) -> ZCDP:
         """epsilon-DP implies epsilon^2/2-zCDP (Bun and Steinke 2016, Prop. 1.4), or ``rho``."""
-        return ZCDP(_squared(self.epsilon) / 2 if self.rho is None else self.rho)
+        return ZCDP((self.epsilon * self.epsilon) / 2 if self.rho is None else self.rho)
 
     def to_approx_dp(self, delta: float = 0.0) -> ApproxDP:
         if delta > 0 and self.rho is not None:
@@ -207,7 +200,7 @@ class RangeBounded(Guarantee):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", _check_nonnegative("epsilon", self.epsilon))
-        _tight_rho(self, _squared(self.epsilon) / 8)
+        _tight_rho(self, (self.epsilon * self.epsilon) / 8)
         if self.approx is not None:
             if not isinstance(self.approx, ApproxDP):
                 raise TypeError(f"approx must be an ApproxDP, got {type(self.approx).__name__}.")
@@ -222,7 +215,7 @@ class RangeBounded(Guarantee):
 
     def to_zcdp(self) -> ZCDP:
         """epsilon-range-bounded implies epsilon^2/8-zCDP (Cesar and Rogers 2021, Lemma 3.4), or ``rho``."""
-        return ZCDP(_squared(self.epsilon) / 8 if self.rho is None else self.rho)
+        return ZCDP((self.epsilon * self.epsilon) / 8 if self.rho is None else self.rho)
 
     def to_approx_dp(self, delta: float = 0.0) -> ApproxDP:
         """The least epsilon of the range bound, its zCDP conversion and ``approx``, at ``delta``."""
