@@ -102,17 +102,20 @@ def _clipped_sum(per_example_grads, clip_norm, mask):
 
 
 def _finite_rows_sum(weights, finite, per_example_grads):
-    """``sum_j w_j g_j`` over the rows with ``finite[j]``, one row at a time (a ``lax.scan`` whose
-    buffers are one row, not the batch). Accumulated in example order, as the contraction of
-    :func:`_clipped_sum` does on XLA's CPU backend (in float32 the two agree bit for bit there)."""
+    """``sum_j w_j g_j`` over the rows with ``finite[j]``, one row at a time (a ``lax.fori_loop``
+    whose buffers are one row, not the batch; under ``vmap`` it indexes the rows where they lie,
+    where a ``lax.scan`` over them would first transpose the batch). Accumulated in example order,
+    as the contraction of :func:`_clipped_sum` does on XLA's CPU backend (in float32 the two agree
+    bit for bit there)."""
 
-    def add(total, row):
-        weight, keep, grads = row
-        total = jax.tree.map(lambda t, g: t + jnp.where(keep, weight.astype(g.dtype) * g, 0), total, grads)
-        return total, None
+    def add(j, total):
+        keep, weight = finite[j], weights[j]
+        return jax.tree.map(
+            lambda t, g: t + jnp.where(keep, weight.astype(g.dtype) * g[j], 0), total, per_example_grads
+        )
 
     zeros = jax.tree.map(lambda leaf: jnp.zeros(leaf.shape[1:], leaf.dtype), per_example_grads)
-    return lax.scan(add, zeros, (weights, finite, per_example_grads))[0]
+    return lax.fori_loop(0, weights.shape[0], add, zeros)
 
 
 def _add_noise(key, tree, std, denominator):
