@@ -88,8 +88,9 @@ def _clipped_sum(per_example_grads, clip_norm, mask):
     (``lax.cond`` on the norms) the sum runs row by row instead (:func:`_finite_rows_sum`). That
     branch must not need a copy of the batch: a select over every per-example gradient before the
     contraction is a full extra pass that XLA does not fuse into it (3-4x slower than
-    ``optax.contrib``'s aggregation when it always ran) and, as a branch never taken, a batch-sized
-    temporary buffer that every call allocates (8-10% of the aggregation on the benchmark's MLP)."""
+    ``optax.contrib``'s aggregation when it always ran) and, even in a branch never taken, a
+    batch-sized temporary buffer that XLA's CPU backend allocates on every call (8-10% of the
+    aggregation's time on the MLP batch of ``benchmarks/bench_optax.py --part aggregation``)."""
     norms = example_norms(per_example_grads)
     finite = jnp.isfinite(norms)
     weights = jnp.where(mask & finite, jnp.minimum(1, clip_norm / norms), 0).astype(norms.dtype)
