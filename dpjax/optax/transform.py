@@ -105,18 +105,24 @@ def _clipped_sum(per_example_grads, clip_norm, mask):
 def _finite_rows_sum(weights, finite, per_example_grads):
     """``sum_j w_j g_j`` over the rows with ``finite[j]``, one row at a time (a ``lax.fori_loop``
     whose buffers are one row, not the batch; under ``vmap`` it indexes the rows where they lie,
-    where a ``lax.scan`` over them would first transpose the batch). Accumulated in example order,
-    as the contraction of :func:`_clipped_sum` does on XLA's CPU backend (in float32 the two agree
-    bit for bit there)."""
+    where a ``lax.scan`` over them would first transpose the batch). Accumulated in example order
+    and in at least the weights' dtype (float32), as the contraction of :func:`_clipped_sum` does on
+    XLA's CPU backend (in float32 the two agree bit for bit there)."""
 
     def add(j, total):
         keep, weight = finite[j], weights[j]
-        return jax.tree.map(
-            lambda t, g: t + jnp.where(keep, weight.astype(g.dtype) * g[j], 0), total, per_example_grads
-        )
 
-    zeros = jax.tree.map(lambda leaf: jnp.zeros(leaf.shape[1:], leaf.dtype), per_example_grads)
-    return lax.fori_loop(0, weights.shape[0], add, zeros)
+        def term(t, g):
+            w = weight.astype(g.dtype).astype(t.dtype)
+            return t + jnp.where(keep, w * g[j].astype(t.dtype), 0)
+
+        return jax.tree.map(term, total, per_example_grads)
+
+    def zeros(leaf):
+        return jnp.zeros(leaf.shape[1:], jnp.promote_types(leaf.dtype, weights.dtype))
+
+    sums = lax.fori_loop(0, weights.shape[0], add, jax.tree.map(zeros, per_example_grads))
+    return jax.tree.map(lambda total, leaf: total.astype(leaf.dtype), sums, per_example_grads)
 
 
 def _add_noise(key, tree, std, denominator):
