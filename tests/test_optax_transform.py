@@ -73,6 +73,30 @@ def test_padding_and_non_finite_examples_contribute_nothing():
     chex.assert_trees_all_equal(update(with_nan, tx.init(None))[0], update(without, tx.init(None))[0])
 
 
+def test_non_finite_rows_are_dropped_in_bfloat16_and_under_vmap():
+    """The branch for non-finite rows (row by row) against the contraction on the same rows zeroed:
+    the same bits for bfloat16 leaves (both accumulate in float32), the same up to rounding under
+    ``vmap`` (where both branches run)."""
+    tree = grads_tree(np.random.default_rng(4), 40)
+    with_nan = jax.tree.map(lambda a: a.at[7].set(jnp.nan).at[30].set(jnp.inf), tree)
+    without = jax.tree.map(lambda a: a.at[7].set(0.0).at[30].set(0.0), tree)
+    tx = dpo.dp_aggregate(1.0, 1.0, KEY, expected_batch_size=40)
+
+    def update(grads, key):
+        return tx.update(grads, tx.init(None)._replace(key=key))[0]
+
+    def bf16(grads):
+        return jax.tree.map(lambda a: a.astype(jnp.bfloat16), grads)
+
+    def stacked(grads):
+        return jax.tree.map(lambda a: jnp.stack([a, 2 * a, -a]), grads)
+
+    chex.assert_trees_all_equal(jax.jit(update)(bf16(with_nan), KEY), jax.jit(update)(bf16(without), KEY))
+    keys = jax.random.split(KEY, 3)
+    batched = jax.jit(jax.vmap(update))
+    chex.assert_trees_all_close(batched(stacked(with_nan), keys), batched(stacked(without), keys), rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     "clip",
     [
