@@ -65,23 +65,36 @@ def _from_keys(keys: jax.Array, dtype) -> jax.Array:
     return lax.bitcast_convert_type(_flip(keys), dtype)
 
 
-_FLOAT32_EXACT = 2**24  # float32 represents every integer of smaller magnitude exactly
+def _int32_keys(x: jax.Array) -> jax.Array:
+    """int32 integers in the order of the integers ``x`` (8 to 32 bits, or 64 bits that fit in int32):
+    ``x`` itself, widened, or for uint32 the bits with the top one flipped."""
+    if x.dtype == jnp.uint32:
+        return lax.bitcast_convert_type(x ^ jnp.uint32(1 << 31), jnp.int32)
+    return x.astype(jnp.int32)
 
 
 def _rank(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
-    """``lax.top_k(x, k)``; integers wider than 16 bits are ranked as float32 keys when all of them
-    are exact in float32 (the same order and ties, so the same result), else natively."""
-    if not jnp.issubdtype(x.dtype, jnp.integer) or x.dtype.itemsize <= 2:
+    """``lax.top_k(x, k)``. Integers of up to 32 bits are ranked as the float32 values whose
+    :func:`_order_keys` are their :func:`_int32_keys`: every int32 is the key of exactly one
+    float32 (denormals, infinities and NaN payloads included) and ``lax.top_k`` ranks float32 in
+    that total order, so the order and ties, hence the result, are the integers', by XLA's float32
+    ``top_k`` (the CPU sorts whole integer rows) and with no pass over ``x`` to check a range.
+    64-bit integers take this path when all of them fit in int32 (one pass to check), else are
+    ranked natively."""
+    if not jnp.issubdtype(x.dtype, jnp.integer):
         return lax.top_k(x, k)
 
     def as_float32(v):
-        _, indices = lax.top_k(v.astype(jnp.float32), k)
+        _, indices = lax.top_k(_from_keys(_int32_keys(v), jnp.float32), k)
         return jnp.take_along_axis(v, indices, axis=-1), indices
 
-    exact = jnp.all(x < _FLOAT32_EXACT)
+    if x.dtype.itemsize <= 4:
+        return as_float32(x)
+    int32 = jnp.iinfo(jnp.int32)
+    fits = jnp.all(x <= int32.max)
     if jnp.issubdtype(x.dtype, jnp.signedinteger):
-        exact &= jnp.all(x > -_FLOAT32_EXACT)
-    return lax.cond(exact, as_float32, lambda v: tuple(lax.top_k(v, k)), x)
+        fits &= jnp.all(x >= int32.min)
+    return lax.cond(fits, as_float32, lambda v: tuple(lax.top_k(v, k)), x)
 
 
 def _block_maxima(keys: jax.Array, width: int) -> jax.Array:

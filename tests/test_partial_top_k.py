@@ -69,13 +69,29 @@ def test_equals_lax_top_k_on_random_ties_and_odd_lengths():
 
 
 def test_equals_lax_top_k_on_integers():
-    """int32 rows, ranked through float32 keys below 2^24 and natively above (the same ties)."""
+    """Integers of every width, ranked as the float32 values with their order keys: beyond 2^24, at
+    the int32 extremes and on the bit patterns of float32 denormals, infinities and NaNs."""
     rng = np.random.default_rng(2)
     small = rng.integers(0, 5, (2, D)).astype(np.int32)
     big = small.copy()
     big[0, 17] = 2**24 + 1
     big[1, ::97] = 2**30 - 7  # many tied maxima
-    for x in (small, big, -big):
+    int32 = np.iinfo(np.int32)
+    floats = [2**23, 0x7F800000, 0x7F800001, 0x7FC00000]  # as float32: a denormal, inf and NaNs
+    patterns = np.array([int32.min, int32.min + 1, -(2**24) - 1, -1, 0, 1, *floats, int32.max], np.int32)
+    extremes = rng.choice(patterns, (2, D))
+    narrow = (rng.integers(-9, 9, (2, D)).astype(np.int8), rng.integers(0, 2**16, (2, D)).astype(np.uint16))
+    for x in (small, big, -big, extremes, extremes.view(np.uint32), *narrow):
+        _assert_equal(x, 33)
+
+
+def test_equals_lax_top_k_on_64_bit_integers(x64):
+    """64-bit integers: through int32 keys when all of them fit, natively when one does not."""
+    rng = np.random.default_rng(4)
+    fits = rng.integers(-(2**31), 2**31, (2, D))
+    wide = fits.copy()
+    wide[1, 5] = 2**40
+    for x in (fits, wide, -wide, fits.astype(np.uint64) & 0xFFFF, wide.astype(np.uint64)):
         _assert_equal(x, 33)
 
 
