@@ -111,6 +111,7 @@ def _rank_total_order(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 
 
 def _rank_native(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """``lax.top_k(x, k)`` as a tuple (a ``lax.cond`` branch beside the float32 rankings)."""
     return tuple(lax.top_k(x, k))
 
 
