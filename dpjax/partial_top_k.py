@@ -65,23 +65,78 @@ def _from_keys(keys: jax.Array, dtype) -> jax.Array:
     return lax.bitcast_convert_type(_flip(keys), dtype)
 
 
+def _lowest(dtype) -> jax.Array:
+    """The value ``lax.top_k`` ranks last: the smallest integer, or for floats the NaN with the
+    lowest order key."""
+    keys = dtype
+    if jnp.issubdtype(dtype, jnp.floating):
+        keys = jnp.dtype(f"int{8 * jnp.dtype(dtype).itemsize}")
+    return _from_keys(jnp.asarray(jnp.iinfo(keys).min, keys), dtype)
+
+
 _FLOAT32_EXACT = 2**24  # float32 represents every integer of smaller magnitude exactly
 
 
-def _rank(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
-    """``lax.top_k(x, k)``; integers wider than 16 bits are ranked as float32 keys when all of them
-    are exact in float32 (the same order and ties, so the same result), else natively."""
-    if not jnp.issubdtype(x.dtype, jnp.integer) or x.dtype.itemsize <= 2:
-        return lax.top_k(x, k)
+def _ranked_as_float32(dtype) -> bool:
+    """Integers wider than 16 bits, which XLA's CPU ``top_k`` ranks by sorting whole rows: they are
+    ranked through float32 keys (narrower integers are cheap to rank natively)."""
+    return jnp.issubdtype(dtype, jnp.integer) and jnp.dtype(dtype).itemsize > 2
 
-    def as_float32(v):
-        _, indices = lax.top_k(v.astype(jnp.float32), k)
-        return jnp.take_along_axis(v, indices, axis=-1), indices
 
+def _float32_exact(x: jax.Array) -> jax.Array:
+    """Whether every integer of ``x`` is exact in float32 (magnitude below 2^24)."""
     exact = jnp.all(x < _FLOAT32_EXACT)
     if jnp.issubdtype(x.dtype, jnp.signedinteger):
         exact &= jnp.all(x > -_FLOAT32_EXACT)
-    return lax.cond(exact, as_float32, lambda v: tuple(lax.top_k(v, k)), x)
+    return exact
+
+
+def _rank_by(keys: jax.Array, x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """``lax.top_k(x, k)`` from float32 ``keys`` in the order (and ties) of ``x``."""
+    _, indices = lax.top_k(keys, k)
+    return jnp.take_along_axis(x, indices, axis=-1), indices
+
+
+def _rank_float32(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """Integers ranked as their float32 values: exact for the values below 2^24 in magnitude."""
+    return _rank_by(x.astype(jnp.float32), x, k)
+
+
+def _rank_total_order(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """32-bit integers ranked as the float32 values whose :func:`_order_keys` they are (uint32 with
+    the top bit flipped): every int32 is the key of one float32, NaN payloads and denormals
+    included, so this is exact wherever ``lax.top_k`` ranks float32 in that total order."""
+    keys = x if x.dtype == jnp.int32 else lax.bitcast_convert_type(x ^ jnp.uint32(1 << 31), jnp.int32)
+    return _rank_by(_from_keys(keys, jnp.float32), x, k)
+
+
+def _rank_native(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """``lax.top_k(x, k)`` as a tuple (a ``lax.cond`` branch beside the float32 rankings)."""
+    return tuple(lax.top_k(x, k))
+
+
+def _exact_integer_ranking(run, dtype, exact):
+    """``run(rank)`` with ``rank(values, k)`` an exact ``lax.top_k`` of integers of ``dtype`` through
+    float32 keys. On the CPU, 32-bit integers take :func:`_rank_total_order` (XLA's CPU ``top_k``
+    compares float32 by their bits in the total order): no check and no conditional, which costs
+    XLA's CPU runtime a nested execution. Elsewhere (XLA's GPU top-k kernel compares float32 as
+    numbers, so NaN keys would misrank) and for 64-bit integers: :func:`_rank_float32` when
+    ``exact()``, else the native ranking, under one ``lax.cond``."""
+
+    def guarded():
+        return lax.cond(exact(), lambda: run(_rank_float32), lambda: run(_rank_native))
+
+    if jnp.dtype(dtype).itemsize > 4:
+        return guarded()
+    return lax.platform_dependent(cpu=lambda: run(_rank_total_order), default=guarded)
+
+
+def _rank(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """``lax.top_k(x, k)``; integers wider than 16 bits through float32 keys
+    (:func:`_exact_integer_ranking`)."""
+    if not _ranked_as_float32(x.dtype):
+        return lax.top_k(x, k)
+    return _exact_integer_ranking(lambda rank: rank(x, k), x.dtype, lambda: _float32_exact(x))
 
 
 def _block_maxima(keys: jax.Array, width: int) -> jax.Array:
@@ -116,13 +171,27 @@ def _top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     if width == 0:
         values, indices = _rank(x, k)
         return values, indices.astype(jnp.int32)
-    keys = _order_keys(x)
-    lowest = jnp.iinfo(keys.dtype).min
-    maxima = _from_keys(_block_maxima(keys, width), x.dtype)
-    _, chosen = _rank(maxima, k)
+    maxima = _from_keys(_block_maxima(_order_keys(x), width), x.dtype)
+    if not _ranked_as_float32(x.dtype):
+        return _select(x, maxima, k, width, lax.top_k)
+    # Where float32 ranking needs a check, one on the block maxima serves both rankings: no item
+    # exceeds the largest maximum, and every item of the top k (and every maximum of the k best
+    # blocks) is at least the k-th largest maximum, since k blocks hold an item that large. With
+    # every maximum exact in float32, the values that can enter either top k are exact and all the
+    # others rank below them.
+    return _exact_integer_ranking(
+        lambda rank: _select(x, maxima, k, width, rank), x.dtype, lambda: _float32_exact(maxima)
+    )
+
+
+def _select(x, maxima, k: int, width: int, rank) -> tuple[jax.Array, jax.Array]:
+    """The two rankings of :func:`_top_k` (blocks by ``maxima``, then the k best blocks' items),
+    each by ``rank(values, k)``."""
+    d = x.shape[-1]
+    _, chosen = rank(maxima, k)
     chosen = jnp.sort(chosen, axis=-1)  # increasing block index: candidates in item order
     items = (chosen[..., :, None] * width + jnp.arange(width)).reshape(*x.shape[:-1], k * width)
-    fill = _from_keys(jnp.asarray(lowest, keys.dtype), x.dtype)
-    candidates = jnp.where(items < d, jnp.take_along_axis(x, jnp.minimum(items, d - 1), axis=-1), fill)
-    values, positions = _rank(candidates, k)
+    gathered = jnp.take_along_axis(x, jnp.minimum(items, d - 1), axis=-1)
+    candidates = jnp.where(items < d, gathered, _lowest(x.dtype))
+    values, positions = rank(candidates, k)
     return values, jnp.take_along_axis(items, positions, axis=-1).astype(jnp.int32)

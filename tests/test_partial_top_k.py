@@ -68,14 +68,50 @@ def test_equals_lax_top_k_on_random_ties_and_odd_lengths():
         _assert_equal(rng.integers(0, 20, (3, d)).astype(np.float32), k)
 
 
-def test_equals_lax_top_k_on_integers():
-    """int32 rows, ranked through float32 keys below 2^24 and natively above (the same ties)."""
+def _integer_rows():
+    """int32, uint32 and narrower rows: beyond 2^24, at the int32 extremes and on bit patterns that
+    are float32 denormals, infinities and NaNs, many tied maxima, and values below -2^24 that
+    float32 rounds together but that cannot enter the top k."""
     rng = np.random.default_rng(2)
     small = rng.integers(0, 5, (2, D)).astype(np.int32)
     big = small.copy()
     big[0, 17] = 2**24 + 1
     big[1, ::97] = 2**30 - 7  # many tied maxima
-    for x in (small, big, -big):
+    int32 = np.iinfo(np.int32)
+    floats = [2**23, 0x7F800000, 0x7F800001, 0x7FC00000]  # as float32: a denormal, inf and NaNs
+    patterns = np.array([int32.min, int32.min + 1, -(2**24) - 1, -1, 0, 1, *floats, int32.max], np.int32)
+    extremes = rng.choice(patterns, (2, D))
+    below = -(2**24) - rng.integers(0, 3, (2, D)).astype(np.int32)
+    below[:, ::64] = rng.integers(0, 3, (2, D // 64))  # every block's maximum within 2^24
+    narrow = (rng.integers(-9, 9, (2, D)).astype(np.int8), rng.integers(0, 2**16, (2, D)).astype(np.uint16))
+    return (small, big, -big, extremes, extremes.view(np.uint32), below, *narrow)
+
+
+def test_equals_lax_top_k_on_integers():
+    """On the CPU 32-bit integers are ranked by float32 total-order keys, with no check."""
+    for x in _integer_rows():
+        _assert_equal(x, 33)
+
+
+def test_equals_lax_top_k_on_integers_off_the_cpu(monkeypatch):
+    """The other backends' path: float32 keys when the block maxima are exact in float32 (one
+    check and one ``lax.cond``), else the native ranking."""
+    taken = []
+    monkeypatch.setattr(jax.lax, "platform_dependent", lambda *, cpu, default: taken.append(1) or default())
+    _both.clear_cache()
+    for x in _integer_rows():
+        _assert_equal(x, 33)
+    _both.clear_cache()
+    assert taken
+
+
+def test_equals_lax_top_k_on_64_bit_integers(x64):
+    """64-bit integers: through float32 keys when the block maxima are within 2^24, else natively."""
+    rng = np.random.default_rng(4)
+    fits = rng.integers(-(2**31), 2**31, (2, D))
+    wide = fits.copy()
+    wide[1, 5] = 2**40
+    for x in (fits, wide, -wide, fits.astype(np.uint64) & 0xFFFF, wide.astype(np.uint64)):
         _assert_equal(x, 33)
 
 

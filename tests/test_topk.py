@@ -18,6 +18,7 @@ from topk_laws import (
 
 from dpjax import noise, topk
 from dpjax.topk.histogram import _top_counts
+from dpjax.topk.laplace import laplace_limited_domain
 
 N_DRAWS = 100_000
 
@@ -318,6 +319,51 @@ def test_bad_input_variants():
         jax.jit(lambda k: topk.limited_domain(key, [3, 2, 1], k, 2, 1.0, 0.1))(1)
     with pytest.raises(TypeError, match="kbar must be a concrete integer"):
         jax.jit(lambda kbar: topk.fixed_threshold(key, [3, 2, 1], kbar, 1.0, 0.1))(2)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, bool])
+def test_traced_negative_counts_mark_every_mechanism(dtype, request):
+    """The sign of traced integer counts is read off the top counts (a negative count ranks first
+    by its unsigned bits): a negative count anywhere, in any row, on the blocked path (d = 8192) or
+    not, marks the output; valid counts give what the eager call gives."""
+    if dtype is np.int64:
+        request.getfixturevalue("x64")
+    key = jax.random.key(3)
+    rng = np.random.default_rng(5)
+    mechanisms = {
+        "limited_domain": lambda c: topk.limited_domain(key, c, 3, 5, 1.0, 1e-3),
+        "strictly_limited_domain": lambda c: topk.strictly_limited_domain(key, c, 3, 5, 1.0, 1e-3),
+        "private_kbar": lambda c: topk.private_kbar(key, c, 2, 5, 1.0, 1e-3),
+        "fixed_threshold": lambda c: topk.fixed_threshold(key, c, 4, 1.0, 1e-3),
+        "laplace_limited_domain": lambda c: laplace_limited_domain(
+            key, c, 2, 5, 1.0, 1e-3, max_contributions=1
+        ),
+    }
+    for d in (7, 8192):
+        counts = rng.integers(0, 2 if dtype is bool else 100, (2, d)).astype(dtype)
+        for name, mechanism in mechanisms.items():
+            eager, traced = mechanism(counts), jax.jit(mechanism)(counts)
+            for a, b in zip(jax.tree.leaves(eager), jax.tree.leaves(traced), strict=True):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+            if dtype is bool:
+                continue
+            bad = counts.copy()
+            bad[1, d // 2] = -1
+            res = jax.jit(mechanism)(bad)
+            assert np.all(np.asarray(res.indices) == -1) and np.all(np.asarray(res.num_returned) == -1), name
+
+
+def test_checkify_names_negative_traced_counts():
+    from jax.experimental import checkify
+
+    from dpjax.validation import checkify_checks
+
+    with checkify_checks():
+        release = jax.jit(
+            checkify.checkify(lambda c: topk.limited_domain(jax.random.key(0), c, 2, 3, 1.0, 0.1))
+        )
+        err, _ = release(jnp.asarray([5, -1, 3, 2], jnp.int32))
+    assert err.get().startswith("counts must be non-negative")
 
 
 # ------------------------------------------------------------------ the closed-form laws themselves

@@ -64,7 +64,8 @@ def _kernel(key, counts, epsilon, delta, *, kbar):
     keep = (gaps > 0) & (epsilon * gaps + noise.laplace(key, gaps.shape, dtype=dtype) > threshold)
     missing = jnp.iinfo(jnp.int32).max
     members = jnp.sort(jnp.where(keep, ids[..., :kbar], missing), axis=-1)
-    return FixedThresholdResult(jnp.where(members == missing, -1, members), keep.sum(-1, dtype=jnp.int32))
+    result = FixedThresholdResult(jnp.where(members == missing, -1, members), keep.sum(-1, dtype=jnp.int32))
+    return result, histogram._no_negative_count(values)
 
 
 def fixed_threshold(
@@ -105,7 +106,8 @@ def fixed_threshold(
     counts = histogram._check_counts(checks, counts)
     kbar = check_int(kbar, "kbar", minimum=1)
     epsilon, delta = histogram._privacy(checks, epsilon, delta, float_dtype(counts))
-    result = _kernel(key, counts, epsilon, delta, kbar=kbar)
+    result, no_negative = _kernel(key, counts, epsilon, delta, kbar=kbar)
+    histogram._record_sign(checks, counts, no_negative)
     return checks.guard(result)
 
 

@@ -27,9 +27,11 @@ def _check_counts(checks: Checks, counts) -> jax.Array:
     """A histogram (or a batch ``[..., d]`` of them): finite, non-negative, integer-valued counts.
 
     Concrete counts are checked eagerly, even inside ``jit`` (e.g. closed over by a Monte Carlo
-    trial function); traced counts are checked in the graph through ``checks``.
+    trial function); traced counts are checked in the graph through ``checks``, except the sign of
+    traced integer counts, which the kernel reads off the top counts (:func:`_top_counts`) and
+    :func:`_record_sign` records: no pass over the counts of its own.
     """
-    counts = checks.array(counts, "counts", ndim=None, nonnegative=True)
+    counts = checks.array(counts, "counts", ndim=None, nonnegative=not _sign_on_top(counts))
     if counts.ndim == 0:
         raise ValueError(f"counts must have at least one axis (items), got shape {counts.shape}.")
     if jnp.issubdtype(counts.dtype, jnp.floating):
@@ -42,6 +44,29 @@ def _check_counts(checks: Checks, counts) -> jax.Array:
     if counts.dtype == jnp.bool_:
         counts = counts.astype(jnp.int32)
     return counts
+
+
+def _sign_on_top(counts) -> bool:
+    """Whether the sign of ``counts`` is checked on the top counts: traced integer (or boolean,
+    ranked as int32) counts."""
+    if not is_traced(counts):
+        return False
+    return jnp.issubdtype(counts.dtype, jnp.signedinteger) or counts.dtype == jnp.bool_
+
+
+def _no_negative_count(values: jax.Array) -> jax.Array:
+    """Whether no count is negative, from the top counts of :func:`_top_counts` (signed integers
+    are ranked by their unsigned bits there, so a negative count, if any, is the top one)."""
+    if not jnp.issubdtype(values.dtype, jnp.signedinteger):
+        return jnp.asarray(True)
+    return jnp.all(values[..., 0] >= 0)
+
+
+def _record_sign(checks: Checks, counts: jax.Array, no_negative: jax.Array) -> None:
+    """Records the kernel's :func:`_no_negative_count` for counts whose sign :func:`_check_counts`
+    left to it."""
+    if _sign_on_top(counts):
+        checks.record(no_negative, "counts must be non-negative.")
 
 
 def _check_k_kbar(k, kbar, kbar_name: str = "kbar") -> tuple[int, int]:
@@ -106,16 +131,21 @@ def _top_counts(counts: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     """The ``size`` largest counts of each histogram, descending, and their item indices.
 
     Ties go to the lower index (``lax.top_k``'s result, by :func:`dpjax.sharded.top_k`: a blocked
-    partial selection, integer counts ranked as float32 keys when exact); missing items are
-    zero-count padding with indices ``d, d+1, ...``. Returns ``(ids [..., size] int32, values
-    [..., size])``.
+    partial selection, integer counts ranked as float32 keys); missing items are zero-count
+    padding with indices ``d, d+1, ...``. Signed integer counts are ranked by their unsigned bits:
+    the same order for non-negative counts, and a negative count, if any, comes first
+    (:func:`_no_negative_count`). Returns ``(ids [..., size] int32, values [..., size])``.
     """
     d = counts.shape[-1]
     if d < size:
         pad = jnp.zeros((*counts.shape[:-1], size - d), counts.dtype)
         counts = jnp.concatenate([counts, pad], axis=-1)
-    values, ids = sharded.top_k(counts, size)
-    return ids.astype(jnp.int32), values
+    if not jnp.issubdtype(counts.dtype, jnp.signedinteger):
+        values, ids = sharded.top_k(counts, size)
+        return ids.astype(jnp.int32), values
+    unsigned = jnp.dtype(f"uint{8 * counts.dtype.itemsize}")
+    values, ids = sharded.top_k(lax.bitcast_convert_type(counts, unsigned), size)
+    return ids.astype(jnp.int32), lax.bitcast_convert_type(values, counts.dtype)
 
 
 def _report_above(scores, threshold, ids, k: int) -> tuple[jax.Array, jax.Array]:

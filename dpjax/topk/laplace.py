@@ -57,7 +57,7 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar):
     scores = epsilon * gaps + laplaces[..., :kbar]
     threshold = epsilon + histogram._log_ratio(delta_cap, delta) + laplaces[..., kbar]
     indices, num_returned = histogram._report_above(scores, threshold, ids[..., :kbar], k)
-    return TopKResult(indices, num_returned, num_returned < k)
+    return TopKResult(indices, num_returned, num_returned < k), histogram._no_negative_count(values)
 
 
 def laplace_limited_domain(
@@ -97,7 +97,9 @@ def laplace_limited_domain(
     dtype = float_dtype(counts)
     epsilon, delta = histogram._privacy(checks, epsilon, delta, dtype)
     cap = _delta_cap(checks, max_contributions, kbar, dtype)
-    return checks.guard(_kernel(key, counts, epsilon, delta, cap, k=k, kbar=kbar))
+    result, no_negative = _kernel(key, counts, epsilon, delta, cap, k=k, kbar=kbar)
+    histogram._record_sign(checks, counts, no_negative)
+    return checks.guard(result)
 
 
 @_elementwise("epsilon", "delta", "max_contributions")

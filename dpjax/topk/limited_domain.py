@@ -105,7 +105,7 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, strict):
     m = kbar if delta_cap is None else jnp.minimum(delta_cap, kbar)
     threshold = epsilon + histogram._log_ratio(m, delta) + gumbels[..., kbar]
     indices, num_returned = histogram._report_above(scores, threshold, ids[..., :kbar], k)
-    return TopKResult(indices, num_returned, num_returned < k)
+    return TopKResult(indices, num_returned, num_returned < k), histogram._no_negative_count(values)
 
 
 def _run(key, counts, k, kbar, epsilon, delta, max_contributions, strict):
@@ -115,7 +115,8 @@ def _run(key, counts, k, kbar, epsilon, delta, max_contributions, strict):
     dtype = float_dtype(counts)
     epsilon, delta = histogram._privacy(checks, epsilon, delta, dtype)
     delta_cap = histogram._max_contributions_value(checks, max_contributions, dtype)
-    result = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar=kbar, strict=strict)
+    result, no_negative = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar=kbar, strict=strict)
+    histogram._record_sign(checks, counts, no_negative)
     return checks.guard(result)
 
 

@@ -82,7 +82,8 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar_max):
     next_gap = jnp.take_along_axis(gaps, chosen[..., None], axis=-1)[..., 0]
     threshold = epsilon * next_gap + epsilon + jnp.take(log_terms, chosen - k) + bottom_noise
     indices, num_returned = histogram._report_above(scores, threshold, ids[..., :kbar_max], k)
-    return PrivateKbarResult(indices, num_returned, num_returned < k, chosen)
+    result = PrivateKbarResult(indices, num_returned, num_returned < k, chosen)
+    return result, histogram._no_negative_count(values)
 
 
 def private_kbar(
@@ -137,7 +138,8 @@ def private_kbar(
     dtype = float_dtype(counts)
     epsilon, delta = histogram._privacy(checks, epsilon, delta, dtype)
     delta_cap = histogram._max_contributions_value(checks, max_contributions, dtype)
-    result = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar_max=kbar_max)
+    result, no_negative = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar_max=kbar_max)
+    histogram._record_sign(checks, counts, no_negative)
     return checks.guard(result)
 
 
