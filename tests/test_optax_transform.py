@@ -97,6 +97,29 @@ def test_non_finite_rows_are_dropped_in_bfloat16_and_under_vmap():
     chex.assert_trees_all_close(batched(stacked(with_nan), keys), batched(stacked(without), keys), rtol=1e-6)
 
 
+def test_non_finite_rows_off_the_cpu_are_zeroed_before_the_contraction(monkeypatch):
+    """The accelerators' branch (a select over the batch, then the contraction), forced on the CPU:
+    the same update as the CPU's row-by-row branch, alone and under ``vmap``."""
+    tree = grads_tree(np.random.default_rng(5), 24)
+    with_nan = jax.tree.map(lambda a: a.at[3].set(jnp.nan).at[20].set(-jnp.inf), tree)
+    tx = dpo.dp_aggregate(1.0, 1.0, KEY, expected_batch_size=24)
+
+    def update(grads, key):
+        return tx.update(grads, tx.init(None)._replace(key=key))[0]
+
+    def stacked(grads):
+        return jax.tree.map(lambda a: jnp.stack([a, 2 * a]), grads)
+
+    keys = jax.random.split(KEY, 2)
+    on_cpu = jax.jit(update)(with_nan, KEY), jax.jit(jax.vmap(update))(stacked(with_nan), keys)
+    taken = []
+    monkeypatch.setattr(jax.lax, "platform_dependent", lambda *, cpu, default: taken.append(1) or default())
+    elsewhere = jax.jit(update)(with_nan, KEY), jax.jit(jax.vmap(update))(stacked(with_nan), keys)
+    assert taken
+    chex.assert_trees_all_close(elsewhere, on_cpu, rtol=1e-6)
+    assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(elsewhere))
+
+
 @pytest.mark.parametrize(
     "clip",
     [

@@ -85,12 +85,15 @@ def _clipped_sum(per_example_grads, clip_norm, mask):
 
     The sum is one weighted contraction per leaf (``tensordot`` over the example axis). A row with
     a non-finite norm must not reach it (``0 * NaN`` would poison the sum), so when such a row exists
-    (``lax.cond`` on the norms) the sum runs row by row instead (:func:`_finite_rows_sum`). That
-    branch must not need a copy of the batch: a select over every per-example gradient before the
-    contraction is a full extra pass that XLA does not fuse into it (3-4x slower than
-    ``optax.contrib``'s aggregation when it always ran) and, even in a branch never taken, a
-    batch-sized temporary buffer that XLA's CPU backend allocates on every call (8-10% of the
-    aggregation's time on the MLP batch of ``benchmarks/bench_optax.py --part aggregation``)."""
+    (``lax.cond`` on the norms) the sum skips those rows. On the CPU it runs row by row
+    (:func:`_finite_rows_sum`), a branch that needs no copy of the batch: a select over every
+    per-example gradient before the contraction is a full extra pass that XLA does not fuse into it
+    (3-4x slower than ``optax.contrib``'s aggregation when it always ran) and, even in a branch never
+    taken, a batch-sized temporary buffer that XLA's CPU backend allocates on every call (8-10% of
+    the aggregation's time on the MLP batch of ``benchmarks/bench_optax.py --part aggregation``).
+    Elsewhere it is that select (one vectorized pass): under ``vmap``, where both branches of the
+    ``lax.cond`` run, a loop over the batch's rows would be as many sequential steps on an
+    accelerator."""
     norms = example_norms(per_example_grads)
     finite = jnp.isfinite(norms)
     weights = jnp.where(mask & finite, jnp.minimum(1, clip_norm / norms), 0).astype(norms.dtype)
@@ -98,8 +101,15 @@ def _clipped_sum(per_example_grads, clip_norm, mask):
     def weighted(tree):
         return jax.tree.map(lambda leaf: jnp.tensordot(weights.astype(leaf.dtype), leaf, axes=(0, 0)), tree)
 
-    finite_rows = partial(_finite_rows_sum, weights, finite)
-    return lax.cond(jnp.all(finite), weighted, finite_rows, per_example_grads), norms
+    def zeroed(tree):
+        rows = lambda leaf: finite.reshape((-1,) + (1,) * (leaf.ndim - 1))  # noqa: E731
+        return weighted(jax.tree.map(lambda leaf: jnp.where(rows(leaf), leaf, 0), tree))
+
+    def finite_only(tree):
+        row_by_row = partial(_finite_rows_sum, weights, finite, tree)
+        return lax.platform_dependent(cpu=row_by_row, default=lambda: zeroed(tree))
+
+    return lax.cond(jnp.all(finite), weighted, finite_only, per_example_grads), norms
 
 
 def _finite_rows_sum(weights, finite, per_example_grads):
