@@ -50,12 +50,19 @@ def _flip(bits: jax.Array) -> jax.Array:
     return bits ^ ((bits >> (bits.dtype.itemsize * 8 - 1)) & magnitude)
 
 
+def _key_dtype(dtype) -> jnp.dtype:
+    """The dtype of :func:`_order_keys`: ``dtype`` for integers, the signed integer of its width for
+    floats."""
+    dtype = jnp.dtype(dtype)
+    return jnp.dtype(f"int{8 * dtype.itemsize}") if jnp.issubdtype(dtype, jnp.floating) else dtype
+
+
 def _order_keys(x: jax.Array) -> jax.Array:
     """Integers in the order ``lax.top_k`` ranks ``x``: ``x`` itself for integers, :func:`_flip` of
     the bits for floats."""
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return x
-    return _flip(lax.bitcast_convert_type(x, jnp.dtype(f"int{8 * x.dtype.itemsize}")))
+    return _flip(lax.bitcast_convert_type(x, _key_dtype(x.dtype)))
 
 
 def _from_keys(keys: jax.Array, dtype) -> jax.Array:
@@ -68,9 +75,7 @@ def _from_keys(keys: jax.Array, dtype) -> jax.Array:
 def _lowest(dtype) -> jax.Array:
     """The value ``lax.top_k`` ranks last: the smallest integer, or for floats the NaN with the
     lowest order key."""
-    keys = dtype
-    if jnp.issubdtype(dtype, jnp.floating):
-        keys = jnp.dtype(f"int{8 * jnp.dtype(dtype).itemsize}")
+    keys = _key_dtype(dtype)
     return _from_keys(jnp.asarray(jnp.iinfo(keys).min, keys), dtype)
 
 
