@@ -102,17 +102,12 @@ def _v_digit(x) -> tables.Digit:
 
 def _chain(u, packed):
     """The packed threshold row of ``U`` for every lane, by a chain of selects over the rows: no
-    gather, so the whole pass fuses into a few loops (the fast pass over every lane)."""
+    gather, so the whole pass fuses into a few loops (a gather measured 8x slower per lane)."""
     rows = [jnp.zeros_like(u) for _ in range(3)]
     for value in range(packed.shape[0]):
         hit = u == value
         rows = [jnp.where(hit, packed[value, column], row) for column, row in enumerate(rows)]
     return jnp.stack(rows, -1)
-
-
-def _gather(u, packed):
-    """The packed threshold row of ``U`` by indexing: less code than :func:`_chain` (the cleanup)."""
-    return packed[u]
 
 
 class Lanes(NamedTuple):
@@ -161,22 +156,22 @@ def _v_run(words):
     return v, (v == 2 * len(words)) | digit.pending, digit
 
 
-def _attempt(w, c: Constants, lookup):
+def _attempt(w, c: Constants):
     """One attempt at ``U`` on word ``w``: (kept, U, B, U's acceptance digit); kept unless the uniform
     or the digit rejects it."""
     product = (w & (2**_UNIFORM_BITS - 1)) * c.t
     u = product >> _UNIFORM_BITS
-    below, tie, tabled = tables.unpack(lookup(u, c.packed))
+    below, tie, tabled = tables.unpack(_chain(u, c.packed))
     digit = tables.read_digit(w >> 16, below, tie, tabled, u > 0)
     uniform = (product & (2**_UNIFORM_BITS - 1)) >= c.lemire_floor
     return uniform & (digit.pending | digit.output), u, (w >> _UNIFORM_BITS) & 1, digit
 
 
-def _first_attempt(words, c: Constants, lookup):
+def _first_attempt(words, c: Constants):
     """The first attempt among ``words`` that is kept: (found, U, B, its digit)."""
     found = None
     for w in words:
-        candidate, *fields = _attempt(w, c, lookup)
+        candidate, *fields = _attempt(w, c)
         if found is None:
             found, kept = candidate, fields
             continue
@@ -185,14 +180,14 @@ def _first_attempt(words, c: Constants, lookup):
     return found, *kept
 
 
-def _advance(lanes: Lanes, v_words, attempt_words, c: Constants, lookup=_gather) -> Lanes:
+def _advance(lanes: Lanes, v_words, attempt_words, c: Constants) -> Lanes:
     """Reads fresh words: two more trials of ``V`` per word of ``v_words`` where its run goes on
     unread, one attempt at ``U`` per word of ``attempt_words`` where none is kept."""
     v, v_open, v_digit = _v_run(v_words)
     read_v = lanes.v_open & ~lanes.v_digit.pending
     v = jnp.where(read_v, jnp.minimum(lanes.v, 2**20) + v, lanes.v)
     v_open, v_digit = _choose(read_v, (v_open, v_digit), (lanes.v_open, lanes.v_digit))
-    attempt = _first_attempt(attempt_words, c, lookup)
+    attempt = _first_attempt(attempt_words, c)
     found, u, sign, digit = _choose(~lanes.found, attempt, (lanes.found, lanes.u, lanes.sign, lanes.digit))
     return Lanes(v, v_open, v_digit, found, u, sign, digit)
 
@@ -208,7 +203,7 @@ def _final(lanes: Lanes, c: Constants):
     return decided & ~((lanes.sign == 1) & (_magnitude(lanes, c) == 0))
 
 
-def _resolve(key, lanes: Lanes, live, c: Constants) -> Lanes:
+def _decide(key, lanes: Lanes, live, c: Constants) -> Lanes:
     """Decides the pending digits of the ``live`` lanes exactly, in one run of
     :func:`dpjax._exact_tables.resolve` over both: ``U`` accepted or dropped, ``V``'s trial a success
     (its run goes on, unread) or a failure (it stops)."""
@@ -231,24 +226,74 @@ def _resolve(key, lanes: Lanes, live, c: Constants) -> Lanes:
     return Lanes(lanes.v + (v_pending & success), v_open, v_digit, found, lanes.u, lanes.sign, digit)
 
 
+def _resolve(key, lanes: Lanes, live, c: Constants) -> Lanes:
+    """:func:`_decide` on up to 1/16 of the lanes (at least 64), gathered from the ``live`` lanes with a
+    pending digit: they are rare, and the others wait for the next step."""
+    size = lanes.u.shape[0]
+    pending = live & ((lanes.found & lanes.digit.pending) | (lanes.v_open & lanes.v_digit.pending))
+
+    def gathered(lanes):
+        (index,) = jnp.nonzero(pending, size=min(size, _round_up(-(-size // 16), 64)), fill_value=size)
+        sub = _decide(key, jax.tree.map(lambda a: a[jnp.minimum(index, size - 1)], lanes), index < size, c)
+        return jax.tree.map(lambda a, b: a.at[index].set(b, mode="drop"), lanes, sub)
+
+    return lax.cond(jnp.any(pending), gathered, lambda lanes: lanes, lanes)
+
+
+def _step(key, lanes: Lanes, live, c: Constants) -> Lanes:
+    """One step of the ``live`` lanes: pending digits resolved, samples Algorithm 2 rejects started
+    over, and where more is needed one fresh word pair read: two trials of ``V``, one attempt at ``U``."""
+    keys = jax.random.split(key, 2)
+    lanes = _resolve(keys[0], lanes, live, c)
+    decided = lanes.found & ~lanes.digit.pending & ~lanes.v_open
+    restart = live & decided & ~_final(lanes, c)  # Algorithm 2 rejected the sample: it starts over
+    lanes = _choose(restart, _fresh(live.shape), lanes)
+    hi, lo = random_word_pairs(keys[1], live.shape)
+    return _choose(live & ~_final(lanes, c), _advance(lanes, [hi], [lo], c), lanes)
+
+
+_SMALL = 512
+_STEPS = 2
+_SHRINK = 8
+
+
+def _round_up(size: int, multiple: int = 128) -> int:
+    """XLA's CPU loops run several times slower on sizes that are not a multiple of the vector width."""
+    return -(-size // multiple) * multiple
+
+
 def _settle(key, lanes: Lanes, live, c: Constants) -> Lanes:
-    """Runs the ``live`` lanes until each has an accepted sample. Each step resolves pending digits,
-    starts over the samples Algorithm 2 rejects, and reads one fresh word pair where more is needed:
-    two trials of ``V`` and one attempt at ``U``. About 7 steps settle the unfinished lanes of 10^5
-    at scale 10; the tail is geometric."""
-    fresh = _fresh(live.shape)
-    unfinished = lambda lanes: live & ~_final(lanes, c)  # noqa: E731
+    """Runs the ``live`` lanes until each has an accepted sample (:func:`_step`). Up to ``_SMALL``
+    lanes: steps until the slowest is done. Above: ``_STEPS`` steps on all (they settle about four
+    lanes in five), then the unfinished ones gathered ``1/_SHRINK`` of the size at a time and settled
+    the same way."""
+    size = live.shape[0]
+    unfinished = lambda lanes, live: live & ~_final(lanes, c)  # noqa: E731
 
-    def step(i, lanes):
-        keys = jax.random.split(jax.random.fold_in(key, i), 2)
-        lanes = _resolve(keys[0], lanes, live, c)
-        decided = lanes.found & ~lanes.digit.pending & ~lanes.v_open
-        lanes = _choose(live & decided & ~_final(lanes, c), fresh, lanes)  # Algorithm 2 starts over
-        hi, lo = random_word_pairs(keys[1], live.shape)
-        return _choose(unfinished(lanes), _advance(lanes, [hi], [lo], c), lanes)
+    def small(key, lanes, live):
+        def loop(carry):
+            i, lanes = carry
+            return i + 1, _step(jax.random.fold_in(key, i), lanes, live, c)
 
-    loop = lambda carry: (carry[0] + 1, step(*carry))  # noqa: E731
-    return lax.while_loop(lambda carry: jnp.any(unfinished(carry[1])), loop, (jnp.int32(0), lanes))[1]
+        more = lambda carry: jnp.any(unfinished(carry[1], live))  # noqa: E731
+        return lax.while_loop(more, loop, (jnp.int32(0), lanes))[1]
+
+    if size <= _SMALL:
+        return small(key, lanes, live)
+    keys = jax.random.split(key, 2)
+    step = lambda i, lanes: _step(jax.random.fold_in(keys[0], i), lanes, live, c)  # noqa: E731
+    lanes = lax.fori_loop(0, _STEPS, step, lanes)
+    capacity = min(size, _round_up(-(-size // _SHRINK)))
+
+    def gathered(carry):
+        j, lanes = carry
+        (index,) = jnp.nonzero(unfinished(lanes, live), size=capacity, fill_value=size)
+        sub = jax.tree.map(lambda a: a[jnp.minimum(index, size - 1)], lanes)
+        sub = small(jax.random.fold_in(keys[1], j), sub, index < size)
+        return j + 1, jax.tree.map(lambda a, b: a.at[index].set(b, mode="drop"), lanes, sub)
+
+    more = lambda carry: jnp.any(unfinished(carry[1], live))  # noqa: E731
+    return lax.while_loop(more, gathered, (jnp.int32(0), lanes))[1]
 
 
 def _signed(lanes: Lanes, c: Constants, dtype):
@@ -265,10 +310,10 @@ def leftover_share(t: int, s: int) -> float:
 
 
 def chunk(n: int, t: int, s: int) -> int:
-    """Leftover lanes finished per round of the cleanup: a power-of-two share of ``n`` (few programs)
-    at least the expected share plus 64 lanes, all ``n`` when that is half or more."""
+    """Leftover lanes settled per round of the cleanup: the expected share plus 64 lanes, rounded up
+    to a multiple of n/64 (few programs) and of 128; all ``n`` when that is half or more."""
     share = leftover_share(t, s) + 64 / max(n, 1)
-    return n if share >= 0.5 else math.ceil(n / 2 ** math.floor(-math.log2(share)))
+    return n if share >= 0.5 else min(n, _round_up(math.ceil(n * math.ceil(share * 64) / 64)))
 
 
 # The state a lane leaves the fast pass in, packed in one word: (field, bit offset, width).
@@ -307,7 +352,7 @@ def sample(key, c: Constants, shape, dtype, chunk: int):
         return jnp.zeros(shape, dtype)
     keys = jax.random.split(key, 2)
     hi, lo = random_word_pairs(keys[0], (3, n))
-    lanes = _advance(_fresh((n,)), [hi[0], lo[0]], [hi[1], lo[1], hi[2], lo[2]], c, _chain)
+    lanes = _advance(_fresh((n,)), [hi[0], lo[0]], [hi[1], lo[1], hi[2], lo[2]], c)
     final, z, state = _final(lanes, c), _signed(lanes, c, dtype), _pack(lanes)
     if chunk >= n:
         return jnp.where(final, z, _signed(_settle(keys[1], lanes, ~final, c), c, dtype)).reshape(shape)
