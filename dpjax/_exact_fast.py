@@ -46,6 +46,8 @@ from dpjax._words import random_word_pairs
 
 MAX_T = 64
 """The largest scale numerator ``t`` of the fast pass (the select chains grow with ``t``)."""
+MAX_S = 2**31
+"""Scale denominators ``s`` of the fast pass stay below this (its words are uint32)."""
 _UNIFORM_BITS = 15
 _ATTEMPTS = 4
 _U32 = jnp.uint32
@@ -311,9 +313,12 @@ def leftover_share(t: int, s: int) -> float:
 
 def chunk(n: int, t: int, s: int) -> int:
     """Leftover lanes settled per round of the cleanup: the expected share plus 64 lanes, rounded up
-    to a multiple of n/64 (few programs) and of 128; all ``n`` when that is half or more."""
+    to a multiple of n/64 (few programs) and of 128; all ``n`` when that is half or more, or ``n`` is
+    at most ``_SMALL`` (one program less to compile)."""
     share = leftover_share(t, s) + 64 / max(n, 1)
-    return n if share >= 0.5 else min(n, _round_up(math.ceil(n * math.ceil(share * 64) / 64)))
+    if n <= _SMALL or share >= 0.5:
+        return n
+    return min(n, _round_up(math.ceil(n * math.ceil(share * 64) / 64)))
 
 
 # The state a lane leaves the fast pass in, packed in one word: (field, bit offset, width).

@@ -143,6 +143,9 @@ def test_int64_and_x64_limits(x64):
     assert abs(float(np.std(z)) / 10_000 - 1) < 0.1
     big = np.concatenate([np.asarray(noise.discrete_laplace(k, 2**40, (256,), jnp.int64)) for k in keys])
     assert abs(float(np.mean(np.abs(big.astype(np.float64)))) / 2**40 - 1) < 0.12
+    fast = np.asarray(noise.discrete_laplace(keys[0], 10, (4096,), jnp.int64))  # the fast pass, int64 out
+    q = math.exp(-1 / 10)  # E|Z| = 2q / (1 - q^2)
+    assert fast.dtype == np.int64 and abs(float(np.mean(np.abs(fast))) / (2 * q / (1 - q * q)) - 1) < 0.1
 
 
 def test_two_sample_against_opendp():
