@@ -1,8 +1,8 @@
 """Exact integer noise against dpjax's float noise and OpenDP's exact samplers, interleaved A/B.
 
-Per-sample times of ``noise.discrete_laplace`` (scale 10) and ``noise.discrete_gaussian`` (sigma 10)
-on one vector of 10^5 lanes (the compaction cascade), and vmapped over 1000 keys of 1000 lanes
-(``additive.discrete_laplace_mechanism`` on a histogram: the Monte Carlo path), against
+Per-sample times of ``noise.discrete_laplace`` (scale 10: the fast pass; and its state-machine path,
+forced) and ``noise.discrete_gaussian`` (sigma 10) on one vector of 10^5 lanes, and vmapped over 1000
+keys of 1000 lanes (``additive.discrete_laplace_mechanism`` on a histogram: the Monte Carlo path), against
 ``noise.laplace`` / ``noise.gaussian`` (dpjax's float samplers, ``mode="high"``), ``jax.random.laplace``
 and OpenDP's ``make_laplace`` / ``make_gaussian`` on an int64 vector (exact discrete samplers, one
 call of 10^4). Each round times every sampler once, in turn, so a shared machine's load hits all of
@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax import additive, noise
+from dpjax import additive, exact_noise, noise
 from dpjax.tools.bench.harness import load_average
 
 N, N_PEER, KEYS, BINS = 10**5, 10**4, 1000, 1000
@@ -35,6 +35,11 @@ def _jitted(fn):
     return lambda: compiled(jax.random.key(next(counter))).block_until_ready()
 
 
+def _state_machine(key, scale):
+    """The state-machine path of the discrete Laplace (taken for scale numerators above 64), forced."""
+    return exact_noise._machine(key, (N,), np.dtype(np.int32), scale, None)
+
+
 def _samplers():
     counts = jnp.asarray(np.random.default_rng(0).poisson(50, BINS), jnp.int32)
     keys = jax.random.split(jax.random.key(1), KEYS)
@@ -42,6 +47,7 @@ def _samplers():
     mc(keys).block_until_ready()
     rows = {
         "noise.discrete_laplace (scale 10)": (_jitted(lambda k: noise.discrete_laplace(k, 10, (N,))), N),
+        "noise.discrete_laplace (scale 10, state machine)": (_jitted(lambda k: _state_machine(k, (10, 1))), N),
         "noise.discrete_gaussian (sigma 10)": (_jitted(lambda k: noise.discrete_gaussian(k, 10, (N,))), N),
         "discrete_laplace_mechanism, vmapped 1000 x 1000": (
             lambda: mc(keys).block_until_ready(),

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from dpjax import exact_noise, noise
+from dpjax import _exact_machine, exact_noise, noise
 from dpjax.accounting import ZCDP, ApproxDP, PureDP
 from dpjax.accounting.elementwise import _elementwise
 from dpjax.validation import (
@@ -223,7 +223,7 @@ def discrete_laplace_mechanism(
     scale = exact_noise.exact_rational(sensitivity, "sensitivity") / exact_noise.exact_rational(
         epsilon, "epsilon"
     )
-    scale = _scale_at_least(scale, exact_noise._word_type())
+    scale = _scale_at_least(scale, _exact_machine.word_type())
     return _add_integer_noise(value, noise.discrete_laplace(key, scale, value.shape, value.dtype))
 
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from dpjax import additive, exact_noise, noise
+from dpjax import _exact_machine, additive, exact_noise, noise
 from dpjax.accounting import PureDP
 from dpjax.validation import check_int
 
@@ -50,7 +50,7 @@ def _scale(epsilon, sensitivity, monotonic: bool, rounds: int):
         factor * rounds * exact_noise.exact_rational(sensitivity, "sensitivity")
         / exact_noise.exact_rational(epsilon, "epsilon")
     )
-    return additive._scale_at_least(scale, exact_noise._word_type())
+    return additive._scale_at_least(scale, _exact_machine.word_type())
 
 
 def _noisy(key, counts, scale):

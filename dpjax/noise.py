@@ -42,9 +42,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.random import threefry2x32_p
 from jax.typing import ArrayLike
 
+from dpjax._words import random_word_pairs
 from dpjax.exact_noise import discrete_gaussian, discrete_laplace, release_key
 from dpjax.numerics import _ceil_div
 from dpjax.validation import check_choice
@@ -87,29 +87,6 @@ def _prepare(shape, scale, dtype, mode):
     check_choice(mode, "mode", _MODES)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return shape, jnp.asarray(scale, _float_dtype(dtype)), _float_dtype(dtype)
-
-
-def random_word_pairs(key: jax.Array, shape) -> tuple[jax.Array, jax.Array]:
-    """Two independent uniform uint32 words ``(hi, lo)`` per position of ``shape``.
-
-    For threefry keys (JAX's default) they are the two output words of one threefry2x32 hash of
-    the position's flat index: the two halves of ``jax.random.bits(key, shape, jnp.uint64)``
-    (JAX's partitionable threefry), available without ``jax_enable_x64``. ``jax.random.bits`` with
-    32-bit words hashes once per word and keeps the XOR of the two outputs, so this is half the
-    hashing for the same number of independent words. Other key implementations:
-    ``jax.random.bits(key, (2, *shape), jnp.uint32)``.
-    """
-    shape = tuple(shape)
-    if str(jax.random.key_impl(key)) != "threefry2x32":
-        hi, lo = jax.random.bits(key, (2, *shape), jnp.uint32)
-        return hi, lo
-    size = math.prod(shape)
-    if size >= 2**32:
-        raise ValueError(f"at most 2^32 - 1 word pairs per call, got shape {shape}.")
-    data = jax.random.key_data(key)
-    index = lax.iota(jnp.uint32, size).reshape(shape)
-    hi, lo = threefry2x32_p.bind(data[0], data[1], jnp.zeros(shape, jnp.uint32), index)
-    return hi, lo
 
 
 def _sign_and_half_uniform(key, shape, dtype):

@@ -80,19 +80,23 @@ def _no_float_in_jaxpr(jaxpr) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("kind", ["laplace", "gaussian"])
-@pytest.mark.parametrize("n", [8, 5000])  # the plain loop and the compaction cascade
-def test_sampling_path_has_no_floating_point_operation(kind, n):
+@pytest.mark.parametrize(
+    ("kind", "parameter"),
+    [("laplace", (7, 2)), ("laplace", (100, 3)), ("gaussian", (7, 2))],
+    ids=["laplace-fast-pass", "laplace-state-machine", "gaussian"],
+)
+@pytest.mark.parametrize("n", [8, 5000])  # small and gathered cleanups
+def test_sampling_path_has_no_floating_point_operation(kind, parameter, n):
     fn = noise.discrete_laplace if kind == "laplace" else noise.discrete_gaussian
-    closed = jax.make_jaxpr(lambda key: fn(key, (7, 2), (n,)))(jax.random.key(0))
+    closed = jax.make_jaxpr(lambda key: fn(key, parameter, (n,)))(jax.random.key(0))
     assert _no_float_in_jaxpr(closed.jaxpr) == []
     assert any(e.primitive.name == "while" for e in closed.jaxpr.eqns) or "while" in str(closed)
 
 
 @pytest.mark.parametrize(
     ("scale", "width"),
-    [(Fraction(1, 3), 1), (Fraction(7, 2), 1), (Fraction(10**6), 20_000)],
-    ids=["tiny", "7/2", "huge"],
+    [(Fraction(1, 3), 1), (Fraction(7, 2), 1), (Fraction(10), 1), (Fraction(10**6), 20_000)],
+    ids=["tiny", "7/2", "10", "huge"],  # the fast pass (numerator <= 64), then the state machine
 )
 def test_discrete_laplace_law(scale, width):
     z = np.asarray(_sampler("laplace", (scale.numerator, scale.denominator), DRAWS)(jax.random.key(11)))
@@ -139,6 +143,9 @@ def test_int64_and_x64_limits(x64):
     assert abs(float(np.std(z)) / 10_000 - 1) < 0.1
     big = np.concatenate([np.asarray(noise.discrete_laplace(k, 2**40, (256,), jnp.int64)) for k in keys])
     assert abs(float(np.mean(np.abs(big.astype(np.float64)))) / 2**40 - 1) < 0.12
+    fast = np.asarray(noise.discrete_laplace(keys[0], 10, (4096,), jnp.int64))  # the fast pass, int64 out
+    q = math.exp(-1 / 10)  # E|Z| = 2q / (1 - q^2)
+    assert fast.dtype == np.int64 and abs(float(np.mean(np.abs(fast))) / (2 * q / (1 - q * q)) - 1) < 0.1
 
 
 def test_two_sample_against_opendp():

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from dpjax import additive, exact_noise, noise
+from dpjax import _exact_machine, additive, exact_noise, noise
 from dpjax.accounting import PureDP
 
 __all__ = [
@@ -34,7 +34,7 @@ __all__ = [
 
 def _scale(sensitivity, epsilon, name):
     scale = exact_noise.exact_rational(sensitivity, "sensitivity") / exact_noise.exact_rational(epsilon, name)
-    return additive._scale_at_least(scale, exact_noise._word_type())
+    return additive._scale_at_least(scale, _exact_machine.word_type())
 
 
 def discrete_above_threshold(

@@ -1,0 +1,373 @@
+"""Exact discrete Laplace noise in one pass of fixed work per lane, for scales ``t/s`` with ``t <= 64``.
+
+Canonne, Kamath and Steinke (2020), Algorithm 2 (discrete Laplace of scale ``t/s``): ``U`` uniform on
+[0, t) accepted with probability exp(-U/t), ``V`` the number of Bernoulli(exp(-1)) successes before
+the first failure, a sign ``B``, ``Y = floor((U + t V)/s)``, and ``B = 1, Y = 0`` rejected (start
+over); the output is ``(1 - 2B) Y``. Each trial of Algorithm 1 is read from one 16-bit digit of a
+uniform (:mod:`dpjax._exact_tables`), so every lane does the same fixed work on six 32-bit words
+(three threefry hashes):
+
+* two words give the first four trials of ``V``, one digit each;
+* four words are four attempts at ``U``: 15 bits for a uniform on [0, t) by multiply-and-reject
+  (Lemire 2019: exact, rejected with probability ``(2^15 mod t)/2^15``), one bit for ``B``, one digit for
+  ``U``'s acceptance, its thresholds looked up by a chain of selects (no gather, so the pass compiles
+  to a few fused loops). The lane takes the first attempt that is not rejected outright.
+
+The sample is final after this pass in about 92% of the lanes at scale 10 (97% at scale 64; at
+scales below 1 Algorithm 2 rejects up to half of the samples as -0). The pass leaves each other lane's
+state in one packed word; they are gathered and settled, one fresh word pair per step, exactly:
+
+* a pending digit (a tie with a threshold, or every tabled trial passed) is decided by
+  :func:`dpjax._exact_tables.resolve`; a ``U`` it rejects is dropped (the next attempt follows);
+* ``V``'s run still open (four successes, or a pending trial resolved as a success) goes on with fresh
+  trials: they are i.i.d., so reading them later changes nothing;
+* no attempt kept: more attempts; attempts are i.i.d. and ``V`` is independent of them, so the first
+  accepted one has Algorithm 2's law whichever attempt it is;
+* ``B = 1, Y = 0``: Algorithm 2 starts over, from fresh words.
+
+Integer operations only; the tables are exact host integers passed as arguments, so one program
+serves every ``t`` up to its chain length (a power of two). ``V`` saturates at 2^20 + 4 (a run of
+2^20 successes has probability e^-(2^20)).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dpjax import _exact_tables as tables
+from dpjax._words import random_word_pairs
+
+MAX_T = 64
+"""The largest scale numerator ``t`` of the fast pass (the select chains grow with ``t``)."""
+MAX_S = 2**31
+"""Scale denominators ``s`` of the fast pass stay below this (its words are uint32)."""
+_UNIFORM_BITS = 15
+_ATTEMPTS = 4
+_U32 = jnp.uint32
+
+
+class Constants(NamedTuple):
+    """The fast pass's arguments for scale ``t/s``: word-sized scalars and exact tables.
+
+    Attributes:
+      t, s: the scale's numerator and denominator.
+      lemire_floor: ``2^15 mod t``: 15-bit products with a lower part below it are rejected.
+      packed: :func:`dpjax._exact_tables.packed_thresholds` of ``gamma = U/t``, one row per ``U``.
+      residual, denominator: the tie resolver's fractions (:class:`dpjax._exact_tables.Thresholds`).
+    """
+
+    t: jax.Array
+    s: jax.Array
+    lemire_floor: jax.Array
+    packed: jax.Array
+    residual: jax.Array
+    denominator: jax.Array
+
+
+def chain_length(t: int) -> int:
+    """The select chain's length for ``t`` (a power of two, so few programs serve all ``t``)."""
+    return max(2, 1 << (t - 1).bit_length())
+
+
+def constants(t: int, s: int) -> Constants:
+    """:class:`Constants` for scale ``t/s`` (``t <= MAX_T``, ``s < 2^24``), rows padded to the chain."""
+    length = chain_length(t)
+    table = tables.thresholds(tuple(range(t)), t)
+    packed = np.zeros((length, 3), np.uint32)
+    packed[:t] = tables.packed_thresholds(tuple(range(t)), t)
+    residual = np.zeros((tables.MAX_TRIALS, length), np.uint32)
+    residual[:, :t] = table.residual
+    words = functools.partial(jnp.asarray, dtype=_U32)
+    return Constants(words(t), words(s), words(2**_UNIFORM_BITS % t), words(packed), words(residual),
+                     words(table.denominator))
+
+
+@functools.cache
+def _exp_minus_one() -> tables.Thresholds:
+    """Algorithm 1's thresholds for ``gamma = 1``: V's trials."""
+    return tables.thresholds((1,), 1)
+
+
+def _v_digit(x) -> tables.Digit:
+    table = _exp_minus_one()
+    below = [int(v) for v in table.below[:, 0] if v]
+    tie = [int(v) for v in table.tie[:, 0] if v != 2**32 - 1]
+    return tables.read_digit(x, below, tie, len(below), True)
+
+
+def _chain(u, packed):
+    """The packed threshold row of ``U`` for every lane, by a chain of selects over the rows: no
+    gather, so the whole pass fuses into a few loops (a gather measured 8x slower per lane)."""
+    rows = [jnp.zeros_like(u) for _ in range(3)]
+    for value in range(packed.shape[0]):
+        hit = u == value
+        rows = [jnp.where(hit, packed[value, column], row) for column, row in enumerate(rows)]
+    return jnp.stack(rows, -1)
+
+
+class Lanes(NamedTuple):
+    """Algorithm 2 in progress, per lane.
+
+    Attributes:
+      v: ``V``'s successes so far.
+      v_open: ``V``'s run goes on: its next trial is ``v_digit`` if that is pending, else unread.
+      v_digit: the digit of ``V``'s trial ``v + 1`` (only its ``pending`` matters while open).
+      found: an attempt at ``U`` is kept: accepted, or its ``digit`` pending.
+      u, sign: the kept attempt's ``U`` and ``B``.
+      digit: the kept attempt's acceptance digit.
+    """
+
+    v: jax.Array
+    v_open: jax.Array
+    v_digit: tables.Digit
+    found: jax.Array
+    u: jax.Array
+    sign: jax.Array
+    digit: tables.Digit
+
+
+def _fresh(shape) -> Lanes:
+    """Lanes at the start of Algorithm 2: nothing read yet."""
+    zero, no = jnp.zeros(shape, _U32), jnp.zeros(shape, bool)
+    digit = tables.Digit(zero.astype(jnp.int32), zero.astype(jnp.int32), no, no)
+    return Lanes(zero.astype(jnp.int32), ~no, digit, no, zero, zero, digit)
+
+
+def _choose(mask, new, old):
+    """``new`` where ``mask``, else ``old``, for every array of two matching trees."""
+    return jax.tree.map(functools.partial(jnp.where, mask), new, old)
+
+
+def _v_run(words):
+    """Trials of ``V`` on the two digits of each of ``words``, in order: the leading successes, whether
+    the run goes on (all succeeded, or the next digit is pending) and the digit of the next trial."""
+    v, lead = jnp.zeros(words[0].shape, jnp.int32), jnp.ones(words[0].shape, bool)
+    digit = None
+    for x in (x for w in words for x in (w >> 16, w & 0xFFFF)):
+        d = _v_digit(x)
+        digit = d if digit is None else _choose(lead, d, digit)
+        lead &= ~d.pending & d.output
+        v += lead
+    return v, (v == 2 * len(words)) | digit.pending, digit
+
+
+def _attempt(w, c: Constants):
+    """One attempt at ``U`` on word ``w``: (kept, U, B, U's acceptance digit); kept unless the uniform
+    or the digit rejects it."""
+    product = (w & (2**_UNIFORM_BITS - 1)) * c.t
+    u = product >> _UNIFORM_BITS
+    below, tie, tabled = tables.unpack(_chain(u, c.packed))
+    digit = tables.read_digit(w >> 16, below, tie, tabled, u > 0)
+    uniform = (product & (2**_UNIFORM_BITS - 1)) >= c.lemire_floor
+    return uniform & (digit.pending | digit.output), u, (w >> _UNIFORM_BITS) & 1, digit
+
+
+def _first_attempt(words, c: Constants):
+    """The first attempt among ``words`` that is kept: (found, U, B, its digit)."""
+    found = None
+    for w in words:
+        candidate, *fields = _attempt(w, c)
+        if found is None:
+            found, kept = candidate, fields
+            continue
+        kept = _choose(~found & candidate, fields, kept)
+        found |= candidate
+    return found, *kept
+
+
+def _advance(lanes: Lanes, v_words, attempt_words, c: Constants) -> Lanes:
+    """Reads fresh words: two more trials of ``V`` per word of ``v_words`` where its run goes on
+    unread, one attempt at ``U`` per word of ``attempt_words`` where none is kept."""
+    v, v_open, v_digit = _v_run(v_words)
+    read_v = lanes.v_open & ~lanes.v_digit.pending
+    v = jnp.where(read_v, jnp.minimum(lanes.v, 2**20) + v, lanes.v)
+    v_open, v_digit = _choose(read_v, (v_open, v_digit), (lanes.v_open, lanes.v_digit))
+    attempt = _first_attempt(attempt_words, c)
+    found, u, sign, digit = _choose(~lanes.found, attempt, (lanes.found, lanes.u, lanes.sign, lanes.digit))
+    return Lanes(v, v_open, v_digit, found, u, sign, digit)
+
+
+def _magnitude(lanes: Lanes, c: Constants):
+    """``Y = floor((U + t V)/s)``."""
+    return (lanes.u + c.t * lanes.v.astype(_U32)) // c.s
+
+
+def _final(lanes: Lanes, c: Constants):
+    """Lanes whose sample is decided and accepted (not Algorithm 2's rejected ``B = 1, Y = 0``)."""
+    decided = lanes.found & ~lanes.digit.pending & ~lanes.v_open
+    return decided & ~((lanes.sign == 1) & (_magnitude(lanes, c) == 0))
+
+
+def _decide(key, lanes: Lanes, live, c: Constants) -> Lanes:
+    """Decides the pending digits of the ``live`` lanes exactly, in one run of
+    :func:`dpjax._exact_tables.resolve` over both: ``U`` accepted or dropped, ``V``'s trial a success
+    (its run goes on, unread) or a failure (it stops)."""
+    u_pending = live & lanes.found & lanes.digit.pending
+    v_pending = live & lanes.v_open & lanes.v_digit.pending
+    table = tables.Thresholds(None, None, c.residual, c.denominator)
+    v_table = tables.Thresholds(None, None, *(jnp.asarray(a, _U32) for a in _exp_minus_one()[2:]))
+    one = jnp.ones_like(lanes.u)
+    starts = (tables.start_pending(lanes.digit, table, lanes.u, lanes.u, c.t, u_pending),
+              tables.start_pending(lanes.v_digit, v_table, 0 * one, one, one, v_pending))
+    outcome = tables.resolve(key, jax.tree.map(lambda *a: jnp.concatenate(a), *starts))
+    accepted, success = outcome[: one.shape[0]], outcome[one.shape[0] :]
+
+    no = jnp.zeros_like(u_pending)
+    accept = tables.Digit(jnp.zeros_like(lanes.digit.count), lanes.digit.tabled, no, no)
+    digit = _choose(u_pending, accept, lanes.digit)  # K = 1: accepted, nothing pending
+    found = lanes.found & ~(u_pending & ~accepted)
+    v_digit = _choose(v_pending, accept, lanes.v_digit)  # decided; read afresh while the run goes on
+    v_open = lanes.v_open & ~(v_pending & ~success)
+    return Lanes(lanes.v + (v_pending & success), v_open, v_digit, found, lanes.u, lanes.sign, digit)
+
+
+def _resolve(key, lanes: Lanes, live, c: Constants) -> Lanes:
+    """:func:`_decide` on up to 1/16 of the lanes (at least 64), gathered from the ``live`` lanes with a
+    pending digit: they are rare, and the others wait for the next step."""
+    size = lanes.u.shape[0]
+    pending = live & ((lanes.found & lanes.digit.pending) | (lanes.v_open & lanes.v_digit.pending))
+
+    def gathered(lanes):
+        (index,) = jnp.nonzero(pending, size=min(size, _round_up(-(-size // 16), 64)), fill_value=size)
+        sub = _decide(key, jax.tree.map(lambda a: a[jnp.minimum(index, size - 1)], lanes), index < size, c)
+        return jax.tree.map(lambda a, b: a.at[index].set(b, mode="drop"), lanes, sub)
+
+    return lax.cond(jnp.any(pending), gathered, lambda lanes: lanes, lanes)
+
+
+def _step(key, lanes: Lanes, live, c: Constants) -> Lanes:
+    """One step of the ``live`` lanes: pending digits resolved, samples Algorithm 2 rejects started
+    over, and where more is needed one fresh word pair read: two trials of ``V``, one attempt at ``U``."""
+    keys = jax.random.split(key, 2)
+    lanes = _resolve(keys[0], lanes, live, c)
+    decided = lanes.found & ~lanes.digit.pending & ~lanes.v_open
+    restart = live & decided & ~_final(lanes, c)  # Algorithm 2 rejected the sample: it starts over
+    lanes = _choose(restart, _fresh(live.shape), lanes)
+    hi, lo = random_word_pairs(keys[1], live.shape)
+    return _choose(live & ~_final(lanes, c), _advance(lanes, [hi], [lo], c), lanes)
+
+
+_SMALL = 512
+_STEPS = 2
+_SHRINK = 8
+
+
+def _round_up(size: int, multiple: int = 128) -> int:
+    """XLA's CPU loops run several times slower on sizes that are not a multiple of the vector width."""
+    return -(-size // multiple) * multiple
+
+
+def _settle(key, lanes: Lanes, live, c: Constants) -> Lanes:
+    """Runs the ``live`` lanes until each has an accepted sample (:func:`_step`). Up to ``_SMALL``
+    lanes: steps until the slowest is done. Above: ``_STEPS`` steps on all (they settle about four
+    lanes in five), then the unfinished ones gathered ``1/_SHRINK`` of the size at a time and settled
+    the same way."""
+    size = live.shape[0]
+    unfinished = lambda lanes, live: live & ~_final(lanes, c)  # noqa: E731
+
+    def small(key, lanes, live):
+        def loop(carry):
+            i, lanes = carry
+            return i + 1, _step(jax.random.fold_in(key, i), lanes, live, c)
+
+        more = lambda carry: jnp.any(unfinished(carry[1], live))  # noqa: E731
+        return lax.while_loop(more, loop, (jnp.int32(0), lanes))[1]
+
+    if size <= _SMALL:
+        return small(key, lanes, live)
+    keys = jax.random.split(key, 2)
+    step = lambda i, lanes: _step(jax.random.fold_in(keys[0], i), lanes, live, c)  # noqa: E731
+    lanes = lax.fori_loop(0, _STEPS, step, lanes)
+    capacity = min(size, _round_up(-(-size // _SHRINK)))
+
+    def gathered(carry):
+        j, lanes = carry
+        (index,) = jnp.nonzero(unfinished(lanes, live), size=capacity, fill_value=size)
+        sub = jax.tree.map(lambda a: a[jnp.minimum(index, size - 1)], lanes)
+        sub = small(jax.random.fold_in(keys[1], j), sub, index < size)
+        return j + 1, jax.tree.map(lambda a, b: a.at[index].set(b, mode="drop"), lanes, sub)
+
+    more = lambda carry: jnp.any(unfinished(carry[1], live))  # noqa: E731
+    return lax.while_loop(more, gathered, (jnp.int32(0), lanes))[1]
+
+
+def _signed(lanes: Lanes, c: Constants, dtype):
+    magnitude = _magnitude(lanes, c).astype(dtype)
+    return jnp.where(lanes.sign == 1, -magnitude, magnitude)
+
+
+def leftover_share(t: int, s: int) -> float:
+    """About the expected share of lanes the pass leaves (host floats, only to size buffers): Algorithm
+    2's -0 rejection ``(1 - exp(-s/t))/2``, ``V >= 4`` (``e^-4``), no attempt kept among four, and at
+    most 1% of pending digits."""
+    kept = (1 - (2**_UNIFORM_BITS % t) / 2**_UNIFORM_BITS) * sum(math.exp(-u / t) for u in range(t)) / t
+    return -math.expm1(-s / t) / 2 + math.exp(-4) + (1 - kept) ** _ATTEMPTS + 0.01
+
+
+def chunk(n: int, t: int, s: int) -> int:
+    """Leftover lanes settled per round of the cleanup: the expected share plus 64 lanes, rounded up
+    to a multiple of n/64 (few programs) and of 128; all ``n`` when that is half or more, or ``n`` is
+    at most ``_SMALL`` (one program less to compile)."""
+    share = leftover_share(t, s) + 64 / max(n, 1)
+    if n <= _SMALL or share >= 0.5:
+        return n
+    return min(n, _round_up(math.ceil(n * math.ceil(share * 64) / 64)))
+
+
+# The state a lane leaves the fast pass in, packed in one word: (field, bit offset, width).
+_PACKING = (("v", 0, 3), ("v_open", 3, 1), ("v_count", 4, 3), ("v_tie", 7, 1), ("v_beyond", 8, 1),
+            ("found", 9, 1), ("u", 10, 6), ("sign", 16, 1), ("count", 17, 3), ("tabled", 20, 3),
+            ("tie", 23, 1), ("beyond", 24, 1))
+
+
+def _pack(lanes: Lanes):
+    """The lanes of the fast pass (``V <= 4``, ``U < 64``) as one uint32 word each."""
+    fields = {"v": lanes.v, "v_open": lanes.v_open, "v_count": lanes.v_digit.count,
+              "v_tie": lanes.v_digit.tie, "v_beyond": lanes.v_digit.beyond, "found": lanes.found,
+              "u": lanes.u, "sign": lanes.sign, "count": lanes.digit.count, "tabled": lanes.digit.tabled,
+              "tie": lanes.digit.tie, "beyond": lanes.digit.beyond}
+    return sum((fields[name].astype(_U32) << shift for name, shift, _ in _PACKING), jnp.zeros((), _U32))
+
+
+def _unpack(word) -> Lanes:
+    """The inverse of :func:`_pack`."""
+    f = {name: (word >> shift) & (2**width - 1) for name, shift, width in _PACKING}
+    flag = {name: f[name] == 1 for name in ("v_open", "v_tie", "v_beyond", "found", "tie", "beyond")}
+    v_tabled = jnp.full(word.shape, len([b for b in _exp_minus_one().below[:, 0] if b]), jnp.int32)
+    v_digit = tables.Digit(f["v_count"].astype(jnp.int32), v_tabled, flag["v_tie"], flag["v_beyond"])
+    count, tabled = f["count"].astype(jnp.int32), f["tabled"].astype(jnp.int32)
+    digit = tables.Digit(count, tabled, flag["tie"], flag["beyond"])
+    return Lanes(f["v"].astype(jnp.int32), flag["v_open"], v_digit, flag["found"], f["u"], f["sign"], digit)
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "dtype", "chunk"))
+def sample(key, c: Constants, shape, dtype, chunk: int):
+    """Exact discrete Laplace samples of ``shape``: the fast pass on every lane, then rounds that take
+    up to ``chunk`` unfinished lanes in the state the pass left them and settle them, until none is
+    left."""
+    n = math.prod(shape)
+    if n == 0:
+        return jnp.zeros(shape, dtype)
+    keys = jax.random.split(key, 2)
+    hi, lo = random_word_pairs(keys[0], (3, n))
+    lanes = _advance(_fresh((n,)), [hi[0], lo[0]], [hi[1], lo[1], hi[2], lo[2]], c)
+    final, z, state = _final(lanes, c), _signed(lanes, c, dtype), _pack(lanes)
+    if chunk >= n:
+        return jnp.where(final, z, _signed(_settle(keys[1], lanes, ~final, c), c, dtype)).reshape(shape)
+
+    def body(carry):
+        i, todo, z = carry
+        (index,) = jnp.nonzero(todo, size=chunk, fill_value=n)
+        sub = _unpack(state[jnp.minimum(index, n - 1)])
+        sub = _settle(jax.random.fold_in(keys[1], i), sub, index < n, c)
+        z = z.at[index].set(_signed(sub, c, dtype), mode="drop")
+        return i + 1, todo.at[index].set(False, mode="drop"), z
+
+    return lax.while_loop(lambda carry: jnp.any(carry[1]), body, (jnp.int32(0), ~final, z))[2].reshape(shape)
