@@ -82,6 +82,9 @@ def test_verdict_is_decided_by_the_interval_against_the_tolerance():
 def test_why_of_an_inconclusive_row_says_how_many_more_trials_would_decide_it():
     close = Row("T", "s", "q", None, 1.05, 0.1 / Z95, "A better", (-math.inf, 1.0))  # interval [0.95, 1.15]
     assert close.verdict == INCONCLUSIVE and "about 4x the trials" in explanation(close)
+    # an interval reaching over the far edge of a two-sided tolerance: that edge decides
+    wide = Row("T", "s", "q", None, 0.24, None, "A", (0.0, 0.5), ci=(0.01, 0.84))
+    assert "edge 0.5: about 5.33x the trials" in explanation(wide)
     known = Row("T", "s", "q", None, 1.05, 0.1 / Z95, "A", (-math.inf, 1.0), why="known")
     assert explanation(known) == "known"
     assert explanation(Row("T", "s", "q", None, 0.5, 0.1, "A", (-math.inf, 1.0), why="known")) == ""  # holds

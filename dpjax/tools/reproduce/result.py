@@ -220,14 +220,18 @@ def explanation(row: Row) -> str:
     if not all(map(math.isfinite, (low, high, row.ours))):
         return "no finite interval at this size"
     edges = [e for e in row.accept if math.isfinite(e)]
-    edge = min(edges, key=lambda e: abs(e - row.ours))
-    distance = abs(edge - row.ours)
-    reach = high - row.ours if edge > row.ours else row.ours - low  # the interval's side facing the edge
-    if distance == 0:
-        return f"ours lies on the tolerance's edge {edge:.4g}"
+    straddled = [e for e in edges if low <= e <= high] or edges  # the edges the interval reaches over
+    if row.ours in straddled:
+        return f"ours lies on the tolerance's edge {row.ours:.4g}"
+
+    def trials(edge):  # the interval's side facing the edge must shrink to the distance to it
+        reach = high - row.ours if edge > row.ours else row.ours - low
+        return (reach / abs(edge - row.ours)) ** 2
+
+    edge = max(straddled, key=trials)
     return (
-        f"the interval straddles the tolerance's edge {edge:.4g}: about {(reach / distance) ** 2:.2g}x the "
-        "trials would decide it"
+        f"the interval straddles the tolerance's edge {edge:.4g}: about {trials(edge):.3g}x the trials "
+        "would decide it"
     )
 
 
