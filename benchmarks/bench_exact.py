@@ -35,9 +35,9 @@ def _jitted(fn):
     return lambda: compiled(jax.random.key(next(counter))).block_until_ready()
 
 
-def _state_machine(key, scale):
-    """The state-machine path of the discrete Laplace (taken for scale numerators above 64), forced."""
-    return exact_noise._machine(key, (N,), np.dtype(np.int32), scale, None)
+def _state_machine(key, t):
+    """The state-machine path of the discrete Laplace at scale ``t`` (taken for numerators above 64), forced."""
+    return exact_noise._machine(key, (N,), np.dtype(np.int32), (t, 1), None)
 
 
 def _samplers():
@@ -47,7 +47,7 @@ def _samplers():
     mc(keys).block_until_ready()
     rows = {
         "noise.discrete_laplace (scale 10)": (_jitted(lambda k: noise.discrete_laplace(k, 10, (N,))), N),
-        "noise.discrete_laplace (scale 10, state machine)": (_jitted(lambda k: _state_machine(k, (10, 1))), N),
+        "noise.discrete_laplace (scale 10, state machine)": (_jitted(lambda k: _state_machine(k, 10)), N),
         "noise.discrete_gaussian (sigma 10)": (_jitted(lambda k: noise.discrete_gaussian(k, 10, (N,))), N),
         "discrete_laplace_mechanism, vmapped 1000 x 1000": (
             lambda: mc(keys).block_until_ready(),
