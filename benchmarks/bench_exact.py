@@ -36,7 +36,7 @@ def _jitted(fn):
 
 
 def _state_machine(key, t):
-    """The state-machine path of the discrete Laplace at scale ``t`` (taken for numerators above 64), forced."""
+    """The discrete Laplace at scale ``t`` on the state machine (the path of numerators above 64)."""
     return exact_noise._machine(key, (N,), np.dtype(np.int32), (t, 1), None)
 
 
