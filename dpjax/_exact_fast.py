@@ -77,7 +77,7 @@ def chain_length(t: int) -> int:
 
 
 def constants(t: int, s: int) -> Constants:
-    """:class:`Constants` for scale ``t/s`` (``t <= MAX_T``, ``s < 2^24``), rows padded to the chain."""
+    """:class:`Constants` for scale ``t/s`` (``t <= MAX_T``, ``s < MAX_S``), rows padded to the chain."""
     length = chain_length(t)
     table = tables.thresholds(tuple(range(t)), t)
     packed = np.zeros((length, 3), np.uint32)
@@ -96,6 +96,7 @@ def _exp_minus_one() -> tables.Thresholds:
 
 
 def _v_digit(x) -> tables.Digit:
+    """What digit ``x`` decides about one Bernoulli(exp(-1)) trial of ``V``."""
     table = _exp_minus_one()
     below = [int(v) for v in table.below[:, 0] if v]
     tie = [int(v) for v in table.tie[:, 0] if v != 2**32 - 1]
