@@ -8,7 +8,7 @@ the law of the output is exactly the stated one: no floating-point value is ever
 sampling path (a test checks the jaxpr). Two exact paths:
 
 * **The fast pass** (:mod:`dpjax._exact_fast`; discrete Laplace with scale ``t/s``, ``t <= 64`` and
-  ``s < 2^31``, taken whenever it applies): every lane does the same fixed work on three threefry
+  ``s < 2^31``, for more than 512 values per call): every lane does the same fixed work on three threefry
   hashes, each trial of Algorithm 1 decided by one 16-bit digit against exactly tabled thresholds
   (:mod:`dpjax._exact_tables`); the 8% of the lanes it leaves (scale 10) are gathered and settled
   exactly by steps of one fresh word pair. About 4x faster than the state machine at 10^5 lanes.
@@ -172,9 +172,10 @@ def discrete_laplace(key: jax.Array, scale: Rational, shape=(), dtype=None) -> j
         maximum ``L`` (probability ``< 2 exp(-L/scale)``), an exact post-processing.
 
     Returns:
-      Integer noise of ``shape``. For ``t <= 64`` (and ``s < 2^31``) the fast pass: fixed work per
-      lane on three threefry hashes settles about 92% of the lanes at scale 10, and loops settle the
-      others (:mod:`dpjax._exact_fast`). Otherwise the state machine: about 7 steps per lane on
+      Integer noise of ``shape``. For ``t <= 64`` (and ``s < 2^31``) and more than 512 values the
+      fast pass: fixed work per lane on three threefry hashes settles about 92% of the lanes at scale
+      10, and loops settle the others (:mod:`dpjax._exact_fast`). Otherwise the state machine
+      (faster and quicker to compile for a few values per key under ``vmap``): about 7 steps per lane on
       average, a geometric tail (1e-3 of the lanes need more than 30), the slow lanes gathered into
       smaller buffers (:mod:`dpjax._exact_machine`). Both loop until every lane has accepted.
 
@@ -185,9 +186,10 @@ def discrete_laplace(key: jax.Array, scale: Rational, shape=(), dtype=None) -> j
     dtype = _int_dtype(dtype)
     t, s = _laplace_params(exact_rational(scale, "scale"), _exact_machine.word_type())
     shape = _shape(shape)
-    if t > _exact_fast.MAX_T or s >= _exact_fast.MAX_S:
+    n = math.prod(shape)
+    if t > _exact_fast.MAX_T or s >= _exact_fast.MAX_S or n <= _exact_fast.MIN_LANES:
         return _machine(key, shape, dtype, (t, s), None)
-    chunk = _exact_fast.chunk(math.prod(shape), t, s)
+    chunk = _exact_fast.chunk(n, t, s)
     return _exact_fast.sample(key, _exact_fast.constants(t, s), shape, np.dtype(dtype), chunk)
 
 

@@ -83,9 +83,9 @@ def _no_float_in_jaxpr(jaxpr) -> list[str]:
 @pytest.mark.parametrize(
     ("kind", "parameter"),
     [("laplace", (7, 2)), ("laplace", (100, 3)), ("gaussian", (7, 2))],
-    ids=["laplace-fast-pass", "laplace-state-machine", "gaussian"],
+    ids=["laplace-7/2", "laplace-100/3", "gaussian"],
 )
-@pytest.mark.parametrize("n", [8, 5000])  # small and gathered cleanups
+@pytest.mark.parametrize("n", [8, 5000])  # Laplace (7, 2): state machine at 8 values, fast pass at 5000
 def test_sampling_path_has_no_floating_point_operation(kind, parameter, n):
     fn = noise.discrete_laplace if kind == "laplace" else noise.discrete_gaussian
     closed = jax.make_jaxpr(lambda key: fn(key, parameter, (n,)))(jax.random.key(0))
