@@ -93,18 +93,15 @@ def constants(t: int, s: int) -> Constants:
                      words(table.denominator))
 
 
-@functools.cache
-def _exp_minus_one() -> tables.Thresholds:
-    """Algorithm 1's thresholds for ``gamma = 1``: V's trials."""
-    return tables.thresholds((1,), 1)
+_V_TABLE = tables.thresholds((1,), 1)
+"""Algorithm 1's thresholds for ``gamma = 1``: V's Bernoulli(exp(-1)) trials."""
+_V_BELOW = [int(v) for v in _V_TABLE.below[:, 0] if v]
+_V_TIES = [int(v) for v in _V_TABLE.tie[:, 0] if v != 2**32 - 1]
 
 
 def _v_digit(x) -> tables.Digit:
     """What digit ``x`` decides about one Bernoulli(exp(-1)) trial of ``V``."""
-    table = _exp_minus_one()
-    below = [int(v) for v in table.below[:, 0] if v]
-    tie = [int(v) for v in table.tie[:, 0] if v != 2**32 - 1]
-    return tables.read_digit(x, below, tie, len(below), True)
+    return tables.read_digit(x, _V_BELOW, _V_TIES, len(_V_BELOW), True)
 
 
 def _chain(u, packed):
@@ -216,11 +213,10 @@ def _decide(key, lanes: Lanes, live, c: Constants) -> Lanes:
     (its run goes on, unread) or a failure (it stops)."""
     u_pending = live & lanes.found & lanes.digit.pending
     v_pending = live & lanes.v_open & lanes.v_digit.pending
-    table = tables.Thresholds(None, None, c.residual, c.denominator)
-    v_table = tables.Thresholds(None, None, *(jnp.asarray(a, _U32) for a in _exp_minus_one()[2:]))
     one = jnp.ones_like(lanes.u)
-    starts = (tables.start_pending(lanes.digit, table, lanes.u, lanes.u, c.t, u_pending),
-              tables.start_pending(lanes.v_digit, v_table, 0 * one, one, one, v_pending))
+    starts = (tables.start_pending(lanes.digit, c.residual, c.denominator, lanes.u, lanes.u, c.t, u_pending),
+              tables.start_pending(lanes.v_digit, _V_TABLE.residual, _V_TABLE.denominator, 0 * one, one, one,
+                                   v_pending))
     outcome = tables.resolve(key, jax.tree.map(lambda *a: jnp.concatenate(a), *starts))
     accepted, success = outcome[: one.shape[0]], outcome[one.shape[0] :]
 
@@ -344,7 +340,7 @@ def _unpack(word) -> Lanes:
     """The inverse of :func:`_pack`."""
     f = {name: (word >> shift) & (2**width - 1) for name, shift, width in _PACKING}
     flag = {name: f[name] == 1 for name in ("v_open", "v_tie", "v_beyond", "found", "tie", "beyond")}
-    v_tabled = jnp.full(word.shape, len([b for b in _exp_minus_one().below[:, 0] if b]), jnp.int32)
+    v_tabled = jnp.full(word.shape, len(_V_BELOW), jnp.int32)
     v_digit = tables.Digit(f["v_count"].astype(jnp.int32), v_tabled, flag["v_tie"], flag["v_beyond"])
     count, tabled = f["count"].astype(jnp.int32), f["tabled"].astype(jnp.int32)
     digit = tables.Digit(count, tabled, flag["tie"], flag["beyond"])

@@ -174,14 +174,15 @@ class Pending(NamedTuple):
     output: jax.Array
 
 
-def start_pending(digit: Digit, table: Thresholds, column, a, b, live) -> Pending:
+def start_pending(digit: Digit, residual, denominator, column, a, b, live) -> Pending:
     """The resolver's state for the ``live`` lanes, whose ``digit`` is pending (a tie or trials past
-    the table) for ``gamma = a/b`` (``column`` of ``table``)."""
+    the table) for ``gamma = a/b``: ``residual`` and ``denominator`` are those of
+    :class:`Thresholds` (``column`` of ``residual`` is gamma's)."""
     trial = jnp.where(digit.tie, digit.count + 1, digit.tabled + 1)
     row = jnp.clip(digit.count, 0, MAX_TRIALS - 1)
     a, b = jnp.asarray(a, _U32), jnp.asarray(b, _U32)
-    r = jnp.where(digit.tie, jnp.asarray(table.residual)[row, column], a)
-    d = jnp.where(digit.tie, jnp.asarray(table.denominator)[row], b * trial.astype(_U32))
+    r = jnp.where(digit.tie, jnp.asarray(residual)[row, column], a)
+    d = jnp.where(digit.tie, jnp.asarray(denominator)[row], b * trial.astype(_U32))
     stop = digit.tie & (trial < digit.tabled)
     return Pending(trial.astype(_U32), r, d, a + 0 * r, b + 0 * r, stop, ~live, jnp.zeros(r.shape, bool))
 
