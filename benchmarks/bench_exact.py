@@ -8,7 +8,9 @@ and OpenDP's ``make_laplace`` / ``make_gaussian`` on an int64 vector (exact disc
 call of 10^4). Each round times every sampler once, in turn, so a shared machine's load hits all of
 them alike; medians over the rounds. Run from the repository root:
 
-    python -m benchmarks.bench_exact [--rounds 7]
+    python -m benchmarks.bench_exact [--rounds 7] [--lanes 100000]
+
+``--lanes`` sets the vector's length (10^7 keeps a GPU busy; 10^5 is the CPU's figure).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from dpjax import additive, exact_noise, noise
 from dpjax.tools.bench.harness import load_average
 
-N, N_PEER, KEYS, BINS = 10**5, 10**4, 1000, 1000
+N_PEER, KEYS, BINS = 10**4, 1000, 1000
 
 
 def _jitted(fn):
@@ -35,27 +37,34 @@ def _jitted(fn):
     return lambda: compiled(jax.random.key(next(counter))).block_until_ready()
 
 
-def _state_machine(key, t):
+def _state_machine(key, t, shape):
     """The discrete Laplace at scale ``t`` on the state machine (the path of numerators above 64)."""
-    return exact_noise._machine(key, (N,), np.dtype(np.int32), (t, 1), None)
+    return exact_noise._machine(key, shape, np.dtype(np.int32), (t, 1), None)
 
 
-def _samplers():
+def _samplers(lanes):
     counts = jnp.asarray(np.random.default_rng(0).poisson(50, BINS), jnp.int32)
     keys = jax.random.split(jax.random.key(1), KEYS)
     mc = jax.jit(jax.vmap(lambda k: additive.discrete_laplace_mechanism(k, counts, (1, 10))))
     mc(keys).block_until_ready()
+    shape = (lanes,)
     rows = {
-        "noise.discrete_laplace (scale 10)": (_jitted(lambda k: noise.discrete_laplace(k, 10, (N,))), N),
-        "noise.discrete_laplace (scale 10, state machine)": (_jitted(lambda k: _state_machine(k, 10)), N),
-        "noise.discrete_gaussian (sigma 10)": (_jitted(lambda k: noise.discrete_gaussian(k, 10, (N,))), N),
+        "noise.discrete_laplace (scale 10)": (_jitted(lambda k: noise.discrete_laplace(k, 10, shape)), lanes),
+        "noise.discrete_laplace (scale 10, state machine)": (
+            _jitted(lambda k: _state_machine(k, 10, shape)),
+            lanes,
+        ),
+        "noise.discrete_gaussian (sigma 10)": (
+            _jitted(lambda k: noise.discrete_gaussian(k, 10, shape)),
+            lanes,
+        ),
         "discrete_laplace_mechanism, vmapped 1000 x 1000": (
             lambda: mc(keys).block_until_ready(),
             KEYS * BINS,
         ),
-        "noise.laplace (float32, mode='high')": (_jitted(lambda k: noise.laplace(k, (N,), 10.0)), N),
-        "noise.gaussian (float32, mode='high')": (_jitted(lambda k: noise.gaussian(k, (N,), 10.0)), N),
-        "jax.random.laplace (float32)": (_jitted(lambda k: 10 * jax.random.laplace(k, (N,))), N),
+        "noise.laplace (float32, mode='high')": (_jitted(lambda k: noise.laplace(k, shape, 10.0)), lanes),
+        "noise.gaussian (float32, mode='high')": (_jitted(lambda k: noise.gaussian(k, shape, 10.0)), lanes),
+        "jax.random.laplace (float32)": (_jitted(lambda k: 10 * jax.random.laplace(k, shape)), lanes),
     }
     try:
         dp = importlib.import_module("opendp.prelude")
@@ -73,8 +82,10 @@ def _samplers():
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--lanes", type=int, default=10**5, help="values per call (default: 10^5)")
     args = parser.parse_args(argv)
-    rows = _samplers()
+    rows = _samplers(args.lanes)
+    print(f"devices: {jax.devices()}; {args.lanes} lanes per call")
     times = {name: [] for name in rows}
     print(f"load average at start: {load_average()}")
     for _ in range(args.rounds):

@@ -136,9 +136,12 @@ def _resolve(names: list[str]) -> list[str] | str:
 
 def _machine() -> str:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    backend = jax.default_backend()
+    kinds = ", ".join(sorted({device.device_kind for device in jax.devices()}))
+    on = backend if kinds == backend else f"{backend} ({kinds})"  # the GPU's model, say
     return (
         f"{platform.machine()}, {os.cpu_count()} CPU cores, load average {load} at the end, "
-        f"Python {platform.python_version()}, jax {jax.__version__} on {jax.default_backend()}"
+        f"Python {platform.python_version()}, jax {jax.__version__} on {on}"
     )
 
 
