@@ -97,7 +97,7 @@ def main(argv=None) -> None:
     median = {name: statistics.median(values) for name, values in times.items()}
     print("| sampler | ns per sample (median) |\n|---|---|")
     for name, value in median.items():
-        print(f"| {name} | {value * 1e9:.1f} |")
+        print(f"| {name} | {value * 1e9:.3g} |")
     for kind in ("laplace", "gaussian"):
         ours = median[f"noise.discrete_{kind} " + ("(scale 10)" if kind == "laplace" else "(sigma 10)")]
         floats = median[f"noise.{kind} (float32, mode='high')"]
