@@ -223,6 +223,28 @@ def test_jointexp_claim_checks():
     assert "AggTree: 1.2" in closed.quantity
 
 
+def test_jointexp_order_of_magnitude_row_explains_both_competitors_when_both_fall_short():
+    trials = 8
+    const = lambda v: np.full(trials, float(v))  # noqa: E731
+    curves = {
+        name: {1: dict(zip(jointexp.METHODS, map(const, errors), strict=True))}
+        for name, errors in (
+            ("tree only", (2, 2.2, 2.2, 30, 4)),  # AggTree 2x (short), CSmooth 15x
+            ("both", (2, 2.2, 2.2, 5, 4)),  # AggTree 2x, CSmooth 2.5x: both short of 3
+        )
+    }
+    rows = {
+        r.setting: r
+        for r in jointexp._comparison_rows(curves, [1])
+        if r.quantity.startswith("min(CSmooth, AggTree)")
+    }
+    tree_only, both = rows["tree only, m=1"], rows["both, m=1"]
+    assert tree_only.verdict == both.verdict == FAILS
+    assert jointexp.explain(tree_only) == jointexp.AGGTREE
+    why = jointexp.explain(both)
+    assert why.startswith(jointexp.AGGTREE) and "CSmooth alone gives 2.5" in why and jointexp.CSMOOTH in why
+
+
 def test_uqe_figure_3_ratio_treats_two_exact_answers_as_equal():
     # [trials, q] errors: MAE per q is the mean over trials
     emq_errors = np.array([[0.0, 2.0, 1.0], [0.0, 2.0, 1.0]])

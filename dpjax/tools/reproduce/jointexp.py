@@ -19,6 +19,7 @@ release of :func:`dpjax.quantiles.joint_exp` under ``jit`` on Gaussian data, com
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
 
@@ -324,7 +325,12 @@ def explain(row: Row) -> str:
             "(benchmarks/check_jointexp_m1.py); the error is heavy-tailed and 50 trials do not decide it"
         )
     if row.quantity.startswith("min(CSmooth, AggTree)"):
-        return AGGTREE if "(AggTree;" in row.quantity else CSMOOTH
+        if "(AggTree;" not in row.quantity:
+            return CSMOOTH
+        csmooth = float(re.search(r"CSmooth: ([0-9.eE+-]+)", row.quantity).group(1))
+        if csmooth >= row.accept[0]:
+            return AGGTREE
+        return f"{AGGTREE}; CSmooth alone gives {csmooth:g}: {CSMOOTH}"
     if "(AggTree;" in row.quantity:
         return AGGTREE + "; against the closest of the other methods (in the quantity) the ratio is larger"
     if row.setting.endswith("m=3"):
