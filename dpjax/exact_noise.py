@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax import _exact_fast, _exact_machine
+from dpjax import _exact_fast, _exact_gauss_fast, _exact_machine
 from dpjax.validation import TracedParameterError
 
 __all__ = [
@@ -218,7 +218,15 @@ def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> 
     """
     dtype = _int_dtype(dtype)
     gauss = _gaussian_params(exact_rational(sigma, "sigma"), _exact_machine.word_type())
-    return _machine(key, _shape(shape), dtype, gauss["laplace"], gauss)
+    shape, (t, s) = _shape(shape), gauss["laplace"]
+    n = math.prod(shape)
+    if n <= _exact_fast.MIN_LANES or not _exact_gauss_fast.applies(t, s, gauss):
+        return _machine(key, shape, dtype, (t, s), gauss)
+    word = _exact_machine.word_type()
+    lap = _exact_machine.laplace_words(t, s, word)
+    words = {name: jnp.asarray(gauss[name], word) for name in ("r", "c", "w", "D")}
+    return _exact_gauss_fast.sample(key, _exact_gauss_fast.constants(t, s, gauss), lap, words, shape,
+                                    np.dtype(dtype), _exact_gauss_fast.plan(n, t, s, gauss))
 
 
 def release_key(impl: str | None = None) -> jax.Array:
