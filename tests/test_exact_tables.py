@@ -276,3 +276,12 @@ def test_gaussian_hand_offs_have_the_exact_conditional_laws():
         same = int(np.sum(out[block] == value))
         assert stats.binomtest(same, n, p).pvalue > ALPHA, (value, same / n, p)
         assert abs(float(np.mean(out[block] ** 2)) / 100 - 1) < 0.1 or value == 39
+    # past a table cut to L = 32, |y| = 40 (gamma = 4 + 1/2) leaves the machine exp(-1) and the fraction
+    short = c._replace(packed=c.packed[:32], residual=c.residual[:, :32])
+    y = jnp.full(n, 40, jnp.int32)
+    reading = gauss_fast._read(y, hi[5 * n : 6 * n], lo[5 * n : 6 * n], short)
+    status = gauss_fast._status(reading, gauss_fast._read_outcomes(reading))
+    assert np.all(np.asarray(status) == gauss_fast._MACHINE)
+    out = gauss_fast._machine(jax.random.key(3), y, jnp.ones(n, bool), short, lap, gauss, np.dtype(np.int32))
+    p = math.exp(-1.5) + (1 - math.exp(-1.5)) * pmf[240]
+    assert stats.binomtest(int(np.sum(np.asarray(out) == 40)), n, p).pvalue > ALPHA
