@@ -9,23 +9,24 @@ candidate and decides most acceptances with fixed work:
 * with ``g = floor(gamma)`` and ``a/D`` its fraction, exp(-gamma) is the probability that ``g``
   Bernoulli(exp(-1)) trials and one Bernoulli(exp(-a/D)) (Algorithm 1) all succeed, independent
   trials; each is read from one 16-bit digit of one fresh word pair (:mod:`dpjax._exact_tables`): the
-  first two exp(-1) trials against V's table, the fraction against a table row per value of
-  ``|Y| < L``, looked up by a chain of selects (``L`` covers six proposal scales);
-* the lane is accepted when every needed trial succeeded and ``g <= 2``, rejected as soon as one failed.
+  first three exp(-1) trials against V's table, the fraction against a table row per value of
+  ``|Y| < L``, looked up by a chain of selects (``L`` covers six proposal scales; past it ``g > 3``,
+  which :func:`applies` checks);
+* the lane is accepted when every needed trial succeeded and ``g <= 3``, rejected as soon as one failed.
 
-At sigma 10 about 76% of the lanes accept in a round and 23% reject; rejected lanes are gathered into
-buffers shrinking by the rejection rate for more rounds until none is left. The others are settled
+At sigma 10 about 76% of the lanes accept in the first round (every lane) and 24% reject. Later rounds
+run on a buffer of about half the rejected share: it gathers ``k`` rejected lanes and gives each
+``B/k`` candidates or more when ``k`` is below its size ``B`` (a lane takes its first one not rejected),
+until no lane is rejected (three or four rounds at sigma 10). The others (about 1%) are settled
 exactly, from the state they are in:
 
 * a needed digit pending (a tie with a threshold, or the fraction's trials past the table) and none
   failed: :func:`dpjax._exact_tables.resolve` decides each pending trial with its exact conditional law
   given the digit, as in :mod:`dpjax._exact_fast` (the lane's digits are read again from its words);
-* every read trial succeeded but ``g > 2``: the other ``g - 2`` exp(-1) trials are fresh and
-  independent of what was read, so the lane goes to :mod:`dpjax._exact_machine` in its phase of
-  ``floor(gamma)`` trials with ``g - 2`` of them left and the fraction's test already passed
-  (``gamma``'s fraction set to 0);
-* ``|Y| >= L`` (probability about e^-6): the round reads nothing of its acceptance, and the machine
-  runs the whole test of that ``Y``.
+* every read trial succeeded but ``g > 3`` (0.1% of the lanes at sigma 10): the other ``g - 3``
+  exp(-1) trials are fresh and independent of what was read, so the lane goes to
+  :mod:`dpjax._exact_machine` in its phase of ``floor(gamma)`` trials with ``g - 3`` of them left and
+  the fraction's test passed (``gamma``'s fraction set to 0) or, for ``|Y| >= L``, still to do.
 
 Exactness: a conjunction of independent trials is decided false by any failed one, whatever the
 others; a pending trial's resolution and the machine's trials have the conditional laws of the
@@ -57,6 +58,10 @@ from dpjax._words import random_word_pairs
 MAX_ROWS = 128
 """The acceptance table covers ``|Y| < L``, ``L`` a power of two up to this (the select chain grows
 with ``L``): proposal scales up to about 21."""
+MIN_LANES = 2048
+"""Calls of at most this many values take the state machine: it compiles in 3-4 s against 13-25 s, and
+at sigma 10 the rounds were 1.2x faster at 1000 values (1154 against 1354 ns per sample) and 0.9x
+vmapped over 200 keys of 1000, 1.8x at 2000 and 2.2x vmapped over 200 keys of 4000."""
 MAX_D = 2**13
 """``gamma``'s denominator ``D`` stays at most this: the resolver forms ``D k`` for trials ``k < 2^18``."""
 _WHOLE_READ = 3  # exp(-1) trials read per candidate: two digits of one word and half of another

@@ -14,10 +14,10 @@ sampling path (a test checks the jaxpr). Two exact paths:
   exactly by steps of one fresh word pair. About 4x faster than the state machine at 10^5 lanes.
 * **The Gaussian's fast rounds** (:mod:`dpjax._exact_gauss_fast`; discrete Gaussian whose proposal
   scale qualifies for the fast pass and stays below about 21, e.g. integer sigma up to 21, for more
-  than 512 values): Algorithm 3's candidates drawn by the fast pass, a buffer at a time, and each
+  than 2048 values): Algorithm 3's candidates drawn by the fast pass, a buffer at a time, and each
   acceptance read from three digits (exp(-1) trials and an exactly tabled row per ``|Y|``); the
   rejected lanes get fresh candidates in later rounds, the rare undecided ones are finished exactly.
-  About 5x faster than the state machine at 10^5 lanes, sigma 10.
+  About 4x faster than the state machine at 10^5 lanes, sigma 10 (6x at 10^6).
 * **The state machine** (:mod:`dpjax._exact_machine`; every other case):
   one step of Algorithms 1-3 per lane and 32-bit word, comparing W's binary expansion with each
   Bernoulli probability lazily, until every lane has accepted.
@@ -214,7 +214,7 @@ def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> 
       dtype: int32 (default) or int64 (needs ``jax_enable_x64``); saturates at the dtype's maximum.
 
     Returns:
-      Integer noise of ``shape``. For more than 512 values and a proposal scale the fast pass serves
+      Integer noise of ``shape``. For more than 2048 values and a proposal scale the fast pass serves
       (``t/s`` with ``t <= 64``, at most about 21, and ``gamma``'s denominator ``D <= 2^13``: e.g.
       integer sigma up to 21), the fast rounds (:mod:`dpjax._exact_gauss_fast`): every lane gets a
       candidate from the discrete Laplace fast pass and its acceptance is read from three 16-bit
@@ -233,7 +233,7 @@ def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> 
     gauss = _gaussian_params(exact_rational(sigma, "sigma"), _exact_machine.word_type())
     shape, (t, s) = _shape(shape), gauss["laplace"]
     n = math.prod(shape)
-    if n <= _exact_fast.MIN_LANES or not _exact_gauss_fast.applies(t, s, gauss):
+    if n <= _exact_gauss_fast.MIN_LANES or not _exact_gauss_fast.applies(t, s, gauss):
         return _machine(key, shape, dtype, (t, s), gauss)
     word = _exact_machine.word_type()
     lap = _exact_machine.laplace_words(t, s, word)
