@@ -75,7 +75,7 @@ class Constants(NamedTuple):
     Attributes:
       laplace: the proposal's :class:`dpjax._exact_fast.Constants`.
       r, c, w, d: ``gamma = w (r|Y| - c)^2 / D`` as uint32 words.
-      whole: ``g >= j`` iff ``|r|Y| - c| >= whole[j - 1]``, j = 1, 2, 3 (``g`` is counted up to 3).
+      whole: ``g >= j`` iff ``|r|Y| - c| >= whole[j - 1]``, j = 1, ..., 4 (``g`` is counted up to 4).
       packed: :func:`dpjax._exact_tables.packed_thresholds` of the fraction ``a_y / D`` per ``|Y| < L``.
       residual, denominator: the resolver's fractions of those rows.
     """
