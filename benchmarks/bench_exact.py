@@ -1,8 +1,9 @@
 """Exact integer noise against dpjax's float noise and OpenDP's exact samplers, interleaved A/B.
 
 Per-sample times of ``noise.discrete_laplace`` (scale 10: the fast pass; and its state-machine path,
-forced) and ``noise.discrete_gaussian`` (sigma 10) on one vector of 10^5 lanes, and vmapped over 1000
-keys of 1000 lanes (``additive.discrete_laplace_mechanism`` on a histogram: the Monte Carlo path), against
+forced) and ``noise.discrete_gaussian`` (sigma 10: the fast rounds; and the state machine, forced) on
+one vector of 10^5 lanes, and vmapped over 1000 keys of 1000 lanes
+(``additive.discrete_laplace_mechanism`` on a histogram: the Monte Carlo path), against
 ``noise.laplace`` / ``noise.gaussian`` (dpjax's float samplers, ``mode="high"``), ``jax.random.laplace``
 and OpenDP's ``make_laplace`` / ``make_gaussian`` on an int64 vector (exact discrete samplers, one
 call of 10^4). Each round times every sampler once, in turn, so a shared machine's load hits all of
@@ -42,6 +43,12 @@ def _state_machine(key, t, shape):
     return exact_noise._machine(key, shape, np.dtype(np.int32), (t, 1), None)
 
 
+def _gaussian_machine(key, sigma, shape):
+    """The discrete Gaussian on the state machine (the path of proposal scales the fast rounds leave)."""
+    gauss = exact_noise._gaussian_params(exact_noise.exact_rational(sigma, "sigma"), np.uint32)
+    return exact_noise._machine(key, shape, np.dtype(np.int32), gauss["laplace"], gauss)
+
+
 def _samplers(lanes):
     counts = jnp.asarray(np.random.default_rng(0).poisson(50, BINS), jnp.int32)
     keys = jax.random.split(jax.random.key(1), KEYS)
@@ -56,6 +63,10 @@ def _samplers(lanes):
         ),
         "noise.discrete_gaussian (sigma 10)": (
             _jitted(lambda k: noise.discrete_gaussian(k, 10, shape)),
+            lanes,
+        ),
+        "noise.discrete_gaussian (sigma 10, state machine)": (
+            _jitted(lambda k: _gaussian_machine(k, 10, shape)),
             lanes,
         ),
         "discrete_laplace_mechanism, vmapped 1000 x 1000": (

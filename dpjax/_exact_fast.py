@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from dpjax import _compact as compact
 from dpjax import _exact_tables as tables
 from dpjax._words import random_word_pairs
 
@@ -236,7 +237,7 @@ def _resolve(key, lanes: Lanes, live, c: Constants) -> Lanes:
     pending = live & ((lanes.found & lanes.digit.pending) | (lanes.v_open & lanes.v_digit.pending))
 
     def gathered(lanes):
-        (index,) = jnp.nonzero(pending, size=min(size, _round_up(-(-size // 16), 64)), fill_value=size)
+        index = compact.nonzero(pending, min(size, _round_up(-(-size // 16), 64)), size)
         sub = _decide(key, jax.tree.map(lambda a: a[jnp.minimum(index, size - 1)], lanes), index < size, c)
         return jax.tree.map(lambda a, b: a.at[index].set(b, mode="drop"), lanes, sub)
 
@@ -290,7 +291,7 @@ def _settle(key, lanes: Lanes, live, c: Constants) -> Lanes:
 
     def gathered(carry):
         j, lanes = carry
-        (index,) = jnp.nonzero(unfinished(lanes, live), size=capacity, fill_value=size)
+        index = compact.nonzero(unfinished(lanes, live), capacity, size)
         sub = jax.tree.map(lambda a: a[jnp.minimum(index, size - 1)], lanes)
         sub = small(jax.random.fold_in(keys[1], j), sub, index < size)
         return j + 1, jax.tree.map(lambda a, b: a.at[index].set(b, mode="drop"), lanes, sub)
@@ -364,7 +365,7 @@ def sample(key, c: Constants, shape, dtype, chunk: int):
 
     def body(carry):
         i, todo, z = carry
-        (index,) = jnp.nonzero(todo, size=chunk, fill_value=n)
+        index = compact.nonzero(todo, chunk, n)
         sub = _unpack(state[jnp.minimum(index, n - 1)])
         sub = _settle(jax.random.fold_in(keys[1], i), sub, index < n, c)
         z = z.at[index].set(_signed(sub, c, dtype), mode="drop")

@@ -59,6 +59,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from dpjax import _compact as compact
+
 _DRAW, _ACCEPT_U, _GEOMETRIC, _WHOLE, _FRACTION, _DONE = range(6)
 
 
@@ -315,7 +317,7 @@ def _rounds(key, state, rounds, lap, gauss, word, top):
 def _gathered(key, state, capacity, rounds, lap, gauss, word, top):
     """Runs ``rounds`` steps on (up to ``capacity`` of) the unfinished lanes, gathered together."""
     n = state["phase"].shape[0]
-    (index,) = jnp.nonzero(state["phase"] != _DONE, size=capacity, fill_value=n)
+    index = compact.nonzero(state["phase"] != _DONE, capacity, n)
     valid = index < n
     sub = jax.tree.map(lambda a: a[jnp.minimum(index, n - 1)], state)
     sub["phase"] = jnp.where(valid, sub["phase"], _DONE)

@@ -85,7 +85,7 @@ def _no_float_in_jaxpr(jaxpr) -> list[str]:
     [("laplace", (7, 2)), ("laplace", (100, 3)), ("gaussian", (7, 2))],
     ids=["laplace-7/2", "laplace-100/3", "gaussian"],
 )
-@pytest.mark.parametrize("n", [8, 5000])  # Laplace (7, 2): state machine at 8 values, fast pass at 5000
+@pytest.mark.parametrize("n", [8, 5000])  # state machine at 8 values, fast passes at 5000
 def test_sampling_path_has_no_floating_point_operation(kind, parameter, n):
     fn = noise.discrete_laplace if kind == "laplace" else noise.discrete_gaussian
     closed = jax.make_jaxpr(lambda key: fn(key, parameter, (n,)))(jax.random.key(0))
@@ -110,7 +110,9 @@ def test_discrete_laplace_law(scale, width):
 
 @pytest.mark.optimized  # its CPU goes into running compiled code (tests/conftest.py)
 @pytest.mark.parametrize(
-    ("sigma", "width"), [(Fraction(1, 2), 1), (Fraction(3), 1), (Fraction(150), 5)], ids=["tiny", "3", "huge"]
+    ("sigma", "width"),
+    [(Fraction(1, 2), 1), (Fraction(3), 1), (Fraction(10), 1), (Fraction(150), 5)],
+    ids=["tiny", "3", "10", "huge"],  # the fast rounds up to sigma 10, then the state machine
 )
 def test_discrete_gaussian_law(sigma, width):
     z = np.asarray(_sampler("gaussian", (sigma.numerator, sigma.denominator), DRAWS)(jax.random.key(12)))
@@ -146,6 +148,8 @@ def test_int64_and_x64_limits(x64):
     fast = np.asarray(noise.discrete_laplace(keys[0], 10, (4096,), jnp.int64))  # the fast pass, int64 out
     q = math.exp(-1 / 10)  # E|Z| = 2q / (1 - q^2)
     assert fast.dtype == np.int64 and abs(float(np.mean(np.abs(fast))) / (2 * q / (1 - q * q)) - 1) < 0.1
+    fast = np.asarray(noise.discrete_gaussian(keys[0], 10, (4096,), jnp.int64))  # fast rounds, 64-bit machine
+    assert fast.dtype == np.int64 and abs(float(np.var(fast)) / 100 - 1) < 0.1
 
 
 def test_two_sample_against_opendp():

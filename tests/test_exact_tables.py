@@ -1,6 +1,6 @@
-"""The fast exact discrete Laplace path against exact arithmetic: every 16-bit digit's reading of
-Algorithm 1 (CKS 2020) checked with Python fractions, the resolver's Bernoulli laws, the tie wiring,
-and the law of lanes that only the cleanup settles."""
+"""The fast exact paths against exact arithmetic: every 16-bit digit's reading of Algorithm 1 (CKS 2020)
+checked with Python fractions, the resolver's Bernoulli laws, the tie wiring, the law of lanes that
+only the cleanup settles, and the discrete Gaussian's acceptance rows and hand-offs."""
 
 import math
 from fractions import Fraction
@@ -11,8 +11,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpjax import _compact as compact
 from dpjax import _exact_fast as fast
+from dpjax import _exact_gauss_fast as gauss_fast
+from dpjax import _exact_machine as machine
 from dpjax import _exact_tables as tables
+from dpjax.exact_noise import _gaussian_params
 
 ALPHA = 1e-4
 DIGITS = np.arange(2**tables.DIGIT, dtype=np.uint32)
@@ -43,7 +47,9 @@ def _digits(a: int, b: int) -> tables.Digit:
 
 
 @pytest.mark.parametrize(
-    ("a", "b"), [(1, 1), (0, 10), (1, 10), (3, 10), (9, 10), (1, 64), (37, 64), (63, 64), (2, 3), (6, 7)]
+    ("a", "b"),
+    [(1, 1), (0, 10), (1, 10), (3, 10), (9, 10), (1, 64), (37, 64), (63, 64), (2, 3), (6, 7), (1, 200),
+     (196, 200), (7, 8)],  # the last three: discrete Gaussian fractions (sigma 10 and 1/2)
 )
 def test_one_digit_reads_algorithm_1_exactly(a, b):
     """Each digit x fixes W in [x, x + 1) / 2^16. The coupling A_k = [W < T_k] decides K when that
@@ -149,3 +155,133 @@ def test_lanes_settled_from_scratch_have_the_discrete_laplace_law(t, s):
     observed = np.append(counts[keep], counts[~keep].sum())
     expected = np.append(expected[keep], n - expected[keep].sum())
     assert stats.chisquare(observed, expected).pvalue > ALPHA
+
+
+@pytest.mark.parametrize(
+    ("n", "share"), [(100_000, 0.008), (100_000, 0.5), (777, 0.01), (1000, 1.0), (64, 0.0)]
+)
+def test_compact_nonzero_matches_jnp_nonzero(n, share):
+    """The gathers' compaction: the same first ``size`` set positions, in order, then the fill."""
+    mask = jnp.asarray(np.random.default_rng(n).random(n) < share)
+    for size in (1, 64, 1664, n):
+        want = jnp.nonzero(mask, size=size, fill_value=n)[0]
+        assert np.array_equal(np.asarray(compact.nonzero(mask, size, n)), np.asarray(want)), size
+
+
+def _odd_given_digit(gamma: Fraction, x: int, k1: int) -> Fraction:
+    """P(Algorithm 1 outputs 1 | W's first digit is x) when trials 1..k1 read W (A_k = [W < T_k]) and
+    later ones are fresh, from exact fractions only."""
+    scale = 2**tables.DIGIT
+
+    def survive(k):  # P(K > k | x)
+        if k <= k1:
+            return min(max(scale * _T(gamma, k) - x, Fraction(0)), Fraction(1))
+        return survive(k1) * _T(gamma, k) / _T(gamma, k1)
+
+    return sum((survive(j - 1) - survive(j) for j in range(1, k1 + 40, 2)), Fraction(0))
+
+
+def _gaussian_constants(sigma):
+    params = _gaussian_params(Fraction(sigma), np.uint32)
+    t, s = params["laplace"]
+    return params, gauss_fast.constants(t, s, params)
+
+
+@pytest.mark.parametrize("sigma", [Fraction(10), Fraction(7, 2), Fraction(1, 2)])
+def test_gaussian_acceptance_rows_are_exact(sigma):
+    """Every row |y| < L of the acceptance table against Fraction arithmetic: g = floor(gamma) (counted
+    up to 4), gamma's fraction a/D, and Algorithm 1's thresholds floor(2^16 f^k / k!) with their tie
+    flags; rows past the table are left to the machine."""
+    params, c = _gaussian_constants(sigma)
+    length = c.packed.shape[0]
+    assert length >= 6 * Fraction(*params["laplace"])
+    y = np.arange(-length - 3, length + 3)
+    reading = gauss_fast._read(jnp.asarray(y, jnp.int32), jnp.zeros(y.size, jnp.uint32),
+                               jnp.zeros(y.size, jnp.uint32), c)
+    below, tie, tabled = tables.unpack(c.packed)
+    for i, value in enumerate(y):
+        v = abs(int(value))
+        assert bool(reading.in_table[i]) == (v < length)
+        if v >= length:
+            assert int(reading.whole[i]) == 4
+            continue
+        gamma = Fraction(params["w"] * (params["r"] * v - params["c"]) ** 2, params["D"])
+        whole, f = math.floor(gamma), gamma - math.floor(gamma)
+        assert int(reading.whole[i]) == min(whole, 4)
+        assert Fraction(int(reading.a[i]), params["D"]) == f
+        k1 = int(tabled[v])
+        for k in range(1, tables.MAX_TRIALS + 1):
+            theta = 2**tables.DIGIT * _T(f, k)
+            if k <= k1:
+                assert int(below[k - 1][v]) == math.floor(theta) >= 2
+                assert (int(tie[k - 1][v]) == math.floor(theta)) == (theta.denominator != 1)
+            else:
+                assert int(below[k - 1][v]) == 0
+        uncomparable = params["D"] ** (k1 + 1) * math.factorial(k1 + 1) >= 2**31
+        deeper = 2**tables.DIGIT * _T(f, k1 + 1) < 2 or uncomparable
+        assert k1 == tables.MAX_TRIALS or deeper
+
+
+def _v_success(x):
+    return _odd_given_digit(Fraction(1), x, int(fast._V_TABLE.below[:, 0].astype(bool).sum()))
+
+
+def test_gaussian_hand_offs_have_the_exact_conditional_laws():
+    """Sigma 10 (gamma = (|y| - 10)^2 / 200): candidates forced onto every path of the fast rounds, each
+    case on 20000 lanes: a tie and a run past the table on gamma's fraction, exp(-1) trials past V's
+    table and on a tie (all resolved), g > 3 with its three read trials passed (the machine runs the
+    rest), |y| >= L (a read trial rejects it, or the machine runs the rest of its test). A lane is
+    accepted with P(the trials read pass | their digits), from exact fractions; a machine lane returns
+    its y with P(the rest passes) (exp(-(g - 3)), times exp(-f) past the table), or else a fresh
+    discrete Gaussian sample (probability of y: its PMF)."""
+    params, c = _gaussian_constants(10)
+    n, success, failure = 20_000, 20_000, 40_000  # V digits: K = 3 (exp(-1) trial passed), K = 2
+    assert _v_success(success) == 1 and _v_success(failure) == 0
+    cases = [  # (y, exp(-1) digits 1 and 2, (fraction digit, exp(-1) digit 3), P(read trials pass), rest)
+        (11, (failure, failure), (327, failure), _odd_given_digit(Fraction(1, 200), 327, 1), None),  # a tie
+        (-24, (failure, failure), (0, failure), _odd_given_digit(Fraction(196, 200), 0, 3), None),  # past
+        (30, (0, success), (60_000, failure), _v_success(0), None),  # g = 2, a = 0: trial 1 past V's table
+        (-30, (success, fast._V_TIES[2]), (60_000, 0), _v_success(fast._V_TIES[2]), None),  # V's tie
+        (35, (success, success), (60_000, 0), _v_success(0), None),  # g = 3, f = 1/8: trial 3 past the table
+        (39, (success, success), (60_000, success), Fraction(1), Fraction(1)),  # g = 4: the machine's 1
+        (-70, (success, success), (0, success), Fraction(1), Fraction(3600, 200) - 3),  # |y| >= L
+        (70, (success, failure), (0, success), Fraction(0), None),  # |y| >= L, rejected by trial 2
+    ]
+    y = np.repeat([case[0] for case in cases], n).astype(np.int32)
+    hi = np.repeat([(e1 << 16) | e2 for _, (e1, e2), *_ in cases], n).astype(np.uint32)
+    lo = np.repeat([(x << 16) | e3 for _, _, (x, e3), *_ in cases], n).astype(np.uint32)
+    y, hi, lo = jnp.asarray(y), jnp.asarray(hi), jnp.asarray(lo)
+    reading = gauss_fast._read(y, hi, lo, c)
+    status = gauss_fast._status(reading, gauss_fast._read_outcomes(reading))
+    status = np.asarray(gauss_fast._settle_pending(jax.random.key(1), y, hi, lo, status, c))
+    word = machine.word_type()
+    lap = machine.laplace_words(*params["laplace"], word)
+    gauss = {name: jnp.asarray(params[name], word) for name in ("r", "c", "w", "D")}
+    handed = status == gauss_fast._MACHINE
+    out = gauss_fast._machine(jax.random.key(2), y, jnp.asarray(handed), c, lap, gauss, np.dtype(np.int32))
+    out = np.asarray(out)
+    support = np.arange(-200, 201)
+    pmf = np.exp(-(support.astype(np.float64) ** 2) / 200)
+    pmf /= pmf.sum()
+    for i, (value, _, _, passed, rest) in enumerate(cases):
+        block = slice(i * n, (i + 1) * n)
+        if rest is None:  # settled in the round: accepted or rejected
+            assert not np.any(handed[block])
+            ones = int(np.sum(status[block] == gauss_fast._DONE))
+            assert stats.binomtest(ones, n, float(passed)).pvalue > ALPHA, (value, ones / n)
+            continue
+        assert np.all(handed[block])
+        p = float(passed) * math.exp(-float(rest))
+        p = p + (1 - p) * pmf[value + 200]
+        same = int(np.sum(out[block] == value))
+        assert stats.binomtest(same, n, p).pvalue > ALPHA, (value, same / n, p)
+        assert abs(float(np.mean(out[block] ** 2)) / 100 - 1) < 0.1 or value == 39
+    # past a table cut to L = 32, |y| = 40 (gamma = 4 + 1/2) leaves the machine exp(-1) and the fraction
+    short = c._replace(packed=c.packed[:32], residual=c.residual[:, :32])
+    y = jnp.full(n, 40, jnp.int32)
+    reading = gauss_fast._read(y, hi[5 * n : 6 * n], lo[5 * n : 6 * n], short)
+    status = gauss_fast._status(reading, gauss_fast._read_outcomes(reading))
+    assert np.all(np.asarray(status) == gauss_fast._MACHINE)
+    out = gauss_fast._machine(jax.random.key(3), y, jnp.ones(n, bool), short, lap, gauss, np.dtype(np.int32))
+    p = math.exp(-1.5) + (1 - math.exp(-1.5)) * pmf[240]
+    assert stats.binomtest(int(np.sum(np.asarray(out) == 40)), n, p).pvalue > ALPHA

@@ -1,0 +1,296 @@
+"""Exact discrete Gaussian noise on the fast discrete Laplace pass, its acceptance read from three digits.
+
+Canonne, Kamath and Steinke (2020), Algorithm 3 (discrete Gaussian, sigma^2 = p/q): a discrete Laplace
+proposal ``Y`` accepted with probability exp(-gamma), ``gamma = w (r|Y| - c)^2 / D``
+(``dpjax.exact_noise._gaussian_params``), else start over. A *round* gives every lane of a buffer one
+candidate and decides most acceptances with fixed work:
+
+* the candidate is an exact discrete Laplace sample of :mod:`dpjax._exact_fast`, one call per buffer;
+* with ``g = floor(gamma)`` and ``a/D`` its fraction, exp(-gamma) is the probability that ``g``
+  Bernoulli(exp(-1)) trials and one Bernoulli(exp(-a/D)) (Algorithm 1) all succeed, independent
+  trials; each is read from one 16-bit digit of one fresh word pair (:mod:`dpjax._exact_tables`): the
+  first three exp(-1) trials against V's table, the fraction against a table row per value of
+  ``|Y| < L``, looked up by a chain of selects (``L`` covers six proposal scales; past it ``g > 3``,
+  which :func:`applies` checks);
+* the lane is accepted when every needed trial succeeded and ``g <= 3``, rejected as soon as one failed.
+
+At sigma 10 about 76% of the lanes accept in the first round (every lane) and 24% reject. Later rounds
+run on a buffer of about half the rejected share: it gathers ``k`` rejected lanes and gives each
+``B/k`` candidates or more when ``k`` is below its size ``B`` (a lane takes its first one not rejected),
+until no lane is rejected (three or four rounds at sigma 10). The others (about 1%) are settled
+exactly, from the state they are in:
+
+* a needed digit pending (a tie with a threshold, or the fraction's trials past the table) and none
+  failed: :func:`dpjax._exact_tables.resolve` decides each pending trial with its exact conditional law
+  given the digit, as in :mod:`dpjax._exact_fast` (the lane's digits are read again from its words);
+* every read trial succeeded but ``g > 3`` (0.1% of the lanes at sigma 10): the other ``g - 3``
+  exp(-1) trials are fresh and independent of what was read, so the lane goes to
+  :mod:`dpjax._exact_machine` in its phase of ``floor(gamma)`` trials with ``g - 3`` of them left and
+  the fraction's test passed (``gamma``'s fraction set to 0) or, for ``|Y| >= L``, still to do.
+
+Exactness: a conjunction of independent trials is decided false by any failed one, whatever the
+others; a pending trial's resolution and the machine's trials have the conditional laws of the
+trials they continue, so each candidate is accepted with probability exactly exp(-gamma). Candidates
+are i.i.d. discrete Laplace samples drawn with fresh keys, and a rejection starts Algorithm 3 over
+(in a later round, or in the machine, which restarts on its own rejections), so the first accepted
+candidate has Algorithm 3's law whichever round or path gives it. Which lanes are gathered depends
+only on decided events, and a lane left out of a full buffer waits unchanged. Integer operations
+only: the tables are exact host integers passed as arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dpjax import _compact as compact
+from dpjax import _exact_fast as fast
+from dpjax import _exact_machine as machine
+from dpjax import _exact_tables as tables
+from dpjax._words import random_word_pairs
+
+MAX_ROWS = 128
+"""The acceptance table covers ``|Y| < L``, ``L`` a power of two up to this (the select chain grows
+with ``L``): proposal scales up to about 21."""
+MIN_LANES = 2048
+"""Calls of at most this many values take the state machine: it compiles in 3-4 s against 13-25 s, and
+at sigma 10 the rounds were 1.2x faster at 1000 values (1154 against 1354 ns per sample) and 0.9x
+vmapped over 200 keys of 1000, 1.8x at 2000 and 2.2x vmapped over 200 keys of 4000."""
+MAX_D = 2**13
+"""``gamma``'s denominator ``D`` stays at most this: the resolver forms ``D k`` for trials ``k < 2^18``."""
+_WHOLE_READ = 3  # exp(-1) trials read per candidate: two digits of one word and half of another
+_DONE, _REJECTED, _PENDING, _MACHINE = range(4)
+_U32 = jnp.uint32
+
+
+class Constants(NamedTuple):
+    """The round's arguments for one sigma.
+
+    Attributes:
+      laplace: the proposal's :class:`dpjax._exact_fast.Constants`.
+      r, c, w, d: ``gamma = w (r|Y| - c)^2 / D`` as uint32 words.
+      whole: ``g >= j`` iff ``|r|Y| - c| >= whole[j - 1]``, j = 1, ..., 4 (``g`` is counted up to 4).
+      packed: :func:`dpjax._exact_tables.packed_thresholds` of the fraction ``a_y / D`` per ``|Y| < L``.
+      residual, denominator: the resolver's fractions of those rows.
+    """
+
+    laplace: fast.Constants
+    r: jax.Array
+    c: jax.Array
+    w: jax.Array
+    d: jax.Array
+    whole: jax.Array
+    packed: jax.Array
+    residual: jax.Array
+    denominator: jax.Array
+
+
+def rows(t: int, s: int) -> int:
+    """``L``: the table's length for proposal scale ``t/s`` (six scales, a power of two)."""
+    return fast.chain_length(math.ceil(6 * t / s))
+
+
+def applies(t: int, s: int, gauss: dict) -> bool:
+    """Whether the fast rounds serve Algorithm 3 with proposal ``t/s`` and ``gamma``'s ``gauss``."""
+    if t > fast.MAX_T or s >= fast.MAX_S or gauss["D"] > MAX_D or rows(t, s) > MAX_ROWS:
+        return False
+    length, w, r, c, D = rows(t, s), gauss["w"], gauss["r"], gauss["c"], gauss["D"]
+    far = max(r * (length - 1), c)  # |r|Y| - c| <= far in the table
+    return w * far * far < 2**31 and w * (r * length - c) ** 2 >= (_WHOLE_READ + 1) * D  # g > 3 past it
+
+
+def constants(t: int, s: int, gauss: dict) -> Constants:
+    """:class:`Constants` for Algorithm 3 (``applies(t, s, gauss)``)."""
+    length, D = rows(t, s), gauss["D"]
+    numerators = tuple(gauss["w"] * (gauss["r"] * v - gauss["c"]) ** 2 % D for v in range(length))
+    whole = [math.isqrt(-(-j * D // gauss["w"]) - 1) + 1 for j in range(1, _WHOLE_READ + 2)]  # w d^2 >= j D
+    words = functools.partial(jnp.asarray, dtype=_U32)
+    return Constants(fast.constants(t, s), *(words(gauss[k]) for k in ("r", "c", "w", "D")), words(whole),
+                     words(tables.packed_thresholds(numerators, D)),
+                     words(tables.thresholds(numerators, D).residual),
+                     words(tables.thresholds(numerators, D).denominator))
+
+
+class _Reading(NamedTuple):
+    """What a lane's words say about its candidate's acceptance (:func:`_read`)."""
+
+    v: jax.Array
+    a: jax.Array
+    whole: jax.Array
+    in_table: jax.Array
+    trials: tuple  # (needed, Digit) per trial: the fraction's, then the exp(-1) ones
+
+
+def _read(y, hi, lo, c: Constants) -> _Reading:
+    """The candidate ``y``'s ``g`` (counted up to 4; 4 past the table) and ``a``, and the digits of its
+    trials: exp(-1) trials 1 and 2 from ``hi``, 3 from ``lo``'s low half, the fraction from its top half
+    (not needed past the table)."""
+    length = c.packed.shape[0]
+    v = jnp.abs(y).astype(_U32)
+    in_table = v < length
+    ry = c.r * jnp.minimum(v, length - 1)
+    d = jnp.where(ry >= c.c, ry - c.c, c.c - ry)
+    a = c.w * d * d % c.d
+    whole = sum(((d >= threshold).astype(jnp.int32) for threshold in c.whole), jnp.zeros(v.shape, jnp.int32))
+    whole = jnp.where(in_table, whole, _WHOLE_READ + 1)
+    below, tie, tabled = tables.unpack(fast._chain(v, c.packed))
+    fraction = tables.read_digit(lo >> 16, below, tie, tabled, a > 0)
+    ones = [fast._v_digit(hi >> 16), fast._v_digit(hi & 0xFFFF), fast._v_digit(lo & 0xFFFF)]
+    needed = [in_table, *(whole >= j for j in range(1, _WHOLE_READ + 1))]
+    return _Reading(v, a, whole, in_table, tuple(zip(needed, [fraction, *ones], strict=True)))
+
+
+def _status(reading: _Reading, outcomes):
+    """The lane's status from ``outcomes``: per trial (success, failure), where neither is pending."""
+    needed = [need for need, _ in reading.trials]
+    failed = [need & no for need, (_, no) in zip(needed, outcomes, strict=True)]
+    open_ = [need & ~yes & ~no for need, (yes, no) in zip(needed, outcomes, strict=True)]
+    status = jnp.where(reading.whole > _WHOLE_READ, _MACHINE, _DONE)
+    status = jnp.where(functools.reduce(jnp.logical_or, open_), _PENDING, status)
+    return jnp.where(functools.reduce(jnp.logical_or, failed), _REJECTED, status)
+
+
+def _read_outcomes(reading: _Reading):
+    """(success, failure) per trial as its digit decides it (neither where pending)."""
+    return [(~digit.pending & digit.output, ~digit.pending & ~digit.output) for _, digit in reading.trials]
+
+
+def _resolved(key, reading: _Reading, live, c: Constants):
+    """The status of the ``live`` lanes once :func:`dpjax._exact_tables.resolve` has decided every
+    pending trial of theirs (one run over the three trials)."""
+    one = jnp.ones_like(reading.v)
+    digits = [digit for _, digit in reading.trials]
+    row = jnp.minimum(reading.v, c.packed.shape[0] - 1)
+    starts = [tables.start_pending(digits[0], c.residual, c.denominator, row, reading.a, c.d,
+                                   live & digits[0].pending)]
+    v_table = fast._V_TABLE
+    starts += [tables.start_pending(digit, v_table.residual, v_table.denominator, 0 * one, one, one,
+                                    live & digit.pending) for digit in digits[1:]]
+    output = tables.resolve(key, jax.tree.map(lambda *a: jnp.concatenate(a), *starts))
+    output = output.reshape(len(digits), -1)
+    outcomes = [(jnp.where(digit.pending, won, yes), jnp.where(digit.pending, ~won, no))
+                for digit, won, (yes, no) in zip(digits, output, _read_outcomes(reading), strict=True)]
+    return _status(reading, outcomes)
+
+
+def _settle_pending(key, y, hi, lo, status, c: Constants):
+    """Resolves the ``_PENDING`` lanes (about 1% at sigma 10), up to 1/64 of the lanes plus 64
+    gathered at a time."""
+    size = y.shape[0]
+    capacity = min(size, fast._round_up(-(-size // 64) + 64))
+
+    def body(carry):
+        i, status = carry
+        index = compact.nonzero(status == _PENDING, capacity, size)
+        at = jnp.minimum(index, size - 1)
+        reading = _read(y[at], hi[at], lo[at], c)
+        sub = _resolved(jax.random.fold_in(key, i), reading, index < size, c)
+        return i + 1, status.at[index].set(sub, mode="drop")
+
+    more = lambda carry: jnp.any(carry[1] == _PENDING)  # noqa: E731
+    return lax.while_loop(more, body, (jnp.int32(0), status))[1]
+
+
+def _round(key, c: Constants, size: int, chunk: int, dtype):
+    """One candidate per lane of a buffer of ``size`` lanes (``chunk``: the Laplace pass's): the
+    candidates and their status, none pending."""
+    keys = jax.random.split(key, 3)
+    y = fast.sample(keys[0], c.laplace, (size,), dtype, chunk)
+    hi, lo = random_word_pairs(keys[1], (size,))
+    reading = _read(y, hi, lo, c)
+    status = _status(reading, _read_outcomes(reading))
+    settle = functools.partial(_settle_pending, keys[2], y, hi, lo, c=c)
+    return y, lax.cond(jnp.any(status == _PENDING), settle, lambda s: s, status)
+
+
+def _machine(key, y, live, c: Constants, lap, gauss, dtype):
+    """Algorithm 3 finished on the state machine for the ``live`` lanes (``_MACHINE``): ``y``'s test
+    with ``g - 3`` exp(-1) trials left, and the fraction's test passed (``|y| < L``) or still to do; a
+    rejection starts over there."""
+    word = machine.word_type()
+    top = word(np.iinfo(dtype).max)
+    st = machine.initial(y.shape, word)
+    st["y"], st["neg"] = jnp.abs(y).astype(word), (y < 0).astype(word)
+    done = jnp.full(y.shape, machine._DONE, jnp.int32)
+    st, phase = machine._gaussian_acceptance(st, done, live, gauss, word, top)
+    st["whole"] = jnp.where(live, st["whole"] - _WHOLE_READ, st["whole"])  # g > 3, three trials passed
+    st["gnum"] = jnp.where(live & (jnp.abs(y).astype(_U32) < c.packed.shape[0]), 0, st["gnum"])
+    st["phase"] = phase
+    return machine.signed(machine.complete(key, st, lap, gauss, top), dtype)
+
+
+class Plan(NamedTuple):
+    """The static buffer sizes of :func:`sample` (:func:`plan`).
+
+    Attributes:
+      lanes, chunk: the first round's size (every lane) and its Laplace pass's ``chunk``.
+      buffer, buffer_chunk: the later rounds' candidates and their Laplace pass's ``chunk``.
+      machine: the machine's buffer.
+    """
+
+    lanes: int
+    chunk: int
+    buffer: int
+    buffer_chunk: int
+    machine: int
+
+
+def plan(n: int, t: int, s: int, gauss: dict) -> Plan:
+    """Buffers from the expected shares of the first round (host floats, only to size buffers): the
+    later rounds' buffer holds half the rejected lanes (a round gives every lane gathered one or more
+    candidates), the machine's the lanes it gets, each plus 20% and 64 lanes."""
+    q = math.exp(-s / t)
+    v = np.arange(60 * t // s + 2)
+    laplace = (1 - q) / (1 + q) * q**v * np.where(v > 0, 2, 1)
+    gamma = gauss["w"] * (gauss["r"] * v.astype(np.float64) - gauss["c"]) ** 2 / gauss["D"]
+    rejected = 1 - float(np.sum(laplace * np.exp(-gamma)))
+    far = v >= rows(t, s)
+    handed = float(np.sum(laplace[far | (gamma >= _WHOLE_READ + 1)])) * math.exp(-_WHOLE_READ)
+    size = lambda share: min(n, fast._round_up(math.ceil(1.2 * n * share) + 64))  # noqa: E731
+    buffer = size(rejected / 2)
+    return Plan(n, fast.chunk(n, t, s), buffer, fast.chunk(buffer, t, s), size(handed))
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "dtype", "plan"))
+def sample(key, c: Constants, lap, gauss, shape, dtype, plan: Plan):
+    """Exact discrete Gaussian samples of ``shape``: a round on every lane, then rounds on the rejected
+    lanes until none is left, then the machine's lanes (``lap`` and ``gauss``: the machine's words).
+
+    A later round gathers up to ``plan.buffer`` rejected lanes, ``k`` of them, and gives candidate
+    ``i`` of its buffer to lane ``i mod k`` as its ``(i div k)``-th: each lane takes its first candidate
+    that is not rejected (accepted, or handed to the machine), in that order."""
+    n = math.prod(shape)
+    keys = jax.random.split(key, 3)
+    z, status = _round(keys[0], c, plan.lanes, plan.chunk, dtype)
+    slot = jnp.arange(plan.buffer)
+
+    def gathered(carry):
+        i, z, status = carry
+        index = compact.nonzero(status == _REJECTED, plan.buffer, n)
+        k = jnp.maximum(jnp.sum(index < n), 1)
+        y, sub = _round(jax.random.fold_in(keys[1], i), c, plan.buffer, plan.buffer_chunk, dtype)
+        order = jnp.where(sub == _REJECTED, plan.buffer, slot // k)
+        first = jnp.full(plan.buffer, plan.buffer).at[slot % k].min(order)
+        taken = jnp.minimum(first * k + slot, plan.buffer - 1)  # lane slot's first candidate kept
+        status_new = jnp.where(first < plan.buffer, sub[taken], _REJECTED)
+        lane = jnp.where(slot < k, index, n)
+        return i + 1, z.at[lane].set(y[taken], mode="drop"), status.at[lane].set(status_new, mode="drop")
+
+    more = lambda carry: jnp.any(carry[2] == _REJECTED)  # noqa: E731
+    z, status = lax.while_loop(more, gathered, (jnp.int32(0), z, status))[1:]
+
+    def handed(carry):
+        j, z, status = carry
+        index = compact.nonzero(status == _MACHINE, plan.machine, n)
+        y = z[jnp.minimum(index, n - 1)]
+        sub = _machine(jax.random.fold_in(keys[2], j), y, index < n, c, lap, gauss, dtype)
+        return j + 1, z.at[index].set(sub, mode="drop"), status.at[index].set(_DONE, mode="drop")
+
+    more = lambda carry: jnp.any(carry[2] == _MACHINE)  # noqa: E731
+    return lax.while_loop(more, handed, (jnp.int32(0), z, status))[1].reshape(shape)
