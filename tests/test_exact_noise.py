@@ -210,6 +210,16 @@ def test_vmap_over_keys_matches_shapes_and_law():
     assert _binomial_ok(np.sum(z == 0), z.size, (1 - q) / (1 + q))
 
 
+def test_vmap_over_keys_of_the_fast_paths_gives_each_keys_own_samples():
+    """The Gaussian's fast rounds (which draw their candidates on the Laplace fast pass) batched over
+    keys: each row is the unbatched call's output, so the loops, conditionals and compactions batch."""
+    keys = jax.random.split(jax.random.key(3), 2)
+    sample = lambda k: noise.discrete_gaussian(k, 10, (4096,))  # noqa: E731
+    batched = np.asarray(jax.jit(jax.vmap(sample))(keys))
+    for key, row in zip(keys, batched, strict=True):
+        np.testing.assert_array_equal(row, np.asarray(sample(key)))
+
+
 def test_release_key_is_fresh_from_os_entropy():
     a, b = noise.release_key(), noise.release_key()
     assert jax.random.key_data(a).shape == jax.random.key_data(jax.random.key(0)).shape
