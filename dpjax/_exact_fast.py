@@ -305,21 +305,32 @@ def _signed(lanes: Lanes, c: Constants, dtype):
     return jnp.where(lanes.sign == 1, -magnitude, magnitude)
 
 
-def leftover_share(t: int, s: int) -> float:
-    """About the expected share of lanes the pass leaves (host floats, only to size buffers): Algorithm
-    2's -0 rejection ``(1 - exp(-s/t))/2``, ``V >= 4`` (``e^-4``), no attempt kept among four, and at
-    most 1% of pending digits."""
-    kept = (1 - (2**_UNIFORM_BITS % t) / 2**_UNIFORM_BITS) * sum(math.exp(-u / t) for u in range(t)) / t
-    return -math.expm1(-s / t) / 2 + math.exp(-4) + (1 - kept) ** _ATTEMPTS + 0.01
+def _attempt_kept(t: int) -> float:
+    """The probability that one attempt at ``U`` is not rejected outright (host floats)."""
+    return (1 - (2**_UNIFORM_BITS % t) / 2**_UNIFORM_BITS) * sum(math.exp(-u / t) for u in range(t)) / t
+
+
+def void_share(t: int, s: int) -> float:
+    """The expected share of void lanes (:func:`candidates`; host floats, only to size buffers): the
+    -0 rejection ``(1 - exp(-s/t))/2``, or no attempt kept among four."""
+    return -math.expm1(-s / t) / 2 + (1 - _attempt_kept(t)) ** _ATTEMPTS
 
 
 def chunk(n: int, t: int, s: int) -> int:
-    """Leftover lanes settled per round of the cleanup: the expected share plus 64 lanes, rounded up
-    to a multiple of n/64 (few programs) and of 128; all ``n`` when that is half or more."""
-    share = leftover_share(t, s) + 64 / max(n, 1)
+    """Unfinished lanes settled per round of the cleanup: about their expected share (``V >= 4``,
+    ``e^-4``, and at most 1% of pending digits) plus 64 lanes, rounded up to a multiple of n/64 (few
+    programs) and of 128; all ``n`` when that is half or more."""
+    share = math.exp(-4) + 0.01 + 64 / max(n, 1)
     if share >= 0.5:
         return n
     return min(n, _round_up(math.ceil(n * math.ceil(share * 64) / 64)))
+
+
+def stream_lanes(n: int, kept: float) -> int:
+    """Candidates per round so that ``n`` of them are kept but with probability about 3e-5, each kept
+    with probability ``kept`` (a host float, only to size buffers): the mean plus four standard
+    deviations plus 64, rounded up to a multiple of 128."""
+    return _round_up(math.ceil((n + 4 * math.sqrt(n * (1 - kept)) + 64) / kept))
 
 
 # The state a lane leaves the fast pass in, packed in one word: (field, bit offset, width).
@@ -348,27 +359,64 @@ def _unpack(word) -> Lanes:
     return Lanes(f["v"].astype(jnp.int32), flag["v_open"], v_digit, flag["found"], f["u"], f["sign"], digit)
 
 
-@functools.partial(jax.jit, static_argnames=("shape", "dtype", "chunk"))
-def sample(key, c: Constants, shape, dtype, chunk: int):
-    """Exact discrete Laplace samples of ``shape``: the fast pass on every lane, then rounds that take
-    up to ``chunk`` unfinished lanes in the state the pass left them and settle them, until none is
-    left."""
-    n = math.prod(shape)
-    if n == 0:
-        return jnp.zeros(shape, dtype)
+def _void(lanes: Lanes, c: Constants):
+    """Lanes whose candidate Algorithm 2 rejects as the pass leaves them: no attempt at ``U`` kept, or
+    the sample decided and ``B = 1, Y = 0``."""
+    decided = lanes.found & ~lanes.digit.pending & ~lanes.v_open
+    return ~lanes.found | (decided & (lanes.sign == 1) & (_magnitude(lanes, c) == 0))
+
+
+def candidates(key, c: Constants, size: int, chunk: int, dtype):
+    """``size`` candidates of Algorithm 2 from one fast pass: ``(z, kept)``.
+
+    A lane is *void* (not kept) when the pass leaves it rejected: every attempt at ``U`` rejected
+    outright, or ``B = 1, Y = 0``. Starting over there is Algorithm 2's own rule for ``B = 1, Y = 0``;
+    for the attempts it is exact because attempts are i.i.d. and independent of ``V`` and of the
+    other lanes, so the candidate's ``U`` given that some attempt is kept is the first accepted
+    attempt's. The kept lanes not finished by the pass (``V``'s run open, a digit pending: about 3%)
+    are settled, up to ``chunk`` at a time, so every kept lane holds an exact discrete Laplace sample,
+    independent of the others: kept candidates, taken in order, are i.i.d. samples."""
     keys = jax.random.split(key, 2)
-    hi, lo = random_word_pairs(keys[0], (3, n))
-    lanes = _advance(_fresh((n,)), [hi[0], lo[0]], [hi[1], lo[1], hi[2], lo[2]], c)
-    final, z, state = _final(lanes, c), _signed(lanes, c, dtype), _pack(lanes)
-    if chunk >= n:
-        return jnp.where(final, z, _signed(_settle(keys[1], lanes, ~final, c), c, dtype)).reshape(shape)
+    hi, lo = random_word_pairs(keys[0], (3, size))
+    state = _pack(_advance(_fresh((size,)), [hi[0], lo[0]], [hi[1], lo[1], hi[2], lo[2]], c))
+    lanes = _unpack(lax.optimization_barrier(state))  # the pass runs once, not once per use below
+    void = _void(lanes, c)
+    todo = ~void & ~_final(lanes, c)
+    z = _signed(lanes, c, dtype)
+    if chunk >= size:
+        return jnp.where(todo, _signed(_settle(keys[1], lanes, todo, c), c, dtype), z), ~void
 
     def body(carry):
         i, todo, z = carry
-        index = compact.nonzero(todo, chunk, n)
-        sub = _unpack(state[jnp.minimum(index, n - 1)])
-        sub = _settle(jax.random.fold_in(keys[1], i), sub, index < n, c)
+        index = compact.nonzero(todo, chunk, size)
+        sub = _unpack(state[jnp.minimum(index, size - 1)])
+        sub = _settle(jax.random.fold_in(keys[1], i), sub, index < size, c)
         z = z.at[index].set(_signed(sub, c, dtype), mode="drop")
         return i + 1, todo.at[index].set(False, mode="drop"), z
 
-    return lax.while_loop(lambda carry: jnp.any(carry[1]), body, (jnp.int32(0), ~final, z))[2].reshape(shape)
+    return lax.while_loop(lambda carry: jnp.any(carry[1]), body, (jnp.int32(0), todo, z))[2], ~void
+
+
+class Plan(NamedTuple):
+    """The static sizes of :func:`sample`: ``lanes`` candidates per round, their cleanup's ``chunk``."""
+
+    lanes: int
+    chunk: int
+
+
+def plan(n: int, t: int, s: int) -> Plan:
+    """:class:`Plan` for ``n`` values at scale ``t/s``."""
+    lanes = stream_lanes(n, 1 - void_share(t, s))
+    return Plan(lanes, chunk(lanes, t, s))
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "dtype", "plan"))
+def sample(key, c: Constants, shape, dtype, plan: Plan):
+    """Exact discrete Laplace samples of ``shape``: rounds of ``plan.lanes`` :func:`candidates`, the
+    kept ones filling the output's lanes in order, until every lane has one (one round but with
+    probability about 3e-5)."""
+    n = math.prod(shape)
+    if n == 0:
+        return jnp.zeros(shape, dtype)
+    draw = functools.partial(candidates, c=c, size=plan.lanes, chunk=plan.chunk, dtype=dtype)
+    return compact.stream(key, n, dtype, draw).reshape(shape)

@@ -199,20 +199,20 @@ def _settle_pending(key, y, hi, lo, status, c: Constants):
 
 def _round(key, c: Constants, size: int, chunk: int, dtype):
     """One candidate per lane of a buffer of ``size`` lanes (``chunk``: the Laplace pass's): the
-    candidates and their status, none pending."""
+    candidates and their status, none pending; a candidate the Laplace pass voids is rejected."""
     keys = jax.random.split(key, 3)
-    y = fast.sample(keys[0], c.laplace, (size,), dtype, chunk)
+    y, kept = fast.candidates(keys[0], c.laplace, size, chunk, dtype)
     hi, lo = random_word_pairs(keys[1], (size,))
     reading = _read(y, hi, lo, c)
-    status = _status(reading, _read_outcomes(reading))
+    status = jnp.where(kept, _status(reading, _read_outcomes(reading)), _REJECTED)
     settle = functools.partial(_settle_pending, keys[2], y, hi, lo, c=c)
     return y, lax.cond(jnp.any(status == _PENDING), settle, lambda s: s, status)
 
 
-def _machine(key, y, live, c: Constants, lap, gauss, dtype):
-    """Algorithm 3 finished on the state machine for the ``live`` lanes (``_MACHINE``): ``y``'s test
-    with ``g - 3`` exp(-1) trials left, and the fraction's test passed (``|y| < L``) or still to do; a
-    rejection starts over there."""
+def _machine_accepts(key, y, live, c: Constants, lap, gauss, dtype):
+    """Whether the state machine accepts the candidates ``y`` of the ``live`` lanes (``_MACHINE``): its
+    test with ``g - 3`` exp(-1) trials left, and the fraction's test passed (``|y| < L``) or still to
+    do."""
     word = machine.word_type()
     top = word(np.iinfo(dtype).max)
     st = machine.initial(y.shape, word)
@@ -222,75 +222,65 @@ def _machine(key, y, live, c: Constants, lap, gauss, dtype):
     st["whole"] = jnp.where(live, st["whole"] - _WHOLE_READ, st["whole"])  # g > 3, three trials passed
     st["gnum"] = jnp.where(live & (jnp.abs(y).astype(_U32) < c.packed.shape[0]), 0, st["gnum"])
     st["phase"] = phase
-    return machine.signed(machine.complete(key, st, lap, gauss, top), dtype)
+    return machine.accepts(key, st, lap, gauss, top)
 
 
 class Plan(NamedTuple):
     """The static buffer sizes of :func:`sample` (:func:`plan`).
 
     Attributes:
-      lanes, chunk: the first round's size (every lane) and its Laplace pass's ``chunk``.
-      buffer, buffer_chunk: the later rounds' candidates and their Laplace pass's ``chunk``.
+      lanes, chunk: the candidates of a round and its Laplace pass's ``chunk``.
       machine: the machine's buffer.
     """
 
     lanes: int
     chunk: int
-    buffer: int
-    buffer_chunk: int
     machine: int
 
 
 def plan(n: int, t: int, s: int, gauss: dict) -> Plan:
-    """Buffers from the expected shares of the first round (host floats, only to size buffers): the
-    later rounds' buffer holds half the rejected lanes (a round gives every lane gathered one or more
-    candidates), the machine's the lanes it gets, each plus 20% and 64 lanes."""
+    """Buffers from the expected shares of a round (host floats, only to size buffers): enough
+    candidates that ``n`` of them are not rejected but with probability about 3e-5 (the mean plus four
+    standard deviations and 64), and the machine's lanes plus 20% and 64."""
     q = math.exp(-s / t)
     v = np.arange(60 * t // s + 2)
     laplace = (1 - q) / (1 + q) * q**v * np.where(v > 0, 2, 1)
     gamma = gauss["w"] * (gauss["r"] * v.astype(np.float64) - gauss["c"]) ** 2 / gauss["D"]
-    rejected = 1 - float(np.sum(laplace * np.exp(-gamma)))
+    kept = float(np.sum(laplace * np.exp(-gamma)))
     far = v >= rows(t, s)
     handed = float(np.sum(laplace[far | (gamma >= _WHOLE_READ + 1)])) * math.exp(-_WHOLE_READ)
-    size = lambda share: min(n, fast._round_up(math.ceil(1.2 * n * share) + 64))  # noqa: E731
-    buffer = size(rejected / 2)
-    return Plan(n, fast.chunk(n, t, s), buffer, fast.chunk(buffer, t, s), size(handed))
+    lanes = fast.stream_lanes(n, kept * (1 - fast.void_share(t, s)))
+    machine = min(lanes, fast._round_up(math.ceil(1.2 * lanes * handed) + 64))
+    return Plan(lanes, fast.chunk(lanes, t, s), machine)
 
 
 @functools.partial(jax.jit, static_argnames=("shape", "dtype", "plan"))
 def sample(key, c: Constants, lap, gauss, shape, dtype, plan: Plan):
-    """Exact discrete Gaussian samples of ``shape``: a round on every lane, then rounds on the rejected
-    lanes until none is left, then the machine's lanes (``lap`` and ``gauss``: the machine's words).
+    """Exact discrete Gaussian samples of ``shape`` (``lap`` and ``gauss``: the machine's words).
 
-    A later round gathers up to ``plan.buffer`` rejected lanes, ``k`` of them, and gives candidate
-    ``i`` of its buffer to lane ``i mod k`` as its ``(i div k)``-th: each lane takes its first candidate
-    that is not rejected (accepted, or handed to the machine), in that order."""
-    n = math.prod(shape)
-    keys = jax.random.split(key, 3)
-    z, status = _round(keys[0], c, plan.lanes, plan.chunk, dtype)
-    slot = jnp.arange(plan.buffer)
+    A round gives ``plan.lanes`` candidates, the stream's next ones, and finishes the lanes handed to
+    the machine; the output's lanes take the candidates not rejected, in stream order, until every
+    lane has one (one round but with probability about 3e-5). The candidates are i.i.d. and each is
+    decided from its own trials, so those not rejected are i.i.d. with Algorithm 3's law."""
 
-    def gathered(carry):
-        i, z, status = carry
-        index = compact.nonzero(status == _REJECTED, plan.buffer, n)
-        k = jnp.maximum(jnp.sum(index < n), 1)
-        y, sub = _round(jax.random.fold_in(keys[1], i), c, plan.buffer, plan.buffer_chunk, dtype)
-        order = jnp.where(sub == _REJECTED, plan.buffer, slot // k)
-        first = jnp.full(plan.buffer, plan.buffer).at[slot % k].min(order)
-        taken = jnp.minimum(first * k + slot, plan.buffer - 1)  # lane slot's first candidate kept
-        status_new = jnp.where(first < plan.buffer, sub[taken], _REJECTED)
-        lane = jnp.where(slot < k, index, n)
-        return i + 1, z.at[lane].set(y[taken], mode="drop"), status.at[lane].set(status_new, mode="drop")
+    def draw(key):
+        keys = jax.random.split(key, 2)
+        y, status = _round(keys[0], c, plan.lanes, plan.chunk, dtype)
+        return y, _decide_handed(keys[1], y, status, c, lap, gauss, dtype, plan.machine) == _DONE
 
-    more = lambda carry: jnp.any(carry[2] == _REJECTED)  # noqa: E731
-    z, status = lax.while_loop(more, gathered, (jnp.int32(0), z, status))[1:]
+    return compact.stream(key, math.prod(shape), dtype, draw).reshape(shape)
+
+
+def _decide_handed(key, y, status, c: Constants, lap, gauss, dtype, capacity: int):
+    """``status`` with the lanes handed to the machine (``_MACHINE``) decided, ``capacity`` at a time."""
+    size = y.shape[0]
 
     def handed(carry):
-        j, z, status = carry
-        index = compact.nonzero(status == _MACHINE, plan.machine, n)
-        y = z[jnp.minimum(index, n - 1)]
-        sub = _machine(jax.random.fold_in(keys[2], j), y, index < n, c, lap, gauss, dtype)
-        return j + 1, z.at[index].set(sub, mode="drop"), status.at[index].set(_DONE, mode="drop")
+        j, status = carry
+        index = compact.nonzero(status == _MACHINE, capacity, size)
+        y_handed = y[jnp.minimum(index, size - 1)]
+        accepted = _machine_accepts(jax.random.fold_in(key, j), y_handed, index < size, c, lap, gauss, dtype)
+        return j + 1, status.at[index].set(jnp.where(accepted, _DONE, _REJECTED), mode="drop")
 
-    more = lambda carry: jnp.any(carry[2] == _MACHINE)  # noqa: E731
-    return lax.while_loop(more, handed, (jnp.int32(0), z, status))[1].reshape(shape)
+    more = lambda carry: jnp.any(carry[1] == _MACHINE)  # noqa: E731
+    return lax.while_loop(more, handed, (jnp.int32(0), status))[1]

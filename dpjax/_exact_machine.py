@@ -348,6 +348,24 @@ def complete(key, state, lap, gauss, top):
     return lax.while_loop(lambda c: jnp.any(c[1]["phase"] != _DONE), tail, (jnp.int32(0), state))[1]
 
 
+def accepts(key, state, lap, gauss, top):
+    """Whether each lane's Algorithm 3 acceptance test in progress in ``state`` accepts: its steps run
+    until it accepts or would start over, which is a rejection (the lane stops there). Lanes already
+    ``_DONE`` stay and count as accepted."""
+    word = state["y"].dtype.type
+    shape = state["phase"].shape
+
+    def body(carry):
+        i, st, rejected = carry
+        st = _step(st, jax.random.bits(jax.random.fold_in(key, i), shape, word), lap, gauss, word, top)
+        rejected |= st["phase"] == _DRAW
+        st["phase"] = jnp.where(rejected, _DONE, st["phase"])
+        return i + 1, st, rejected
+
+    more = lambda carry: jnp.any(carry[1]["phase"] != _DONE)  # noqa: E731
+    return ~lax.while_loop(more, body, (jnp.int32(0), state, jnp.zeros(shape, bool)))[2]
+
+
 def signed(state, dtype):
     """The accepted samples ``(1 - 2B) Y`` of ``state`` as ``dtype``."""
     y = state["y"].astype(dtype)

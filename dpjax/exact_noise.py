@@ -195,8 +195,8 @@ def discrete_laplace(key: jax.Array, scale: Rational, shape=(), dtype=None) -> j
     n = math.prod(shape)
     if t > _exact_fast.MAX_T or s >= _exact_fast.MAX_S or n <= _exact_fast.MIN_LANES:
         return _machine(key, shape, dtype, (t, s), None)
-    chunk = _exact_fast.chunk(n, t, s)
-    return _exact_fast.sample(key, _exact_fast.constants(t, s), shape, np.dtype(dtype), chunk)
+    plan = _exact_fast.plan(n, t, s)
+    return _exact_fast.sample(key, _exact_fast.constants(t, s), shape, np.dtype(dtype), plan)
 
 
 def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> jax.Array:
