@@ -13,9 +13,12 @@ uniform (:mod:`dpjax._exact_tables`), so every lane does the same fixed work on 
   ``U``'s acceptance, its thresholds looked up by a chain of selects (no gather, so the pass compiles
   to a few fused loops). The lane takes the first attempt that is not rejected outright.
 
-The sample is final after this pass in about 92% of the lanes at scale 10 (97% at scale 64; at
-scales below 1 Algorithm 2 rejects up to half of the samples as -0). The pass leaves each other lane's
-state in one packed word; they are gathered and settled, one fresh word pair per step, exactly:
+The lanes are the candidates of a stream (:func:`candidates`). At scale 10 the pass leaves 92% of
+them with their sample and 6% *void*: every attempt at ``U`` rejected outright, or ``B = 1, Y = 0``.
+A void candidate is rejected, which is Algorithm 2's own rule for ``B = 1, Y = 0`` and exact for the
+attempts because they are i.i.d. and independent of ``V``. The other 2% (``V``'s run still open after
+four successes, or a pending digit) keep their state in one packed word; they are gathered and
+settled, one fresh word pair per step, exactly:
 
 * a pending digit (a tie with a threshold, or every tabled trial passed) is decided by
   :func:`dpjax._exact_tables.resolve`; a ``U`` it rejects is dropped (the next attempt follows);
@@ -24,6 +27,11 @@ state in one packed word; they are gathered and settled, one fresh word pair per
 * no attempt kept: more attempts; attempts are i.i.d. and ``V`` is independent of them, so the first
   accepted one has Algorithm 2's law whichever attempt it is;
 * ``B = 1, Y = 0``: Algorithm 2 starts over, from fresh words.
+
+:func:`sample` draws rounds of a few percent more candidates than values and fills the output with
+the kept ones in stream order (:func:`dpjax._compact.stream`): kept candidates are i.i.d. discrete
+Laplace samples, so the first ``n`` of them are too. A round falls short of ``n`` with probability
+about 3e-5 and the stream goes on with the next round.
 
 Integer operations only; the tables are exact host integers passed as arguments, so one program
 serves every ``t`` up to its chain length (a power of two). ``V`` saturates at 2^20 + 4 (a run of
@@ -49,10 +57,11 @@ MAX_T = 64
 """The largest scale numerator ``t`` of the fast pass (the select chains grow with ``t``)."""
 MAX_S = 2**31
 """Scale denominators ``s`` of the fast pass stay below this (its words are uint32)."""
-MIN_LANES = 512
-"""Calls of at most this many values take the state machine: under ``vmap`` over keys (a few values
-per key) it was faster (298 against 516 ns per sample at 512 values x 2000 keys) and compiles in a
-third of the time; from 1000 values per key the fast pass wins (162 against 300 ns)."""
+MIN_LANES = 256
+"""Calls of at most this many values take the state machine, which compiles in 1-2 s against 4-5 s.
+Measured at scale 10 (ns per sample): the machine was faster at 128 values (1372 against 2417) and
+vmapped over 2000 keys of 64 (439 against 826); the pass at 256 values (921 against 1493), vmapped
+over 2000 keys of 256 (234 against 588) and of 512 (135 against 210)."""
 _UNIFORM_BITS = 15
 _ATTEMPTS = 4
 _U32 = jnp.uint32

@@ -5,7 +5,8 @@ proposal ``Y`` accepted with probability exp(-gamma), ``gamma = w (r|Y| - c)^2 /
 (``dpjax.exact_noise._gaussian_params``), else start over. A *round* gives every lane of a buffer one
 candidate and decides most acceptances with fixed work:
 
-* the candidate is an exact discrete Laplace sample of :mod:`dpjax._exact_fast`, one call per buffer;
+* the candidate is one of :func:`dpjax._exact_fast.candidates`, one call per buffer (a void one is
+  rejected);
 * with ``g = floor(gamma)`` and ``a/D`` its fraction, exp(-gamma) is the probability that ``g``
   Bernoulli(exp(-1)) trials and one Bernoulli(exp(-a/D)) (Algorithm 1) all succeed, independent
   trials; each is read from one 16-bit digit of one fresh word pair (:mod:`dpjax._exact_tables`): the
@@ -14,28 +15,28 @@ candidate and decides most acceptances with fixed work:
   which :func:`applies` checks);
 * the lane is accepted when every needed trial succeeded and ``g <= 3``, rejected as soon as one failed.
 
-At sigma 10 about 76% of the lanes accept in the first round (every lane) and 24% reject. Later rounds
-run on a buffer of about half the rejected share: it gathers ``k`` rejected lanes and gives each
-``B/k`` candidates or more when ``k`` is below its size ``B`` (a lane takes its first one not rejected),
-until no lane is rejected (three or four rounds at sigma 10). The others (about 1%) are settled
-exactly, from the state they are in:
+The candidates are a stream: a round draws a buffer of them, about 1.4 per value at sigma 10
+(:func:`plan`), and the output takes those not rejected, in stream order
+(:func:`dpjax._compact.stream`). Of a round's candidates, 6% are void in the Laplace pass (rejected,
+:func:`dpjax._exact_fast.candidates`), and about 76% of the others are accepted from their digits
+alone; about 1% are settled exactly, from the state they are in:
 
 * a needed digit pending (a tie with a threshold, or the fraction's trials past the table) and none
   failed: :func:`dpjax._exact_tables.resolve` decides each pending trial with its exact conditional law
   given the digit, as in :mod:`dpjax._exact_fast` (the lane's digits are read again from its words);
 * every read trial succeeded but ``g > 3`` (0.1% of the lanes at sigma 10): the other ``g - 3``
-  exp(-1) trials are fresh and independent of what was read, so the lane goes to
-  :mod:`dpjax._exact_machine` in its phase of ``floor(gamma)`` trials with ``g - 3`` of them left and
-  the fraction's test passed (``gamma``'s fraction set to 0) or, for ``|Y| >= L``, still to do.
+  exp(-1) trials are fresh and independent of what was read, so :mod:`dpjax._exact_machine` decides
+  them, with the fraction's test passed (``gamma``'s fraction set to 0) or, for ``|Y| >= L``, still to
+  do, and stops at the first failure (:func:`dpjax._exact_machine.accepts`).
 
 Exactness: a conjunction of independent trials is decided false by any failed one, whatever the
 others; a pending trial's resolution and the machine's trials have the conditional laws of the
 trials they continue, so each candidate is accepted with probability exactly exp(-gamma). Candidates
-are i.i.d. discrete Laplace samples drawn with fresh keys, and a rejection starts Algorithm 3 over
-(in a later round, or in the machine, which restarts on its own rejections), so the first accepted
-candidate has Algorithm 3's law whichever round or path gives it. Which lanes are gathered depends
-only on decided events, and a lane left out of a full buffer waits unchanged. Integer operations
-only: the tables are exact host integers passed as arguments.
+are i.i.d. (kept discrete Laplace samples of the stream, each with its own acceptance trials), so
+the accepted ones, taken in stream order, are i.i.d. with Algorithm 3's law: a rejection starts
+Algorithm 3 over at the next candidate. Which lanes are gathered depends only on decided events, and
+a lane left out of a full buffer waits unchanged. Integer operations only: the tables are exact host
+integers passed as arguments.
 """
 
 from __future__ import annotations
@@ -58,10 +59,12 @@ from dpjax._words import random_word_pairs
 MAX_ROWS = 128
 """The acceptance table covers ``|Y| < L``, ``L`` a power of two up to this (the select chain grows
 with ``L``): proposal scales up to about 21."""
-MIN_LANES = 2048
-"""Calls of at most this many values take the state machine: it compiles in 3-4 s against 13-25 s, and
-at sigma 10 the rounds were 1.2x faster at 1000 values (1154 against 1354 ns per sample) and 0.9x
-vmapped over 200 keys of 1000, 1.8x at 2000 and 2.2x vmapped over 200 keys of 4000."""
+MIN_LANES = 512
+"""Calls of at most this many values take the state machine, which compiles in 1-6 s against 12-19 s.
+Measured at sigma 10 (ns per sample): the machine was as fast at 128 values (3946 against 3927) and
+vmapped over 2000 keys of 64 (2613 against 2436); the rounds were 2.2x faster at 512 values (812
+against 1757) and vmapped over 1000 keys of 512 (315 against 664), 1.8x at 1000 values and 3.4x at
+2048."""
 MAX_D = 2**13
 """``gamma``'s denominator ``D`` stays at most this: the resolver forms ``D k`` for trials ``k < 2^18``."""
 _WHOLE_READ = 3  # exp(-1) trials read per candidate: two digits of one word and half of another
@@ -172,7 +175,7 @@ def _resolved(key, reading: _Reading, live, c: Constants):
     v_table = fast._V_TABLE
     starts += [tables.start_pending(digit, v_table.residual, v_table.denominator, 0 * one, one, one,
                                     live & digit.pending) for digit in digits[1:]]
-    output = tables.resolve(key, jax.tree.map(lambda *a: jnp.concatenate(a), *starts))
+    output = tables.resolve_sparse(key, jax.tree.map(lambda *a: jnp.concatenate(a), *starts), one.shape[0])
     output = output.reshape(len(digits), -1)
     outcomes = [(jnp.where(digit.pending, won, yes), jnp.where(digit.pending, ~won, no))
                 for digit, won, (yes, no) in zip(digits, output, _read_outcomes(reading), strict=True)]

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from dpjax import _compact as compact
 from dpjax._words import random_word_pairs
 
 DIGIT = 16
@@ -214,3 +215,19 @@ def resolve(key, p: Pending) -> jax.Array:
         return i + 1, lax.fori_loop(0, _BITS_PER_ROUND, lambda j, p: micro(p, (word >> j) & 1), p)
 
     return lax.while_loop(lambda c: jnp.any(~c[1].done), body, (jnp.int32(0), p))[1].output
+
+
+def resolve_sparse(key, p: Pending, capacity: int) -> jax.Array:
+    """:func:`resolve` of the lanes of ``p`` not done, gathered ``capacity`` at a time: the same laws,
+    and the work of the lanes still open rather than of all of them."""
+    size = p.r.shape[0]
+
+    def body(carry):
+        i, p = carry
+        index = compact.nonzero(~p.done, capacity, size)
+        sub = jax.tree.map(lambda a: a[jnp.minimum(index, size - 1)], p)
+        output = resolve(jax.random.fold_in(key, i), sub._replace(done=sub.done | (index >= size)))
+        return i + 1, p._replace(done=p.done.at[index].set(True, mode="drop"),
+                                 output=p.output.at[index].set(output, mode="drop"))
+
+    return lax.while_loop(lambda carry: jnp.any(~carry[1].done), body, (jnp.int32(0), p))[1].output

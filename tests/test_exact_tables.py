@@ -89,7 +89,8 @@ def test_one_digit_reads_algorithm_1_exactly(a, b):
 
 def test_resolver_decides_bernoulli_fractions_and_fresh_trials():
     """``resolve`` on r/d with ``stop`` is Bernoulli(r/d) mapped to K = k + 1 or K = k; without
-    ``stop`` a success goes on with fresh trials Bernoulli(a / (b k)): P(K odd | K > k) for gamma = a/b."""
+    ``stop`` a success goes on with fresh trials Bernoulli(a / (b k)): P(K odd | K > k) for gamma = a/b.
+    ``resolve_sparse`` gives the lanes it gathers (several rounds of them) the same laws."""
     n = 200_000
     cases = [  # (k, r, d, a, b, stop, P(output 1))
         (2, 5, 7, 3, 10, True, Fraction(5, 7)),  # success: K = 3, odd
@@ -103,6 +104,13 @@ def test_resolver_decides_bernoulli_fractions_and_fresh_trials():
                            jnp.zeros(n, bool))
         ones = int(np.sum(np.asarray(tables.resolve(jax.random.key(i), p))))
         assert stats.binomtest(ones, n, float(want)).pvalue > ALPHA, (k, r, d)
+        # the sparse resolver on a third of the lanes open: those follow the same law, the others stay
+        open_ = jnp.arange(n) % 3 == 0
+        p = p._replace(done=~open_, output=~open_)
+        output = np.asarray(tables.resolve_sparse(jax.random.key(i), p, n // 8))
+        assert np.all(output[~np.asarray(open_)])
+        ones = int(np.sum(output[np.asarray(open_)]))
+        assert stats.binomtest(ones, int(np.sum(open_)), float(want)).pvalue > ALPHA, (k, r, d)
 
 
 def _word(u: int, t: int, x: int, sign: int = 0) -> int:
