@@ -103,18 +103,18 @@ def constants(t: int, s: int) -> Constants:
                      words(table.denominator))
 
 
-_V_TABLE = tables.thresholds((1,), 1)
+V_TABLE = tables.thresholds((1,), 1)
 """Algorithm 1's thresholds for ``gamma = 1``: V's Bernoulli(exp(-1)) trials."""
-_V_BELOW = [int(v) for v in _V_TABLE.below[:, 0] if v]
-_V_TIES = [int(v) for v in _V_TABLE.tie[:, 0] if v != 2**32 - 1]
+V_BELOW = [int(v) for v in V_TABLE.below[:, 0] if v]
+V_TIES = [int(v) for v in V_TABLE.tie[:, 0] if v != 2**32 - 1]
 
 
-def _v_digit(x) -> tables.Digit:
+def v_digit(x) -> tables.Digit:
     """What digit ``x`` decides about one Bernoulli(exp(-1)) trial of ``V``."""
-    return tables.read_digit(x, _V_BELOW, _V_TIES, len(_V_BELOW), True)
+    return tables.read_digit(x, V_BELOW, V_TIES, len(V_BELOW), True)
 
 
-def _chain(u, packed):
+def chain(u, packed):
     """The packed threshold row of ``U`` for every lane, by a chain of selects over the rows: no
     gather, so the whole pass fuses into a few loops (a gather measured 8x slower per lane)."""
     rows = [jnp.zeros_like(u) for _ in range(3)]
@@ -163,7 +163,7 @@ def _v_run(words):
     v, lead = jnp.zeros(words[0].shape, jnp.int32), jnp.ones(words[0].shape, bool)
     digit = None
     for x in (x for w in words for x in (w >> 16, w & 0xFFFF)):
-        d = _v_digit(x)
+        d = v_digit(x)
         digit = d if digit is None else _choose(lead, d, digit)
         lead &= ~d.pending & d.output
         v += lead
@@ -175,7 +175,7 @@ def _attempt(w, c: Constants):
     or the digit rejects it."""
     product = (w & (2**_UNIFORM_BITS - 1)) * c.t
     u = product >> _UNIFORM_BITS
-    below, tie, tabled = tables.unpack(_chain(u, c.packed))
+    below, tie, tabled = tables.unpack(chain(u, c.packed))
     digit = tables.read_digit(w >> 16, below, tie, tabled, u > 0)
     uniform = (product & (2**_UNIFORM_BITS - 1)) >= c.lemire_floor
     return uniform & (digit.pending | digit.output), u, (w >> _UNIFORM_BITS) & 1, digit
@@ -225,7 +225,7 @@ def _decide(key, lanes: Lanes, live, c: Constants) -> Lanes:
     v_pending = live & lanes.v_open & lanes.v_digit.pending
     one = jnp.ones_like(lanes.u)
     starts = (tables.start_pending(lanes.digit, c.residual, c.denominator, lanes.u, lanes.u, c.t, u_pending),
-              tables.start_pending(lanes.v_digit, _V_TABLE.residual, _V_TABLE.denominator, 0 * one, one, one,
+              tables.start_pending(lanes.v_digit, V_TABLE.residual, V_TABLE.denominator, 0 * one, one, one,
                                    v_pending))
     outcome = tables.resolve(key, jax.tree.map(lambda *a: jnp.concatenate(a), *starts))
     accepted, success = outcome[: one.shape[0]], outcome[one.shape[0] :]
@@ -246,7 +246,7 @@ def _resolve(key, lanes: Lanes, live, c: Constants) -> Lanes:
     pending = live & ((lanes.found & lanes.digit.pending) | (lanes.v_open & lanes.v_digit.pending))
 
     def gathered(lanes):
-        index = compact.nonzero(pending, min(size, _round_up(-(-size // 16), 64)), size)
+        index = compact.nonzero(pending, min(size, round_up(-(-size // 16), 64)), size)
         sub = _decide(key, jax.tree.map(lambda a: a[jnp.minimum(index, size - 1)], lanes), index < size, c)
         return jax.tree.map(lambda a, b: a.at[index].set(b, mode="drop"), lanes, sub)
 
@@ -270,7 +270,7 @@ _STEPS = 2
 _SHRINK = 8
 
 
-def _round_up(size: int, multiple: int = 128) -> int:
+def round_up(size: int, multiple: int = 128) -> int:
     """XLA's CPU loops run several times slower on sizes that are not a multiple of the vector width."""
     return -(-size // multiple) * multiple
 
@@ -296,7 +296,7 @@ def _settle(key, lanes: Lanes, live, c: Constants) -> Lanes:
     keys = jax.random.split(key, 2)
     step = lambda i, lanes: _step(jax.random.fold_in(keys[0], i), lanes, live, c)  # noqa: E731
     lanes = lax.fori_loop(0, _STEPS, step, lanes)
-    capacity = min(size, _round_up(-(-size // _SHRINK)))
+    capacity = min(size, round_up(-(-size // _SHRINK)))
 
     def gathered(carry):
         j, lanes = carry
@@ -332,14 +332,14 @@ def chunk(n: int, t: int, s: int) -> int:
     share = math.exp(-4) + 0.01 + 64 / max(n, 1)
     if share >= 0.5:
         return n
-    return min(n, _round_up(math.ceil(n * math.ceil(share * 64) / 64)))
+    return min(n, round_up(math.ceil(n * math.ceil(share * 64) / 64)))
 
 
 def stream_lanes(n: int, kept: float) -> int:
     """Candidates per round so that ``n`` of them are kept but with probability about 3e-5, each kept
     with probability ``kept`` (a host float, only to size buffers): the mean plus four standard
     deviations plus 64, rounded up to a multiple of 128."""
-    return _round_up(math.ceil((n + 4 * math.sqrt(n * (1 - kept)) + 64) / kept))
+    return round_up(math.ceil((n + 4 * math.sqrt(n * (1 - kept)) + 64) / kept))
 
 
 # The state a lane leaves the fast pass in, packed in one word: (field, bit offset, width).
@@ -361,7 +361,7 @@ def _unpack(word) -> Lanes:
     """The inverse of :func:`_pack`."""
     f = {name: (word >> shift) & (2**width - 1) for name, shift, width in _PACKING}
     flag = {name: f[name] == 1 for name in ("v_open", "v_tie", "v_beyond", "found", "tie", "beyond")}
-    v_tabled = jnp.full(word.shape, len(_V_BELOW), jnp.int32)
+    v_tabled = jnp.full(word.shape, len(V_BELOW), jnp.int32)
     v_digit = tables.Digit(f["v_count"].astype(jnp.int32), v_tabled, flag["v_tie"], flag["v_beyond"])
     count, tabled = f["count"].astype(jnp.int32), f["tabled"].astype(jnp.int32)
     digit = tables.Digit(count, tabled, flag["tie"], flag["beyond"])

@@ -142,9 +142,9 @@ def _read(y, hi, lo, c: Constants) -> _Reading:
     a = c.w * d * d % c.d
     whole = sum(((d >= threshold).astype(jnp.int32) for threshold in c.whole), jnp.zeros(v.shape, jnp.int32))
     whole = jnp.where(in_table, whole, _WHOLE_READ + 1)
-    below, tie, tabled = tables.unpack(fast._chain(v, c.packed))
+    below, tie, tabled = tables.unpack(fast.chain(v, c.packed))
     fraction = tables.read_digit(lo >> 16, below, tie, tabled, a > 0)
-    ones = [fast._v_digit(hi >> 16), fast._v_digit(hi & 0xFFFF), fast._v_digit(lo & 0xFFFF)]
+    ones = [fast.v_digit(hi >> 16), fast.v_digit(hi & 0xFFFF), fast.v_digit(lo & 0xFFFF)]
     needed = [in_table, *(whole >= j for j in range(1, _WHOLE_READ + 1))]
     return _Reading(v, a, whole, in_table, tuple(zip(needed, [fraction, *ones], strict=True)))
 
@@ -172,7 +172,7 @@ def _resolved(key, reading: _Reading, live, c: Constants):
     row = jnp.minimum(reading.v, c.packed.shape[0] - 1)
     starts = [tables.start_pending(digits[0], c.residual, c.denominator, row, reading.a, c.d,
                                    live & digits[0].pending)]
-    v_table = fast._V_TABLE
+    v_table = fast.V_TABLE
     starts += [tables.start_pending(digit, v_table.residual, v_table.denominator, 0 * one, one, one,
                                     live & digit.pending) for digit in digits[1:]]
     output = tables.resolve_sparse(key, jax.tree.map(lambda *a: jnp.concatenate(a), *starts), one.shape[0])
@@ -186,7 +186,7 @@ def _settle_pending(key, y, hi, lo, status, c: Constants):
     """Resolves the ``_PENDING`` lanes (about 1% at sigma 10), up to 1/64 of the lanes plus 64
     gathered at a time."""
     size = y.shape[0]
-    capacity = min(size, fast._round_up(-(-size // 64) + 64))
+    capacity = min(size, fast.round_up(-(-size // 64) + 64))
 
     def body(carry):
         i, status = carry
@@ -218,13 +218,9 @@ def _machine_accepts(key, y, live, c: Constants, lap, gauss, dtype):
     do."""
     word = machine.word_type()
     top = word(np.iinfo(dtype).max)
-    st = machine.initial(y.shape, word)
-    st["y"], st["neg"] = jnp.abs(y).astype(word), (y < 0).astype(word)
-    done = jnp.full(y.shape, machine._DONE, jnp.int32)
-    st, phase = machine._gaussian_acceptance(st, done, live, gauss, word, top)
+    st = machine.acceptance_state(y, live, gauss, word, top)
     st["whole"] = jnp.where(live, st["whole"] - _WHOLE_READ, st["whole"])  # g > 3, three trials passed
     st["gnum"] = jnp.where(live & (jnp.abs(y).astype(_U32) < c.packed.shape[0]), 0, st["gnum"])
-    st["phase"] = phase
     return machine.accepts(key, st, lap, gauss, top)
 
 
@@ -253,7 +249,7 @@ def plan(n: int, t: int, s: int, gauss: dict) -> Plan:
     far = v >= rows(t, s)
     handed = float(np.sum(laplace[far | (gamma >= _WHOLE_READ + 1)])) * math.exp(-_WHOLE_READ)
     lanes = fast.stream_lanes(n, kept * (1 - fast.void_share(t, s)))
-    machine = min(lanes, fast._round_up(math.ceil(1.2 * lanes * handed) + 64))
+    machine = min(lanes, fast.round_up(math.ceil(1.2 * lanes * handed) + 64))
     return Plan(lanes, fast.chunk(lanes, t, s), machine)
 
 

@@ -348,6 +348,16 @@ def complete(key, state, lap, gauss, top):
     return lax.while_loop(lambda c: jnp.any(c[1]["phase"] != _DONE), tail, (jnp.int32(0), state))[1]
 
 
+def acceptance_state(y, live, gauss, word, top):
+    """Lanes at the start of Algorithm 3's acceptance test of the proposals ``y`` where ``live``, the
+    others done."""
+    state = initial(y.shape, word)
+    state["y"], state["neg"] = jnp.abs(y).astype(word), (y < 0).astype(word)
+    done = jnp.full(y.shape, _DONE, jnp.int32)
+    state, state["phase"] = _gaussian_acceptance(state, done, live, gauss, word, top)
+    return state
+
+
 def accepts(key, state, lap, gauss, top):
     """Whether each lane's Algorithm 3 acceptance test in progress in ``state`` accepts: its steps run
     until it accepts or would start over, which is a rejection (the lane stops there). Lanes already

@@ -40,7 +40,7 @@ def _exp_series(gamma: Fraction, terms: int = 60) -> Fraction:
 def _digits(a: int, b: int) -> tables.Digit:
     """The code's reading of every digit for gamma = a/b, as the fast pass reads it."""
     if (a, b) == (1, 1):
-        return jax.tree.map(np.asarray, fast._v_digit(jnp.asarray(DIGITS)))
+        return jax.tree.map(np.asarray, fast.v_digit(jnp.asarray(DIGITS)))
     row = jnp.asarray(tables.packed_thresholds((a,), b))
     below, tie, tabled = tables.unpack(jnp.broadcast_to(row, (DIGITS.size, 3)))
     return jax.tree.map(np.asarray, tables.read_digit(jnp.asarray(DIGITS), below, tie, tabled, a > 0))
@@ -282,7 +282,7 @@ def test_gaussian_acceptance_rows_are_exact(sigma):
 
 
 def _v_success(x):
-    return _odd_given_digit(Fraction(1), x, int(fast._V_TABLE.below[:, 0].astype(bool).sum()))
+    return _odd_given_digit(Fraction(1), x, int(fast.V_TABLE.below[:, 0].astype(bool).sum()))
 
 
 def test_gaussian_hand_offs_have_the_exact_conditional_laws():
@@ -299,7 +299,7 @@ def test_gaussian_hand_offs_have_the_exact_conditional_laws():
         (11, (failure, failure), (327, failure), _odd_given_digit(Fraction(1, 200), 327, 1), None),  # a tie
         (-24, (failure, failure), (0, failure), _odd_given_digit(Fraction(196, 200), 0, 3), None),  # past
         (30, (0, success), (60_000, failure), _v_success(0), None),  # g = 2, a = 0: trial 1 past V's table
-        (-30, (success, fast._V_TIES[2]), (60_000, 0), _v_success(fast._V_TIES[2]), None),  # V's tie
+        (-30, (success, fast.V_TIES[2]), (60_000, 0), _v_success(fast.V_TIES[2]), None),  # V's tie
         (35, (success, success), (60_000, 0), _v_success(0), None),  # g = 3, f = 1/8: trial 3 past the table
         (39, (success, success), (60_000, success), Fraction(1), Fraction(1)),  # g = 4: the machine's 1
         (-70, (success, success), (0, success), Fraction(1), Fraction(3600, 200) - 3),  # |y| >= L
