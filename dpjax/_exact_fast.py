@@ -117,7 +117,7 @@ def v_digit(x) -> tables.Digit:
 def chain(u, packed):
     """The packed threshold row of ``U`` for every lane, by a chain of selects over the rows: no
     gather, so the whole pass fuses into a few loops (a gather measured 8x slower per lane)."""
-    rows = [jnp.zeros_like(u) for _ in range(3)]
+    rows = [jnp.zeros_like(u) for _ in range(packed.shape[1])]
     for value in range(packed.shape[0]):
         hit = u == value
         rows = [jnp.where(hit, packed[value, column], row) for column, row in enumerate(rows)]

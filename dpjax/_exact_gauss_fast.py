@@ -13,13 +13,18 @@ candidate and decides most acceptances with fixed work:
   first three exp(-1) trials against V's table, the fraction against a table row per value of
   ``|Y| < L``, looked up by a chain of selects (``L`` covers six proposal scales; past it ``g > 3``,
   which :func:`applies` checks);
+* the fraction's trials past its table (``W`` below the last tabled threshold, 2% to 10% of the
+  digits where ``a/D`` is 1/2 or more and ``D`` is large enough that few thresholds are comparable)
+  are fresh Bernoulli(``a / (D k)``) trials, ``k = k_1 + 1, ...``: each is read from one of the
+  digits of the exp(-1) trials the lane does not need (``3 - g`` of them, the last ones first),
+  against thresholds tabled per row, a tie decided by the resolver with its exact fraction;
 * the lane is accepted when every needed trial succeeded and ``g <= 3``, rejected as soon as one failed.
 
 The candidates are a stream: a round draws a buffer of them, about 1.4 per value at sigma 10
 (:func:`plan`), and the output takes those not rejected, in stream order
 (:func:`dpjax._compact.stream`). Of a round's candidates, 6% are void in the Laplace pass (rejected,
 :func:`dpjax._exact_fast.candidates`), and about 76% of the others are accepted from their digits
-alone; about 1% are settled exactly, from the state they are in:
+alone; about 0.1% are settled exactly, from the state they are in:
 
 * a needed digit pending (a tie with a threshold, or the fraction's trials past the table) and none
   failed: :func:`dpjax._exact_tables.resolve` decides each pending trial with its exact conditional law
@@ -79,7 +84,8 @@ class Constants(NamedTuple):
       laplace: the proposal's :class:`dpjax._exact_fast.Constants`.
       r, c, w, d: ``gamma = w (r|Y| - c)^2 / D`` as uint32 words.
       whole: ``g >= j`` iff ``|r|Y| - c| >= whole[j - 1]``, j = 1, ..., 4 (``g`` is counted up to 4).
-      packed: :func:`dpjax._exact_tables.packed_thresholds` of the fraction ``a_y / D`` per ``|Y| < L``.
+      packed: :func:`dpjax._exact_tables.packed_thresholds` of the fraction ``a_y / D`` per ``|Y| < L``,
+        then two words of :func:`fresh_thresholds`.
       residual, denominator: the resolver's fractions of those rows.
     """
 
@@ -108,6 +114,24 @@ def applies(t: int, s: int, gauss: dict) -> bool:
     return w * far * far < 2**31 and w * (r * length - c) ** 2 >= (_WHOLE_READ + 1) * D  # g > 3 past it
 
 
+_FRESH = 3  # fresh trials past the fraction's table, read from the exp(-1) trials' spare digits
+
+
+def fresh_thresholds(numerators: tuple[int, ...], b: int) -> np.ndarray:
+    """Per ``gamma = a/b``, ``a`` in ``numerators``: the 16-bit thresholds ``q_j = floor(2^16 a / (b k))``
+    of the fresh trials ``k = k_1 + j``, j = 1, 2, 3, past the table's ``k_1`` trials, and whether each
+    has a remainder (a digit equal to it is a tie), packed as ``[q_1 | q_2 << 16, q_3 | ties << 16]``."""
+    tabled = (tables.thresholds(numerators, b).below > 0).sum(0)
+    packed = np.zeros((len(numerators), 2), np.uint64)
+    for row, (a, k1) in enumerate(zip(numerators, tabled, strict=True)):
+        for j in range(1, _FRESH + 1):
+            q, rest = divmod(2**tables.DIGIT * a, b * (int(k1) + j))
+            word, shift = divmod(16 * (j - 1), 32)
+            packed[row, word] |= np.uint64(q) << np.uint64(shift)
+            packed[row, 1] |= np.uint64(rest != 0) << np.uint64(16 + j - 1)
+    return packed.astype(np.uint32)
+
+
 def constants(t: int, s: int, gauss: dict) -> Constants:
     """:class:`Constants` for Algorithm 3 (``applies(t, s, gauss)``)."""
     length, D = rows(t, s), gauss["D"]
@@ -115,25 +139,32 @@ def constants(t: int, s: int, gauss: dict) -> Constants:
     whole = [math.isqrt(-(-j * D // gauss["w"]) - 1) + 1 for j in range(1, _WHOLE_READ + 2)]  # w d^2 >= j D
     words = functools.partial(jnp.asarray, dtype=_U32)
     return Constants(fast.constants(t, s), *(words(gauss[k]) for k in ("r", "c", "w", "D")), words(whole),
-                     words(tables.packed_thresholds(numerators, D)),
+                     words(np.concatenate([tables.packed_thresholds(numerators, D),
+                                           fresh_thresholds(numerators, D)], axis=1)),
                      words(tables.thresholds(numerators, D).residual),
                      words(tables.thresholds(numerators, D).denominator))
 
 
 class _Reading(NamedTuple):
-    """What a lane's words say about its candidate's acceptance (:func:`_read`)."""
+    """What a lane's words say about its candidate's acceptance (:func:`_read`).
+
+    ``fresh_tie``: the fraction's trial ``k_1 + j`` read from a spare digit ties with its threshold;
+    its digit is then pending past ``k_1 + j - 1`` trials (``tabled``), and the resolver starts
+    that trial at its remainder (:func:`_resolved`).
+    """
 
     v: jax.Array
     a: jax.Array
     whole: jax.Array
     in_table: jax.Array
+    fresh_tie: jax.Array
     trials: tuple  # (needed, Digit) per trial: the fraction's, then the exp(-1) ones
 
 
 def _read(y, hi, lo, c: Constants) -> _Reading:
     """The candidate ``y``'s ``g`` (counted up to 4; 4 past the table) and ``a``, and the digits of its
     trials: exp(-1) trials 1 and 2 from ``hi``, 3 from ``lo``'s low half, the fraction from its top half
-    (not needed past the table)."""
+    (not needed past the table), and the fraction's fresh trials from the spare ones of those."""
     length = c.packed.shape[0]
     v = jnp.abs(y).astype(_U32)
     in_table = v < length
@@ -142,11 +173,37 @@ def _read(y, hi, lo, c: Constants) -> _Reading:
     a = c.w * d * d % c.d
     whole = sum(((d >= threshold).astype(jnp.int32) for threshold in c.whole), jnp.zeros(v.shape, jnp.int32))
     whole = jnp.where(in_table, whole, _WHOLE_READ + 1)
-    below, tie, tabled = tables.unpack(fast.chain(v, c.packed))
-    fraction = tables.read_digit(lo >> 16, below, tie, tabled, a > 0)
-    ones = [fast.v_digit(hi >> 16), fast.v_digit(hi & 0xFFFF), fast.v_digit(lo & 0xFFFF)]
+    row = fast.chain(v, c.packed)
+    below, tie, tabled = tables.unpack(row)
+    slots = [hi >> 16, hi & 0xFFFF, lo & 0xFFFF]
+    fraction, fresh_tie = _fresh_trials(tables.read_digit(lo >> 16, below, tie, tabled, a > 0), row, slots,
+                                        whole)
+    ones = [fast.v_digit(x) for x in slots]
     needed = [in_table, *(whole >= j for j in range(1, _WHOLE_READ + 1))]
-    return _Reading(v, a, whole, in_table, tuple(zip(needed, [fraction, *ones], strict=True)))
+    return _Reading(v, a, whole, in_table, fresh_tie, tuple(zip(needed, [fraction, *ones], strict=True)))
+
+
+def _fresh_trials(digit: tables.Digit, row, slots, whole):
+    """The fraction's ``digit`` after its fresh trials past the table, ``k_1 + j`` read from
+    ``slots[3 - j]`` where ``g <= 3 - j`` (that exp(-1) trial is not needed), and whether one tied.
+
+    A failure at trial ``k`` decides ``K = k``; a tie, or successes up to the last spare digit, leave
+    the digit pending past the trials passed (``tabled``)."""
+    going, passed, count = digit.beyond, digit.tabled, digit.count
+    tied_any = jnp.zeros_like(going)
+    for j in range(1, _FRESH + 1):
+        x = slots[_FRESH - j]
+        q = (row[..., 3 + (j - 1) // 2] >> (16 * ((j - 1) % 2))) & 0xFFFF
+        has_rest = ((row[..., 4] >> (16 + j - 1)) & 1) == 1
+        read = going & (whole <= _FRESH - j)
+        tied = read & has_rest & (x == q)
+        failed = read & ~tied & (x >= q)
+        count = jnp.where(failed, passed, count)  # K = passed + 1
+        passed = jnp.where(read & (x < q), passed + 1, passed)
+        tied_any |= tied
+        going &= ~(tied | failed)
+    pending = going | tied_any
+    return tables.Digit(jnp.where(pending, passed, count), passed, digit.tie, pending), tied_any
 
 
 def _status(reading: _Reading, outcomes):
@@ -170,8 +227,10 @@ def _resolved(key, reading: _Reading, live, c: Constants):
     one = jnp.ones_like(reading.v)
     digits = [digit for _, digit in reading.trials]
     row = jnp.minimum(reading.v, c.packed.shape[0] - 1)
-    starts = [tables.start_pending(digits[0], c.residual, c.denominator, row, reading.a, c.d,
-                                   live & digits[0].pending)]
+    fraction = tables.start_pending(digits[0], c.residual, c.denominator, row, reading.a, c.d,
+                                    live & digits[0].pending)
+    rest = (reading.a << tables.DIGIT) % fraction.d  # a fresh trial's tie: P(success) = rest / (D k)
+    starts = [fraction._replace(r=jnp.where(reading.fresh_tie, rest, fraction.r))]
     v_table = fast.V_TABLE
     starts += [tables.start_pending(digit, v_table.residual, v_table.denominator, 0 * one, one, one,
                                     live & digit.pending) for digit in digits[1:]]
@@ -183,10 +242,10 @@ def _resolved(key, reading: _Reading, live, c: Constants):
 
 
 def _settle_pending(key, y, hi, lo, status, c: Constants):
-    """Resolves the ``_PENDING`` lanes (about 1% at sigma 10), up to 1/64 of the lanes plus 64
-    gathered at a time."""
+    """Resolves the ``_PENDING`` lanes (0.02% at sigma 10, at most 0.07% from sigma 1/2 to 21), up to
+    1/1024 of the lanes plus 64 gathered at a time."""
     size = y.shape[0]
-    capacity = min(size, fast.round_up(-(-size // 64) + 64))
+    capacity = min(size, fast.round_up(-(-size // 1024) + 64))
 
     def body(carry):
         i, status = carry

@@ -220,7 +220,7 @@ def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> 
       (``t/s`` with ``t <= 64``, at most about 21, and ``gamma``'s denominator ``D <= 2^13``: e.g.
       integer sigma up to 21), the fast rounds (:mod:`dpjax._exact_gauss_fast`): a round draws about
       1.4 candidates per value (sigma 10) from the discrete Laplace fast pass and reads each
-      acceptance from three 16-bit digits, settles the 1% left undecided exactly from their state,
+      acceptance from three 16-bit digits, settles the 0.1% left undecided exactly from their state,
       and the output takes the accepted candidates in order (a second round with probability about
       3e-5). They compile in 12-19 s against 1-6 s for the state machine. Otherwise the state
       machine: about 11 to 14 steps per lane on average (the proposal is accepted with probability

@@ -185,9 +185,10 @@ def test_rounds_short_of_lanes_continue_the_stream():
     c = fast.constants(10, 1)
     plan = fast.Plan(8192, fast.chunk(8192, 10, 1))
     z = np.asarray(fast.sample(key, c, (n,), np.dtype(np.int32), plan))
+    draw = jax.jit(lambda k: fast.candidates(k, c, plan.lanes, plan.chunk, jnp.int32))
     stream = []
     for i in range(n // 4000):
-        values, kept = fast.candidates(jax.random.fold_in(key, i), c, plan.lanes, plan.chunk, jnp.int32)
+        values, kept = draw(jax.random.fold_in(key, i))
         stream.append(np.asarray(values)[np.asarray(kept)])
     np.testing.assert_array_equal(z, np.concatenate(stream)[:n])
     assert _chi_square_pvalue(z, _laplace_pmf(10, 1)) > ALPHA
@@ -250,7 +251,8 @@ def _gaussian_constants(sigma):
 def test_gaussian_acceptance_rows_are_exact(sigma):
     """Every row |y| < L of the acceptance table against Fraction arithmetic: g = floor(gamma) (counted
     up to 4), gamma's fraction a/D, and Algorithm 1's thresholds floor(2^16 f^k / k!) with their tie
-    flags; rows past the table are left to the machine."""
+    flags, and the 16-bit thresholds floor(2^16 f / k) of the fresh trials k = k1 + 1, k1 + 2, k1 + 3
+    past them with theirs; rows past the table are left to the machine."""
     params, c = _gaussian_constants(sigma)
     length = c.packed.shape[0]
     assert length >= 6 * Fraction(*params["laplace"])
@@ -279,6 +281,16 @@ def test_gaussian_acceptance_rows_are_exact(sigma):
         uncomparable = params["D"] ** (k1 + 1) * math.factorial(k1 + 1) >= 2**31
         deeper = 2**tables.DIGIT * _T(f, k1 + 1) < 2 or uncomparable
         assert k1 == tables.MAX_TRIALS or deeper
+        fresh = [int(c.packed[v, 3]) & 0xFFFF, int(c.packed[v, 3]) >> 16, int(c.packed[v, 4]) & 0xFFFF]
+        for j, q in enumerate(fresh, start=1):  # the fresh trial k1 + j: Bernoulli(f / (k1 + j))
+            threshold = 2**tables.DIGIT * f / (k1 + j)
+            assert q == math.floor(threshold)
+            assert ((int(c.packed[v, 4]) >> (15 + j)) & 1) == (threshold.denominator != 1)
+
+
+def _resumed(gamma: Fraction, k: int) -> Fraction:
+    """P(Algorithm 1 outputs 1 | its first k trials passed), from exact fractions."""
+    return _odd_after(gamma, k, terms=60)
 
 
 def _v_success(x):
@@ -287,17 +299,22 @@ def _v_success(x):
 
 def test_gaussian_hand_offs_have_the_exact_conditional_laws():
     """Sigma 10 (gamma = (|y| - 10)^2 / 200): candidates forced onto every path of the fast rounds, each
-    case on 20000 lanes: a tie and a run past the table on gamma's fraction, exp(-1) trials past V's
-    table and on a tie (all resolved), g > 3 with its three read trials passed (the machine runs the
-    rest), |y| >= L (a read trial rejects it, or the machine runs the rest of its test). A lane is
-    accepted with P(the trials read pass | their digits), from exact fractions; the machine accepts a
-    lane with P(the rest passes): exp(-(g - 3)), times exp(-f) past the table."""
+    case on 20000 lanes: a tie and runs past the table on gamma's fraction (its fresh trials read from
+    the spare digits: a failure, a tie, all passed and resolved on, g = 2 with one spare), exp(-1)
+    trials past V's table and on a tie (all resolved), g > 3 with its three read trials passed (the
+    machine runs the rest), |y| >= L (a read trial rejects it, or the machine runs the rest of its
+    test). A lane is accepted with P(the trials read pass | their digits), from exact fractions; the
+    machine accepts a lane with P(the rest passes): exp(-(g - 3)), times exp(-f) past the table."""
     params, c = _gaussian_constants(10)
     n, success, failure = 20_000, 20_000, 40_000  # V digits: K = 3 (exp(-1) trial passed), K = 2
     assert _v_success(success) == 1 and _v_success(failure) == 0
     cases = [  # (y, exp(-1) digits 1 and 2, (fraction digit, exp(-1) digit 3), P(read trials pass), rest)
         (11, (failure, failure), (327, failure), _odd_given_digit(Fraction(1, 200), 327, 1), None),  # a tie
-        (-24, (failure, failure), (0, failure), _odd_given_digit(Fraction(196, 200), 0, 3), None),  # past
+        (-24, (failure, failure), (0, failure), Fraction(0), None),  # past: fresh trial 4 fails, K = 4
+        (0, (failure, failure), (0, 0), Fraction(1), None),  # past: trial 4 passes (0 < 8192), 5 fails
+        (1, (0, 0), (5, 0), _resumed(Fraction(81, 200), 6), None),  # past: 4, 5, 6 pass, 7 on resolved
+        (0, (failure, 6553), (0, 0), 1 - Fraction(3, 5) * (1 - _resumed(Fraction(1, 2), 5)), None),  # tie
+        (33, (success, success), (0, 0), _resumed(Fraction(129, 200), 4), None),  # g = 2: one spare digit
         (30, (0, success), (60_000, failure), _v_success(0), None),  # g = 2, a = 0: trial 1 past V's table
         (-30, (success, fast.V_TIES[2]), (60_000, 0), _v_success(fast.V_TIES[2]), None),  # V's tie
         (35, (success, success), (60_000, 0), _v_success(0), None),  # g = 3, f = 1/8: trial 3 past the table
@@ -334,7 +351,8 @@ def test_gaussian_hand_offs_have_the_exact_conditional_laws():
     # past a table cut to L = 32, |y| = 40 (gamma = 4 + 1/2) leaves the machine exp(-1) and the fraction
     short = c._replace(packed=c.packed[:32], residual=c.residual[:, :32])
     y = jnp.full(n, 40, jnp.int32)
-    reading = gauss_fast._read(y, hi[5 * n : 6 * n], lo[5 * n : 6 * n], short)
+    g4 = slice(n * [case[0] for case in cases].index(39), None)  # the words of the case g = 4 above
+    reading = gauss_fast._read(y, hi[g4][:n], lo[g4][:n], short)
     status = gauss_fast._status(reading, gauss_fast._read_outcomes(reading))
     assert np.all(np.asarray(status) == gauss_fast._MACHINE)
     accepted = gauss_fast._machine_accepts(jax.random.key(3), y, jnp.ones(n, bool), short, lap, gauss,
