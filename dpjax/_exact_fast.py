@@ -382,7 +382,7 @@ def candidates(key, c: Constants, size: int, chunk: int, dtype):
     outright, or ``B = 1, Y = 0``. Starting over there is Algorithm 2's own rule for ``B = 1, Y = 0``;
     for the attempts it is exact because attempts are i.i.d. and independent of ``V`` and of the
     other lanes, so the candidate's ``U`` given that some attempt is kept is the first accepted
-    attempt's. The kept lanes not finished by the pass (``V``'s run open, a digit pending: about 3%)
+    attempt's. The kept lanes not finished by the pass (``V``'s run open, a digit pending: about 2%)
     are settled, up to ``chunk`` at a time, so every kept lane holds an exact discrete Laplace sample,
     independent of the others: kept candidates, taken in order, are i.i.d. samples."""
     keys = jax.random.split(key, 2)

@@ -73,6 +73,7 @@ against 1757) and vmapped over 1000 keys of 512 (315 against 664), 1.8x at 1000 
 MAX_D = 2**13
 """``gamma``'s denominator ``D`` stays at most this: the resolver forms ``D k`` for trials ``k < 2^18``."""
 _WHOLE_READ = 3  # exp(-1) trials read per candidate: two digits of one word and half of another
+_FRESH = 3  # fresh trials past the fraction's table, read from the exp(-1) trials' spare digits
 _DONE, _REJECTED, _PENDING, _MACHINE = range(4)
 _U32 = jnp.uint32
 
@@ -112,9 +113,6 @@ def applies(t: int, s: int, gauss: dict) -> bool:
     length, w, r, c, D = rows(t, s), gauss["w"], gauss["r"], gauss["c"], gauss["D"]
     far = max(r * (length - 1), c)  # |r|Y| - c| <= far in the table
     return w * far * far < 2**31 and w * (r * length - c) ** 2 >= (_WHOLE_READ + 1) * D  # g > 3 past it
-
-
-_FRESH = 3  # fresh trials past the fraction's table, read from the exp(-1) trials' spare digits
 
 
 def fresh_thresholds(numerators: tuple[int, ...], b: int) -> np.ndarray:
