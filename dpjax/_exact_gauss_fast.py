@@ -11,8 +11,8 @@ candidate and decides most acceptances with fixed work:
   Bernoulli(exp(-1)) trials and one Bernoulli(exp(-a/D)) (Algorithm 1) all succeed, independent
   trials; each is read from one 16-bit digit of one fresh word pair (:mod:`dpjax._exact_tables`): the
   first three exp(-1) trials against V's table, the fraction against a table row per value of
-  ``|Y| < L``, looked up by a chain of selects (``L`` covers six proposal scales; past it ``g > 3``,
-  which :func:`applies` checks);
+  ``|Y| < L``, gathered (``L`` covers six proposal scales; past it ``g > 3``, which :func:`applies`
+  checks);
 * the fraction's trials past its table (``W`` below the last tabled threshold, 2% to 10% of the
   digits where ``a/D`` is 1/2 or more and ``D`` is large enough that few thresholds are comparable)
   are fresh Bernoulli(``a / (D k)``) trials, ``k = k_1 + 1, ...``: each is read from one of the
@@ -62,10 +62,10 @@ from dpjax import _exact_tables as tables
 from dpjax._words import random_word_pairs
 
 MAX_ROWS = 128
-"""The acceptance table covers ``|Y| < L``, ``L`` a power of two up to this (the select chain grows
-with ``L``): proposal scales up to about 21."""
+"""The acceptance table covers ``|Y| < L``, ``L`` a power of two up to this: proposal scales up to
+about 21, as far as the tests go."""
 MIN_LANES = 512
-"""Calls of at most this many values take the state machine, which compiles in 1-6 s against 12-19 s.
+"""Calls of at most this many values take the state machine, which compiles in 1-6 s against 11-15 s.
 Measured at sigma 10 (ns per sample): the machine was as fast at 128 values (3946 against 3927) and
 vmapped over 2000 keys of 64 (2613 against 2436); the rounds were 2.2x faster at 512 values (812
 against 1757) and vmapped over 1000 keys of 512 (315 against 664), 1.8x at 1000 values and 3.4x at
@@ -171,7 +171,7 @@ def _read(y, hi, lo, c: Constants) -> _Reading:
     a = c.w * d * d % c.d
     whole = sum(((d >= threshold).astype(jnp.int32) for threshold in c.whole), jnp.zeros(v.shape, jnp.int32))
     whole = jnp.where(in_table, whole, _WHOLE_READ + 1)
-    row = fast.chain(v, c.packed)
+    row = c.packed[jnp.minimum(v, length - 1)]  # a gather: as fast here as a select chain, compiles in less
     below, tie, tabled = tables.unpack(row)
     slots = [hi >> 16, hi & 0xFFFF, lo & 0xFFFF]
     fraction, fresh_tie = _fresh_trials(tables.read_digit(lo >> 16, below, tie, tabled, a > 0), row, slots,

@@ -222,7 +222,7 @@ def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> 
       1.4 candidates per value (sigma 10) from the discrete Laplace fast pass and reads each
       acceptance from three 16-bit digits, settles the 0.1% left undecided exactly from their state,
       and the output takes the accepted candidates in order (a second round with probability about
-      3e-5). They compile in 12-19 s against 1-6 s for the state machine. Otherwise the state
+      3e-5). They compile in 11-15 s against 1-6 s for the state machine. Otherwise the state
       machine: about 11 to 14 steps per lane on average (the proposal is accepted with probability
       about 0.76, and its test takes a few trials), 4% of the lanes need more than 30
       (:mod:`dpjax._exact_machine`). Both loop until every lane has accepted.
