@@ -314,10 +314,10 @@ def plan(n: int, t: int, s: int, gauss: dict) -> Plan:
 def sample(key, c: Constants, lap, gauss, shape, dtype, plan: Plan):
     """Exact discrete Gaussian samples of ``shape`` (``lap`` and ``gauss``: the machine's words).
 
-    A round gives ``plan.lanes`` candidates, the stream's next ones, and finishes the lanes handed to
-    the machine; the output's lanes take the candidates not rejected, in stream order, until every
+    A round gives ``plan.lanes`` candidates, the stream's next ones, and decides the lanes handed to
+    the machine; the output's lanes take the candidates accepted, in stream order, until every
     lane has one (one round but with probability about 3e-5). The candidates are i.i.d. and each is
-    decided from its own trials, so those not rejected are i.i.d. with Algorithm 3's law."""
+    decided from its own trials, so the accepted ones are i.i.d. with Algorithm 3's law."""
 
     def draw(key):
         keys = jax.random.split(key, 2)
