@@ -114,7 +114,7 @@ def v_digit(x) -> tables.Digit:
     return tables.read_digit(x, V_BELOW, V_TIES, len(V_BELOW), True)
 
 
-def chain(u, packed):
+def _chain(u, packed):
     """The packed threshold row of ``U`` for every lane, by a chain of selects over the rows: no
     gather, so the whole pass fuses into a few loops (a gather measured 8x slower per lane)."""
     rows = [jnp.zeros_like(u) for _ in range(packed.shape[1])]
@@ -175,7 +175,7 @@ def _attempt(w, c: Constants):
     or the digit rejects it."""
     product = (w & (2**_UNIFORM_BITS - 1)) * c.t
     u = product >> _UNIFORM_BITS
-    below, tie, tabled = tables.unpack(chain(u, c.packed))
+    below, tie, tabled = tables.unpack(_chain(u, c.packed))
     digit = tables.read_digit(w >> 16, below, tie, tabled, u > 0)
     uniform = (product & (2**_UNIFORM_BITS - 1)) >= c.lemire_floor
     return uniform & (digit.pending | digit.output), u, (w >> _UNIFORM_BITS) & 1, digit
