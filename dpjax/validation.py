@@ -437,6 +437,8 @@ class Checks:
     def _scalar(self, value, name: str, host_check, condition, requirement: str):
         if not is_traced(value):
             return host_check(value)
+        if _is_boolean(value):  # its dtype is known while tracing
+            raise TypeError(f"{name} must be a real number, got a boolean.")
         value = jnp.asarray(value)
         if value.ndim != 0:
             raise ValueError(f"{name} must be a scalar, got shape {value.shape}.")
@@ -499,6 +501,8 @@ class Checks:
         real dtype) is recorded as finite, integer-valued and ``>= minimum``."""
         if not is_traced(value):
             return jnp.asarray(check_int(value, name, minimum=minimum), dtype)
+        if _is_boolean(value):
+            raise TypeError(f"{name} must be an integer, got a boolean.")
         value = jnp.asarray(value).astype(dtype)
         if value.ndim != 0:
             raise ValueError(f"{name} must be a scalar, got shape {value.shape}.")

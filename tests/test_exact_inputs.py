@@ -191,3 +191,12 @@ def test_a_float_sigma_is_rounded_up_and_the_guarantee_is_the_realized_one():
     with jax.enable_x64(False):
         assert discrete_gaussian_sigma(3.7) == realized  # the guarantee does not depend on the mode
     assert discrete_gaussian_sigma(Fraction(37, 10)) == Fraction(37, 10)  # fits: kept exactly
+
+
+def test_a_traced_boolean_parameter_is_refused_while_tracing():
+    from dpjax.additive import laplace_mechanism
+
+    with pytest.raises(TypeError, match="epsilon must be a real number, got a boolean"):
+        jax.jit(lambda e: laplace_mechanism(KEY, 1.0, e))(True)
+    with pytest.raises(TypeError, match="epsilon must be a real number, got a boolean"):
+        laplace_mechanism(KEY, 1.0, np.array(True))
