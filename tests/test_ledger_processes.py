@@ -35,6 +35,9 @@ _RESERVE = {
     "PerUserLedger": lambda ledger: ledger.reserve(np.full(3, 0.5)),
 }
 _COPIES = {"copy": copy.copy, "deepcopy": copy.deepcopy, "pickle": pickle.dumps}
+# The forked children here never call into JAX (they touch a ledger or a manager's proxy only), so
+# JAX's warning that a fork of its threads may deadlock does not apply to them.
+_FORK_OK = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 
 
 @pytest.mark.parametrize("kind", sorted(_LEDGERS))
@@ -73,6 +76,7 @@ def _use_inherited(kind, results):
         results.put(str(err))
 
 
+@_FORK_OK
 def test_a_forked_child_cannot_use_an_inherited_ledger():
     ctx = multiprocessing.get_context("fork")
     results = ctx.Queue()
@@ -127,6 +131,7 @@ def _reserve_and_settle(pwyg):
         return ticket.settle(np.array([2]), np.array([True]))
 
 
+@_FORK_OK
 def test_ledger_manager_shares_one_budget_across_processes():
     """4 worker processes spend through one served Accountant: exactly the budget, seen by all. (The
     proxies pickle alike for every start method; fork keeps the test fast: spawned workers import
