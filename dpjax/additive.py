@@ -25,17 +25,19 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from dpjax import _exact_machine, exact_noise, noise
+from dpjax import _exact_machine, _exact_params, exact_noise, noise
 from dpjax.accounting import ZCDP, ApproxDP, PureDP
 from dpjax.accounting.elementwise import _elementwise
 from dpjax.validation import (
     Checks,
     check_epsilon,
+    check_exact_integers,
     check_int,
     check_positive,
     check_probability,
+    check_rational,
     float_dtype,
-    is_traced,
+    release_bound,
 )
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "discrete_gaussian_delta",
     "discrete_gaussian_guarantee",
     "discrete_gaussian_mechanism",
+    "discrete_gaussian_sigma",
     "discrete_laplace_guarantee",
     "discrete_laplace_mechanism",
     "gaussian_guarantee",
@@ -136,53 +139,11 @@ def gaussian_sigma_for_zcdp(rho: float, *, sensitivity: float = 1.0) -> float:
 # ------------------------------------------------------------------------- exact mechanisms on integers
 
 
-def _integer_value(value) -> jax.Array:
-    """Integer data (int32, or int64 under ``jax_enable_x64``); float data is refused eagerly."""
-    if isinstance(value, jax.Array | np.ndarray) or hasattr(value, "dtype"):
-        dtype = np.dtype(value.dtype)
-    else:
-        dtype = np.asarray(value).dtype
-    if dtype.kind not in "iu" or dtype.itemsize > 8:
-        raise ValueError(
-            f"value must have an integer dtype (int32 or int64), got {dtype}: the exact mechanisms add "
-            "integer noise to integer queries (round or scale a real query first, and account for it)."
-        )
-    value = jnp.asarray(value)
-    if value.dtype not in (jnp.int32, jnp.int64):
-        value = value.astype(jnp.int64 if value.dtype.itemsize == 8 else jnp.int32)
-    return value
-
-
-def _release_bound(dtype) -> int:
-    """Data and releases are kept in [-B, B], B = (L - 1)/2, so that the noise saturating at +-L
-    (:mod:`dpjax.exact_noise`) never changes a release: clamping is a post-processing."""
-    return (int(np.iinfo(dtype).max) - 1) // 2
-
-
-def _check_release_range(value, name: str = "value") -> None:
-    """Concrete integer data must lie in [-B, B] (:func:`_release_bound`); traced data is clamped."""
-    bound = _release_bound(value.dtype)
-    if not is_traced(value) and value.size:
-        with jax.ensure_compile_time_eval():
-            if bool(jnp.any(jnp.abs(value) > bound)):
-                raise ValueError(f"{name} must lie in [-{bound}, {bound}] (half the dtype's range).")
-
-
 def _add_integer_noise(value, noise_sample) -> jax.Array:
-    bound = _release_bound(value.dtype)
-    _check_release_range(value)
-    value = jnp.clip(value, -bound, bound)  # 1-Lipschitz per entry: sensitivities do not grow
+    """``value + noise`` for data in ``[-B, B]`` (:func:`dpjax.validation.check_exact_integers`), with
+    the noise clipped so that the release saturates at ``+-B`` (a post-processing) and never wraps."""
+    bound = release_bound(value.dtype)
     return value + jnp.clip(noise_sample, -bound - value, bound - value)
-
-
-def _scale_at_least(scale: Fraction, word) -> Fraction:
-    """The smallest rational ``t/2^j >= scale`` the exact sampler accepts (``scale`` itself if it fits):
-    more noise than asked, so the stated guarantee holds."""
-    cap = exact_noise._scale_cap(word)
-    if scale.numerator < cap and scale.denominator < cap:
-        return scale
-    j = max(0, (cap - 1).bit_length() - 1 - math.ceil(scale).bit_length())
-    return Fraction(math.ceil(scale * 2**j), 2**j)
 
 
 def discrete_laplace_mechanism(
@@ -202,28 +163,29 @@ def discrete_laplace_mechanism(
     ``(numerator, denominator)`` pairs; a float is its exact binary value): the noise law depends
     on them exactly. When ``sensitivity/epsilon`` has too many digits for the sampler, the scale is
     rounded up to the nearest ``t/2^j`` it accepts (more noise: still ``epsilon``-DP).
-    Data must lie in ``[-B, B]``, ``B = (max - 1)/2`` of the dtype (checked eagerly; clamped when
-    traced); releases are clamped to the same range (post-processing).
+    Data of any integer dtype is taken exactly (:func:`dpjax.validation.check_exact_integers`): it
+    must lie in ``[-B, B]``, ``B = (max - 1)/2`` of the dtype computed in (int32, or int64 under
+    ``jax_enable_x64`` for 64-bit and uint32 data), checked eagerly and exactly (refused otherwise,
+    never truncated or wrapped); traced data is clamped. A release never wraps: where
+    ``value + noise`` would leave ``[-B, B]`` it saturates at ``-B`` or ``B`` (post-processing).
 
     Args:
       key: a ``jax.random`` key (:func:`dpjax.noise.release_key` for a release).
-      value: the exact integer statistic (int32 or int64 array of any shape).
+      value: the exact integer statistic (an integer array of any shape and integer dtype).
       epsilon: privacy parameter > 0 (host-side).
       sensitivity: L1 sensitivity > 0 (host-side), an integer for integer queries.
 
     Returns:
-      An integer array of ``value``'s shape and dtype.
+      An int32 or int64 array of ``value``'s shape (the dtype computed in).
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> counts = jnp.array([12, 0, 7], jnp.int32)
       >>> release = discrete_laplace_mechanism(jax.random.key(0), counts, epsilon=1)
     """
-    value = _integer_value(value)
-    scale = exact_noise.exact_rational(sensitivity, "sensitivity") / exact_noise.exact_rational(
-        epsilon, "epsilon"
-    )
-    scale = _scale_at_least(scale, _exact_machine.word_type())
+    value = check_exact_integers(value, "value")
+    scale = check_rational(sensitivity, "sensitivity") / check_rational(epsilon, "epsilon")
+    scale = _exact_params.scale_at_least(scale, _exact_machine.word_type())
     return _add_integer_noise(value, noise.discrete_laplace(key, scale, value.shape, value.dtype))
 
 
@@ -231,9 +193,10 @@ def discrete_laplace_guarantee(
     epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
 ) -> PureDP:
     """The discrete Laplace mechanism's guarantee: pure ``epsilon``-DP (Ghosh et al. 2009; CKS20
-    Sec. 2.1: the privacy loss of ``value + Z`` is at most ``epsilon |value - value'| / sensitivity``)."""
-    exact_noise.exact_rational(sensitivity, "sensitivity")
-    return PureDP(float(exact_noise.exact_rational(epsilon, "epsilon")))
+    Sec. 2.1: the privacy loss of ``value + Z`` is at most ``epsilon |value - value'| / sensitivity``).
+    A scale the mechanism rounds up makes the realized epsilon smaller than the stated one."""
+    check_rational(sensitivity, "sensitivity")
+    return PureDP(float(check_rational(epsilon, "epsilon")))
 
 
 def discrete_gaussian_mechanism(
@@ -249,26 +212,46 @@ def discrete_gaussian_mechanism(
     (epsilon, delta) curve of CKS20 Thm. 7 is :func:`discrete_gaussian_approx_dp`, tighter than the
     zCDP conversion.
 
-    ``sigma`` is a host-side exact rational (number, ``Fraction`` or pair; limits in
-    :data:`dpjax.exact_noise.LIMITS`); ``sensitivity`` only enters the guarantee. Data must lie in
-    ``[-B, B]``, ``B = (max - 1)/2`` of the dtype (checked eagerly, clamped when traced); releases are
-    clamped to the same range (post-processing).
+    ``sigma`` is a host-side exact rational (number, ``Fraction`` or pair); when it has too many
+    digits for the sampler (:data:`dpjax.exact_noise.LIMITS`; a float is its exact binary value, so
+    ``3.7`` does) it is rounded **up** to the nearest rational the sampler accepts
+    (:func:`discrete_gaussian_sigma`: more noise), and :func:`discrete_gaussian_guarantee` states the
+    guarantee of the rounded sigma. ``sensitivity`` only enters the guarantee. Data and releases as
+    :func:`discrete_laplace_mechanism`: any integer dtype taken exactly, ``[-B, B]`` checked eagerly
+    (clamped when traced), releases saturating at ``+-B``, never wrapping.
 
     Example:
       >>> import jax, jax.numpy as jnp
       >>> release = discrete_gaussian_mechanism(jax.random.key(0), jnp.array([5, 9]), sigma=3)
     """
-    value = _integer_value(value)
-    exact_noise.exact_rational(sensitivity, "sensitivity")
+    value = check_exact_integers(value, "value")
+    check_rational(sensitivity, "sensitivity")
+    sigma = _exact_params.sigma_at_least(check_rational(sigma, "sigma"), _exact_machine.word_type())
     return _add_integer_noise(value, noise.discrete_gaussian(key, sigma, value.shape, value.dtype))
+
+
+def discrete_gaussian_sigma(sigma: exact_noise.Rational) -> Fraction:
+    """The sigma :func:`discrete_gaussian_mechanism` draws with at most, as an exact ``Fraction``:
+    ``sigma`` itself when the sampler takes it, else the smallest rational above it that the 64-bit
+    sampler (``jax_enable_x64``) takes. Without ``jax_enable_x64`` the mechanism's sigma is at least
+    this one (the 32-bit sampler accepts fewer rationals), so a guarantee computed from it holds in
+    both modes. A float ``3.7`` (exactly ``3.70000000000000017...``) becomes ``1987/537``, 5e-5 more.
+
+    Example:
+      >>> discrete_gaussian_sigma(3)
+      Fraction(3, 1)
+    """
+    return _exact_params.sigma_at_least(check_rational(sigma, "sigma"), np.uint64)
 
 
 def discrete_gaussian_guarantee(
     sigma: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
 ) -> ZCDP:
-    """``sensitivity^2 / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020, Thm. 4 and Thm. 14)."""
-    sigma = exact_noise.exact_rational(sigma, "sigma")
-    sensitivity = exact_noise.exact_rational(sensitivity, "sensitivity")
+    """``sensitivity^2 / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020, Thm. 4 and Thm. 14), for
+    the sigma the mechanism realizes (:func:`discrete_gaussian_sigma`: ``sigma`` rounded up when the
+    sampler cannot take it)."""
+    sigma = discrete_gaussian_sigma(sigma)
+    sensitivity = check_rational(sensitivity, "sensitivity")
     return ZCDP(float(sensitivity**2 / (2 * sigma**2)))
 
 
@@ -279,8 +262,9 @@ def discrete_gaussian_delta(sigma: exact_noise.Rational, epsilon: float, *, sens
 
     Y ~ N_Z(0, sigma^2), D the integer sensitivity of a query whose neighbors differ in one
     coordinate. The tails are summed in float64 out to 40 sigma beyond the threshold (host-side
-    accounting; the neglected mass is below 1e-300)."""
-    sigma = exact_noise.exact_rational(sigma, "sigma")
+    accounting; the neglected mass is below 1e-300). ``sigma`` is the realized one
+    (:func:`discrete_gaussian_sigma`)."""
+    sigma = discrete_gaussian_sigma(sigma)
     d = check_int(sensitivity, "sensitivity", minimum=1)
     epsilon = check_epsilon(epsilon, allow_zero=True)
     s = float(sigma)

@@ -19,14 +19,16 @@ checked to lie in [-B, B]); the result is exact (``docs/derivations.md``).
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from dpjax import _exact_machine, additive, exact_noise, noise
+from dpjax import _exact_machine, _exact_params, additive, exact_noise, noise
 from dpjax.accounting import PureDP
-from dpjax.validation import check_int
+from dpjax.validation import check_exact_integers, check_flag, check_int, check_rational
 
 __all__ = [
     "discrete_peeling_top_k",
@@ -37,27 +39,20 @@ __all__ = [
 
 
 def _counts(counts):
-    counts = additive._integer_value(counts)
+    counts = check_exact_integers(counts, "counts")  # exact, in [-B, B] (traced ones clamped)
     if counts.ndim != 1 or counts.size == 0:
         raise ValueError(f"counts must have shape (n,) with n >= 1, got {counts.shape}.")
-    additive._check_release_range(counts, "counts")
     return counts
 
 
 def _scale(epsilon, sensitivity, monotonic: bool, rounds: int):
-    factor = 1 if monotonic else 2
-    scale = (
-        factor * rounds * exact_noise.exact_rational(sensitivity, "sensitivity")
-        / exact_noise.exact_rational(epsilon, "epsilon")
-    )
-    return additive._scale_at_least(scale, _exact_machine.word_type())
+    factor = 1 if check_flag(monotonic, "monotonic") else 2
+    scale = factor * rounds * check_rational(sensitivity, "sensitivity") / check_rational(epsilon, "epsilon")
+    return _exact_params.scale_at_least(scale, _exact_machine.word_type())
 
 
 def _noisy(key, counts, scale):
-    bound = additive._release_bound(counts.dtype)
-    counts = jnp.clip(counts, -bound, bound)  # traced counts out of range (concrete ones are refused)
-    z = noise.discrete_laplace(key, scale, counts.shape, counts.dtype)
-    return counts + jnp.clip(z, -bound - counts, bound - counts)
+    return additive._add_integer_noise(counts, noise.discrete_laplace(key, scale, counts.shape, counts.dtype))
 
 
 def discrete_report_noisy_max(
@@ -77,10 +72,11 @@ def discrete_report_noisy_max(
 
     Args:
       key: a ``jax.random`` key (:func:`dpjax.noise.release_key` for a release).
-      counts: integer counts, shape ``(n,)`` (int32 or int64).
+      counts: integer counts, shape ``(n,)``, any integer dtype (taken exactly, as
+        :func:`dpjax.additive.discrete_laplace_mechanism` takes its data).
       epsilon: > 0, a host-side exact rational (the noise scale is exact; rounded up when too long).
       sensitivity: integer >= 1 (host-side).
-      monotonic: whether the counts are monotonic (static).
+      monotonic: whether the counts are monotonic (static; a Python bool).
 
     Returns:
       An int32 index.
@@ -98,8 +94,9 @@ def discrete_report_noisy_max_guarantee(
     epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1, monotonic: bool = False
 ) -> PureDP:
     """Pure ``epsilon``-DP (Dwork and Roth 2014, Claim 3.9, with the discrete argument above)."""
-    exact_noise.exact_rational(sensitivity, "sensitivity")
-    return PureDP(float(exact_noise.exact_rational(epsilon, "epsilon")))
+    check_rational(sensitivity, "sensitivity")
+    check_flag(monotonic, "monotonic")
+    return PureDP(float(check_rational(epsilon, "epsilon")))
 
 
 def discrete_peeling_top_k(
@@ -124,6 +121,12 @@ def discrete_peeling_top_k(
     counts = _counts(counts)
     k = check_int(k, "k", minimum=1, maximum=counts.size)
     scale = _scale(epsilon, sensitivity, monotonic, k)
+    return _peel(jax.random.split(key, k), counts, scale)
+
+
+@functools.partial(jax.jit, static_argnames="scale")
+def _peel(keys, counts, scale):
+    """The rounds of :func:`discrete_peeling_top_k`, one per key (compiled once per shape and scale)."""
     info = jnp.iinfo(counts.dtype)
 
     def round_(taken, round_key):
@@ -131,7 +134,7 @@ def discrete_peeling_top_k(
         winner = jnp.argmax(noisy)
         return taken.at[winner].set(True), winner.astype(jnp.int32)
 
-    _, chosen = lax.scan(round_, jnp.zeros(counts.shape, bool), jax.random.split(key, k))
+    _, chosen = lax.scan(round_, jnp.zeros(counts.shape, bool), keys)
     return chosen
 
 
@@ -139,5 +142,6 @@ def discrete_peeling_top_k_guarantee(
     epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1, monotonic: bool = False
 ) -> PureDP:
     """Pure ``epsilon``-DP: k rounds of ``epsilon/k``-DP report-noisy-max, composed."""
-    exact_noise.exact_rational(sensitivity, "sensitivity")
-    return PureDP(float(exact_noise.exact_rational(epsilon, "epsilon")))
+    check_rational(sensitivity, "sensitivity")
+    check_flag(monotonic, "monotonic")
+    return PureDP(float(check_rational(epsilon, "epsilon")))

@@ -38,7 +38,6 @@ internal word (uint32, or uint64 under ``jax_enable_x64``); larger ones are refu
 """
 
 import math
-import numbers
 import secrets
 from fractions import Fraction
 
@@ -47,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import _exact_fast, _exact_gauss_fast, _exact_machine
-from dpjax.validation import TracedParameterError
+from dpjax.validation import check_rational
 
 __all__ = [
     "LIMITS",
@@ -78,34 +77,10 @@ exact binary value), a ``Fraction`` or a ``(numerator, denominator)`` pair of in
 
 
 def exact_rational(value: Rational, name: str) -> Fraction:
-    """``value`` as an exact positive ``Fraction``: an int, a float (its exact binary value), a
-    ``Fraction`` or a ``(numerator, denominator)`` pair of ints. Traced values are refused."""
-    if isinstance(value, jax.core.Tracer):
-        raise TracedParameterError(
-            f"{name} must be a concrete number, not a traced value: the exact samplers need it as an "
-            "exact rational on the host (a Python number, a Fraction or a (numerator, denominator) pair)."
-        )
-    if isinstance(value, tuple):
-        integers = all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value)
-        if len(value) != 2 or not integers:
-            raise TypeError(f"{name} as a pair must be (numerator, denominator) of ints, got {value!r}.")
-        if value[1] == 0:
-            raise ValueError(f"{name} has a zero denominator.")
-        fraction = Fraction(int(value[0]), int(value[1]))
-    elif isinstance(value, bool) or not isinstance(value, numbers.Real | np.ndarray | jax.Array):
-        raise TypeError(
-            f"{name} must be a real number, a Fraction or a pair of ints, got {type(value).__name__}."
-        )
-    else:
-        if np.ndim(value) != 0:
-            raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}.")
-        scalar = value if isinstance(value, Fraction | numbers.Integral) else float(value)
-        if isinstance(scalar, float) and not math.isfinite(scalar):
-            raise ValueError(f"{name} must be finite, got {scalar}.")
-        fraction = Fraction(scalar)
-    if fraction <= 0:
-        raise ValueError(f"{name} must be > 0, got {fraction}.")
-    return fraction
+    """``value`` as an exact positive ``Fraction``: an int (Python or NumPy), a float (its exact binary
+    value), a ``Fraction`` or a ``(numerator, denominator)`` pair of ints. Booleans of every kind and
+    traced values are refused (:func:`dpjax.validation.check_rational`, the one rule)."""
+    return check_rational(value, name)
 
 
 def _int_dtype(dtype):

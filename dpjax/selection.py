@@ -71,7 +71,15 @@ from dpjax import gumbel_process as _gumbel_process
 from dpjax import noise as _noise
 from dpjax.accounting import PureDP, RangeBounded
 from dpjax.accounting.elementwise import _elementwise
-from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
+from dpjax.validation import (
+    Checks,
+    check_choice,
+    check_epsilon,
+    check_flag,
+    check_int,
+    check_positive,
+    float_dtype,
+)
 
 __all__ = [
     "GapNoise",
@@ -109,17 +117,11 @@ _TOP_K_METHODS: tuple[TopKMethod, ...] = get_args(TopKMethod)
 _GAP_NOISES: tuple[GapNoise, ...] = get_args(GapNoise)
 
 
-def _check_flag(value, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}.")
-    return value
-
-
 def _check_guarantee_args(epsilon, sensitivity, monotonic) -> float:
     """Host-side checks of a guarantee companion's arguments; returns epsilon as a float."""
     epsilon = check_epsilon(epsilon)
     check_positive(sensitivity, "sensitivity")
-    _check_flag(monotonic, "monotonic")
+    check_flag(monotonic, "monotonic")
     return epsilon
 
 
@@ -148,7 +150,7 @@ def _scale(checks: Checks, epsilon, sensitivity, monotonic, k: int, dtype) -> ja
     """
     epsilon = checks.epsilon(epsilon)
     sensitivity = checks.positive(sensitivity, "sensitivity")
-    c = 1 if _check_flag(monotonic, "monotonic") else 2
+    c = 1 if check_flag(monotonic, "monotonic") else 2
     return jnp.asarray(c * k, dtype) * jnp.asarray(sensitivity, dtype) / jnp.asarray(epsilon, dtype)
 
 

@@ -7,7 +7,6 @@ delta at the claimed epsilon. Negative controls (the threshold without its "+1",
 neighbors do not respect, a pay-what-you-get session that does not charge ⊥) must fail.
 """
 
-import copy
 import math
 
 import numpy as np
@@ -112,26 +111,33 @@ class _BottomFreeTicket(Ticket):
         return super().cost(num_returned, bottom) - int(np.sum(bottom))
 
 
-def session_law(accountant, histogram, kbar, k_max, ticket_type=Ticket):
+def session_law(make, histogram, kbar, k_max, ticket_type=Ticket):
     """The law of an analyst who repeats the top-k query with k = min(k_max, what remains) until
-    the accountant refuses; outcomes are tuples of per-call outcomes."""
+    the accountant refuses; outcomes are tuples of per-call outcomes. Each branch replays its calls
+    on a fresh accountant from ``make`` (a ledger cannot be copied)."""
     law = {}
 
-    def run(acct, prefix, prob):
+    def replay(calls):
+        acct = make()
+        for k, returned, bottom in calls:
+            ticket = acct.reserve(k)
+            ticket.__class__ = ticket_type
+            ticket.settle(returned, bottom)
+        return acct
+
+    def run(calls, prefix, prob):
+        acct = replay(calls)
         k = min(k_max, acct.remaining_outcomes)
         try:
             ticket = acct.reserve(max(k, 1))
         except BudgetExceededError:
             law[prefix] = law.get(prefix, 0.0) + prob
             return
-        ticket.__class__ = ticket_type
         for o, p in limited_domain_law(histogram, ticket.k, kbar, acct.epsilon, acct.delta).items():
-            branch = copy.deepcopy(acct)
             n = len(o) - (o[-1] == BOTTOM)
-            branch._open[0].settle(n, o[-1] == BOTTOM)
-            run(branch, (*prefix, o), prob * p)
+            run((*calls, (ticket.k, n, o[-1] == BOTTOM)), (*prefix, o), prob * p)
 
-    run(accountant, (), 1.0)
+    run((), (), 1.0)
     return law
 
 
@@ -144,7 +150,7 @@ def test_pay_what_you_get_session_is_private():
     assert (g.epsilon, g.delta) == pytest.approx((k_star * eps, 2 * l_star * delta))
     worst = 0.0
     for h, h2 in neighbor_pairs(3, values=range(3)):
-        p, q = session_law(make(), h, 2, 2), session_law(make(), h2, 2, 2)
+        p, q = session_law(make, h, 2, 2), session_law(make, h2, 2, 2)
         assert sum(p.values()) == pytest.approx(1.0)
         worst = max(worst, hockey_stick(p, q, g.epsilon), hockey_stick(q, p, g.epsilon))
     assert worst <= g.delta
@@ -157,11 +163,11 @@ def test_session_that_does_not_charge_bottom_fails():
     h, h2 = [12, 0], [13, 0]  # one user adds to item 0; w_item = e^12 ~ w_bot = e * 1e5
     make = lambda: PayWhatYouGet(eps, delta, max_outcomes=k_star, max_calls=l_star)  # noqa: E731
     claimed = make().guarantee
-    charged = session_law(make(), h, 1, 1), session_law(make(), h2, 1, 1)
+    charged = session_law(make, h, 1, 1), session_law(make, h2, 1, 1)
     assert max(hockey_stick(*charged, claimed.epsilon), hockey_stick(*charged[::-1], claimed.epsilon)) <= (
         claimed.delta
     )
-    free = session_law(make(), h, 1, 1, _BottomFreeTicket), session_law(make(), h2, 1, 1, _BottomFreeTicket)
+    free = session_law(make, h, 1, 1, _BottomFreeTicket), session_law(make, h2, 1, 1, _BottomFreeTicket)
     assert max(len(o) for o in free[0]) == l_star
     assert hockey_stick(*free, claimed.epsilon) > 10 * claimed.delta
     assert math.isclose(sum(free[0].values()), 1.0)

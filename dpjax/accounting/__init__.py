@@ -7,6 +7,7 @@ from dpjax.accounting.composition import compose
 from dpjax.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax.accounting.manager import LedgerManager
 from dpjax.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax.accounting.pay_what_you_get import PayWhatYouGet
 from dpjax.accounting.per_user import PerUserLedger
@@ -18,6 +19,7 @@ __all__ = [
     "BudgetExceededError",
     "Guarantee",
     "Ledger",
+    "LedgerManager",
     "Neighbors",
     "NeighborsLike",
     "PayWhatYouGet",

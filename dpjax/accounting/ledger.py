@@ -27,6 +27,15 @@ Every ledger is safe under concurrency: authorizing and recording happen under o
 so no interleaving of threads can spend past the budget, and a reservation settles (or is charged,
 or cancelled) exactly once.
 
+**A ledger is one ledger.** A second copy of a budget would let two spenders each spend it in full, so
+a ledger (and a reservation, which holds its ledger) refuses ``copy.copy``, ``copy.deepcopy`` and
+``pickle`` with a ``TypeError`` (so passing one to a ``ProcessPoolExecutor`` or a spawned
+``multiprocessing.Process`` fails before the worker starts), and a ledger inherited by a forked child
+(``fork`` or ``forkserver``) refuses every use there with a ``RuntimeError``: it belongs to the
+process that made it. For several processes, one process owns the ledger and the others ask it:
+:class:`dpjax.accounting.LedgerManager` serves ledgers from one process to the others (see the
+accountant guide, ``docs/guides/accountant.md``).
+
 Charging the worst case up front and refunding what was not used is sound for every ledger here: the
 theorems behind them (basic composition, Durfee and Rogers 2019 Theorem 2, Liang and Yi Theorems 4.4
 and 4.5) only need the sum of the costs actually applied to stay within the budget.
@@ -44,6 +53,7 @@ The three ledgers differ only in what a worst case and a use are:
 from __future__ import annotations
 
 import abc
+import os
 import threading
 
 __all__ = [
@@ -104,6 +114,9 @@ class Reservation:
                 self._ledger._settle(self, *self._ledger._worst_use(self))
                 self._close()
 
+    def __reduce_ex__(self, protocol):
+        raise _refuse_copy(self)
+
     def _check_open(self) -> None:
         if not self._open:
             raise RuntimeError("this reservation has already been settled.")
@@ -121,17 +134,17 @@ class Ledger(abc.ABC):
     """
 
     def __init__(self):
-        self._lock = threading.RLock()
+        self._lock = _ProcessLock(type(self).__name__)
         self._open: list[Reservation] = []
 
-    def __getstate__(self):  # copies and pickles get a fresh lock
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
+    def __reduce_ex__(self, protocol):
+        raise _refuse_copy(self)
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.RLock()
+    def __copy__(self):
+        raise _refuse_copy(self)
+
+    def __deepcopy__(self, memo):
+        raise _refuse_copy(self)
 
     @property
     def open_reservations(self) -> tuple[Reservation, ...]:
@@ -161,3 +174,34 @@ class Ledger(abc.ABC):
     @abc.abstractmethod
     def history(self) -> tuple:
         """The settled charges, in order."""
+
+
+def _refuse_copy(obj) -> TypeError:
+    return TypeError(
+        f"a {type(obj).__name__} cannot be copied or pickled: a copy of a budget could be spent again "
+        "without the original seeing it (e.g. in a worker process). Keep one ledger in one process and "
+        "let the others ask it: dpjax.accounting.LedgerManager (docs/guides/accountant.md)."
+    )
+
+
+class _ProcessLock:
+    """The ledger's re-entrant lock, which only the process that created it may take: a ledger
+    inherited by a forked child (``fork``, ``forkserver``) refuses every use there instead of
+    spending a copy of the budget that its owner never sees."""
+
+    def __init__(self, owner: str):
+        self._lock = threading.RLock()
+        self._owner = owner
+        self._pid = os.getpid()
+
+    def __enter__(self):
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                f"this {self._owner} belongs to process {self._pid}, not to this forked process "
+                f"{os.getpid()}: a forked copy cannot spend its budget. Let the owning process serve it "
+                "(dpjax.accounting.LedgerManager, docs/guides/accountant.md)."
+            )
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self._lock.__exit__(*exc)
