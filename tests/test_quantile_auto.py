@@ -153,7 +153,8 @@ def test_auto_is_literal_alone_and_the_heap_over_keys_bit_for_bit(name):
 def test_auto_follows_what_is_shared_and_traced_parameters():
     """The study runner's shape (vmap over epsilon of vmap over keys, epsilon traced) runs the heap,
     once per epsilon, and equals the named method; keys zipped with datasets run the literal kernel;
-    an invalid traced epsilon marks its row NaN and leaves the others."""
+    an invalid traced epsilon marks its row NaN and leaves the others; invalid traced q, bounds or
+    NaN data mark the heap path's output NaN."""
     at = lambda k, x, e, q, lo: quantiles.emq(k, x, q, e, bounds=jnp.stack([lo, 2.0]))  # noqa: E731
     runner = jax.jit(jax.vmap(lambda e: jax.vmap(lambda k: at(k, TINY, e, 0.4, -2.0))(KEYS)))
     epsilons = jnp.asarray([0.5, -1.0, 2.0])
@@ -168,6 +169,8 @@ def test_auto_follows_what_is_shared_and_traced_parameters():
     traced = jax.jit(jax.vmap(at, in_axes=(0, None, None, None, None)))
     assert np.isnan(np.asarray(traced(KEYS, TINY, 1.0, 1.5, -2.0))).all()  # q outside [0, 1]
     assert np.isnan(np.asarray(traced(KEYS, TINY, 1.0, 0.4, 3.0))).all()  # lower > upper
+    assert np.isnan(np.asarray(traced(KEYS, np.where(TINY > 1, np.nan, TINY), 1.0, 0.4, -2.0))).all()
+    assert np.isfinite(np.asarray(traced(KEYS, TINY, 1.0, 0.4, -2.0))).all()
     zipped = jax.vmap(lambda k, x: at(k, x, 1.0, 0.4, -2.0))
     names = _kernel_names(jax.make_jaxpr(zipped)(KEYS, jnp.stack([TINY] * 4)))
     assert "_literal_releases" in names and "_tree_releases" not in names
