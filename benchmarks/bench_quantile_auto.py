@@ -4,6 +4,12 @@ passed as an argument (traced) against data closed over (issue 42, items 3 and 4
 data fixed (passed as an argument, except the closed-over UQE row). Run from the repository root:
 
     python -m benchmarks.bench_quantile_auto [--size 1] [--repeats 3] [--out DIR]
+    python -m benchmarks.bench_quantile_auto --interleaved [REPEATS]
+
+``--interleaved`` times UQE's Monte Carlo call with the data closed over and passed as an argument,
+and the fast sampler's prefix log-masses over the 131,073-count table of traced data
+(``lax.cumlogsumexp`` against the scan UQE uses), interleaved in one process (min of the repeats):
+on a shared machine a ratio is only meaningful side by side.
 
 Data: n = 10^5 lognormal(0, 1) float32 points (at scale 1), bounds [0, 100], epsilon 1. EMQ: the
 median; IndExp and AppIndExp (delta 1e-6): the 9 deciles; JointExp: the same deciles (it has no fast
@@ -16,11 +22,15 @@ to the halting index, plus one), as in the headline row.
 from __future__ import annotations
 
 import math
+import sys
+import time
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dpjax import quantiles
+from dpjax.svt.monotone_halting import _cumlogsumexp_nondecreasing
 from dpjax.tools.bench.case import Case, power_label, scaled
 from dpjax.tools.bench.cli import script
 
@@ -120,7 +130,36 @@ def cases(scale: float) -> list[Case]:
     return _bounded(x, scale) + _unbounded(x, scale)
 
 
+def interleaved(repeats: int = 7) -> None:
+    """UQE closed over vs data as argument at 10^3..10^5 keys, and the prefix log-masses two ways,
+    interleaved; prints the min of ``repeats`` of each."""
+    x = np.random.default_rng(0).lognormal(0.0, 1.0, 10**5).astype(np.float32)
+    data = jnp.asarray(x)
+    closed = jax.jit(jax.vmap(lambda key: quantiles.unbounded(key, x, 0.5, EPSILON, beta=BETA)))
+    traced = jax.jit(jax.vmap(lambda key, d: quantiles.unbounded(key, d, 0.5, EPSILON, beta=BETA), (0, None)))
+    terms = jnp.cumsum(jnp.asarray(np.random.default_rng(1).poisson(1.0, 2**17 + 1), jnp.float32)) * 0.5
+    calls = {"prefix log-masses, lax.cumlogsumexp": (jax.jit(jax.lax.cumlogsumexp), (terms,)),
+             "prefix log-masses, scan": (_cumlogsumexp_nondecreasing, (terms,))}
+    for trials in (10**3, 10**4, 10**5):
+        keys = jax.random.split(jax.random.key(0), trials)
+        calls[f"UQE closed over, {trials} keys"] = (closed, (keys,))
+        calls[f"UQE data as argument, {trials} keys"] = (traced, (keys, data))
+    best = dict.fromkeys(calls, math.inf)
+    for round_ in range(repeats + 1):  # round 0 compiles
+        for name, (call, args) in calls.items():
+            start = time.perf_counter()
+            jax.block_until_ready(call(*args))
+            if round_:
+                best[name] = min(best[name], time.perf_counter() - start)
+    for name, seconds in best.items():
+        print(f"{name}: {seconds * 1e3:.2f} ms")
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--interleaved"]:
+        interleaved(*(int(a) for a in argv[1:2]))
+        return
     script("benchmarks.bench_quantile_auto", cases, "quantiles: method='auto' and traced data", argv)
 
 
