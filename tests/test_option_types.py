@@ -14,8 +14,9 @@ from dpjax import accounting, noise, selection
 # Modules by import path: several packages re-export a function under its module's name.
 _common, pie, splits = (importlib.import_module(f"dpjax.budgeting.{m}") for m in ("_common", "pie", "splits"))
 optax_accounting = importlib.import_module("dpjax.optax.accounting")
-joint_exp, joint_exp_tables, unbounded = (
-    importlib.import_module(f"dpjax.quantiles.{m}") for m in ("joint_exp", "joint_exp_tables", "unbounded")
+joint_exp, joint_exp_tables, unbounded, exp_mech = (
+    importlib.import_module(f"dpjax.quantiles.{m}")
+    for m in ("joint_exp", "joint_exp_tables", "unbounded", "exp_mech")
 )
 above_threshold = importlib.import_module("dpjax.svt.above_threshold")
 
@@ -32,6 +33,7 @@ OPTIONS = {
     "svt.above_threshold.Method": (above_threshold.Method, above_threshold._METHODS),
     "quantiles.unbounded.Noise": (unbounded.Noise, unbounded._NOISES),
     "quantiles.joint_exp.Method": (joint_exp.Method, joint_exp_tables._METHODS),
+    "quantiles.exp_mech.Method": (exp_mech.Method, exp_mech._METHODS),
     "noise.NoiseMode": (noise.NoiseMode, noise._MODES),
     "noise.Sampler": (noise.Sampler, tuple(noise.SAMPLERS)),
     "budgeting._common.Mode": (_common.Mode, _common.MODES),

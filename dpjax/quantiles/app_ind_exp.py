@@ -23,7 +23,7 @@ from dpjax.accounting import ApproxDP, Neighbors, RangeBounded
 from dpjax.accounting.bounded_range import composition_epsilon, optimal_composition_epsilon
 from dpjax.accounting.elementwise import _elementwise
 from dpjax.accounting.neighbors import NeighborsLike
-from dpjax.quantiles.exp_mech import _independent_quantiles, _number_of_levels
+from dpjax.quantiles.exp_mech import Method, _independent_quantiles, _number_of_levels
 from dpjax.validation import Checks, check_epsilon, check_probability
 
 
@@ -36,6 +36,7 @@ def app_ind_exp(
     bounds: ArrayLike,
     delta: ArrayLike = 1e-6,
     neighbors: NeighborsLike = Neighbors.SWAP,
+    method: Method = "auto",
 ) -> jax.Array:
     """AppIndExp (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1): IndExp with the DDR20 budget.
 
@@ -48,8 +49,9 @@ def app_ind_exp(
     ``(epsilon, delta)``-DP and range-bounded (:func:`app_ind_exp_guarantee`).
 
     Args:
-      key, x, qs, epsilon, bounds, neighbors: as :func:`~dpjax.quantiles.ind_exp` (``epsilon`` is the
-        total, may be traced).
+      key, x, qs, epsilon, bounds, neighbors, method: as :func:`~dpjax.quantiles.ind_exp`
+        (``epsilon`` is the total, may be traced; ``method="auto"`` draws each gap by the literal
+        Gumbel-max for one release and from a log-mass heap built once under ``vmap`` over keys).
       delta: the approximate-DP delta in [0, 1] (may be traced; the paper uses 1e-6 for n = 1000).
 
     Returns:
@@ -67,7 +69,7 @@ def app_ind_exp(
     def per_level(epsilon, m: int, dtype):
         return composition_epsilon(epsilon, delta, m, dtype)
 
-    return _independent_quantiles(checks, key, x, qs, epsilon, bounds, neighbors, per_level)
+    return _independent_quantiles(checks, key, x, qs, epsilon, bounds, neighbors, per_level, method)
 
 
 @_elementwise("epsilon", "delta")

@@ -9,24 +9,28 @@ in the form of Gillenwater, Joseph, Kulesza (ICML 2021), Sec. 5.1 ("IndExp"). Th
 then uniform inside the gap: the exponential mechanism with utility ``-| #{x < o} - q n |``, whose
 sensitivity is ``Delta = 1`` under swap and ``max(q, 1 - q)`` under add/remove (the target ``q n``
 moves by ``q`` when a record is added). Everything is in log space (zero-width gaps get weight
-exactly 0) and the gap is drawn by Gumbel-max. Under ``vmap`` over keys the sort and the scores are
-computed once. The levels, epsilon and the bounds may be traced (only the number of levels is
-static): an invalid traced value, or NaN data under ``jit``, makes the output NaN.
+exactly 0). One release draws the gap by Gumbel-max (``method="literal"``); under ``vmap`` over keys
+with the data fixed ``method="auto"`` (the default) draws it from a log-mass heap of the same
+log-weights, built once (:mod:`dpjax.quantiles.em_sampler`, O(log n) per release, the same law), and
+the sort and the scores are computed once. The levels, epsilon and the bounds may be traced (only
+the number of levels is static): an invalid traced value, or NaN data under ``jit``, makes the output NaN.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Literal, get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from dpjax import sharded
+from dpjax import _auto, sharded
 from dpjax.accounting import Neighbors, RangeBounded
 from dpjax.accounting.elementwise import _elementwise
 from dpjax.accounting.neighbors import NeighborsLike
+from dpjax.quantiles import em_sampler as _em_sampler
 from dpjax.quantiles.intervals import (
     _check_bounds,
     _check_inputs,
@@ -34,7 +38,11 @@ from dpjax.quantiles.intervals import (
     _gumbel_argmax,
     _uniform_in_gaps,
 )
-from dpjax.validation import Checks, check_epsilon, float_dtype
+from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
+
+Method = Literal["auto", "literal", "tree"]
+"""How the gap is drawn (static): ``"auto"`` (default), ``"literal"`` or ``"tree"`` (see :func:`emq`)."""
+_METHODS: tuple[Method, ...] = get_args(Method)
 
 
 def _emq_sensitivity(q, neighbors: NeighborsLike = Neighbors.SWAP):
@@ -59,22 +67,49 @@ def _gap_logits(log_width, q, epsilon, neighbors: NeighborsLike = Neighbors.SWAP
     return log_width - c * jnp.abs(ranks - q * n)
 
 
-@functools.partial(jax.jit, static_argnames=("neighbors",))
-@sharded.auto_axes
-def _independent_releases(
-    key, x, levels, epsilon_each, lower, upper, neighbors: NeighborsLike = Neighbors.SWAP
-) -> jax.Array:
+def _releases(draw, key, x, levels, epsilon_each, lower, upper, neighbors) -> jax.Array:
     """One EMQ release per level in ``levels`` (shape ``(m,)``), each with ``epsilon_each``; sorted.
-
-    The shared body of EMQ, IndExp and AppIndExp (they differ only in how the budget is split); the
-    levels, budget and bounds may be traced. Compiled, so that an eager call runs the same fused
-    arithmetic as a call inside ``jit``/``vmap``.
-    """
+    ``draw(key, logits)`` picks one gap per row of the ``(m, n + 1)`` log-weights."""
     edges, log_width = _gaps(x, lower, upper)
     logits = _gap_logits(log_width, levels, epsilon_each, neighbors)
     choice_key, uniform_key = jax.random.split(key)
-    index = _gumbel_argmax(choice_key, logits, axis=-1)
+    index = draw(choice_key, logits)
     return jnp.sort(_uniform_in_gaps(uniform_key, edges, index))
+
+
+@functools.partial(jax.jit, static_argnames=("neighbors",))
+@sharded.auto_axes
+def _literal_releases(key, x, levels, epsilon_each, lower, upper, neighbors: NeighborsLike = Neighbors.SWAP):
+    """:func:`_releases` by Gumbel-max (n + 1 Gumbel variates per level). Compiled, so that an eager
+    call runs the same fused arithmetic as a call inside ``jit``/``vmap``."""
+    return _releases(_gumbel_argmax, key, x, levels, epsilon_each, lower, upper, neighbors)
+
+
+def _tree_draw(key, logits) -> jax.Array:
+    """One gap per row of ``logits`` from its log-mass heap (:mod:`dpjax.quantiles.em_sampler`); the
+    heaps are key independent, so under ``vmap`` over keys they are built once."""
+    keys = jax.random.split(key, logits.shape[0])
+    return jax.vmap(lambda k, row: _em_sampler._em_index(k, _em_sampler._em_tree(row)))(keys, logits)
+
+
+@functools.partial(jax.jit, static_argnames=("neighbors",))
+@sharded.auto_axes
+def _tree_releases(key, x, levels, epsilon_each, lower, upper, neighbors: NeighborsLike = Neighbors.SWAP):
+    """:func:`_releases` by the top-down Gumbel process: O(n) preparation per level, O(log n) per draw."""
+    return _releases(_tree_draw, key, x, levels, epsilon_each, lower, upper, neighbors)
+
+
+def _independent_releases(
+    key, x, levels, epsilon_each, lower, upper, neighbors: NeighborsLike = Neighbors.SWAP, method="auto"
+) -> jax.Array:
+    """The shared body of EMQ, IndExp and AppIndExp (they differ only in how the budget is split):
+    one EMQ release per level, sorted, by ``method`` (validated by the callers; ``"auto"``: the rule
+    of :mod:`dpjax._auto`). The levels, budget and bounds may be traced."""
+    paths = {
+        "literal": functools.partial(_literal_releases, neighbors=neighbors),
+        "tree": functools.partial(_tree_releases, neighbors=neighbors),
+    }
+    return _auto.run(method, paths, key, x, levels, epsilon_each, lower, upper, fast="tree")
 
 
 def emq(
@@ -85,6 +120,7 @@ def emq(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
+    method: Method = "auto",
 ) -> jax.Array:
     """The exponential mechanism for the ``q``-quantile of ``x`` within ``bounds`` (Smith 2011, Alg. 2).
 
@@ -100,6 +136,13 @@ def emq(
       bounds: ``(a, b)`` with ``a < b``, data independent (may be traced: either end, or an array
         of shape ``(2,)``).
       neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
+      method: how the gap is drawn (static), the same law each way: ``"literal"``, Gumbel-max over
+        the n + 1 gap log-weights (n + 1 variates per release); ``"tree"``, the top-down Gumbel
+        process over a log-mass heap of the log-weights (:mod:`dpjax.quantiles.em_sampler`: O(n)
+        preparation, key independent, then O(log n) per release); ``"auto"`` (default), the rule of
+        :mod:`dpjax._auto`: ``"literal"`` for one release, ``"tree"`` under ``vmap`` over keys with
+        the data fixed (the heap is then built once per data and level). With ``"auto"`` the random
+        stream depends on the batching; name the method to fix it.
 
     Returns:
       A scalar in ``[a, b]``, in ``x``'s float dtype (at least float32; the default float for integer
@@ -117,9 +160,10 @@ def emq(
     q = checks.probability(q, "q")
     epsilon = checks.epsilon(epsilon)
     neighbors = Neighbors.check(neighbors)
+    check_choice(method, "method", _METHODS)
     x = checks.data(x, allow_infinite=False, allow_empty=True)
     levels = jnp.reshape(jnp.asarray(q, float_dtype(x)), (1,))
-    return checks.guard(_independent_releases(key, x, levels, epsilon, lower, upper, neighbors)[0])
+    return checks.guard(_independent_releases(key, x, levels, epsilon, lower, upper, neighbors, method)[0])
 
 
 @_elementwise("epsilon")
@@ -145,6 +189,7 @@ def ind_exp(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
+    method: Method = "auto",
 ) -> jax.Array:
     """IndExp: ``m`` independent EMQ releases with ``epsilon / m`` each, sorted.
 
@@ -160,6 +205,8 @@ def ind_exp(
         in the working dtype.
       bounds: ``(a, b)`` with ``a < b`` (may be traced).
       neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
+      method: ``"auto"`` (default), ``"literal"`` or ``"tree"``, as in :func:`emq` (one heap per
+        level; static).
 
     Returns:
       Shape ``(m,)``, sorted, in ``[a, b]``; all NaN when a traced input is invalid or traced data
@@ -171,11 +218,13 @@ def ind_exp(
       >>> deciles = ind_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-10, 10))
     """
     return _independent_quantiles(
-        Checks(), key, x, qs, epsilon, bounds, neighbors, lambda epsilon, m, dtype: epsilon / m
+        Checks(), key, x, qs, epsilon, bounds, neighbors, lambda epsilon, m, dtype: epsilon / m, method
     )
 
 
-def _independent_quantiles(checks: Checks, key, x, qs, epsilon, bounds, neighbors, per_level) -> jax.Array:
+def _independent_quantiles(
+    checks: Checks, key, x, qs, epsilon, bounds, neighbors, per_level, method: str = "auto"
+) -> jax.Array:
     """Validated IndExp-style releases: one EMQ per level with ``per_level(epsilon, m, dtype)``.
 
     IndExp and AppIndExp differ only in that budget rule (``epsilon / m``, or the DDR20 composition
@@ -184,11 +233,11 @@ def _independent_quantiles(checks: Checks, key, x, qs, epsilon, bounds, neighbor
     """
     x, levels, epsilon, lower, upper = _check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
+    check_choice(method, "method", _METHODS)
     dtype = float_dtype(x)
     epsilon_each = per_level(jnp.asarray(epsilon, dtype), levels.shape[0], dtype)
-    return checks.guard(
-        _independent_releases(key, x, jnp.asarray(levels, dtype), epsilon_each, lower, upper, neighbors)
-    )
+    levels = jnp.asarray(levels, dtype)
+    return checks.guard(_independent_releases(key, x, levels, epsilon_each, lower, upper, neighbors, method))
 
 
 @_elementwise("epsilon")
@@ -215,6 +264,7 @@ def _number_of_levels(qs) -> int:
 
 
 __all__ = [
+    "Method",
     "emq",
     "emq_guarantee",
     "ind_exp",

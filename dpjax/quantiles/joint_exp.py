@@ -29,7 +29,11 @@ traced value, or NaN data under ``jit``, makes the output NaN).
 
 Under ``vmap`` over keys the forward tables (sorting, ``O(m n)`` memory; ``O(n log n + m n)`` time
 when ``n / m >> 1 / c``, up to ``O(m^2 n)`` when runs cannot be left out) are computed once; each key
-costs one backward pass, ``O(m (sqrt(n) + m))``.
+costs one backward pass, ``O(m (sqrt(n) + m))``. That pass has no ``O(log n)`` path (unlike
+EMQ/IndExp's ``method="auto"``, :mod:`dpjax.quantiles.em_sampler`): each step draws from a row of the
+forward table times a kernel ``exp(-c |hi - i - nu|)`` that moves with the gap ``hi`` drawn before
+it, so there is no single weight vector to prepare once; the per-key cost is the same with or
+without ``vmap`` (the measured rates are in ``benchmarks/README.md``).
 """
 
 from __future__ import annotations

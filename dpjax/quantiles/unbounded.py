@@ -238,7 +238,7 @@ def _halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first,
     ``(k, truncated)`` (see :func:`~dpjax.svt.monotone_halting._halting_index`).
 
     ``method="auto"`` (the rule of :mod:`dpjax._auto`): ``"fast"`` under ``vmap`` over keys with the
-    counts fixed (its key-independent ``cumlogsumexp`` over the table is then built once), and
+    counts fixed (its key-independent prefix log-masses of the table are then built once), and
     ``"blocks"`` for one release, which has no preparation to amortize (at a table of 16,384
     counts the fast sampler's preparation alone costs several times a whole blocks release). Same
     law, different random streams.

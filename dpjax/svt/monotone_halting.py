@@ -91,6 +91,32 @@ def _literal_blocks(key, count_at, start, stop, nu_threshold, base, frac, scale2
     return lax.while_loop(cond, body, (jnp.int32(0), jnp.int32(-1)))[1]
 
 
+@jax.jit
+def _cumlogsumexp_nondecreasing(terms) -> jax.Array:
+    """``lax.cumlogsumexp`` of a non-decreasing 1-D array (``-inf`` entries allowed), with one
+    exponential per entry: the thinning's prefix log-masses (the terms ``(f_i - T) / s2`` increase
+    with the counts).
+
+    ``log_w[i] = t_i + log R_i`` with ``R_i = sum_{j <= i} exp(t_j - t_i)``, which satisfies the linear
+    recurrence ``R_i = exp(t_{i-1} - t_i) R_{i-1} + 1`` (``+ 0`` for ``t_i = -inf``); it is evaluated
+    by an associative scan of multiply-adds. Every factor is at most 1 and ``R_i >= 1`` for finite
+    ``t_i``, so nothing overflows and a product that underflows is a contribution below the dtype's
+    smallest number relative to ``R_i``. ``lax.cumlogsumexp`` evaluates a ``logaddexp`` per node of its
+    scan instead (an exponential and a logarithm each): about 30x slower on CPU at 131,073 entries,
+    the count table of traced data.
+    """
+    previous = jnp.concatenate([terms[:1], terms[:-1]])
+    one = jnp.ones((), terms.dtype)
+    decay = jnp.where(terms == previous, one, jnp.exp(previous - terms))  # equal infinities: 1
+    step = jnp.where(jnp.isneginf(terms), jnp.zeros((), terms.dtype), one)
+
+    def combine(earlier, later):
+        return earlier[0] * later[0], later[0] * earlier[1] + later[1]
+
+    _, ratio = lax.associative_scan(combine, (decay, step))
+    return terms + jnp.log(ratio)
+
+
 def _thinning(key, counts, start, stop, nu_threshold, base, frac, scale2, rate2, *, noise, dtype):
     """Halting query in [start, a_end) by thinning, or -1; returns ``(found, a_end)`` where
     ``a_end`` is the first query (<= stop) whose halting probability exceeds 1/2."""
@@ -99,7 +125,7 @@ def _thinning(key, counts, start, stop, nu_threshold, base, frac, scale2, rate2,
     a_end = jnp.searchsorted(gap_f, nu_threshold + scale2 * _LOG_Y0[noise], side="right")
     a_end = jnp.clip(a_end, start, stop).astype(jnp.int32)
     terms = jnp.where(jnp.arange(f.shape[0]) >= start, gap_f * rate2, -jnp.inf)
-    log_w = lax.cumlogsumexp(terms)  # key-independent: computed once under vmap
+    log_w = _cumlogsumexp_nondecreasing(terms)  # key-independent: computed once under vmap
     log_kappa = math.log(_KAPPA[noise])
 
     def cond(state):
