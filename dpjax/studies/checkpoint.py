@@ -131,7 +131,8 @@ def fingerprint(*, settings: dict, mechanism, truth, metrics, data, seed: int) -
       data: the step's dataset (host arrays) and fixed parameters.
       seed: the run's seed.
     """
-    described = [[m.name, m.statistics, m.output, m.truth, m.unit, m.rate, source_digest(m.fn)] for m in metrics]
+    described = [[m.name, m.statistics, m.output, m.truth, m.unit, m.rate, source_digest(m.fn)]
+                 for m in metrics]
     return {
         "settings": json.loads(json.dumps(settings, default=repr)),
         "seed": seed,
@@ -195,7 +196,8 @@ class StepStore:
             self.unreadable.append(path.name)
             return None
         saved = payload["fingerprint"]
-        differ = [part for part in sorted(set(saved) | set(expected)) if saved.get(part) != expected.get(part)]
+        parts = sorted(set(saved) | set(expected))
+        differ = [part for part in parts if saved.get(part) != expected.get(part)]
         if differ:
             what = f"{identity['study']}: {identity['mechanism']} on {identity['dataset']}"
             raise CheckpointMismatch(

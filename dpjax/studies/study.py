@@ -609,10 +609,12 @@ def _step_identity(plan: _Plan, cell: _Cell) -> tuple[dict, dict]:
     """The checkpoint identity of a step (which step it is) and its fingerprint (what made it)."""
     identity = {"study": plan.study.name, "mechanism": cell.mechanism.name, "dataset": cell.dataset,
                 "static": cell.static, "labels": list(cell.mechanism.labels)}
+    fixed = {k: repr(v) for k, v in sorted(cell.mechanism.params.items())}
     settings = {"trials": plan.trials, "replicates": plan.replicates, "confidence": plan.confidence,
-                "points": cell.points, "fixed": {k: repr(v) for k, v in sorted(cell.mechanism.params.items())}}
+                "points": cell.points, "fixed": fixed}
+    data = (cell.data.host, dict(cell.data.params))
     made = fingerprint(settings=settings, mechanism=cell.mechanism.fn, truth=plan.study.truth,
-                       metrics=plan.study.metrics, data=(cell.data.host, dict(cell.data.params)), seed=plan.seed)
+                       metrics=plan.study.metrics, data=data, seed=plan.seed)
     return identity, made
 
 

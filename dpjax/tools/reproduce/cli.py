@@ -22,9 +22,9 @@ import jax
 
 from dpjax import interrupt
 from dpjax.outdir import OutputError, RunDir, write_bytes, write_text
+from dpjax.studies.checkpoint import CheckpointMismatch
 from dpjax.studies.progress import heartbeat
 from dpjax.tools.readme import readme_problem, update_readme
-from dpjax.studies.checkpoint import CheckpointMismatch
 from dpjax.tools.reproduce import REPRODUCTIONS, SEEDS, saved, writers
 from dpjax.tools.reproduce.result import FAILS, INCONCLUSIVE
 
