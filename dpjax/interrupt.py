@@ -116,14 +116,23 @@ def handled():
 def session():
     """The whole of one command: from its first line, a first SIGINT or SIGTERM is recorded (see
     :func:`seen`) and raises :class:`Interrupted` at once (outside :func:`handled` blocks, where the
-    work stops at its next :func:`check`), a second one ends the process. Restores the previous
-    handlers and clears the record at the end."""
+    work stops at its next :func:`check`), a second one ends the process. Where a callback swallows
+    the :class:`Interrupted` (JAX's garbage-collector callback), Python's "Exception ignored"
+    report of it is left out: the signal is recorded all the same. Restores the previous handlers
+    and clears the record at the end."""
     STOP.clear()
     _state.update(signal=None, seen=None, raising=True, session=True)
-    previous = _install(_handler)
+    previous, unraisable = _install(_handler), sys.unraisablehook
+
+    def quiet(report):  # our exception, swallowed by a callback: the signal is recorded all the same
+        if not isinstance(report.exc_value, Interrupted):
+            unraisable(report)
+
+    sys.unraisablehook = quiet
     try:
         yield
     finally:
+        sys.unraisablehook = unraisable
         _restore(previous)
         STOP.clear()
         _state.update(signal=None, raising=False, session=False)

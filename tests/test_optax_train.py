@@ -77,7 +77,8 @@ def test_train_command_writes_per_epoch_metrics(capsys, tmp_path):
     ]
     positions = [printed.index(phase) for phase in phases]
     assert positions == sorted(positions), printed
-    assert sorted(p.name for p in out.iterdir()) == [".dpjax-output", "metrics.csv", "metrics.json", "metrics.png"]
+    written = sorted(p.name for p in out.iterdir())
+    assert written == [".dpjax-output", "metrics.csv", "metrics.json", "metrics.png"]
     with open(out / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     record = json.loads((out / "metrics.json").read_text())

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import inspect
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +42,17 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@functools.cache
 def _file_digest(path: str) -> str:
+    """The sha256 of a file, read again when its modification time or size changed."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return "unreadable"
+    return _cached_digest(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _cached_digest(path: str, mtime_ns: int, size: int) -> str:
     try:
         return _sha(Path(path).read_bytes())
     except OSError:
