@@ -334,8 +334,15 @@ def _run(selected, options, start, out) -> int:
             out.discard()
             if stopped:
                 print(f"dpjax study: nothing finished; {out.path} is unchanged", flush=True)
+    return _exit_status(stopped, len(done), len(selected), failures)
+
+
+def _exit_status(stopped, done: int, selected: int, failures: list) -> int:
+    """Says how the run ended; returns its exit status (130/143 stopped, 1 with failures, else 0)."""
+    from dpjax import interrupt
+
     if stopped:
-        print(f"dpjax study: interrupted; {len(done)} of {len(selected)} studies finished", file=sys.stderr)
+        print(f"dpjax study: interrupted; {done} of {selected} studies finished", file=sys.stderr)
         return interrupt.exit_code(stopped)
     if failures:
         failed = sorted({f["study"] for f in failures})
