@@ -115,6 +115,14 @@ def data_digest(value) -> str:
 def versions() -> dict:
     """The code a result depends on besides its own: a digest of dpjax's Python files, the versions of
     JAX, jaxlib, NumPy and Python, the backend and ``jax_enable_x64``."""
+    import jax
+
+    x64 = bool(jax.config.jax_enable_x64)
+    return {**_packages(), "backend": jax.default_backend(), "jax_enable_x64": x64}
+
+
+@functools.cache
+def _packages() -> dict:
     import sys
     from importlib import metadata
 
@@ -127,8 +135,7 @@ def versions() -> dict:
             return None
 
     return {"dpjax code": _library_digest(), "jax": jax.__version__, "jaxlib": version("jaxlib"),
-            "numpy": np.__version__, "python": sys.version.split()[0], "backend": jax.default_backend(),
-            "jax_enable_x64": bool(jax.config.jax_enable_x64)}
+            "numpy": np.__version__, "python": sys.version.split()[0]}
 
 
 def fingerprint(*, settings: dict, mechanism, truth, metrics, data, seed: int) -> dict:

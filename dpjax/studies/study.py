@@ -620,12 +620,15 @@ def _step_identity(plan: _Plan, cell: _Cell) -> tuple[dict, dict]:
 
 def _trial_key(seed: int, *names: str):
     """The key of a step: ``fold_in`` of the seed's key by each of ``names`` (study, mechanism, dataset)
-    in turn, each by its own 32-bit digest, so no two different triples share an encoding."""
+    in turn, each by the first 64 bits of its own sha256 (two 32-bit words): names are never joined
+    into one string, so two steps share keys only if one of their names shares a 64-bit digest."""
     import hashlib
 
     key = jax.random.key(seed)
     for name in names:
-        key = jax.random.fold_in(key, int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big"))
+        digest = hashlib.sha256(name.encode()).digest()
+        for word in (digest[:4], digest[4:8]):
+            key = jax.random.fold_in(key, int.from_bytes(word, "big"))
     return key
 
 
