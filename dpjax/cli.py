@@ -84,12 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     with interrupt.session():
         try:
-            args = build_parser(_chosen_command(argv) or "").parse_args(argv)
-            status = args.run(args)
+            try:
+                args = build_parser(_chosen_command(argv) or "").parse_args(argv)
+                status = args.run(args)
+            finally:
+                interrupt.defer()  # from here a first signal is only recorded (a later one exits at once)
         except KeyboardInterrupt as err:  # outside the commands' own handling: before or after their work
             status = interrupt.exit_code(getattr(err, "signum", None) or interrupt.seen() or signal.SIGINT)
             print(f"\ndpjax: interrupted ({signal.Signals(status - 128).name})", file=sys.stderr)
-        interrupt.defer()
         signum = interrupt.seen()
         if signum is not None and status != interrupt.exit_code(signum):  # e.g. its exception was swallowed
             print(f"dpjax: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
