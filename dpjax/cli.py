@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             try:
                 args = build_parser(_chosen_command(argv) or "").parse_args(argv)
+                interrupt.check()  # a signal recorded while the command's modules were imported
                 status = args.run(args)
             finally:
                 interrupt.defer()  # from here a first signal is only recorded (a later one exits at once)

@@ -9,7 +9,9 @@ A second signal ends the process at once (outputs are written atomically, so non
 
 A signal can come at any moment, also while JAX is imported or the backend starts, where Python
 may run the handler inside a callback that swallows what it raises ("Exception ignored in
-``_xla_gc_callback``"). So a handler never relies on its exception alone: it records the signal,
+``_xla_gc_callback``"), or inside an extension's initialization, where an exception aborts the
+process (so during an import the handler does not raise at all). So a handler never relies on its
+exception alone: it records the signal,
 which :func:`handled` keeps (the work stops at its next :func:`check`) and :func:`session` (the
 whole ``dpjax`` command, from its first line) reports through :func:`seen`, so that the command
 exits 130 or 143 whatever the work returned. Light to import: no JAX.
@@ -74,8 +76,19 @@ def _handler(signum, frame):
     STOP.set()
     _say(f"{signal.Signals(signum).name}: stopping after the work in progress and writing what is finished "
          "(send it again to stop at once)")
-    if _state["raising"]:
+    if _state["raising"] and not _importing(frame):
         raise Interrupted(signum)
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` runs inside an import: there an exception may cross the initialization of a
+    compiled extension (jaxlib's), which aborts the process instead of propagating; the signal is
+    then only recorded, and the next :func:`check` raises it."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _install(handler) -> dict:

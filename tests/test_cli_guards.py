@@ -43,8 +43,9 @@ def _swallowed_signal(signum):
 
 # -- signals at any moment ---------------------------------------------------------------------------
 
-def test_sigint_swallowed_while_jax_is_imported_exits_130_and_computes_nothing(tmp_path):
-    """The signal comes in a gc callback during the import of JAX (the first second of a run)."""
+def test_sigint_while_jax_is_imported_exits_130_and_computes_nothing(tmp_path):
+    """The signal comes in a gc callback during the import of JAX (the first second of a run), where
+    an exception would be swallowed (or, across jaxlib's initialization, abort the process)."""
     hook = textwrap.dedent("""
         import gc, os, signal, sys
         def fire(phase, info):
@@ -63,10 +64,9 @@ def test_sigint_swallowed_while_jax_is_imported_exits_130_and_computes_nothing(t
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 130, done.stderr
-    assert "signal sent in a gc callback" in done.stderr  # where the handler's exception is swallowed
-    assert "Exception ignored" not in done.stderr  # nor reported: the signal is recorded all the same
-    assert "0 studies in" in done.stdout and "nothing finished" in done.stdout
-    assert "[1/" not in done.stderr and "Traceback (most" not in done.stderr
+    assert "signal sent in a gc callback" in done.stderr  # inside an import: recorded, not raised
+    assert "Exception ignored" not in done.stderr and "Traceback (most" not in done.stderr
+    assert "studies in" not in done.stdout and "[1/" not in done.stderr  # stopped before the work
     assert not out.exists() and not list(tmp_path.glob(".*"))
 
 

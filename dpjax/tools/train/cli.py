@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     print("  importing JAX ...", flush=True)
+    from dpjax import interrupt
     from dpjax.tools.train import run
 
+    interrupt.check()  # a signal that came during the import (recorded there, see dpjax.interrupt)
     return run.main(args)
