@@ -128,8 +128,9 @@ def handled():
 @contextlib.contextmanager
 def session():
     """The whole of one command: from its first line, a first SIGINT or SIGTERM is recorded (see
-    :func:`seen`) and raises :class:`Interrupted` at once (outside :func:`handled` blocks, where the
-    work stops at its next :func:`check`), a second one ends the process. Where a callback swallows
+    :func:`seen`) and raises :class:`Interrupted` at once (except inside an import, and inside
+    :func:`handled` blocks, where the work stops at its next :func:`check`), a second one ends the
+    process. Where a callback swallows
     the :class:`Interrupted` (JAX's garbage-collector callback), Python's "Exception ignored"
     report of it is left out: the signal is recorded all the same. Restores the previous handlers
     and clears the record at the end."""
