@@ -11,11 +11,11 @@ answers without loading JAX.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
 import sys
-import threading
 
 __all__ = [
     "SUBCOMMANDS",
@@ -69,30 +69,40 @@ def _chosen_command(argv: list[str]) -> str | None:
     return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
-def _terminate(signum, frame):
-    from dpjax.interrupt import Interrupted
-
-    raise Interrupted(signum)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Runs ``dpjax``; returns the exit status (130 after Ctrl-C, 143 after SIGTERM, never a traceback)."""
+    """Runs ``dpjax``; returns the exit status: 130 after Ctrl-C, 143 after SIGTERM (never 0 once a
+    signal came, at whatever moment from the first line to the last write), never a traceback.
+
+    Without ``argv`` (the process's own command line: the console script, ``python -m dpjax.cli``) an
+    interrupted command ends the process at once with that status, its outputs written and its
+    streams flushed, without the interpreter's teardown, where threads of XLA still running (a
+    compile that the signal left behind) could crash it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from dpjax import interrupt
 
+    own = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
-    try:
-        args = build_parser(_chosen_command(argv) or "").parse_args(argv)
-        return args.run(args)
-    except KeyboardInterrupt as err:  # outside the commands' own handling: before or after their work
-        signum = getattr(err, "signum", signal.SIGINT)
-        print(f"\ndpjax: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
-        return interrupt.exit_code(signum)
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    with interrupt.session():
+        try:
+            try:
+                args = build_parser(_chosen_command(argv) or "").parse_args(argv)
+                interrupt.check()  # a signal recorded while the command's modules were imported
+                status = args.run(args)
+            finally:
+                interrupt.defer()  # from here a first signal is only recorded (a later one exits at once)
+        except KeyboardInterrupt as err:  # outside the commands' own handling: before or after their work
+            status = interrupt.exit_code(getattr(err, "signum", None) or interrupt.seen() or signal.SIGINT)
+            print(f"\ndpjax: interrupted ({signal.Signals(status - 128).name})", file=sys.stderr)
+        signum = interrupt.seen()
+        if signum is not None and status != interrupt.exit_code(signum):  # e.g. its exception was swallowed
+            print(f"dpjax: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+            status = interrupt.exit_code(signum)
+        if own and signum is not None:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(status)
+    return status
 
 
 if __name__ == "__main__":

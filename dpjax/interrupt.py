@@ -6,7 +6,15 @@ the chunks of :func:`dpjax.studies.runner.monte_carlo`) with :func:`check`, whic
 :class:`Interrupted`, and inside :func:`raising` blocks the signal raises at once. The command then
 writes every finished unit and exits with :func:`exit_code` (130 for SIGINT, 143 for SIGTERM).
 A second signal ends the process at once (outputs are written atomically, so none is half-written).
-Light to import: no JAX.
+
+A signal can come at any moment, also while JAX is imported or the backend starts, where Python
+may run the handler inside a callback that swallows what it raises ("Exception ignored in
+``_xla_gc_callback``"), or inside an extension's initialization, where an exception aborts the
+process (so during an import the handler does not raise at all). So a handler never relies on its
+exception alone: it records the signal,
+which :func:`handled` keeps (the work stops at its next :func:`check`) and :func:`session` (the
+whole ``dpjax`` command, from its first line) reports through :func:`seen`, so that the command
+exits 130 or 143 whatever the work returned. Light to import: no JAX.
 """
 
 from __future__ import annotations
@@ -21,14 +29,17 @@ __all__ = [
     "STOP",
     "Interrupted",
     "check",
+    "defer",
     "exit_code",
     "handled",
     "raising",
     "received",
+    "seen",
+    "session",
 ]
 
 STOP = threading.Event()
-_state = {"signal": None, "raising": False}
+_state = {"signal": None, "raising": False, "seen": None, "session": False}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -61,29 +72,90 @@ def _handler(signum, frame):
     if STOP.is_set():  # the second signal: stop now
         _say(f"{signal.Signals(signum).name} again: stopping at once")
         os._exit(exit_code(signum))
-    _state["signal"] = signum
+    _state.update(signal=signum, seen=signum)
     STOP.set()
     _say(f"{signal.Signals(signum).name}: stopping after the work in progress and writing what is finished "
          "(send it again to stop at once)")
-    if _state["raising"]:
+    if _state["raising"] and not _importing(frame):
         raise Interrupted(signum)
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` runs inside an import: there an exception may cross the initialization of a
+    compiled extension (jaxlib's), which aborts the process instead of propagating; the signal is
+    then only recorded, and the next :func:`check` raises it."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _install(handler) -> dict:
+    """Installs ``handler`` for SIGINT and SIGTERM (from the main thread only, where signal handlers
+    live); returns the previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore(previous: dict) -> None:
+    for s, h in previous.items():
+        signal.signal(s, h)
 
 
 @contextlib.contextmanager
 def handled():
     """Runs the block with the SIGINT and SIGTERM handlers above (installed only when called from the
-    main thread), then restores the previous handlers and clears :data:`STOP`."""
-    STOP.clear()
-    _state.update(signal=None, raising=False)
-    main = threading.current_thread() is threading.main_thread()  # signal handlers live there only
-    previous = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    main thread), then restores the previous handlers and clears :data:`STOP`. Inside a
+    :func:`session`, a signal received before the block is kept (its work stops at the first
+    :func:`check`) and :data:`STOP` is left for the session to clear."""
+    if not _state["session"]:
+        STOP.clear()
+        _state.update(signal=None)
+    was_raising = _state["raising"]
+    _state.update(raising=False)
+    previous = _install(_handler)
     try:
         yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        _restore(previous)
+        if not _state["session"]:
+            STOP.clear()
+        _state.update(raising=was_raising)
+
+
+@contextlib.contextmanager
+def session():
+    """The whole of one command: from its first line, a first SIGINT or SIGTERM is recorded (see
+    :func:`seen`) and raises :class:`Interrupted` at once (except inside an import, and inside
+    :func:`handled` blocks, where the work stops at its next :func:`check`), a second one ends the
+    process. Where a callback swallows
+    the :class:`Interrupted` (JAX's garbage-collector callback), Python's "Exception ignored"
+    report of it is left out: the signal is recorded all the same. Restores the previous handlers
+    and clears the record at the end."""
+    STOP.clear()
+    _state.update(signal=None, seen=None, raising=True, session=True)
+    previous, unraisable = _install(_handler), sys.unraisablehook
+
+    def quiet(report):  # our exception, swallowed by a callback: the signal is recorded all the same
+        if not isinstance(report.exc_value, Interrupted):
+            unraisable(report)
+
+    sys.unraisablehook = quiet
+    try:
+        yield
+    finally:
+        sys.unraisablehook = unraisable
+        _restore(previous)
         STOP.clear()
-        _state.update(raising=False)
+        _state.update(signal=None, raising=False, session=False)
+
+
+def seen() -> int | None:
+    """The first signal received during the current :func:`session` (``None`` if none), even one whose
+    exception was swallowed or came after its work had finished."""
+    return _state["seen"]
 
 
 @contextlib.contextmanager
@@ -91,11 +163,17 @@ def raising():
     """Inside this block (main thread) a first signal raises :class:`Interrupted` at once, for work
     that does not call :func:`check` itself; outside it the signal only sets :data:`STOP`."""
     check()
-    _state["raising"] = True
+    was_raising, _state["raising"] = _state["raising"], True
     try:
         yield
     finally:
-        _state["raising"] = False
+        _state["raising"] = was_raising
+
+
+def defer() -> None:
+    """From now on in this :func:`session`, a first signal is only recorded (:func:`seen`), not raised:
+    for the command's last steps, which report it through the exit status."""
+    _state["raising"] = False
 
 
 def received() -> int | None:

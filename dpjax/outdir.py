@@ -24,6 +24,7 @@ __all__ = [
     "OutputError",
     "RunDir",
     "atomic_path",
+    "file_name",
     "write_bytes",
     "write_text",
 ]
@@ -42,8 +43,36 @@ def _link(source, target) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
 
 
+def _writable(directory: Path) -> bool:
+    """Whether a file can be made (and removed) in ``directory``: tried, since permissions alone do
+    not say it (a read-only file system, or a user for whom permission bits do not count)."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".dpjax-probe-", dir=directory)
+    except OSError:
+        return False
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        return False
+    return True
+
+
 class OutputError(ValueError):
     """``--out`` cannot be used as asked (with the reason, for the user)."""
+
+
+def file_name(name: str, what: str = "name") -> str:
+    """``name`` when it can name a file inside an output directory (one plain, visible path component:
+    no ``/`` or ``\\``, not ``.`` or ``..``, no leading dot, no control character); else
+    :class:`OutputError`. For names that come from configurations (a study named ``"../../x"`` must
+    not write outside ``--out``)."""
+    bad = (not isinstance(name, str) or not name or name.startswith(".") or "/" in name or "\\" in name
+           or any(ord(c) < 32 for c in name) or len(name.encode()) > 200)
+    if bad:
+        raise OutputError(f"{what} {name!r} cannot name a file: use letters, digits, '_', '-', spaces "
+                          "(no '/', no leading '.')")
+    return name
 
 
 @contextlib.contextmanager
@@ -82,18 +111,18 @@ class RunDir:
 
     Args:
       path: ``--out DIR``.
-      overwrite: replace an existing, non-empty ``DIR`` (only one a dpjax command wrote).
+      overwrite: replace an existing, non-empty ``DIR`` (only one this command marked as its own).
       resume: continue the interrupted run in ``DIR`` (its checkpoint), else start afresh.
       own_files: the names this command writes in ``DIR`` (files or folders): replaced whole by a
         new run (with those of the previous run's manifest), while everything else in ``DIR`` is
-        kept. A file of these names also shows that ``DIR`` was written by this command before
-        outputs carried the ``.dpjax-output`` marker.
+        kept. Only a ``DIR`` with this command's ``.dpjax-output`` marker is replaced.
       command: the program name, for messages.
     """
 
     def __init__(self, path, *, overwrite: bool = False, resume: bool = False, own_files=(),
                  command: str = "dpjax"):
-        self.path = Path(path)
+        self.given = Path(path)
+        self.path = Path(os.path.abspath(path))  # "." and "out/.." name a directory with a parent
         self.staging = self.path.parent / f".{self.path.name}.partial"
         self.overwrite, self.resume, self.command = overwrite, resume, command
         self.own_files = tuple(own_files)
@@ -105,32 +134,43 @@ class RunDir:
         return self.staging / _CHECKPOINT
 
     def _ours(self) -> bool:
-        """Whether ``DIR`` was written by this command: its marker says so, or (an output from before
-        the marker) it has none and holds one of the command's files."""
+        """Whether ``DIR`` was written by this command: its ``.dpjax-output`` marker says so."""
         try:
-            return json.loads((self.path / _MARKER).read_text())["command"] == self.command
-        except FileNotFoundError:
-            return any((self.path / name).is_file() for name in self.own_files)
+            marker = self.path / _MARKER
+            return not marker.is_symlink() and json.loads(marker.read_text())["command"] == self.command
         except (OSError, ValueError, KeyError, TypeError):
             return False
 
     def check(self) -> None:
-        """Raises :class:`OutputError` if ``DIR`` may not be written as asked. Creates nothing."""
-        out = self.path
+        """Raises :class:`OutputError` if ``DIR`` may not be written as asked: a file, a symbolic
+        link, the current directory or one that holds it, a directory this command did not mark as
+        its own (with ``--overwrite``/``--resume``), one that cannot be written, or a staging path
+        that is not a directory. Leaves nothing behind."""
+        out, shown = self.path, self.given
+        if out.is_symlink() or self.staging.is_symlink():
+            link = out if out.is_symlink() else self.staging
+            raise OutputError(f"--out {shown}: {link} is a symbolic link; give a real directory")
         if out.exists() and not out.is_dir():
-            raise OutputError(f"--out {out} is a file, not a directory")
+            raise OutputError(f"--out {shown} is a file, not a directory")
+        if self.staging.exists() and not self.staging.is_dir():
+            raise OutputError(f"--out {shown}: {self.staging} is in the way (not a directory); remove it")
+        if Path.cwd().resolve().is_relative_to(out.resolve()):
+            raise OutputError(f"--out {shown} is the current directory (or holds it); it is replaced whole "
+                              "at the end of a run: give a new directory, e.g. --out results")
         if out.is_dir() and any(out.iterdir()):
             if not (self.overwrite or self.resume):
-                raise OutputError(f"--out {out} already holds files; pass --overwrite to replace them or "
+                raise OutputError(f"--out {shown} already holds files; pass --overwrite to replace them or "
                                   "--resume to continue an interrupted run there")
             if not self._ours():
-                raise OutputError(f"--out {out} holds files that no {self.command} run wrote; refusing to "
-                                  "replace them: choose another directory")
+                raise OutputError(f"--out {shown} holds files that no {self.command} run wrote (it has no "
+                                  f"{_MARKER} of {self.command}); refusing to replace them: choose another "
+                                  "directory")
         parent = out.parent
         while not parent.exists():
             parent = parent.parent
-        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-            raise OutputError(f"--out {out}: cannot create it in {parent}")
+        for where in (parent, *([out] if out.is_dir() else [])):
+            if not where.is_dir() or not _writable(where):
+                raise OutputError(f"--out {shown}: cannot write in {where} (read-only or not a directory)")
 
     def prepare(self) -> RunDir:
         """:meth:`check`, then makes the staging directory (with the checkpoint to resume from)."""

@@ -77,7 +77,8 @@ def test_train_command_writes_per_epoch_metrics(capsys, tmp_path):
     ]
     positions = [printed.index(phase) for phase in phases]
     assert positions == sorted(positions), printed
-    assert sorted(p.name for p in out.iterdir()) == ["metrics.csv", "metrics.json", "metrics.png"]
+    written = sorted(p.name for p in out.iterdir())
+    assert written == [".dpjax-output", "metrics.csv", "metrics.json", "metrics.png"]
     with open(out / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     record = json.loads((out / "metrics.json").read_text())
@@ -143,7 +144,7 @@ def test_train_refuses_an_out_path_that_is_a_file(capsys, tmp_path):
     path = tmp_path / "file"
     path.write_text("x")
     assert main(["train", "--out", str(path)]) == 2
-    assert "is not a directory" in capsys.readouterr().err
+    assert "is a file, not a directory" in capsys.readouterr().err
 
 
 def test_train_help_shows_the_defaults(capsys):

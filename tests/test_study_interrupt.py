@@ -196,7 +196,7 @@ def test_run_study_checkpoint_resumes_bit_identically(tmp_path):
     plain = run_study(study(lambda key, x, epsilon: mean(key, x, epsilon) + 0 * jnp.ones(())), trials=64)
     with pytest.raises(KeyboardInterrupt):
         run_study(study(stopped), trials=64, checkpoint=tmp_path)
-    assert len(list(tmp_path.glob("*.pkl"))) == 1
+    assert len(list(tmp_path.glob("*.json"))) == 1
     resumed = run_study(study(lambda key, x, epsilon: mean(key, x, epsilon) + 0 * jnp.ones(())), trials=64,
                         checkpoint=tmp_path)
     assert resumed.table.to_csv() == plain.table.to_csv()

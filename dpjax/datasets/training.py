@@ -55,12 +55,41 @@ def load_adult() -> Dataset:
 
 
 def load_mnist(path: str | Path, *, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
-    """MNIST from a CSV (optionally gzipped) of 784 pixels (0..255) then the label, per row."""
-    table = np.loadtxt(path, delimiter=",", dtype=np.float32)
-    if table.ndim != 2 or table.shape[1] != 785:
-        raise ValueError(f"{path}: expected 785 columns (784 pixels and a label), got shape {table.shape}.")
+    """MNIST from a CSV (optionally gzipped) of 784 pixels (0..255) then the label (an integer 0..9),
+    per row. A file that is truncated, not gzip, empty, or holds a pixel outside [0, 255] (NaN
+    included) or a label that is not an integer 0..9 raises ``ValueError`` naming the first bad row."""
+    import warnings
+    import zlib
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "input contained no data": refused below
+            table = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+    except (EOFError, zlib.error) as error:
+        raise ValueError(f"{path}: the file is truncated or corrupt ({type(error).__name__}: {error}).") \
+            from None
+    if table.shape[0] == 0 or table.shape[1] != 785:
+        raise ValueError(f"{path}: expected rows of 785 columns (784 pixels and a label), got shape "
+                         f"{table.shape}.")
+    _check_rows(path, table)
     order = np.random.default_rng(seed).permutation(table.shape[0])
     table = table[order]
-    x, y = table[:, :-1] / 255.0, table[:, -1].astype(np.int32)
+    x, y = table[:, :-1].astype(np.float32) / 255.0, table[:, -1].astype(np.int32)
     cut = round(table.shape[0] * (1 - test_fraction))
     return Dataset("mnist", x[:cut], y[:cut], x[cut:], y[cut:], 10)
+
+
+def _check_rows(path, table: np.ndarray) -> None:
+    """Raises ``ValueError`` at the first row with a pixel outside [0, 255] (or NaN) or a label that is
+    not an integer in 0..9."""
+    pixels, labels = table[:, :-1], table[:, -1]
+    pixel_ok = (pixels >= 0) & (pixels <= 255)
+    label_ok = (labels >= 0) & (labels <= 9) & (labels == np.round(labels))
+    if not pixel_ok.all():
+        row, column = np.argwhere(~pixel_ok)[0]
+        raise ValueError(f"{path}: row {row + 1}, pixel {column + 1} is {pixels[row, column]:g}: pixels must "
+                         "be numbers in [0, 255].")
+    if not label_ok.all():
+        row = int(np.argmax(~label_ok))
+        raise ValueError(f"{path}: row {row + 1} has the label {labels[row]:g}: labels must be integers "
+                         "0..9.")

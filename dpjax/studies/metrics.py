@@ -78,17 +78,53 @@ def _mean(x) -> jnp.ndarray:
     return jnp.mean(jnp.asarray(x, jnp.result_type(float)))
 
 
+def _paired(r, t):
+    """``r`` and ``t`` as arrays, refused (at trace time: shapes are static) unless their shapes are the
+    same: a release compared entry by entry with a truth of another shape would be broadcast into a
+    confident but meaningless number."""
+    r, t = jnp.asarray(r), jnp.asarray(t)
+    if r.shape != t.shape:
+        raise ValueError(f"the release has shape {r.shape} but the truth has shape {t.shape}: a metric that "
+                         "compares them entry by entry needs the same shape")
+    return r, t
+
+
+def _abs_error(r, t):
+    r, t = _paired(r, t)
+    return _mean(jnp.abs(r - t))
+
+
+def _rel_error(r, t):
+    r, t = _paired(r, t)
+    return _mean(jnp.abs(r - t) / jnp.abs(t))
+
+
+def _error(r, t):
+    r, t = _paired(r, t)
+    return _mean(r - t)
+
+
+def _squared_error(r, t):
+    r, t = _paired(r, t)
+    return _mean((r - t) ** 2)
+
+
+def _wrong(r, t):
+    r, t = _paired(r, t)
+    return _mean(r != t)
+
+
 def abs_error(statistics=("mean", "q95"), *, unit: str = "data units", description: str | None = None,
               name: str = "abs_error", output: str | None = None, truth: str | None = None) -> Metric:
     """``|release - truth|`` (the mean over entries for a vector release)."""
-    return Metric(name, lambda r, t: _mean(jnp.abs(r - t)),
+    return Metric(name, _abs_error,
                   description or "absolute error |release - truth|", unit, statistics, "log", output, truth)
 
 
 def rel_error(statistics=("mean",), *, description: str | None = None, name: str = "rel_error",
               output: str | None = None, truth: str | None = None) -> Metric:
     """``|release - truth| / |truth|`` (the mean over entries for a vector release)."""
-    return Metric(name, lambda r, t: _mean(jnp.abs(r - t) / jnp.abs(t)),
+    return Metric(name, _rel_error,
                   description or "relative error |release - truth| / |truth|", "fraction of |truth|",
                   statistics, "log", output, truth)
 
@@ -96,14 +132,14 @@ def rel_error(statistics=("mean",), *, description: str | None = None, name: str
 def error(statistics=("mean", "rmse"), *, unit: str = "data units", description: str | None = None,
           name: str = "error", output: str | None = None, truth: str | None = None) -> Metric:
     """The signed error ``release - truth``: its mean is the bias."""
-    return Metric(name, lambda r, t: _mean(r - t), description or "signed error release - truth", unit,
+    return Metric(name, _error, description or "signed error release - truth", unit,
                   statistics, "linear", output, truth)
 
 
 def squared_error(statistics=("mean",), *, unit: str = "data units^2", description: str | None = None,
                   name: str = "squared_error", output: str | None = None, truth: str | None = None) -> Metric:
     """``(release - truth)^2`` (the mean over entries for a vector release): its mean is the MSE."""
-    return Metric(name, lambda r, t: _mean((r - t) ** 2), description or "squared error (release - truth)^2",
+    return Metric(name, _squared_error, description or "squared error (release - truth)^2",
                   unit, statistics, "log", output, truth)
 
 
@@ -153,7 +189,7 @@ def set_error(statistics=("mean",), *, description: str | None = None, name: str
 def wrong_answer(*, description: str | None = None, name: str = "wrong_answer",
                  output: str | None = None, truth: str | None = None) -> Metric:
     """1 when the release differs from the truth, else 0: its mean is the error rate (Wilson interval)."""
-    return Metric(name, lambda r, t: _mean(r != t), description or "wrong answer (release != truth)",
+    return Metric(name, _wrong, description or "wrong answer (release != truth)",
                   "fraction of releases", ("mean",), "linear", output, truth, rate=True)
 
 

@@ -104,8 +104,8 @@ def _axes(ax, cell, metric, statistic, x_name) -> None:
         ax.yaxis.set_major_locator(LogLocator(subs=subs))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
-    elif positive.size and (positive >= 0).all():
-        ax.set_ylim(bottom=0, top=None if positive.max() > 0 else 1)  # no negative range for counts, rates
+    elif positive.size and (cell["estimate"].dropna() >= 0).all():  # non-negative values (counts, rates):
+        ax.set_ylim(bottom=0, top=None if positive.max() > 0 else 1)  # no negative range, the CI band clipped
     if x_name and cell[x_name].nunique() > 1:
         xs = np.unique(cell[x_name].to_numpy(float))
         if (xs > 0).all():

@@ -52,7 +52,6 @@ import dataclasses
 import itertools
 import math
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -64,6 +63,7 @@ import numpy as np
 from dpjax import interrupt
 from dpjax.datasets import builtin
 from dpjax.numerics import _ceil_div
+from dpjax.studies.checkpoint import StepStore, fingerprint
 from dpjax.studies.compiles import _CompileCounter
 from dpjax.studies.metrics import Metric
 from dpjax.studies.progress import Progress
@@ -507,9 +507,12 @@ def run_study(
         stopped (Ctrl-C, a signal, a crash) and called again with the same checkpoint loads the
         finished steps instead of running them, and returns a result bit-identical to an
         uninterrupted run: each step's key is ``fold_in`` of the seed by the study, mechanism and
-        dataset names, never the state of a running split. Steps saved with other settings
-        (seed, trials, replicates, confidence, grid, backend, ``jax_enable_x64``) are not reused.
-        The files are pickles: read only checkpoints you wrote.
+        dataset names, never the state of a running split. The files are JSON (reading them runs
+        no code) with a fingerprint of what made each step (settings, seed, the source files of
+        the mechanism, truth and metrics, the data, dpjax's code and the library versions, the
+        backend, ``jax_enable_x64``): a step made otherwise raises
+        :class:`~dpjax.studies.checkpoint.CheckpointMismatch` naming what differs, and a file that
+        cannot be trusted (corrupt, truncated, another step's) is computed again, with a note.
       on_error: ``"raise"``: an exception of a step ends the run; ``"record"``: the step is left
         out, the run goes on with the other mechanisms and ``record["failures"]`` lists each
         failed step with the error and the file and line where it was raised (if every step
@@ -526,7 +529,7 @@ def run_study(
         raise ValueError(f"on_error must be 'raise' or 'record', got {on_error!r}.")
     plan = _plan(study, trials=trials, seed=seed, grid=grid, datasets=datasets, replicates=replicates,
                  confidence=confidence, chunk_size=chunk_size)
-    store = None if checkpoint is None else _Checkpoint(Path(checkpoint))
+    store = None if checkpoint is None else StepStore(checkpoint)
     owned = not isinstance(progress, Progress)
     bar = Progress(len(study.mechanisms) * len(plan.static_points) * len(plan.datasets), enabled=progress) \
         if owned else progress
@@ -547,8 +550,11 @@ def run_study(
     try:
         for cell in _cells(plan):
             interrupt.check()
-            name = None if store is None else _step_name(plan, cell)
-            saved = None if store is None else store.load(name)
+            identity, made = (None, None) if store is None else _step_identity(plan, cell)
+            saved = None if store is None else store.load(identity, made)
+            if store is not None and store.unreadable:
+                bar.write(f"dpjax: checkpoint file {store.unreadable.pop()} is unreadable or not this "
+                          f"step's: computing {study.name}: {cell.label} again")
             label = f"{study.name}: {cell.label}" + (" (from the checkpoint)" if saved else "")
             bar.start(label)
             try:
@@ -566,7 +572,7 @@ def run_study(
             if saved:
                 step = {**step, "from_checkpoint": True}
             elif store is not None:
-                store.save(name, (step, step_rows))
+                store.save(identity, made, step, step_rows)
             steps.append(step)
             rows += step_rows
     except interrupt.Interrupted as err:
@@ -599,44 +605,36 @@ def error_location(err: BaseException, fn: Callable | None = None) -> str:
     return f"{frame.filename}:{frame.lineno}"
 
 
-def _step_name(plan: _Plan, cell: _Cell) -> str:
-    """The checkpoint name of a step: a hash of everything its rows depend on."""
+def _step_identity(plan: _Plan, cell: _Cell) -> tuple[dict, dict]:
+    """The checkpoint identity of a step (which step it is) and its fingerprint (what made it)."""
+    identity = {"study": plan.study.name, "mechanism": cell.mechanism.name, "dataset": cell.dataset,
+                "static": cell.static, "labels": list(cell.mechanism.labels)}
+    fixed = {k: repr(v) for k, v in sorted(cell.mechanism.params.items())}
+    settings = {"trials": plan.trials, "replicates": plan.replicates, "confidence": plan.confidence,
+                "points": cell.points, "fixed": fixed}
+    data = (cell.data.host, dict(cell.data.params))
+    made = fingerprint(settings=settings, mechanism=cell.mechanism.fn, truth=plan.study.truth,
+                       metrics=plan.study.metrics, data=data, seed=plan.seed)
+    return identity, made
+
+
+def _trial_key(seed: int, *names: str):
+    """The key of a step: ``fold_in`` of the seed's key by each of ``names`` (study, mechanism, dataset)
+    in turn, each by the first 64 bits of its own sha256 (two 32-bit words): names are never joined
+    into one string, so two steps share keys only if one of their names shares a 64-bit digest."""
     import hashlib
 
-    what = (plan.study.name, plan.seed, plan.trials, plan.replicates, plan.confidence, cell.mechanism.name,
-            cell.dataset, sorted(cell.static.items()), [sorted(p.items()) for p in cell.points],
-            jax.default_backend(), bool(jax.config.jax_enable_x64))  # float results differ between these
-    return hashlib.sha256(repr(what).encode()).hexdigest()[:32]
-
-
-class _Checkpoint:
-    """The finished steps of a run, one pickle per step, each written atomically."""
-
-    def __init__(self, directory: Path):
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-
-    def load(self, name: str):
-        import pickle
-
-        path = self.directory / f"{name}.pkl"
-        try:
-            return pickle.loads(path.read_bytes())
-        except (OSError, EOFError, pickle.UnpicklingError):
-            return None
-
-    def save(self, name: str, value) -> None:
-        import pickle
-
-        from dpjax.outdir import write_bytes
-
-        write_bytes(self.directory / f"{name}.pkl", pickle.dumps(value))
+    key = jax.random.key(seed)
+    for name in names:
+        digest = hashlib.sha256(name.encode()).digest()
+        for word in (digest[:4], digest[4:8]):
+            key = jax.random.fold_in(key, int.from_bytes(word, "big"))
+    return key
 
 
 def _step(plan: _Plan, cell: _Cell, functions: dict) -> tuple[dict, list[dict]]:
     """One mechanism on one dataset at one static point: its record and its table rows."""
-    study_key = jax.random.fold_in(jax.random.key(plan.seed), zlib.crc32(plan.study.name.encode()))
-    key = jax.random.fold_in(study_key, zlib.crc32(f"{cell.mechanism.name}/{cell.dataset}".encode()))
+    key = _trial_key(plan.seed, plan.study.name, cell.mechanism.name, cell.dataset)
     clock = time.perf_counter()
     with _CompileCounter() as compiles:
         values, path = _run_step(plan, cell, functions, key)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import pickle
 import platform
 import sys
 import time
@@ -23,10 +22,11 @@ import jax
 
 from dpjax import interrupt
 from dpjax.outdir import OutputError, RunDir, write_bytes, write_text
+from dpjax.studies.checkpoint import CheckpointMismatch
 from dpjax.studies.progress import heartbeat
 from dpjax.tools.readme import readme_problem, update_readme
-from dpjax.tools.reproduce import REPRODUCTIONS, SEEDS, writers
-from dpjax.tools.reproduce.result import FAILS, INCONCLUSIVE, figure_written
+from dpjax.tools.reproduce import REPRODUCTIONS, SEEDS, saved, writers
+from dpjax.tools.reproduce.result import FAILS, INCONCLUSIVE
 
 __all__ = [
     "MODE_LINES",
@@ -269,30 +269,23 @@ def _error(message: str) -> int:
     return 2
 
 
-def _checkpointed(out: RunDir, name: str, identity: tuple):
-    """The reproduction ``name`` saved in the checkpoint by a run with the same ``identity``, its PNG
-    written again into the staging directory; ``None`` when there is none."""
-    path = out.checkpoint / f"{name}.pkl"
-    if not path.is_file():
+def _checkpointed(out: RunDir, name: str, made: dict):
+    """The reproduction ``name`` saved in the checkpoint by a run with the fingerprint ``made``, its PNG
+    written again into the staging directory; ``None`` when there is none (or it cannot be trusted).
+    Raises :class:`~dpjax.studies.checkpoint.CheckpointMismatch` when it was made otherwise."""
+    found = saved.load(out.checkpoint, name, made, say=lambda text: print(text, file=sys.stderr, flush=True))
+    if found is None:
         return None
-    saved_identity, rep, png = pickle.loads(path.read_bytes())
-    if saved_identity != identity:
-        return None
+    rep, png = found
     if png is not None:
         write_bytes(out.staging / f"{name}.png", png)
-        rep.plot = figure_written  # markdown_report links it
     return rep
 
 
-def _checkpoint(out: RunDir, rep, identity: tuple) -> None:
+def _checkpoint(out: RunDir, rep, made: dict) -> None:
     """Saves a finished reproduction (with its PNG, without its plotting function) atomically."""
     png_path = out.staging / f"{rep.name}.png"
-    png = png_path.read_bytes() if png_path.is_file() else None
-    plot, rep.plot = rep.plot, None
-    try:
-        write_bytes(out.checkpoint / f"{rep.name}.pkl", pickle.dumps((identity, rep, png)))
-    finally:
-        rep.plot = plot
+    saved.save(out.checkpoint, rep, made, png_path.read_bytes() if png_path.is_file() else None)
 
 
 SMOKE_WHY = "--smoke size: a handful of trials, to test that the reproduction runs; not a measurement"
@@ -323,13 +316,19 @@ def _run(args, names: list[str], out: RunDir) -> int:
     out.checkpoint.mkdir(exist_ok=True)
     if out.resumed:
         print(f"dpjax reproduce: resuming the interrupted run in {out.path}", flush=True)
+    fingerprints = {name: saved.fingerprint(name, REPRODUCTIONS[name], args.mode, args.seed, args.data_dir)
+                    for name in names}
+    try:  # every checkpointed reproduction checked before any runs
+        checkpointed = {name: _checkpointed(out, name, fingerprints[name]) for name in names}
+    except CheckpointMismatch as err:
+        out.discard()
+        return _error(str(err))
     done, failures = [], []
     start, start_cpu = time.perf_counter(), time.process_time()
     for name in names:
-        data = None if args.data_dir is None else str(args.data_dir.resolve())
-        identity = (name, args.mode, args.seed, data)  # what the reproduction's numbers depend on
+        made = fingerprints[name]
         print(f"\n== {name}: {REPRODUCTIONS[name].TITLE}", flush=True)
-        rep = _checkpointed(out, name, identity)
+        rep = checkpointed[name]
         if rep is not None:
             print(f"(from the checkpoint)\n{writers.markdown_table(_explained(rep))}", flush=True)
             done.append(rep)
@@ -350,7 +349,7 @@ def _run(args, names: list[str], out: RunDir) -> int:
         rep.mode, rep.command, rep.machine = args.mode, command, _machine()
         with heartbeat(f"{name}: writing {name}.png"):
             writers.write_png(rep, out.staging / f"{name}.png")
-        _checkpoint(out, rep, identity)
+        _checkpoint(out, rep, made)
         timing = f"({rep.seconds:.0f} s, {rep.cpu_seconds:.0f} s CPU)"
         print(f"{rep.trials}\n{writers.markdown_table(_explained(rep))}\n{timing}", flush=True)
         done.append(rep)

@@ -65,8 +65,10 @@ many compiles came from the cache.
 Custom studies: --config FILE.toml (see dpjax.tools.study.config), or the Python API
 dpjax.studies.run_study, which makes the same tables and figures. The Python files that the
 configuration names ("file.py:function") are executed when it is read, each once, --list
-included: use only files you trust. A mechanism that raises is reported with its file and line
-(and listed under "failures" in results.json); the study's other mechanisms are kept.
+included: use only files you trust. A mechanism that raises (or returns a release whose shape is
+not the truth's) is reported with its file and line, and a cell where every trial failed (NaN) is
+reported too: both are listed under "failures" in results.json, whose status is then "incomplete",
+and the exit status is 1; the study's other mechanisms are kept.
 """
 
 
@@ -257,9 +259,11 @@ def _run(selected, options, start, out) -> int:
     import jax
 
     from dpjax import interrupt
+    from dpjax.studies.checkpoint import CheckpointMismatch
     from dpjax.studies.progress import Progress
     from dpjax.studies.report import format_result
     from dpjax.studies.study import run_study, step_count
+    from dpjax.tools.study.checks import empty_cells
 
     epsilon = options["epsilon"]
     cache = compile_cache(options["compile_cache"])
@@ -272,7 +276,7 @@ def _run(selected, options, start, out) -> int:
         if out.resumed:
             print(f"dpjax study: resuming the interrupted run in {out.path}", flush=True)
     steps = sum(step_count(s, options["dataset"]) for s in selected)
-    results, partial, failures = {}, {}, []
+    results, partial, failures, mismatches = {}, {}, [], []
 
     def one(study, progress):
         grid = {"epsilon": epsilon} if epsilon is not None and "epsilon" in study.grid else None
@@ -286,6 +290,9 @@ def _run(selected, options, start, out) -> int:
             if len(err.result.table):
                 partial[study.name] = err.result
             return
+        except CheckpointMismatch as err:  # --resume of a checkpoint made otherwise: refused
+            mismatches.append(str(err))
+            return
         except Exception as err:  # report, run the other studies, exit non-zero
             failure = {"study": study.name, "error": f"{type(err).__name__}: {err}", "where": _where(err)}
             failures.append(failure)
@@ -293,7 +300,7 @@ def _run(selected, options, start, out) -> int:
                            file=sys.stderr)
             return
         results[study.name] = result
-        for failure in result.record.get("failures", ()):
+        for failure in [*result.record.get("failures", ()), *empty_cells(result)]:
             failures.append({"study": study.name, **failure})
             progress.write(f"dpjax study: error: {study.name}: {failure['mechanism']} on "
                            f"{failure['dataset']}: {failure['error']} (at {failure['where']})",
@@ -313,22 +320,34 @@ def _run(selected, options, start, out) -> int:
     compiles = sum(r.record["compiles"] for r in done + unfinished)
     print(f"dpjax study: {len(done)} studies in {wall:.1f} s, {compiles} compiles, backend "
           f"{jax.default_backend()}", flush=True)
+    if mismatches:
+        if out is not None:
+            out.discard()
+        return _error("; ".join(mismatches))
     if out is not None:
         if done or unfinished:
             paths, stopped = _write(done, unfinished, options, wall, out.staging, failures=failures)
-            out.commit(complete=not stopped, files=[p.relative_to(out.staging) for p in paths])
+            out.commit(complete=not (stopped or failures), files=[p.relative_to(out.staging) for p in paths])
             print(f"wrote results.csv, results.json and figures/ ({len(paths) - 2} PNG) to {out.path}"
                   + (" (interrupted: --resume continues it)" if stopped else ""), flush=True)
         else:
             out.discard()
             if stopped:
                 print(f"dpjax study: nothing finished; {out.path} is unchanged", flush=True)
+    return _exit_status(stopped, len(done), len(selected), failures)
+
+
+def _exit_status(stopped, done: int, selected: int, failures: list) -> int:
+    """Says how the run ended; returns its exit status (130/143 stopped, 1 with failures, else 0)."""
+    from dpjax import interrupt
+
     if stopped:
-        print(f"dpjax study: interrupted; {len(done)} of {len(selected)} studies finished", file=sys.stderr)
+        print(f"dpjax study: interrupted; {done} of {selected} studies finished", file=sys.stderr)
         return interrupt.exit_code(stopped)
     if failures:
         failed = sorted({f["study"] for f in failures})
-        print(f"dpjax study: {len(failed)} studies failed (or lost mechanisms): {', '.join(failed)}",
+        print(f"dpjax study: {len(failed)} studies failed (lost mechanisms, or cells where every trial "
+              f"failed): {', '.join(failed)}; results.json says \"status\": \"incomplete\"",
               file=sys.stderr)
         return 1
     return 0
@@ -346,6 +365,7 @@ def _write(results, unfinished, options, wall: float, out: Path, *, failures: li
     import pandas as pd
 
     from dpjax import interrupt
+    from dpjax.outdir import file_name
     from dpjax.studies.progress import heartbeat
     from dpjax.studies.record import run_record
     from dpjax.studies.study import save_figure
@@ -355,7 +375,7 @@ def _write(results, unfinished, options, wall: float, out: Path, *, failures: li
     for i, r in enumerate(results, 1):
         if interrupt.STOP.is_set() and not computing_stopped:  # a stop asked for while drawing
             break
-        figures.append(out / "figures" / f"{r.study.name}.png")
+        figures.append(out / "figures" / f"{file_name(r.study.name, 'study name')}.png")
         print(f"dpjax study: writing figures/{r.study.name}.png ({i}/{len(results)})", flush=True)
         with heartbeat(f"drawing {r.study.name}"):
             save_figure(r.figure(), figures[-1])
@@ -373,7 +393,7 @@ def _write(results, unfinished, options, wall: float, out: Path, *, failures: li
         steps=[{"study": r.study.name, **s} for r in every for s in r.record["steps"]],
     )
     stopped = interrupt.received()
-    record["status"] = "interrupted" if stopped else "complete"
+    record["status"] = "interrupted" if stopped else "incomplete" if failures else "complete"
     record["unfinished_studies"] = [r.study.name for r in unfinished]
     record["failures"] = failures
     payload = {

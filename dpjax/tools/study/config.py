@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from dpjax.datasets.builtin import DATASET_NAMES
+from dpjax.outdir import file_name
 from dpjax.studies import metrics as builtin_metrics
 from dpjax.studies.study import Mechanism, Study
 
@@ -101,6 +102,7 @@ def _metric(spec, base: Path, modules: dict):
 
 
 def _study(name: str, spec: dict, base: Path, modules: dict) -> Study:
+    file_name(name, "study name")  # it names the study's figure file
     unknown = sorted(set(spec) - _STUDY_KEYS)
     if unknown:
         raise ValueError(f"study {name!r}: unknown keys {unknown}; use {sorted(_STUDY_KEYS)}.")

@@ -78,8 +78,11 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=seed_type, default=d["seed"], help="model init, sampling and noise")
     p.add_argument(
-        "--out", metavar="DIR", help="write metrics.csv, metrics.json, metrics.png there (default: no files)"
+        "--out", metavar="DIR", help="write metrics.csv, metrics.json, metrics.png there (default: no "
+        "files); DIR must be new or empty unless --overwrite is given"
     )
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an earlier dpjax train run in --out DIR (default: refuse)")
     return p
 
 
@@ -91,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     print("  importing JAX ...", flush=True)
+    from dpjax import interrupt
     from dpjax.tools.train import run
 
+    interrupt.check()  # a signal that came during the import (recorded there, see dpjax.interrupt)
     return run.main(args)

@@ -39,7 +39,7 @@ from dpjax.optax import accounting
 from dpjax.optax import clip as clip_lib
 from dpjax.optax.grads import per_example_grads
 from dpjax.optax.transform import dp_aggregate
-from dpjax.outdir import atomic_path
+from dpjax.outdir import OutputError, RunDir, atomic_path
 from dpjax.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
 
@@ -332,22 +332,23 @@ def main(args) -> int:
         return 2
 
 
-def _out_dir(path) -> Path | None:
-    if path is None:
+def _out_dir(args):
+    """The checked ``--out`` (a :class:`~dpjax.outdir.RunDir`, like the other commands': refused when it
+    holds files, unless ``--overwrite`` and a ``dpjax train`` run wrote them), or ``None``."""
+    if args.out is None:
         return None
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {path} exists and is not a directory")
+    out = RunDir(args.out, overwrite=getattr(args, "overwrite", False), own_files=_OUT_FILES,
+                 command="dpjax train")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"--out {path}: {error}") from None
+        out.check()
+    except OutputError as error:
+        raise UsageError(str(error)) from None
     return out
 
 
 def _prepare(args):
     """Dataset, plan, strategy, noise multiplier and model of the run (each phase announced)."""
-    out = _out_dir(args.out)
+    out = _out_dir(args)
     print("  loading data ...", flush=True)
     dataset = load(args.dataset, args.data)
     n = dataset.x_train.shape[0]
@@ -447,7 +448,10 @@ def _run(args) -> int:
             delta_accounted=plan_.delta_accounted,
             truncated=truncated,
         )
-        write_outputs(out, rows, dict(vars(args), epochs=epochs, run=None), summary)
+        out.prepare()
+        arguments = dict(vars(args), epochs=epochs, run=None)
+        write_outputs(out.staging, rows, arguments, summary, shown=args.out)
+        out.commit(complete=True, files=_OUT_FILES)
     return 0
 
 
@@ -456,16 +460,18 @@ def spent_epsilon(state, delta, *, sampling_rate) -> float:
     return accounting.spent_epsilon(state, delta, sampling_rate=sampling_rate) if int(state.step) else 0.0
 
 
+_OUT_FILES = ("metrics.csv", "metrics.json", "metrics.png")
 COLUMNS = ("epoch", "step", "train_accuracy", "test_accuracy", "clip_norm", "epsilon_spent", "seconds")
 
 
-def write_outputs(out: Path, rows, args: dict, summary: dict) -> None:
+def write_outputs(out: Path, rows, args: dict, summary: dict, *, shown=None) -> None:
     """``metrics.csv`` (one row per epoch, epoch 0 before training: ``COLUMNS``), ``metrics.json``
     (the arguments, the run's plan and noise, and the same rows) and ``metrics.png`` (test accuracy,
-    clip norm and epsilon spent per epoch) in ``out``, each written to a temporary file and renamed."""
+    clip norm and epsilon spent per epoch) in ``out`` (named ``shown`` on the screen), each written to
+    a temporary file and renamed."""
     import csv
 
-    print(f"  writing {out}/metrics.csv, metrics.json, metrics.png ...", flush=True)
+    print(f"  writing {shown or out}/metrics.csv, metrics.json, metrics.png ...", flush=True)
 
     def write_csv(tmp):
         with open(tmp, "w", newline="") as f:
