@@ -12,12 +12,13 @@ privatization; PM0/PM1 their iterative-elimination counterparts, ``-cN`` the num
 * Fig. 6 (multiple range counts, Algorithm 3): PM improves on the uniform B/m baseline, and the
   improvement grows with the number of queries m.
 
-Data: T-Drive, NYMVC and IPUMS are not available; locations are a stand-in (users around 20
-Gaussian hotspots, sd 3 km, in a 100 km square, metres; T-Drive's n = 9,740 users). kNN uses MNIST
-(5,000 images from ``--data-dir``) or a 64-D clustered stand-in. Parameters the paper leaves open
-(ours): beta = 0.1 (beta0 = 0.025, Remark 6), rho in {1e-6, ..., 1e-3} per m^2, 2 km square ranges
-and KDE points at hotspot centres, KDE bandwidth 500 m, kNN queries are held-out rows, multi-query
-budget B = 1e-4 per m^2 with users moving N(0, 500 m) per step, PM1-c16 for Algorithm 3.
+Data: T-Drive, NYMVC and IPUMS are not available; locations are a stand-in (users around 20 Gaussian
+hotspots, sd 3 km, in a 100 km square, metres; T-Drive's n = 9,740 users). kNN uses MNIST (5,000
+images, ``dpjax data fetch mnist`` or ``--data-dir``) or a 64-D clustered stand-in. Parameters the
+paper leaves open (ours): beta = 0.1 (beta0 = 0.025, Remark 6), rho in {1e-6, ..., 1e-3} per m^2,
+2 km square ranges and KDE points at hotspot centres, KDE bandwidth 500 m, kNN queries are held-out
+rows, multi-query budget B = 1e-4 per m^2 with users moving N(0, 500 m) per step, PM1-c16 for
+Algorithm 3.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ import jax
 from dpjax import interrupt
 from dpjax.outdir import OutputError, RunDir, write_bytes, write_text
 from dpjax.studies.progress import heartbeat
+from dpjax.tools.data.catalog import default_data_dir
 from dpjax.tools.readme import readme_problem, update_readme
 from dpjax.tools.reproduce import REPRODUCTIONS, SEEDS, writers
 from dpjax.tools.reproduce.result import FAILS, INCONCLUSIVE, figure_written
@@ -39,7 +40,7 @@ MODE_LINES = {
     "smoke": "Mode `--smoke`: a handful of trials per experiment, to test that every reproduction "
     "runs; the numbers are not meaningful.",
     "quick": "Mode `--quick` (the default): fewer trials than the papers (each section says how many) "
-    "so that all five reproductions finish in under 10 minutes on 2 CPU cores; standard errors are "
+    "so that all five reproductions take about 13 minutes of CPU time on 2 cores; standard errors are "
     "larger accordingly. `--full` runs the papers' trial counts.",
     "full": "Mode `--full`: the papers' trial counts (hours on 2 CPU cores).",
 }
@@ -62,7 +63,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     size = parser.add_mutually_exclusive_group()
     for flag, text in (
-        ("--quick", "fewer trials, all in under 10 minutes on 2 cores (default)"),
+        ("--quick", "fewer trials: all five in about 13 CPU-minutes on 2 cores (default)"),
         ("--full", "the papers' trial counts"),
         ("--smoke", "a few trials each, for tests"),
     ):
@@ -73,7 +74,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="directory with the real datasets (books.csv, adult.data, adult.test, mnist_5k.csv.gz; "
-        "default: built-in stand-ins)",
+        "default: the cache of `dpjax data fetch`, $DPJAX_DATA or ~/.cache/dpjax/data; a file not "
+        "there: its built-in stand-in)",
     )
     parser.add_argument(
         "--out",
@@ -247,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"unknown reproduction {names!r}; choose from {choices}, 000-004 or all")
     if args.data_dir is not None and not args.data_dir.is_dir():
         return _error(f"--data-dir {args.data_dir} is not a directory")
+    args.data_dir = args.data_dir or default_data_dir()  # the `dpjax data fetch` cache, where it is
     problem = readme_problem(args.update_readme, "reproduction")
     if problem:
         return _error(problem)

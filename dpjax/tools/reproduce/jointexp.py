@@ -285,7 +285,9 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     if len(sizes) < len(RUNTIMES):
         notes.append("`--smoke` skips the n = 10^6 timing.")
     if stand_ins:
-        notes.insert(0, "**Stand-in data** for Goodreads (no `--data-dir` with books.csv).")
+        notes.insert(
+            0, "**Stand-in data** for Goodreads (no books.csv: `dpjax data fetch goodreads` or `--data-dir`)."
+        )
     return Reproduction(
         name="jointexp",
         title=TITLE,

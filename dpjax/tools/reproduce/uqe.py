@@ -397,8 +397,8 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     if stand_ins:
         notes.insert(
             0,
-            f"**Stand-in data** for {', '.join(stand_ins)} (no `--data-dir` with the real files): "
-            "the ratios to the paper's numbers are not meaningful for these columns.",
+            f"**Stand-in data** for {', '.join(stand_ins)} (not fetched: `dpjax data fetch` or "
+            "`--data-dir`): the ratios to the paper's numbers are not meaningful for these columns.",
         )
     return Reproduction(
         name="uqe",

@@ -38,7 +38,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
     p.add_argument("--dataset", choices=("adult", "mnist"), default=d["dataset"], help="training data")
     p.add_argument(
-        "--data", metavar="PATH", help="MNIST CSV, e.g. mnist_5k.csv.gz (default: none; Adult ships in dpjax)"
+        "--data", metavar="PATH",
+        help="MNIST CSV (default: mnist_5k.csv.gz in the `dpjax data fetch` cache; Adult ships in dpjax)"
     )
     p.add_argument(
         "--model", choices=("auto", "mlp", "cnn"), default="auto", help="auto: mlp for Adult, cnn for MNIST"

@@ -40,6 +40,7 @@ from dpjax.optax import clip as clip_lib
 from dpjax.optax.grads import per_example_grads
 from dpjax.optax.transform import dp_aggregate
 from dpjax.outdir import atomic_path
+from dpjax.tools.data.catalog import cache_dir
 from dpjax.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
 
@@ -314,8 +315,10 @@ def load(name: str, path) -> data_lib.Dataset:
     """The named dataset (``path`` is required for MNIST)."""
     if name == "adult":
         return data_lib.load_adult()
-    if path is None:
-        raise UsageError("--data PATH is required for --dataset mnist (e.g. mnist_5k.csv.gz)")
+    if path is None:  # the `dpjax data fetch` cache
+        path = cache_dir() / "mnist_5k.csv.gz"
+        if not path.is_file():
+            raise UsageError(f"no {path}: run `dpjax data fetch mnist`, or pass --data PATH (a MNIST CSV)")
     try:
         return data_lib.load_mnist(path)
     except (OSError, ValueError) as error:
