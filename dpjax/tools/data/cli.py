@@ -26,15 +26,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="The papers' public datasets, downloaded into $DPJAX_DATA (default: "
         "~/.cache/dpjax/data) and checked by sha256; dpjax reproduce and dpjax train read them "
         "from there unless --data-dir (or --data) says otherwise.",
+        usage="dpjax data {fetch [NAME ...] [--mirror URL], list}",
     )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    fetch = actions.add_parser("fetch", help="download datasets (all by default), each checked by sha256")
-    fetch.add_argument("names", nargs="*", metavar="NAME",
-                       help=f"datasets to fetch: {', '.join(DATASETS)} (default: all)")
-    fetch.add_argument("--mirror", metavar="URL",
-                       help="fetch each file as URL/FILE from this base URL instead of its public "
-                       "source (default: the public sources)")
-    actions.add_parser("list", help="show each dataset: its files, source, licence, and whether present")
+    parser.add_argument("action", choices=("fetch", "list"),
+                        help="fetch: download the datasets, each checked by sha256; list: show each "
+                        "dataset's files, source, licence and whether present (no default)")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"fetch: the datasets, of {', '.join(DATASETS)} (default: all)")
+    parser.add_argument("--mirror", metavar="URL",
+                        help="fetch: each file as URL/FILE from this base URL instead of its public "
+                        "source (default: the public sources)")
     return parser
 
 
@@ -84,5 +85,7 @@ def _error(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """``dpjax data list`` or ``dpjax data fetch``."""
     if args.action == "list":
+        if args.names or args.mirror:
+            return _error("list takes no NAME and no --mirror")
         return _list()
     return _fetch(args.names, args.mirror)

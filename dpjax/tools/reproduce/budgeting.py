@@ -229,7 +229,7 @@ def _multi_query(key, x, centres, reps, ms, budget, c, min_queries=0):
 def _ratio_row(experiment, setting, quantity, numerator, denominator, claim, accept, paper=None):
     """A claim about a ratio of mean errors over paired trials (delta-method SE)."""
     ratio, se = ratio_of_means_se(numerator, denominator)
-    return Row(experiment, setting, quantity, paper, ratio, se, claim, accept)
+    return Row(experiment, setting, quantity, paper, ratio, se, claim, accept, nonnegative=True)
 
 
 def _similar(experiment, setting, quantity, pm, bm, savings):
