@@ -233,7 +233,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         seeds = {name: seed for seed, name in SEEDS.items()}
         for name, module in REPRODUCTIONS.items():
-            print(f"{name:10s} (seed {seeds[name]}) {module.TITLE}")
+            print(textwrap.fill(f"{name:10s} (seed {seeds[name]}) {module.TITLE}", _width(),
+                                subsequent_indent=" " * 22))
         return 0
     if args.from_csv is not None:
         missing = [path for path in args.from_csv if not path.is_file()]

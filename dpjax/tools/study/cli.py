@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import textwrap
 import time
@@ -86,8 +87,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "study",
         help="run Monte Carlo accuracy studies (the registered ones, or your own from a TOML file)",
-        description="Runs each study's mechanisms TRIALS times per grid point (one compiled vmap per "
-        "mechanism and dataset) and prints the error of the releases with confidence intervals.",
+        description=textwrap.fill(  # raw text (the epilog's layout): wrapped here to the screen
+            "Runs each study's mechanisms TRIALS times per grid point (one compiled vmap per mechanism and "
+            "dataset) and prints the error of the releases with confidence intervals.",
+            min(98, shutil.get_terminal_size((100, 24)).columns - 2),
+        ),
         epilog=EPILOG.format(columns=columns),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -212,10 +216,13 @@ def run(args: argparse.Namespace) -> int:
 
     registered = {**studies(), **{s.name: s for s in custom}}
     if args.list:
+        width = shutil.get_terminal_size((100, 24)).columns
         for s in registered.values():
-            print(f"{s.name:34s} [{s.family}] on {', '.join(s.datasets)}: {s.description}")
+            line = f"{s.name:34s} [{s.family}] on {', '.join(s.datasets)}: {s.description}"
+            print(textwrap.fill(line, width, subsequent_indent=" " * 35))
         for name in datasets.DATASET_NAMES:
-            print(f"dataset {name:26s} {datasets.load(name, options['seed']).description}")
+            line = f"dataset {name:26s} {datasets.load(name, options['seed']).description}"
+            print(textwrap.fill(line, width, subsequent_indent=" " * 35))
         return 0
     names = options["study"] or ([s.name for s in custom] if custom else list(registered))
     unknown = [n for n in names if n not in registered]

@@ -66,7 +66,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=positive_float, default=d["epsilon"], help="epsilon of the whole run")
     p.add_argument("--delta", type=open_unit, default=d["delta"], help="delta of the whole run")
     p.add_argument(
-        "--epochs", type=positive_float, help=f"expected passes over the data (default: {DEFAULT_EPOCHS})"
+        "--epochs", type=positive_float,
+        help="expected passes over the data (default: "
+        f"{', '.join(f'{epochs:g} for {name}' for name, epochs in DEFAULT_EPOCHS.items())})",
     )
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"], help="expected batch size")
     p.add_argument("--hidden", type=positive_int, default=d["hidden"], help="MLP hidden units")
