@@ -43,6 +43,7 @@ from dpjax.budgeting import (
     split_schedule,
 )
 from dpjax.datasets import papers as data
+from dpjax.tools.reproduce.figures import plot_series
 from dpjax.tools.reproduce.result import (
     Reproduction,
     Row,
@@ -467,16 +468,13 @@ def _plot(rc, kd, kn, mq, rhos_knn, knn_ks, path):
     ax.set(xlabel="rho (1/m²)", ylabel="CountErr", title="Fig. 3: range count error (PM ≈ BM)")
     ax.legend(ncol=2)
     ax = axes[0, 1]
-    for (mode, c), by_rho in rc.items():
-        if c is not None:
-            ax.semilogx(
-                RHOS, [by_rho[r][1].mean() for r in RHOS], "o-", ms=3, label=f"range {_label('PM', mode, c)}"
-            )
-    for (mode, c), by_rho in kd.items():
-        if c is not None:
-            ax.semilogx(
-                RHOS, [by_rho[r][1].mean() for r in RHOS], "^:", ms=3, label=f"KDE {_label('PM', mode, c)}"
-            )
+    savings = [  # two modes may save alike: identical lines are both shown (plot_series)
+        (f"{kind} {_label('PM', mode, c)}", [by_rho[r][1].mean() for r in RHOS], fmt)
+        for kind, fmt, found in (("range", "o-", rc), ("KDE", "^:", kd))
+        for (mode, c), by_rho in found.items()
+        if c is not None
+    ]
+    plot_series(ax, RHOS, savings, plot=ax.semilogx, ms=3)
     ax.set(xlabel="rho (1/m²)", ylabel="PrivSav", title="Fig. 3/4: savings grow with rho", ylim=(0, 1))
     ax.legend(ncol=2)
     ax = axes[1, 0]
