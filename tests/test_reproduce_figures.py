@@ -23,4 +23,8 @@ def test_a_series_on_another_is_drawn_visibly_with_a_legend_note():
     assert [line.get_label() for line in lines] == labels
     assert [line.get_linestyle() for line in lines] == ["-", "--", "--", "-"]
     assert lines[1].get_markerfacecolor() == "none" and lines[1].get_zorder() > lines[0].get_zorder()
+    fig2, ax2 = plt.subplots()  # on a fixed axis extent, lines closer than HIDDEN of it coincide
+    assert plot_series(ax2, x, [("a", [0.90, 0.95, 0.97], "o-"), ("b", [0.905, 0.952, 0.97], "o-")],
+                       span=1.0) == ["a", "b (≈ a)"]
     plt.close(fig)
+    plt.close(fig2)

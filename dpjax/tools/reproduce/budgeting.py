@@ -474,7 +474,7 @@ def _plot(rc, kd, kn, mq, rhos_knn, knn_ks, path):
         for (mode, c), by_rho in found.items()
         if c is not None
     ]
-    plot_series(ax, RHOS, savings, plot=ax.semilogx, ms=3)
+    plot_series(ax, RHOS, savings, plot=ax.semilogx, span=1.0, ms=3)  # on the 0-1 axis below
     ax.set(xlabel="rho (1/m²)", ylabel="PrivSav", title="Fig. 3/4: savings grow with rho", ylim=(0, 1))
     ax.legend(ncol=2)
     ax = axes[1, 0]

@@ -17,16 +17,16 @@ __all__ = [
 HIDDEN = 0.01  # two lines closer than this share of the panel's range at every x look like one
 
 
-def plot_series(ax, x, series, *, plot=None, **style) -> list[str]:
+def plot_series(ax, x, series, *, plot=None, span: float | None = None, **style) -> list[str]:
     """Draws ``series`` (``[(label, y, fmt), ...]``, y on a linear scale) on ``ax`` with ``plot``
     (default ``ax.plot``; e.g. ``ax.semilogx``) and ``style``; returns the labels as drawn. A series
     equal to an earlier one is labelled ``"LABEL (= EARLIER, identical)"``, one within
-    :data:`HIDDEN` of the range of all the series ``"LABEL (≈ EARLIER)"``; either is drawn dashed over
-    it with hollow markers."""
+    :data:`HIDDEN` of ``span`` (the y axis's extent; default the range of all the series)
+    ``"LABEL (≈ EARLIER)"``; either is drawn dashed over it with hollow markers."""
     plot = plot or ax.plot
     values = [np.asarray(y, np.float64) for _, y, _ in series]
     finite = np.concatenate([v[np.isfinite(v)] for v in values] or [np.zeros(1)])
-    near = HIDDEN * (finite.max() - finite.min() if finite.size else 0.0)
+    near = HIDDEN * (span if span is not None else finite.max() - finite.min())
     drawn, labels = [], []
     for (label, _, fmt), y in zip(series, values, strict=True):
         twin, same = None, False

@@ -318,8 +318,11 @@ def _run(selected, options, start, out) -> int:
     unfinished = [partial[s.name] for s in selected if s.name in partial]
     wall = time.perf_counter() - start
     compiles = sum(r.record["compiles"] for r in done + unfinished)
-    print(f"dpjax study: {len(done)} studies in {wall:.1f} s, {compiles} compiles, backend "
-          f"{jax.default_backend()}", flush=True)
+    overlap = (f" ({options['jobs']} at a time, so the studies' own times above add up to more)"
+               if options["jobs"] > 1 and len(selected) > 1 else "")
+    total = (f"dpjax study: {len(done)} studies in {wall:.1f} s{overlap}, {compiles} compiles, backend "
+             f"{jax.default_backend()}")
+    print(textwrap.fill(total, shutil.get_terminal_size((100, 24)).columns), flush=True)
     if out is not None:
         if done or unfinished:
             paths, stopped = _write(done, unfinished, options, wall, out.staging, failures=failures)
