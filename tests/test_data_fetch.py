@@ -142,3 +142,30 @@ def test_the_commands_find_the_cache_by_default(monkeypatch, tmp_path):
     assert catalog.default_data_dir() == tmp_path / "cache"
     monkeypatch.delenv("DPJAX_DATA")
     assert catalog.cache_dir() == Path.home() / ".cache" / "dpjax" / "data"
+
+
+def test_reproduce_and_train_read_the_cache_unless_told_otherwise(monkeypatch, tmp_path, capsys):
+    import types
+
+    import dpjax.tools.reproduce.cli as reproduce_cli
+    from dpjax.tools.reproduce import Reproduction
+    from dpjax.tools.train.run import UsageError, load
+
+    given = []
+
+    def run(key, mode, data_dir):
+        given.append(data_dir)
+        return Reproduction("aa", "Paper aa", [], "1 trial", [])
+
+    fake = types.SimpleNamespace(TITLE="Paper aa", run=run)
+    monkeypatch.setattr(reproduce_cli, "REPRODUCTIONS", {"aa": fake})
+    monkeypatch.setenv("DPJAX_DATA", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    other = tmp_path / "other"
+    other.mkdir()
+    assert main(["reproduce", "aa", "--smoke", "--out", str(tmp_path / "o1")]) == 0
+    assert main(["reproduce", "aa", "--smoke", "--out", str(tmp_path / "o2"), "--data-dir", str(other)]) == 0
+    assert given == [tmp_path / "cache", other]
+    with pytest.raises(UsageError, match="dpjax data fetch mnist"):
+        load("mnist", None)  # not fetched yet
+    capsys.readouterr()
