@@ -51,7 +51,8 @@ Columns of results.csv (one row per cell and statistic; also described in result
 Files written with --out DIR: results.csv (the tidy table of every study), results.json (run
 record: seed, trials, versions, backend, date, wall time, compiles, status, failures; metric
 legend; rows) and figures/STUDY.png (per study: one panel per metric and statistic against
-epsilon, log-log, CI bands, closed forms dashed). DIR is checked before any computing and replaced
+epsilon on a log axis, errors on a log axis too, rates and counts on a linear one from 0; CI bands,
+closed forms dashed). DIR is checked before any computing and replaced
 whole at the end (the run is written to .DIR.partial first), so files of two runs never mix.
 
 Interrupting: Ctrl-C or SIGTERM stops after the steps in progress, writes every finished step
