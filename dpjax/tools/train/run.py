@@ -23,7 +23,9 @@ import functools
 import itertools
 import json
 import math
+import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -377,13 +379,18 @@ def epoch_ends(steps: int, n: int, batch_size: int) -> list[int]:
     return sorted(set(ends) | {steps})
 
 
+def _say(line: str) -> None:
+    """Prints ``line`` wrapped to the screen (``$COLUMNS``, else the terminal's, else 100)."""
+    width = shutil.get_terminal_size((100, 24)).columns
+    print(textwrap.fill(line, width, subsequent_indent="    "), flush=True)
+
+
 def _run(args) -> int:
     out, dataset, epochs, plan_, strategy, sigma, model = _prepare(args)
     n = dataset.x_train.shape[0]
-    print(
+    _say(
         f"  {dataset.name}: n = {n}, {epochs:g} epochs = {plan_.steps} steps at sampling rate "
-        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}",
-        flush=True,
+        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}"
     )
     config = dict(expected_batch_size=plan_.expected_batch_size, learning_rate=args.learning_rate)
     carry = init_carry(jax.random.key(args.seed), strategy, sigma, model=model, **config)
@@ -432,7 +439,7 @@ def _run(args) -> int:
         done = end
         rows.append(metrics(epoch, carry, time.perf_counter() - start))
     last = rows[-1]
-    print(
+    _say(
         f"test accuracy {last['test_accuracy']:.4f}; final clip norm {last['clip_norm']:.4g}; epsilon spent "
         f"{last['epsilon_spent']:.4f} at delta {plan_.delta_accounted:.3g} (+ truncation share); "
         f"{last['seconds']:.1f} s"
