@@ -72,7 +72,7 @@ def server():
                       for source in catalog.DATASETS.values() for name in (f.name for f in source.files)})
     _Handler.files = files
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}", files
     httpd.shutdown()
