@@ -41,6 +41,7 @@ import math
 import numbers
 import secrets
 from fractions import Fraction
+from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -72,7 +73,7 @@ LIMITS = {
 }
 
 
-Rational = float | Fraction | tuple[int, int]
+Rational: TypeAlias = float | Fraction | tuple[int, int]
 """An exact positive rational on the host (never traced): a Python or NumPy number (a float is its
 exact binary value), a ``Fraction`` or a ``(numerator, denominator)`` pair of ints."""
 

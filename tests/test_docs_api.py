@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import types
 from pathlib import Path
 
 import griffe
@@ -117,3 +118,18 @@ def test_no_shown_default_names_a_private_constant(rendered):
                 private += [f"{function.path}({p.name}={p.default})" for p in function.parameters
                             if p.default and re.search(r"(?<![\w.])_[A-Za-z]", str(p.default))]
     assert private == []
+
+
+def _is_type_expression(value) -> bool:
+    """A ``Literal[...]``, ``Union``/``X | Y`` or other subscripted typing construct (not a class)."""
+    return isinstance(value, types.UnionType) or type(value).__module__ == "typing"
+
+
+def test_type_aliases_are_documented_as_such(rendered):
+    seen, _ = rendered
+    plain = []
+    for path, obj in seen.items():
+        if obj.is_attribute and _is_type_expression(_value(path)):
+            if "TypeAlias" not in str(obj.annotation) or not obj.has_docstring:
+                plain.append(path)
+    assert plain == [], f"type aliases without `: TypeAlias` and a docstring: {plain}"
