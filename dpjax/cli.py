@@ -41,6 +41,7 @@ SUBCOMMANDS = {
         "dpjax.tools.reproduce.cli",
         "reproduce the numbers of the papers dpjax implements, beside the papers' values",
     ),
+    "data": ("dpjax.tools.data.cli", "fetch the papers' public datasets into a local cache, or list them"),
 }
 
 

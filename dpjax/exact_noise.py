@@ -40,6 +40,7 @@ internal word (uint32, or uint64 under ``jax_enable_x64``); larger ones are refu
 import math
 import secrets
 from fractions import Fraction
+from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -71,7 +72,7 @@ LIMITS = {
 }
 
 
-Rational = float | Fraction | tuple[int, int]
+Rational: TypeAlias = float | Fraction | tuple[int, int]
 """An exact positive rational on the host (never traced): a Python or NumPy number (a float is its
 exact binary value), a ``Fraction`` or a ``(numerator, denominator)`` pair of ints."""
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -69,10 +69,10 @@ __all__ = [
     "standard_exponential",
 ]
 
-NoiseMode = Literal["high", "low"]
+NoiseMode: TypeAlias = Literal["high", "low"]
 """``"high"``: tails exact far out (the default); ``"low"``: JAX's own samplers."""
 _MODES: tuple[NoiseMode, ...] = get_args(NoiseMode)
-Sampler = Literal["laplace", "gumbel", "exponential", "gaussian"]
+Sampler: TypeAlias = Literal["laplace", "gumbel", "exponential", "gaussian"]
 """The continuous samplers by name (:data:`SAMPLERS`)."""
 
 

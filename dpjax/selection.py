@@ -58,7 +58,7 @@ XLA constant-folds closed-over arrays, which takes seconds at 10^6 candidates.
 from __future__ import annotations
 
 import functools
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -103,13 +103,13 @@ __all__ = [
     "report_noisy_max_guarantee",
 ]
 
-Noise = Literal["gumbel", "exponential", "laplace"]
+Noise: TypeAlias = Literal["gumbel", "exponential", "laplace"]
 """Report-noisy-max's noise (static)."""
-Method = Literal["auto", "literal", "inverse_cdf", "tree"]
+Method: TypeAlias = Literal["auto", "literal", "inverse_cdf", "tree"]
 """How the exponential mechanism and report-noisy-max draw (static)."""
-TopKMethod = Literal["auto", "literal", "tree"]
+TopKMethod: TypeAlias = Literal["auto", "literal", "tree"]
 """How Gumbel top-k and the gap mechanisms draw (static)."""
-GapNoise = Literal["laplace", "gumbel"]
+GapNoise: TypeAlias = Literal["laplace", "gumbel"]
 """The gap mechanisms' noise (static)."""
 _NOISES: tuple[Noise, ...] = get_args(Noise)
 _METHODS: tuple[Method, ...] = get_args(Method)

@@ -126,15 +126,16 @@ def test_train_refuses_bad_values_without_a_traceback(capsys, option, value):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--dataset", "mnist"], "--data PATH is required"),
+        (["--dataset", "mnist"], "run `dpjax data fetch mnist`, or pass --data PATH"),  # an empty cache
         (["--dataset", "mnist", "--data", "/no/such/file.csv"], "--data /no/such/file.csv"),
         (["--batch-size", "100000"], "exceeds the 32561 training examples"),
         (["--model", "cnn"], "--model cnn needs 28x28 images"),
     ],
 )
-def test_train_reports_bad_combinations_with_status_2(capsys, argv, message):
+def test_train_reports_bad_combinations_with_status_2(capsys, argv, message, monkeypatch, tmp_path):
     """Values that are each valid but do not fit the data or each other: ``error:`` and status 2,
     before any training."""
+    monkeypatch.setenv("DPJAX_DATA", str(tmp_path))  # no fetched MNIST
     assert main(["train", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.startswith("dpjax train: error:"), err

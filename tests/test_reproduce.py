@@ -279,9 +279,12 @@ def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeyp
 
     monkeypatch.setattr(reproduce_cli, "REPRODUCTIONS", {"aa": _fake("aa"), "bb": _fake("bb", fail=True)})
     out, report = tmp_path / "figs", tmp_path / "docs" / "REPORT.md"
-    code = main(["reproduce", "aa", "bb", "--smoke", "--out", str(out), "--markdown", str(report)])
+    code = main(["reproduce", "aa", "bb", "--quick", "--out", str(out), "--markdown", str(report)])
     assert code == 1
-    assert "bb: RuntimeError: boom" in capsys.readouterr().err
+    screen = capsys.readouterr()
+    assert "bb: RuntimeError: boom" in screen.err
+    assert "3 numbers, 1 with a paper value, 0 of those within" in screen.out.replace("\n  ", " ")
+    assert "\n  does not hold: Fig. 9, y: trend\n" in screen.out
     with open(out / "reproduction.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["reproduction"] for r in rows] == ["aa", "aa", "aa"]
@@ -289,8 +292,8 @@ def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeyp
     assert [r["verdict"] for r in rows] == ["", HOLDS, FAILS] and rows[2]["why"] == "B's protocol"
     text = report.read_text()
     assert text.startswith("# Reproductions")
-    assert f"`dpjax reproduce aa bb --smoke --out {out} --markdown {report}`" in text
-    assert "| Table 9 | smoke | MAE | 2 | 3 ± 0.1 | [2.8, 3.2] | 1.5 |" in text
+    assert f"`dpjax reproduce aa bb --quick --out {out} --markdown {report}`" in text
+    assert "| Table 9 | quick | MAE | 2 | 3 ± 0.1 | [2.8, 3.2] | 1.5 |" in text
     assert "| A better | <= 1 | holds |  |" in text and "| **does not hold** | B's protocol |" in text
     assert "![aa](../figs/aa.png)" in text and (out / "aa.png").stat().st_size > 1000
     readme = tmp_path / "docs" / "README.md"
@@ -309,11 +312,29 @@ def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeyp
     summary = readme.read_text()
     assert summary.startswith("intro\n") and "stale" not in summary and "--from-csv" in summary
     # three rows, one with a paper value (ratio 1.5, outside [0.8, 1.25]), one claim holds, one does not
-    assert "| [`aa`](REPORT.md#aa) | Paper aa | `--smoke` | 3 | 1 | 0 | 1 | 1 | 0 |" in summary
+    assert "| [`aa`](REPORT.md#aa) | Paper aa | `--quick` | 3 | 1 | 0 | 1 | 1 | 0 |" in summary
     # the report re-rendered from the CSV and the JSON beside it: the same rows, notes and figure link
     rerendered = report.read_text()
     assert "| **does not hold** | B's protocol |" in rerendered and "* a note" in rerendered
-    assert "![aa](../figs/aa.png)" in rerendered and "(from `dpjax reproduce aa bb --smoke" in rerendered
+    assert "![aa](../figs/aa.png)" in rerendered and "(from `dpjax reproduce aa bb --quick" in rerendered
+
+
+def test_smoke_claims_are_not_judged_on_screen_or_in_the_report(tmp_path, monkeypatch, capsys):
+    """At --smoke size the report and the screen show no verdict (the CSV keeps the interval's)."""
+    import dpjax.tools.reproduce.cli as reproduce_cli
+
+    monkeypatch.setattr(reproduce_cli, "REPRODUCTIONS", {"aa": _fake("aa")})
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["reproduce", "aa", "--smoke", "--out", str(tmp_path / "o")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 60
+    screen = " ".join(line.strip() for line in lines)
+    assert "2 claims, not judged at this size (--smoke)" in screen and "does not hold" not in screen
+    text = (tmp_path / "o" / "reproduction.md").read_text()
+    assert "| A better | <= 1 | not judged at this size |" in text and "| **does not hold** |" not in text
+    assert "| `--smoke` | 3 | – | – | – |" in text
+    with open(tmp_path / "o" / "reproduction.csv") as f:
+        assert [r["verdict"] for r in csv.DictReader(f)] == ["", HOLDS, FAILS]
 
 
 def test_from_csv_merges_runs_and_refuses_a_verdict_its_interval_contradicts(tmp_path, capsys):
@@ -357,8 +378,12 @@ def smoke_run(tmp_path_factory, compile_cache_env):
     run the same smoke reproductions."""
     out = tmp_path_factory.mktemp("smoke")
     command = [sys.executable, "-m", "dpjax.cli", "reproduce", "all", "--smoke", "--out", str(out)]
-    done = subprocess.run(command, env=compile_cache_env, capture_output=True, text=True)
+    env = {**compile_cache_env, "COLUMNS": "100"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "Warning" not in done.stderr, done.stderr[-3000:]  # a smoke run is clean (issue 46.6)
+    wide = [line for line in done.stdout.splitlines() if len(line) > 100]
+    assert wide == [], wide  # the screen output fits COLUMNS; the full tables are in the report
     return out
 
 

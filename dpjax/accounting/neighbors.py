@@ -14,7 +14,7 @@ private under both, Durfee 2023 Lemma B.1) take no ``neighbors`` argument.
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from typing import Literal, TypeAlias
 
 __all__ = [
     "Neighbors",
@@ -39,5 +39,5 @@ class Neighbors(enum.StrEnum):
             raise ValueError(message) from None
 
 
-NeighborsLike = Neighbors | Literal["swap", "add_remove"]
+NeighborsLike: TypeAlias = Neighbors | Literal["swap", "add_remove"]
 """A :class:`Neighbors` member or its string value (what :meth:`Neighbors.check` accepts)."""

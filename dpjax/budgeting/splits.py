@@ -12,7 +12,7 @@ single-query saving is ``1 - frac_1``.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, get_args
+from typing import Literal, NamedTuple, TypeAlias, get_args
 
 import numpy as np
 
@@ -24,7 +24,7 @@ __all__ = [
     "split_schedule",
 ]
 
-Split = Literal["even", "doubling"]
+Split: TypeAlias = Literal["even", "doubling"]
 """How PIE splits each user's budget over its rounds (static): evenly, or doubling."""
 _SPLITS: tuple[Split, ...] = get_args(Split)
 _MAX_ROUNDS = 32767  # rounds are stored per user as int16

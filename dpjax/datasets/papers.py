@@ -1,10 +1,11 @@
 """Data of the papers dpjax reproduces (``dpjax reproduce``, benchmarks): the papers' real datasets
 read from a directory the caller gives, and built-in stand-ins (synthetic, seeded) when it is not given.
 
-Real files (as in ``../shared/data``, see its README): ``books.csv`` (Goodreads: ``average_rating``
-and ``"  num_pages"``, 11,123 well-formed rows), ``adult.data`` + ``adult.test`` (UCI Adult: age and
-hours-per-week, 48,842 rows), ``mnist_5k.csv.gz`` (5,000 MNIST training images, 784 pixels then the
-label). The package never reads a data path by itself.
+Real files (``dpjax data fetch`` downloads them; ``dpjax data list`` names their sources):
+``books.csv`` (Goodreads: ``average_rating`` and ``"  num_pages"``, 11,123 well-formed rows),
+``adult.data`` + ``adult.test`` (UCI Adult: age and hours-per-week, 48,842 rows),
+``mnist_5k.csv.gz`` (5,000 MNIST training images, 784 pixels then the label). The package never
+reads a data path by itself.
 
 Stand-ins (ours, not the papers' data; they have roughly the shape of each column, so the ratios to
 the paper's numbers are only indicative):

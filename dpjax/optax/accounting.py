@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
 from dpjax.accounting import ZCDP
 from dpjax.optax.clip import _as_strategy
@@ -48,7 +48,7 @@ __all__ = [
     "training_guarantee",
 ]
 
-AccountantName = Literal["pld", "rdp"]
+AccountantName: TypeAlias = Literal["pld", "rdp"]
 """dp_accounting's accountant for DP-SGD: privacy loss distributions (tight) or Renyi DP."""
 _ACCOUNTANTS: tuple[AccountantName, ...] = get_args(AccountantName)
 _PLD_DISCRETIZATION = 1e-4  # dp_accounting's default value_discretization_interval

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
+from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -247,7 +248,9 @@ class GeometricClip:
         return ((steps, (noise_multiplier**-2 + z_b**-2) ** -0.5),)
 
 
-ClipStrategy = FixedClip | QuantileClip | GeometricClip
+ClipStrategy: TypeAlias = FixedClip | QuantileClip | GeometricClip
+"""Type alias: a clip-norm strategy, one of :class:`FixedClip`, :class:`QuantileClip` or
+:class:`GeometricClip` (what :func:`dpjax.optax.dp_aggregate` takes as ``clip``)."""
 
 
 def fixed_clip(norm: ArrayLike) -> FixedClip:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Literal, NamedTuple, get_args
+from typing import Literal, NamedTuple, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +59,7 @@ __all__ = [
     "Tables",
 ]
 
-Method = Literal["linear", "scan", "fft"]
+Method: TypeAlias = Literal["linear", "scan", "fft"]
 """How JointExp's forward pass is computed (static)."""
 _METHODS: tuple[Method, ...] = get_args(Method)
 """The Toeplitz steps of the forward pass: linear-space block products with a certified exact

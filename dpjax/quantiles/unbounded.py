@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Literal, NamedTuple, get_args
+from typing import Literal, NamedTuple, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -80,7 +80,7 @@ __all__ = [
     "unbounded_result",
 ]
 
-Noise = Literal["exponential", "laplace", "gumbel"]
+Noise: TypeAlias = Literal["exponential", "laplace", "gumbel"]
 """UQE's noise (static); the default is exponential (see :func:`unbounded`)."""
 _NOISES: tuple[Noise, ...] = get_args(Noise)
 _GUMBEL_SPLIT = "noise='gumbel' requires epsilon1 == epsilon2 (split=0.5), Lemma 3.2."

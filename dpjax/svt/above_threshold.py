@@ -17,7 +17,7 @@ noise of query ``i`` depends only on the key and ``i``, so its result does not d
 from __future__ import annotations
 
 import functools
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -51,9 +51,9 @@ __all__ = [
     "above_threshold_guarantee",
 ]
 
-Noise = Literal["laplace", "gumbel", "exponential"]
+Noise: TypeAlias = Literal["laplace", "gumbel", "exponential"]
 """The sparse vector family's noise (static)."""
-Method = Literal["auto", "literal", "first_passage"]
+Method: TypeAlias = Literal["auto", "literal", "first_passage"]
 """How the sparse vector family draws (static)."""
 NOISES: tuple[Noise, ...] = get_args(Noise)
 _METHODS: tuple[Method, ...] = get_args(Method)

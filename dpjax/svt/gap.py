@@ -89,7 +89,14 @@ __all__ = [
     "sparse_vector_with_gap_guarantee",
 ]
 
-BRANCH_UNPROCESSED, BRANCH_BOTTOM, BRANCH_TOP, BRANCH_MIDDLE = -1, 0, 1, 2
+BRANCH_UNPROCESSED = -1
+"""``GapResult.branch`` of a query the run stopped before (and the padding of ``answer_branches``)."""
+BRANCH_BOTTOM = 0
+"""``GapResult.branch`` of a processed query answered ⊥ (below the threshold; free)."""
+BRANCH_TOP = 1
+"""The branch of a ⊤ whose top-noised gap reached ``sigma`` (Algorithm 2's top branch; costs eps2)."""
+BRANCH_MIDDLE = 2
+"""The branch of a ⊤ from the middle branch (its middle-noised gap >= 0; costs eps1 = 2 eps2)."""
 
 
 class GapResult(NamedTuple):

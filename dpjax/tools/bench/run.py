@@ -71,7 +71,7 @@ def _peer_record(peer, single_seconds: float, mc_seconds: float | None, repeats:
         "note": peer.note,
     }
     if record["version"] is None:
-        record["skipped"] = f"{peer.library} is not installed (pip install 'dpjax[bench]')"
+        record["skipped"] = f"{peer.library} is not installed (from the clone: pip install -e '.[bench]')"
         return record
     try:
         single = time_host(peer.single(), repeats=repeats)

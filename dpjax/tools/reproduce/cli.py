@@ -14,7 +14,9 @@ import argparse
 import dataclasses
 import os
 import platform
+import shutil
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from dpjax import interrupt
 from dpjax.outdir import OutputError, RunDir, write_bytes, write_text
 from dpjax.studies.checkpoint import CheckpointMismatch
 from dpjax.studies.progress import heartbeat
+from dpjax.tools.data.catalog import default_data_dir
 from dpjax.tools.readme import readme_problem, update_readme
 from dpjax.tools.reproduce import REPRODUCTIONS, SEEDS, saved, writers
 from dpjax.tools.reproduce.result import FAILS, INCONCLUSIVE
@@ -39,7 +42,7 @@ MODE_LINES = {
     "smoke": "Mode `--smoke`: a handful of trials per experiment, to test that every reproduction "
     "runs; the numbers are not meaningful.",
     "quick": "Mode `--quick` (the default): fewer trials than the papers (each section says how many) "
-    "so that all five reproductions finish in under 10 minutes on 2 CPU cores; standard errors are "
+    "so that all five reproductions take about 13 minutes of CPU time on 2 cores; standard errors are "
     "larger accordingly. `--full` runs the papers' trial counts.",
     "full": "Mode `--full`: the papers' trial counts (hours on 2 CPU cores).",
 }
@@ -62,7 +65,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     size = parser.add_mutually_exclusive_group()
     for flag, text in (
-        ("--quick", "fewer trials, all in under 10 minutes on 2 cores (default)"),
+        ("--quick", "fewer trials: all five in about 13 CPU-minutes on 2 cores (default)"),
         ("--full", "the papers' trial counts"),
         ("--smoke", "a few trials each, for tests"),
     ):
@@ -73,7 +76,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="directory with the real datasets (books.csv, adult.data, adult.test, mnist_5k.csv.gz; "
-        "default: built-in stand-ins)",
+        "default: the cache of `dpjax data fetch`, $DPJAX_DATA or ~/.cache/dpjax/data; a file not "
+        "there: its built-in stand-in)",
     )
     parser.add_argument(
         "--out",
@@ -229,7 +233,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         seeds = {name: seed for seed, name in SEEDS.items()}
         for name, module in REPRODUCTIONS.items():
-            print(f"{name:10s} (seed {seeds[name]}) {module.TITLE}")
+            print(textwrap.fill(f"{name:10s} (seed {seeds[name]}) {module.TITLE}", _width(),
+                                subsequent_indent=" " * 22))
         return 0
     if args.from_csv is not None:
         missing = [path for path in args.from_csv if not path.is_file()]
@@ -247,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"unknown reproduction {names!r}; choose from {choices}, 000-004 or all")
     if args.data_dir is not None and not args.data_dir.is_dir():
         return _error(f"--data-dir {args.data_dir} is not a directory")
+    args.data_dir = args.data_dir or default_data_dir()  # the `dpjax data fetch` cache, where it is
     problem = readme_problem(args.update_readme, "reproduction")
     if problem:
         return _error(problem)
@@ -262,6 +268,11 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(err))
     with interrupt.handled():
         return _run(args, names, out)
+
+
+def _width() -> int:
+    """The screen's width: ``$COLUMNS``, else the terminal's, else 100."""
+    return shutil.get_terminal_size((100, 24)).columns
 
 
 def _error(message: str) -> int:
@@ -310,7 +321,7 @@ def _explained(rep):
 
 def _run(args, names: list[str], out: RunDir) -> int:
     command = _command(args)
-    print(f"{command}: {MODE_LINES[args.mode]}", flush=True)
+    print(textwrap.fill(f"{command}: {MODE_LINES[args.mode]}", _width()), flush=True)
     key = jax.random.key(args.seed)
     out.prepare()
     out.checkpoint.mkdir(exist_ok=True)
@@ -327,10 +338,10 @@ def _run(args, names: list[str], out: RunDir) -> int:
     start, start_cpu = time.perf_counter(), time.process_time()
     for name in names:
         made = fingerprints[name]
-        print(f"\n== {name}: {REPRODUCTIONS[name].TITLE}", flush=True)
+        print("\n" + textwrap.fill(f"== {name}: {REPRODUCTIONS[name].TITLE}", _width()), flush=True)
         rep = checkpointed[name]
         if rep is not None:
-            print(f"(from the checkpoint)\n{writers.markdown_table(_explained(rep))}", flush=True)
+            print(f"(from the checkpoint)\n{writers.screen_summary(_explained(rep), _width())}", flush=True)
             done.append(rep)
             continue
         began, began_cpu = time.perf_counter(), time.process_time()
@@ -351,7 +362,7 @@ def _run(args, names: list[str], out: RunDir) -> int:
             writers.write_png(rep, out.staging / f"{name}.png")
         _checkpoint(out, rep, made)
         timing = f"({rep.seconds:.0f} s, {rep.cpu_seconds:.0f} s CPU)"
-        print(f"{rep.trials}\n{writers.markdown_table(_explained(rep))}\n{timing}", flush=True)
+        print(f"{writers.screen_summary(_explained(rep), _width())}\n{timing}", flush=True)
         done.append(rep)
     stopped = interrupt.received()
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
@@ -401,5 +412,6 @@ def _write(args, out: RunDir, done, command: str, seconds: float, cpu_seconds: f
     if args.update_readme is not None and not stopped:
         _update_readme(args.update_readme, done, markdown, f"Generated by `{command}`.")
     timing = f"({seconds:.0f} s, {cpu_seconds:.0f} s CPU)"
-    print(f"\nwrote {markdown}, {args.out / 'reproduction.csv'} and the PNGs {timing}"
-          + (" (interrupted: --resume continues it)" if stopped else ""))
+    done_line = (f"wrote {markdown} (the full tables), {args.out / 'reproduction.csv'} and the PNGs {timing}"
+                 + (" (interrupted: --resume continues it)" if stopped else ""))
+    print("\n" + textwrap.fill(done_line, _width()))

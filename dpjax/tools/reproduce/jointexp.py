@@ -154,6 +154,7 @@ def _comparison_rows(curves, ms):
                     se,
                     "JointExp matches AppIndExp",
                     (2 / 3, 3 / 2),
+                    nonnegative=True,
                 )
             )
             other = _closest(errs, ("CSmooth", "AggTree"))
@@ -170,6 +171,7 @@ def _comparison_rows(curves, ms):
                     se,
                     "roughly an order of magnitude",
                     (3.0, math.inf),
+                    nonnegative=True,
                 )
             )
         closest = {m: _closest(by_m[m], competitors) for m in by_m}
@@ -191,6 +193,7 @@ def _comparison_rows(curves, ms):
                     se,
                     "roughly 2-3x",
                     (1.5, math.inf),
+                    nonnegative=True,
                 )
             )
         last = max(by_m)
@@ -285,7 +288,9 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     if len(sizes) < len(RUNTIMES):
         notes.append("`--smoke` skips the n = 10^6 timing.")
     if stand_ins:
-        notes.insert(0, "**Stand-in data** for Goodreads (no `--data-dir` with books.csv).")
+        notes.insert(
+            0, "**Stand-in data** for Goodreads (no books.csv: `dpjax data fetch goodreads` or `--data-dir`)."
+        )
     return Reproduction(
         name="jointexp",
         title=TITLE,

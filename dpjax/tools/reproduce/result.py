@@ -37,6 +37,7 @@ __all__ = [
     "INCONCLUSIVE",
     "INTERVAL_RULE",
     "MODES",
+    "NOT_JUDGED",
     "VERDICTS",
     "Z95",
     "Reproduction",
@@ -48,6 +49,7 @@ __all__ = [
     "pick",
     "ratio_of_means_se",
     "row_record",
+    "shown_verdict",
     "subkey",
     "tolerance_text",
     "verdict",
@@ -79,6 +81,7 @@ COLUMN_DESCRIPTIONS = {
 }
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive at this size"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE)
+NOT_JUDGED = "not judged at this size"  # what the report and the screen show for a claim at --smoke size
 Z95 = 1.959963984540054  # the two-sided 95% quantile of the standard normal
 INTERVAL_RULE = (
     "A claim is judged by the 95% interval of our measurement against the claim's tolerance (column "
@@ -101,6 +104,15 @@ def verdict(interval: tuple[float, float], accept: tuple[float, float]) -> str:
     if high < a or low > b:
         return FAILS
     return INCONCLUSIVE
+
+
+def shown_verdict(row: Row, mode: str) -> str:
+    """The verdict as the report and the screen show it: :data:`NOT_JUDGED` for every claim of a
+    ``--smoke`` run (a handful of trials decide nothing; the CSV keeps the interval's verdict), else
+    the row's own; empty for a row without a claim."""
+    if row.accept is None:
+        return ""
+    return NOT_JUDGED if mode == "smoke" else row.verdict
 
 
 def tolerance_text(accept: tuple[float, float]) -> str:
@@ -132,6 +144,8 @@ class Row:
         default ``ours +- 1.96 std_error``, or ``(ours, ours)`` for an exact value.
       why: why the claim does not hold (or is inconclusive): the paper's protocol differs, the
         paper's implementation has a known defect, or what a larger run would need.
+      nonnegative: the quantity cannot be negative (an error, a ratio of errors): the low end of
+        ``ours +- 1.96 SE`` is clipped at 0, which keeps the interval's coverage.
     """
 
     experiment: str
@@ -144,6 +158,7 @@ class Row:
     accept: tuple[float, float] | None = None
     ci: tuple[float, float] | None = None
     why: str = ""
+    nonnegative: bool = False
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -153,7 +168,8 @@ class Row:
         if self.std_error is None:
             return float(self.ours), float(self.ours)
         half = Z95 * float(self.std_error)
-        return float(self.ours) - half, float(self.ours) + half
+        low = float(self.ours) - half
+        return (max(low, 0.0) if self.nonnegative else low), float(self.ours) + half
 
     @property
     def verdict(self) -> str:

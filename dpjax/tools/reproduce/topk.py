@@ -163,6 +163,7 @@ def _accurate_rows(key, trials):
                 se,
                 f"<= beta = {BETA}",
                 (0.0, BETA),
+                nonnegative=True,
             )
         )
     return rows

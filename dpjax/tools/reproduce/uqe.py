@@ -143,7 +143,8 @@ def table_1(key, columns, sources, subsamples, releases, rng, baseline_qs=BASELI
                 paper_mae, paper_std = TABLE_1[(eps, method)][d_index]
                 setting = f"eps={eps:g}, {method} (q={q:.2f}), {label}"
                 se = std / np.sqrt(per_sample.size)
-                rows.append(Row("Table 1", setting, "MAE of the DP sum", paper_mae, mae, se))
+                mae_row = Row("Table 1", setting, "MAE of the DP sum", paper_mae, mae, se, nonnegative=True)
+                rows.append(mae_row)
                 rows.append(Row("Table 1", setting, "std of per-sample MAE", paper_std, std))
                 points.append((eps, method, name, paper_mae, mae))
                 per_cell[(name, eps, method)] = per_sample
@@ -243,10 +244,11 @@ def _fully_unbounded(key, samples, qs):
 
 
 def _ratio(errors):
-    """MAE(EMQ)/MAE(UQE) per q from [trials, q] errors; 1 where both are exact (rounded integer outputs)."""
+    """MAE(EMQ)/MAE(UQE) per q from [trials, q] errors; 1 where both are exact (rounded integer outputs),
+    inf where only UQE is (no division by zero)."""
     emq_mae, uqe_mae = errors["EMQ"].mean(axis=0), errors["UQE"].mean(axis=0)
-    both_zero = (emq_mae == 0) & (uqe_mae == 0)
-    return np.where(both_zero, 1.0, emq_mae / np.where(both_zero, 1.0, uqe_mae))
+    ratio = np.divide(emq_mae, uqe_mae, out=np.full(np.shape(emq_mae), np.inf), where=uqe_mae != 0)
+    return np.where((emq_mae == 0) & (uqe_mae == 0), 1.0, ratio)
 
 
 def _share_emq_better(emq_errors, uqe_errors):
@@ -397,8 +399,8 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     if stand_ins:
         notes.insert(
             0,
-            f"**Stand-in data** for {', '.join(stand_ins)} (no `--data-dir` with the real files): "
-            "the ratios to the paper's numbers are not meaningful for these columns.",
+            f"**Stand-in data** for {', '.join(stand_ins)} (not fetched: `dpjax data fetch` or "
+            "`--data-dir`): the ratios to the paper's numbers are not meaningful for these columns.",
         )
     return Reproduction(
         name="uqe",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,12 +15,14 @@ from dpjax.tools.reproduce.result import (
     COLUMNS,
     FAILS,
     INTERVAL_RULE,
+    NOT_JUDGED,
     VERDICTS,
     Reproduction,
     Row,
     explanation,
     figure_written,
     row_record,
+    shown_verdict,
     tolerance_text,
 )
 
@@ -30,6 +33,7 @@ __all__ = [
     "markdown_table",
     "number",
     "read_csv",
+    "screen_summary",
     "summary_table",
     "verdict_counts",
     "write_csv",
@@ -159,8 +163,11 @@ def verdict_counts(rows: Sequence[Row]) -> dict[str, int]:
     return {v: verdicts.count(v) for v in VERDICTS}
 
 
-def _counts_cells(rows: Sequence[Row]) -> str:
-    counts = verdict_counts(rows)
+def _counts_cells(rep: Reproduction) -> str:
+    """The claims by verdict; "–" in each at ``--smoke`` size, where no claim is judged."""
+    if rep.mode == "smoke":
+        return " | ".join("–" for _ in VERDICTS)
+    counts = verdict_counts(rep.rows)
     return " | ".join(str(counts[v]) for v in VERDICTS)
 
 
@@ -178,7 +185,7 @@ def summary_table(reproductions: Sequence[Reproduction], report: str) -> str:
         close = sum(0.8 <= ratio <= 1.25 for ratio in ratios)
         lines.append(
             f"| [`{rep.name}`]({report}#{rep.name}) | {rep.title} | `--{rep.mode}` | {len(rep.rows)} | "
-            f"{len(ratios)} | {close} | {_counts_cells(rep.rows)} |"
+            f"{len(ratios)} | {close} | {_counts_cells(rep)} |"
         )
     return "\n".join(lines)
 
@@ -188,6 +195,34 @@ def _interval_text(row: Row) -> str:
     if low == high:
         return "exact" if row.std_error is None and row.ci is None else number(low)
     return f"[{number(low, 3)}, {number(high, 3)}]"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def screen_summary(rep: Reproduction, width: int) -> str:
+    """What ``dpjax reproduce`` prints for a finished paper, every line at most ``width`` columns: its
+    trials, how many numbers lie near the paper's, its claims by verdict and each claim that does not
+    hold (one line each; the full table is in the report)."""
+    ratios = [row.ratio for row in rep.rows if row.ratio is not None]
+    close = sum(0.8 <= ratio <= 1.25 for ratio in ratios)
+    claims = [row for row in rep.rows if row.accept is not None]
+    if rep.mode == "smoke":
+        verdicts = f"{len(claims)} claims, {NOT_JUDGED} (--smoke)"
+    else:
+        counts = verdict_counts(rep.rows)
+        verdicts = f"claims: {', '.join(f'{n} {v}' for v, n in counts.items())}"
+    text = (
+        f"{rep.trials}\n{len(rep.rows)} numbers, {len(ratios)} with a paper value, {close} of those within "
+        f"0.8-1.25x of it; {verdicts}."
+    )
+    lines = [textwrap.fill(part, width, subsequent_indent="  ") for part in text.split("\n")]
+    if rep.mode != "smoke":
+        for row in claims:
+            if row.verdict == FAILS:
+                lines.append(_clip(f"  {FAILS}: {row.experiment}, {row.setting}: {row.quantity}", width))
+    return "\n".join(lines)
 
 
 def markdown_table(rep: Reproduction) -> str:
@@ -202,7 +237,7 @@ def markdown_table(rep: Reproduction) -> str:
         if row.std_error is not None and math.isfinite(row.std_error):
             ours += f" ± {number(row.std_error, 2)}"
         ratio = "" if row.ratio is None else f"{row.ratio:.3g}"
-        verdict = row.verdict
+        verdict = shown_verdict(row, rep.mode)
         cells = (
             row.experiment,
             row.setting,
@@ -253,7 +288,7 @@ def markdown_report(
     for rep in reproductions:
         out.append(
             f"| [`{rep.name}`](#{rep.name}) | {rep.title} | `--{rep.mode}` | {len(rep.rows)} | "
-            f"{_counts_cells(rep.rows)} | {rep.seconds:.0f} | {rep.cpu_seconds:.0f} |"
+            f"{_counts_cells(rep)} | {rep.seconds:.0f} | {rep.cpu_seconds:.0f} |"
         )
     for rep in reproductions:
         out += ["", f'<a id="{rep.name}"></a>', f"## {rep.title}", ""]

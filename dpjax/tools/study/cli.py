@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import textwrap
 import time
@@ -50,7 +51,8 @@ Columns of results.csv (one row per cell and statistic; also described in result
 Files written with --out DIR: results.csv (the tidy table of every study), results.json (run
 record: seed, trials, versions, backend, date, wall time, compiles, status, failures; metric
 legend; rows) and figures/STUDY.png (per study: one panel per metric and statistic against
-epsilon, log-log, CI bands, closed forms dashed). DIR is checked before any computing and replaced
+epsilon on a log axis, errors on a log axis too, rates and counts on a linear one from 0; CI bands,
+closed forms dashed). DIR is checked before any computing and replaced
 whole at the end (the run is written to .DIR.partial first), so files of two runs never mix.
 
 Interrupting: Ctrl-C or SIGTERM stops after the steps in progress, writes every finished step
@@ -88,8 +90,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "study",
         help="run Monte Carlo accuracy studies (the registered ones, or your own from a TOML file)",
-        description="Runs each study's mechanisms TRIALS times per grid point (one compiled vmap per "
-        "mechanism and dataset) and prints the error of the releases with confidence intervals.",
+        description=textwrap.fill(  # raw text (the epilog's layout): wrapped here to the screen
+            "Runs each study's mechanisms TRIALS times per grid point (one compiled vmap per mechanism and "
+            "dataset) and prints the error of the releases with confidence intervals.",
+            min(98, shutil.get_terminal_size((100, 24)).columns - 2),
+        ),
         epilog=EPILOG.format(columns=columns),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -214,10 +219,13 @@ def run(args: argparse.Namespace) -> int:
 
     registered = {**studies(), **{s.name: s for s in custom}}
     if args.list:
+        width = shutil.get_terminal_size((100, 24)).columns
         for s in registered.values():
-            print(f"{s.name:34s} [{s.family}] on {', '.join(s.datasets)}: {s.description}")
+            line = f"{s.name:34s} [{s.family}] on {', '.join(s.datasets)}: {s.description}"
+            print(textwrap.fill(line, width, subsequent_indent=" " * 35))
         for name in datasets.DATASET_NAMES:
-            print(f"dataset {name:26s} {datasets.load(name, options['seed']).description}")
+            line = f"dataset {name:26s} {datasets.load(name, options['seed']).description}"
+            print(textwrap.fill(line, width, subsequent_indent=" " * 35))
         return 0
     names = options["study"] or ([s.name for s in custom] if custom else list(registered))
     unknown = [n for n in names if n not in registered]
@@ -318,8 +326,11 @@ def _run(selected, options, start, out) -> int:
     unfinished = [partial[s.name] for s in selected if s.name in partial]
     wall = time.perf_counter() - start
     compiles = sum(r.record["compiles"] for r in done + unfinished)
-    print(f"dpjax study: {len(done)} studies in {wall:.1f} s, {compiles} compiles, backend "
-          f"{jax.default_backend()}", flush=True)
+    overlap = (f" ({options['jobs']} at a time, so the studies' own times above add up to more)"
+               if options["jobs"] > 1 and len(selected) > 1 else "")
+    total = (f"dpjax study: {len(done)} studies in {wall:.1f} s{overlap}, {compiles} compiles, backend "
+             f"{jax.default_backend()}")
+    print(textwrap.fill(total, shutil.get_terminal_size((100, 24)).columns), flush=True)
     if mismatches:
         if out is not None:
             out.discard()

@@ -38,7 +38,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
     p.add_argument("--dataset", choices=("adult", "mnist"), default=d["dataset"], help="training data")
     p.add_argument(
-        "--data", metavar="PATH", help="MNIST CSV, e.g. mnist_5k.csv.gz (default: none; Adult ships in dpjax)"
+        "--data", metavar="PATH",
+        help="MNIST CSV (default: mnist_5k.csv.gz in the `dpjax data fetch` cache; Adult ships in dpjax)"
     )
     p.add_argument(
         "--model", choices=("auto", "mlp", "cnn"), default="auto", help="auto: mlp for Adult, cnn for MNIST"
@@ -65,7 +66,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=positive_float, default=d["epsilon"], help="epsilon of the whole run")
     p.add_argument("--delta", type=open_unit, default=d["delta"], help="delta of the whole run")
     p.add_argument(
-        "--epochs", type=positive_float, help=f"expected passes over the data (default: {DEFAULT_EPOCHS})"
+        "--epochs", type=positive_float,
+        help="expected passes over the data (default: "
+        f"{', '.join(f'{epochs:g} for {name}' for name, epochs in DEFAULT_EPOCHS.items())})",
     )
     p.add_argument("--batch-size", type=positive_int, default=d["batch_size"], help="expected batch size")
     p.add_argument("--hidden", type=positive_int, default=d["hidden"], help="MLP hidden units")

@@ -23,7 +23,9 @@ import functools
 import itertools
 import json
 import math
+import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +42,7 @@ from dpjax.optax import clip as clip_lib
 from dpjax.optax.grads import per_example_grads
 from dpjax.optax.transform import dp_aggregate
 from dpjax.outdir import OutputError, RunDir, atomic_path
+from dpjax.tools.data.catalog import cache_dir
 from dpjax.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
 
@@ -314,8 +317,10 @@ def load(name: str, path) -> data_lib.Dataset:
     """The named dataset (``path`` is required for MNIST)."""
     if name == "adult":
         return data_lib.load_adult()
-    if path is None:
-        raise UsageError("--data PATH is required for --dataset mnist (e.g. mnist_5k.csv.gz)")
+    if path is None:  # the `dpjax data fetch` cache
+        path = cache_dir() / "mnist_5k.csv.gz"
+        if not path.is_file():
+            raise UsageError(f"no {path}: run `dpjax data fetch mnist`, or pass --data PATH (a MNIST CSV)")
     try:
         return data_lib.load_mnist(path)
     except (OSError, ValueError) as error:
@@ -375,13 +380,18 @@ def epoch_ends(steps: int, n: int, batch_size: int) -> list[int]:
     return sorted(set(ends) | {steps})
 
 
+def _say(line: str) -> None:
+    """Prints ``line`` wrapped to the screen (``$COLUMNS``, else the terminal's, else 100)."""
+    width = shutil.get_terminal_size((100, 24)).columns
+    print(textwrap.fill(line, width, subsequent_indent="    "), flush=True)
+
+
 def _run(args) -> int:
     out, dataset, epochs, plan_, strategy, sigma, model = _prepare(args)
     n = dataset.x_train.shape[0]
-    print(
+    _say(
         f"  {dataset.name}: n = {n}, {epochs:g} epochs = {plan_.steps} steps at sampling rate "
-        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}",
-        flush=True,
+        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}"
     )
     config = dict(expected_batch_size=plan_.expected_batch_size, learning_rate=args.learning_rate)
     carry = init_carry(jax.random.key(args.seed), strategy, sigma, model=model, **config)
@@ -430,7 +440,7 @@ def _run(args) -> int:
         done = end
         rows.append(metrics(epoch, carry, time.perf_counter() - start))
     last = rows[-1]
-    print(
+    _say(
         f"test accuracy {last['test_accuracy']:.4f}; final clip norm {last['clip_norm']:.4g}; epsilon spent "
         f"{last['epsilon_spent']:.4f} at delta {plan_.delta_accounted:.3g} (+ truncation share); "
         f"{last['seconds']:.1f} s"
