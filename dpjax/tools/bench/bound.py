@@ -23,7 +23,7 @@ measurement noise (:func:`self_check` flags a ratio below :data:`SELF_CHECK`: a 
   the repeats of many passes inside one call (no dispatch in the rate), the larger of a
   read-and-write pass and a read-only reduction; a call that moves B bytes is bounded with the rate
   of the largest rung at most B (a smaller working set is never slower). The hash rate is the best
-  over the repeats, ``jax.random.bits`` and ``threefry2x32`` and 2^12 to 2^20 hashes per pass, of
+  over the repeats, ``jax.random.bits`` and ``threefry2x32`` and 2^12 or 2^20 hashes per pass, of
   2^22 hashes in one call. The rates are measured at the start and at the end of the run and the
   higher of the two is used (a busy moment cannot lower a bound into one the rows beat).
 """
@@ -60,7 +60,7 @@ SELF_CHECK = 0.9  # a limit ratio below this is a bound that the release beat: a
 LADDER = tuple(2 ** (14 + 2 * i) for i in range(8))  # 16 KiB ... 256 MiB
 _PASS_BYTES = 2**28  # bytes moved per timed call of every rung
 _HASHES = 2**22  # hashes per timed call of every rung
-HASH_LADDER = (2**12, 2**16, 2**20)
+HASH_LADDER = (2**12, 2**20)
 
 
 def _hashes_of_eqn(eqn) -> float:
