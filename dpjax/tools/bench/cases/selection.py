@@ -86,7 +86,7 @@ def cases(scale: float) -> list[Case]:
             mechanism="selection.exponential_mechanism",
             setting=setting,
             method="auto",
-            methods=("literal", "inverse_cdf"),
+            methods=("literal", "tree"),
             release=lambda key, c: selection.exponential_mechanism(key, c, epsilon=EPSILON, monotonic=True),
             peers=(
                 _numpy_argmax(counts),
