@@ -228,6 +228,7 @@ def test_record_schema_method_batch_bound_limit_ratio_and_load(monkeypatch):
     monkeypatch.setattr(harness, "MIN_SECONDS", 0.0)
     monkeypatch.setattr(bound_module, "_PASS_BYTES", 2**20)  # short passes: the rates' values are not tested
     monkeypatch.setattr(bound_module, "_HASHES", 2**14)
+    monkeypatch.setattr(bound_module, "HASH_LADDER", (2**12,))
     limits = measure_limits(16 * 2**16, repeats=1)  # rungs up to 64 KiB
     assert set(limits.bandwidth) == {2**14, 2**16} and limits.hash_rate > 0
     monkeypatch.setattr(bench_run, "measure_limits", lambda memory, repeats: limits)
