@@ -260,7 +260,7 @@ def test_record_schema_method_batch_bound_limit_ratio_and_load(monkeypatch):
     assert record["self_check"] == self_check(record) and "limits" in record
 
 
-def test_terminal_fits_the_screen(monkeypatch):
+def test_terminal_fits_the_screen(monkeypatch, capsys):
     record = _synthetic_record(1.5)
     record["rows"][0]["mechanism"] = "selection.noisy_top_k_with_gap (noise='gumbel', method='tree') " * 3
     for width in (60, 100):
@@ -268,6 +268,8 @@ def test_terminal_fits_the_screen(monkeypatch):
         text = report.terminal(record)
         assert max(len(line) for line in text.splitlines()) <= width
         assert "selection." in text
+    report.say("  " + "selection.noisy_top_k_with_gap: single 0.000137 s, Monte Carlo " * 4)
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 100  # the progress lines
     monkeypatch.delenv("COLUMNS")
     assert report.screen_width() == 100
 

@@ -157,7 +157,7 @@ def collect(args: argparse.Namespace, finished=(), on_row=None) -> dict:
 
 
 def _error(message: str) -> int:
-    print(f"dpjax bench: error: {message}", file=sys.stderr)
+    report.say(f"dpjax bench: error: {message}", file=sys.stderr)
     return 2
 
 
@@ -206,7 +206,7 @@ def _measure(args, out) -> dict:
     saved = out.checkpoint / "record.json"
     finished = report.read_json(saved)["rows"] if saved.is_file() else []
     if finished:
-        print(f"dpjax bench: resuming the interrupted run in {out.path} ({len(finished)} cases done)")
+        report.say(f"dpjax bench: resuming the interrupted run in {out.path} ({len(finished)} cases done)")
     out.checkpoint.mkdir(exist_ok=True)
     return collect(args, finished, on_row=lambda record: write_text(saved, json.dumps(record) + "\n"))
 
@@ -227,16 +227,16 @@ def _report(args, record: dict, out) -> int:
         (out.staging / "results.md").write_text(report.markdown(record))
         report.plot(record, out.staging / "results.png")
         out.commit(complete=not stopped, files=FILES)
-        print(f"wrote results.json, results.md and results.png to {out.path}"
-              + (" (interrupted: --resume continues it)" if stopped else ""))
+        report.say(f"wrote results.json, results.md and results.png to {out.path}"
+                   + (" (interrupted: --resume continues it)" if stopped else ""))
     failures = self_check(record)
     for failure in failures:
-        print(f"dpjax bench: self-check failed: {failure} (the bound is wrong)", file=sys.stderr)
+        report.say(f"dpjax bench: self-check failed: {failure} (the bound is wrong)", file=sys.stderr)
     if args.update_readme and not stopped:
         loud = record.get("quiet") is not True
         if loud and not args.loud:
-            print(f"dpjax bench: not updating {args.update_readme}: {report.describe_load(record)}; rerun "
-                  "on an idle machine, or pass --loud to write it marked as loud", file=sys.stderr)
+            report.say(f"dpjax bench: not updating {args.update_readme}: {report.describe_load(record)}; "
+                       "rerun on an idle machine, or pass --loud to write it marked as loud", file=sys.stderr)
             return 1
         update_readme(args.update_readme, report.markdown(record), args.region)
         print(f"updated {args.update_readme}" + (" (marked loud)" if loud else ""))

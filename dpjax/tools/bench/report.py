@@ -39,6 +39,7 @@ __all__ = [
     "ratio",
     "read_json",
     "save",
+    "say",
     "screen_width",
     "seconds",
     "size",
@@ -270,6 +271,16 @@ def describe_machine(record: dict) -> str:
         f"host {m['host_cpu']}, {m['cores']} cores; Python {m['python']}, jax {m['jax']}, "
         f"x64 {'on' if m['x64'] else 'off'}; " + (f"{limits}; " if limits else "") + describe_load(record)
     )
+
+
+def say(text: str, file=None) -> None:
+    """Prints ``text`` wrapped to the screen's width (continuation lines indented)."""
+    import sys
+    import textwrap
+
+    lines = [textwrap.fill(line, screen_width(), subsequent_indent="    ", break_on_hyphens=False)
+             for line in text.splitlines() or [""]]
+    print("\n".join(lines), file=file or sys.stdout, flush=True)
 
 
 def terminal(record: dict, width: int | None = None) -> str:

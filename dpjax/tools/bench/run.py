@@ -41,6 +41,7 @@ from dpjax.tools.bench.harness import (
     time_host,
     time_jitted,
 )
+from dpjax.tools.bench.report import say
 
 __all__ = [
     "MIN_RELEASES",
@@ -254,7 +255,7 @@ def run_cases(
     again; ``on_row(record)`` is called after each row (to checkpoint the record)."""
     start = time.perf_counter()
     memory = device_memory()
-    print(f"{command}: backend {jax.default_backend()}, scale {scale:g}, {repeats} repeats", flush=True)
+    say(f"{command}: backend {jax.default_backend()}, scale {scale:g}, {repeats} repeats")
     with heartbeat("measuring the device's streaming bandwidth and RNG throughput"):
         limits = measure_limits(memory, repeats=repeats)
     record = {
@@ -276,20 +277,20 @@ def run_cases(
             print(f"{family}:", flush=True)
         row = done.get((case.family, case.mechanism, case.setting))
         if row is not None:
-            print(f"  {case.mechanism}: from the checkpoint", flush=True)
+            say(f"  {case.mechanism}: from the checkpoint")
         else:
             try:
                 with interrupt.raising(), heartbeat(f"{case.mechanism}: compiling and timing"):
                     row = measure(case, memory=memory, limits=limits, repeats=repeats,
                                   peer_repeats=peer_repeats,
-                                  with_peers=with_peers, log=lambda text: print(text, flush=True))
+                                  with_peers=with_peers, log=say)
             except interrupt.Interrupted:  # a signal stops the case at once; the finished rows are kept
                 record["status"] = "interrupted"
                 break
             except Exception as err:  # report, run the other cases, let the caller exit non-zero
                 row = {"family": case.family, "mechanism": case.mechanism, "setting": case.setting}
                 row["error"] = f"{type(err).__name__}: {err}"
-                print(f"error: {case.mechanism}: {row['error']}", file=sys.stderr, flush=True)
+                say(f"error: {case.mechanism}: {row['error']}", file=sys.stderr)
         record["rows"].append(row)
         record["load_average_during"].append(load_average())
         if on_row is not None:
