@@ -5,8 +5,9 @@
 #   benchmarks/accelerator_run.sh          # <= 8 minutes on one GPU
 #   benchmarks/accelerator_run.sh --dry-run [--out DIR]   # the same steps, small, on the CPU (< 1 min)
 #
-# Steps, each under its own time limit, each recorded in steps.tsv (a failed step does not stop the
-# others; the exit status is non-zero if any failed):
+# Steps, each under its own time limit (30 + 150 + 180 + 60 + 60 s = 8 minutes at most), each recorded
+# in steps.tsv with its log NAME.log (a failed step does not stop the others; the exit status is
+# non-zero if any failed):
 #   1. environment.json: device, driver, Python and package versions (nvidia-smi where present);
 #   2. the tests of every non-CPU branch: partial_top_k's float32 keys behind the exactness check,
 #      dp_aggregate's select over non-finite rows, the exact samplers, sharding over the device count
@@ -14,7 +15,7 @@
 #   3. dpjax bench --quick --no-peers (bench/results.json, .md, .png): every family, limit ratios;
 #   4. the training benchmark's rows, when benchmarks/bench_training.py exists:
 #      python -m benchmarks.bench_training --quick --json training.json;
-#   5. the exact-noise benchmark: python -m benchmarks.bench_exact (exact.txt).
+#   5. the exact-noise benchmark: python -m benchmarks.bench_exact (exact.log).
 # Everything goes to benchmarks/results/<device>/ (--out DIR overrides; the dry run defaults to a
 # temporary folder). Render the bench table into benchmarks/README.md with the command in
 # <device>/summary.md: dpjax bench --from-json DIR/bench/results.json --update-readme
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1 ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "accelerator_run.sh: unknown argument $1 (use --dry-run, --out DIR)" >&2; exit 2 ;;
   esac
   shift
@@ -64,7 +65,7 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: runs COMMAND under a time limit,
   [ "$rc" = 0 ] || { echo "== $name failed (exit $rc); see $out/$name.log"; failed=1; }
 }
 
-step environment 60 "$python" -m dpjax.tools.bench.environment "$out/environment.json"
+step environment 30 "$python" -m dpjax.tools.bench.environment "$out/environment.json"
 
 TESTS=(
   tests/test_partial_top_k.py
@@ -81,9 +82,9 @@ if [ "$dry" = 1 ]; then
   step bench 120 "$python" -m dpjax.cli bench training --size 1e-6 --repeats 1 --no-peers \
     --out "$out/bench" --overwrite
 else
-  step tests 170 "$python" -m pytest -q -p no:cacheprovider "${workers[@]}" \
+  step tests 150 "$python" -m pytest -q -p no:cacheprovider "${workers[@]}" \
     --junitxml "$out/tests.xml" "${TESTS[@]}"
-  step bench 200 "$python" -m dpjax.cli bench --quick --no-peers --out "$out/bench" --overwrite
+  step bench 180 "$python" -m dpjax.cli bench --quick --no-peers --out "$out/bench" --overwrite
 fi
 
 if [ -f benchmarks/bench_training.py ]; then
@@ -99,7 +100,7 @@ fi
 if [ "$dry" = 1 ]; then
   step exact 30 "$python" -m benchmarks.bench_exact --help
 else
-  step exact 45 "$python" -m benchmarks.bench_exact --lanes 10000000 --rounds 3
+  step exact 60 "$python" -m benchmarks.bench_exact --lanes 10000000 --rounds 3
 fi
 
 {
