@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1 ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "accelerator_run.sh: unknown argument $1 (use --dry-run, --out DIR)" >&2; exit 2 ;;
   esac
   shift
