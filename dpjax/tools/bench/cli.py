@@ -157,7 +157,7 @@ def collect(args: argparse.Namespace, finished=(), on_row=None) -> dict:
 
 
 def _error(message: str) -> int:
-    report.say(f"dpjax bench: error: {message}", file=sys.stderr)
+    print(f"dpjax bench: error: {message}", file=sys.stderr)  # one line: scripts grep it
     return 2
 
 

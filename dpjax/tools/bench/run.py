@@ -212,10 +212,14 @@ def case_id(row: dict) -> tuple:
     return row["family"], row["mechanism"], row["setting"]
 
 
-def _rebound(record: dict, limits: Limits) -> None:
-    """Recomputes every measured row's limits with ``limits`` (the best rates of the run)."""
+def _rebound(record: dict, limits: Limits, kept=()) -> None:
+    """Recomputes the limits of the rows measured in this run with ``limits`` (the best rates of the
+    run); ``kept`` rows (from the checkpoint of an interrupted run) keep their own."""
     record["limits"] = limits.to_json()
+    kept_ids = {id(row) for row in kept}
     for row in record["rows"]:
+        if id(row) in kept_ids:
+            continue
         for part in ("single", "monte_carlo"):
             if "bound" in row.get(part, {}):
                 rebound(row[part], limits)
@@ -298,7 +302,7 @@ def run_cases(
     if record["status"] == "complete":
         with heartbeat("measuring the device's rates again"):
             limits = limits.best(measure_limits(memory, repeats=repeats))
-        _rebound(record, limits)
+        _rebound(record, limits, kept=done.values())
     record["load_average_end"] = load_average()
     record["quiet"] = load_is_quiet(record)
     record["self_check"] = self_check(record)
