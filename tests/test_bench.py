@@ -27,6 +27,7 @@ from dpjax.tools.bench.floor import (
     variate_count,
 )
 from dpjax.tools.bench.harness import MAX_REPEATS, MIN_SECONDS, Timing, time_eager, time_host, time_jitted
+from dpjax.tools.bench import run as bench_run
 from dpjax.tools.bench.run import MIN_RELEASES, batch_size
 
 GIB = 2**30
@@ -246,6 +247,9 @@ def test_dpjax_bench_command_end_to_end(tmp_path, capsys, monkeypatch):
     # One timed call per figure: the repeat-until-MIN_SECONDS rule is tested above
     # (test_time_eager_and_host_count_calls); here it would only add ~0.2 s per figure (~30 s).
     monkeypatch.setattr(harness, "MIN_SECONDS", 0.0)
+    # Monte Carlo batches of 16: the 1,000-release rule is tested above (test_batch_size_...); here
+    # it would only multiply the Monte Carlo work (PIE-NI alone: 10 s a call).
+    monkeypatch.setattr(bench_run, "MIN_RELEASES", 16)
     out = tmp_path / "out"
     status = main(["bench", "--size", "1e-6", "--repeats", "1", "--out", str(out)])
     record = json.loads((out / "results.json").read_text())
@@ -259,7 +263,7 @@ def test_dpjax_bench_command_end_to_end(tmp_path, capsys, monkeypatch):
         assert row["single"]["limit_ratio"] > 0 and row["single"]["bound"]["bytes"] > 0
         if "monte_carlo" in row:
             mc = row["monte_carlo"]
-            assert mc["releases"] >= MIN_RELEASES or mc["batch_reason"].startswith("capped by memory")
+            assert mc["releases"] >= 16 or mc["batch_reason"].startswith("capped by memory")
             assert mc["floor_ratio"] > 0 and mc["limit_ratio"] > 0 and mc["method"]
     assert record["machine"]["backend"] == jax.default_backend()
     assert record["limits"]["hash_rate"] > 0 and record["limits"]["stream_bandwidth_by_bytes"]
