@@ -14,6 +14,7 @@ import pytest
 from dpjax.cli import main
 from dpjax.tools import readme as readme_region
 from dpjax.tools.bench import harness, report
+from dpjax.tools.bench import run as bench_run
 from dpjax.tools.bench.case import Case, power_label, scaled
 from dpjax.tools.bench.cases import FAMILIES
 from dpjax.tools.bench.cases.aggregates import _variates as sum_variates
@@ -27,7 +28,6 @@ from dpjax.tools.bench.floor import (
     variate_count,
 )
 from dpjax.tools.bench.harness import MAX_REPEATS, MIN_SECONDS, Timing, time_eager, time_host, time_jitted
-from dpjax.tools.bench import run as bench_run
 from dpjax.tools.bench.run import MIN_RELEASES, batch_size
 
 GIB = 2**30
