@@ -292,7 +292,8 @@ def run_cases(
                 record["status"] = "interrupted"
                 break
             except Exception as err:  # report, run the other cases, let the caller exit non-zero
-                row = {"family": case.family, "mechanism": case.mechanism, "setting": case.setting}
+                row = {"family": case.family, "mechanism": case.mechanism, "setting": case.setting,
+                       "method": case.method or "(one kernel)", "model": case.model}
                 row["error"] = f"{type(err).__name__}: {err}"
                 say(f"error: {case.mechanism}: {row['error']}", file=sys.stderr)
         record["rows"].append(row)
