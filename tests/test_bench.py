@@ -14,6 +14,7 @@ import pytest
 from dpjax.cli import main
 from dpjax.tools import readme as readme_region
 from dpjax.tools.bench import harness, report
+from dpjax.tools.bench import run as bench_run
 from dpjax.tools.bench.case import Case, power_label, scaled
 from dpjax.tools.bench.cases import FAMILIES
 from dpjax.tools.bench.cases.aggregates import _variates as sum_variates
@@ -24,11 +25,10 @@ from dpjax.tools.bench.floor import (
     data_bytes,
     floor_releases,
     rng_floor,
-    stream_bandwidth,
     variate_count,
 )
 from dpjax.tools.bench.harness import MAX_REPEATS, MIN_SECONDS, Timing, time_eager, time_host, time_jitted
-from dpjax.tools.bench.run import _limit, batch_size
+from dpjax.tools.bench.run import MIN_RELEASES, batch_size
 
 GIB = 2**30
 
@@ -91,33 +91,22 @@ def test_rng_floor_is_per_release():
     assert len(single.times) >= 2 and single.median > 0 and batch.median > 0
 
 
-def test_memory_floor_reads_the_data_once_at_the_streaming_bandwidth():
+def test_data_bytes_counts_the_arrays():
     args = (jnp.zeros(1000, jnp.float32), {"counts": np.zeros((10, 3), np.int64)}, 2.0)
     assert data_bytes(args) == 4000 + 240  # the arrays; a Python scalar is not data that is read
-    rate = stream_bandwidth(2**24, repeats=2)  # a sixteenth of 16 MiB: 1 MiB read and written
-    assert 1e7 < rate < 1e14  # bytes per second: between 10 MB/s and 100 TB/s on any device
-    # The limit is the larger floor: memory for a large read with few variates, else the RNG floor.
-    single = {"seconds": 6e-3, "floor_seconds": 1e-3}
-    _limit(single, data=4 * 10**6, bandwidth=2e9)  # 2 ms to read 4 MB
-    assert single["memory_floor_seconds"] == pytest.approx(2e-3) and single["limit"] == "memory"
-    assert single["limit_ratio"] == pytest.approx(3.0) and single["memory_floor_ratio"] == pytest.approx(3.0)
-    single = {"seconds": 6e-3, "floor_seconds": 1e-3}
-    _limit(single, data=4000, bandwidth=2e9)
-    assert single["limit"] == "RNG" and single["limit_ratio"] == pytest.approx(6.0)
-    single = {"seconds": 6e-3, "floor_seconds": 1e-3}
-    _limit(single, data=4000, bandwidth=None)  # not measured: the RNG floor alone
-    assert single["limit"] == "RNG" and "memory_floor_seconds" not in single
-    single = {"seconds": 6e-3, "floor_seconds": 1e-3}
-    _limit(single, data=0, bandwidth=2e9)  # no data to read (the raw noise rows)
-    assert single["limit"] == "RNG" and "memory_floor_seconds" not in single
 
 
-def test_batch_size_caps_by_device_memory():
+def test_batch_size_is_at_least_a_thousand_releases_or_capped_by_memory():
     case = Case("f", "m", "s", release=None, releases=1000, bytes_per_release=10 * 2**20)
-    assert batch_size(case, memory=None) == 1000
-    assert batch_size(case, memory=16 * GIB) == 409  # a quarter of 16 GiB in 10 MiB releases
-    assert batch_size(case, memory=2**20) == 1
-    assert batch_size(Case("f", "m", "s", release=None), memory=16 * GIB) == 0
+    assert batch_size(case, memory=None) == (1000, "the minimum batch")
+    size, why = batch_size(case, memory=16 * GIB)
+    assert size == 409 and why.startswith("capped by memory")  # a quarter of 16 GiB in 10 MiB releases
+    assert batch_size(case, memory=2**20)[0] == 1
+    small = Case("f", "m", "s", release=None, releases=10, bytes_per_release=64)
+    assert batch_size(small, memory=16 * GIB) == (MIN_RELEASES, "the minimum batch")
+    large = Case("f", "m", "s", release=None, releases=10_000, bytes_per_release=64)
+    assert batch_size(large, memory=16 * GIB) == (10_000, "the row's batch")
+    assert batch_size(Case("f", "m", "s", release=None), memory=16 * GIB) == (0, "")
 
 
 def test_scales_and_labels():
@@ -141,27 +130,40 @@ def test_variates_from_releases():
     assert sum_variates(type("R", (), {"bound": estimates})) == pytest.approx(k.mean() + 2)
 
 
+def _bound(seconds, binds="RNG"):
+    return {"bytes": 4000.0, "random_bits": 6400.0, "memory_seconds": seconds / 2, "rng_seconds": seconds,
+            "seconds": seconds, "binds": binds, "uncounted_loops": 0,
+            "call": {"bytes": 4000.0, "hashes": 100.0, "releases": 1}}
+
+
 def _record():
     row = {
         "family": "selection",
         "mechanism": "selection.gumbel_top_k",
         "setting": "d=10",
+        "method": "auto",
+        "model": "",
+        "bound": "one line",
         "single": {
             "seconds": 2e-3,
             "floor_seconds": 1e-3,
             "floor_ratio": 2.0,
-            "limit": "memory",
+            "method": "literal",
+            "bound": _bound(1.6e-3),
             "limit_ratio": 1.25,
-            "memory_floor_seconds": 1.6e-3,
             "compile_seconds": 0.3,
             "memory_bytes": 2048,
             "path": "jax.jit",
         },
         "monte_carlo": {
-            "releases": 100,
+            "releases": 1000,
+            "batch_reason": "the minimum batch",
+            "method": "tree",
             "seconds": 1e-5,
             "floor_seconds": 5e-6,
             "floor_ratio": 2.0,
+            "bound": _bound(5e-6, "memory"),
+            "limit_ratio": 2.0,
             "releases_per_second": 1e5,
             "compile_seconds": 0.4,
             "memory_bytes": 4096,
@@ -197,10 +199,14 @@ def _record():
         "wall_seconds": 1.0,
         "scale": 1.0,
         "repeats": 3,
-        "stream_bandwidth": 2.9e12,
+        "limits": {"stream_bandwidth_by_bytes": {"16384": 3e13, "268435456": 2.9e12}, "hash_rate": 1e11,
+                   "random_bits_per_second": 6.4e12},
         "machine": machine,
-        "load_average_start": [1.0],
-        "load_average_end": [2.0],
+        "load_average_start": [1.0, 1.0, 1.0],
+        "load_average_during": [[1.5, 1.0, 1.0]],
+        "load_average_end": [2.0, 1.0, 1.0],
+        "quiet": True,
+        "self_check": [],
         "rows": [row],
     }
 
@@ -208,10 +214,14 @@ def _record():
 def test_markdown_and_readme_region(tmp_path):
     text = report.markdown(_record())
     assert (
-        "| selection.gumbel_top_k | d=10 | 2 ms | 2x | 1.25x (memory) | 100 | 10 us | 2x | 1.00e+05 "
-        "| 0.30, 0.40 | 4 KiB |" in text
+        "| selection.gumbel_top_k | literal, tree | d=10 | 2 ms | 1.25x (RNG) | 1000 (the minimum batch) "
+        "| 10 us | 2x (memory) | 1.00e+05 | 2x, 2x | 0.30, 0.40 | 4 KiB |" in text
     )
-    assert "streaming bandwidth 2.9e+03 GB/s" in text
+    assert "streaming bandwidth 2.9e+03 GB/s at 256 MiB, 3e+04 GB/s at 16 KiB; RNG 6.4e+03 Gbit/s" in text
+    assert "load average 1.0 before, 1.5 at most during, 2.0 after (quiet)" in text
+    assert "Loud run" not in text
+    bounds = "| selection.gumbel_top_k | 3.91 KiB, 6.4e+03 bits (RNG) | 3.91 KiB, 6.4e+03 bits (memory) |"
+    assert bounds in text
     assert "| selection.gumbel_top_k | P (numpy 2) | n | 4 ms | 2x | 400x |" in text
     assert "skipped: not installed" in text
     readme = tmp_path / "README.md"
@@ -222,7 +232,8 @@ def test_markdown_and_readme_region(tmp_path):
     readme_region.update_readme(readme, text)  # idempotent
     content = readme.read_text()
     assert content.startswith("# B\n\nbefore\n") and content.endswith(f"{named[1]}\nafter\n")
-    assert "old" not in content and "kept" in content and content.count("selection.gumbel_top_k | d=10") == 1
+    assert "old" not in content and "kept" in content
+    assert content.count("selection.gumbel_top_k | literal") == 1
     readme_region.update_readme(readme, "new text", region="x")
     assert "kept" not in readme.read_text() and "new text" in readme.read_text()
     readme.write_text("no markers\n")
@@ -236,45 +247,50 @@ def test_dpjax_bench_command_end_to_end(tmp_path, capsys, monkeypatch):
     # One timed call per figure: the repeat-until-MIN_SECONDS rule is tested above
     # (test_time_eager_and_host_count_calls); here it would only add ~0.2 s per figure (~30 s).
     monkeypatch.setattr(harness, "MIN_SECONDS", 0.0)
+    # Monte Carlo batches of 16: the 1,000-release rule is tested above (test_batch_size_...); here
+    # it would only multiply the Monte Carlo work (PIE-NI alone: 10 s a call).
+    monkeypatch.setattr(bench_run, "MIN_RELEASES", 16)
     out = tmp_path / "out"
-    assert main(["bench", "--size", "1e-6", "--repeats", "1", "--out", str(out)]) == 0
+    status = main(["bench", "--size", "1e-6", "--repeats", "1", "--out", str(out)])
     record = json.loads((out / "results.json").read_text())
+    assert status == (1 if record["self_check"] else 0)  # a row that beats its limit fails the run
     assert {row["family"] for row in record["rows"]} == set(FAMILIES)
     for row in record["rows"]:
         assert "error" not in row, row
         assert row["single"]["seconds"] > 0 and row["single"]["floor_seconds"] > 0
         assert row["single"]["compile_seconds"] >= 0
-        assert row["single"]["limit_ratio"] <= row["single"]["floor_ratio"]
-        if row["data_bytes"]:  # the raw noise rows read no data: their limit is the RNG floor
-            assert row["single"]["memory_floor_seconds"] > 0 and row["single"]["limit_ratio"] > 0
+        assert row["method"] and row["single"]["method"] and row["bound"]
+        assert row["single"]["limit_ratio"] > 0 and row["single"]["bound"]["bytes"] > 0
         if "monte_carlo" in row:
-            assert row["monte_carlo"]["releases"] >= 2 and row["monte_carlo"]["floor_ratio"] > 0
-    assert record["machine"]["backend"] == jax.default_backend() and record["stream_bandwidth"] > 0
+            mc = row["monte_carlo"]
+            assert mc["releases"] >= 16 or mc["batch_reason"].startswith("capped by memory")
+            assert mc["floor_ratio"] > 0 and mc["limit_ratio"] > 0 and mc["method"]
+    assert record["machine"]["backend"] == jax.default_backend()
+    assert record["limits"]["hash_rate"] > 0 and record["limits"]["stream_bandwidth_by_bytes"]
     assert len(record["load_average_start"]) == 3
+    assert len(record["load_average_during"]) == len(record["rows"])
     assert (out / "results.png").stat().st_size > 0
     assert "Command: `dpjax bench --size 1e-06 --repeats 1" in (out / "results.md").read_text()
     readme = tmp_path / "README.md"
     readme.write_text("{}\n{}\n".format(*readme_region.markers()))
-    assert main(["bench", "--from-json", str(out / "results.json"), "--update-readme", str(readme)]) == 0
+    assert main(["bench", "--from-json", str(out / "results.json"), "--update-readme", str(readme),
+                 "--loud"]) == (1 if record["self_check"] else 0)
     assert (out / "results.md").read_text().strip() in readme.read_text()
     assert "selection.gumbel_top_k" in capsys.readouterr().out
     assert main(["bench", "nosuchfamily"]) == 2
 
 
-def test_figure_names_device_spread_quick_run_and_skipped_peers(tmp_path):
+def test_figure_names_the_device_and_shows_the_spread_and_limit_ratios(tmp_path):
     record = _record()
-    record["command"] = "dpjax bench --quick"
     assert report._device_name(record["machine"]) == "H100"
     cpu = {**record["machine"], "backend": "cpu", "device": "cpu", "host_cpu": "AMD EPYC", "cores": 2}
     assert report._device_name(cpu) == "CPU AMD EPYC (2 cores)"
-    notes = report.figure_notes(record)
-    assert notes[0].startswith("quick run · scale 1 ") and "fastest to the slowest" in notes[0]
-    assert notes[1] == "peers skipped: Q (not installed)"
-    record["command"] = "dpjax bench --no-peers"
-    assert report.figure_notes(record)[1] == "peers not run (--no-peers)"
     row = record["rows"][0]
     row["single"].update(min_seconds=1e-3, max_seconds=5e-3)
     assert report._with_spread(row["single"]) == (2e-3, 1e-3, 5e-3)
     assert report._with_spread(report._fastest_peer(row)) == (4e-3, 4e-3, 4e-3)
+    long = dict(row, mechanism="selection.noisy_top_k_with_gap (noise='gumbel', method='tree')", model="MLP")
+    assert all(len(line) <= 44 for line in report._plot_label(long).splitlines())  # wrapped, not cut
+    assert report._plot_label(long).replace("\n", " ") == report.label(long)
     report.plot(record, tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 10_000

@@ -25,6 +25,8 @@ def _signal_self(signum):
 
 def test_bench_stopped_by_sigint_writes_the_finished_cases_and_resumes(tmp_path, monkeypatch, capsys):
     import dpjax.tools.bench.cli as bench_cli
+    import dpjax.tools.bench.run as bench_run
+    from dpjax.tools.bench.bound import Limits
     from dpjax.tools.bench.case import Case
 
     measured, stop = [], {"at": "b"}
@@ -39,6 +41,8 @@ def test_bench_stopped_by_sigint_writes_the_finished_cases_and_resumes(tmp_path,
         return Case("selection", f"fake.{name}", "tiny", release, (jax.numpy.ones(3),))
 
     monkeypatch.setattr(bench_cli, "cases", lambda family, scale: [case("a"), case("b"), case("c")])
+    fixed = Limits({2**14: 1e12}, hash_rate=1e11)  # the rates are measured elsewhere (test_bench_bounds)
+    monkeypatch.setattr(bench_run, "measure_limits", lambda memory, repeats: fixed)
     out = tmp_path / "out"
     argv = ["bench", "selection", "--size", "1", "--repeats", "1", "--no-peers", "--out", str(out)]
     assert main(argv) == 130

@@ -62,6 +62,13 @@ class Case:
         output when ``releases == 0``) returning the mean variates per release.
       variates_note: what the variate count counts.
       peers: other implementations, timed per release on the host.
+      method: the ``method`` argument the release passes (``"auto"`` for the default, ``""`` for a
+        mechanism with one kernel).
+      methods: the kernel that runs for one release and for the Monte Carlo batch (what ``"auto"``
+        chooses there, :mod:`dpjax._auto`).
+      model: the model whose gradients a training row aggregates (``""`` elsewhere).
+      host_data: arrays the release reads that are not in ``args`` (data it closes over, e.g. the
+        NumPy data an eager call bins), counted in the bytes of its limit.
     """
 
     family: str
@@ -76,6 +83,10 @@ class Case:
     variates: float | Callable[[Any], float] = 1.0
     variates_note: str = ""
     peers: tuple[Peer, ...] = ()
+    method: str = ""
+    methods: tuple[str, str] = ("one kernel", "one kernel")
+    model: str = ""
+    host_data: tuple = ()
 
 
 def scaled(headline: int, scale: float, minimum: int) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 from dpjax import interrupt
 from dpjax.tools.argtypes import positive_float, positive_int
 from dpjax.tools.bench import report
+from dpjax.tools.bench.bound import self_check
 from dpjax.tools.bench.cases import FAMILIES, cases
 from dpjax.tools.bench.harness import device_memory
 from dpjax.tools.bench.run import run_cases
@@ -94,6 +95,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "(default: none; not after an interrupted run)",
     )
     parser.add_argument(
+        "--loud",
+        action="store_true",
+        help="with --update-readme: write a run whose load average exceeded one per core, marked as loud "
+        "(default: refuse it; the README's tables are quiet runs)",
+    )
+    parser.add_argument(
         "--region",
         metavar="NAME",
         help="with --update-readme: the region between <!-- dpjax-bench:begin NAME --> and its end marker "
@@ -125,6 +132,7 @@ def command_line(args: argparse.Namespace) -> str:
         ("--out", args.out),
         ("--update-readme", args.update_readme),
         ("--region", args.region),
+        ("--loud", True if args.loud else None),
     )
     options = [flag if value is True else f"{flag} {value}" for flag, value in given if value is not None]
     return " ".join(["dpjax bench", *args.families, *options])
@@ -149,7 +157,7 @@ def collect(args: argparse.Namespace, finished=(), on_row=None) -> dict:
 
 
 def _error(message: str) -> int:
-    print(f"dpjax bench: error: {message}", file=sys.stderr)
+    print(f"dpjax bench: error: {message}", file=sys.stderr)  # one line: scripts grep it
     return 2
 
 
@@ -198,7 +206,7 @@ def _measure(args, out) -> dict:
     saved = out.checkpoint / "record.json"
     finished = report.read_json(saved)["rows"] if saved.is_file() else []
     if finished:
-        print(f"dpjax bench: resuming the interrupted run in {out.path} ({len(finished)} cases done)")
+        report.say(f"dpjax bench: resuming the interrupted run in {out.path} ({len(finished)} cases done)")
     out.checkpoint.mkdir(exist_ok=True)
     return collect(args, finished, on_row=lambda record: write_text(saved, json.dumps(record) + "\n"))
 
@@ -219,17 +227,25 @@ def _report(args, record: dict, out) -> int:
         (out.staging / "results.md").write_text(report.markdown(record))
         report.plot(record, out.staging / "results.png")
         out.commit(complete=not stopped, files=FILES)
-        print(f"wrote results.json, results.md and results.png to {out.path}"
-              + (" (interrupted: --resume continues it)" if stopped else ""))
+        report.say(f"wrote results.json, results.md and results.png to {out.path}"
+                   + (" (interrupted: --resume continues it)" if stopped else ""))
+    failures = self_check(record)
+    for failure in failures:
+        report.say(f"dpjax bench: self-check failed: {failure} (the bound is wrong)", file=sys.stderr)
     if args.update_readme and not stopped:
+        loud = record.get("quiet") is not True
+        if loud and not args.loud:
+            report.say(f"dpjax bench: not updating {args.update_readme}: {report.describe_load(record)}; "
+                       "rerun on an idle machine, or pass --loud to write it marked as loud", file=sys.stderr)
+            return 1
         update_readme(args.update_readme, report.markdown(record), args.region)
-        print(f"updated {args.update_readme}")
+        print(f"updated {args.update_readme}" + (" (marked loud)" if loud else ""))
     if not args.from_json:
         print(f"dpjax bench: {record['wall_seconds']:.0f} s")
     if stopped:
         print(f"dpjax bench: interrupted after {len(record['rows'])} cases", file=sys.stderr)
         return interrupt.exit_code()
-    return 1 if any("error" in row for row in record["rows"]) else 0
+    return 1 if failures or any("error" in row for row in record["rows"]) else 0
 
 
 def script(module: str, make_cases, description: str, argv: list[str] | None = None) -> dict:

@@ -1,18 +1,17 @@
-"""The two floors of a release: drawing its variates, and reading its data once.
+"""The ``jax.random`` floor of a release: ``jax.random`` drawing the same number of variates.
 
-* **The RNG floor**: no mechanism that draws N noise values can be faster than drawing them, so
-  every benchmark row reports ``time / floor`` measured in the same run, on the same device, for the
+A reference beside the limit (:mod:`dpjax.tools.bench.bound`), not a bound: a sampler that draws
+fewer bits than ``jax.random`` would for the variates counted (two words per threefry hash, or an
+O(log n) sampler that never draws the n variates) is faster than it.
+
+Every benchmark row reports ``time / floor`` measured in the same run, on the same device, for the
   same number of variates: N for one release, ``releases x N`` in one call for a Monte Carlo batch
   (then per release). The floor is the plain ``jax.random`` sampler (32 random bits per variate);
   dpjax's tail-exact samplers (``dpjax.noise``, ``mode="high"``) spend 64 bits and two logarithms,
   so about 2x the floor is the price of exact tails (the ``noise`` family of ``dpjax bench``
   measures it).
-* **The memory floor**: one release reads its data at least once, so it takes at least the data's
-  bytes over the device's streaming bandwidth, measured in the same run (:func:`stream_bandwidth`:
-  a jitted elementwise pass over a large array, bytes read plus bytes written over its time). A
-  Monte Carlo batch reads the shared data once for all its releases, so there the RNG floor binds.
 
-The larger floor is the release's limit: a row at 1x its limit is as fast as the device allows.
+The release's limit is in :mod:`dpjax.tools.bench.bound`.
 """
 
 from __future__ import annotations
@@ -27,11 +26,9 @@ from dpjax.tools.bench.harness import Timing, time_jitted
 __all__ = [
     "MAX_VARIATES",
     "SAMPLERS",
-    "STREAM_BYTES",
     "data_bytes",
     "floor_releases",
     "rng_floor",
-    "stream_bandwidth",
     "variate_count",
 ]
 
@@ -63,19 +60,6 @@ def variate_count(variates: float) -> int:
 def data_bytes(args) -> int:
     """Bytes of the arrays in ``args`` (any pytree): what one release must read at least once."""
     return sum(int(getattr(leaf, "nbytes", 0)) for leaf in jax.tree_util.tree_leaves(args))
-
-
-STREAM_BYTES = 2**28  # 256 MiB per pass: far beyond every cache, a few ms on a GPU
-
-
-def stream_bandwidth(memory: int | None = None, *, repeats: int = 5) -> float:
-    """The device's streaming bandwidth in bytes per second: a jitted ``x + 1`` over a float32 array
-    of ``STREAM_BYTES`` (at most a sixteenth of ``memory``), bytes read plus bytes written over the
-    median time of ``repeats`` calls (compile and warm-up excluded)."""
-    nbytes = STREAM_BYTES if memory is None else max(2**20, min(STREAM_BYTES, memory // 16))
-    x = jnp.zeros(nbytes // 4, jnp.float32)
-    timing, _ = time_jitted(lambda v: v + 1, x, repeats=repeats)
-    return 2 * nbytes / timing.median
 
 
 def rng_floor(

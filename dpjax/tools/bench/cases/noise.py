@@ -59,6 +59,12 @@ def _opendp_exact_peer(kind: str, n: int, parameter: float) -> Peer:
     return Peer(name, "opendp", single, note="int64 ndarray of zeros")
 
 
+def _exact_path(values: int) -> str:
+    """The exact samplers' path for ``values`` per key: the fast pass above 512 values, the state
+    machine otherwise (:mod:`dpjax.exact_noise`, its module docstring)."""
+    return "fast pass" if values > 512 else "state machine"
+
+
 def _exact_cases(scale: float) -> list[Case]:
     n = scaled(10**5, scale, 256)
     bins, releases = scaled(1000, scale, 200), scaled(1000, scale, 10)
@@ -70,6 +76,7 @@ def _exact_cases(scale: float) -> list[Case]:
             setting=f"{power_label(n)} int32 variates, {label} 10 (exact, CKS 2020)",
             release=lambda key, sampler=sampler: sampler(key, 10, (n,)),
             releases=0,
+            methods=(_exact_path(n), ""),
             noise=kind,
             variates=float(n),
             variates_note="the variates drawn",
@@ -88,6 +95,7 @@ def _exact_cases(scale: float) -> list[Case]:
             release=lambda key, counts: additive.discrete_laplace_mechanism(key, counts, 1),
             args=(histogram,),
             releases=releases,
+            methods=(_exact_path(bins), _exact_path(bins)),
             bytes_per_release=bins * 64,
             noise="laplace",
             variates=float(bins),
@@ -106,6 +114,8 @@ def cases(scale: float) -> list[Case]:
             setting=f"{power_label(n)} float32 variates, mode='high'",
             release=lambda key, kind=kind: noise.sample(kind, key, (n,), 1.0, jnp.float32),
             releases=0,
+            method="mode='high'",
+            methods=("mode='high'", ""),
             noise=kind,
             variates=float(n),
             variates_note="the variates drawn",

@@ -76,6 +76,8 @@ def cases(scale: float) -> list[Case]:
         Case(
             mechanism="selection.gumbel_top_k",
             setting=f"{setting}, k={K}",
+            method="auto",
+            methods=("literal", "tree"),
             release=lambda key, c: selection.gumbel_top_k(key, c, k=K, epsilon=EPSILON, monotonic=True),
             peers=(_numpy_top_k(counts, K), peers.opendp_noisy_top_k(counts, K, 1.0 / EPSILON)),
             **common,
@@ -83,6 +85,8 @@ def cases(scale: float) -> list[Case]:
         Case(
             mechanism="selection.exponential_mechanism",
             setting=setting,
+            method="auto",
+            methods=("literal", "tree"),
             release=lambda key, c: selection.exponential_mechanism(key, c, epsilon=EPSILON, monotonic=True),
             peers=(
                 _numpy_argmax(counts),
@@ -94,6 +98,8 @@ def cases(scale: float) -> list[Case]:
         Case(
             mechanism="selection.gumbel_top_k (method='tree')",
             setting=f"{setting}, k={K}",
+            method="tree",
+            methods=("tree", "tree"),
             release=lambda key, c: selection.gumbel_top_k(
                 key, c, k=K, epsilon=EPSILON, monotonic=True, method="tree"
             ),
@@ -102,6 +108,8 @@ def cases(scale: float) -> list[Case]:
         Case(
             mechanism="selection.noisy_top_k_with_gap (noise='gumbel', method='tree')",
             setting=f"{setting}, k={K}",
+            method="tree",
+            methods=("tree", "tree"),
             release=lambda key, c: selection.noisy_top_k_with_gap(
                 key, c, K, EPSILON, noise="gumbel", monotonic=True, method="tree"
             ),
@@ -111,6 +119,8 @@ def cases(scale: float) -> list[Case]:
             Case(
                 mechanism=f"selection.exponential_mechanism (method='{method}')",
                 setting=setting,
+                method=method,
+                methods=(method, method),
                 release=lambda key, c, method=method: selection.exponential_mechanism(
                     key, c, epsilon=EPSILON, monotonic=True, method=method
                 ),

@@ -73,6 +73,8 @@ def _first_passage_cases(scale: float) -> list[Case]:
             Case(
                 mechanism=f"svt.above_threshold (method='first_passage', noise='{noise}')",
                 setting=setting.replace("Laplace", noise.capitalize()),
+                method="first_passage",
+                methods=("first_passage", "first_passage"),
                 release=lambda key, q, noise=noise: svt.above_threshold(
                     key,
                     q,
@@ -92,6 +94,8 @@ def _first_passage_cases(scale: float) -> list[Case]:
         ),
         Case(
             mechanism="svt.sparse_vector (method='first_passage')",
+            method="first_passage",
+            methods=("first_passage", "first_passage"),
             setting=f"{power_label(long_n)} queries linspace(0, 100), T={THRESHOLD:g}, "
             f"eps1=eps2={EPSILON1:g}, Laplace, c={C}",
             release=lambda key, q: svt.sparse_vector(
@@ -105,6 +109,8 @@ def _first_passage_cases(scale: float) -> list[Case]:
         ),
         Case(
             mechanism="svt.adaptive_sparse_vector_with_gap (method='first_passage')",
+            method="first_passage",
+            methods=("first_passage", "first_passage"),
             setting=f"{power_label(long_n)} queries linspace(0, 100), T={THRESHOLD:g}, epsilon=1, c={C}",
             release=lambda key, q: svt.adaptive_sparse_vector_with_gap(
                 key, q, threshold=THRESHOLD, epsilon=1.0, c=C, method="first_passage"
@@ -127,6 +133,8 @@ def _literal_cases(scale: float) -> list[Case]:
         releases=scaled(1_000, scale, 32),
         bytes_per_release=16 * n,
         noise="laplace",
+        method="auto",
+        methods=("literal", "first_passage"),
     )
     return [
         Case(

@@ -65,6 +65,7 @@ def cases(scale: float) -> list[Case]:
                 f"sigma {SIGMA:g}",
                 release=release,
                 args=(grads,),
+                model=name,
                 noise="gaussian",
                 variates=float(parameters),
                 variates_note="one Gaussian per parameter",
