@@ -4,8 +4,6 @@
 * :func:`strictly_limited_domain` -- Algorithm 5: only items strictly above ``h_(kbar+1)``.
 * :func:`private_kbar` -- Algorithm 6: kbar chosen privately by one more exponential mechanism.
 * :func:`fixed_threshold` -- Algorithm 8: an unordered set above a fixed (non-noisy) threshold.
-* :func:`joint_top_k` -- the joint exponential mechanism over sequences (Gillenwater et al. 2022), also
-  in :mod:`dpjax.selection`.
 
 Their accounting (Theorem 1, Theorem 2 and the pay-what-you-get accountant of Algorithm 2) lives in
 :mod:`dpjax.accounting.pay_what_you_get`.
@@ -15,10 +13,12 @@ Parameters: ``k``, ``kbar`` and ``kbar_max`` fix the output shapes and are stati
 validated eagerly; an invalid traced value, or NaN, negative or non-integer traced counts, make
 every index output and ``num_returned`` (and the chosen ``kbar``) ``-1``. The guarantee companions
 are host-side and take arrays of parameters (one guarantee per entry).
+
+The joint exponential mechanism over known domains (Gillenwater et al. 2022) lives in
+:mod:`dpjax.topk.joint` and is public as :func:`dpjax.selection.joint_top_k`.
 """
 
 from dpjax.topk.fixed_threshold import FixedThresholdResult, fixed_threshold, fixed_threshold_guarantee
-from dpjax.topk.joint import joint_top_k, joint_top_k_guarantee
 from dpjax.topk.limited_domain import (
     TopKResult,
     limited_domain,
@@ -34,8 +34,6 @@ __all__ = [
     "TopKResult",
     "fixed_threshold",
     "fixed_threshold_guarantee",
-    "joint_top_k",
-    "joint_top_k_guarantee",
     "limited_domain",
     "limited_domain_guarantee",
     "private_kbar",
