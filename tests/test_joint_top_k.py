@@ -14,6 +14,8 @@ from laws import P_MIN, chi_square_pvalue, sample
 from dpjax import selection
 from dpjax.accounting import RangeBounded
 
+JOINT = selection.joint_top_k
+
 
 def sequence_law(scores, k, epsilon, monotonic):
     """``P(S) ∝ exp(-epsilon max_i (c_(i) - c_{s_i}) / (2 Delta_u))`` over every k-sequence."""
