@@ -26,7 +26,11 @@ import numpy as np
 
 from dpjax.accounting.guarantees import ApproxDP, Guarantee, PureDP, RangeBounded
 
-__all__: list[str] = []
+__all__ = [
+    "pure_dp_rdp",
+    "range_bounded_rdp",
+    "rdp_epsilon",
+]
 
 _GRID = 4096  # cells of the range-bounded maximization (each cell bounded from above, see below)
 
