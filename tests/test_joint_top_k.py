@@ -35,18 +35,17 @@ def _check_law(out, sequences, law):
 
 
 @pytest.mark.parametrize(
-    ("scores", "k", "monotonic"),
+    ("scores", "k", "monotonic", "method"),
     [
-        (np.array([3, 7, 7, 1, 4], np.int32), 2, False),  # a tie among the top
-        (np.array([3, 7, 7, 1, 4], np.int32), 3, True),
-        (np.array([0.5, -1.0, 2.25, 2.0, 0.0], np.float32), 3, False),  # real scores
+        (np.array([3, 7, 7, 1, 4], np.int32), 2, False, "blocks"),  # a tie among the top
+        (np.array([3, 7, 7, 1, 4], np.int32), 3, True, "auto"),  # the tree under vmap
+        (np.array([0.5, -1.0, 2.25, 2.0, 0.0], np.float32), 3, False, "blocks"),  # real scores
     ],
 )
-def test_law_over_all_k_sequences_of_five_items(scores, k, monotonic):
+def test_law_over_all_k_sequences_of_five_items(scores, k, monotonic, method):
     sequences, law = sequence_law(scores, k, 2.0, monotonic)
-    out = sample(
-        selection.joint_top_k, jnp.asarray(scores), 200_000, seed=k, k=k, epsilon=2.0, monotonic=monotonic
-    )
+    options = {"k": k, "epsilon": 2.0, "monotonic": monotonic, "method": method}
+    out = sample(JOINT, jnp.asarray(scores), 200_000, seed=k, **options)
     _check_law(out, sequences, law)
 
 

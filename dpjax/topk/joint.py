@@ -20,29 +20,37 @@ the sorted items, row ``i`` holds column ``j``). One entry is drawn with weight 
 ``exp(-D / b)``, then a uniform sequence with that worst entry, row by row. The order is one sort of
 the ``k d`` entries and the counts one cumulative sum, ``O(d k log(d k))`` time and ``O(d k^2)``
 memory (key independent: once per data under ``vmap`` over keys); each release draws the entry by
-Gumbel-max over blocks of ``~sqrt(d k)`` entries (block log-masses precomputed, then one block's
-entries: the same law, ``O(sqrt(d k))`` per release) and the sequence in ``O(k^2)``.
+Gumbel-max over blocks of ``~sqrt(d k)`` entries (block log-masses, then one block's entries) or,
+under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:`dpjax.gumbel_process`,
+``O(log(d k))`` per release; the same law), and the sequence in ``O(k^2)``.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import Literal, get_args
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from dpjax import noise
+from dpjax import _auto, noise
+from dpjax import gumbel_process as _gumbel_process
 from dpjax.accounting import RangeBounded
 from dpjax.accounting.elementwise import _elementwise
-from dpjax.validation import Checks, check_epsilon, check_int, check_positive, float_dtype
+from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
 __all__ = [
+    "JointMethod",
     "joint_top_k",
     "joint_top_k_guarantee",
 ]
+
+
+JointMethod = Literal["auto", "blocks", "tree"]
+"""How :func:`joint_top_k` draws the worst entry (static)."""
 
 
 def _gumbel_argmax(key, logits) -> jax.Array:
@@ -65,9 +73,10 @@ def _entry_table(scores, k: int, scale):
     top = -neg_sorted[:k]
     sorted_scores = -neg_sorted
     diff = top[:, None] - sorted_scores[None, :]  # exact for integer scores; nondecreasing along rows
-    row = jnp.broadcast_to(jnp.arange(k, dtype=jnp.int32)[:, None], (k, d)).ravel()
-    col = jnp.broadcast_to(ids[None, :], (k, d)).ravel()
-    diff, _, row, col = lax.sort((diff.ravel(), -row, row, col), num_keys=3, is_stable=True)
+    # One stable sort on D of the rows in reverse: ties of D keep (row descending, column ascending).
+    position = jnp.arange(k * d, dtype=jnp.int32)
+    diff, position = lax.sort((diff[::-1].ravel(), position), num_keys=1, is_stable=True)
+    row, col = k - 1 - position // d, position % d
     one_hot = (row[:, None] == jnp.arange(k, dtype=jnp.int32)[None, :]).astype(jnp.int32)
     t = jnp.cumsum(one_hot, axis=0) - one_hot  # row-r entries strictly before each entry
     free = (t - jnp.arange(k, dtype=jnp.int32)[None, :]).astype(dtype)
@@ -118,11 +127,19 @@ def _sequence(key, row_i, col_j, t_row, k: int) -> jax.Array:
     return lax.fori_loop(0, k, body, (taken, sequence, jnp.int32(1)))[1]
 
 
-@functools.partial(jax.jit, static_argnames=("k",))
-def _joint_top_k(key, scores, scale, *, k: int) -> jax.Array:
+def _tree_entry(key, logits) -> jax.Array:
+    """The same law by the top-down Gumbel process (:mod:`dpjax.gumbel_process`): a log-mass tree
+    over the entries, key independent, then ``O(log(d k))`` per draw."""
+    tree = _gumbel_process._log_mass_tree(logits - jnp.max(logits))
+    return _gumbel_process._top_k(key, tree, 1)[1][0]
+
+
+@functools.partial(jax.jit, static_argnames=("k", "method"))
+def _joint_top_k(key, scores, scale, *, k: int, method: str) -> jax.Array:
     order, row, col, t, logits = _entry_table(scores, k, scale)
     entry_key, sequence_key = jax.random.split(key)
-    s = _draw_entry(entry_key, logits)
+    paths = {"blocks": _draw_entry, "tree": _tree_entry}
+    s = _auto.run(method, paths, entry_key, logits, fast="tree", single="blocks")
     return order[_sequence(sequence_key, row[s], col[s], t[s], k)]
 
 
@@ -134,6 +151,7 @@ def joint_top_k(
     *,
     sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
+    method: JointMethod = "auto",
 ) -> jax.Array:
     """The joint exponential mechanism for top-k (Gillenwater, Joseph, Munoz Medina and Ribero Diaz,
     ICML 2022, Alg. 1): one exponential mechanism over all sequences of ``k`` distinct items.
@@ -153,6 +171,11 @@ def joint_top_k(
       epsilon: total privacy parameter, > 0 (may be traced).
       sensitivity: per-score sensitivity (L-infinity), > 0 (may be traced).
       monotonic: all scores move in the same direction between neighbors (static bool).
+      method: how the worst entry is drawn (static; same law, different random streams):
+        ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries, then one block's entries),
+        ``"tree"`` (the top-down Gumbel process, ``O(log(d k))`` per draw after an ``O(d k)`` tree)
+        or ``"auto"`` (default, :mod:`dpjax._auto`: blocks for one release, the tree under ``vmap``
+        over keys with the scores fixed).
 
     Returns:
       int32 item indices of shape ``[k]``, distinct, the estimate of the top item first; all ``-1``
@@ -170,10 +193,11 @@ def joint_top_k(
     sensitivity = checks.positive(sensitivity, "sensitivity")
     if not isinstance(monotonic, bool):
         raise TypeError(f"monotonic must be a Python bool, got {type(monotonic).__name__}.")
+    check_choice(method, "method", get_args(JointMethod))
     dtype = float_dtype(scores)
     scale = jnp.asarray(4 if not monotonic else 2, dtype) * jnp.asarray(sensitivity, dtype)
     scale = scale / jnp.asarray(epsilon, dtype)
-    return checks.guard(_joint_top_k(key, scores, scale, k=k))
+    return checks.guard(_joint_top_k(key, scores, scale, k=k, method=method))
 
 
 @_elementwise("epsilon", "sensitivity")

@@ -23,40 +23,40 @@ __all__ = [
     "cases",
 ]
 
-M, BOUNDS, K, EPSILON = 29, (-100.0, 100.0), 10, 1.0
+_M, _BOUNDS, _K, _EPSILON = 29, (-100.0, 100.0), 10, 1.0
 
 
 def cases(scale: float) -> list[Case]:
     rng = np.random.default_rng(0)
     n = scaled(10**5, scale, 1_000)
     x = rng.normal(0.0, 5.0, n).astype(np.float32)
-    levels = tuple(np.arange(1, M + 1) / (M + 1))
+    levels = tuple(np.arange(1, _M + 1) / (_M + 1))
     d = scaled(10**5, scale, 1_000)
     counts = np.floor(1e6 / np.arange(1, d + 1) ** 1.1).astype(np.int32)
-    block = math.isqrt(d * K - 1) + 1
+    block = math.isqrt(d * _K - 1) + 1
     return [
         Case(
             family="sota",
             mechanism="quantiles.approx_quantiles",
-            setting=f"n={power_label(n)} N(0, 5) float32, m={M} quantiles, bounds {BOUNDS}, epsilon=1",
-            release=lambda key, data: approx_quantiles(key, data, levels, EPSILON, bounds=BOUNDS),
+            setting=f"n={power_label(n)} N(0, 5) float32, m={_M} quantiles, bounds {_BOUNDS}, epsilon=1",
+            release=lambda key, data: approx_quantiles(key, data, levels, _EPSILON, bounds=_BOUNDS),
             args=(jnp.asarray(x),),
             releases=scaled(64, scale, 4),
-            bytes_per_release=16 * M * (n + 2),
+            bytes_per_release=16 * _M * (n + 2),
             noise="gumbel",
-            variates=float(M * (n + 1)),
+            variates=float(_M * (n + 1)),
             variates_note="literal node EM: one Gumbel per gap per node",
         ),
         Case(
             family="sota",
             mechanism="selection.joint_top_k",
-            setting=f"d={power_label(d)} Zipf(1.1) int32 counts, k={K}, epsilon=1 (total)",
-            release=lambda key, c: joint_top_k(key, c, K, EPSILON, monotonic=True),
+            setting=f"d={power_label(d)} Zipf(1.1) int32 counts, k={_K}, epsilon=1 (total)",
+            release=lambda key, c: joint_top_k(key, c, _K, _EPSILON, monotonic=True),
             args=(jnp.asarray(counts),),
             releases=scaled(10_000, scale, 16),
-            bytes_per_release=64 * block + 64 * K * K,
+            bytes_per_release=64 * block + 64 * _K * _K,
             noise="gumbel",
-            variates=float(2 * block + K),
+            variates=float(2 * block + _K),
             variates_note="two Gumbel-max stages of ~sqrt(d k) entries, one uniform per row",
         ),
     ]
