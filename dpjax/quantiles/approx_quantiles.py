@@ -20,13 +20,16 @@ Each record belongs to exactly one node per level: a released value ``v`` is dra
 ``g`` of the clamped sorted data (see :mod:`dpjax.quantiles.intervals`), and its two children
 share that gap, cut at ``v`` (widths ``v - x_g`` and ``x_{g+1} - v``), the points left of the gap
 going left and the others right. Every node's EM is one call of :func:`_node_em` over the global
-gaps masked to its range; the sort and the log widths are computed once (under ``vmap`` over keys
-with the data fixed too).
+gaps masked to its range, exact by Gumbel-max over blocks of ``~sqrt(n)`` gaps and then one block's
+gaps; the sort, the log widths and the nodes' block tables are key independent, computed once under
+``vmap`` over keys with the data fixed.
 """
 
 from __future__ import annotations
 
 import functools
+import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -67,34 +70,86 @@ def _recursion_levels(m: int) -> list[list[tuple[int, int, int]]]:
     return levels
 
 
-def _node_em(key, edges, log_width, gap_lo, gap_hi, lo, hi, q, c):
+class _Node(NamedTuple):
+    """One node's range: its global gaps ``gap_lo..gap_hi``, cut at ``lo`` and ``hi``, its level
+    ``q`` and EM parameter ``c`` (see :func:`_node_em`)."""
+
+    gap_lo: jax.Array
+    gap_hi: jax.Array
+    lo: jax.Array
+    hi: jax.Array
+    q: jax.Array
+    c: jax.Array
+
+
+def _block_logits(edges, log_width, node: _Node, start, size: int):
+    """The exact log-weights of the node's gaps ``start..start+size-1`` (``-inf`` outside its range):
+    ``log(cut width) - c |g - gap_lo - q (gap_hi - gap_lo)|``."""
+    dtype = log_width.dtype
+    gap = start + jnp.arange(size, dtype=jnp.int32)
+    safe = jnp.clip(gap, 0, log_width.shape[0] - 1)
+    left = jnp.maximum(edges[safe], node.lo)
+    right = jnp.minimum(edges[safe + 1], node.hi)
+    with jax.numpy_dtype_promotion("standard"):
+        cut_width = jnp.log(jnp.maximum(right - left, 0))
+    width = jnp.where((gap == node.gap_lo) | (gap == node.gap_hi), cut_width, log_width[safe])
+    distance = (gap - node.gap_lo).astype(dtype) - node.q * (node.gap_hi - node.gap_lo).astype(dtype)
+    inside = (gap >= node.gap_lo) & (gap <= node.gap_hi)
+    return jnp.where(inside, width - node.c * jnp.abs(distance), -jnp.inf)
+
+
+def _block_tables(log_width, c, size: int):
+    """Per block of ``size`` gaps, ``log sum width_g e^{c (g - end)}`` and ``log sum width_g
+    e^{-c (g - start)}``: the block's mass, up to ``e^{-c (T - end)}`` or ``e^{-c (start - T)}``, when
+    it lies wholly left or right of the target ``T`` (relative to the end nearest ``T``, so the
+    dominant terms are near 1 and no large values cancel)."""
+    blocks = -(-log_width.shape[0] // size)
+    padded = jnp.pad(log_width, (0, blocks * size - log_width.shape[0]), constant_values=-jnp.inf)
+    offset = c * jnp.arange(size, dtype=log_width.dtype)
+    padded = padded.reshape(blocks, size)
+    left = jax.nn.logsumexp(padded + (offset - offset[-1]), axis=1)
+    return left, jax.nn.logsumexp(padded - offset, axis=1)
+
+
+def _node_em(key, edges, log_width, node: _Node):
     """One node's exponential mechanism: the ``q``-quantile of the data in ``[lo, hi]`` (Smith 2011).
 
     The node's data are the sorted points ``edges[gap_lo + 1 .. gap_hi]``; its gaps are the global
     gaps ``gap_lo..gap_hi`` with the end gaps cut at ``lo`` and ``hi`` (a single gap ``[lo, hi]``
     when ``gap_lo == gap_hi``). Gap ``g`` has ``g - gap_lo`` node points below it and weight
-    ``width * exp(-c |g - gap_lo - q n'|)``, ``n' = gap_hi - gap_lo``. Returns ``(gap, value)``, the
-    value uniform in the chosen (cut) gap. The literal kernel, ``O(n)`` Gumbel-max over the masked
-    gaps; a node whose range has zero width returns ``lo``.
+    ``width * exp(-c |g - T|)``, ``T = gap_lo + q (gap_hi - gap_lo)``. Returns ``(gap, value)``, the
+    value uniform in the chosen (cut) gap; a node whose range has zero width returns ``lo``.
+
+    Exact, in two Gumbel-max stages over blocks of ``B ~ sqrt(n)`` gaps (as JointExp's backward
+    pass): a block wholly on one side of ``T`` and inside the range has its mass from
+    :func:`_block_tables` (``c`` fixed per node, key independent: once per data under ``vmap`` over keys); the
+    blocks holding ``gap_lo``, ``gap_hi`` and ``T`` are summed gap by gap; then the chosen block's
+    gaps. ``O(n / B + B)`` per node and key.
     """
     dtype = log_width.dtype
-    gap = jnp.arange(log_width.shape[0], dtype=jnp.int32)
-    left = jnp.maximum(edges[:-1], lo)
-    right = jnp.minimum(edges[1:], hi)
-    cut = (gap == gap_lo) | (gap == gap_hi)
-    with jax.numpy_dtype_promotion("standard"):
-        cut_width = jnp.log(jnp.maximum(right - left, 0))
-    width = jnp.where(cut, cut_width, log_width)
-    rank = (gap - gap_lo).astype(dtype)
-    target = q * (gap_hi - gap_lo).astype(dtype)
-    inside = (gap >= gap_lo) & (gap <= gap_hi)
-    logits = jnp.where(inside, width - c * jnp.abs(rank - target), -jnp.inf)
-    choice_key, uniform_key = jax.random.split(key)
-    chosen = jnp.clip(_gumbel_argmax(choice_key, logits).astype(jnp.int32), gap_lo, gap_hi)
+    size = math.isqrt(log_width.shape[0] - 1) + 1
+    left_tables, right_tables = _block_tables(log_width, node.c, size)
+    start = jnp.arange(left_tables.shape[0], dtype=jnp.int32) * size
+    target = node.q * (node.gap_hi - node.gap_lo).astype(dtype)  # T - gap_lo
+    offset = (start - node.gap_lo).astype(dtype) - target  # start_b - T
+    masses = jnp.where(
+        offset + (size - 1) <= 0,
+        left_tables + node.c * (offset + (size - 1)),
+        right_tables - node.c * offset,
+    )
+    masses = jnp.where((start + size - 1 < node.gap_lo) | (start > node.gap_hi), -jnp.inf, masses)
+    kink = node.gap_lo + jnp.floor(target).astype(jnp.int32)
+    for special in (node.gap_lo, node.gap_hi, kink):
+        b = special // size
+        masses = masses.at[b].set(jax.nn.logsumexp(_block_logits(edges, log_width, node, b * size, size)))
+    block_key, gap_key, uniform_key = jax.random.split(key, 3)
+    chosen_block = _gumbel_argmax(block_key, masses).astype(jnp.int32)
+    inside = _gumbel_argmax(gap_key, _block_logits(edges, log_width, node, chosen_block * size, size))
+    chosen = jnp.clip(chosen_block * size + inside.astype(jnp.int32), node.gap_lo, node.gap_hi)
     u = jax.random.uniform(uniform_key, (), dtype)
-    a, b = left[chosen], right[chosen]
-    value = jnp.clip(a + u * (b - a), lo, hi)
-    return chosen, value
+    a = jnp.maximum(edges[chosen], node.lo)
+    b = jnp.minimum(edges[chosen + 1], node.hi)
+    return chosen, jnp.clip(a + u * (b - a), node.lo, node.hi)
 
 
 def _node_epsilon(epsilon, m: int, neighbors: str):
@@ -117,7 +172,7 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str) -> 
     epsilon_node = _node_epsilon(jnp.asarray(epsilon, dtype), m, neighbors)
     values = jnp.zeros(m, dtype)
     gaps = jnp.zeros(m, jnp.int32)
-    em = jax.vmap(_node_em, in_axes=(0, None, None, 0, 0, 0, 0, 0, 0))
+    em = jax.vmap(_node_em, in_axes=(0, None, None, 0))
     for depth, nodes in enumerate(_recursion_levels(m)):
         s, mid, e = (np.array(column) for column in zip(*nodes, strict=True))
         has_lo, has_hi = s > 0, e < m
@@ -128,7 +183,7 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str) -> 
         q = (ends[mid + 1] - ends[s]) / (ends[e + 1] - ends[s])
         c = epsilon_node / (2 * jnp.maximum(q, 1 - q))
         keys = jax.random.split(jax.random.fold_in(key, depth), len(nodes))
-        chosen, released = em(keys, edges, log_width, gap_lo, gap_hi, lo, hi, q, c)
+        chosen, released = em(keys, edges, log_width, _Node(gap_lo, gap_hi, lo, hi, q, c))
         values = values.at[mid].set(released)
         gaps = gaps.at[mid].set(chosen)
     return values
