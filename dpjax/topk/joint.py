@@ -36,7 +36,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from dpjax import _auto, noise
+from dpjax import _auto, noise, sharded
 from dpjax import gumbel_process as _gumbel_process
 from dpjax.accounting import RangeBounded
 from dpjax.accounting.elementwise import _elementwise
@@ -135,6 +135,7 @@ def _tree_entry(key, logits) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("k", "method"))
+@sharded.auto_axes
 def _joint_top_k(key, scores, scale, *, k: int, method: str) -> jax.Array:
     order, row, col, t, logits = _entry_table(scores, k, scale)
     entry_key, sequence_key = jax.random.split(key)
