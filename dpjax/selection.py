@@ -71,6 +71,7 @@ from dpjax import gumbel_process as _gumbel_process
 from dpjax import noise as _noise
 from dpjax.accounting import PureDP, RangeBounded
 from dpjax.accounting.elementwise import _elementwise
+from dpjax.topk.joint import joint_top_k, joint_top_k_guarantee
 from dpjax.validation import (
     Checks,
     check_choice,
@@ -94,6 +95,8 @@ __all__ = [
     "exponential_mechanism_guarantee",
     "gumbel_top_k",
     "gumbel_top_k_guarantee",
+    "joint_top_k",
+    "joint_top_k_guarantee",
     "noisy_max_with_gap",
     "noisy_max_with_gap_guarantee",
     "noisy_top_k_with_gap",

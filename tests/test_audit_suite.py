@@ -124,6 +124,11 @@ POSITIVE = {
         *TOP2,
         selection.gumbel_top_k_guarantee(2, EPS),
     ),
+    "joint_top_k": (
+        lambda k, v: selection.joint_top_k(k, v, 2, EPS),
+        *TOP2,
+        selection.joint_top_k_guarantee(2, EPS),
+    ),
     "noisy_top_k_with_gap": (
         lambda k, v: selection.noisy_top_k_with_gap(k, v, 2, EPS),
         *TOP2,
@@ -187,6 +192,11 @@ POSITIVE = {
         *QUANT,
         quantiles.ind_exp_guarantee((0.25, 0.75), EPS),
     ),
+    "approx_quantiles": (
+        lambda k, v: quantiles.approx_quantiles(k, v, (0.25, 0.5, 0.75), EPS, bounds=(0.0, 1.0)),
+        *QUANT,
+        quantiles.approx_quantiles_guarantee((0.25, 0.5, 0.75), EPS),
+    ),
     "agg_tree": (
         lambda k, v: quantiles.agg_tree(k, v, (0.5,), EPS, bounds=(0.0, 1.0), branching=2, height=3),
         *QUANT,
@@ -240,6 +250,7 @@ POSITIVE = {
 # The slowest kernels per run get fewer runs, to keep the suite in its CI budget.
 TRIALS = {
     "joint_exp": 50_000,
+    "approx_quantiles": 50_000,
     "pie_ni": 100_000,
     "fully_unbounded_quantile": 100_000,
     "unbounded_many": 100_000,

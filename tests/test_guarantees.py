@@ -110,6 +110,12 @@ EXPECTED = {
     "quantiles.emq": lambda v: RangeBounded(v["epsilon"]),
     "quantiles.ind_exp": lambda v: RangeBounded(v["epsilon"], rho=v["epsilon"] ** 2 / (8 * len(v["qs"]))),
     "quantiles.agg_tree": lambda v: PureDP(v["epsilon"]),
+    # Kaplan, Schnapp, Stemmer (2022): depth = floor(log2 m) + 1 levels of range-bounded EMs.
+    "quantiles.approx_quantiles": lambda v: RangeBounded(
+        v["epsilon"], rho=v["epsilon"] ** 2 / (8 * len(v["qs"]).bit_length())
+    ),
+    # Gillenwater, Joseph, Munoz Medina, Ribero Diaz (2022): one exponential mechanism.
+    "selection.joint_top_k": lambda v: RangeBounded(v["epsilon"]),
     "quantiles.app_ind_exp": _app_ind_exp,
     # Bun and Steinke (2019), Sec. 3.1.1: rho-zCDP for all quantiles together.
     "quantiles.csmooth": lambda v: ZCDP(v["rho"]),

@@ -199,10 +199,13 @@ def test_accountant_total_with_spends_dp_accounting_cannot_compose():
     events = dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(20.0), 200)
     shares = [_pld_epsilon(events, s * 1e-6) + zcdp_epsilon(1e-4, (1 - s) * 1e-6) for s in (0.1, 0.5, 0.9)]
     assert laplace_only < approx.epsilon(1e-6) <= min(*shares, approx.spent.epsilon)
-    # One epsilon-DP spend alone: its worst-case pair (delta(1) = 1e-6 already at epsilon < 1).
+    # One 1-range-bounded spend alone: its RDP curve (dpjax.accounting.tightest) beats the 1-DP pair
+    # (1.0), and stays above the exact epsilon of the worst 1-range-bounded pair at 1e-6, 0.99841 (the
+    # two-point pair of loss t, t - 1, maximized over t by root finding).
     em = Accountant(ApproxDP(10.0, 1e-6))
     em.spend(quantiles.joint_exp_guarantee(1.0))
-    assert em.spent.epsilon == 1.0 and 1.0 - 1e-5 < em.epsilon(1e-6) <= 1.0  # the exact pure pair
+    assert em.spent.epsilon == 1.0 and 0.99840 < em.epsilon(1e-6) <= 1.0
+    assert em.epsilon_route(1e-6)[1] == "rdp"
     assert math.isclose(Accountant(PureDP(1.0)).epsilon(1e-6), 0.0)
 
 

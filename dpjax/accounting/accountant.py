@@ -21,8 +21,10 @@ protocol of :mod:`dpjax.accounting.ledger`, shared with ``PayWhatYouGet`` and ``
 context manager that charges the worst case when left unsettled; every check-and-record is atomic
 under the ledger's lock, so concurrent threads never spend past the budget).
 
-``Accountant.epsilon(delta)`` reports the total by the tightest route, dp_accounting's PLD accountant
-on the mechanisms' own events where they carry one (Laplace, Gaussian, Poisson-subsampled runs), and
+``Accountant.epsilon(delta)`` reports the total by the tightest route (``epsilon_route`` names it):
+dp_accounting's PLD accountant on the mechanisms' own events where they carry one (Laplace, Gaussian,
+Poisson-subsampled runs), the RDP composition of every spend's tightest curve
+(:mod:`dpjax.accounting.tightest`), or the own rule; and
 ``Accountant.dp_event()`` exports the spends as one ``dp_accounting`` event.
 """
 
@@ -34,6 +36,7 @@ import math
 from dpjax.accounting.conversions import zcdp_epsilon
 from dpjax.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
 from dpjax.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax.accounting.tightest import rdp_epsilon
 from dpjax.validation import check_probability
 
 __all__ = [
@@ -110,14 +113,18 @@ class Accountant(Ledger):
     def epsilon(self, delta: float) -> float:
         """The least epsilon at ``delta`` of everything recorded, by the tightest route available.
 
-        Two routes, and the smaller result: (1) this accountant's own rule (zCDP with the CKS20
-        conversion, pure or basic composition); (2) dp_accounting's PLD accountant (add/remove
-        neighbors, its default grid 1e-4: a pessimistic bound) on the spends' own events (Laplace,
-        Gaussian, their subsampled forms: exact, see :mod:`dpjax.accounting.composition`), with the
-        spends without one as the worst-case pair of their (epsilon, delta)-DP bound (exact for pure
-        DP: Kairouz, Oh and Viswanath 2015); zCDP-only spends then add by basic composition at a few
-        splits of ``delta``. When every spend carries an event, the result is dp_accounting's PLD
-        epsilon of :meth:`dp_event` (unless the own rule is smaller). Budget checks use the own rule.
+        Three routes, and the smallest result (:meth:`epsilon_route` says which): (1) ``"own"``, this
+        accountant's own rule (zCDP with the CKS20 conversion, pure or basic composition); (2)
+        ``"pld"``, dp_accounting's PLD accountant (add/remove neighbors, its default grid 1e-4: a
+        pessimistic bound) on the spends' own events (Laplace, Gaussian, their subsampled forms:
+        exact, see :mod:`dpjax.accounting.composition`), with the spends without one as the
+        worst-case pair of their (epsilon, delta)-DP bound (exact for pure DP: Kairouz, Oh and
+        Viswanath 2015); zCDP-only spends then add by basic composition at a few splits of
+        ``delta`` (``"pld+zcdp"``); (3) ``"rdp"``, every spend as its tightest Renyi-DP curve (exact
+        Laplace/Gaussian/subsampled curves of its event, the exact curve of range-bounded spends,
+        below ``alpha epsilon^2/8``, Cesar and Rogers 2021, Lemma 3.4, and ``alpha rho`` for zCDP),
+        added order by order and converted by dp_accounting (:mod:`dpjax.accounting.tightest`).
+        Budget checks use the own rule.
 
         Example:
           >>> from dpjax.additive import laplace_guarantee
@@ -127,17 +134,38 @@ class Accountant(Ledger):
           >>> round(acct.epsilon(1e-6), 2), round(acct.spent.epsilon, 2)  # PLD; zCDP (CKS20)
           (4.69, 5.22)
         """
+        return self.epsilon_route(delta)[0]
+
+    def epsilon_route(self, delta: float) -> tuple[float, str]:
+        """``(epsilon, route)``: :meth:`epsilon`'s figure and the route that gave it (``"own"``,
+        ``"pld"``, ``"pld+zcdp"`` or ``"rdp"``; the first listed on a tie).
+
+        Example:
+          >>> from dpjax.additive import laplace_guarantee
+          >>> acct = Accountant(ApproxDP(10.0, 1e-5))
+          >>> for _ in range(10):
+          ...     acct.spend(laplace_guarantee(0.3))
+          ...     acct.spend(RangeBounded(0.3))
+          >>> epsilon, route = acct.epsilon_route(1e-5)
+          >>> round(epsilon, 3), route
+          (4.173, 'rdp')
+        """
         delta = check_probability(delta, "delta", open_low=True, open_high=True)
         spends = [s.guarantee for s in self.history]
-        best = _epsilon_of(_approx_total(spends, delta))
+        routes = {"own": _epsilon_of(_approx_total(spends, delta))}
         zcdp_only = [g for g in spends if isinstance(g, ZCDP) and _pld_event(g) is None]
         pld = _pld([g for g in spends if not any(g is z for z in zcdp_only)])
         if not zcdp_only:
-            return min(best, float(pld.get_epsilon_for_delta(delta)))
-        for share in _DELTA_SHARES:
-            block = zcdp_epsilon(sum(g.rho for g in zcdp_only), (1 - share) * delta)
-            best = min(best, float(pld.get_epsilon_for_delta(share * delta)) + block)
-        return best
+            routes["pld"] = float(pld.get_epsilon_for_delta(delta))
+        else:
+            rho = sum(g.rho for g in zcdp_only)
+            routes["pld+zcdp"] = min(
+                float(pld.get_epsilon_for_delta(share * delta)) + zcdp_epsilon(rho, (1 - share) * delta)
+                for share in _DELTA_SHARES
+            )
+        routes["rdp"] = rdp_epsilon(spends, delta)
+        route = min(routes, key=routes.__getitem__)
+        return routes[route], route
 
     def can_spend(self, guarantee: Guarantee) -> bool:
         """Whether ``spend(guarantee)`` would succeed (at this moment: another thread may spend

@@ -1,8 +1,10 @@
 """Differentially private quantiles: the unbounded quantile mechanism (Durfee 2023), JointExp
-(Gillenwater, Joseph, Kulesza 2021) and the baselines the papers compare against."""
+(Gillenwater, Joseph, Kulesza 2021), ApproxQuantiles (Kaplan, Schnapp, Stemmer 2022)
+and the baselines the papers compare against."""
 
 from dpjax.quantiles.agg_tree import agg_tree, agg_tree_guarantee
 from dpjax.quantiles.app_ind_exp import app_ind_exp, app_ind_exp_guarantee
+from dpjax.quantiles.approx_quantiles import approx_quantiles, approx_quantiles_guarantee
 from dpjax.quantiles.exp_mech import emq, emq_guarantee, ind_exp, ind_exp_guarantee
 from dpjax.quantiles.joint_exp import (
     joint_exp,
@@ -25,6 +27,8 @@ __all__ = [
     "agg_tree_guarantee",
     "app_ind_exp",
     "app_ind_exp_guarantee",
+    "approx_quantiles",
+    "approx_quantiles_guarantee",
     "csmooth",
     "csmooth_guarantee",
     "emq",

@@ -13,6 +13,9 @@ Parameters: ``k``, ``kbar`` and ``kbar_max`` fix the output shapes and are stati
 validated eagerly; an invalid traced value, or NaN, negative or non-integer traced counts, make
 every index output and ``num_returned`` (and the chosen ``kbar``) ``-1``. The guarantee companions
 are host-side and take arrays of parameters (one guarantee per entry).
+
+The joint exponential mechanism over known domains (Gillenwater et al. 2022) lives in
+:mod:`dpjax.topk.joint` and is public as :func:`dpjax.selection.joint_top_k`.
 """
 
 from dpjax.topk.fixed_threshold import FixedThresholdResult, fixed_threshold, fixed_threshold_guarantee

@@ -52,4 +52,11 @@ MECHANISMS = [
         params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS},
         static={"branching": 3, "height": 2, "neighbors": Neighbors.ADD_REMOVE},
     ),
+    entry(
+        quantiles,
+        "approx_quantiles",
+        data={"x": X},
+        params={"epsilon": (1.0, 0.5, 2.0), "qs": QS, "bounds": BOUNDS},
+        operand_scale=5.0,  # an output is a + u (b - a) for bounds or earlier outputs a, b (|.| <= 5)
+    ),
 ]

@@ -101,4 +101,11 @@ MECHANISMS = [
         params=PARAMS,
         static={"k": 2, "monotonic": True},
     ),
+    entry(
+        selection,
+        "joint_top_k",
+        data={"scores": np.array([7, 2, 9, 9, 0, 4], np.int32)},
+        params=PARAMS,
+        static={"k": 2, "monotonic": True},
+    ),
 ]

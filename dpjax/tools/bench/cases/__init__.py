@@ -9,7 +9,7 @@ __all__ = [
     "cases",
 ]
 
-FAMILIES = ("noise", "selection", "svt", "quantiles", "aggregates", "topk", "budgeting", "training")
+FAMILIES = ("noise", "selection", "svt", "quantiles", "aggregates", "topk", "budgeting", "training", "sota")
 
 
 def cases(family: str, scale: float):
