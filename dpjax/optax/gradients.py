@@ -127,9 +127,7 @@ def dp_gradients(
                 analysis = None
         if analysis is None:
             return privatize(state, mask, lambda c: _clipped_sum(vmap_grads(params, *batch), c, mask))
-        return privatize(
-            state, mask, lambda c: _ghost_sum(analysis, params, batch, mask, c, microbatch_size)
-        )
+        return privatize(state, mask, lambda c: _ghost_sum(analysis, params, batch, mask, c, microbatch_size))
 
     return DPGradients(init_fn, apply, method, loss_fn)
 
