@@ -22,6 +22,9 @@ _HOMES = {
     "spent_epsilon": "accounting",
     "training_epsilon": "accounting",
     "training_guarantee": "accounting",
+    "CheckpointError": "checkpoint",
+    "load_checkpoint": "checkpoint",
+    "save_checkpoint": "checkpoint",
     "ClipStrategy": "clip",
     "FixedClip": "clip",
     "GeometricClip": "clip",
@@ -56,6 +59,7 @@ def __dir__():
 
 
 __all__ = [
+    "CheckpointError",
     "ClipStrategy",
     "DPAggregateState",
     "DPGradients",
@@ -69,12 +73,14 @@ __all__ = [
     "example_norms",
     "fixed_clip",
     "geometric_clip",
+    "load_checkpoint",
     "noise_multiplier_for_epsilon",
     "padded_batch_size",
     "per_example_grads",
     "poisson_sample",
     "pure_dp_to_gdp",
     "quantile_clip",
+    "save_checkpoint",
     "spent_epsilon",
     "training_epsilon",
     "training_guarantee",
