@@ -17,14 +17,12 @@ expected batch size, not the sampled one.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax import noise
@@ -96,54 +94,22 @@ def _clipped_sum(per_example_grads, clip_norm, mask):
 
 def _weighted_sum(per_example_grads, weights, finite):
     """``sum_j w_j g_j`` over the rows with ``finite[j]`` (a row with a non-finite norm must not
-    reach the sum: ``0 * NaN`` would poison it).
+    reach the sum: ``0 * NaN`` would poison it): one contraction per leaf of the weights with the
+    leaf whose non-finite rows are selected to 0.
 
-    The sum is one weighted contraction per leaf (``tensordot`` over the example axis). When a row
-    with a non-finite norm exists (``lax.cond`` on the norms) the sum skips those rows. On the CPU it
-    runs row by row (:func:`_finite_rows_sum`), a branch that needs no copy of the batch: a select
-    over every per-example gradient before the contraction is a full extra pass that XLA does not
-    fuse into it (3-4x slower than ``optax.contrib``'s aggregation when it always ran) and, even in
-    a branch never taken, a batch-sized temporary buffer that XLA's CPU backend allocates on every
-    call (8-10% of the aggregation's time on the MLP batch of ``benchmarks/bench_optax.py --part
-    aggregation``). Elsewhere it is that select (one vectorized pass): under ``vmap``, where both
-    branches of the ``lax.cond`` run, a loop over the batch's rows would be as many sequential steps
-    on an accelerator."""
+    The select is elementwise, so inside a jitted training step XLA fuses it into the computation
+    of the per-example gradients that feeds the contraction: the step costs what the same step
+    without it costs (``benchmarks/bench_training.py``). A ``lax.cond`` on the norms that ran the
+    select only when a row is not finite made the per-example gradients an operand of the
+    conditional, which XLA must then materialize apart from the contraction: a jitted MLP step took
+    several times as long. On per-example gradients passed into a jitted aggregation the select is
+    one pass over them beside the contraction."""
 
-    def weighted(tree):
-        return jax.tree.map(lambda leaf: jnp.tensordot(weights.astype(leaf.dtype), leaf, axes=(0, 0)), tree)
+    def leaf_sum(leaf):
+        rows = finite.reshape((-1,) + (1,) * (leaf.ndim - 1))
+        return jnp.tensordot(weights.astype(leaf.dtype), jnp.where(rows, leaf, 0), axes=(0, 0))
 
-    def zeroed(tree):
-        rows = lambda leaf: finite.reshape((-1,) + (1,) * (leaf.ndim - 1))  # noqa: E731
-        return weighted(jax.tree.map(lambda leaf: jnp.where(rows(leaf), leaf, 0), tree))
-
-    def finite_only(tree):
-        row_by_row = partial(_finite_rows_sum, weights, finite, tree)
-        return lax.platform_dependent(cpu=row_by_row, default=lambda: zeroed(tree))
-
-    return lax.cond(jnp.all(finite), weighted, finite_only, per_example_grads)
-
-
-def _finite_rows_sum(weights, finite, per_example_grads):
-    """``sum_j w_j g_j`` over the rows with ``finite[j]``, one row at a time (a ``lax.fori_loop``
-    whose buffers are one row, not the batch; under ``vmap`` it indexes the rows where they lie,
-    where a ``lax.scan`` over them would first transpose the batch). Accumulated in example order
-    and in at least the weights' dtype (float32), as the contraction of :func:`_clipped_sum` does on
-    XLA's CPU backend (in float32 the two agree bit for bit there)."""
-
-    def add(j, total):
-        keep, weight = finite[j], weights[j]
-
-        def term(t, g):
-            w = weight.astype(g.dtype).astype(t.dtype)
-            return t + jnp.where(keep, w * g[j].astype(t.dtype), 0)
-
-        return jax.tree.map(term, total, per_example_grads)
-
-    def zeros(leaf):
-        return jnp.zeros(leaf.shape[1:], jnp.promote_types(leaf.dtype, weights.dtype))
-
-    sums = lax.fori_loop(0, weights.shape[0], add, jax.tree.map(zeros, per_example_grads))
-    return jax.tree.map(lambda total, leaf: total.astype(leaf.dtype), sums, per_example_grads)
+    return jax.tree.map(leaf_sum, per_example_grads)
 
 
 def _add_noise(key, tree, std, denominator):
