@@ -170,7 +170,7 @@ def test_auto_takes_vmap_when_no_parameter_is_a_layer():
     params = {"scale": jnp.ones(3), "shift": jnp.zeros(3)}
     private = dpo.dp_gradients(loss, 1.0, 1.0, KEY, expected_batch_size=4)
     assert private.resolve(params, jnp.ones((4, 3))) == "vmap"
-    grads, state = private(params, private.init(params), jnp.ones((4, 3)))
+    grads, state = jax.jit(private)(params, private.init(params), jnp.ones((4, 3)))
     assert jax.tree.structure(grads) == jax.tree.structure(params) and int(state.step) == 1
 
 
