@@ -38,6 +38,7 @@ float rounding, so :func:`dpjax.optax.dp_gradients` releases what ``dp_aggregate
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -253,19 +254,12 @@ def _rows(x, dy, eqn, position):
     free = [d for d in range(x.ndim) if d not in own_contract and d not in own_batch]
     b = [x.shape[d] for d in own_batch]
     t = [x.shape[d] for d in free]
-    x3 = jnp.transpose(x, (*own_batch, *free, *own_contract)).reshape(_prod(b), _prod(t), -1)
+    x3 = jnp.transpose(x, (*own_batch, *free, *own_contract)).reshape(math.prod(b), math.prod(t), -1)
     nb, nt = len(b), len(t)
     n_free = dy.ndim - nb - nt
     if position == 0:  # the output is [batch, parameter's free dims, x's free dims]
         dy = jnp.transpose(dy, (*range(nb), *range(nb + n_free, dy.ndim), *range(nb, nb + n_free)))
-    return x3, dy.reshape(_prod(b), _prod(t), -1)
-
-
-def _prod(sizes) -> int:
-    out = 1
-    for s in sizes:
-        out *= s
-    return out
+    return x3, dy.reshape(math.prod(b), math.prod(t), -1)
 
 
 def _dense_square(x3, dy3, dtype):
