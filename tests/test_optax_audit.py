@@ -120,3 +120,23 @@ def test_noise_scaled_by_the_wrong_norm_is_caught():
     result = audit(mechanism, WITH, WITHOUT, epsilon=epsilon, delta=DELTA, key=jax.random.key(7))
     assert not result.passed, str(result)
     assert result.p_value < result.alpha
+
+
+@pytest.mark.slow
+def test_dp_gradients_ghost_step_passes_its_audit():
+    """The same DP-SGD step through dp_gradients' ghost path: the loss ``w . g`` has per-example
+    gradient g (a dense layer, found in its jaxpr), so the neighbours are those of the cases above."""
+    private = dpo.dp_gradients(
+        lambda w, g: jnp.dot(w, g), SIGMA, CLIP, jax.random.key(0), expected_batch_size=4, method="ghost"
+    )
+    w = jnp.zeros(1)
+    assert private.resolve(w, jnp.asarray(GRADS)) == "ghost"
+
+    def mechanism(key, data):
+        grads, mask = data
+        state = private.init(w)._replace(key=key)
+        return private(w, state, jnp.asarray(grads), example_mask=mask)[0]
+
+    epsilon = claimed_epsilon(dpo.fixed_clip(CLIP))
+    result = audit(mechanism, WITH, WITHOUT, epsilon=epsilon, delta=DELTA, trials=200_000)
+    assert result.passed, str(result)

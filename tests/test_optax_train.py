@@ -1,5 +1,5 @@
-"""dpjax.tools.train.run: the Poisson sampler's law, the padded size's tail bound, the shipped dataset and
-the ``dpjax train`` command."""
+"""dpjax.tools.train.run: the plan's padded size, the shipped dataset and the ``dpjax train`` command
+(the Poisson sampler's law: tests/test_optax_sampling.py)."""
 
 import csv
 import json
@@ -13,40 +13,6 @@ from dpjax.cli import main
 from dpjax.datasets import training as data
 from dpjax.tools.train import run as train
 from dpjax.tools.train import settings
-
-
-def test_poisson_batch_selects_each_index_independently_with_the_rate():
-    """20,000 samples of range(12) at rate 0.3: every index's frequency and the sample size's mean and
-    variance match Bernoulli(0.3) / Binomial(12, 0.3) (z-scores below 4.5, a correct sampler fails
-    with probability < 1e-4 over the 14 checks); the selected indices are increasing and distinct."""
-    n, rate, size, runs = 12, 0.3, 12, 20_000
-    idx, mask, truncated = jax.jit(jax.vmap(lambda k: train.poisson_batch(k, n, rate, size)))(
-        jax.random.split(jax.random.key(0), runs)
-    )
-    idx, mask = np.asarray(idx), np.asarray(mask)
-    assert not np.any(truncated)  # size = n slots always suffice
-    tally = np.zeros((runs, n), int)
-    np.add.at(tally, (np.nonzero(mask)[0], idx[mask]), 1)
-    assert tally.max() == 1  # distinct
-    chosen = tally == 1
-    assert np.all(np.where(mask[:, 1:], np.diff(idx, axis=1) > 0, True))  # increasing
-    z = (chosen.mean(axis=0) - rate) / np.sqrt(rate * (1 - rate) / runs)
-    assert np.all(np.abs(z) < 4.5), z
-    counts = mask.sum(axis=1)
-    assert abs(counts.mean() - n * rate) / np.sqrt(n * rate * (1 - rate) / runs) < 4.5
-    assert abs(counts.var() / (n * rate * (1 - rate)) - 1) < 4.5 * np.sqrt(2 / runs) * 1.2
-
-
-def test_poisson_batch_flags_truncation():
-    _, mask, truncated = train.poisson_batch(jax.random.key(1), 1000, 0.5, 10)
-    assert bool(truncated) and bool(np.all(mask))
-
-
-def test_padded_size_bounds_the_truncation_probability():
-    n, rate, steps, eta = 32561, 256 / 32561, 500, 1e-9
-    size = train.padded_size(n, rate, steps, np.log(eta))
-    assert steps * stats.binom.sf(size, n, rate) <= eta  # exact tail below the Chernoff bound
-    assert size < n * rate + 10 * np.sqrt(n * rate)  # and not wastefully large
 
 
 def test_shipped_adult_has_every_row():

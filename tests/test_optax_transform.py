@@ -74,9 +74,8 @@ def test_padding_and_non_finite_examples_contribute_nothing():
 
 
 def test_non_finite_rows_are_dropped_in_bfloat16_and_under_vmap():
-    """The branch for non-finite rows (row by row) against the contraction on the same rows zeroed:
-    the same bits for bfloat16 leaves (both accumulate in float32), the same up to rounding under
-    ``vmap`` (where both branches run)."""
+    """Non-finite rows selected to 0 before the contraction against the same rows zeroed by hand:
+    the same bits for bfloat16 leaves, the same up to rounding under ``vmap``."""
     tree = grads_tree(np.random.default_rng(4), 40)
     with_nan = jax.tree.map(lambda a: a.at[7].set(jnp.nan).at[30].set(jnp.inf), tree)
     without = jax.tree.map(lambda a: a.at[7].set(0.0).at[30].set(0.0), tree)
@@ -97,27 +96,30 @@ def test_non_finite_rows_are_dropped_in_bfloat16_and_under_vmap():
     chex.assert_trees_all_close(batched(stacked(with_nan), keys), batched(stacked(without), keys), rtol=1e-6)
 
 
-def test_non_finite_rows_off_the_cpu_are_zeroed_before_the_contraction(monkeypatch):
-    """The accelerators' branch (a select over the batch, then the contraction), forced on the CPU:
-    the same update as the CPU's row-by-row branch, alone and under ``vmap``."""
-    tree = grads_tree(np.random.default_rng(5), 24)
-    with_nan = jax.tree.map(lambda a: a.at[3].set(jnp.nan).at[20].set(-jnp.inf), tree)
+def test_non_finite_rows_computed_in_the_step_are_dropped():
+    """Per-example gradients computed inside the jitted step (where XLA fuses the select into their
+    computation): an example whose loss is NaN or infinite contributes nothing, alone and under
+    ``vmap``; the update equals the one of the batch with those examples masked out."""
+
+    def loss(w, x):
+        return jnp.log(x[0]) * jnp.sum(w * x)  # x[0] = 0: infinite; x[0] < 0: NaN
+
+    x = jax.random.uniform(jax.random.key(2), (24, 3), minval=0.5, maxval=2.0)
+    bad = x.at[3, 0].set(0.0).at[20, 0].set(-1.0)
     tx = dpo.dp_aggregate(1.0, 1.0, KEY, expected_batch_size=24)
+    grads = dpo.per_example_grads(loss)
+    masked = jnp.ones(24, bool).at[3].set(False).at[20].set(False)
 
-    def update(grads, key):
-        return tx.update(grads, tx.init(None)._replace(key=key))[0]
-
-    def stacked(grads):
-        return jax.tree.map(lambda a: jnp.stack([a, 2 * a]), grads)
+    def update(x, key, mask=None):
+        return tx.update(grads(jnp.ones(3), x), tx.init(None)._replace(key=key), example_mask=mask)[0]
 
     keys = jax.random.split(KEY, 2)
-    on_cpu = jax.jit(update)(with_nan, KEY), jax.jit(jax.vmap(update))(stacked(with_nan), keys)
-    taken = []
-    monkeypatch.setattr(jax.lax, "platform_dependent", lambda *, cpu, default: taken.append(1) or default())
-    elsewhere = jax.jit(update)(with_nan, KEY), jax.jit(jax.vmap(update))(stacked(with_nan), keys)
-    assert taken
-    chex.assert_trees_all_close(elsewhere, on_cpu, rtol=1e-6)
-    assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(elsewhere))
+    got = jax.jit(update)(bad, KEY), jax.jit(jax.vmap(update))(jnp.stack([bad, 2 * bad]), keys)
+    want = jax.jit(update)(x, KEY, masked), jax.jit(jax.vmap(lambda x, k: update(x, k, masked)))(
+        jnp.stack([x, 2 * x]), keys
+    )
+    chex.assert_trees_all_close(got, want, rtol=1e-6)
+    assert all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in jax.tree.leaves(got))
 
 
 @pytest.mark.parametrize(

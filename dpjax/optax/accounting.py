@@ -23,8 +23,14 @@ compose adaptively, so the run is accounted as the composition of
 dp_accounting's PLD accountant (default) or its RDP accountant (a cross-check; RDP is looser). Both
 are upper bounds on the epsilon of the run at the given delta.
 
+Truncated Poisson sampling (a fixed-shape sample of ``padded_size`` slots,
+:func:`dpjax.optax.poisson_sample`): given ``padded_size`` and ``dataset_size``,
+:func:`training_epsilon` and :func:`noise_multiplier_for_epsilon` charge the truncation probability
+``eta`` (:func:`dpjax.optax.truncation_probability`) to delta: the run is ``(epsilon, delta_P + eta (1 +
+e^epsilon))``-DP when the Poisson run is ``(epsilon, delta_P)``-DP (:mod:`dpjax.optax.sampling`).
+
 Not claimed: anything about batches drawn other than by Poisson sampling (e.g. shuffling into
-fixed-size batches), or about a run whose padded batch was truncated (see ``dpjax.tools.train.run``).
+fixed-size batches), or about a padded run accounted without its ``padded_size``.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typing import Literal, TypeAlias, get_args
 
 from dpjax.accounting import ZCDP
 from dpjax.optax.clip import _as_strategy
+from dpjax.optax.sampling import truncation_delta
 from dpjax.validation import check_choice, check_epsilon, check_int, check_positive, check_probability
 
 __all__ = [
@@ -130,6 +137,8 @@ def training_epsilon(
     clip,
     accountant: AccountantName = "pld",
     pld_discretization: float = _PLD_DISCRETIZATION,
+    padded_size: int | None = None,
+    dataset_size: int | None = None,
 ) -> float:
     """The epsilon at ``delta`` of a whole DP-SGD run with :func:`dpjax.optax.dp_aggregate`.
 
@@ -143,6 +152,10 @@ def training_epsilon(
       accountant: "pld" or "rdp".
       pld_discretization: the PLD accountant's ``value_discretization_interval`` (dp_accounting's
         default 1e-4; coarser is faster and still a pessimistic upper bound).
+      padded_size, dataset_size: for a truncated Poisson sample (:func:`dpjax.optax.poisson_sample`),
+        both or neither: the smallest epsilon with ``delta_P(epsilon) + eta (1 + e^epsilon) <= delta``
+        (``delta_P``: the accountant's delta of the Poisson run, ``eta``:
+        :func:`dpjax.optax.truncation_probability`), to a relative 1e-6 above it.
 
     Returns:
       epsilon (a float, 0.0 for zero steps).
@@ -151,10 +164,38 @@ def training_epsilon(
       >>> eps = training_epsilon(1e-5, steps=1000, sampling_rate=0.01, noise_multiplier=1.1, clip=1.0)
     """
     delta = check_probability(delta, "delta", open_low=True, open_high=True)
+    truncation = _truncation(steps, sampling_rate, padded_size, dataset_size)
     event = dp_event(steps=steps, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier, clip=clip)
     acc = _accountant(accountant, check_positive(pld_discretization, "pld_discretization"))
     acc.compose(event)
-    return float(acc.get_epsilon(delta))
+    epsilon = float(acc.get_epsilon(delta))
+    if truncation is None or steps == 0:
+        return epsilon
+
+    def fits(e):
+        return acc.get_delta(e) + truncation(e) <= delta
+
+    hi = max(epsilon, 1e-3)
+    while not fits(hi):
+        if truncation(hi) >= delta:
+            raise ValueError(
+                f"truncating the samples at padded_size {padded_size} alone spends delta {delta:g}: pad "
+                "more (dpjax.optax.padded_batch_size)."
+            )
+        epsilon, hi = hi, 2 * hi
+    return _geometric_bisection(fits, epsilon, hi, 1 + 1e-6)[1]
+
+
+def _truncation(steps, sampling_rate, padded_size, dataset_size):
+    """``epsilon -> eta (1 + e^epsilon)`` of a truncated Poisson run (:func:`dpjax.optax.truncation_delta`),
+    ``None`` without ``padded_size``; both sizes or neither."""
+    if (padded_size is None) != (dataset_size is None):
+        raise ValueError("give padded_size and dataset_size together (or neither).")
+    if padded_size is None:
+        return None
+    return lambda epsilon: truncation_delta(
+        dataset_size, sampling_rate=sampling_rate, steps=steps, padded_size=padded_size, epsilon=epsilon
+    )
 
 
 def calibration_discretization(epsilon: float) -> float:
@@ -199,8 +240,14 @@ def noise_multiplier_for_epsilon(
     clip,
     accountant: AccountantName = "pld",
     pld_discretization: float | None = None,
+    padded_size: int | None = None,
+    dataset_size: int | None = None,
 ) -> float:
     """The smallest noise multiplier sigma whose run has ``training_epsilon <= epsilon`` at ``delta``.
+
+    With ``padded_size`` and ``dataset_size`` (a truncated Poisson sample, :mod:`dpjax.optax.sampling`)
+    the Poisson run is calibrated at ``delta - eta (1 + e^epsilon)``, so the truncated run is
+    ``(epsilon, delta)``-DP; ``ValueError`` if the truncation alone spends delta.
 
     With ``eps(s) = training_epsilon(delta, ..., noise_multiplier=s, pld_discretization=grid)`` on the
     grid ``grid = calibration_discretization(epsilon)`` (or ``pld_discretization``), the result sigma
@@ -222,6 +269,14 @@ def noise_multiplier_for_epsilon(
     delta = check_probability(delta, "delta", open_low=True, open_high=True)
     steps = check_int(steps, "steps", minimum=1)
     sampling_rate = check_probability(sampling_rate, "sampling_rate", open_low=True)
+    truncation = _truncation(steps, sampling_rate, padded_size, dataset_size)
+    charge = 0.0 if truncation is None else truncation(epsilon)
+    if charge >= delta:
+        raise ValueError(
+            f"truncating the samples at padded_size {padded_size} spends all of delta {delta:g} at "
+            f"epsilon {epsilon:g}: pad more (dpjax.optax.padded_batch_size)."
+        )
+    delta -= charge
     strategy = _as_strategy(clip)
     if pld_discretization is None:
         grid = calibration_discretization(epsilon)

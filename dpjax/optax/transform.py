@@ -17,14 +17,12 @@ expected batch size, not the sampled one.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax import noise
@@ -79,60 +77,39 @@ def _batch_size(per_example_grads) -> int:
     return sizes.pop()
 
 
-def _clipped_sum(per_example_grads, clip_norm, mask):
-    """``(sum_j w_j g_j, norms)`` with ``w_j = min(1, clip_norm / n_j)`` for real examples with a
-    finite norm and 0 otherwise (step 1 of the module docstring).
-
-    The sum is one weighted contraction per leaf (``tensordot`` over the example axis). A row with
-    a non-finite norm must not reach it (``0 * NaN`` would poison the sum), so when such a row exists
-    (``lax.cond`` on the norms) the sum skips those rows. On the CPU it runs row by row
-    (:func:`_finite_rows_sum`), a branch that needs no copy of the batch: a select over every
-    per-example gradient before the contraction is a full extra pass that XLA does not fuse into it
-    (3-4x slower than ``optax.contrib``'s aggregation when it always ran) and, even in a branch never
-    taken, a batch-sized temporary buffer that XLA's CPU backend allocates on every call (8-10% of
-    the aggregation's time on the MLP batch of ``benchmarks/bench_optax.py --part aggregation``).
-    Elsewhere it is that select (one vectorized pass): under ``vmap``, where both branches of the
-    ``lax.cond`` run, a loop over the batch's rows would be as many sequential steps on an
-    accelerator."""
-    norms = example_norms(per_example_grads)
+def _clip_weights(norms, clip_norm, mask):
+    """``(w, finite)``: ``w_j = min(1, clip_norm / n_j)`` for real examples with a finite norm, 0
+    otherwise (step 1 of the module docstring), and which norms are finite."""
     finite = jnp.isfinite(norms)
     weights = jnp.where(mask & finite, jnp.minimum(1, clip_norm / norms), 0).astype(norms.dtype)
-
-    def weighted(tree):
-        return jax.tree.map(lambda leaf: jnp.tensordot(weights.astype(leaf.dtype), leaf, axes=(0, 0)), tree)
-
-    def zeroed(tree):
-        rows = lambda leaf: finite.reshape((-1,) + (1,) * (leaf.ndim - 1))  # noqa: E731
-        return weighted(jax.tree.map(lambda leaf: jnp.where(rows(leaf), leaf, 0), tree))
-
-    def finite_only(tree):
-        row_by_row = partial(_finite_rows_sum, weights, finite, tree)
-        return lax.platform_dependent(cpu=row_by_row, default=lambda: zeroed(tree))
-
-    return lax.cond(jnp.all(finite), weighted, finite_only, per_example_grads), norms
+    return weights, finite
 
 
-def _finite_rows_sum(weights, finite, per_example_grads):
-    """``sum_j w_j g_j`` over the rows with ``finite[j]``, one row at a time (a ``lax.fori_loop``
-    whose buffers are one row, not the batch; under ``vmap`` it indexes the rows where they lie,
-    where a ``lax.scan`` over them would first transpose the batch). Accumulated in example order
-    and in at least the weights' dtype (float32), as the contraction of :func:`_clipped_sum` does on
-    XLA's CPU backend (in float32 the two agree bit for bit there)."""
+def _clipped_sum(per_example_grads, clip_norm, mask):
+    """``(sum_j w_j g_j, norms)`` with the weights of :func:`_clip_weights`."""
+    norms = example_norms(per_example_grads)
+    weights, finite = _clip_weights(norms, clip_norm, mask)
+    return _weighted_sum(per_example_grads, weights, finite), norms
 
-    def add(j, total):
-        keep, weight = finite[j], weights[j]
 
-        def term(t, g):
-            w = weight.astype(g.dtype).astype(t.dtype)
-            return t + jnp.where(keep, w * g[j].astype(t.dtype), 0)
+def _weighted_sum(per_example_grads, weights, finite):
+    """``sum_j w_j g_j`` over the rows with ``finite[j]`` (a row with a non-finite norm must not
+    reach the sum: ``0 * NaN`` would poison it): one contraction per leaf of the weights with the
+    leaf whose non-finite rows are selected to 0.
 
-        return jax.tree.map(term, total, per_example_grads)
+    The select is elementwise, so inside a jitted training step XLA fuses it into the computation
+    of the per-example gradients that feeds the contraction: the step costs what the same step
+    without it costs (``benchmarks/bench_training.py``). A ``lax.cond`` on the norms that ran the
+    select only when a row is not finite made the per-example gradients an operand of the
+    conditional, which XLA must then materialize apart from the contraction: a jitted MLP step took
+    several times as long. On per-example gradients passed into a jitted aggregation the select is
+    one pass over them beside the contraction."""
 
-    def zeros(leaf):
-        return jnp.zeros(leaf.shape[1:], jnp.promote_types(leaf.dtype, weights.dtype))
+    def leaf_sum(leaf):
+        rows = finite.reshape((-1,) + (1,) * (leaf.ndim - 1))
+        return jnp.tensordot(weights.astype(leaf.dtype), jnp.where(rows, leaf, 0), axes=(0, 0))
 
-    sums = lax.fori_loop(0, weights.shape[0], add, jax.tree.map(zeros, per_example_grads))
-    return jax.tree.map(lambda total, leaf: total.astype(leaf.dtype), sums, per_example_grads)
+    return jax.tree.map(leaf_sum, per_example_grads)
 
 
 def _add_noise(key, tree, std, denominator):
@@ -199,6 +176,34 @@ def dp_aggregate(
       >>> state = tx.init(params)
       >>> updates, state = tx.update({"w": jnp.ones((4, 3))}, state, params)
     """
+    init_fn, privatize = _private_step(noise_multiplier, clip, key, expected_batch_size)
+
+    def update_fn(updates, state, params=None, *, example_mask=None, **extra_args):
+        del params, extra_args
+        mask = _example_mask(example_mask, _batch_size(updates))
+        return privatize(state, mask, lambda clip_norm: _clipped_sum(updates, clip_norm, mask))
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def _example_mask(example_mask, size: int):
+    """``example_mask`` as bool ``[size]`` (all True when ``None``); ``ValueError`` on a wrong shape."""
+    if example_mask is None:
+        return jnp.ones((size,), bool)
+    mask = jnp.asarray(example_mask)
+    if mask.shape != (size,):
+        raise ValueError(f"example_mask must have shape ({size},), got {mask.shape}.")
+    return mask.astype(bool)
+
+
+def _private_step(noise_multiplier, clip, key, expected_batch_size):
+    """``(init_fn, privatize)`` shared by :func:`dp_aggregate` and :func:`dpjax.optax.dp_gradients`.
+
+    ``init_fn(params)`` is the :class:`DPAggregateState` of step 0. ``privatize(state, mask,
+    clipped_sum)`` runs steps 2 and 3 of the module docstring on ``clipped_sum(clip_norm) -> (sum_j
+    w_j g_j as the parameters' tree, norms [batch])`` and returns ``(released, next state)``. The
+    parameters are checked eagerly here when concrete, and again (recorded, NaN outputs when invalid)
+    when traced."""
     strategy = _as_strategy(clip)
     checks = Checks()
     checks.positive(noise_multiplier, "noise_multiplier")
@@ -218,22 +223,13 @@ def dp_aggregate(
             clip_state,
         )
 
-    def update_fn(updates, state, params=None, *, example_mask=None, **extra_args):
-        del params, extra_args
+    def privatize(state, mask, clipped_sum):
         checks = Checks()
         sigma = checks.positive(state.noise_multiplier, "noise_multiplier")
         denominator = checks.positive(expected_batch_size, "expected_batch_size")
         current = state.clip.validate(checks)
-        size = _batch_size(updates)
-        if example_mask is None:
-            mask = jnp.ones((size,), bool)
-        else:
-            mask = jnp.asarray(example_mask)
-            if mask.shape != (size,):
-                raise ValueError(f"example_mask must have shape ({size},), got {mask.shape}.")
-            mask = mask.astype(bool)
         clip_norm = state.clip_norm
-        summed, norms = _clipped_sum(updates, clip_norm, mask)
+        summed, norms = clipped_sum(clip_norm)
         key, step_key = jax.random.split(state.key)
         released = _add_noise(jax.random.fold_in(step_key, 0), summed, sigma * clip_norm, denominator)
         next_norm = current.next_norm(
@@ -247,4 +243,4 @@ def dp_aggregate(
         released, next_norm = checks.guard((released, next_norm))
         return released, DPAggregateState(key, next_norm, state.step + 1, state.noise_multiplier, state.clip)
 
-    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+    return init_fn, privatize

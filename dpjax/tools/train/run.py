@@ -6,11 +6,10 @@ pads the sample to a fixed size, computes per-example gradients, and applies
 ``optax.chain(dp_aggregate(sigma, clip, key, expected_batch_size=batch_size), optax.adam(lr))``.
 sigma is calibrated so that the whole run is (epsilon, delta)-DP (:func:`training_epsilon`).
 
-Padding and truncation: the padded size s is the smallest with ``steps * P(Binomial(n, rate) > s)
-<= eta`` (Chernoff bound), ``eta = delta / (100 (1 + e^epsilon))``; a sample larger than s would be
-truncated. The truncated run differs from the Poisson one with probability at most eta, so it is
-``(epsilon, delta_acc + eta (1 + e^epsilon))``-DP when the Poisson run is ``(epsilon, delta_acc)``-DP;
-sigma is calibrated at ``delta_acc = 0.99 delta``, which makes the total at most delta.
+Padding and truncation (:mod:`dpjax.optax.sampling`): the sample is drawn by
+:func:`dpjax.optax.poisson_sample` into the smallest padded size whose truncation costs at most 1% of
+delta (:func:`dpjax.optax.padded_batch_size`); sigma is calibrated at ``delta_acc = delta - eta (1 +
+e^epsilon)`` (:func:`dpjax.optax.truncation_delta`), which makes the truncated run (epsilon, delta)-DP.
 
 Everything per step, and a whole epoch of steps, runs in one ``jit``-compiled ``lax.fori_loop``;
 the functions here also ``vmap`` over seeds and clip strategies (the benchmarks do). The command
@@ -37,7 +36,7 @@ import optax
 
 from dpjax.datasets import training as data_lib
 from dpjax.numerics import _ceil_div
-from dpjax.optax import accounting
+from dpjax.optax import accounting, sampling
 from dpjax.optax import clip as clip_lib
 from dpjax.optax.grads import per_example_grads
 from dpjax.optax.transform import dp_aggregate
@@ -64,10 +63,8 @@ __all__ = [
     "mlp",
     "model_for",
     "optimizer",
-    "padded_size",
     "plan",
     "plot",
-    "poisson_batch",
     "run_steps",
     "spent_epsilon",
     "strategy_from_args",
@@ -87,20 +84,6 @@ class Plan(NamedTuple):
     delta_accounted: float
 
 
-def padded_size(n: int, rate: float, steps: int, log_eta: float) -> int:
-    """Smallest s with ``steps * P(Binomial(n, rate) > s) <= eta`` (given as ``log_eta``, so any
-    epsilon's tiny eta is representable), by the Chernoff bound ``P(X >= a n) <= exp(-n KL(a ||
-    rate))`` for ``a > rate``."""
-    s = math.ceil(n * rate)
-    while s < n:
-        a = (s + 1) / n
-        kl = a * math.log(a / rate) + ((1 - a) * math.log((1 - a) / (1 - rate)) if a < 1 else 0.0)
-        if math.log(steps) - n * kl <= log_eta:
-            return s
-        s += 1
-    return n
-
-
 def plan(n: int, *, epochs: float, batch_size: int, epsilon: float, delta: float) -> Plan:
     """Steps, sampling rate and padded size of ``epochs`` epochs at expected batch ``batch_size``."""
     n = check_int(n, "n", minimum=2)
@@ -110,23 +93,11 @@ def plan(n: int, *, epochs: float, batch_size: int, epsilon: float, delta: float
     epochs = check_positive(epochs, "epochs")
     rate = batch_size / n
     steps = max(1, round(epochs * n / batch_size))
-    # log(eta) with eta = share * delta / (1 + e^epsilon), without overflow for a large epsilon
-    log_eta = math.log(TRUNCATION_SHARE * delta) - epsilon - math.log1p(math.exp(-epsilon))
-    return Plan(
-        steps, rate, float(batch_size), padded_size(n, rate, steps, log_eta), (1 - TRUNCATION_SHARE) * delta
+    size = sampling.padded_batch_size(
+        n, sampling_rate=rate, steps=steps, epsilon=epsilon, delta=delta, share=TRUNCATION_SHARE
     )
-
-
-def poisson_batch(key, n: int, rate, size: int):
-    """Poisson sample of ``range(n)`` (each index with probability ``rate``) in ``size`` slots.
-
-    The gaps between selected indices are i.i.d. Geometric(rate), so ``size + 1`` geometric draws
-    give the first ``size`` selected indices exactly. Returns ``(indices int32[size], mask
-    bool[size], truncated bool)``; ``truncated`` says a selected index did not fit.
-    """
-    positions = jnp.cumsum(jax.random.geometric(key, rate, (size + 1,))) - 1
-    mask = positions[:size] < n
-    return jnp.where(mask, positions[:size], 0).astype(jnp.int32), mask, positions[size] < n
+    charge = sampling.truncation_delta(n, sampling_rate=rate, steps=steps, padded_size=size, epsilon=epsilon)
+    return Plan(steps, rate, float(batch_size), size, delta - charge)
 
 
 class Model(NamedTuple):
@@ -286,7 +257,7 @@ def run_steps(
     def step(_, loop):
         carry, truncated = loop
         key, batch_key = jax.random.split(carry.key)
-        idx, mask, cut = poisson_batch(batch_key, x.shape[0], rate, size)
+        idx, mask, cut = sampling.poisson_sample(batch_key, x.shape[0], rate, size)
         grads = grads_fn(carry.params, x[idx], y[idx])
         updates, opt_state = tx.update(grads, carry.opt_state, carry.params, example_mask=mask)
         return Carry(optax.apply_updates(carry.params, updates), opt_state, key), truncated | cut
