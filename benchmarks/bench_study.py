@@ -66,7 +66,8 @@ def paths(name, mech, truth, x, trials):
         return jax.vmap(lambda e: jnp.abs(mech(k, data, e) - truth(data)))(eps)
 
     def trials_of(key, data):
-        return jax.vmap(lambda i: grid(jax.random.fold_in(key, i), data))(jnp.arange(trials, dtype=jnp.uint32))
+        indices = jnp.arange(trials, dtype=jnp.uint32)
+        return jax.vmap(lambda i: grid(jax.random.fold_in(key, i), data))(indices)
 
     raw = jax.jit(trials_of)
     closed = jax.jit(lambda key: trials_of(key, xj))
