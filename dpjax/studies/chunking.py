@@ -3,10 +3,11 @@
 The runner compiles a first chunk of :func:`first_size` trials (all the trials, up to
 :data:`_MIN_CHUNKS` equal chunks of at least :data:`_MIN_CHUNK_TRIALS` trials each, so that a long
 run reports its progress and rate), reads the executable's memory from XLA (``memory_analysis()``:
-arguments, outputs and temporaries) and, if that exceeds :func:`memory_budget`, shrinks the chunk in
-proportion (:func:`fitted_size`) and compiles once more. Where the backend reports no memory, the
-first size stands. A user's ``chunk_size`` is an upper bound on all of this. Chunks are made equal
-(``ceil(trials / chunks)``) so the padding of the last one is small.
+arguments, outputs and temporaries) and, if that exceeds :func:`memory_budget`, shrinks the chunk
+(:func:`fitted_size`: the arguments' memory stays, the rest scales with the trials) and compiles
+again. Where the backend reports no memory, the first size stands. A user's ``chunk_size`` is an
+upper bound on all of this. Chunks are made equal (``ceil(trials / chunks)``) so the padding of the
+last one is small.
 """
 
 from __future__ import annotations
@@ -57,9 +58,12 @@ def first_size(trials: int, chunk_size: int | None, multiple: int = 1) -> int:
     return equal_chunks(trials, min(most, trials), multiple)
 
 
-def fitted_size(trials: int, size: int, memory: int | None, budget: int, multiple: int = 1) -> int:
-    """A chunk of ``size`` trials needs ``memory`` bytes: the size that fits ``budget`` (``size`` when it
-    fits or the memory is unknown), assuming memory grows in proportion to the trials."""
+def fitted_size(trials: int, size: int, memory: int | None, budget: int, multiple: int = 1,
+                fixed: int | None = None) -> int:
+    """A chunk of ``size`` trials needs ``memory`` bytes, ``fixed`` of them (its arguments: the data)
+    whatever its size: the size that fits ``budget`` (``size`` when it fits or the memory is unknown),
+    the rest growing in proportion to the trials."""
     if memory is None or memory <= budget or size <= multiple:
         return size
-    return equal_chunks(trials, max(size * budget // memory, 1), multiple)
+    fixed = min(fixed or 0, memory - 1)
+    return equal_chunks(trials, max(size * max(budget - fixed, 0) // (memory - fixed), 1), multiple)

@@ -39,7 +39,9 @@ class Chunk(NamedTuple):
     run: Callable
     trials: int
     memory: int | None  # bytes the executable needs (arguments, outputs, temporaries), if known
+    argument_memory: int | None  # of which its arguments (the data: they do not grow with the trials)
     cached: bool  # taken from the cache: nothing was compiled
+    executable: Any = None  # the compiled executable (its HLO holds no large constant)
 
 
 def _leaf_signature(leaf) -> tuple:
@@ -74,17 +76,18 @@ def _trials_function(f: Callable, trials: int, mesh):
                          out_specs=jax.sharding.PartitionSpec(mesh.axis_names), check_vma=False)
 
 
-def memory_bytes(compiled) -> int | None:
-    """Bytes a compiled executable needs (arguments + outputs + temporaries - aliased), from XLA's
-    ``memory_analysis()``; ``None`` where the backend does not report it."""
+def memory_bytes(compiled) -> tuple[int | None, int | None]:
+    """Bytes a compiled executable needs (arguments + outputs + temporaries - aliased) and of which its
+    arguments, from XLA's ``memory_analysis()``; ``None`` where the backend does not report them."""
     try:
         mem = compiled.memory_analysis()
     except (NotImplementedError, RuntimeError, AttributeError):
-        return None
+        return None, None
     if mem is None:
-        return None
-    return int(mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
-               - mem.alias_size_in_bytes)
+        return None, None
+    total = (mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
+             - mem.alias_size_in_bytes)
+    return int(total), int(mem.argument_size_in_bytes)
 
 
 def _compile(f: Callable, trials: int, mesh, key, args) -> Chunk:
@@ -104,7 +107,7 @@ def _compile(f: Callable, trials: int, mesh, key, args) -> Chunk:
     def run(key, start, args):
         return compiled(consts, key, jnp.uint32(start), args)
 
-    return Chunk(run, trials, memory_bytes(compiled), cached=False)
+    return Chunk(run, trials, *memory_bytes(compiled), cached=False, executable=compiled)
 
 
 def compiled_chunk(f: Callable, trials: int, key, args: tuple = (), mesh: Any = None, *,
