@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from dpjax import noise
-from dpjax.studies import Mechanism, Study, chunking, metrics, monte_carlo, run_study
-from dpjax.studies.compiled import compiled_chunk
+from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
+from dpjax.studies import _chunking as chunking
+from dpjax.studies._compiled import compiled_chunk
+from dpjax.studies._status import ChunkStatus
 from dpjax.studies.compiles import _CompileCounter
 from dpjax.studies.progress import Progress
-from dpjax.studies.status import ChunkStatus
 
 _X = np.random.default_rng(0).lognormal(size=2000).astype(np.float32)
 
@@ -177,7 +178,7 @@ def test_figures_keep_the_users_words():
     import matplotlib
 
     matplotlib.use("Agg")
-    from dpjax.studies.figure_notes import ZERO_WIDTH
+    from dpjax.studies._figure_notes import ZERO_WIDTH
     from dpjax.studies.plots import _figure_problems, _study_figure
     from dpjax.studies.report import format_result
 

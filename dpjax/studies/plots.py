@@ -2,7 +2,7 @@
 
 One figure per study, one panel per (metric, statistic) with its own y axis, titled with the metric's
 name, the statistic and what it measures, and labelled with the statistic, the name and the unit
-(:mod:`dpjax.studies.figure_notes`). Each line is one mechanism on one dataset (colour and marker:
+(``dpjax/studies/_figure_notes.py``). Each line is one mechanism on one dataset (colour and marker:
 mechanism; line style: dataset, solid for the first, never dashed), with its confidence band; a
 mechanism's closed form, where it has one, is the black dashed line over it: dashed means "closed
 form" in every figure. Series are drawn widest first, so a series that coincides with another shows
@@ -19,7 +19,7 @@ import textwrap
 
 import numpy as np
 
-from dpjax.studies import figure_notes
+from dpjax.studies import _figure_notes as figure_notes
 
 __all__: list[str] = []
 

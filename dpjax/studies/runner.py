@@ -4,9 +4,9 @@ Trial ``i`` always uses ``jax.random.fold_in(key, i)``, so the results for a giv
 on the chunk size (nor on the number of trials: the first 100 trials of a 1,000-trial run are the
 100-trial run). Each chunk is one call of a single compiled ``jit(vmap(f))``; the last chunk is
 padded to the chunk size so nothing recompiles, and the padding is dropped. Chunks are sized from
-memory (:mod:`dpjax.studies.chunking`). The compiled chunk takes the key, the first trial and
-``args`` (and any array ``f`` closes over) as arguments and is cached (:mod:`dpjax.studies.compiled`),
-so calling ``monte_carlo`` again with the same ``f`` (another key, other data of the same shapes)
+the device's memory and XLA's memory analysis of the compiled chunk. The compiled chunk takes the
+key, the first trial and ``args`` (and any array ``f`` closes over) as arguments and is cached, so
+calling ``monte_carlo`` again with the same ``f`` (another key, other data of the same shapes)
 compiles nothing.
 
 Between chunks the runner checks :data:`dpjax.interrupt.STOP` (set by the first SIGINT or SIGTERM
@@ -29,9 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import interrupt
-from dpjax.studies import chunking
-from dpjax.studies.compiled import compiled_chunk
-from dpjax.studies.status import ChunkStatus, terminal_sink
+from dpjax.studies import _chunking as chunking
+from dpjax.studies._compiled import compiled_chunk
+from dpjax.studies._status import ChunkStatus, terminal_sink
 from dpjax.validation import check_int
 
 __all__ = [
@@ -55,8 +55,8 @@ def _host_array(a, n: int) -> np.ndarray:
 
 
 def _chunk(f, key, args, trials: int, chunk_size: int | None, mesh, status: ChunkStatus | None):
-    """The compiled chunk for this run: :func:`~dpjax.studies.chunking.first_size` trials, shrunk to the
-    memory budget if XLA says it needs more (see :mod:`dpjax.studies.chunking`); and what was compiled."""
+    """The compiled chunk for this run: ``_chunking.first_size`` trials, shrunk to the
+    memory budget if XLA says it needs more (see ``_chunking.py``); and what was compiled."""
     multiple = 1 if mesh is None else mesh.size
     size = chunking.first_size(trials, chunk_size, multiple)
     compiled = []
@@ -114,7 +114,7 @@ def monte_carlo(
       trials: number of independent releases, >= 1.
       args: arrays (a tuple of pytrees) passed to ``f`` after the key, not batched.
       chunk_size: at most this many trials per compiled call (``None``: sized from the device's
-        memory and the compiled chunk's, see :mod:`dpjax.studies.chunking`).
+        memory and the compiled chunk's: the studies guide, "What a study costs").
       progress: show what is compiling, then per chunk the releases done, releases per second and
         the time left; by default only on a terminal.
       description: label of the progress line.

@@ -63,15 +63,15 @@ import numpy as np
 
 from dpjax import interrupt
 from dpjax.datasets import builtin
+from dpjax.studies._status import ChunkStatus
+from dpjax.studies._trial_cache import TRIALS, fingerprint
 from dpjax.studies.compiles import _CompileCounter
 from dpjax.studies.metrics import Metric
 from dpjax.studies.progress import Progress
 from dpjax.studies.record import run_record
 from dpjax.studies.runner import _run
 from dpjax.studies.statistics import _summarize
-from dpjax.studies.status import ChunkStatus
 from dpjax.studies.theory import _theory_value
-from dpjax.studies.trial_cache import TRIALS, fingerprint
 from dpjax.validation import TracedParameterError, check_int
 
 __all__ = [
@@ -502,7 +502,7 @@ def run_study(
       confidence: level of the confidence intervals.
       chunk_size: at most this many releases (trials x grid points) per compiled call; by default
         the chunks are sized from the device's memory and the compiled call's
-        (:mod:`dpjax.studies.chunking`).
+        (the studies guide, "What a study costs").
       progress: a progress bar (``None``: on a terminal), or a :class:`Progress` to report to.
       checkpoint: a directory where each finished step (one mechanism on one dataset at one
         static point, all its traced grid points) is saved as it ends, atomically. A run that is

@@ -1,6 +1,6 @@
 """The trial functions of :func:`~dpjax.studies.run_study`, kept across calls so their compiled chunks are.
 
-The runner caches a compiled chunk under the trial function itself (:mod:`dpjax.studies.compiled`).
+The runner caches a compiled chunk under the trial function itself (``_compiled.py``).
 ``run_study`` builds a trial function per mechanism and fixed parameters; keeping it here, under what
 it computes (the mechanism's function and variants, the metrics, the truth, the fixed parameters and
 the grid points, arrays compared by content), means a second ``run_study`` of the same study with
