@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 __all__: list[str] = []
 
-_EVERY = 2.0  # seconds between repeats of the line while nothing else is said (under the 5 s promise)
+_EVERY = 1.0  # seconds between repeats of the line while nothing else is said (under the 5 s promise)
 
 
 def _count(n: float) -> str:

@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 _HEARTBEAT = 5.0  # seconds of silence after which the line mode says what is still running
-_STATUS_EVERY = 4.0  # the line mode prints a step's status when this long has passed since the last line
+_STATUS_EVERY = 3.5  # the line mode prints a step's status when this long has passed since the last line
 
 
 class Progress:
