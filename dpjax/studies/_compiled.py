@@ -12,6 +12,12 @@ concrete data) is a constant of the jaxpr, and the executable takes the jaxpr's 
 arguments. XLA therefore never sees a large constant, so it cannot spend seconds constant-folding
 work on it (a sort of closed-over data, say), while a kernel still sees concrete data when it is
 traced (and may do its data work on the host once).
+
+The data work is done once per call of the runner, not once per chunk: the chunk's jaxpr is split by
+data dependence (JAX's partial evaluation, the machinery of ``jax.linearize``) into the part that
+does not depend on the key or the first trial (sorting, binning, log-weights: anything computed
+from the data alone), compiled as a ``prepare`` step whose results are handed to every chunk, and
+the part that does. Where the split fails, the whole chunk runs as one (same results).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
@@ -33,15 +40,16 @@ _lock = threading.Lock()
 
 
 class Chunk(NamedTuple):
-    """A compiled chunk of ``trials`` trials: ``run(key, start, args)`` gives the outputs of trials
-    ``start, ..., start + trials - 1`` (device arrays)."""
+    """A compiled chunk of ``trials`` trials: ``state = prepare(args)`` does the data work once, then
+    ``run(state, key, start)`` gives the outputs of trials ``start, ..., start + trials - 1``."""
 
+    prepare: Callable
     run: Callable
     trials: int
     memory: int | None  # bytes the executable needs (arguments, outputs, temporaries), if known
     argument_memory: int | None  # of which its arguments (the data: they do not grow with the trials)
     cached: bool  # taken from the cache: nothing was compiled
-    executable: Any = None  # the compiled executable (its HLO holds no large constant)
+    executables: tuple = ()  # the compiled prepare step and chunk (their HLO holds no large constant)
 
 
 def _leaf_signature(leaf) -> tuple:
@@ -90,24 +98,55 @@ def memory_bytes(compiled) -> tuple[int | None, int | None]:
     return int(total), int(mem.argument_size_in_bytes)
 
 
+def _split(jaxpr, n_consts: int):
+    """``(known, unknown)`` jaxprs: ``known(*consts, *args) -> residuals`` (the data work) and
+    ``unknown(*residuals, key, start) -> outputs``; ``None`` where JAX cannot split it."""
+    from jax._src.interpreters import partial_eval as pe  # not public: the split jax.linearize uses
+
+    try:
+        flat = pe.convert_constvars_jaxpr(jaxpr)  # inputs: consts, key, start, args
+        unknowns = [False] * n_consts + [True, True] + [False] * (len(flat.invars) - n_consts - 2)
+        closed = jax.extend.core.ClosedJaxpr(flat, ())
+        known, unknown, _, _ = pe.partial_eval_jaxpr_nounits(closed, unknowns, True)
+    except Exception:  # any failure of the split: the unsplit chunk is the same computation
+        return None
+    return known, unknown
+
+
 def _compile(f: Callable, trials: int, mesh, key, args) -> Chunk:
-    """Traces and compiles the chunk; the jaxpr's constants become arguments of the executable."""
+    """Traces and compiles the chunk; the jaxpr's constants become arguments of the executable, and its
+    data work a ``prepare`` step of its own."""
     chunk = _trials_function(f, trials, mesh)
     start = jnp.uint32(0)
     closed, shapes = jax.make_jaxpr(chunk, return_shape=True)(key, start, args)
     out_tree = jax.tree.structure(shapes)
-    jaxpr, consts = closed.jaxpr, [np.asarray(c) if isinstance(c, np.generic) else c for c in closed.consts]
+    consts = [np.asarray(c) if isinstance(c, np.generic) else c for c in closed.consts]
+    split = None if mesh is not None else _split(closed.jaxpr, len(consts))
+    if split is None:
+        def prepare_fn(consts, args):
+            return consts, args
 
-    def hoisted(consts, key, start, args):
-        flat = jax.core.eval_jaxpr(jaxpr, consts, key, start, *jax.tree.leaves(args))
-        return jax.tree.unflatten(out_tree, flat)
+        def run_fn(state, key, start):
+            flat = jax.core.eval_jaxpr(closed.jaxpr, state[0], key, start, *jax.tree.leaves(state[1]))
+            return jax.tree.unflatten(out_tree, flat)
+    else:
+        known, unknown = split
 
-    compiled = jax.jit(hoisted).lower(consts, key, start, args).compile()
+        def prepare_fn(consts, args):
+            return jax.extend.core.jaxpr_as_fun(known)(*consts, *jax.tree.leaves(args))
 
-    def run(key, start, args):
-        return compiled(consts, key, jnp.uint32(start), args)
+        def run_fn(state, key, start):
+            return jax.tree.unflatten(out_tree, jax.extend.core.jaxpr_as_fun(unknown)(*state, key, start))
 
-    return Chunk(run, trials, *memory_bytes(compiled), cached=False, executable=compiled)
+    prepare = jax.jit(prepare_fn).lower(consts, args).compile()
+    state = (consts, args) if split is None else jax.eval_shape(prepare_fn, consts, args)
+    compiled = jax.jit(run_fn).lower(state, key, start).compile()
+
+    def run(state, key, start):
+        return compiled(state, key, jnp.uint32(start))
+
+    return Chunk(lambda args: prepare(consts, args), run, trials, *memory_bytes(compiled), cached=False,
+                 executables=(prepare, compiled))
 
 
 def compiled_chunk(f: Callable, trials: int, key, args: tuple = (), mesh: Any = None, *,

@@ -75,13 +75,13 @@ def _run(f, key, trials: int, args: tuple, chunk_size: int | None, mesh, status:
     """:func:`monte_carlo`'s work; returns the outputs and the record of the compiled chunks."""
     chunk, compiled = _chunk(f, key, args, trials, chunk_size, mesh, status)
     n_chunks = -(-trials // chunk.trials)
-    pieces = []
+    pieces, state = [], chunk.prepare(args)
     for index, start in enumerate(range(0, trials, chunk.trials)):
         interrupt.check()  # a command stopped by a signal ends here, between chunks
         stop = min(start + chunk.trials, trials)
         if status is not None:
             status.sampling(index + 1, n_chunks)
-        out = chunk.run(key, start, args)
+        out = chunk.run(state, key, start)
         pieces.append(jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))
         if status is not None:
             status.chunk_done(stop - start)
