@@ -99,8 +99,8 @@ def test_chunks_are_sized_from_memory_and_chunk_size_is_an_upper_bound(monkeypat
 
 
 def test_fitted_sizes():
-    assert chunking.first_size(10**6, None) == 125_000  # 8 chunks for progress
-    assert chunking.first_size(10**5, None) == 25_000  # 4 equal chunks: none below 2**15 trials before
+    assert chunking.first_size(10**6, None) == 250_000  # 4 chunks for progress
+    assert chunking.first_size(10**5, None) == 10**5  # one: none below 2**17 trials
     assert chunking.first_size(1000, 64) == 63  # 16 equal chunks of at most 64
     assert chunking.fitted_size(1000, 1000, memory=4000, budget=1000) == 250
     assert chunking.fitted_size(1000, 1000, memory=4000, budget=1000, fixed=500) == 125  # 142 fit

@@ -20,8 +20,8 @@ from dpjax.numerics import _ceil_div
 
 __all__: list[str] = []
 
-_MIN_CHUNKS = 8  # a long run is cut into at least this many chunks (progress, rate, ETA) ...
-_MIN_CHUNK_TRIALS = 2**15  # ... none smaller than this (the fixed cost of a call stays small)
+_MIN_CHUNKS = 4  # a long run is cut into at least this many chunks (progress, rate, ETA) ...
+_MIN_CHUNK_TRIALS = 2**17  # ... none smaller than this (the fixed cost of a call stays small)
 _DEVICE_SHARE = 0.5  # share of the free accelerator memory one chunk may use
 _HOST_SHARE = 0.25  # share of the available host memory one chunk may use (CPU backend)
 _FALLBACK_BUDGET = 2**30  # bytes, where neither the device nor the host reports its memory
