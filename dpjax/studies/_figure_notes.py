@@ -8,7 +8,8 @@ series, rates stuck at 0 or 1, and cells whose confidence interval has zero widt
   legend names the series it coincides with.
 * A rate (a 0/1 metric) that is 0 (or 1) at every point of every series of a panel is not drawn as a
   flat line: the panel says so in words.
-* A cell whose interval has zero width (every trial gave the same value, e.g. tied integer data) is
+* A cell whose interval has zero width (the trials that bound it gave the same value: every trial,
+  for a mean; many tied trials, for a quantile of releases on a grid or of tied integer data) is
   circled, and the legend explains the circle.
 """
 
@@ -20,7 +21,7 @@ from dpjax.studies.statistics import _describe
 
 __all__: list[str] = []
 
-ZERO_WIDTH = "circled: interval of zero width (every trial gave the same value)"
+ZERO_WIDTH = "circled: interval of zero width (the trials that bound it tie)"
 
 
 def panel_title(metric, statistic: str) -> str:

@@ -5,8 +5,8 @@ statistic) a line saying what is measured and in which unit, and a table with on
 and dataset and one column per value of the grid parameter (epsilon): ``estimate ±h`` where ``h`` is
 half the width of a symmetric confidence interval, or ``estimate [a, b]`` with the interval when it is
 not symmetric (rates, quantiles). A mechanism's closed form, where it has one, is the row below it.
-A cell whose interval has zero width (every trial gave the same value) is marked ``°`` and a note
-under the table says so.
+A cell whose interval has zero width (the trials that bound it tie) is marked ``°`` and a note
+under the table says why.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ __all__ = [
 ]
 
 _WIDTH = 100
-_ZERO_WIDTH = ("°: interval of zero width: every trial gave the same value (e.g. tied integer data), "
-               "so the interval says nothing about the Monte Carlo error")
+_ZERO_WIDTH = ("°: interval of zero width: the trials that bound it gave the same value (every trial, for a "
+               "mean; many tied trials, for a quantile of releases on a grid or of tied integer data)")
 
 
 def _number(value: float, digits: int = 3) -> str:
