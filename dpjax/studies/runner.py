@@ -105,11 +105,12 @@ def monte_carlo(
 
     Args:
       f: a mechanism call ``f(key, *args) -> pytree of arrays``. The data is held fixed, by closure
-        or in ``args``; either way data work that does not depend on the key is done once per
-        compiled call. Closed-over arrays are passed to the compiled call as arguments (never
-        embedded as constants that XLA would spend seconds folding), and a kernel sees them as
-        concrete data (it may prepare them on the host). Data in ``args`` is traced instead, and
-        other data of the same shapes reuses the compiled code.
+        or in ``args``; either way the work that does not depend on the key (sorting, binning) is
+        split out of the chunks and done once per call of ``monte_carlo``. Closed-over arrays are
+        passed to the compiled call as arguments (never embedded as constants that XLA would spend
+        seconds folding), and a kernel sees them as concrete data (it may prepare them on the
+        host). Data in ``args`` is traced instead, and other data of the same shapes reuses the
+        compiled code.
       key: a ``jax.random`` key.
       trials: number of independent releases, >= 1.
       args: arrays (a tuple of pytrees) passed to ``f`` after the key, not batched.
