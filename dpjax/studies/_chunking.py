@@ -28,9 +28,9 @@ _FALLBACK_BUDGET = 2**30  # bytes, where neither the device nor the host reports
 
 
 def memory_budget(device=None) -> int:
-    """Bytes one compiled chunk may use on ``device`` (default: the first device): half of what its
+    """Bytes one compiled chunk may use on ``device`` (default: this process's first device): half of what its
     allocator has free on GPU/TPU, a quarter of the host's available memory on CPU, else 1 GiB."""
-    device = device or jax.devices()[0]
+    device = device or jax.local_devices()[0]
     stats = device.memory_stats() if hasattr(device, "memory_stats") else None
     if stats and stats.get("bytes_limit"):
         return int(_DEVICE_SHARE * (stats["bytes_limit"] - stats.get("bytes_in_use", 0)))

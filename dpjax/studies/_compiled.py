@@ -17,7 +17,9 @@ The data work is done once per call of the runner, not once per chunk: the chunk
 data dependence (JAX's partial evaluation, the machinery of ``jax.linearize``) into the part that
 does not depend on the key or the first trial (sorting, binning, log-weights: anything computed
 from the data alone), compiled as a ``prepare`` step whose results are handed to every chunk, and
-the part that does. Where the split fails, the whole chunk runs as one (same results).
+the part that does. Where the split fails, the whole chunk runs as one (same results). With a
+mesh, or several processes, the chunk is a plain ``jit`` (cached the same way; no memory analysis,
+so its size is the first one).
 """
 
 from __future__ import annotations
@@ -117,11 +119,16 @@ def _compile(f: Callable, trials: int, mesh, key, args) -> Chunk:
     """Traces and compiles the chunk; the jaxpr's constants become arguments of the executable, and its
     data work a ``prepare`` step of its own."""
     chunk = _trials_function(f, trials, mesh)
+    if mesh is not None or jax.process_count() > 1:  # a plain jit, as every process of a multi-host run
+        # must run the same programs in the same order
+        jitted = jax.jit(chunk)
+        return Chunk(lambda args: args, lambda args, key, start: jitted(key, jnp.uint32(start), args),
+                     trials, None, None, cached=False, executables=())
     start = jnp.uint32(0)
     closed, shapes = jax.make_jaxpr(chunk, return_shape=True)(key, start, args)
     out_tree = jax.tree.structure(shapes)
     consts = [np.asarray(c) if isinstance(c, np.generic) else c for c in closed.consts]
-    split = None if mesh is not None else _split(closed.jaxpr, len(consts))
+    split = _split(closed.jaxpr, len(consts))
     if split is None:
         def prepare_fn(consts, args):
             return consts, args

@@ -64,6 +64,8 @@ def _chunk(f, key, args, trials: int, chunk_size: int | None, mesh, status: Chun
         announce = None if status is None else lambda size=size: status.compiling(f"{size:,} trials per call")
         chunk = compiled_chunk(f, size, key, args, mesh, on_compile=announce)
         compiled.append({"trials": size, "memory_bytes": chunk.memory, "cached": chunk.cached})
+        if chunk.memory is None:  # not reported (or a mesh): the first size stands
+            return chunk, compiled
         fitted = chunking.fitted_size(trials, size, chunk.memory, chunking.memory_budget(), multiple,
                                       chunk.argument_memory)
         if fitted >= size:
