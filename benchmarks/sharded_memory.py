@@ -29,6 +29,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from dpjax import budgeting, quantiles, topk
 from dpjax.studies import runner
+from dpjax.studies._compiled import _trials_function
 from dpjax.tools.bench.harness import Timing, time_eager
 
 KEY = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
@@ -117,7 +118,7 @@ def main() -> None:
     cells = []
     for devices in DEVICES:
         mesh = mesh_of(devices, AxisType.Explicit)
-        chunk = runner._chunk_runner(mc_trial, args.chunk, mesh)
+        chunk = jax.jit(_trials_function(mc_trial, args.chunk, mesh))
         memory = per_device(chunk.lower(jax.random.key(0), jnp.uint32(0), (x,)).compile())
         study = functools.partial(runner.monte_carlo, mc_trial, jax.random.key(0), int(args.time_trials),
                                   args=(x,), chunk_size=args.chunk, mesh=mesh)

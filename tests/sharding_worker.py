@@ -40,6 +40,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
 from dpjax import additive, budgeting, quantiles, selection, topk  # noqa: E402
 from dpjax.numerics import _ceil_div  # noqa: E402
 from dpjax.studies import runner  # noqa: E402
+from dpjax.studies._compiled import _trials_function  # noqa: E402
 
 KEY = jax.random.key(17)
 # The mechanisms run across processes by the distributed test (a few of each kind of kernel).
@@ -185,8 +186,8 @@ def monte_carlo(devices: int, memory: bool = True) -> dict:
     for n in (1, 2, 4, 8):
         if n <= devices:
             mesh = jax.make_mesh((n,), ("d",), devices=jax.devices()[:n])
-            compiled = runner._chunk_runner(trial, 4096, mesh).lower(KEY, jnp.uint32(0), scores).compile()
-            analysis = compiled.memory_analysis()
+            chunk = jax.jit(_trials_function(trial, 4096, mesh))
+            analysis = chunk.lower(KEY, jnp.uint32(0), scores).compile().memory_analysis()
             memory[n] = analysis.temp_size_in_bytes + analysis.output_size_in_bytes
     results["memory"] = memory
     results["kernels"] = kernel_memory(devices)

@@ -2,8 +2,10 @@
 
 The bar names the steps that are running (several when studies run in threads) and keeps its clock
 ticking while XLA compiles (a background thread refreshes it twice a second), so a long first
-compilation never looks like a hang. Without a terminal, one line per step as it starts, and every
-``HEARTBEAT`` seconds a line naming the steps still running (compiling or sampling) and for how long.
+compilation never looks like a hang; a step's status (:meth:`Progress.status`: what is compiling,
+releases done, releases/s, ETA) follows its name. Without a terminal, one line per step as it
+starts, a step's status at most every ``_STATUS_EVERY`` seconds, and after ``_HEARTBEAT`` seconds of
+silence a line naming the steps still running, with their status, and for how long.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
 ]
 
 _HEARTBEAT = 5.0  # seconds of silence after which the line mode says what is still running
+_STATUS_EVERY = 3.5  # the line mode prints a step's status when this long has passed since the last line
 
 
 class Progress:
@@ -48,6 +51,7 @@ class Progress:
             self._ticker.start()
         self._lines = lines and self._bar is None
         self._started_at: dict[str, float] = {}
+        self._status: dict[str, str] = {}
         self._last_line = time.perf_counter()
         if self._lines:
             self._stop = threading.Event()
@@ -63,13 +67,29 @@ class Progress:
             with self._lock:
                 now = time.perf_counter()
                 if self._running and now - self._last_line >= _HEARTBEAT:
-                    still = ", ".join(f"{label} ({now - self._started_at[label]:.0f} s)"
+                    still = ", ".join(f"{label} ({now - self._started_at[label]:.0f} s"
+                                      + (f": {self._status[label]})" if label in self._status else ")")
                                       for label in self._running)
                     print(f"  … still running: {still}", file=self._stream, flush=True)
                     self._last_line = now
 
     def _describe(self) -> None:
-        self._bar.set_description_str(" | ".join(self._running), refresh=True)
+        self._bar.set_description_str(" | ".join(
+            f"{label}: {self._status[label]}" if label in self._status else label for label in self._running),
+            refresh=True)
+
+    def status(self, label: str, text: str) -> None:
+        """The running step ``label`` reports ``text`` (what is compiling; releases done, rate, ETA)."""
+        with self._lock:
+            if label not in self._running:
+                return
+            self._status[label] = text
+            now = time.perf_counter()
+            if self._bar is not None:
+                self._describe()
+            elif self._lines and now - self._last_line >= _STATUS_EVERY:
+                print(f"  {label}: {text}", file=self._stream, flush=True)
+                self._last_line = now
 
     def start(self, label: str) -> None:
         """The step ``label`` begins."""
@@ -87,6 +107,7 @@ class Progress:
         with self._lock:
             self._running.remove(label)
             self._started_at.pop(label, None)
+            self._status.pop(label, None)
             if self._bar is not None:
                 self._bar.update(1)
                 self._describe()

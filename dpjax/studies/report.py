@@ -5,6 +5,8 @@ statistic) a line saying what is measured and in which unit, and a table with on
 and dataset and one column per value of the grid parameter (epsilon): ``estimate ±h`` where ``h`` is
 half the width of a symmetric confidence interval, or ``estimate [a, b]`` with the interval when it is
 not symmetric (rates, quantiles). A mechanism's closed form, where it has one, is the row below it.
+A cell whose interval has zero width (the trials that bound it tie) is marked ``°`` and a note
+under the table says why.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ __all__ = [
 ]
 
 _WIDTH = 100
+_ZERO_WIDTH = ("°: interval of zero width: the trials that bound it gave the same value (every trial, for a "
+               "mean; many tied trials, for a quantile of releases on a grid or of tied integer data)")
 
 
 def _number(value: float, digits: int = 3) -> str:
@@ -43,7 +47,9 @@ def _cell(row) -> str:
     estimate, low, high = row["estimate"], row["ci_low"], row["ci_high"]
     if not math.isfinite(estimate):
         return "–"
-    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+    if math.isfinite(low) and math.isfinite(high) and high <= low:
+        return _number(estimate) + " °"
+    if not (math.isfinite(low) and math.isfinite(high)):
         return _number(estimate)
     low, high = min(low, estimate), max(high, estimate)
     largest = max(abs(low), abs(high))
@@ -137,4 +143,6 @@ def format_result(result, *, width: int = _WIDTH, seconds: float | None = None) 
                     rows.append(([""] if several_datasets else []) + ["  closed form"]
                                 + [_number(t) for t in theory])
             lines += ["     " + line for line in _grid(header, rows, labels, width - 5)]
+    if any(" °" in line for line in lines):
+        lines += textwrap.wrap(_ZERO_WIDTH, width, initial_indent="   ", subsequent_indent="     ")
     return "\n".join(lines)

@@ -3,10 +3,11 @@
 Trial ``i`` always uses ``jax.random.fold_in(key, i)``, so the results for a given key do not depend
 on the chunk size (nor on the number of trials: the first 100 trials of a 1,000-trial run are the
 100-trial run). Each chunk is one call of a single compiled ``jit(vmap(f))``; the last chunk is
-padded to the chunk size so nothing recompiles, and the padding is dropped. The compiled chunk
-function takes the key and ``args`` as arguments and is kept for the last few ``f`` used, so calling
-``monte_carlo`` again with the same ``f`` (another key, other data of the same shapes) does not
-compile again.
+padded to the chunk size so nothing recompiles, and the padding is dropped. Chunks are sized from
+the device's memory and XLA's memory analysis of the compiled chunk. The compiled chunk takes the
+key, the first trial and ``args`` (and any array ``f`` closes over) as arguments and is cached, so
+calling ``monte_carlo`` again with the same ``f`` (another key, other data of the same shapes)
+compiles nothing.
 
 Between chunks the runner checks :data:`dpjax.interrupt.STOP` (set by the first SIGINT or SIGTERM
 of a ``dpjax`` command), so a stopped run ends within one chunk.
@@ -20,17 +21,17 @@ mesh over ``jax.devices()`` (every process gets the whole result).
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 from dpjax import interrupt
-from dpjax.numerics import _ceil_div
+from dpjax.studies import _chunking as chunking
+from dpjax.studies._compiled import compiled_chunk
+from dpjax.studies._status import ChunkStatus, terminal_sink
 from dpjax.validation import check_int
 
 __all__ = [
@@ -38,33 +39,10 @@ __all__ = [
     "trial_keys",
 ]
 
-_DEFAULT_CHUNK_SIZE = 4096
-
 
 def trial_keys(key, start: int, stop: int) -> jax.Array:
     """The keys of trials ``start, ..., stop-1``: ``fold_in(key, i)``, independent of chunking."""
     return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(start, stop, dtype=jnp.uint32))
-
-
-@functools.lru_cache(maxsize=32)
-def _chunk_runner(f: Callable, chunk_size: int, mesh: jax.sharding.Mesh | None = None):
-    """The compiled ``chunk_size`` trials of ``f``, starting at trial ``start`` (one per ``f``),
-    split over the devices of ``mesh`` (all its axes) when one is given."""
-    n_devices = 1 if mesh is None else mesh.size
-    block = chunk_size // n_devices  # trials per device
-
-    def trials(key, start, args):  # trials start, ..., start + block - 1
-        indices = start + jnp.arange(block, dtype=jnp.uint32)
-        return jax.vmap(lambda i: f(jax.random.fold_in(key, i), *args))(indices)
-
-    def device_trials(key, start, args):  # this device's block of the chunk
-        device = jax.lax.axis_index(mesh.axis_names).astype(jnp.uint32)
-        return trials(key, start + device * jnp.uint32(block), args)
-
-    chunk = trials if mesh is None else jax.shard_map(
-        device_trials, mesh=mesh, in_specs=jax.sharding.PartitionSpec(),
-        out_specs=jax.sharding.PartitionSpec(mesh.axis_names), check_vma=False)
-    return jax.jit(chunk)
 
 
 def _host_array(a, n: int) -> np.ndarray:
@@ -76,13 +54,51 @@ def _host_array(a, n: int) -> np.ndarray:
     return np.asarray(a)[:n]
 
 
+def _chunk(f, key, args, trials: int, chunk_size: int | None, mesh, status: ChunkStatus | None):
+    """The compiled chunk for this run: ``_chunking.first_size`` trials, shrunk to the
+    memory budget if XLA says it needs more (see ``_chunking.py``); and what was compiled."""
+    multiple = 1 if mesh is None else mesh.size
+    size = chunking.first_size(trials, chunk_size, multiple)
+    compiled = []
+    while True:
+        announce = None if status is None else lambda size=size: status.compiling(f"{size:,} trials per call")
+        chunk = compiled_chunk(f, size, key, args, mesh, on_compile=announce)
+        compiled.append({"trials": size, "memory_bytes": chunk.memory, "cached": chunk.cached})
+        if chunk.memory is None:  # not reported (or a mesh): the first size stands
+            return chunk, compiled
+        fitted = chunking.fitted_size(trials, size, chunk.memory, chunking.memory_budget(), multiple,
+                                      chunk.argument_memory)
+        if fitted >= size:
+            return chunk, compiled
+        size = fitted
+
+
+def _run(f, key, trials: int, args: tuple, chunk_size: int | None, mesh, status: ChunkStatus | None):
+    """:func:`monte_carlo`'s work; returns the outputs and the record of the compiled chunks."""
+    chunk, compiled = _chunk(f, key, args, trials, chunk_size, mesh, status)
+    n_chunks = -(-trials // chunk.trials)
+    pieces, state = [], chunk.prepare(args)
+    for index, start in enumerate(range(0, trials, chunk.trials)):
+        interrupt.check()  # a command stopped by a signal ends here, between chunks
+        stop = min(start + chunk.trials, trials)
+        if status is not None:
+            status.sampling(index + 1, n_chunks)
+        out = chunk.run(state, key, start)
+        pieces.append(jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))
+        if status is not None:
+            status.chunk_done(stop - start)
+    out = pieces[0] if len(pieces) == 1 else jax.tree.map(
+        lambda *leaves: np.concatenate(leaves, axis=0), *pieces)
+    return out, {"chunk_trials": chunk.trials, "chunks": n_chunks, "compiled": compiled}
+
+
 def monte_carlo(
     f: Callable,
     key,
     trials: int,
     *,
     args: tuple = (),
-    chunk_size: int = _DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
     progress: bool | None = None,
     description: str = "trials",
     mesh: jax.sharding.Mesh | None = None,
@@ -90,40 +106,50 @@ def monte_carlo(
     """Runs ``f(key_i, *args)`` for ``trials`` independent keys and stacks the outputs.
 
     Args:
-      f: a mechanism call ``f(key, *args) -> pytree of arrays``. The data is held fixed, either by
-        closure or, better for large arrays, in ``args``: closed-over arrays become compile-time
-        constants that XLA may spend seconds folding, while ``args`` are passed to the compiled
-        function as arguments (and other data of the same shapes reuses the compiled code). Either
-        way, data work that does not depend on the key is done once.
+      f: a mechanism call ``f(key, *args) -> pytree of arrays``. The data is held fixed, by closure
+        or in ``args``; either way the work that does not depend on the key (sorting, binning) is
+        split out of the chunks and done once per call of ``monte_carlo``. Closed-over arrays are
+        passed to the compiled call as arguments (never embedded as constants that XLA would spend
+        seconds folding), and a kernel sees them as concrete data (it may prepare them on the
+        host). Data in ``args`` is traced instead, and other data of the same shapes reuses the
+        compiled code.
       key: a ``jax.random`` key.
       trials: number of independent releases, >= 1.
       args: arrays (a tuple of pytrees) passed to ``f`` after the key, not batched.
-      chunk_size: releases per compiled call; bounds peak memory.
-      progress: show a progress bar; by default only on a terminal and for more than one chunk.
-      description: label of the progress bar.
+      chunk_size: at most this many trials per compiled call (``None``: sized from the device's
+        memory and the compiled chunk's: the studies guide, "What a study costs").
+      progress: show what is compiling, then per chunk the releases done, releases per second and
+        the time left; by default only on a terminal.
+      description: label of the progress line.
       mesh: a ``jax.sharding.Mesh`` (automatic or explicit axes, one or many hosts) over whose
-        devices each chunk's trials are split (``chunk_size`` is rounded up to a multiple of its
-        size); ``None`` runs on the default device. The results do not depend on it.
+        devices each chunk's trials are split (the chunk is rounded up to a multiple of its size);
+        ``None`` runs on the default device. The results do not depend on it.
 
     Returns:
       The pytree of ``f``'s outputs, each leaf a NumPy array with a leading axis of size ``trials``.
+
+    Example:
+      >>> import jax
+      >>> out = monte_carlo(lambda k: jax.random.normal(k), jax.random.key(0), 1000)
+      >>> out.shape
+      (1000,)
     """
     trials = check_int(trials, "trials", minimum=1)
-    chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
-    chunk_size = min(chunk_size, trials)
-    if mesh is not None:
-        chunk_size = _ceil_div(chunk_size, mesh.size) * mesh.size
-    n_chunks = _ceil_div(trials, chunk_size)
+    if chunk_size is not None:
+        chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
     if progress is None:
-        progress = n_chunks > 1 and sys.stderr.isatty()
-    run_chunk = _chunk_runner(f, chunk_size, mesh)
+        progress = sys.stderr.isatty()
+    status = ChunkStatus(_sink(description), trials) if progress else None
+    try:
+        return _run(f, key, trials, tuple(args), chunk_size, mesh, status)[0]
+    finally:
+        if status is not None:
+            status.close()
+            sys.stderr.write("\r\x1b[K" if sys.stderr.isatty() else "")
 
-    pieces = []
-    with tqdm(total=trials, desc=description, disable=not progress, leave=False) as bar:
-        for start in range(0, trials, chunk_size):
-            interrupt.check()  # a command stopped by a signal ends here, between chunks
-            stop = min(start + chunk_size, trials)
-            out = run_chunk(key, jnp.uint32(start), tuple(args))
-            pieces.append(jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))
-            bar.update(stop - start)
-    return jax.tree.map(lambda *leaves: np.concatenate(leaves, axis=0), *pieces)
+
+def _sink(label: str):
+    """Where :func:`monte_carlo`'s progress goes: a line rewritten on a terminal, else lines."""
+    if sys.stderr.isatty():
+        return terminal_sink(label)
+    return lambda text: print(f"{label}: {text}", file=sys.stderr, flush=True)

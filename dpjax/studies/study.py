@@ -62,13 +62,14 @@ import numpy as np
 
 from dpjax import interrupt
 from dpjax.datasets import builtin
-from dpjax.numerics import _ceil_div
+from dpjax.studies._status import ChunkStatus
+from dpjax.studies._trial_cache import TRIALS, content_key
 from dpjax.studies.checkpoint import StepStore, fingerprint
 from dpjax.studies.compiles import _CompileCounter
 from dpjax.studies.metrics import Metric
 from dpjax.studies.progress import Progress
 from dpjax.studies.record import run_record
-from dpjax.studies.runner import _DEFAULT_CHUNK_SIZE, monte_carlo
+from dpjax.studies.runner import _run
 from dpjax.studies.statistics import _summarize
 from dpjax.studies.theory import _theory_value
 from dpjax.validation import TracedParameterError, check_int
@@ -384,11 +385,10 @@ _TRACED_REFUSALS = (
 )
 
 
-def _per_chunk(total_trials: int, grid_points: int, chunk_size: int) -> int:
-    """Trials per compiled call: at most ``chunk_size`` releases (one trial's ``grid_points`` when they
-    alone are more), in as few and as equal chunks as that allows."""
-    chunks = _ceil_div(total_trials, max(1, chunk_size // grid_points))
-    return _ceil_div(total_trials, chunks)
+def _per_chunk(grid_points: int, chunk_size: int | None) -> int | None:
+    """At most this many trials per compiled call: ``chunk_size`` releases (one trial's ``grid_points``
+    when they alone are more); ``None``: sized from memory."""
+    return None if chunk_size is None else max(1, chunk_size // grid_points)
 
 
 class _Plan(NamedTuple):
@@ -401,7 +401,7 @@ class _Plan(NamedTuple):
     grid_points: list[dict]  # traced: one compiled call covers them all
     trials: int
     replicates: int
-    chunk_size: int
+    chunk_size: int | None
     confidence: float
     seed: int
 
@@ -448,7 +448,7 @@ def _plan(study: Study, *, trials, seed, grid, datasets, replicates, confidence,
         grid_points=points([p for p in full_grid if p not in study.static]),
         trials=check_int(trials, "trials", minimum=1),
         replicates=check_int(replicates, "replicates", minimum=1),
-        chunk_size=check_int(chunk_size, "chunk_size", minimum=1),
+        chunk_size=None if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1),
         confidence=confidence,
         seed=seed,
     )
@@ -483,7 +483,7 @@ def run_study(
     datasets: Sequence[str] | None = None,
     replicates: int = 1,
     confidence: float = 0.95,
-    chunk_size: int = _DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
     progress: bool | Progress | None = None,
     checkpoint: str | Path | None = None,
     on_error: str = "raise",
@@ -500,7 +500,9 @@ def run_study(
         ``r*trials ... (r+1)*trials - 1`` of the same key stream (replicate 0 is the plain run),
         and the table gets a ``replicate`` column. Used to check that intervals cover.
       confidence: level of the confidence intervals.
-      chunk_size: at most this many releases (trials x grid points) per compiled call.
+      chunk_size: at most this many releases (trials x grid points) per compiled call; by default
+        the chunks are sized from the device's memory and the compiled call's
+        (the studies guide, "What a study costs").
       progress: a progress bar (``None``: on a terminal), or a :class:`Progress` to report to.
       checkpoint: a directory where each finished step (one mechanism on one dataset at one
         static point, all its traced grid points) is saved as it ends, atomically. A run that is
@@ -534,7 +536,8 @@ def run_study(
     bar = Progress(len(study.mechanisms) * len(plan.static_points) * len(plan.datasets), enabled=progress) \
         if owned else progress
     started, clock = time.time(), time.perf_counter()
-    functions: dict = {}  # trial functions, shared by the datasets with the same fixed parameters
+    functions = TRIALS  # trial functions, shared by the datasets with the same fixed parameters and
+    # kept across calls, so a second run of the same study compiles nothing
     rows, steps, failures, errors = [], [], [], []
 
     def result():
@@ -558,7 +561,8 @@ def run_study(
             label = f"{study.name}: {cell.label}" + (" (from the checkpoint)" if saved else "")
             bar.start(label)
             try:
-                step, step_rows = saved or _step(plan, cell, functions)
+                sink = lambda text, at=label: bar.status(at, text)  # noqa: E731 - this step's status line
+                step, step_rows = saved or _step(plan, cell, functions, sink)
             except Exception as err:
                 if on_error == "raise":
                     raise
@@ -632,14 +636,14 @@ def _trial_key(seed: int, *names: str):
     return key
 
 
-def _step(plan: _Plan, cell: _Cell, functions: dict) -> tuple[dict, list[dict]]:
+def _step(plan: _Plan, cell: _Cell, functions, sink) -> tuple[dict, list[dict]]:
     """One mechanism on one dataset at one static point: its record and its table rows."""
     key = _trial_key(plan.seed, plan.study.name, cell.mechanism.name, cell.dataset)
     clock = time.perf_counter()
     with _CompileCounter() as compiles:
-        values, path = _run_step(plan, cell, functions, key)
+        values, path, chunks = _run_step(plan, cell, functions, key, sink)
     step = {"mechanism": cell.mechanism.name, "dataset": cell.dataset, **cell.static, "path": path,
-            "compiles": compiles.count, "cache_hits": compiles.cache_hits,
+            "chunks": chunks, "compiles": compiles.count, "cache_hits": compiles.cache_hits,
             "compile_seconds": round(compiles.seconds, 3),
             "seconds": round(time.perf_counter() - clock, 3)}
     return step, _rows(plan, cell, values)
@@ -655,12 +659,13 @@ class _Trials:
     refusal: str | None = None
 
 
-def _run_step(plan: _Plan, cell: _Cell, functions: dict, key):
-    """Per-trial metric values ``{(label, metric): [trials x replicates, G]}`` of one step, and how
-    they were computed."""
+def _run_step(plan: _Plan, cell: _Cell, functions, key, sink):
+    """Per-trial metric values ``{(label, metric): [trials x replicates, G]}`` of one step, how they
+    were computed, and the record of each compiled chunk (compiled now, or from the cache)."""
     study, mechanism, fixed = plan.study, cell.mechanism, cell.fixed
     total = plan.trials * plan.replicates
-    cache_key = (mechanism.name, tuple(sorted((k, repr(v)) for k, v in fixed.items())))
+    cache_key = (mechanism.fn, mechanism.variants, study.metrics, study.truth, content_key(fixed),
+                 content_key(cell.points))
     if cache_key not in functions:
         traced = _trial_function(mechanism, study.metrics, study.truth, fixed, None) if cell.grid else None
         points = [_trial_function(mechanism, study.metrics, study.truth, fixed, p) for p in cell.points]
@@ -668,20 +673,27 @@ def _run_step(plan: _Plan, cell: _Cell, functions: dict, key):
     trials = functions[cache_key]
     if trials.traced is not None and trials.refusal is None:
         try:
-            out = monte_carlo(trials.traced, key, total, args=(cell.data.device, cell.grid),
-                              chunk_size=_per_chunk(total, len(cell.points), plan.chunk_size), progress=False)
-            return out, "one compiled call over the grid"
+            out, chunks = _sampled(trials.traced, key, total, (cell.data.device, cell.grid),
+                                   _per_chunk(len(cell.points), plan.chunk_size), sink, len(cell.points))
+            return out, "one compiled call over the grid", [chunks]
         except _TRACED_REFUSALS as err:
             trials.refusal = str(err).splitlines()[0]
-    per_point = [
-        monte_carlo(f, key, total, args=(cell.data.device,), chunk_size=_per_chunk(total, 1, plan.chunk_size),
-                    progress=False)
-        for f in trials.points
-    ]
-    out = jax.tree.map(lambda *leaves: np.stack(leaves, axis=-1), *per_point)
+    runs = [_sampled(f, key, total, (cell.data.device,), _per_chunk(1, plan.chunk_size), sink, 1)
+            for f in trials.points]
+    out = jax.tree.map(lambda *leaves: np.stack(leaves, axis=-1), *[o for o, _ in runs])
+    chunks = [c for _, c in runs]
     if trials.refusal is not None:
-        return out, f"one compile per grid point (refuses a traced grid: {trials.refusal})"
-    return out, "one compiled call"
+        return out, f"one compile per grid point (refuses a traced grid: {trials.refusal})", chunks
+    return out, "one compiled call", chunks
+
+
+def _sampled(f, key, total, args, chunk_size, sink, per_trial):
+    """:func:`~dpjax.studies.runner.monte_carlo`'s outputs and chunk record, reporting to ``sink``."""
+    status = ChunkStatus(sink, total, per_trial)
+    try:
+        return _run(f, key, total, args, chunk_size, None, status)
+    finally:
+        status.close()
 
 
 def _rows(plan: _Plan, cell: _Cell, values: dict) -> list[dict]:
