@@ -1,6 +1,7 @@
 """The Monte Carlo runner, the statistics and the study API (tables, keys, compiles, figures)."""
 
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -186,6 +187,7 @@ def test_table_record_and_replicate_zero_is_the_plain_run():
         assert key in record
     assert record["seed"] == 5 and record["versions"]["jax"] == jax.__version__
     assert record["grid"] == {"epsilon": list(EPSILONS)}
+    assert len(record["load"]["average"]) == 3 and record["load"]["cores"] == os.cpu_count()
     replicated = run_study(_study(statistics=("mean",)), trials=300, seed=5, replicates=2).table
     first = replicated[replicated["replicate"] == 0].drop(columns="replicate").reset_index(drop=True)
     np.testing.assert_array_equal(first["estimate"], table["estimate"])

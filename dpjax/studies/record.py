@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import sys
 from importlib import metadata
@@ -25,7 +26,9 @@ def run_record(*, seed: int, trials: int, replicates: int, confidence: float, ch
 
     ``steps`` holds, per mechanism and dataset, how the grid ran (one compiled call over the grid,
     or one compile per grid point when the mechanism refuses traced parameters), the number of XLA
-    compilations and their seconds, and the step's wall time.
+    compilations and their seconds, and the step's wall time. ``load`` is the host's load average
+    (1, 5 and 15 minutes) when the run ended, beside its core count: a study's times are only
+    comparable between quiet runs (a load above one per core means it shared the cores).
     """
     import jax
 
@@ -57,4 +60,5 @@ def run_record(*, seed: int, trials: int, replicates: int, confidence: float, ch
         "devices": sorted({d.device_kind for d in jax.devices()}),
         "x64": bool(jax.config.jax_enable_x64),
         "platform": platform.platform(),
+        "load": {"average": [round(v, 2) for v in os.getloadavg()], "cores": os.cpu_count()},
     }
