@@ -1,14 +1,18 @@
-"""The DP-SGD headline study (issue 27 item 5): private clipping against a sweep of fixed clips.
+"""The DP-SGD headline study (issue 27 item 5, issue 43 item 5): private clipping against a sweep of
+fixed clips; the source of the README's training figures (``tests/test_headline_figures.py``).
 
-Run from the repository root (about 30-40 minutes on 2 loaded CPU cores):
+Run from the repository root (about 20 minutes on 2 loaded CPU cores, one run at a time):
 ``nice python -m benchmarks.bench_optax_headline --mnist /work/shared/data/mnist_5k.csv.gz``
-(``--seeds``, ``--cells`` to shrink it). It writes ``benchmarks/results/optax_headline.json`` (every
-run) and ``optax_headline.md`` (the table) after each cell, so an interrupted run keeps what finished.
+(``--seeds``, ``--cells``, ``--fixed``, ``--targets`` to shrink it; ``--out`` for another folder). It
+writes ``benchmarks/results/optax_headline.json`` (every run, the command, the load average) and
+``optax_headline.md`` (the table) after each cell, so an interrupted run keeps what finished.
 
 Setting: exactly what ``dpjax train`` runs (its model, optimizer, batch, epochs and Poisson sampling;
-see :mod:`dpjax.tools.train.run`). Cells: UCI Adult at epsilon 3 (MLP) and MNIST-5k (4,000 train / 1,000
-test; the small CNN of :func:`dpjax.tools.train.run.cnn`) at epsilon 1 and 3; delta = 1e-5 for the whole
-run, the noise multiplier of each strategy calibrated so every row has the same (epsilon, delta).
+see :mod:`dpjax.tools.train.run`): each row's run at seed s is ``dpjax train --seed s`` with that clip,
+un-vmapped, so it gives the accuracy and final clip norm the command prints. Cells: UCI Adult at
+epsilon 3 (MLP) and MNIST-5k (4,000 train / 1,000 test; the small CNN of
+:func:`dpjax.tools.train.run.cnn`) at epsilon 1 and 3; delta = 1e-5 for the whole run, the noise
+multiplier of each strategy calibrated so every row has the same (epsilon, delta).
 
 * fixed clips over ``FIXED_GRID``; "best fixed" is chosen on the test accuracy *in hindsight*: the
   sweep is not private (tuning the clip on the data would itself cost privacy), it is the reference
@@ -23,7 +27,9 @@ of the test accuracy over ``--seeds`` seeds (default 5).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import time
 from pathlib import Path
 
@@ -31,7 +37,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks import bench_optax
 from dpjax import optax as dpo
 from dpjax.datasets import training as data_lib
 from dpjax.tools.bench.report import print_machine
@@ -42,28 +47,43 @@ DELTA = 1e-5
 FIXED_GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
 TARGETS = (0.5, 0.75, 0.9)
 CELLS = (("adult", 3.0), ("mnist", 3.0), ("mnist", 1.0))
-RUNS_AT_ONCE = 5  # runs vmapped together (memory bound), lax.map over the rest
 OUT = Path("benchmarks/results")
 
 
-def stack(trees):
-    return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
+def train_steps(dataset: data_lib.Dataset, plan: train.Plan, args):
+    """``dpjax train``'s jitted steps and evaluation for the dataset (its model, optimizer, Poisson
+    sampling and padded size): ``run(seed, strategy, sigma) -> (accuracy, final clip, truncated)``.
 
-
-def runner(dataset: data_lib.Dataset, plan: train.Plan, args):
-    """``jit`` of: runs (keys, strategies, sigmas stacked on a leading axis) -> (accuracy, final clip),
-    with ``dpjax train``'s model for the dataset."""
+    Each run is one un-vmapped ``dpjax train --seed seed`` run (same key, same samplers, same steps), so
+    its accuracy is what the command prints; the compiled step is shared by the runs of a strategy type.
+    """
     model = train.model_for(settings.DEFAULT_MODEL[dataset.name], dataset, args.hidden)
-    return bench_optax.runner(dataset, plan, model=model, learning_rate=args.learning_rate,
-                              runs_at_once=RUNS_AT_ONCE)
+    config = dict(expected_batch_size=plan.expected_batch_size, learning_rate=args.learning_rate)
+    steps_fn = jax.jit(
+        functools.partial(
+            train.run_steps, model=model, rate=plan.sampling_rate, size=plan.padded_size, **config
+        )
+    )
+    evaluate = jax.jit(lambda params, x, y: train.accuracy(model, params, x, y))
+    x, y, x_test, y_test = (
+        jnp.asarray(a) for a in (dataset.x_train, dataset.y_train, dataset.x_test, dataset.y_test)
+    )
+
+    def run(seed, strategy, sigma):
+        carry = train.init_carry(jax.random.key(seed), strategy, sigma, model=model, **config)
+        carry, truncated = steps_fn(carry, x, y, jnp.int32(plan.steps))
+        return (float(evaluate(carry.params, x_test, y_test)), float(carry.opt_state[0].clip_norm),
+                bool(truncated))
+
+    return run
 
 
 def strategies(args):
     quantile = [
         dpo.quantile_clip(args.clip_norm, quantile=q, epsilon=args.clip_epsilon, every=args.every)
-        for q in TARGETS
+        for q in args.targets
     ]
-    return {"fixed": [dpo.fixed_clip(c) for c in FIXED_GRID], "quantile": quantile}
+    return {"fixed": [dpo.fixed_clip(c) for c in args.fixed], "quantile": quantile}
 
 
 def label(name, strategy):
@@ -75,6 +95,7 @@ def label(name, strategy):
 
 
 def run_cell(dataset, epsilon, args, rows):
+    """Every strategy at every seed, one run after the other (modest CPU on a shared machine)."""
     n = dataset.x_train.shape[0]
     plan = train.plan(
         n, epochs=args.epochs[dataset.name], batch_size=args.batch_size, epsilon=epsilon, delta=DELTA
@@ -83,45 +104,32 @@ def run_cell(dataset, epsilon, args, rows):
         f"\n{dataset.name} at epsilon {epsilon:g}: {plan.steps} steps, padded batch {plan.padded_size}",
         flush=True,
     )
-    run_all = runner(dataset, plan, args)
-    arrays = [jnp.asarray(a) for a in (dataset.x_train, dataset.y_train, dataset.x_test, dataset.y_test)]
+    run = train_steps(dataset, plan, args)
     for name, group in strategies(args).items():
-        calibrated = {}  # strategies with the same accounting share one sigma
-        for s in group:
-            steps = s.accounting_steps(1.0, plan.steps)
-            if steps not in calibrated:
-                calibrated[steps] = train.calibrate(s, plan, epsilon)
-        sigmas = [calibrated[s.accounting_steps(1.0, plan.steps)] for s in group]
-        runs = [(i, seed) for i in range(len(group)) for seed in range(args.seeds)]
-        batch = (
-            jnp.stack([jax.random.key(seed) for _, seed in runs]),
-            stack([group[i] for i, _ in runs]),
-            jnp.asarray([sigmas[i] for i, _ in runs], jnp.float32),
-        )
-        start = time.perf_counter()
-        acc, clip, truncated = jax.block_until_ready(run_all(batch, *arrays))
-        seconds = time.perf_counter() - start
-        acc, clip = np.asarray(acc, np.float64), np.asarray(clip, np.float64)
-        for j, (i, seed) in enumerate(runs):
-            rows.append(
-                dict(
-                    dataset=dataset.name,
-                    epsilon=epsilon,
-                    clip=label(name, group[i]),
-                    seed=seed,
-                    sigma=sigmas[i],
-                    accuracy=float(acc[j]),
-                    final_clip=float(clip[j]),
-                    truncated=bool(truncated[j]),
-                    steps=plan.steps,
+        for strategy in group:
+            sigma = train.calibrate(strategy, plan, epsilon)
+            start, accs = time.perf_counter(), []
+            for seed in range(args.seeds):
+                acc, clip, truncated = run(seed, strategy, sigma)
+                accs.append(acc)
+                rows.append(
+                    dict(
+                        dataset=dataset.name,
+                        epsilon=epsilon,
+                        clip=label(name, strategy),
+                        seed=seed,
+                        sigma=sigma,
+                        accuracy=acc,
+                        final_clip=clip,
+                        truncated=truncated,
+                        steps=plan.steps,
+                    )
                 )
+            print(
+                f"  {label(name, strategy)}: {args.seeds} runs in {time.perf_counter() - start:.0f} s; "
+                f"mean accuracy {np.mean(accs):.4f}",
+                flush=True,
             )
-        means = acc.reshape(len(group), args.seeds).mean(axis=1)
-        print(
-            f"  {name}: {len(runs)} runs in {seconds:.0f} s; mean accuracy "
-            + ", ".join(f"{m:.4f}" for m in means),
-            flush=True,
-        )
 
 
 def summary(rows):
@@ -166,21 +174,23 @@ def summary(rows):
 
 def write(rows, args, seconds):
     stats, table = summary(rows)
-    OUT.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     record = dict(
         command="python -m benchmarks.bench_optax_headline " + " ".join(args.argv),
         seconds=seconds,
-        fixed_grid=FIXED_GRID,
-        targets=TARGETS,
+        load_average=[*args.load, os.getloadavg()[0]],
+        fixed_grid=list(args.fixed),
+        targets=list(args.targets),
         clip_epsilon=args.clip_epsilon,
         every=args.every,
         runs=rows,
         summary=stats,
     )
     for name, text in (("optax_headline.json", json.dumps(record, indent=1)), ("optax_headline.md", table)):
-        tmp = OUT / (name + ".tmp")
+        tmp = out / (name + ".tmp")
         tmp.write_text(text)
-        tmp.replace(OUT / name)
+        tmp.replace(out / name)
     print(table, flush=True)
 
 
@@ -191,6 +201,9 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--cells", nargs="+", default=[f"{d}:{e:g}" for d, e in CELLS], help="dataset:epsilon"
     )
+    parser.add_argument("--out", default=str(OUT), help="folder of optax_headline.json and .md")
+    parser.add_argument("--fixed", type=float, nargs="+", default=FIXED_GRID, help="fixed clip norms")
+    parser.add_argument("--targets", type=float, nargs="+", default=TARGETS, help="quantile_clip targets")
     parser.add_argument("--clip-norm", type=float, default=settings.DEFAULTS["clip_norm"])
     parser.add_argument("--clip-epsilon", type=float, default=settings.DEFAULTS["clip_epsilon"])
     parser.add_argument("--every", type=int, default=settings.DEFAULTS["every"])
@@ -200,6 +213,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     args.argv = argv if argv is not None else __import__("sys").argv[1:]
     args.epochs = dict(settings.DEFAULT_EPOCHS)
+    args.load = [os.getloadavg()[0]]  # 1-minute load average at the start (and at each write)
     print_machine()
     datasets = {"adult": data_lib.load_adult}
     if args.mnist:
