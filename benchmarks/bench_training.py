@@ -158,6 +158,7 @@ def variants(model: train.Model):
 
     out = {
         "non-private": ((lambda p: (p, adam.init(p))), nonprivate),
+        "dp_gradients auto": private("auto"),
         "dp_gradients ghost": private("ghost"),
         "dp_gradients vmap": private("vmap"),
         "dp_aggregate": chained(

@@ -53,7 +53,7 @@ class DPGradients:
         """The path ``method="auto"`` takes for these parameters and batch (host-side, no compute)."""
         if self.method != "auto":
             return self.method
-        return "ghost" if ghost.analyze_batch(self._loss_fn, params, batch).layers else "vmap"
+        return "ghost" if ghost.analyze_batch(self._loss_fn, params, batch, per_example=True).layers else "vmap"
 
 
 def dp_gradients(
@@ -122,7 +122,7 @@ def dp_gradients(
         mask = _example_mask(example_mask, _batch_size(batch))
         analysis = None
         if method != "vmap":
-            analysis = ghost.analyze_batch(loss_fn, params, batch)
+            analysis = ghost.analyze_batch(loss_fn, params, batch, per_example=method == "auto")
             if method == "auto" and not analysis.layers:
                 analysis = None
         if analysis is None:
