@@ -17,7 +17,9 @@ CONV = ("NHWC", "HWIO", "NHWC")
 
 
 def conv_loss(p, x):
-    h = jax.lax.conv_general_dilated(x.reshape(1, 14, 14, 1), p["conv"], (1, 1), "SAME", dimension_numbers=CONV)
+    h = jax.lax.conv_general_dilated(
+        x.reshape(1, 14, 14, 1), p["conv"], (1, 1), "SAME", dimension_numbers=CONV
+    )
     return jnp.sum(jnp.tanh(h + p["bias"]))
 
 
@@ -25,7 +27,9 @@ def mixed_loss(p, x, ids):
     """A 3x3 convolution over 14x14 positions (cheaper per example), a dense layer of one row
     (outer), a 2-row dense layer (gram), an 8-row one (direct), a big embedding (ids) and a 3-row
     table read 64 times (cheaper per example)."""
-    h = jax.lax.conv_general_dilated(x.reshape(1, 14, 14, 1), p["conv"], (2, 2), "SAME", dimension_numbers=CONV)
+    h = jax.lax.conv_general_dilated(
+        x.reshape(1, 14, 14, 1), p["conv"], (2, 2), "SAME", dimension_numbers=CONV
+    )
     h = jnp.tanh(h).reshape(-1) @ p["dense"]  # [392] @ [392, 2]
     wide = jnp.tanh(x[:128].reshape(2, 64) @ p["wide"])  # t = 2, k = n = 64
     narrow = x[:16].reshape(8, 2) @ p["narrow"]  # t = 8, k = n = 2
@@ -35,7 +39,9 @@ def mixed_loss(p, x, ids):
 
 def mixed_params():
     k = jax.random.split(jax.random.key(0), 6)
-    shapes = dict(conv=(3, 3, 1, 8), dense=(392, 2), wide=(64, 64), narrow=(2, 2), emb=(1000, 4), small=(3, 2))
+    shapes = dict(
+        conv=(3, 3, 1, 8), dense=(392, 2), wide=(64, 64), narrow=(2, 2), emb=(1000, 4), small=(3, 2)
+    )
     return {name: 0.1 * jax.random.normal(kk, s) for kk, (name, s) in zip(k, shapes.items(), strict=True)}
 
 

@@ -53,7 +53,9 @@ class DPGradients:
         """The path ``method="auto"`` takes for these parameters and batch (host-side, no compute)."""
         if self.method != "auto":
             return self.method
-        return "ghost" if ghost.analyze_batch(self._loss_fn, params, batch, per_example=True).layers else "vmap"
+        return (
+            "ghost" if ghost.analyze_batch(self._loss_fn, params, batch, per_example=True).layers else "vmap"
+        )
 
 
 def dp_gradients(
