@@ -23,9 +23,14 @@ gradients of the layers' ``W`` are not formed. Then
 * ``||G_i||^2``: with ``x_i`` as ``[T, K]`` (T rows: sequence positions, image patches of a
   convolution from ``conv_general_dilated_patches``) and ``dy_i`` as ``[T, N]``,
   ``G_i = x_i^T dy_i`` and ``||G_i||_F^2 = <x_i x_i^T, dy_i dy_i^T>`` (the Gram form, ``T^2 (K + N)``
-  operations, ``||x_i||^2 ||dy_i||^2`` for T = 1), or ``||x_i^T dy_i||^2`` directly (``T K N``),
-  whichever is cheaper; for an embedding ``sum_{t,s} [id_t = id_s] dy_t . dy_s`` (or the row sums
-  when the table has fewer rows than T);
+  operations, ``||x_i||^2 ||dy_i||^2`` for T = 1), or ``||x_i^T dy_i||^2`` directly (``T K N``);
+  for an embedding ``sum_{t,s} [id_t = id_s] dy_t . dy_s`` (``T^2 N``), or the squares of the
+  example's gradient table (``V N``, for a table of V rows read more than V times). Each layer
+  takes the form of least cost by the static model of :mod:`dpjax.optax._ghost_cost` (floating-point
+  operations and floats moved, from the shapes of the jaxpr alone). With ``per_example=True``
+  (``dp_gradients(method="auto")``) the model also weighs the layer's per-example gradient
+  materialized (``T K N`` once, then its norm and weighted sum from it): a layer for which that
+  is cheaper, such as a small convolution over many positions, joins the materialized leaves;
 * the clipped sum ``sum_i w_i G_i`` is the layer's own transposition applied once to the batch's
   ``x`` and ``w_i dy_i`` (``jax.linear_transpose``): one weight-gradient contraction, as in
   non-private training.
@@ -293,8 +298,8 @@ def _embedding_square(ids, dy, eqn, form, dtype):
         ids, valid = jnp.clip(ids, 0, rows - 1), jnp.ones(ids.shape, bool)
     else:  # fill-or-drop and promise-in-bounds: the transposed scatter drops out-of-bounds rows
         valid = (ids >= 0) & (ids < rows)
-    dy = jnp.where(valid[:, None], dy, 0)
-    if form == "table":
+    if form == "table":  # (a negative id would wrap around in .at[]: its row is selected to 0)
+        dy = jnp.where(valid[:, None], dy, 0)
         table = jnp.zeros((rows, dy.shape[1]), dtype).at[ids].add(dy, mode="drop")
         return jnp.sum(table * table)
     same = (ids[:, None] == ids[None, :]) & valid[:, None] & valid[None, :]
