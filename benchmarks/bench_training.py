@@ -19,7 +19,8 @@ steps in one ``lax.fori_loop`` (device time, no Python in between), the variants
 ``--rounds`` rounds in one process (median over rounds):
 
 * ``non-private``: the masked mean of the losses, ``jax.grad``, Adam;
-* ``dp_gradients ghost`` / ``dp_gradients vmap``: :func:`dpjax.optax.dp_gradients` (fixed clip);
+* ``dp_gradients auto`` / ``ghost`` / ``vmap``: :func:`dpjax.optax.dp_gradients` (fixed clip) with
+  each ``method`` (``auto``, the default: the per-layer choice of its static cost model);
 * ``dp_aggregate``: ``per_example_grads`` then ``optax.chain(dp_aggregate, adam)``;
 * ``hand-written``: ``per_example_grads``, then a 10-line clip, weighted sum and
   ``jax.random.normal`` noise (no treatment of non-finite rows), then Adam;
@@ -158,6 +159,7 @@ def variants(model: train.Model):
 
     out = {
         "non-private": ((lambda p: (p, adam.init(p))), nonprivate),
+        "dp_gradients auto": private("auto"),
         "dp_gradients ghost": private("ghost"),
         "dp_gradients vmap": private("vmap"),
         "dp_aggregate": chained(
@@ -268,7 +270,10 @@ def report(name: str, size: int, results: dict) -> None:
     pairs = [
         ("dp_aggregate", "hand-written"),
         ("dp_aggregate", "optax.contrib"),
+        ("dp_gradients auto", "dp_gradients vmap"),
+        ("dp_gradients auto", "optax.contrib"),
         ("dp_gradients ghost", "optax.contrib"),
+        ("dp_gradients auto", "jax_privacy"),
         ("dp_gradients ghost", "jax_privacy"),
         ("aggregation: dp_aggregate", "aggregation: hand-written"),
     ]

@@ -23,9 +23,14 @@ gradients of the layers' ``W`` are not formed. Then
 * ``||G_i||^2``: with ``x_i`` as ``[T, K]`` (T rows: sequence positions, image patches of a
   convolution from ``conv_general_dilated_patches``) and ``dy_i`` as ``[T, N]``,
   ``G_i = x_i^T dy_i`` and ``||G_i||_F^2 = <x_i x_i^T, dy_i dy_i^T>`` (the Gram form, ``T^2 (K + N)``
-  operations, ``||x_i||^2 ||dy_i||^2`` for T = 1), or ``||x_i^T dy_i||^2`` directly (``T K N``),
-  whichever is cheaper; for an embedding ``sum_{t,s} [id_t = id_s] dy_t . dy_s`` (or the row sums
-  when the table has fewer rows than T);
+  operations, ``||x_i||^2 ||dy_i||^2`` for T = 1), or ``||x_i^T dy_i||^2`` directly (``T K N``);
+  for an embedding ``sum_{t,s} [id_t = id_s] dy_t . dy_s`` (``T^2 N``), or the squares of the
+  example's gradient table (``V N``, for a table of V rows read more than V times). Each layer
+  takes the form of least cost by the static model of :mod:`dpjax.optax._ghost_cost` (floating-point
+  operations and floats moved, from the shapes of the jaxpr alone). With ``per_example=True``
+  (``dp_gradients(method="auto")``) the model also weighs the layer's per-example gradient
+  materialized (``T K N`` once, then its norm and weighted sum from it): a layer for which that
+  is cheaper, such as a small convolution over many positions, joins the materialized leaves;
 * the clipped sum ``sum_i w_i G_i`` is the layer's own transposition applied once to the batch's
   ``x`` and ``w_i dy_i`` (``jax.linear_transpose``): one weight-gradient contraction, as in
   non-private training.
@@ -46,6 +51,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.extend import core as jcore
 
+from dpjax.optax import _ghost_cost as cost
 from dpjax.optax.transform import _weighted_sum
 
 __all__ = [
@@ -77,6 +83,7 @@ class _Layer(NamedTuple):
     eqn: int  # index of the layer's equation
     position: int  # operand position of the parameter in it
     chain: tuple  # the alias equations from the leaf to that operand
+    form: str = "gram"  # how its norm is computed (a ghost form of dpjax.optax._ghost_cost)
 
 
 class Analysis(NamedTuple):
@@ -169,8 +176,10 @@ def _layer_of(leaf: int, start, eqns, uses, outputs, taken) -> _Layer | None:
         return _Layer(leaf, index, position, tuple(chain))
 
 
-def analyze(loss_fn, params, example) -> Analysis:
-    """Traces ``loss_fn(params, *example)`` (one example, a scalar loss) and finds its layers."""
+def analyze(loss_fn, params, example, *, per_example: bool = False) -> Analysis:
+    """Traces ``loss_fn(params, *example)`` (one example, a scalar loss) and finds its layers, each
+    with the ghost form of least cost (:mod:`dpjax.optax._ghost_cost`); with ``per_example``, a
+    layer whose per-example gradient costs less than every ghost form is materialized instead."""
     closed = jax.make_jaxpr(loss_fn)(params, *example)
     if len(closed.out_avals) != 1 or closed.out_avals[0].shape != ():
         raise ValueError(f"loss_fn must return a scalar for one example, got {closed.out_avals}.")
@@ -184,21 +193,25 @@ def analyze(loss_fn, params, example) -> Analysis:
     layers, materialized, taken = [], [], set()
     for leaf in range(n_params):
         layer = _layer_of(leaf, inputs[leaf], eqns, uses, {output}, taken)
-        if layer is None:
+        if layer is not None:
+            taken.add(layer.eqn)
+            form = cost.cheapest(cost.dims(eqns[layer.eqn].eqn, layer.position), per_example)
+            layer = layer._replace(form=form)
+        if layer is None or layer.form == "per_example":
             materialized.append(leaf)
         else:
             layers.append(layer)
-            taken.add(layer.eqn)
     return Analysis(eqns, inputs, output, consts, tuple(layers), tuple(materialized))
 
 
-def analyze_batch(loss_fn, params, batch) -> Analysis:
+def analyze_batch(loss_fn, params, batch, *, per_example: bool = False) -> Analysis:
     """:func:`analyze` at the shapes of one example of ``batch`` (leaves with a leading example axis)."""
     abstract = lambda a, cut: jax.ShapeDtypeStruct(jnp.shape(a)[cut:], jnp.result_type(a))  # noqa: E731
     return analyze(
         loss_fn,
         jax.tree.map(lambda a: abstract(a, 0), params),
         tuple(jax.tree.map(lambda a: abstract(a, 1), b) for b in batch),
+        per_example=per_example,
     )
 
 
@@ -262,14 +275,12 @@ def _rows(x, dy, eqn, position):
     return x3, dy.reshape(math.prod(b), math.prod(t), -1)
 
 
-def _dense_square(x3, dy3, dtype):
-    """``sum_b ||x3[b]^T dy3[b]||_F^2`` by the cheaper of the Gram form and the product itself."""
+def _dense_square(x3, dy3, form, dtype):
+    """``sum_b ||x3[b]^T dy3[b]||_F^2`` in ``form``: ``outer`` (one row), ``gram`` or ``direct``."""
     x3, dy3 = x3.astype(dtype), dy3.astype(dtype)
-    _, t, k = x3.shape
-    n = dy3.shape[2]
-    if t == 1:
+    if form == "outer":
         return jnp.sum(jnp.sum(x3 * x3, axis=(1, 2)) * jnp.sum(dy3 * dy3, axis=(1, 2)))
-    if t * (k + n) < k * n:
+    if form == "gram":
         gx = jnp.einsum("btk,bsk->bts", x3, x3, precision=_HIGHEST)
         gy = jnp.einsum("btn,bsn->bts", dy3, dy3, precision=_HIGHEST)
         return jnp.sum(gx * gy)
@@ -277,8 +288,9 @@ def _dense_square(x3, dy3, dtype):
     return jnp.sum(g * g)
 
 
-def _embedding_square(ids, dy, eqn, dtype):
-    """``||G||_F^2`` of one example's gather gradient: rows with equal ids add up."""
+def _embedding_square(ids, dy, eqn, form, dtype):
+    """``||G||_F^2`` of one example's gather gradient (rows with equal ids add up) in ``form``:
+    ``table`` (the gradient's rows, then their squares) or ``ids`` (the id-equality Gram form)."""
     rows = eqn.invars[0].aval.shape[0]
     ids = ids.reshape(-1)
     dy = dy.reshape(ids.shape[0], -1).astype(dtype)
@@ -286,8 +298,8 @@ def _embedding_square(ids, dy, eqn, dtype):
         ids, valid = jnp.clip(ids, 0, rows - 1), jnp.ones(ids.shape, bool)
     else:  # fill-or-drop and promise-in-bounds: the transposed scatter drops out-of-bounds rows
         valid = (ids >= 0) & (ids < rows)
-    dy = jnp.where(valid[:, None], dy, 0)
-    if rows <= ids.shape[0]:
+    if form == "table":  # (a negative id would wrap around in .at[]: its row is selected to 0)
+        dy = jnp.where(valid[:, None], dy, 0)
         table = jnp.zeros((rows, dy.shape[1]), dtype).at[ids].add(dy, mode="drop")
         return jnp.sum(table * table)
     same = (ids[:, None] == ids[None, :]) & valid[:, None] & valid[None, :]
@@ -299,9 +311,9 @@ def _layer_square(analysis: Analysis, k: int, x, dy, dtype):
     layer = analysis.layers[k]
     eqn = analysis.eqns[layer.eqn].eqn
     if eqn.primitive.name == "gather":
-        return _embedding_square(x[..., 0], dy, eqn, dtype)
+        return _embedding_square(x[..., 0], dy, eqn, layer.form, dtype)
     x3, dy3 = _rows(x, dy, eqn, layer.position)
-    return _dense_square(x3, dy3, dtype)
+    return _dense_square(x3, dy3, layer.form, dtype)
 
 
 def _per_example(analysis: Analysis, dtype):
@@ -357,29 +369,17 @@ def ghost_clipped_sum(analysis: Analysis, leaves, batch, weights_fn, dtype):
     norms = jnp.sqrt(squares)
     weights, finite = weights_fn(norms)
 
-    def layer_sums(inputs, cotangents):
-        out = []
-        for k, layer in enumerate(analysis.layers):
-            dy = cotangents[k]
-            scale = weights.astype(dy.dtype).reshape((-1,) + (1,) * (dy.ndim - 1))
-            out.append(_layer_sum(analysis, k, leaves[layer.leaf], inputs[k], dy * scale))
-        return out
-
-    def zeroed(inputs, cotangents):
-        def rows(a):
-            if not _is_float(a):
-                return a
-            return jnp.where(finite.reshape((-1,) + (1,) * (a.ndim - 1)), a, 0)
-
-        return layer_sums([rows(a) for a in inputs], [rows(a) for a in cotangents])
+    def rows(a, scale=None):  # the rows of examples with a non-finite norm selected to 0
+        if not _is_float(a):
+            return a
+        shape = (-1,) + (1,) * (a.ndim - 1)
+        a = a if scale is None else a * scale.astype(a.dtype).reshape(shape)
+        return jnp.where(finite.reshape(shape), a, 0)
 
     sums = [None] * len(leaves)
-    for layer, total in zip(
-        analysis.layers,
-        lax.cond(jnp.all(finite), layer_sums, zeroed, inputs, cotangents),
-        strict=True,
-    ):
-        sums[layer.leaf] = total
+    for k, layer in enumerate(analysis.layers):
+        x, dy = rows(inputs[k]), rows(cotangents[k], weights)
+        sums[layer.leaf] = _layer_sum(analysis, k, leaves[layer.leaf], x, dy)
     for leaf, total in zip(analysis.materialized, _weighted_sum(grads, weights, finite), strict=True):
         sums[leaf] = total
     return sums, norms

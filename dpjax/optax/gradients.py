@@ -53,7 +53,9 @@ class DPGradients:
         """The path ``method="auto"`` takes for these parameters and batch (host-side, no compute)."""
         if self.method != "auto":
             return self.method
-        return "ghost" if ghost.analyze_batch(self._loss_fn, params, batch).layers else "vmap"
+        return (
+            "ghost" if ghost.analyze_batch(self._loss_fn, params, batch, per_example=True).layers else "vmap"
+        )
 
 
 def dp_gradients(
@@ -80,8 +82,18 @@ def dp_gradients(
     every parameter used once by a dense (``dot_general``), convolution or embedding (``gather``)
     operation, found in the jaxpr of the loss (nothing to annotate), and per-example gradients for
     the others, in the same backward pass (:mod:`dpjax.optax.ghost`: Li et al. 2022's ghost norm with
-    Bu et al. 2023's book-keeping); ``"vmap"`` is ``dp_aggregate`` on ``per_example_grads``;
-    ``"auto"`` (default) is ghost when the loss has at least one such parameter, else vmap.
+    Bu et al. 2023's book-keeping), each layer in its cheapest ghost form (Gram, direct, or the
+    product of norms for one row); ``"vmap"`` is ``dp_aggregate`` on ``per_example_grads``.
+    ``"auto"`` (default) decides per layer by a static cost model of the shapes of one example
+    (:mod:`dpjax.optax._ghost_cost`: floating-point operations plus 16 per float moved to or from
+    memory; no timing, no backend): a layer takes the least costly of its ghost forms and its
+    per-example gradient materialized (``T K N`` operations for the gradient of ``T`` rows of ``K``
+    inputs and ``N`` outputs, then ``2 K N`` for its norm and weighted sum, and ``3 K N`` floats
+    moved), and when no layer is cheaper by a ghost form (all convolutions over many positions, or
+    no supported layer) the whole step is vmap. Dense layers of one row per example always stay
+    ghost (``K + N`` against ``K N``); convolutions over many positions with few channels are
+    cheaper per example. ``"ghost"`` keeps every supported layer on a ghost form, whatever the
+    cost (for comparison, or where the per-example gradients of a wide layer would not fit).
 
     Guarantee (add/remove one example, Poisson sampling): every method releases the law of
     ``dp_aggregate(per_example_grads(loss_fn))`` with the same strategy and key (the same noise;
@@ -122,7 +134,7 @@ def dp_gradients(
         mask = _example_mask(example_mask, _batch_size(batch))
         analysis = None
         if method != "vmap":
-            analysis = ghost.analyze_batch(loss_fn, params, batch)
+            analysis = ghost.analyze_batch(loss_fn, params, batch, per_example=method == "auto")
             if method == "auto" and not analysis.layers:
                 analysis = None
         if analysis is None:
