@@ -164,24 +164,26 @@ def test_node_tables_are_the_tilted_block_sums_in_both_branches():
                 np.testing.assert_allclose(right[i], want_right, rtol=2e-5, atol=2e-5)
 
 
-def _sort_operand_shapes(jaxpr):
+def _operand_shapes(jaxpr, primitive):
     shapes = []
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "sort":
+        if eqn.primitive.name == primitive:
             shapes += [v.aval.shape for v in eqn.invars]
         for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            shapes += _sort_operand_shapes(sub)
+            shapes += _operand_shapes(sub, primitive)
     return shapes
 
 
-def test_vmap_over_keys_sorts_the_data_once():
+def test_vmap_over_keys_sorts_the_data_and_builds_the_tables_once():
     x = jnp.linspace(-1.0, 1.0, 50)
     keys = jax.random.split(jax.random.key(0), 7)
     jaxpr = jax.make_jaxpr(
         jax.vmap(lambda k: quantiles.approx_quantiles(k, x, (0.25, 0.5, 0.75), 1.0, bounds=(-2.0, 2.0)))
     )(keys)
-    shapes = _sort_operand_shapes(jaxpr.jaxpr)
+    shapes = _operand_shapes(jaxpr.jaxpr, "sort")
     assert shapes and all(shape == (50,) for shape in shapes), shapes
+    size, supers = _layout(51)  # the tables' product: [blocks, B] @ [B, 2 nodes], no key axis
+    assert _operand_shapes(jaxpr.jaxpr, "dot_general") == [(size * supers, size), (size, 6)]
 
 
 def test_float64_output_and_order(x64):
