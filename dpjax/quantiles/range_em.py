@@ -70,11 +70,11 @@ def _block_logits(edges, log_width, node: _Node, start, size: int):
     dtype = log_width.dtype
     gap = start + jnp.arange(size, dtype=jnp.int32)
     safe = jnp.clip(gap, 0, log_width.shape[0] - 1)
-    left = jnp.maximum(edges[safe], node.lo)
-    right = jnp.minimum(edges[safe + 1], node.hi)
+    ends = jnp.stack([node.gap_lo, node.gap_hi])
+    cut = jnp.minimum(edges[ends + 1], node.hi) - jnp.maximum(edges[ends], node.lo)  # the end gaps, cut
     with jax.numpy_dtype_promotion("standard"):
-        cut_width = jnp.log(jnp.maximum(right - left, 0))
-    width = jnp.where((gap == node.gap_lo) | (gap == node.gap_hi), cut_width, log_width[safe])
+        cut = jnp.log(jnp.maximum(cut, 0))
+    width = jnp.where(gap == node.gap_lo, cut[0], jnp.where(gap == node.gap_hi, cut[1], log_width[safe]))
     distance = (gap - node.gap_lo).astype(dtype) - node.q * (node.gap_hi - node.gap_lo).astype(dtype)
     inside = (gap >= node.gap_lo) & (gap <= node.gap_hi)
     return jnp.where(inside, width - node.c * jnp.abs(distance), -jnp.inf)
