@@ -41,8 +41,11 @@ def _pairs(keys: int):
     key = jax.random.key(0)
     many = jax.random.split(key, keys)
 
-    def aq(k, d):
-        return quantiles.approx_quantiles(k, d, levels, 1.0, bounds=(-100.0, 100.0))
+    def aq(k, d, method="superblocks"):
+        return quantiles.approx_quantiles(k, d, levels, 1.0, bounds=(-100.0, 100.0), method=method)
+
+    def aq_blocks(k, d):
+        return aq(k, d, "blocks")
 
     def je(k, d):
         return quantiles.joint_exp(k, d, levels, 1.0, bounds=(-100.0, 100.0))
@@ -64,6 +67,14 @@ def _pairs(keys: int):
         f"quantiles vmap over {keys} keys": (
             ("approx_quantiles", _timer(mc(aq), many, x), keys),
             ("joint_exp", _timer(mc(je), many, x), keys),
+        ),
+        "quantiles one release, sampler": (
+            ("superblocks", _timer(jax.jit(aq), key, x), 1),
+            ("blocks", _timer(jax.jit(aq_blocks), key, x), 1),
+        ),
+        f"quantiles vmap over {keys} keys, sampler": (
+            ("superblocks", _timer(mc(aq), many, x), keys),
+            ("blocks", _timer(mc(aq_blocks), many, x), keys),
         ),
         "top-k one release": (
             ("joint_top_k", _timer(jax.jit(jt), key, counts), 1),

@@ -13,6 +13,7 @@ from laws import P_MIN, chi_square_pvalue
 from dpjax import quantiles
 from dpjax.accounting import RangeBounded
 from dpjax.quantiles.approx_quantiles import _recursion_levels
+from dpjax.quantiles.range_em import _layout, _tables
 
 GRID_X = np.array([0.5, 2.0, 2.5, 4.0, 5.5])  # 6 gaps of [0, 6]
 GRID_BOUNDS = (0.0, 6.0)
@@ -62,9 +63,11 @@ def exact_law(x, bounds, qs, epsilon, neighbors):
 
 
 @functools.cache
-def _sampler(qs, epsilon, bounds, neighbors):
+def _sampler(qs, epsilon, bounds, neighbors, method="superblocks"):
     def one(key, x):
-        return quantiles.approx_quantiles(key, x, qs, epsilon, bounds=bounds, neighbors=neighbors)
+        return quantiles.approx_quantiles(
+            key, x, qs, epsilon, bounds=bounds, neighbors=neighbors, method=method
+        )
 
     return jax.jit(lambda keys, x: jax.lax.map(lambda key: one(key, x), keys, batch_size=125_000))
 
@@ -88,14 +91,19 @@ def test_recursion_is_static_with_floor_log2_m_plus_one_levels():
 
 
 @pytest.mark.parametrize(
-    ("qs", "neighbors", "trials"),
-    [((0.2, 0.5, 0.9), "swap", 200_000), ((0.3, 0.6), "add_remove", 100_000)],
+    ("qs", "neighbors", "trials", "method"),
+    [
+        ((0.2, 0.5, 0.9), "swap", 200_000, "superblocks"),
+        ((0.3, 0.6), "add_remove", 100_000, "superblocks"),
+        ((0.2, 0.5, 0.9), "swap", 100_000, "blocks"),
+    ],
 )
-def test_law_on_a_six_gap_grid_matches_the_exact_law(qs, neighbors, trials):
+def test_law_on_a_six_gap_grid_matches_the_exact_law(qs, neighbors, trials, method):
     epsilon = 4.0
     law = exact_law(GRID_X, GRID_BOUNDS, qs, epsilon, neighbors)
     keys = jax.random.split(jax.random.key(11), trials)
-    out = np.asarray(_sampler(qs, epsilon, GRID_BOUNDS, neighbors)(keys, jnp.asarray(GRID_X, jnp.float32)))
+    sampler = _sampler(qs, epsilon, GRID_BOUNDS, neighbors, method)
+    out = np.asarray(sampler(keys, jnp.asarray(GRID_X, jnp.float32)))
     assert np.all(np.diff(out, axis=1) >= 0) and out.min() >= 0 and out.max() <= 6
     cells = np.ravel_multi_index(tuple(_gaps_of(out, GRID_X, GRID_BOUNDS).T), law.shape)
     observed = np.bincount(cells, minlength=law.size)
@@ -132,24 +140,50 @@ def test_more_accurate_than_ind_exp_at_many_quantiles():
     assert rank_error(quantiles.approx_quantiles) < rank_error(quantiles.ind_exp) / 2
 
 
-def _sort_operand_shapes(jaxpr):
+def test_node_tables_are_the_tilted_block_sums_in_both_branches():
+    """The superblock sampler's tables (:mod:`dpjax.quantiles.range_em`) against float64 sums, by the
+    matrix product (small c) and by log-sum-exps (c beyond the product's underflow bound)."""
+    rng = np.random.default_rng(2)
+    log_width = np.log(rng.exponential(1.0, 1000)) * 8  # widths over ~50 orders of magnitude
+    log_width[rng.integers(0, 1000, 100)] = -np.inf  # ties
+    size, supers = _layout(1000)
+    padded = np.full(size * size * supers, -np.inf)
+    padded[:1000] = log_width
+    for cs in ([0.01, 0.7, 3.0], [0.2, 9.0]):  # 9 (B - 1) = 81 > 43: the log-sum-exp branch
+        tables = _tables(jnp.asarray(log_width, jnp.float32), jnp.asarray(cs, jnp.float32))
+        for i, c in enumerate(cs):
+            for unit, left, right in (
+                (size, tables.left, tables.right),
+                (size * size, tables.super_left, tables.super_right),
+            ):
+                o = c * np.arange(unit)
+                blocks = padded.reshape(-1, unit)
+                want_left = np.logaddexp.reduce(blocks + o - o[-1], axis=1)
+                want_right = np.logaddexp.reduce(blocks - o, axis=1)
+                np.testing.assert_allclose(left[i], want_left, rtol=2e-5, atol=2e-5)
+                np.testing.assert_allclose(right[i], want_right, rtol=2e-5, atol=2e-5)
+
+
+def _operand_shapes(jaxpr, primitive):
     shapes = []
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "sort":
+        if eqn.primitive.name == primitive:
             shapes += [v.aval.shape for v in eqn.invars]
         for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            shapes += _sort_operand_shapes(sub)
+            shapes += _operand_shapes(sub, primitive)
     return shapes
 
 
-def test_vmap_over_keys_sorts_the_data_once():
+def test_vmap_over_keys_sorts_the_data_and_builds_the_tables_once():
     x = jnp.linspace(-1.0, 1.0, 50)
     keys = jax.random.split(jax.random.key(0), 7)
     jaxpr = jax.make_jaxpr(
         jax.vmap(lambda k: quantiles.approx_quantiles(k, x, (0.25, 0.5, 0.75), 1.0, bounds=(-2.0, 2.0)))
     )(keys)
-    shapes = _sort_operand_shapes(jaxpr.jaxpr)
+    shapes = _operand_shapes(jaxpr.jaxpr, "sort")
     assert shapes and all(shape == (50,) for shape in shapes), shapes
+    size, supers = _layout(51)  # the tables' product: [blocks, B] @ [B, 2 nodes], no key axis
+    assert _operand_shapes(jaxpr.jaxpr, "dot_general") == [(size * supers, size), (size, 6)]
 
 
 def test_float64_output_and_order(x64):

@@ -19,17 +19,16 @@ per-node budget).
 Each record belongs to exactly one node per level: a released value ``v`` is drawn in a gap
 ``g`` of the clamped sorted data (see :mod:`dpjax.quantiles.intervals`), and its two children
 share that gap, cut at ``v`` (widths ``v - x_g`` and ``x_{g+1} - v``), the points left of the gap
-going left and the others right. Every node's EM is one call of :func:`_node_em` over the global
-gaps masked to its range, exact by Gumbel-max over blocks of ``~sqrt(n)`` gaps and then one block's
-gaps; the sort, the log widths and the nodes' block tables are key independent, computed once under
-``vmap`` over keys with the data fixed.
+going left and the others right. Every node's EM is one exact draw over the global gaps masked to
+its range (:mod:`dpjax.quantiles.range_em`: by default Gumbel-max over superblocks, blocks of
+``~n^(1/3)`` gaps and one block's gaps, from tilted block sums of all nodes prepared together); the
+sort, the log widths and the tables depend on the data, the levels and epsilon only, so under
+``vmap`` over keys with the data fixed they are computed once.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,13 +40,16 @@ from dpjax.accounting import Neighbors, RangeBounded
 from dpjax.accounting.elementwise import _elementwise
 from dpjax.accounting.neighbors import NeighborsLike
 from dpjax.quantiles.exp_mech import _number_of_levels
-from dpjax.quantiles.intervals import _check_inputs, _gaps, _gumbel_argmax
-from dpjax.validation import Checks, check_epsilon, float_dtype
+from dpjax.quantiles.intervals import _check_inputs, _gaps
+from dpjax.quantiles.range_em import _Node, _node_em, _node_em_superblocks, _Tables, _tables
+from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
 
 __all__ = [
     "approx_quantiles",
     "approx_quantiles_guarantee",
 ]
+
+_METHODS = ("superblocks", "blocks")
 
 
 def _recursion_levels(m: int) -> list[list[tuple[int, int, int]]]:
@@ -70,97 +72,26 @@ def _recursion_levels(m: int) -> list[list[tuple[int, int, int]]]:
     return levels
 
 
-class _Node(NamedTuple):
-    """One node's range: its global gaps ``gap_lo..gap_hi``, cut at ``lo`` and ``hi``, its level
-    ``q`` and EM parameter ``c`` (see :func:`_node_em`)."""
-
-    gap_lo: jax.Array
-    gap_hi: jax.Array
-    lo: jax.Array
-    hi: jax.Array
-    q: jax.Array
-    c: jax.Array
-
-
-def _block_logits(edges, log_width, node: _Node, start, size: int):
-    """The exact log-weights of the node's gaps ``start..start+size-1`` (``-inf`` outside its range):
-    ``log(cut width) - c |g - gap_lo - q (gap_hi - gap_lo)|``."""
-    dtype = log_width.dtype
-    gap = start + jnp.arange(size, dtype=jnp.int32)
-    safe = jnp.clip(gap, 0, log_width.shape[0] - 1)
-    left = jnp.maximum(edges[safe], node.lo)
-    right = jnp.minimum(edges[safe + 1], node.hi)
-    with jax.numpy_dtype_promotion("standard"):
-        cut_width = jnp.log(jnp.maximum(right - left, 0))
-    width = jnp.where((gap == node.gap_lo) | (gap == node.gap_hi), cut_width, log_width[safe])
-    distance = (gap - node.gap_lo).astype(dtype) - node.q * (node.gap_hi - node.gap_lo).astype(dtype)
-    inside = (gap >= node.gap_lo) & (gap <= node.gap_hi)
-    return jnp.where(inside, width - node.c * jnp.abs(distance), -jnp.inf)
-
-
-def _block_tables(log_width, c, size: int):
-    """Per block of ``size`` gaps, ``log sum width_g e^{c (g - end)}`` and ``log sum width_g
-    e^{-c (g - start)}``: the block's mass, up to ``e^{-c (T - end)}`` or ``e^{-c (start - T)}``, when
-    it lies wholly left or right of the target ``T`` (relative to the end nearest ``T``, so the
-    dominant terms are near 1 and no large values cancel)."""
-    blocks = -(-log_width.shape[0] // size)
-    padded = jnp.pad(log_width, (0, blocks * size - log_width.shape[0]), constant_values=-jnp.inf)
-    offset = c * jnp.arange(size, dtype=log_width.dtype)
-    padded = padded.reshape(blocks, size)
-    left = jax.nn.logsumexp(padded + (offset - offset[-1]), axis=1)
-    return left, jax.nn.logsumexp(padded - offset, axis=1)
-
-
-def _node_em(key, edges, log_width, node: _Node):
-    """One node's exponential mechanism: the ``q``-quantile of the data in ``[lo, hi]`` (Smith 2011).
-
-    The node's data are the sorted points ``edges[gap_lo + 1 .. gap_hi]``; its gaps are the global
-    gaps ``gap_lo..gap_hi`` with the end gaps cut at ``lo`` and ``hi`` (a single gap ``[lo, hi]``
-    when ``gap_lo == gap_hi``). Gap ``g`` has ``g - gap_lo`` node points below it and weight
-    ``width * exp(-c |g - T|)``, ``T = gap_lo + q (gap_hi - gap_lo)``. Returns ``(gap, value)``, the
-    value uniform in the chosen (cut) gap; a node whose range has zero width returns ``lo``.
-
-    Exact, in two Gumbel-max stages over blocks of ``B ~ sqrt(n)`` gaps (as JointExp's backward
-    pass): a block wholly on one side of ``T`` and inside the range has its mass from
-    :func:`_block_tables` (``c`` fixed per node, key independent: once per data under ``vmap`` over keys); the
-    blocks holding ``gap_lo``, ``gap_hi`` and ``T`` are summed gap by gap; then the chosen block's
-    gaps. ``O(n / B + B)`` per node and key.
-    """
-    dtype = log_width.dtype
-    size = math.isqrt(log_width.shape[0] - 1) + 1
-    left_tables, right_tables = _block_tables(log_width, node.c, size)
-    start = jnp.arange(left_tables.shape[0], dtype=jnp.int32) * size
-    target = node.q * (node.gap_hi - node.gap_lo).astype(dtype)  # T - gap_lo
-    offset = (start - node.gap_lo).astype(dtype) - target  # start_b - T
-    masses = jnp.where(
-        offset + (size - 1) <= 0,
-        left_tables + node.c * (offset + (size - 1)),
-        right_tables - node.c * offset,
-    )
-    masses = jnp.where((start + size - 1 < node.gap_lo) | (start > node.gap_hi), -jnp.inf, masses)
-    kink = node.gap_lo + jnp.floor(target).astype(jnp.int32)
-    for special in (node.gap_lo, node.gap_hi, kink):
-        b = special // size
-        masses = masses.at[b].set(jax.nn.logsumexp(_block_logits(edges, log_width, node, b * size, size)))
-    block_key, gap_key, uniform_key = jax.random.split(key, 3)
-    chosen_block = _gumbel_argmax(block_key, masses).astype(jnp.int32)
-    inside = _gumbel_argmax(gap_key, _block_logits(edges, log_width, node, chosen_block * size, size))
-    chosen = jnp.clip(chosen_block * size + inside.astype(jnp.int32), node.gap_lo, node.gap_hi)
-    u = jax.random.uniform(uniform_key, (), dtype)
-    a = jnp.maximum(edges[chosen], node.lo)
-    b = jnp.minimum(edges[chosen + 1], node.hi)
-    return chosen, jnp.clip(a + u * (b - a), node.lo, node.hi)
-
-
 def _node_epsilon(epsilon, m: int, neighbors: str):
     """Each node's budget: ``epsilon / depth`` (add/remove) or ``epsilon / (2 depth)`` (swap)."""
     depth = m.bit_length()
     return epsilon / (depth if neighbors == "add_remove" else 2 * depth)
 
 
-@functools.partial(jax.jit, static_argnames=("neighbors",))
+def _node_parameters(levels, epsilon_node, m: int):
+    """Each static node's rescaled level ``q`` and EM parameter ``c`` (key independent), by depth."""
+    ends = jnp.concatenate([jnp.zeros(1, levels.dtype), levels, jnp.ones(1, levels.dtype)])
+    parameters = []
+    for nodes in _recursion_levels(m):
+        s, mid, e = (np.array(column) for column in zip(*nodes, strict=True))
+        q = (ends[mid + 1] - ends[s]) / (ends[e + 1] - ends[s])
+        parameters.append((q, epsilon_node / (2 * jnp.maximum(q, 1 - q))))
+    return parameters
+
+
+@functools.partial(jax.jit, static_argnames=("neighbors", "method"))
 @sharded.auto_axes
-def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str) -> jax.Array:
+def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, method: str) -> jax.Array:
     """Alg. 1 after validation, level by level; the nodes of a level run in one ``vmap``."""
     dtype = float_dtype(x)
     m = levels.shape[0]
@@ -168,11 +99,15 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str) -> 
     lower, upper = jnp.asarray(lower, dtype), jnp.asarray(upper, dtype)
     edges, log_width = _gaps(x, lower, upper)
     n = log_width.shape[0] - 1
-    ends = jnp.concatenate([jnp.zeros(1, dtype), levels, jnp.ones(1, dtype)])
-    epsilon_node = _node_epsilon(jnp.asarray(epsilon, dtype), m, neighbors)
+    parameters = _node_parameters(levels, _node_epsilon(jnp.asarray(epsilon, dtype), m, neighbors), m)
+    if method == "superblocks":
+        tables = _tables(log_width, jnp.concatenate([c for _, c in parameters]))
+        em = jax.vmap(_node_em_superblocks, in_axes=(0, None, None, 0, 0))
+    else:
+        em = jax.vmap(_node_em, in_axes=(0, None, None, 0))
     values = jnp.zeros(m, dtype)
     gaps = jnp.zeros(m, jnp.int32)
-    em = jax.vmap(_node_em, in_axes=(0, None, None, 0))
+    first = 0
     for depth, nodes in enumerate(_recursion_levels(m)):
         s, mid, e = (np.array(column) for column in zip(*nodes, strict=True))
         has_lo, has_hi = s > 0, e < m
@@ -180,10 +115,14 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str) -> 
         gap_hi = jnp.where(has_hi, gaps[np.minimum(e, m - 1)], n)
         lo = jnp.where(has_lo, values[np.maximum(s - 1, 0)], lower)
         hi = jnp.where(has_hi, values[np.minimum(e, m - 1)], upper)
-        q = (ends[mid + 1] - ends[s]) / (ends[e + 1] - ends[s])
-        c = epsilon_node / (2 * jnp.maximum(q, 1 - q))
+        node = _Node(gap_lo, gap_hi, lo, hi, *parameters[depth])
         keys = jax.random.split(jax.random.fold_in(key, depth), len(nodes))
-        chosen, released = em(keys, edges, log_width, _Node(gap_lo, gap_hi, lo, hi, q, c))
+        if method == "superblocks":
+            rows = _Tables(*(t[first : first + len(nodes)] for t in tables))
+            chosen, released = em(keys, edges, log_width, node, rows)
+        else:
+            chosen, released = em(keys, edges, log_width, node)
+        first += len(nodes)
         values = values.at[mid].set(released)
         gaps = gaps.at[mid].set(chosen)
     return values
@@ -197,6 +136,7 @@ def approx_quantiles(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
+    method: str = "superblocks",
 ) -> jax.Array:
     """ApproxQuantiles (Kaplan, Schnapp and Stemmer, ICML 2022, Alg. 1): ``m`` quantiles by
     recursive splitting, each node an exponential-mechanism quantile on its sub-range.
@@ -215,6 +155,10 @@ def approx_quantiles(
       epsilon: total privacy parameter, > 0 (may be traced).
       bounds: ``(a, b)`` with ``a < b``, data independent (may be traced).
       neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
+      method: how each node's exponential mechanism is drawn (static; the same law, different random
+        streams; :mod:`dpjax.quantiles.range_em`): ``"superblocks"`` (default: every node's tilted
+        block sums prepared together, key independent, then three Gumbel-max stages of
+        ``~n^(1/3)`` units per node and key) or ``"blocks"`` (two stages of ``~sqrt(n)`` units).
 
     Returns:
       Shape ``(m,)``, nondecreasing, in ``[a, b]``, in ``x``'s float dtype (at least float32);
@@ -229,8 +173,9 @@ def approx_quantiles(
     checks = Checks()
     x, levels, epsilon, lower, upper = _check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
+    check_choice(method, "method", _METHODS)
     levels = jnp.asarray(levels, float_dtype(x))
-    return checks.guard(_approx_quantiles(key, x, levels, epsilon, lower, upper, str(neighbors)))
+    return checks.guard(_approx_quantiles(key, x, levels, epsilon, lower, upper, str(neighbors), method))
 
 
 @_elementwise("epsilon")
