@@ -4,7 +4,7 @@ ghost clipping (:mod:`dpjax.optax.ghost`) where the loss allows it, ready for an
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,7 @@ __all__ = [
     "dp_gradients",
 ]
 
-GradientMethod = Literal["auto", "ghost", "vmap"]
+GradientMethod: TypeAlias = Literal["auto", "ghost", "vmap"]
 """How :func:`dp_gradients` clips: ghost clipping, ``vmap``-ed per-example gradients, or the best."""
 _METHODS: tuple[GradientMethod, ...] = get_args(GradientMethod)
 

@@ -19,7 +19,7 @@ the number of levels is static): an invalid traced value, or NaN data under ``ji
 from __future__ import annotations
 
 import functools
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +40,7 @@ from dpjax.quantiles.intervals import (
 )
 from dpjax.validation import Checks, check_choice, check_epsilon, float_dtype
 
-Method = Literal["auto", "literal", "tree"]
+Method: TypeAlias = Literal["auto", "literal", "tree"]
 """How the gap is drawn (static): ``"auto"`` (default), ``"literal"`` or ``"tree"`` (see :func:`emq`)."""
 _METHODS: tuple[Method, ...] = get_args(Method)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 
-JointMethod = Literal["auto", "blocks", "tree"]
+JointMethod: TypeAlias = Literal["auto", "blocks", "tree"]
 """How :func:`joint_top_k` draws the worst entry (static)."""
 
 
