@@ -664,7 +664,7 @@ def _run_step(plan: _Plan, cell: _Cell, functions, key, sink):
     were computed, and the record of each compiled chunk (compiled now, or from the cache)."""
     study, mechanism, fixed = plan.study, cell.mechanism, cell.fixed
     total = plan.trials * plan.replicates
-    cache_key = (mechanism.fn, mechanism.variants, study.metrics, study.truth, content_key(fixed),
+    cache_key = (mechanism.fn, mechanism.labels, study.metrics, study.truth, content_key(fixed),
                  content_key(cell.points))
     if cache_key not in functions:
         traced = _trial_function(mechanism, study.metrics, study.truth, fixed, None) if cell.grid else None
