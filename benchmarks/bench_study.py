@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import zlib
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +30,7 @@ import numpy as np
 from dpjax import quantiles
 from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
 from dpjax.studies.compiles import _CompileCounter
+from dpjax.studies.study import _trial_key
 from dpjax.tools.bench.harness import load_average
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0)
@@ -51,9 +51,8 @@ def mechanisms():
 
 
 def step_key(study: str, mechanism: str, dataset: str, seed: int = 0):
-    """The key ``run_study`` gives this step (see ``dpjax.studies.study._step``)."""
-    key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(study.encode()))
-    return jax.random.fold_in(key, zlib.crc32(f"{mechanism}/{dataset}".encode()))
+    """The key ``run_study`` gives this step (``dpjax.studies.study._trial_key``)."""
+    return _trial_key(seed, study, mechanism, dataset)
 
 
 def paths(name, mech, truth, x, trials):
