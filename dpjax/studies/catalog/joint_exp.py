@@ -8,50 +8,25 @@ the m quantiles ("missed points"); the absolute error in data units is shown bes
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-import numpy as np
-
 from dpjax.quantiles import agg_tree, app_ind_exp, csmooth, ind_exp, joint_exp
 from dpjax.studies import metrics
-from dpjax.studies.catalog import _EPSILONS
+from dpjax.studies.catalog import _EPSILONS, quantile_points
 from dpjax.studies.registry import register
-from dpjax.studies.study import Mechanism, Study
+from dpjax.studies.study import Study
 
 __all__: list[str] = []
 
-_N_POINTS = 1000
 _M_QUANTILES = 5
-_LEVELS = np.arange(1, _M_QUANTILES + 1) / (_M_QUANTILES + 1)
-_BOUNDS = (-100.0, 100.0)
-
-
-def _points(x):
-    return jnp.sort(x[:_N_POINTS])
-
-
-def _truth(x, **_):
-    """The true "lower" quantiles (NumPy's ``method="lower"``) and the sorted points."""
-    points = _points(x)
-    return {"quantiles": points[np.floor(_LEVELS * (_N_POINTS - 1)).astype(int)], "points": points}
-
-
-def _missed_points(release, truth):
-    points = truth["points"]
-    missed = jnp.searchsorted(points, release) - jnp.searchsorted(points, truth["quantiles"])
-    return jnp.mean(jnp.abs(missed).astype(jnp.result_type(float)))
-
-
-def _mechanism(name, fn, description):
-    def release(key, x, epsilon):
-        return fn(key, _points(x), _LEVELS, epsilon, bounds=_BOUNDS)
-
-    return Mechanism(name, release, description=description)
+_LEVELS = quantile_points.levels(_M_QUANTILES)
+_truth = quantile_points.truth_at(_LEVELS)
+_missed_points = quantile_points.missed_points
+_mechanism = quantile_points.mechanism_at(_LEVELS)
 
 
 register(Study(
     "quantiles_m5",
     family="quantiles",
-    description=f"{_M_QUANTILES} quantiles of {_N_POINTS} points in [-100, 100]: JointExp vs its baselines",
+    description=f"{_M_QUANTILES} quantiles of 1000 points in [-100, 100]: JointExp vs its baselines",
     mechanisms=[
         _mechanism("JointExp", joint_exp, "one exponential mechanism over all m quantiles (ε-DP)"),
         _mechanism("IndExp", ind_exp, "one exponential mechanism per quantile at ε/m (ε-DP)"),

@@ -13,49 +13,27 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
 
 from dpjax.quantiles import approx_quantiles, ind_exp, joint_exp
 from dpjax.selection import gumbel_top_k, joint_top_k
 from dpjax.studies import metrics
-from dpjax.studies.catalog import _EPSILONS
+from dpjax.studies.catalog import _EPSILONS, quantile_points
 from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
 
 __all__: list[str] = []
 
-_N_POINTS = 1000
 _M = 29
-_LEVELS = np.arange(1, _M + 1) / (_M + 1)
-_BOUNDS = (-100.0, 100.0)
-
-
-def _points(x):
-    return jnp.sort(x[:_N_POINTS])
-
-
-def _truth(x, **_):
-    points = _points(x)
-    return {"quantiles": points[np.floor(_LEVELS * (_N_POINTS - 1)).astype(int)], "points": points}
-
-
-def _missed_points(release, truth):
-    points = truth["points"]
-    missed = jnp.searchsorted(points, release) - jnp.searchsorted(points, truth["quantiles"])
-    return jnp.mean(jnp.abs(missed).astype(jnp.result_type(float)))
-
-
-def _quantiles(name, fn, description):
-    def release(key, x, epsilon):
-        return fn(key, _points(x), _LEVELS, epsilon, bounds=_BOUNDS)
-
-    return Mechanism(name, release, description=description)
+_LEVELS = quantile_points.levels(_M)
+_truth = quantile_points.truth_at(_LEVELS)
+_missed_points = quantile_points.missed_points
+_quantiles = quantile_points.mechanism_at(_LEVELS)
 
 
 register(Study(
     "quantiles_m29",
     family="quantiles",
-    description=f"{_M} quantiles of {_N_POINTS} points in [-100, 100]: ApproxQuantiles vs JointExp vs IndExp",
+    description=f"{_M} quantiles of 1000 points in [-100, 100]: ApproxQuantiles vs JointExp vs IndExp",
     mechanisms=[
         _quantiles("ApproxQuantiles", approx_quantiles, "recursive splitting, one EM per node (ε-DP)"),
         _quantiles("JointExp", joint_exp, "one exponential mechanism over all m quantiles (ε-DP)"),
