@@ -13,8 +13,7 @@ from pathlib import Path
 import griffe
 import pytest
 import yaml
-
-from tests.test_public_api import public_modules
+from test_public_api import public_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs" / "api").glob("*.md"))

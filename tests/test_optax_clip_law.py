@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from laws import chi_square_pvalue
+from svt_laws import halting_law
 
 from dpjax import optax as dpo
-from tests.laws import chi_square_pvalue
-from tests.svt_laws import halting_law
 
 B, QUANTILE, EPSILON, BETA, CAP = 20, 0.75, 1.0, 1.25, 16
 CENTRE, STEP = 2.0, 10  # a later estimate: centred at the current clip norm

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dpjax.quantiles import agg_tree, app_ind_exp, csmooth, ind_exp, joint_exp
 from dpjax.studies import metrics
-from dpjax.studies.catalog import _EPSILONS, quantile_points
+from dpjax.studies.catalog import _EPSILONS
+from dpjax.studies.catalog import _quantile_points as quantile_points
 from dpjax.studies.registry import register
 from dpjax.studies.study import Study
 

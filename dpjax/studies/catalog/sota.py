@@ -17,7 +17,8 @@ import jax.numpy as jnp
 from dpjax.quantiles import approx_quantiles, ind_exp, joint_exp
 from dpjax.selection import gumbel_top_k, joint_top_k
 from dpjax.studies import metrics
-from dpjax.studies.catalog import _EPSILONS, quantile_points
+from dpjax.studies.catalog import _EPSILONS
+from dpjax.studies.catalog import _quantile_points as quantile_points
 from dpjax.studies.registry import register
 from dpjax.studies.study import Mechanism, Study
 
