@@ -14,7 +14,7 @@
 #      (the dry run collects them instead: the node ids stay valid);
 #   3. dpjax bench --quick --no-peers (bench/results.json, .md, .png): every family, limit ratios;
 #   4. the training benchmark's rows, when benchmarks/bench_training.py exists:
-#      python -m benchmarks.bench_training --quick --json training.json;
+#      python -m benchmarks.bench_training --rounds 2 --steps 10 (its table in training.log);
 #   5. the exact-noise benchmark: python -m benchmarks.bench_exact (exact.log).
 # Everything goes to benchmarks/results/<device>/ (--out DIR overrides; the dry run defaults to a
 # temporary folder). Render the bench table into benchmarks/README.md with the command in
@@ -91,7 +91,7 @@ if [ -f benchmarks/bench_training.py ]; then
   if [ "$dry" = 1 ]; then
     step training 30 "$python" -m benchmarks.bench_training --help
   else
-    step training 60 "$python" -m benchmarks.bench_training --quick --json "$out/training.json"
+    step training 60 "$python" -m benchmarks.bench_training --rounds 2 --steps 10
   fi
 else
   printf 'training\tabsent (no benchmarks/bench_training.py)\t0\n' >> "$out/steps.tsv"
