@@ -25,10 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import noise
+from dpjax._src.tools.bench.floor import rng_floor
+from dpjax._src.tools.bench.harness import time_eager, time_host, time_jitted
+from dpjax._src.tools.bench.report import print_machine, print_table
 from dpjax.audit import audit, neighbors, reference
-from dpjax.tools.bench.floor import rng_floor
-from dpjax.tools.bench.harness import time_eager, time_host, time_jitted
-from dpjax.tools.bench.report import print_machine, print_table
 
 
 def laplace_scaled(key, data):

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from dpjax import selection, svt
-from dpjax.datasets.zipf import zipf_histogram
-from dpjax.tools.bench.case import Case, power_label, scaled
-from dpjax.tools.bench.cli import script
+from dpjax._src.datasets.zipf import zipf_histogram
+from dpjax._src.tools.bench.case import Case, power_label, scaled
+from dpjax._src.tools.bench.cli import script
 
 K, C, THRESHOLD = 10, 10, 50.0
 

@@ -29,13 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax._src.budgeting.geometry import box_signed_distance
+from dpjax._src.tools.bench.cases.budgeting import BETA0, HALF, RHO, box_distance, numpy_pie_ni
+from dpjax._src.tools.bench.floor import rng_floor
+from dpjax._src.tools.bench.harness import time_host, time_jitted
+from dpjax._src.tools.bench.report import print_machine, print_table
+from dpjax._src.tools.papers import hotspots
 from dpjax.budgeting import pie_ni
-from dpjax.budgeting.geometry import box_signed_distance
-from dpjax.datasets.papers import hotspots
-from dpjax.tools.bench.cases.budgeting import BETA0, HALF, RHO, box_distance, numpy_pie_ni
-from dpjax.tools.bench.floor import rng_floor
-from dpjax.tools.bench.harness import time_host, time_jitted
-from dpjax.tools.bench.report import print_machine, print_table
 
 
 def main(argv=None) -> None:

@@ -25,8 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax import additive, exact_noise, noise
-from dpjax.tools.bench.harness import load_average
+from dpjax import additive, noise
+from dpjax._src.exact import noise as exact_noise
+from dpjax._src.tools.bench.harness import load_average
 
 N_PEER, KEYS, BINS = 10**4, 1000, 1000
 

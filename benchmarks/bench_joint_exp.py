@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import logsumexp
 
-from dpjax.tools.bench.harness import time_host, time_jitted
-from dpjax.tools.bench.report import print_machine, print_table
+from dpjax._src.tools.bench.harness import time_host, time_jitted
+from dpjax._src.tools.bench.report import print_machine, print_table
 
 
 def numpy_joint_exp(rng, x, qs, epsilon, lower, upper):
@@ -68,8 +68,8 @@ def numpy_joint_exp(rng, x, qs, epsilon, lower, upper):
 def accuracy(sizes):
     """Max total variation of the normalised ``alphahat`` rows of each method and dtype vs the float64
     scan (N(0,5) data, bounds +-100, epsilon 1)."""
+    from dpjax._src.quantiles.joint_exp_tables import _METHODS
     from dpjax.quantiles import joint_exp_tables
-    from dpjax.quantiles.joint_exp_tables import _METHODS
 
     def probs(tables, n):
         t = np.asarray(tables.log_total, np.float64)[:, : n + 1]
@@ -115,8 +115,8 @@ def main():
         return
     if args.x64:
         jax.config.update("jax_enable_x64", True)
+    from dpjax._src.quantiles.joint_exp_tables import _METHODS
     from dpjax.quantiles import joint_exp
-    from dpjax.quantiles.joint_exp_tables import _METHODS
 
     print_machine()
     dtype = jnp.float64 if args.x64 else jnp.float32

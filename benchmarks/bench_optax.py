@@ -48,10 +48,10 @@ import numpy as np
 import optax
 
 from dpjax import optax as dpo
-from dpjax.datasets import training as data_lib
-from dpjax.tools.bench.harness import time_jitted
-from dpjax.tools.bench.report import print_machine, print_table
-from dpjax.tools.train import run as train
+from dpjax._src.datasets import training as data_lib
+from dpjax._src.tools.bench.harness import time_jitted
+from dpjax._src.tools.bench.report import print_machine, print_table
+from dpjax._src.tools.train import run as train
 
 EPSILONS = (1.0, 3.0, 8.0)
 DELTA = 1e-5
@@ -285,7 +285,7 @@ def aggregation_part(repeats: int):
     """The aggregation alone (clip, sum, noise of given per-example gradients: the ``training`` family
     of ``dpjax bench``), dpjax's ``dp_aggregate`` and ``optax.contrib.differentially_private_aggregate``
     called alternately (interleaved, so both see the same machine load), ``repeats`` calls each."""
-    from dpjax.tools.bench.cases import training as cases
+    from dpjax._src.tools.bench.cases import training as cases
 
     rows = []
     for name, shapes in cases.SHAPES.items():

@@ -38,10 +38,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import optax as dpo
-from dpjax.datasets import training as data_lib
-from dpjax.tools.bench.report import print_machine
-from dpjax.tools.train import run as train
-from dpjax.tools.train import settings
+from dpjax._src.datasets import training as data_lib
+from dpjax._src.tools.bench.report import print_machine
+from dpjax._src.tools.train import run as train
+from dpjax._src.tools.train import settings
 
 DELTA = 1e-5
 FIXED_GRID = (0.3, 1.0, 3.0, 10.0, 30.0)

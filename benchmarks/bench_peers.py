@@ -24,9 +24,9 @@ import time
 
 import jax
 
-from dpjax.tools.bench import cases as bench_cases
-from dpjax.tools.bench.harness import load_average
-from dpjax.tools.bench.report import seconds
+from dpjax._src.tools.bench import cases as bench_cases
+from dpjax._src.tools.bench.harness import load_average
+from dpjax._src.tools.bench.report import seconds
 
 FAMILIES = ("selection", "svt", "quantiles", "aggregates", "topk", "budgeting")
 

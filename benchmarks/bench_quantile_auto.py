@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import quantiles
-from dpjax.svt.monotone_halting import _cumlogsumexp_nondecreasing
-from dpjax.tools.bench.case import Case, power_label, scaled
-from dpjax.tools.bench.cli import script
+from dpjax._src.svt.monotone_halting import _cumlogsumexp_nondecreasing
+from dpjax._src.tools.bench.case import Case, power_label, scaled
+from dpjax._src.tools.bench.cli import script
 
 BOUNDS, EPSILON, BETA = (0.0, 100.0), 1.0, 1.001
 DECILES = tuple(np.linspace(0.1, 0.9, 9).tolist())

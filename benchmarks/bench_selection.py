@@ -12,9 +12,9 @@ Run from the repository root: ``python -m benchmarks.bench_selection [--size 1] 
 from __future__ import annotations
 
 from dpjax import selection
-from dpjax.tools.bench.case import Case, power_label, scaled
-from dpjax.tools.bench.cases.selection import zipf_scores
-from dpjax.tools.bench.cli import script
+from dpjax._src.tools.bench.case import Case, power_label, scaled
+from dpjax._src.tools.bench.cases.selection import zipf_scores
+from dpjax._src.tools.bench.cli import script
 
 K, EPSILON = 10, 1.0
 

@@ -28,10 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import quantiles
+from dpjax._src.studies.compiles import _CompileCounter
+from dpjax._src.studies.study import _trial_key
+from dpjax._src.tools.bench.harness import load_average
 from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
-from dpjax.studies.compiles import _CompileCounter
-from dpjax.studies.study import _trial_key
-from dpjax.tools.bench.harness import load_average
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0)
 BOUNDS = (0.0, 100.0)

@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from dpjax import svt
-from dpjax.datasets.zipf import zipf_histogram
-from dpjax.tools.bench.case import Case, Peer, power_label, scaled
-from dpjax.tools.bench.cli import script
+from dpjax._src.datasets.zipf import zipf_histogram
+from dpjax._src.tools.bench.case import Case, Peer, power_label, scaled
+from dpjax._src.tools.bench.cli import script
 
 K, EPSILON = 10, 0.7
 

@@ -28,11 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import topk
-from dpjax.accounting.pay_what_you_get import calibrate_epsilon
-from dpjax.numerics import _ceil_div
-from dpjax.tools.bench.floor import rng_floor
-from dpjax.tools.bench.harness import time_host, time_jitted
-from dpjax.tools.bench.report import print_machine, print_table
+from dpjax._src.accounting.pay_what_you_get import calibrate_epsilon
+from dpjax._src.numerics import _ceil_div
+from dpjax._src.tools.bench.floor import rng_floor
+from dpjax._src.tools.bench.harness import time_host, time_jitted
+from dpjax._src.tools.bench.report import print_machine, print_table
 
 DELTA, DELTA_PRIME = 5e-7, 5e-7
 

@@ -48,7 +48,7 @@ import numpy as np
 import optax
 
 from dpjax import optax as dpo
-from dpjax.tools.train import run as train
+from dpjax._src.tools.train import run as train
 
 try:
     import jax_privacy
@@ -81,13 +81,13 @@ def problem(name: str, mnist):
     """``(model, n, x, y)``: the model and its data."""
     rng = np.random.default_rng(0)
     if name == "adult":
-        from dpjax.datasets import training as data_lib
+        from dpjax._src.datasets import training as data_lib
 
         adult = data_lib.load_adult()
         return train.mlp((107, 64, 2)), adult.x_train.shape[0], adult.x_train, adult.y_train
     if name == "cnn":
         if mnist:
-            from dpjax.datasets import training as data_lib
+            from dpjax._src.datasets import training as data_lib
 
             data = data_lib.load_mnist(mnist)
             return train.cnn(10), data.x_train.shape[0], data.x_train, data.y_train

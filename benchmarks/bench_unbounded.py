@@ -19,11 +19,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.quantiles.unbounded import _DEFAULT_MAX_QUERIES, _grid, _halting
-from dpjax.quantiles.unbounded_bins import _cumulative_counts, _static_size
-from dpjax.tools.bench.case import Case, Peer, power_label, scaled
-from dpjax.tools.bench.cases.quantiles import BETA, EPSILON, Q
-from dpjax.tools.bench.cli import script
+from dpjax._src.quantiles.unbounded import _DEFAULT_MAX_QUERIES, _grid, _halting
+from dpjax._src.quantiles.unbounded_bins import _cumulative_counts, _static_size
+from dpjax._src.tools.bench.case import Case, Peer, power_label, scaled
+from dpjax._src.tools.bench.cases.quantiles import BETA, EPSILON, Q
+from dpjax._src.tools.bench.cli import script
 
 
 def numpy_reference(rng, f, n):

@@ -24,9 +24,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from dpjax._src.tools import papers as data
+from dpjax._src.tools.reproduce.result import ratio_of_means_se
 from dpjax.budgeting import kde, kde_baseline, knn, knn_baseline
-from dpjax.datasets import papers as data
-from dpjax.tools.reproduce.result import ratio_of_means_se
 
 BANDWIDTH, BETA0 = 500.0, 0.025
 

@@ -35,8 +35,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from dpjax.tools.reproduce import jointexp
-from dpjax.tools.reproduce.result import ratio_of_means_se
+from dpjax._src.tools.reproduce import jointexp
+from dpjax._src.tools.reproduce.result import ratio_of_means_se
 
 BOUNDS, EPSILON, Q = (-100.0, 100.0), 1.0, 0.5
 APP_EPSILON = 0.99  # Dong et al. (2020) Thm. 3 at m = 1, delta 1e-6, on the paper's 0.01 grid

@@ -22,9 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import integrate
 
-from dpjax.datasets import papers as data
-from dpjax.numerics import _ceil_div
-from dpjax.quantiles.unbounded import unbounded_result
+from dpjax._src.numerics import _ceil_div
+from dpjax._src.quantiles.unbounded import unbounded_result
+from dpjax._src.tools import papers as data
 
 EPSILON, BETA, Q, N = 0.1, 1.001, 0.99, 1000
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpjax.datasets import papers as data
+from dpjax._src.tools import papers as data
 
 RANGES = {
     "uniform": (-5.0, 5.0),

@@ -28,9 +28,9 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from dpjax import budgeting, quantiles, topk
-from dpjax.studies import runner
-from dpjax.studies._compiled import _trials_function
-from dpjax.tools.bench.harness import Timing, time_eager
+from dpjax._src.studies import runner
+from dpjax._src.studies.compiled import _trials_function
+from dpjax._src.tools.bench.harness import Timing, time_eager
 
 KEY = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
 DEVICES = (1, 2, 4, 8)

@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import noise
-from dpjax.audit.reference import gap_max, limit_domain_core, svt_outputs
-from dpjax.validation import check_array, check_epsilon, check_int
+from dpjax._src.audit.reference import gap_max, limit_domain_core, svt_outputs
+from dpjax._src.validation import check_array, check_epsilon, check_int
 
 
 def _svt_checks(queries, epsilon, c):
@@ -127,7 +127,7 @@ def dp_sum_noise_by_largest_norm(
     """DELIBERATELY BROKEN: clipped sum plus ``N(0, (noise_multiplier * m)^2)`` per coordinate, with
     ``m`` the largest clipped norm in the batch instead of ``clip_norm`` (claims the Gaussian
     mechanism's guarantee at ``noise_multiplier``; it is not DP). Output: the pytree of sums."""
-    from dpjax.optax.transform import _clipped_sum
+    from dpjax._src.optax.transform import _clipped_sum
 
     clip = jnp.asarray(check_epsilon(clip_norm, "clip_norm"), jnp.float32)
     summed, norms = _clipped_sum(per_example_grads, clip, jnp.asarray(example_mask, bool))

@@ -38,9 +38,9 @@ import numpy as np  # noqa: E402
 from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
 
 from dpjax import additive, budgeting, quantiles, selection, topk  # noqa: E402
-from dpjax.numerics import _ceil_div  # noqa: E402
-from dpjax.studies import runner  # noqa: E402
-from dpjax.studies._compiled import _trials_function  # noqa: E402
+from dpjax._src.numerics import _ceil_div  # noqa: E402
+from dpjax._src.studies import runner  # noqa: E402
+from dpjax._src.studies.compiled import _trials_function  # noqa: E402
 
 KEY = jax.random.key(17)
 # The mechanisms run across processes by the distributed test (a few of each kind of kernel).

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpjax.accounting import ZCDP, PureDP
-from dpjax.additive import (
+from dpjax._src.additive import (
     gaussian_guarantee,
     gaussian_mechanism,
     gaussian_sigma_for_zcdp,
     laplace_guarantee,
     laplace_mechanism,
 )
+from dpjax.accounting import ZCDP, PureDP
 
 
 def test_laplace_mechanism_law_and_guarantee():

@@ -11,9 +11,9 @@ import pytest
 from laws import P_MIN, chi_square_pvalue
 
 from dpjax import quantiles
+from dpjax._src.quantiles.approx_quantiles import _recursion_levels
+from dpjax._src.quantiles.range_em import _layout, _tables
 from dpjax.accounting import RangeBounded
-from dpjax.quantiles.approx_quantiles import _recursion_levels
-from dpjax.quantiles.range_em import _layout, _tables
 
 GRID_X = np.array([0.5, 2.0, 2.5, 4.0, 5.5])  # 6 gaps of [0, 6]
 GRID_BOUNDS = (0.0, 6.0)

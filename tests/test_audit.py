@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from dpjax.additive import laplace_mechanism
+from dpjax._src.additive import laplace_mechanism
 from dpjax.audit import (
     Event,
     audit,

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from dpjax import additive, aggregates, budgeting, quantiles, selection, svt, topk
+from dpjax._src.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
 from dpjax.audit import audit, neighbors, reference
-from dpjax.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
 
 POSITIVE_TRIALS = 200_000
 ZCDP_DELTA = 1e-3

@@ -12,8 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpjax import _auto, selection, svt
-from dpjax.quantiles.unbounded import _grid, _halting, _tabulate
+from dpjax import selection, svt
+from dpjax._src import auto as _auto
+from dpjax._src.quantiles.unbounded import _grid, _halting, _tabulate
 
 KEYS = jax.random.split(jax.random.key(3), 4)
 SCORES = jnp.asarray(np.random.default_rng(0).normal(0.0, 2.0, 12), jnp.float32)

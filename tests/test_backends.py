@@ -19,8 +19,8 @@ import pytest
 from jax import export
 from mechanism_registry import all_mechanisms
 
-from dpjax.quantiles.intervals import _sort_floats
-from dpjax.tools.bench.cases import FAMILIES, cases
+from dpjax._src.quantiles.intervals import _sort_floats
+from dpjax._src.tools.bench.cases import FAMILIES, cases
 
 ACCELERATORS = ("cuda", "rocm", "tpu")
 ROOT = Path(__file__).resolve().parents[1]

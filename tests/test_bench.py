@@ -11,24 +11,25 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpjax.cli import main
-from dpjax.tools import readme as readme_region
-from dpjax.tools.bench import harness, report
-from dpjax.tools.bench import run as bench_run
-from dpjax.tools.bench.case import Case, power_label, scaled
-from dpjax.tools.bench.cases import FAMILIES
-from dpjax.tools.bench.cases.aggregates import _variates as sum_variates
-from dpjax.tools.bench.cases.quantiles import BETA, _halting_variates
-from dpjax.tools.bench.cli import auto_scale
-from dpjax.tools.bench.floor import (
-    MAX_VARIATES,
-    data_bytes,
-    floor_releases,
-    rng_floor,
-    variate_count,
+from dpjax._src.tools import readme as readme_region
+from dpjax._src.tools.bench import harness, report
+from dpjax._src.tools.bench import run as bench_run
+from dpjax._src.tools.bench.case import Case, power_label, scaled
+from dpjax._src.tools.bench.cases import FAMILIES
+from dpjax._src.tools.bench.cases.aggregates import _variates as sum_variates
+from dpjax._src.tools.bench.cases.quantiles import BETA, _halting_variates
+from dpjax._src.tools.bench.cli import auto_scale
+from dpjax._src.tools.bench.floor import MAX_VARIATES, data_bytes, floor_releases, rng_floor, variate_count
+from dpjax._src.tools.bench.harness import (
+    MAX_REPEATS,
+    MIN_SECONDS,
+    Timing,
+    time_eager,
+    time_host,
+    time_jitted,
 )
-from dpjax.tools.bench.harness import MAX_REPEATS, MIN_SECONDS, Timing, time_eager, time_host, time_jitted
-from dpjax.tools.bench.run import MIN_RELEASES, batch_size
+from dpjax._src.tools.bench.run import MIN_RELEASES, batch_size
+from dpjax._src.tools.cli import main
 
 GIB = 2**30
 

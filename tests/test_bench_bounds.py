@@ -17,12 +17,11 @@ import numpy as np
 import pytest
 from jax import lax
 
-from dpjax.cli import main
-from dpjax.tools import readme as readme_region
-from dpjax.tools.bench import bound as bound_module
-from dpjax.tools.bench import harness, report
-from dpjax.tools.bench import run as bench_run
-from dpjax.tools.bench.bound import (
+from dpjax._src.tools import readme as readme_region
+from dpjax._src.tools.bench import bound as bound_module
+from dpjax._src.tools.bench import harness, report
+from dpjax._src.tools.bench import run as bench_run
+from dpjax._src.tools.bench.bound import (
     HASH_BITS,
     Limits,
     bound,
@@ -32,10 +31,11 @@ from dpjax.tools.bench.bound import (
     self_check,
     threefry_hashes,
 )
-from dpjax.tools.bench.case import Case
-from dpjax.tools.bench.cases import cases
-from dpjax.tools.bench.cases.topk import KBAR
-from dpjax.tools.bench.cases.training import SHAPES
+from dpjax._src.tools.bench.case import Case
+from dpjax._src.tools.bench.cases import cases
+from dpjax._src.tools.bench.cases.topk import KBAR
+from dpjax._src.tools.bench.cases.training import SHAPES
+from dpjax._src.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = jax.random.key(0)

@@ -4,7 +4,11 @@ against the paper's grid search, and in the graph against the host optimum."""
 import jax
 import numpy as np
 
-from dpjax.accounting.bounded_range import composition_delta, composition_epsilon, optimal_composition_epsilon
+from dpjax._src.accounting.bounded_range import (
+    composition_delta,
+    composition_epsilon,
+    optimal_composition_epsilon,
+)
 
 
 def test_optimal_composition_matches_paper_grid_and_is_valid():

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpjax.budgeting import geometry
-from dpjax.budgeting.kde import _ELIMINATED_BIAS, kde, kde_baseline
-from dpjax.budgeting.knn import knn, knn_baseline
-from dpjax.budgeting.range_count import range_count, range_count_baseline
-from dpjax.budgeting.threshold import threshold_baseline, threshold_guarantee, threshold_query
+from dpjax._src.budgeting import geometry
+from dpjax._src.budgeting.kde import _ELIMINATED_BIAS, kde, kde_baseline
+from dpjax._src.budgeting.knn import knn, knn_baseline
+from dpjax._src.budgeting.range_count import range_count, range_count_baseline
+from dpjax._src.budgeting.threshold import threshold_baseline, threshold_guarantee, threshold_query
 
 RNG = np.random.default_rng(0)
 X = RNG.uniform(0, 4000, (3000, 2)).astype(np.float32)  # locations in metres

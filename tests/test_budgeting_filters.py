@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpjax._src.accounting.per_user import approx_gp_epsilon, approx_gp_rho_star
+from dpjax._src.budgeting import filters
+from dpjax._src.budgeting.multi_query import allotment, gamma_schedule, run_multi_query
+from dpjax._src.budgeting.range_count import range_count
+from dpjax._src.budgeting.splits import _running_mean_weights
 from dpjax.accounting import BudgetExceededError, PerUserLedger
-from dpjax.accounting.per_user import approx_gp_epsilon, approx_gp_rho_star
-from dpjax.budgeting import filters, split_schedule, tail_radius
-from dpjax.budgeting.multi_query import allotment, gamma_schedule, run_multi_query
-from dpjax.budgeting.range_count import range_count
-from dpjax.budgeting.splits import _running_mean_weights
+from dpjax.budgeting import split_schedule, tail_radius
 
 # --- eq. (10) -------------------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpjax.budgeting import pie, pie_k, pie_ni, split_schedule, tail_radius, user_noise
+from dpjax._src.budgeting import pie
+from dpjax.budgeting import pie_k, pie_ni, split_schedule, tail_radius, user_noise
 
 N, C, BETA0, RHO, TRIALS = 5000, 8, 0.1, 1e-4, 400
 PHI = np.asarray(np.random.default_rng(0).normal(0, 300, N), np.float32)  # user-side scores, metres

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from laws import LAW_CASES, P_MIN, N, chi_square_pvalue, em_probabilities, sample
 
-from dpjax import categorical, selection
-from dpjax.numerics import _ceil_div
+from dpjax import selection
+from dpjax._src import categorical
+from dpjax._src.numerics import _ceil_div
 
 
 @pytest.mark.parametrize("case", sorted(LAW_CASES))

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpjax.cli import main
+from dpjax._src.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -71,7 +71,7 @@ def test_sigint_while_jax_is_imported_exits_130_and_computes_nothing(tmp_path):
 
 
 def test_a_swallowed_signal_before_the_work_stops_it(tmp_path, monkeypatch, capsys):
-    import dpjax.tools.study.cli as study_cli
+    import dpjax._src.tools.study.cli as study_cli
 
     options = study_cli._options
 
@@ -87,7 +87,7 @@ def test_a_swallowed_signal_before_the_work_stops_it(tmp_path, monkeypatch, caps
 
 
 def _fake(name, calls):
-    from dpjax.tools.reproduce import Reproduction, Row
+    from dpjax._src.tools.reproduce import Reproduction, Row
 
     def run(key, mode, data_dir):
         calls.append(name)
@@ -100,7 +100,7 @@ def _fake(name, calls):
 
 @pytest.fixture
 def fakes(monkeypatch):
-    import dpjax.tools.reproduce.cli as reproduce_cli
+    import dpjax._src.tools.reproduce.cli as reproduce_cli
 
     calls = []
     monkeypatch.setattr(reproduce_cli, "REPRODUCTIONS", {name: _fake(name, calls) for name in ("aa", "bb")})
@@ -109,7 +109,7 @@ def fakes(monkeypatch):
 
 
 def test_a_signal_after_the_last_write_exits_143_not_0(tmp_path, monkeypatch, fakes, capsys):
-    from dpjax.outdir import RunDir
+    from dpjax._src.outdir import RunDir
 
     commit = RunDir.commit
 
@@ -154,9 +154,9 @@ def _study(mean, data, name="ckpt"):
 
 
 def test_checkpoints_are_json_never_unpickled_and_every_change_is_named(tmp_path, capsys):
+    from dpjax._src.studies.checkpoint import CheckpointMismatch
+    from dpjax._src.tools.study.config import resolve
     from dpjax.studies import run_study
-    from dpjax.studies.checkpoint import CheckpointMismatch
-    from dpjax.tools.study.config import resolve
 
     (tmp_path / "mech.py").write_text(MECHANISM.format(scale=1.0))
     mean = resolve("mech.py:mean", tmp_path)
@@ -215,7 +215,7 @@ def test_reproduce_checkpoints_are_checked(tmp_path, fakes, capsys):
     assert (out / "reproduction.csv").read_bytes() == csv
 
     # a run stopped after aa, resumed with another seed: refused before any work, naming the seed
-    import dpjax.tools.reproduce.cli as reproduce_cli
+    import dpjax._src.tools.reproduce.cli as reproduce_cli
 
     stop = reproduce_cli.REPRODUCTIONS["bb"]
     reproduce_cli.REPRODUCTIONS["bb"] = types.SimpleNamespace(
@@ -232,7 +232,7 @@ def test_reproduce_checkpoints_are_checked(tmp_path, fakes, capsys):
 def test_odd_out_values_are_refused_before_any_work(tmp_path, monkeypatch, capsys):
     import tempfile
 
-    import dpjax.outdir
+    import dpjax._src.outdir
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "real").mkdir()
@@ -252,7 +252,7 @@ def test_odd_out_values_are_refused_before_any_work(tmp_path, monkeypatch, capsy
             raise PermissionError(13, "Permission denied")
         return mkstemp(*args, dir=dir, **kwargs)
 
-    monkeypatch.setattr(dpjax.outdir.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(dpjax._src.outdir.tempfile, "mkstemp", denied)
     for out, flags, message in (
         (".", ["--overwrite"], "is the current directory"),
         ("link", [], "is a symbolic link"),

@@ -14,7 +14,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from dpjax.cli import main
+from dpjax._src.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,10 +24,10 @@ def _signal_self(signum):
 
 
 def test_bench_stopped_by_sigint_writes_the_finished_cases_and_resumes(tmp_path, monkeypatch, capsys):
-    import dpjax.tools.bench.cli as bench_cli
-    import dpjax.tools.bench.run as bench_run
-    from dpjax.tools.bench.bound import Limits
-    from dpjax.tools.bench.case import Case
+    import dpjax._src.tools.bench.cli as bench_cli
+    import dpjax._src.tools.bench.run as bench_run
+    from dpjax._src.tools.bench.bound import Limits
+    from dpjax._src.tools.bench.case import Case
 
     measured, stop = [], {"at": "b"}
 
@@ -64,7 +64,7 @@ def test_bench_stopped_by_sigint_writes_the_finished_cases_and_resumes(tmp_path,
 
 
 def _fake(name, calls, stop):
-    from dpjax.tools.reproduce import Reproduction, Row
+    from dpjax._src.tools.reproduce import Reproduction, Row
 
     def run(key, mode, data_dir):
         calls.append(name)
@@ -79,7 +79,7 @@ def _fake(name, calls, stop):
 
 def test_reproduce_stopped_by_sigterm_exits_143_and_resume_equals_an_uninterrupted_run(
         tmp_path, monkeypatch, capsys):
-    import dpjax.tools.reproduce.cli as reproduce_cli
+    import dpjax._src.tools.reproduce.cli as reproduce_cli
 
     calls, stop = [], {}
     fakes = {name: _fake(name, calls, stop) for name in ("aa", "bb", "cc")}
@@ -110,7 +110,7 @@ def _options(parser):
 
 
 def test_every_help_shows_the_defaults():
-    from dpjax.cli import build_parser
+    from dpjax._src.tools.cli import build_parser
 
     parser = build_parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -126,7 +126,7 @@ BAD = ["0", "-1", "nan", "1e999", "x", "", "/nonexistent/dir/file"]
 
 
 def _bad_argvs():
-    from dpjax.cli import build_parser
+    from dpjax._src.tools.cli import build_parser
 
     yield from (pytest.param(argv, id=" ".join(argv)) for argv in (["x"], [""], ["--", "study"], []))
     for name, action in _options(build_parser()):

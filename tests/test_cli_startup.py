@@ -6,7 +6,7 @@ import importlib
 import subprocess
 import sys
 
-from dpjax.cli import SUBCOMMANDS
+from dpjax._src.tools.cli import SUBCOMMANDS
 
 HEAVY = ("jax", "matplotlib", "pandas", "scipy", "dp_accounting", "optax", "tqdm")
 

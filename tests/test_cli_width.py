@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpjax.cli import SUBCOMMANDS, main
+from dpjax._src.tools.cli import SUBCOMMANDS, main
 
 LISTINGS = [["--help"], *([name, "--help"] for name in SUBCOMMANDS),
             ["study", "--list"], ["reproduce", "--list"], ["data", "list"]]

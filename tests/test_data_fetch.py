@@ -13,10 +13,10 @@ from typing import ClassVar
 
 import pytest
 
-from dpjax.cli import main
-from dpjax.tools.data import catalog, cli
-from dpjax.tools.data.catalog import Dataset, FileSource
-from dpjax.tools.data.fetch import FetchError, fetch_files
+from dpjax._src.tools.cli import main
+from dpjax._src.tools.data import catalog, cli
+from dpjax._src.tools.data.catalog import Dataset, FileSource
+from dpjax._src.tools.data.fetch import FetchError, fetch_files
 
 ROOT = Path(__file__).resolve().parents[1]
 # In CI the shared folder lies beside the clone (../shared); a worktree may sit one level deeper.
@@ -147,9 +147,9 @@ def test_the_commands_find_the_cache_by_default(monkeypatch, tmp_path):
 def test_reproduce_and_train_read_the_cache_unless_told_otherwise(monkeypatch, tmp_path, capsys):
     import types
 
-    import dpjax.tools.reproduce.cli as reproduce_cli
-    from dpjax.tools.reproduce import Reproduction
-    from dpjax.tools.train.run import UsageError, load
+    import dpjax._src.tools.reproduce.cli as reproduce_cli
+    from dpjax._src.tools.reproduce import Reproduction
+    from dpjax._src.tools.train.run import UsageError, load
 
     given = []
 

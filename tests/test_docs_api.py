@@ -72,7 +72,7 @@ def _shadowed(module: str) -> bool:
 
 def _exported():
     for name in public_modules():
-        if name == "dpjax.cli" or name.startswith("dpjax.tools"):
+        if name == "dpjax._src.tools.cli" or name.startswith("dpjax._src.tools"):
             continue
         for export in importlib.import_module(name).__all__:
             yield name, export

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import selection, svt
-from dpjax.additive import gaussian_mechanism, laplace_mechanism
+from dpjax._src.additive import gaussian_mechanism, laplace_mechanism
 
 KEY = jax.random.key(32)
 BOTH = chex.variants(with_jit=True, without_jit=True)

@@ -23,14 +23,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpjax.additive import (
+from dpjax._src.additive import (
     discrete_gaussian_guarantee,
     discrete_gaussian_mechanism,
     discrete_gaussian_sigma,
     discrete_laplace_guarantee,
     discrete_laplace_mechanism,
 )
-from dpjax.selection import (
+from dpjax._src.selection import (
     discrete_peeling_top_k,
     discrete_peeling_top_k_guarantee,
     discrete_report_noisy_max,
@@ -194,7 +194,7 @@ def test_a_float_sigma_is_rounded_up_and_the_guarantee_is_the_realized_one():
 
 
 def test_a_traced_boolean_parameter_is_refused_while_tracing():
-    from dpjax.additive import laplace_mechanism
+    from dpjax._src.additive import laplace_mechanism
 
     with pytest.raises(TypeError, match="epsilon must be a real number, got a boolean"):
         jax.jit(lambda e: laplace_mechanism(KEY, 1.0, e))(True)

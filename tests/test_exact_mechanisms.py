@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpjax.accounting import ZCDP, PureDP
-from dpjax.additive import (
+from dpjax._src.additive import (
     discrete_gaussian_approx_dp,
     discrete_gaussian_delta,
     discrete_gaussian_guarantee,
@@ -17,13 +16,14 @@ from dpjax.additive import (
     discrete_laplace_guarantee,
     discrete_laplace_mechanism,
 )
-from dpjax.audit import audit, neighbors
-from dpjax.selection import (
+from dpjax._src.selection import (
     discrete_peeling_top_k,
     discrete_peeling_top_k_guarantee,
     discrete_report_noisy_max,
     discrete_report_noisy_max_guarantee,
 )
+from dpjax.accounting import ZCDP, PureDP
+from dpjax.audit import audit, neighbors
 from dpjax.svt import discrete_above_threshold, discrete_above_threshold_guarantee
 
 TRIALS = 50_000

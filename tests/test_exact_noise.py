@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from dpjax import noise
-from dpjax.exact_noise import exact_rational
+from dpjax._src.exact.noise import exact_rational
 
 DRAWS = 10**6
 ALPHA = 1e-4  # a correct sampler fails each test with probability below this

@@ -11,12 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpjax import _compact as compact
-from dpjax import _exact_fast as fast
-from dpjax import _exact_gauss_fast as gauss_fast
-from dpjax import _exact_machine as machine
-from dpjax import _exact_tables as tables
-from dpjax.exact_noise import _gaussian_params
+from dpjax._src.exact import compact, fast, gauss_fast, machine, tables
+from dpjax._src.exact.noise import _gaussian_params
 
 ALPHA = 1e-4
 DIGITS = np.arange(2**tables.DIGIT, dtype=np.uint32)

@@ -16,10 +16,10 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 from mechanism_registry import all_mechanisms
 
+from dpjax._src.accounting.bounded_range import optimal_composition_epsilon
+from dpjax._src.additive import gaussian_guarantee, laplace_guarantee
+from dpjax._src.selection import gumbel_top_k_guarantee
 from dpjax.accounting import ZCDP, ApproxDP, Neighbors, PureDP, RangeBounded, zcdp_epsilon
-from dpjax.accounting.bounded_range import optimal_composition_epsilon
-from dpjax.additive import gaussian_guarantee, laplace_guarantee
-from dpjax.selection import gumbel_top_k_guarantee
 
 MECHANISMS = all_mechanisms()
 WITH_COMPANION = [m for m in MECHANISMS if m.guarantee is not None]

@@ -19,7 +19,8 @@ from laws import (
 )
 from scipy import special, stats
 
-from dpjax import gumbel_process, selection
+from dpjax import selection
+from dpjax._src import gumbel_process
 
 TREE_PEELING_CASES = {
     **PEELING_CASES,

@@ -13,19 +13,19 @@ from jax import enable_x64
 from scipy import stats
 from scipy.special import logsumexp
 
-from dpjax.accounting import RangeBounded
-from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
-from dpjax.quantiles.exp_mech import _gap_logits
-from dpjax.quantiles.intervals import _gaps, _sort_floats
-from dpjax.quantiles.joint_exp import _draw_gap, _joint_exp_sensitivity, _sample_gaps, _sample_outputs
-from dpjax.quantiles.joint_exp_linear import _LINEAR_BLOCKS, _toeplitz_linear, _toeplitz_linear_certified
-from dpjax.quantiles.joint_exp_tables import (
+from dpjax._src.quantiles.exp_mech import _gap_logits
+from dpjax._src.quantiles.intervals import _gaps, _sort_floats
+from dpjax._src.quantiles.joint_exp import _draw_gap, _joint_exp_sensitivity, _sample_gaps, _sample_outputs
+from dpjax._src.quantiles.joint_exp_linear import _LINEAR_BLOCKS, _toeplitz_linear, _toeplitz_linear_certified
+from dpjax._src.quantiles.joint_exp_tables import (
     _OMITTED_MASS,
     _forward_tables,
     _log_normalizer,
     _sampling_block,
 )
-from dpjax.quantiles.joint_exp_toeplitz import _log_filter, _remainder, _toeplitz_scan
+from dpjax._src.quantiles.joint_exp_toeplitz import _log_filter, _remainder, _toeplitz_scan
+from dpjax.accounting import RangeBounded
+from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
 
 # The forward pass compiled (one compilation per shape and static option instead of one per eager
 # operation); the margin and the levels stay arguments.

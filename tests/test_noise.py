@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpjax import noise
+from dpjax._src import noise
 
 N = 200_000
 # KS p-value threshold: a correct sampler fails with probability 1e-5 per test (fixed seeds anyway).

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from float_tolerance import assert_close_ulp
 
-from dpjax.numerics import _bisect, _ceil_div, _resolution_steps
-from dpjax.postprocess.laplace_difference import laplace_difference_quantile, laplace_difference_tail
+from dpjax._src.numerics import _bisect, _ceil_div, _resolution_steps
+from dpjax._src.postprocess.laplace_difference import laplace_difference_quantile, laplace_difference_tail
 
 
 def test_host_bisection_keeps_its_sides_and_reaches_the_stated_width():

@@ -11,7 +11,7 @@ import optax
 import pytest
 
 from dpjax import optax as dpo
-from dpjax.studies.compiles import _CompileCounter
+from dpjax._src.studies.compiles import _CompileCounter
 
 N = 8
 

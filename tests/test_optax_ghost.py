@@ -12,8 +12,8 @@ import optax
 import pytest
 
 from dpjax import optax as dpo
-from dpjax.optax import ghost
-from dpjax.optax.transform import _clip_weights, _clipped_sum
+from dpjax._src.optax import ghost
+from dpjax._src.optax.transform import _clip_weights, _clipped_sum
 
 KEY = jax.random.key(3)
 N = 6

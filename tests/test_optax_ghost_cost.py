@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from dpjax import optax as dpo
-from dpjax.optax import _ghost_cost as cost
-from dpjax.optax import ghost
+from dpjax._src.optax import ghost
+from dpjax._src.optax import ghost_cost as cost
 
 CONV = ("NHWC", "HWIO", "NHWC")
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpjax.cli import main
-from dpjax.datasets import training as data
-from dpjax.tools.train import run as train
-from dpjax.tools.train import settings
+from dpjax._src.datasets import training as data
+from dpjax._src.tools.cli import main
+from dpjax._src.tools.train import run as train
+from dpjax._src.tools.train import settings
 
 
 def test_shipped_adult_has_every_row():

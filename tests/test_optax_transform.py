@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from dpjax import optax as dpo
-from dpjax.optax.transform import _clipped_sum
+from dpjax._src.optax.transform import _clipped_sum
 
 KEY = jax.random.key(0)
 

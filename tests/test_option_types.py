@@ -9,16 +9,19 @@ import jax
 import pytest
 
 import dpjax
-from dpjax import accounting, noise, selection
+from dpjax import accounting
+from dpjax._src import noise, selection
 
 # Modules by import path: several packages re-export a function under its module's name.
-_common, pie, splits = (importlib.import_module(f"dpjax.budgeting.{m}") for m in ("_common", "pie", "splits"))
-optax_accounting = importlib.import_module("dpjax.optax.accounting")
+_common, pie, splits = (
+    importlib.import_module(f"dpjax._src.budgeting.{m}") for m in ("common", "pie", "splits")
+)
+optax_accounting = importlib.import_module("dpjax._src.optax.accounting")
 joint_exp, joint_exp_tables, unbounded, exp_mech = (
-    importlib.import_module(f"dpjax.quantiles.{m}")
+    importlib.import_module(f"dpjax._src.quantiles.{m}")
     for m in ("joint_exp", "joint_exp_tables", "unbounded", "exp_mech")
 )
-above_threshold = importlib.import_module("dpjax.svt.above_threshold")
+above_threshold = importlib.import_module("dpjax._src.svt.above_threshold")
 
 FAMILIES = ("additive", "aggregates", "budgeting", "noise", "optax", "postprocess", "quantiles", "selection",
             "svt", "topk")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from dpjax import partial_top_k
+from dpjax._src import partial_top_k
 
 D = 8192  # above partial_top_k.MIN_ITEMS: the blocked path runs
 

@@ -14,12 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpjax import optax as dpo
+from dpjax._src.accounting.bounded_range import composition_delta, optimal_composition_epsilon
+from dpjax._src.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_epsilon
+from dpjax._src.accounting.pay_what_you_get import (
+    advanced_composition_epsilon,
+    calibrate_epsilon,
+    epsilon_star,
+)
+from dpjax._src.additive import gaussian_guarantee, gaussian_sigma_for_zcdp
+from dpjax._src.validation import check_epsilon, check_probability
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded, compose
-from dpjax.accounting.bounded_range import composition_delta, optimal_composition_epsilon
-from dpjax.accounting.conversions import bun_steinke_epsilon, zcdp_delta, zcdp_epsilon
-from dpjax.accounting.pay_what_you_get import advanced_composition_epsilon, calibrate_epsilon, epsilon_star
-from dpjax.additive import gaussian_guarantee, gaussian_sigma_for_zcdp
-from dpjax.validation import check_epsilon, check_probability
 
 CHEAP = settings(max_examples=60, deadline=None, derandomize=True)
 SLOW = settings(max_examples=2, deadline=None, derandomize=True)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from dpjax.audit.binomial import clopper_pearson
+from dpjax._src.audit.binomial import clopper_pearson
 
 pytestmark = pytest.mark.optimized
 CHEAP = settings(max_examples=25, deadline=None, derandomize=True)

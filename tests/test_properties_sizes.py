@@ -11,12 +11,12 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpjax.categorical import _pow2_at_least
-from dpjax.quantiles.joint_exp_linear import _LINEAR_BLOCKS
-from dpjax.quantiles.joint_exp_tables import _MIN_WINDOW, _padded_width, _sampling_block, _window_span
-from dpjax.quantiles.joint_exp_toeplitz import _BLOCK_ALIGN, _FILTER_BLOCK, _aligned_length
-from dpjax.studies._chunking import first_size
-from dpjax.studies.study import _per_chunk
+from dpjax._src.categorical import _pow2_at_least
+from dpjax._src.quantiles.joint_exp_linear import _LINEAR_BLOCKS
+from dpjax._src.quantiles.joint_exp_tables import _MIN_WINDOW, _padded_width, _sampling_block, _window_span
+from dpjax._src.quantiles.joint_exp_toeplitz import _BLOCK_ALIGN, _FILTER_BLOCK, _aligned_length
+from dpjax._src.studies.chunking import first_size
+from dpjax._src.studies.study import _per_chunk
 
 CHEAP = settings(max_examples=200, deadline=None, derandomize=True)
 POWER_OF_TWO_NEIGHBOR = st.builds(lambda k, d: max(2**k + d, 0), st.integers(0, 62), st.integers(-1, 1))

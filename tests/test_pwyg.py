@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from dpjax import topk
-from dpjax.accounting import BudgetExceededError, PayWhatYouGet
-from dpjax.accounting.pay_what_you_get import (
+from dpjax._src.accounting.pay_what_you_get import (
     advanced_composition_epsilon,
     calibrate_epsilon,
     epsilon_star,
     optimal_composition,
     pay_what_you_get_guarantee,
 )
+from dpjax.accounting import BudgetExceededError, PayWhatYouGet
 
 GOLDEN = [  # spec §9.4: (k, eps, delta'), t2, t3, min
     ((1, 1.0, 1e-6), 5.7186, 3.1283, 1.0),

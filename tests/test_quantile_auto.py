@@ -16,10 +16,10 @@ import pytest
 from scipy import special, stats
 
 from dpjax import quantiles
-from dpjax.quantiles import em_sampler
-from dpjax.quantiles.exp_mech import _gap_logits
-from dpjax.quantiles.intervals import _gaps
-from dpjax.svt.monotone_halting import _cumlogsumexp_nondecreasing
+from dpjax._src.quantiles import em_sampler
+from dpjax._src.quantiles.exp_mech import _gap_logits
+from dpjax._src.quantiles.intervals import _gaps
+from dpjax._src.svt.monotone_halting import _cumlogsumexp_nondecreasing
 
 KEYS = jax.random.split(jax.random.key(7), 4)
 TINY = np.asarray([0.3, -1.2, 0.7, 0.7, 2.0, -0.1], np.float32)  # a tie: a zero-width gap

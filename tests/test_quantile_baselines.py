@@ -9,6 +9,16 @@ import pytest
 from float_tolerance import assert_close_ulp
 from scipy import stats
 
+from dpjax._src.quantiles.agg_tree import (
+    _agg_tree_sensitivity,
+    _descend,
+    _honaker,
+    _level_counts,
+    _noisy_levels,
+)
+from dpjax._src.quantiles.exp_mech import _gap_logits
+from dpjax._src.quantiles.intervals import _gaps
+from dpjax._src.quantiles.smooth import _lln_parameters, _log_smooth_sensitivity
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
 from dpjax.quantiles import (
     agg_tree,
@@ -21,10 +31,6 @@ from dpjax.quantiles import (
     emq_guarantee,
     ind_exp,
 )
-from dpjax.quantiles.agg_tree import _agg_tree_sensitivity, _descend, _honaker, _level_counts, _noisy_levels
-from dpjax.quantiles.exp_mech import _gap_logits
-from dpjax.quantiles.intervals import _gaps
-from dpjax.quantiles.smooth import _lln_parameters, _log_smooth_sensitivity
 
 
 def test_emq_sampled_gaps_match_pmf():

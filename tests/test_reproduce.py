@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpjax.cli import main
-from dpjax.datasets import papers as data
-from dpjax.tools import reproduce
-from dpjax.tools.reproduce import REPRODUCTIONS, Reproduction, Row, jointexp, uqe, writers
-from dpjax.tools.reproduce.result import (
+from dpjax._src.tools import papers as data
+from dpjax._src.tools import reproduce
+from dpjax._src.tools.cli import main
+from dpjax._src.tools.reproduce import REPRODUCTIONS, Reproduction, Row, jointexp, uqe, writers
+from dpjax._src.tools.reproduce.result import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
@@ -275,7 +275,7 @@ def _fake(name, fail=False):
 
 
 def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeypatch, capsys):
-    import dpjax.tools.reproduce.cli as reproduce_cli
+    import dpjax._src.tools.reproduce.cli as reproduce_cli
 
     monkeypatch.setattr(reproduce_cli, "REPRODUCTIONS", {"aa": _fake("aa"), "bb": _fake("bb", fail=True)})
     out, report = tmp_path / "figs", tmp_path / "docs" / "REPORT.md"
@@ -321,7 +321,7 @@ def test_cli_writes_csv_markdown_and_pngs_and_reports_failures(tmp_path, monkeyp
 
 def test_smoke_claims_are_not_judged_on_screen_or_in_the_report(tmp_path, monkeypatch, capsys):
     """At --smoke size the report and the screen show no verdict (the CSV keeps the interval's)."""
-    import dpjax.tools.reproduce.cli as reproduce_cli
+    import dpjax._src.tools.reproduce.cli as reproduce_cli
 
     monkeypatch.setattr(reproduce_cli, "REPRODUCTIONS", {"aa": _fake("aa")})
     monkeypatch.setenv("COLUMNS", "60")
@@ -392,7 +392,7 @@ def _check_report_structure(csv_path: Path, text: str) -> list[Reproduction]:
     current explanations, as ``--from-csv`` renders it): a verdict among the three, agreeing with its
     stored interval and tolerance (``read_csv`` recomputes it), a why wherever it does not hold; no
     spec citation anywhere in the report."""
-    from dpjax.tools.reproduce.cli import _explained
+    from dpjax._src.tools.reproduce.cli import _explained
 
     titles = {name: module.TITLE for name, module in REPRODUCTIONS.items()}
     reproductions = [_explained(rep) for rep in writers.read_csv(csv_path, titles)]

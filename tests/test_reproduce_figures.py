@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from dpjax.tools.reproduce.figures import HIDDEN, plot_series
+from dpjax._src.tools.reproduce.figures import HIDDEN, plot_series
 
 
 def test_a_series_on_another_is_drawn_visibly_with_a_legend_note():

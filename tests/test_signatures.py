@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import pytest
 
 from dpjax import aggregates
+from dpjax._src.signatures import _arguments_of
 from dpjax.quantiles import unbounded, unbounded_result
-from dpjax.signatures import _arguments_of
 
 
 @pytest.mark.parametrize(

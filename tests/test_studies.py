@@ -10,12 +10,12 @@ import pytest
 from scipy import stats
 
 from dpjax import noise
-from dpjax.additive import laplace_mechanism
+from dpjax._src.additive import laplace_mechanism
+from dpjax._src.studies.compiles import _CompileCounter
+from dpjax._src.studies.statistics import _summarize
+from dpjax._src.studies.theory import Exponential, HalfNormal, _theory_value
+from dpjax._src.validation import check_epsilon
 from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
-from dpjax.studies.compiles import _CompileCounter
-from dpjax.studies.statistics import _summarize
-from dpjax.studies.theory import Exponential, HalfNormal, _theory_value
-from dpjax.validation import check_epsilon
 
 
 def _mechanism(key):

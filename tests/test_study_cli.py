@@ -6,8 +6,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from dpjax.cli import main
-from dpjax.datasets import builtin as datasets
+from dpjax._src.datasets import builtin as datasets
+from dpjax._src.tools.cli import main
 from dpjax.studies import studies
 
 
@@ -138,7 +138,8 @@ def test_cli_unknown_study_and_list(capsys):
 
 
 def test_cli_reports_a_failing_study_and_still_runs_the_others(capsys, monkeypatch):
-    from dpjax.studies import Study, metrics, registry
+    from dpjax._src.studies import registry
+    from dpjax.studies import Study, metrics
 
     def broken(key, x, epsilon):
         raise RuntimeError("boom")

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpjax._src.studies.metrics import Metric
+from dpjax._src.studies.plots import _figure_problems, _study_figure
 from dpjax.studies import run_study, studies
-from dpjax.studies.metrics import Metric
-from dpjax.studies.plots import _figure_problems, _study_figure
 
 matplotlib.use("Agg")
 

@@ -122,7 +122,7 @@ def test_sigint_then_sigkill_keep_every_finished_step_and_resume_gives_the_same_
 
 
 def test_out_is_checked_before_computing(tmp_path, capsys):
-    from dpjax.cli import main
+    from dpjax._src.tools.cli import main
 
     (tmp_path / "file").write_text("x")
     (tmp_path / "theirs").mkdir()
@@ -141,7 +141,7 @@ def test_out_is_checked_before_computing(tmp_path, capsys):
 
 
 def test_run_dir_swaps_whole_runs_and_atomic_files_never_show_a_part(tmp_path):
-    from dpjax.outdir import OutputError, RunDir, atomic_path, write_text
+    from dpjax._src.outdir import OutputError, RunDir, atomic_path, write_text
 
     out, own = tmp_path / "out", ("results.json", "figures")
     first = RunDir(out, own_files=own).prepare()
@@ -177,7 +177,7 @@ def test_run_study_checkpoint_resumes_bit_identically(tmp_path):
     import jax.numpy as jnp
     import numpy as np
 
-    from dpjax.additive import laplace_mechanism
+    from dpjax._src.additive import laplace_mechanism
     from dpjax.studies import Study, metrics, run_study
 
     def mean(key, x, epsilon):
@@ -206,7 +206,7 @@ def test_run_study_checkpoint_resumes_bit_identically(tmp_path):
 def test_a_failing_mechanism_is_located_and_the_others_are_kept():
     import numpy as np
 
-    from dpjax.additive import laplace_mechanism
+    from dpjax._src.additive import laplace_mechanism
     from dpjax.studies import Study, metrics, run_study
 
     def good(key, x, epsilon):
@@ -228,7 +228,7 @@ def test_a_failing_mechanism_is_located_and_the_others_are_kept():
 
 
 def test_cli_reports_a_failing_config_mechanism_with_file_and_line_and_loads_each_file_once(tmp_path, capsys):
-    from dpjax.cli import main
+    from dpjax._src.tools.cli import main
 
     (tmp_path / "mine.py").write_text(textwrap.dedent(f"""
         import jax.numpy as jnp

@@ -9,9 +9,9 @@ import types
 import numpy as np
 import pandas as pd
 
-from dpjax.studies import progress as progress_lib
-from dpjax.studies.metrics import Metric
-from dpjax.studies.report import _cell, format_result
+from dpjax._src.studies import progress as progress_lib
+from dpjax._src.studies.metrics import Metric
+from dpjax._src.studies.report import _cell, format_result
 
 NUMBER = r"-?\d+(?:\.(\d+))?(e[+-]\d\d)?"
 SYMMETRIC = re.compile(rf"^({NUMBER}) ±({NUMBER})$")

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from dpjax import noise
+from dpjax._src.studies import chunking
+from dpjax._src.studies.compiled import compiled_chunk
+from dpjax._src.studies.compiles import _CompileCounter
+from dpjax._src.studies.progress import Progress
+from dpjax._src.studies.status import ChunkStatus
 from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
-from dpjax.studies import _chunking as chunking
-from dpjax.studies._compiled import compiled_chunk
-from dpjax.studies._status import ChunkStatus
-from dpjax.studies.compiles import _CompileCounter
-from dpjax.studies.progress import Progress
 
 _X = np.random.default_rng(0).lognormal(size=2000).astype(np.float32)
 
@@ -152,7 +152,7 @@ def _figure_result():
 
     import pandas as pd
 
-    from dpjax.studies.metrics import Metric
+    from dpjax._src.studies.metrics import Metric
 
     rows = []
 
@@ -182,9 +182,9 @@ def test_figures_keep_the_users_words():
     import matplotlib
 
     matplotlib.use("Agg")
-    from dpjax.studies._figure_notes import ZERO_WIDTH
-    from dpjax.studies.plots import _figure_problems, _study_figure
-    from dpjax.studies.report import format_result
+    from dpjax._src.studies.figure_notes import ZERO_WIDTH
+    from dpjax._src.studies.plots import _figure_problems, _study_figure
+    from dpjax._src.studies.report import format_result
 
     result = _figure_result()
     fig = _study_figure(result)

@@ -11,7 +11,7 @@ from svt_laws import halting_histogram, halting_law
 
 from dpjax import ZCDP, PureDP, svt
 from dpjax import noise as noise_lib
-from dpjax.svt.above_threshold import _blocked_query_noise
+from dpjax._src.svt.above_threshold import _blocked_query_noise
 
 # ----------------------------------------------------------------------------- exact laws
 

@@ -15,7 +15,7 @@ from scipy import stats
 from svt_laws import adaptive_gap_law, gumbel_halting_log_probabilities, halting_histogram, halting_law
 
 from dpjax import svt
-from dpjax.svt import gap_passage
+from dpjax._src.svt import gap_passage
 
 TRIALS = 100_000
 CASES = {  # queries, threshold, epsilon
@@ -367,7 +367,7 @@ def test_inside_overshoot_is_finite_and_accurate_for_every_finite_threshold():
     """:func:`dpjax.svt.gap_passage._inside_overshoot` in float32 against float64 ``log1p(u
     expm1(s))`` (beyond ``s = 700``, ``logaddexp(log u + s, log1p(-u))``): relative error
     within ``8 eps (1 + s + |log u|)``, finite up to ``s = 10^30``, and in ``[0, s]``."""
-    from dpjax.svt.gap_passage import _inside_overshoot
+    from dpjax._src.svt.gap_passage import _inside_overshoot
 
     u = np.array([0.0, 2.0**-23, 1e-6, 0.01, 0.3, 0.5, 0.9, 1 - 2.0**-23], np.float32)[:, None]
     s = np.array([0.0, 1e-6, 0.5, 1.0, 1.5, 20.0, 88.0, 89.0, 100.0, 400.0, 1e4, 1e8, 1e30], np.float32)

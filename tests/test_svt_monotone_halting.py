@@ -12,8 +12,8 @@ import pytest
 from laws import chi_square_pvalue
 from scipy import integrate, special, stats
 
-from dpjax.quantiles.unbounded_bins import _Counts, _cumulative_counts, _log_beta
-from dpjax.svt.monotone_halting import _halting_index, _split_threshold
+from dpjax._src.quantiles.unbounded_bins import _Counts, _cumulative_counts, _log_beta
+from dpjax._src.svt.monotone_halting import _halting_index, _split_threshold
 
 TRIALS = 20_000
 CAP = 2000  # one static cap for every test, so compiled kernels are shared

@@ -15,6 +15,7 @@ from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
 
 from dpjax import quantiles, selection
+from dpjax._src.additive import gaussian_guarantee, laplace_guarantee
 from dpjax.accounting import (
     ZCDP,
     Accountant,
@@ -25,7 +26,6 @@ from dpjax.accounting import (
     compose,
     zcdp_epsilon,
 )
-from dpjax.additive import gaussian_guarantee, laplace_guarantee
 
 CANDIDATES = [float(c) for c in range(-5, 6)]
 

@@ -9,9 +9,9 @@ from dp_accounting import dp_event
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
+from dpjax._src.accounting.tightest import pure_dp_rdp, range_bounded_rdp
+from dpjax._src.additive import laplace_guarantee
 from dpjax.accounting import ZCDP, Accountant, ApproxDP, PureDP, RangeBounded
-from dpjax.accounting.tightest import pure_dp_rdp, range_bounded_rdp
-from dpjax.additive import laplace_guarantee
 
 ORDERS = np.asarray(rdp.DEFAULT_RDP_ORDERS, np.float64)
 

@@ -17,8 +17,8 @@ from topk_laws import (
 )
 
 from dpjax import noise, topk
-from dpjax.topk.histogram import _top_counts
-from dpjax.topk.laplace import laplace_limited_domain
+from dpjax._src.topk.histogram import _top_counts
+from dpjax._src.topk.laplace import laplace_limited_domain
 
 N_DRAWS = 100_000
 
@@ -356,7 +356,7 @@ def test_traced_negative_counts_mark_every_mechanism(dtype, request):
 def test_checkify_names_negative_traced_counts():
     from jax.experimental import checkify
 
-    from dpjax.validation import checkify_checks
+    from dpjax._src.validation import checkify_checks
 
     with checkify_checks():
         release = jax.jit(

@@ -10,7 +10,7 @@ from laws import laplace_difference_tail, sample
 from scipy import stats
 
 from dpjax import selection
-from dpjax.additive import laplace_mechanism
+from dpjax._src.additive import laplace_mechanism
 from dpjax.postprocess import topk_gap
 
 

@@ -13,7 +13,7 @@ from scipy import integrate, stats
 from topk_laws import BOTTOM, hockey_stick, neighbor_pairs, ranked
 
 from dpjax import topk
-from dpjax.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
+from dpjax._src.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
 
 
 def _cdf(x):

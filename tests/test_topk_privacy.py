@@ -20,8 +20,8 @@ from topk_laws import (
     private_kbar_law,
 )
 
+from dpjax._src.accounting.pay_what_you_get import Ticket
 from dpjax.accounting import BudgetExceededError, PayWhatYouGet
-from dpjax.accounting.pay_what_you_get import Ticket
 from dpjax.topk import fixed_threshold_guarantee, limited_domain_guarantee, private_kbar_guarantee
 
 

@@ -9,6 +9,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dpjax._src.quantiles.unbounded_bins import (
+    _INDEX_LIMIT,
+    _cumulative_counts,
+    _grid_edges,
+    _log_beta,
+    _query_cap,
+    _static_size,
+)
+from dpjax._src.quantiles.unbounded_many import unbounded_many, unbounded_many_guarantee
 from dpjax.accounting import ZCDP, Neighbors, PureDP
 from dpjax.quantiles import (
     fully_unbounded,
@@ -17,15 +26,6 @@ from dpjax.quantiles import (
     unbounded_guarantee,
     unbounded_result,
 )
-from dpjax.quantiles.unbounded_bins import (
-    _INDEX_LIMIT,
-    _cumulative_counts,
-    _grid_edges,
-    _log_beta,
-    _query_cap,
-    _static_size,
-)
-from dpjax.quantiles.unbounded_many import unbounded_many, unbounded_many_guarantee
 
 BIG = 1e5  # epsilon at which the noise (scale 2e-5) cannot move a comparison with margin >= 0.1
 

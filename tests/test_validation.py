@@ -35,10 +35,10 @@ def test_epsilon_refused_as_tracer():
 
 def test_every_refusal_of_a_traced_value_raises_one_exception_class():
     import dpjax
-    from dpjax.accounting.elementwise import _elementwise
-    from dpjax.budgeting.filters import FilterState, approx_gp_filter_step
-    from dpjax.budgeting.pie import pie_guarantee
-    from dpjax.exact_noise import exact_rational
+    from dpjax._src.accounting.elementwise import _elementwise
+    from dpjax._src.budgeting.filters import FilterState, approx_gp_filter_step
+    from dpjax._src.budgeting.pie import pie_guarantee
+    from dpjax._src.exact.noise import exact_rational
 
     assert dpjax.TracedParameterError is v.TracedParameterError
     assert issubclass(v.TracedParameterError, TypeError)  # existing ``except TypeError`` still catch it
@@ -140,8 +140,8 @@ def test_traced_checks_raise_under_checkify_only_when_asked():
     import jax.numpy as jnp
     from jax.experimental import checkify
 
-    from dpjax.additive import laplace_mechanism
-    from dpjax.validation import checkify_checks
+    from dpjax._src.additive import laplace_mechanism
+    from dpjax._src.validation import checkify_checks
 
     def release(epsilon, value):
         return laplace_mechanism(jax.random.key(0), value, epsilon)

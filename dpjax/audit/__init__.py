@@ -9,10 +9,10 @@ The deliberately broken mechanisms the audit must refute (negative controls) are
 ``tests/negative_controls.py``.
 """
 
-from dpjax.audit import neighbors, reference
-from dpjax.audit.binomial import clopper_pearson, loss_p_value, privacy_loss_lower_bound
-from dpjax.audit.events import Event, candidate_events, features
-from dpjax.audit.procedure import DEFAULT_ALPHA, DEFAULT_TRIALS, AuditResult, TestedEvent, audit
+from dpjax._src.audit import neighbors, reference
+from dpjax._src.audit.binomial import clopper_pearson, loss_p_value, privacy_loss_lower_bound
+from dpjax._src.audit.events import Event, candidate_events, features
+from dpjax._src.audit.procedure import DEFAULT_ALPHA, DEFAULT_TRIALS, AuditResult, TestedEvent, audit
 
 __all__ = [
     "DEFAULT_ALPHA",

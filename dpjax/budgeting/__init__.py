@@ -8,21 +8,21 @@
 * the host-side ledger is :class:`dpjax.accounting.per_user.PerUserLedger`.
 """
 
-from dpjax.budgeting.bounds import tail_radius
-from dpjax.budgeting.filters import (
+from dpjax._src.budgeting.bounds import tail_radius
+from dpjax._src.budgeting.filters import (
     FilterState,
     approx_gp_capacity,
     approx_gp_filter_step,
     filter_step,
     init_filter,
 )
-from dpjax.budgeting.kde import kde, kde_baseline, kde_guarantee
-from dpjax.budgeting.knn import knn, knn_baseline, knn_guarantee
-from dpjax.budgeting.multi_query import allotment, gamma_schedule, run_multi_query
-from dpjax.budgeting.pie import PIEResult, charged, pie_guarantee, pie_k, pie_ni, user_noise
-from dpjax.budgeting.range_count import range_count, range_count_baseline, range_count_guarantee
-from dpjax.budgeting.splits import split_schedule
-from dpjax.budgeting.threshold import threshold_baseline, threshold_guarantee, threshold_query
+from dpjax._src.budgeting.kde import kde, kde_baseline, kde_guarantee
+from dpjax._src.budgeting.knn import knn, knn_baseline, knn_guarantee
+from dpjax._src.budgeting.multi_query import allotment, gamma_schedule, run_multi_query
+from dpjax._src.budgeting.pie import PIEResult, charged, pie_guarantee, pie_k, pie_ni, user_noise
+from dpjax._src.budgeting.range_count import range_count, range_count_baseline, range_count_guarantee
+from dpjax._src.budgeting.splits import split_schedule
+from dpjax._src.budgeting.threshold import threshold_baseline, threshold_guarantee, threshold_query
 
 __all__ = [
     "FilterState",

@@ -49,7 +49,7 @@ _HOMES = {
 def __getattr__(name: str):
     if name not in _HOMES:
         raise AttributeError(f"module 'dpjax.optax' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"dpjax.optax.{_HOMES[name]}"), name)
+    value = getattr(importlib.import_module(f"dpjax._src.optax.{_HOMES[name]}"), name)
     globals()[name] = value
     return value
 

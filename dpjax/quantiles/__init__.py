@@ -2,25 +2,25 @@
 (Gillenwater, Joseph, Kulesza 2021), ApproxQuantiles (Kaplan, Schnapp, Stemmer 2022)
 and the baselines the papers compare against."""
 
-from dpjax.quantiles.agg_tree import agg_tree, agg_tree_guarantee
-from dpjax.quantiles.app_ind_exp import app_ind_exp, app_ind_exp_guarantee
-from dpjax.quantiles.approx_quantiles import approx_quantiles, approx_quantiles_guarantee
-from dpjax.quantiles.exp_mech import emq, emq_guarantee, ind_exp, ind_exp_guarantee
-from dpjax.quantiles.joint_exp import (
+from dpjax._src.quantiles.agg_tree import agg_tree, agg_tree_guarantee
+from dpjax._src.quantiles.app_ind_exp import app_ind_exp, app_ind_exp_guarantee
+from dpjax._src.quantiles.approx_quantiles import approx_quantiles, approx_quantiles_guarantee
+from dpjax._src.quantiles.exp_mech import emq, emq_guarantee, ind_exp, ind_exp_guarantee
+from dpjax._src.quantiles.joint_exp import (
     joint_exp,
     joint_exp_guarantee,
     joint_exp_log_normalizer,
     joint_exp_tables,
 )
-from dpjax.quantiles.smooth import csmooth, csmooth_guarantee
-from dpjax.quantiles.unbounded import (
+from dpjax._src.quantiles.smooth import csmooth, csmooth_guarantee
+from dpjax._src.quantiles.unbounded import (
     fully_unbounded,
     fully_unbounded_guarantee,
     unbounded,
     unbounded_guarantee,
     unbounded_result,
 )
-from dpjax.quantiles.unbounded_many import unbounded_many, unbounded_many_guarantee
+from dpjax._src.quantiles.unbounded_many import unbounded_many, unbounded_many_guarantee
 
 __all__ = [
     "agg_tree",

@@ -7,12 +7,12 @@
 * :func:`studies` lists the registered studies that ``dpjax study`` runs.
 """
 
-from dpjax.datasets.builtin import Dataset
-from dpjax.studies import metrics
-from dpjax.studies.catalog import studies
-from dpjax.studies.registry import register
-from dpjax.studies.runner import monte_carlo, trial_keys
-from dpjax.studies.study import Mechanism, Study, StudyResult, run_study
+from dpjax._src.datasets.builtin import Dataset
+from dpjax._src.studies import metrics
+from dpjax._src.studies.catalog import studies
+from dpjax._src.studies.registry import register
+from dpjax._src.studies.runner import monte_carlo, trial_keys
+from dpjax._src.studies.study import Mechanism, Study, StudyResult, run_study
 
 __all__ = [
     "Dataset",

@@ -32,14 +32,14 @@ Su and Li 2017) and of Durfee's Lemma 3.1: its guarantee holds for any split of 
 Exponential noise has the same guarantee (Cor. 3.1) and is offered for its smaller error.
 """
 
-from dpjax.svt.above_threshold import (
+from dpjax._src.svt.above_threshold import (
     NOISES,
     above_threshold,
     above_threshold_blocked,
     above_threshold_from_noise,
     above_threshold_guarantee,
 )
-from dpjax.svt.gap import (
+from dpjax._src.svt.gap import (
     BRANCH_BOTTOM,
     BRANCH_MIDDLE,
     BRANCH_TOP,
@@ -55,7 +55,7 @@ from dpjax.svt.gap import (
     sparse_vector_with_gap_from_noise,
     sparse_vector_with_gap_guarantee,
 )
-from dpjax.svt.sparse_vector import (
+from dpjax._src.svt.sparse_vector import (
     SparseVectorResult,
     sparse_vector,
     sparse_vector_from_noise,
@@ -91,4 +91,4 @@ __all__ = [
 ]
 
 # Exact AboveThreshold on integer queries (discrete Laplace noise): dpjax/svt/discrete.py.
-from dpjax.svt.discrete import discrete_above_threshold, discrete_above_threshold_guarantee
+from dpjax._src.svt.discrete import discrete_above_threshold, discrete_above_threshold_guarantee

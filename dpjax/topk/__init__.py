@@ -18,15 +18,15 @@ The joint exponential mechanism over known domains (Gillenwater et al. 2022) liv
 :mod:`dpjax.topk.joint` and is public as :func:`dpjax.selection.joint_top_k`.
 """
 
-from dpjax.topk.fixed_threshold import FixedThresholdResult, fixed_threshold, fixed_threshold_guarantee
-from dpjax.topk.limited_domain import (
+from dpjax._src.topk.fixed_threshold import FixedThresholdResult, fixed_threshold, fixed_threshold_guarantee
+from dpjax._src.topk.limited_domain import (
     TopKResult,
     limited_domain,
     limited_domain_guarantee,
     strictly_limited_domain,
     threshold_offset,
 )
-from dpjax.topk.private_kbar import PrivateKbarResult, private_kbar, private_kbar_guarantee
+from dpjax._src.topk.private_kbar import PrivateKbarResult, private_kbar, private_kbar_guarantee
 
 __all__ = [
     "FixedThresholdResult",

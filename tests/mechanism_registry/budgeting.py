@@ -18,7 +18,7 @@ case of its PIE variant, so it shares that companion.
 import numpy as np
 
 from dpjax import budgeting
-from dpjax.budgeting.geometry import distance_to
+from dpjax._src.budgeting.geometry import distance_to
 from mechanism_registry import entry
 
 X = np.array(

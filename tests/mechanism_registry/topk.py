@@ -7,7 +7,7 @@ tied, so that every mechanism has both items and ⊥ in its support at these par
 import numpy as np
 
 from dpjax import topk
-from dpjax.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
+from dpjax._src.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
 from mechanism_registry import Mechanism, entry
 
 COUNTS = np.array([40, 3, 31, 0, 29, 29, 7, 18, 2, 25, 1, 0, 12, 9, 5, 27, 4, 6, 8, 3], np.float32)

@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.accounting`` (private: use the public face)."""

@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.audit`` (private: use the public face)."""

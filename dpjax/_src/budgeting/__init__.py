@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.budgeting`` (private: use the public face)."""

@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.datasets`` (private: use the public face)."""

@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.exact`` (private: use the public face)."""

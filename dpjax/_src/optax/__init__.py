@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.optax`` (private: use the public face)."""

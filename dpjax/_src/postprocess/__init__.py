@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.postprocess`` (private: use the public face)."""

@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.quantiles`` (private: use the public face)."""

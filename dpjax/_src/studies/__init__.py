@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.studies`` (private: use the public face)."""

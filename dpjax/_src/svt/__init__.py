@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.svt`` (private: use the public face)."""

@@ -1,0 +1,1 @@
+"""Implementation of ``dpjax.topk`` (private: use the public face)."""

@@ -1,0 +1,221 @@
+"""The joint exponential mechanism for top-k: one exponential mechanism over sequences of k items.
+
+Gillenwater, Joseph, Munoz Medina and Ribero Diaz, "A Joint Exponential Mechanism for Differentially
+Private Top-k", ICML 2022, Alg. 1. With the scores sorted, ``c_(1) >= ... >= c_(d)``, a sequence
+``S = (s_1, ..., s_k)`` of distinct items has utility ``u(S) = -max_i (c_(i) - c_{s_i})`` (how far
+its i-th item falls below the true i-th largest score, at worst) and is drawn with
+
+    P(S) ∝ exp(epsilon u(S) / (2 Delta_u)),
+
+``Delta_u = 2 sensitivity`` in general and ``sensitivity`` when all scores move in the same
+direction between neighbors (``monotonic``: counts under add/remove), the paper's swap and
+add/remove cases for counts (Sec. 3, Lemma 3.2).
+
+Sampling (Sec. 3.2): the ``k d`` entries ``D[i, j] = c_(i) - c_(j)`` of the difference matrix are
+ordered by ``(D, -i, j)`` (the order the paper's uniquifying terms give, without perturbing the
+scores, so it holds for real scores too); each sequence's worst entry is then unique. Entry
+``(i, j)`` is the worst entry of ``prod_{r != i} (t_r - r)`` sequences (Lemma 3.7), ``t_r`` the
+number of row-``r`` entries before it in the order (the rows' allowed columns are nested prefixes of
+the sorted items, row ``i`` holds column ``j``). One entry is drawn with weight (count) x
+``exp(-D / b)``, then a uniform sequence with that worst entry, row by row. The order is one sort of
+the ``k d`` entries and the counts one cumulative sum, ``O(d k log(d k))`` time and ``O(d k^2)``
+memory (key independent: once per data under ``vmap`` over keys); each release draws the entry by
+Gumbel-max over blocks of ``~sqrt(d k)`` entries (block log-masses, then one block's entries) or,
+under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:`dpjax.gumbel_process`,
+``O(log(d k))`` per release; the same law), and the sequence in ``O(k^2)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Literal, TypeAlias, get_args
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.typing import ArrayLike
+
+from dpjax._src import auto as _auto
+from dpjax._src import gumbel_process as _gumbel_process
+from dpjax._src import noise, sharded
+from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.guarantees import RangeBounded
+from dpjax._src.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
+
+__all__ = [
+    "JointMethod",
+    "joint_top_k",
+    "joint_top_k_guarantee",
+]
+
+
+JointMethod: TypeAlias = Literal["auto", "blocks", "tree"]
+"""How :func:`joint_top_k` draws the worst entry (static)."""
+
+
+def _gumbel_argmax(key, logits) -> jax.Array:
+    return jnp.argmax(logits + noise.gumbel(key, logits.shape, 1.0, logits.dtype))
+
+
+def _entry_table(scores, k: int, scale):
+    """The key-independent work: entries ordered by ``(D, -row, col)`` with their log-weights.
+
+    Returns ``(order, rows, cols, t, logits)``: ``order`` maps sorted item positions to item ids;
+    for the ``k d`` entries in order, their row, column (sorted position), the number ``t[s, r]`` of
+    row-``r`` entries before entry ``s``, and ``log #sequences - D / scale``.
+    """
+    d = scores.shape[0]
+    dtype = scale.dtype
+    if scores.dtype == jnp.bool_:
+        scores = scores.astype(jnp.int32)
+    ids = jnp.arange(d, dtype=jnp.int32)
+    neg_sorted, order = lax.sort((-scores, ids), num_keys=1, is_stable=True)  # decreasing, ties by id
+    top = -neg_sorted[:k]
+    sorted_scores = -neg_sorted
+    diff = top[:, None] - sorted_scores[None, :]  # exact for integer scores; nondecreasing along rows
+    # One stable sort on D of the rows in reverse: ties of D keep (row descending, column ascending).
+    position = jnp.arange(k * d, dtype=jnp.int32)
+    diff, position = lax.sort((diff[::-1].ravel(), position), num_keys=1, is_stable=True)
+    row, col = k - 1 - position // d, position % d
+    one_hot = (row[:, None] == jnp.arange(k, dtype=jnp.int32)[None, :]).astype(jnp.int32)
+    t = jnp.cumsum(one_hot, axis=0) - one_hot  # row-r entries strictly before each entry
+    free = (t - jnp.arange(k, dtype=jnp.int32)[None, :]).astype(dtype)
+    with jax.numpy_dtype_promotion("standard"):
+        log_free = jnp.where(free > 0, jnp.log(jnp.maximum(free, 1)), -jnp.inf)
+    log_count = jnp.sum(jnp.where(one_hot == 1, 0, log_free), axis=1)
+    logits = log_count - diff.astype(dtype) / scale
+    return order, row, col, t, logits
+
+
+def _draw_entry(key, logits) -> jax.Array:
+    """An exact draw of an index with probability ``softmax(logits)``: Gumbel-max over blocks of
+    ``B = ceil(sqrt(size))`` (their log-sum-exp), then over the chosen block's entries."""
+    size = logits.shape[0]
+    block = max(1, math.isqrt(size - 1) + 1)
+    blocks = -(-size // block)
+    padded = jnp.pad(logits, (0, blocks * block - size), constant_values=-jnp.inf).reshape(blocks, block)
+    masses = jax.nn.logsumexp(padded, axis=1)
+    block_key, entry_key = jax.random.split(key)
+    chosen = _gumbel_argmax(block_key, masses)
+    inside = _gumbel_argmax(entry_key, padded[chosen])
+    return (chosen * block + inside).astype(jnp.int32)
+
+
+def _nth_free(n, taken, k: int):
+    """The ``n``-th (0-based) nonnegative integer not in ``taken`` (a fixed point in ``k`` steps)."""
+    return lax.fori_loop(0, k, lambda _, y: n + jnp.sum(taken <= y).astype(jnp.int32), n)
+
+
+def _sequence(key, row_i, col_j, t_row, k: int) -> jax.Array:
+    """A uniform sequence whose worst entry is ``(row_i, col_j)``: row ``i`` holds ``col_j``, each
+    other row ``r`` (in order) a uniform free column among the first ``t_row[r]`` sorted items."""
+    d_cap = jnp.iinfo(jnp.int32).max
+    taken = jnp.full(k, d_cap, jnp.int32).at[0].set(col_j)
+    sequence = jnp.zeros(k, jnp.int32).at[row_i].set(col_j)
+    keys = jax.random.split(key, k)
+
+    def body(r, carry):
+        taken, sequence, used = carry
+        available = t_row[r] - r
+        n = jax.random.randint(keys[r], (), 0, jnp.maximum(available, 1), jnp.int32)
+        pick = _nth_free(n, taken, k)
+        skip = r == row_i
+        taken = jnp.where(skip, taken, taken.at[used].set(pick))
+        sequence = jnp.where(skip, sequence, sequence.at[r].set(pick))
+        return taken, sequence, used + jnp.where(skip, 0, 1)
+
+    return lax.fori_loop(0, k, body, (taken, sequence, jnp.int32(1)))[1]
+
+
+def _tree_entry(key, logits) -> jax.Array:
+    """The same law by the top-down Gumbel process (:mod:`dpjax.gumbel_process`): a log-mass tree
+    over the entries, key independent, then ``O(log(d k))`` per draw."""
+    tree = _gumbel_process._log_mass_tree(logits - jnp.max(logits))
+    return _gumbel_process._top_k(key, tree, 1)[1][0]
+
+
+@functools.partial(jax.jit, static_argnames=("k", "method"))
+@sharded.auto_axes
+def _joint_top_k(key, scores, scale, *, k: int, method: str) -> jax.Array:
+    order, row, col, t, logits = _entry_table(scores, k, scale)
+    entry_key, sequence_key = jax.random.split(key)
+    paths = {"blocks": _draw_entry, "tree": _tree_entry}
+    s = _auto.run(method, paths, entry_key, logits, fast="tree", single="blocks")
+    return order[_sequence(sequence_key, row[s], col[s], t[s], k)]
+
+
+def joint_top_k(
+    key: jax.Array,
+    scores: ArrayLike,
+    k: int,
+    epsilon: ArrayLike,
+    *,
+    sensitivity: ArrayLike = 1.0,
+    monotonic: bool = False,
+    method: JointMethod = "auto",
+) -> jax.Array:
+    """The joint exponential mechanism for top-k (Gillenwater, Joseph, Munoz Medina and Ribero Diaz,
+    ICML 2022, Alg. 1): one exponential mechanism over all sequences of ``k`` distinct items.
+
+    ``P(S) ∝ exp(-epsilon max_i (c_(i) - c_{s_i}) / (2 Delta_u))`` with ``Delta_u = sensitivity``
+    when ``monotonic`` (all scores move the same way between neighbors: counts under add/remove, the
+    paper's ``Delta = 1``) and ``2 sensitivity`` otherwise (swap). ``epsilon`` is the *total* budget
+    of the k items (not per item, unlike :func:`~dpjax.selection.gumbel_top_k`). Guarantee:
+    ``epsilon``-DP and ``epsilon``-range-bounded (:func:`joint_top_k_guarantee`). Sampled exactly as
+    in the paper's Sec. 3.2 (see :mod:`dpjax.topk.joint`).
+
+    Args:
+      key: a ``jax.random`` key.
+      scores: shape ``[d]``, finite (counts, or any real scores with per-item sensitivity
+        ``sensitivity``).
+      k: number of items, ``1 <= k <= d`` (static).
+      epsilon: total privacy parameter, > 0 (may be traced).
+      sensitivity: per-score sensitivity (L-infinity), > 0 (may be traced).
+      monotonic: all scores move in the same direction between neighbors (static bool).
+      method: how the worst entry is drawn (static; same law, different random streams):
+        ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries, then one block's entries),
+        ``"tree"`` (the top-down Gumbel process, ``O(log(d k))`` per draw after an ``O(d k)`` tree)
+        or ``"auto"`` (default, :mod:`dpjax._auto`: blocks for one release, the tree under ``vmap``
+        over keys with the scores fixed).
+
+    Returns:
+      int32 item indices of shape ``[k]``, distinct, the estimate of the top item first; all ``-1``
+      when a traced input is invalid. Concrete invalid inputs raise a ``ValueError`` before any
+      randomness is used.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> top = joint_top_k(jax.random.key(0), jnp.arange(100), k=5, epsilon=1.0, monotonic=True)
+    """
+    checks = Checks()
+    scores = checks.array(scores, "scores", ndim=1)
+    k = check_int(k, "k", minimum=1, maximum=scores.shape[0])
+    epsilon = checks.epsilon(epsilon)
+    sensitivity = checks.positive(sensitivity, "sensitivity")
+    if not isinstance(monotonic, bool):
+        raise TypeError(f"monotonic must be a Python bool, got {type(monotonic).__name__}.")
+    check_choice(method, "method", get_args(JointMethod))
+    dtype = float_dtype(scores)
+    scale = jnp.asarray(4 if not monotonic else 2, dtype) * jnp.asarray(sensitivity, dtype)
+    scale = scale / jnp.asarray(epsilon, dtype)
+    return checks.guard(_joint_top_k(key, scores, scale, k=k, method=method))
+
+
+@_elementwise("epsilon", "sensitivity")
+def joint_top_k_guarantee(
+    k: int, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
+) -> RangeBounded:
+    """What to charge for :func:`joint_top_k`: ``RangeBounded(epsilon)``.
+
+    One exponential mechanism whose utility has sensitivity ``Delta_u`` under the relation, with
+    weights ``exp(epsilon u / (2 Delta_u))`` (Gillenwater et al. 2022, Thm. 3.3: epsilon-DP); its
+    privacy loss lies in an interval of width ``epsilon`` (Durfee and Rogers 2019, Lemma 3.1), hence
+    ``epsilon^2/8``-zCDP (Cesar and Rogers 2021, Lemma 3.4). ``k``, ``sensitivity`` and ``monotonic``
+    are checked as the mechanism checks them.
+    """
+    check_int(k, "k", minimum=1)
+    check_positive(sensitivity, "sensitivity")
+    if not isinstance(monotonic, bool):
+        raise TypeError(f"monotonic must be a Python bool, got {type(monotonic).__name__}.")
+    return RangeBounded(check_epsilon(epsilon))
