@@ -46,7 +46,7 @@ def _state_machine(key, t, shape):
 
 def _gaussian_machine(key, sigma, shape):
     """The discrete Gaussian on the state machine (the path of proposal scales the fast rounds leave)."""
-    gauss = exact_noise._gaussian_params(exact_noise.exact_rational(sigma, "sigma"), np.uint32)
+    gauss = exact_noise.gaussian_params(exact_noise.exact_rational(sigma, "sigma"), np.uint32)
     return exact_noise._machine(key, shape, np.dtype(np.int32), gauss["laplace"], gauss)
 
 

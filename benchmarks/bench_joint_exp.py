@@ -68,7 +68,7 @@ def numpy_joint_exp(rng, x, qs, epsilon, lower, upper):
 def accuracy(sizes):
     """Max total variation of the normalised ``alphahat`` rows of each method and dtype vs the float64
     scan (N(0,5) data, bounds +-100, epsilon 1)."""
-    from dpjax._src.quantiles.joint_exp_tables import _METHODS
+    from dpjax._src.quantiles.joint_exp_tables import METHODS
     from dpjax.quantiles import joint_exp_tables
 
     def probs(tables, n):
@@ -89,9 +89,9 @@ def accuracy(sizes):
         with jax.enable_x64():
             ref = probs(tables(jnp.float64, "scan"), n)
             row = {"n": n, "m": m}
-            for method in _METHODS:
+            for method in METHODS:
                 row[f"{method} f64"] = 0.5 * np.abs(probs(tables(jnp.float64, method), n) - ref).sum(1).max()
-        for method in _METHODS:
+        for method in METHODS:
             row[f"{method} f32"] = 0.5 * np.abs(probs(tables(jnp.float32, method), n) - ref).sum(1).max()
         rows.append(row)
     print_table("JointExp forward rows: max total variation vs the float64 scan", rows)
@@ -115,7 +115,7 @@ def main():
         return
     if args.x64:
         jax.config.update("jax_enable_x64", True)
-    from dpjax._src.quantiles.joint_exp_tables import _METHODS
+    from dpjax._src.quantiles.joint_exp_tables import METHODS
     from dpjax.quantiles import joint_exp
 
     print_machine()
@@ -127,7 +127,7 @@ def main():
         x = rng.normal(0.0, 5.0, n)
         qs = np.arange(1, m + 1) / (m + 1)
         row = {"n": n, "m": m, "dtype": jnp.dtype(dtype).name}
-        for method in _METHODS:
+        for method in METHODS:
             fn = jax.jit(
                 lambda k, x, method=method, qs=qs: joint_exp(
                     k, x, qs, epsilon=args.epsilon, bounds=(-100, 100), method=method
@@ -138,7 +138,7 @@ def main():
         if m * (n + 1) * m * 8 <= 2e9:
             reference = time_host(numpy_joint_exp, rng, x, qs, args.epsilon, -100.0, 100.0, repeats=1)
             row["numpy s"] = reference.median
-            for method in _METHODS:
+            for method in METHODS:
                 row[f"numpy/{method}"] = row["numpy s"] / row[f"{method} s"]
         row["peak RSS MB"] = peak_mb()
         rows.append(row)

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import quantiles
-from dpjax._src.studies.compiles import _CompileCounter
+from dpjax._src.studies.compiles import CompileCounter
 from dpjax._src.studies.study import _trial_key
 from dpjax._src.tools.bench.harness import load_average
 from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
@@ -95,7 +95,7 @@ def _mean(errors) -> np.ndarray:
 
 
 def timed(call):
-    with _CompileCounter() as compiles:
+    with CompileCounter() as compiles:
         start = time.perf_counter()
         out = call()
         seconds = time.perf_counter() - start

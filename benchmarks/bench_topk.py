@@ -29,7 +29,7 @@ import numpy as np
 
 from dpjax import topk
 from dpjax._src.accounting.pay_what_you_get import calibrate_epsilon
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 from dpjax._src.tools.bench.floor import rng_floor
 from dpjax._src.tools.bench.harness import time_host, time_jitted
 from dpjax._src.tools.bench.report import print_machine, print_table
@@ -93,7 +93,7 @@ def main(argv=None) -> None:
     k, kbar, d = args.k, args.kbar, args.items
     eps = calibrate_epsilon(args.epsilon, k, DELTA_PRIME)
     chunk = min(args.chunk, args.queries)
-    n_chunks = _ceil_div(args.queries, chunk)
+    n_chunks = ceil_div(args.queries, chunk)
 
     print_machine()
     print(

@@ -19,8 +19,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax._src.quantiles.unbounded import _DEFAULT_MAX_QUERIES, _grid, _halting
-from dpjax._src.quantiles.unbounded_bins import _cumulative_counts, _static_size
+from dpjax._src.quantiles.unbounded import DEFAULT_MAX_QUERIES, halting, query_grid
+from dpjax._src.quantiles.unbounded_bins import cumulative_counts, static_size
 from dpjax._src.tools.bench.case import Case, Peer, power_label, scaled
 from dpjax._src.tools.bench.cases.quantiles import BETA, EPSILON, Q
 from dpjax._src.tools.bench.cli import script
@@ -37,11 +37,11 @@ def numpy_reference(rng, f, n):
 def cases(scale: float) -> list[Case]:
     n = scaled(10**6, scale, 1_000)
     x = np.random.default_rng(0).lognormal(3.0, 1.5, n).astype(np.float32)
-    g = _grid(BETA, _DEFAULT_MAX_QUERIES, jnp.float32)
-    size = _static_size(x, 0.0, BETA, g.static_cap, jnp.float32)
+    g = query_grid(BETA, DEFAULT_MAX_QUERIES, jnp.float32)
+    size = static_size(x, 0.0, BETA, g.static_cap, jnp.float32)
 
     def binning(data):
-        return _cumulative_counts(data, 0.0, g.log_b, g.cap, size=size, dtype=jnp.float32)
+        return cumulative_counts(data, 0.0, g.log_b, g.cap, size=size, dtype=jnp.float32)
 
     counts = binning(x)
     f = np.asarray(counts.f)[: int(counts.tail_start) + 1].astype(np.float64)
@@ -49,7 +49,7 @@ def cases(scale: float) -> list[Case]:
 
     def kernel(method):
         def release(key, c):
-            return _halting(
+            return halting(
                 key,
                 c,
                 Q,

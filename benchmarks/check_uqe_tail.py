@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import integrate
 
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 from dpjax._src.quantiles.unbounded import unbounded_result
 from dpjax._src.tools import papers as data
 
@@ -50,7 +50,7 @@ def main(argv=None) -> None:
     x = jnp.asarray(ages[rng.choice(ages.size, N, replace=False)] + rng.normal(0, 0.1, N), jnp.float32)
     k_max = int(np.ceil(np.log(float(x.max()) + 1) / np.log(BETA)))
     index = jax.jit(jax.vmap(lambda k: unbounded_result(k, x, q=Q, epsilon=EPSILON, beta=BETA).index))
-    batches = _ceil_div(args.releases, 200_000)
+    batches = ceil_div(args.releases, 200_000)
     keys = (jax.random.split(jax.random.key(i), 200_000) for i in range(batches))
     ks = np.concatenate([np.asarray(index(batch)) for batch in keys])
     print(f"{ks.size} releases, q={Q}, beta={BETA}, epsilon={EPSILON}; data maximum at k_max = {k_max}")

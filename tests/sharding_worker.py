@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
 
 from dpjax import additive, budgeting, quantiles, selection, topk  # noqa: E402
-from dpjax._src.numerics import _ceil_div  # noqa: E402
+from dpjax._src.numerics import ceil_div  # noqa: E402
 from dpjax._src.studies import runner  # noqa: E402
 from dpjax._src.studies.compiled import _trials_function  # noqa: E402
 
@@ -93,7 +93,7 @@ def grow(value, devices: int):
     if value.ndim == 0:
         return value
     n = value.shape[0]
-    size = _ceil_div(n, devices) * devices
+    size = ceil_div(n, devices) * devices
     return np.take(value, np.arange(size) % n, axis=0)
 
 

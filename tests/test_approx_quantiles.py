@@ -12,7 +12,7 @@ from laws import P_MIN, chi_square_pvalue
 
 from dpjax import quantiles
 from dpjax._src.quantiles.approx_quantiles import _recursion_levels
-from dpjax._src.quantiles.range_em import _layout, _tables
+from dpjax._src.quantiles.range_em import _layout, build_tables
 from dpjax.accounting import RangeBounded
 
 GRID_X = np.array([0.5, 2.0, 2.5, 4.0, 5.5])  # 6 gaps of [0, 6]
@@ -150,7 +150,7 @@ def test_node_tables_are_the_tilted_block_sums_in_both_branches():
     padded = np.full(size * size * supers, -np.inf)
     padded[:1000] = log_width
     for cs in ([0.01, 0.7, 3.0], [0.2, 9.0]):  # 9 (B - 1) = 81 > 43: the log-sum-exp branch
-        tables = _tables(jnp.asarray(log_width, jnp.float32), jnp.asarray(cs, jnp.float32))
+        tables = build_tables(jnp.asarray(log_width, jnp.float32), jnp.asarray(cs, jnp.float32))
         for i, c in enumerate(cs):
             for unit, left, right in (
                 (size, tables.left, tables.right),

@@ -14,7 +14,7 @@ import pytest
 
 from dpjax import selection, svt
 from dpjax._src import auto as _auto
-from dpjax._src.quantiles.unbounded import _grid, _halting, _tabulate
+from dpjax._src.quantiles.unbounded import halting, query_grid, tabulate
 
 KEYS = jax.random.split(jax.random.key(3), 4)
 SCORES = jnp.asarray(np.random.default_rng(0).normal(0.0, 2.0, 12), jnp.float32)
@@ -164,10 +164,10 @@ def test_unbounded_halting_takes_blocks_alone_and_the_fast_sampler_over_keys():
     preparation (the prefix log-masses of the count table), ``vmap`` over keys the fast one; one release
     is bit for bit the named method (test_svt_monotone_halting tests the two laws)."""
     x = np.random.default_rng(1).lognormal(2.0, 1.0, 300).astype(np.float32)
-    counts, _ = _tabulate(x, 0.0, 1.001, _grid(1.001, 4096, np.float32), np.float32)
+    counts, _ = tabulate(x, 0.0, 1.001, query_grid(1.001, 4096, np.float32), np.float32)
 
     def run(key, method="auto"):
-        return _halting(
+        return halting(
             key,
             counts,
             0.9,
@@ -188,7 +188,7 @@ def test_unbounded_halting_takes_blocks_alone_and_the_fast_sampler_over_keys():
     assert prepares(jax.vmap(run), KEYS)
     assert not prepares(
         jax.vmap(
-            lambda e: _halting(
+            lambda e: halting(
                 KEYS[0], counts, 0.9, x.size, e, e, 4000, noise="exponential", dtype=np.float32, first=1
             )
         ),

@@ -10,7 +10,7 @@ from dpjax._src.accounting.per_user import approx_gp_epsilon, approx_gp_rho_star
 from dpjax._src.budgeting import filters
 from dpjax._src.budgeting.multi_query import allotment, gamma_schedule, run_multi_query
 from dpjax._src.budgeting.range_count import range_count
-from dpjax._src.budgeting.splits import _running_mean_weights
+from dpjax._src.budgeting.splits import running_mean_weights
 from dpjax.accounting import BudgetExceededError, PerUserLedger
 from dpjax.budgeting import split_schedule, tail_radius
 
@@ -174,7 +174,7 @@ def test_split_schedules(c):
     frac, cum = split_schedule(c, "doubling")
     np.testing.assert_allclose(cum, (2.0 ** np.arange(c + 1) - 1) / (2.0**c - 1), rtol=1e-12)
     assert cum[-1] == 1
-    w = _running_mean_weights(cum)
+    w = running_mean_weights(cum)
     assert w[0] == 1 and np.all(w <= 1)
 
 

@@ -9,7 +9,7 @@ from laws import LAW_CASES, P_MIN, N, chi_square_pvalue, em_probabilities, sampl
 
 from dpjax import selection
 from dpjax._src import categorical
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 
 
 @pytest.mark.parametrize("case", sorted(LAW_CASES))
@@ -39,9 +39,9 @@ def test_two_level_table_keeps_every_candidate_at_a_million(spread):
     |P(i) - p_i| <= 4 eps (p_i / p_b + p_b + eps), as the module docstring states."""
     d, eps = 10**6, np.finfo(np.float32).eps
     log_weights = np.random.default_rng(0).normal(0, spread, d).astype(np.float32)
-    table = categorical._log_cdf_table(jnp.asarray(log_weights))
+    table = categorical.log_cdf_table(jnp.asarray(log_weights))
     size = table.block_size
-    blocks = _ceil_div(d, size)
+    blocks = ceil_div(d, size)
     block_mass = np.diff(np.asarray(table.blocks[:blocks], np.float64), prepend=0.0)
     within = np.diff(np.asarray(table.within, np.float64).reshape(blocks, size), axis=1, prepend=0.0)
     got = (block_mass[:, None] * within).reshape(-1)
@@ -76,4 +76,4 @@ def test_bad_method_is_refused():
     with pytest.raises(ValueError, match="gumbel"):
         selection.report_noisy_max(jax.random.key(0), scores, 1.0, noise="laplace", method="inverse_cdf")
     with pytest.raises(ValueError, match="power of two"):
-        categorical._log_cdf_table(scores, block_size=3)
+        categorical.log_cdf_table(scores, block_size=3)

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from dpjax._src.exact import compact, fast, gauss_fast, machine, tables
-from dpjax._src.exact.noise import _gaussian_params
+from dpjax._src.exact.noise import gaussian_params
 
 ALPHA = 1e-4
 DIGITS = np.arange(2**tables.DIGIT, dtype=np.uint32)
@@ -238,7 +238,7 @@ def _odd_given_digit(gamma: Fraction, x: int, k1: int) -> Fraction:
 
 
 def _gaussian_constants(sigma):
-    params = _gaussian_params(Fraction(sigma), np.uint32)
+    params = gaussian_params(Fraction(sigma), np.uint32)
     t, s = params["laplace"]
     return params, gauss_fast.constants(t, s, params)
 

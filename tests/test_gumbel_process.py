@@ -110,7 +110,7 @@ def test_log_mass_tree_sums_and_splits(spread):
     d, eps = 1000, np.finfo(np.float32).eps
     log_weights = np.random.default_rng(1).normal(0, spread, d).astype(np.float32)
     log_weights -= log_weights.max()
-    tree = gumbel_process._log_mass_tree(jnp.asarray(log_weights))
+    tree = gumbel_process.log_mass_tree(jnp.asarray(log_weights))
     leaves = 1024
     padded = np.full(leaves, -np.inf)
     padded[:d] = log_weights
@@ -136,7 +136,7 @@ def test_tree_never_returns_padding_and_values_decrease():
     log_weights = jnp.asarray([0.0, -1e4, 3.0, -2.0, 1.0], jnp.float32)  # padded to 8 leaves
     keys = jax.random.split(jax.random.key(37), 2000)
     values, indices = jax.vmap(
-        lambda key: gumbel_process._top_k(key, gumbel_process._log_mass_tree(log_weights), 5)
+        lambda key: gumbel_process.top_k(key, gumbel_process.log_mass_tree(log_weights), 5)
     )(keys)
     assert (np.sort(np.asarray(indices), axis=1) == np.arange(5)).all()
     assert (np.diff(np.asarray(values), axis=1) <= 0).all()

@@ -14,22 +14,22 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from dpjax._src.quantiles.exp_mech import _gap_logits
-from dpjax._src.quantiles.intervals import _gaps, _sort_floats
+from dpjax._src.quantiles.intervals import _sort_floats, sorted_gaps
 from dpjax._src.quantiles.joint_exp import _draw_gap, _joint_exp_sensitivity, _sample_gaps, _sample_outputs
-from dpjax._src.quantiles.joint_exp_linear import _LINEAR_BLOCKS, _toeplitz_linear, _toeplitz_linear_certified
+from dpjax._src.quantiles.joint_exp_linear import LINEAR_BLOCKS, _toeplitz_linear_certified, toeplitz_linear
 from dpjax._src.quantiles.joint_exp_tables import (
     _OMITTED_MASS,
-    _forward_tables,
-    _log_normalizer,
     _sampling_block,
+    forward_tables,
+    log_normalizer,
 )
-from dpjax._src.quantiles.joint_exp_toeplitz import _log_filter, _remainder, _toeplitz_scan
+from dpjax._src.quantiles.joint_exp_toeplitz import _log_filter, remainder, toeplitz_scan
 from dpjax.accounting import RangeBounded
 from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
 
 # The forward pass compiled (one compilation per shape and static option instead of one per eager
 # operation); the margin and the levels stay arguments.
-FORWARD_TABLES = jax.jit(_forward_tables, static_argnames=("method", "restart_above", "span"))
+FORWARD_TABLES = jax.jit(forward_tables, static_argnames=("method", "restart_above", "span"))
 
 WORKED_X = [0.1, 0.1, 0.4, 0.9]
 WORKED_Q = [0.25, 0.5, 0.75]
@@ -153,7 +153,7 @@ def test_repeat_factor_epsilon_zero():
 @functools.partial(jax.jit, static_argnames="neighbors")
 def _m1_pmfs(x, q, eps, neighbors):
     """JointExp's law of the one gap, P(i) ∝ alpha(1, i, 1) phi_2(n - i), and IndExp's."""
-    _, log_width = _gaps(x, -2.0, 2.0)
+    _, log_width = sorted_gaps(x, -2.0, 2.0)
     logits = _gap_logits(log_width, q, eps, neighbors)
     tables = joint_exp_tables(x, jnp.stack([q]), eps, bounds=(-2, 2), neighbors=neighbors)
     n = x.size
@@ -174,7 +174,7 @@ def test_m1_equals_ind_exp():
 
 def test_ind_exp_pmf_spec_example():
     with enable_x64():
-        _, log_width = _gaps(jnp.asarray([0.3, -1.2, 0.7, 0.7, 2.0, -0.1]), -2.0, 2.0)
+        _, log_width = sorted_gaps(jnp.asarray([0.3, -1.2, 0.7, 0.7, 2.0, -0.1]), -2.0, 2.0)
         pmf = jax.nn.softmax(_gap_logits(log_width, 0.4, 1.3))
     want = [0.117558, 0.309633, 0.215678, 0.189386, 0, 0.167745, 0]
     np.testing.assert_allclose(pmf, want, atol=1e-6)
@@ -336,7 +336,7 @@ def test_remainder_by_a_traced_length_is_exact():
     values = np.concatenate(
         [rng.integers(info.min, info.max, 20_000), np.arange(-300, 300), [info.min, info.max, info.max - 1]]
     ).astype(np.int32)
-    compiled = jax.jit(_remainder)
+    compiled = jax.jit(remainder)
     for length in (1, 2, 3, 16, 31, 32, 1001, 2**20 + 7, 2**30 + 3):
         want = np.mod(values.astype(np.int64), length)
         np.testing.assert_array_equal(np.asarray(compiled(jnp.asarray(values), jnp.int32(length))), want)
@@ -351,7 +351,7 @@ def dense_toeplitz(x, c, nu):
 @pytest.mark.parametrize("size", [1, 2, 17, 300, 2500])
 def test_toeplitz_scan_matches_dense_log_sum_exp(size):
     rng = np.random.default_rng(size)
-    step = jax.jit(_toeplitz_scan)  # c and nu traced: one compilation per size and dtype
+    step = jax.jit(toeplitz_scan)  # c and nu traced: one compilation per size and dtype
     for nu in (0.0, 0.4, 1.0, 2.5, size / 3, size - 0.5, size + 2.0):
         for c in (0.05, 1.5):
             x = np.where(rng.random(size) < 0.15, -np.inf, 4 * rng.normal(size=size))
@@ -369,7 +369,7 @@ def test_toeplitz_scan_matches_dense_log_sum_exp(size):
 @pytest.mark.parametrize("size", [1, 17, 300, 2500])
 def test_toeplitz_linear_matches_dense_log_sum_exp(size):
     rng = np.random.default_rng(size + 1)
-    step = jax.jit(_toeplitz_linear)
+    step = jax.jit(toeplitz_linear)
     certificate = jax.jit(lambda x, c, nu: _toeplitz_linear_certified(x, c, nu)[1])
     for nu in (0.0, 0.4, 2.5, 40.0, 70.5, size / 3, size - 0.5, size + 2.0):
         for c in (0.05, 1.5, 40.0):
@@ -401,14 +401,14 @@ def test_toeplitz_linear_refuses_to_certify_underflow(c, certifying):
     x[0] = 0.0
     want = dense_toeplitz(x, c, 0.5)
     x32 = jnp.asarray(x, jnp.float32)
-    step = jax.jit(_toeplitz_linear)  # c traced: one compilation per dtype, not one per eager operation
+    step = jax.jit(toeplitz_linear)  # c traced: one compilation per dtype, not one per eager operation
     certified = jax.jit(lambda x, c, block: _toeplitz_linear_certified(x, c, 0.5, block)[1], static_argnums=2)
-    for block in _LINEAR_BLOCKS:
+    for block in LINEAR_BLOCKS:
         assert bool(certified(x32, c, block)) == (block == certifying)
     got32 = np.asarray(step(x32, c, 0.5), np.float64)
     np.testing.assert_allclose(got32[1:], want[1:], rtol=1e-6)
     with enable_x64():
-        assert certified(jnp.asarray(x), c, _LINEAR_BLOCKS[0])
+        assert certified(jnp.asarray(x), c, LINEAR_BLOCKS[0])
         got = np.asarray(step(jnp.asarray(x), c, 0.5))
     assert got[0] == -np.inf
     np.testing.assert_allclose(got[1:], want[1:], rtol=1e-12)
@@ -548,7 +548,7 @@ def test_omitted_runs_give_the_restricted_law_within_the_certified_bound():
     with enable_x64():
         for case in range(8):
             x, qs, eps = random_case(rng, 1 + (case // 3) % 2)  # both non-empty shapes at each margin
-            edges, log_width = _gaps(jnp.asarray(x, jnp.float64), -1.0, 1.0)
+            edges, log_width = sorted_gaps(jnp.asarray(x, jnp.float64), -1.0, 1.0)
             tables = FORWARD_TABLES(
                 edges,
                 log_width,
@@ -563,7 +563,7 @@ def test_omitted_runs_give_the_restricted_law_within_the_certified_bound():
             restricted = {s: w for s, w in weights.items() if all(kept[j, l] for j, l in maximal_runs(s))}
             omitted_any |= len(restricted) < len(weights)
             z, z_kept = sum(weights.values()), sum(restricted.values())
-            assert abs(float(_log_normalizer(tables)) - math.log(z_kept)) < 1e-9
+            assert abs(float(log_normalizer(tables)) - math.log(z_kept)) < 1e-9
             assert (z - z_kept) / z <= math.exp(float(tables.log_omitted)) * (1 + 1e-9) + 1e-300
             if case == 1:
                 assert (
@@ -579,9 +579,9 @@ def test_failed_certificate_restarts_without_omission():
     x = np.zeros(5)  # all points equal: runs in the two wide end gaps carry the mass
     qs = [0.3, 0.5, 0.6]
     with enable_x64():
-        edges, log_width = _gaps(jnp.asarray(x), -1.0, 1.0)
+        edges, log_width = sorted_gaps(jnp.asarray(x), -1.0, 1.0)
         tables = FORWARD_TABLES(edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0)
-        lz = float(_log_normalizer(tables))
+        lz = float(log_normalizer(tables))
         unchecked = FORWARD_TABLES(
             edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0, restart_above=np.inf
         )
@@ -602,7 +602,7 @@ def test_certified_omission_at_large_n_matches_the_dense_reference(x64):
     with enable_x64(x64):
         dtype = jnp.float64 if x64 else jnp.float32
         tables = joint_exp_tables(jnp.asarray(x, dtype), qs, 8.0, bounds=(-5, 5))
-        lz = float(_log_normalizer(tables))
+        lz = float(log_normalizer(tables))
     assert not np.isfinite(np.asarray(tables.run_shift)[np.tril_indices(4, -1)]).any()
     assert float(tables.log_omitted) <= math.log(_OMITTED_MASS)
     got = (
@@ -640,9 +640,9 @@ def test_windowed_rows_match_the_dense_reference(x64, epsilon, span, windowed):
     last = -c * np.abs(n - np.arange(n + 1) - nu[-1])
     with enable_x64(x64):
         dtype = jnp.float64 if x64 else jnp.float32
-        edges, log_width = _gaps(jnp.asarray(x, dtype), -5.0, 5.0)
+        edges, log_width = sorted_gaps(jnp.asarray(x, dtype), -5.0, 5.0)
         tables = FORWARD_TABLES(edges, log_width, jnp.asarray(qs, dtype), c, "linear", span=span)
-        lz = float(_log_normalizer(tables))
+        lz = float(log_normalizer(tables))
     got = np.asarray(tables.log_total, np.float64)
     finite = np.isfinite(got).sum(axis=1)
     assert (finite <= span).tolist() == windowed
@@ -659,9 +659,9 @@ def test_windowed_rows_match_the_dense_reference(x64, epsilon, span, windowed):
 
 @pytest.mark.parametrize("span", [-32, 100])
 def test_window_span_must_be_a_multiple_of_the_block(span):
-    edges, log_width = _gaps(jnp.zeros(10), -1.0, 1.0)
+    edges, log_width = sorted_gaps(jnp.zeros(10), -1.0, 1.0)
     with pytest.raises(ValueError, match="multiple of 32"):
-        _forward_tables(edges, log_width, jnp.asarray([0.5]), 1.0, "linear", span=span)
+        forward_tables(edges, log_width, jnp.asarray([0.5]), 1.0, "linear", span=span)
 
 
 def test_windowed_pass_restarts_whole_and_batches():
@@ -674,7 +674,7 @@ def test_windowed_pass_restarts_whole_and_batches():
     rng = np.random.default_rng(35)
 
     def tables(x, span, c=0.25, **options):
-        edges, log_width = _gaps(x, -5.0, 5.0)
+        edges, log_width = sorted_gaps(x, -5.0, 5.0)
         return FORWARD_TABLES(edges, log_width, qs, c, "linear", span=span, **options)
 
     with enable_x64():
@@ -711,7 +711,7 @@ def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():
         want = np.logaddexp(want, c * utility - math.lgamma(k + 1) - math.lgamma(4 - k))
 
     def forced(x, restart_above=_OMITTED_MASS):
-        edges, log_width = _gaps(x, -1.0, 1.0)
+        edges, log_width = sorted_gaps(x, -1.0, 1.0)
         return FORWARD_TABLES(
             edges, log_width, qs, c, "scan", margin_nats=-100.0, restart_above=restart_above
         )
@@ -720,10 +720,10 @@ def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():
         data = jnp.stack([jnp.zeros(n), jnp.asarray(np.random.default_rng(32).normal(0, 0.3, n))])
         default = joint_exp_tables(data[0], qs, eps, bounds=(-1, 1))
         batched = jax.vmap(forced)(data)
-        got = np.asarray(jax.vmap(_log_normalizer)(batched))
-        single = [float(_log_normalizer(forced(x))) for x in data]
+        got = np.asarray(jax.vmap(log_normalizer)(batched))
+        single = [float(log_normalizer(forced(x))) for x in data]
         first_pass = forced(data[0], restart_above=np.inf)
-        default_lz = float(_log_normalizer(default))
+        default_lz = float(log_normalizer(default))
     assert float(default.log_omitted) == -np.inf and abs(default_lz - want) < 1e-9
     assert float(first_pass.log_omitted) > math.log(_OMITTED_MASS)  # so the batched pass restarted
     assert float(batched.log_omitted[0]) == -np.inf and abs(got[0] - want) < 1e-9
@@ -750,5 +750,5 @@ def test_traced_epsilon_and_levels_cross_the_omission_certificate():
         assert_close_ulp(out[i], want)
         np.testing.assert_array_equal(np.isfinite(tables.run_shift[i]), np.isfinite(want_tables.run_shift))
         # The normaliser sums m row offsets: batched and single passes agree to rounding.
-        got_lz = float(_log_normalizer(jax.tree.map(lambda t, i=i: t[i], tables)))
-        assert abs(got_lz - float(_log_normalizer(want_tables))) <= 1e-6 * abs(got_lz)
+        got_lz = float(log_normalizer(jax.tree.map(lambda t, i=i: t[i], tables)))
+        assert abs(got_lz - float(log_normalizer(want_tables))) <= 1e-6 * abs(got_lz)

@@ -1,4 +1,4 @@
-"""dpjax.numerics._bisect: the switch point of a monotone predicate, to the stated tolerance, on the
+"""dpjax.numerics.bisect: the switch point of a monotone predicate, to the stated tolerance, on the
 host and in the graph; and the Laplace-difference quantile built on it."""
 
 import math
@@ -9,20 +9,20 @@ import numpy as np
 import pytest
 from float_tolerance import assert_close_ulp
 
-from dpjax._src.numerics import _bisect, _ceil_div, _resolution_steps
+from dpjax._src.numerics import bisect, ceil_div, resolution_steps
 from dpjax._src.postprocess.laplace_difference import laplace_difference_quantile, laplace_difference_tail
 
 
 def test_host_bisection_keeps_its_sides_and_reaches_the_stated_width():
     targets = np.array([0.5, 2.0, 7.0])
-    lo, hi = _bisect(lambda x: x * x <= targets, 0.0, 3.0, _resolution_steps(np.float64))
+    lo, hi = bisect(lambda x: x * x <= targets, 0.0, 3.0, resolution_steps(np.float64))
     assert np.all(lo * lo <= targets) and np.all(hi * hi > targets)
     assert np.all(hi - lo <= 3.0 * 2.0**-54 + np.spacing(hi))
     np.testing.assert_allclose(lo, np.sqrt(targets), rtol=2e-16)
 
 
 def test_host_bisection_to_adjacent_floats_is_harmless_past_resolution():
-    lo, hi = _bisect(lambda x: math.exp(float(x)) <= 10.0, 0.0, 5.0, 200)
+    lo, hi = bisect(lambda x: math.exp(float(x)) <= 10.0, 0.0, 5.0, 200)
     assert float(hi) == np.nextafter(float(lo), np.inf)
     assert math.exp(float(lo)) <= 10.0 < math.exp(float(hi))
 
@@ -31,7 +31,7 @@ def test_host_bisection_to_adjacent_floats_is_harmless_past_resolution():
 def test_graph_bisection_in_each_dtype(dtype, request):
     if dtype == jnp.float64:
         request.getfixturevalue("x64")
-    lo, hi = _bisect(lambda x: x * x <= 2, jnp.zeros((), dtype), 2.0, _resolution_steps(dtype))
+    lo, hi = bisect(lambda x: x * x <= 2, jnp.zeros((), dtype), 2.0, resolution_steps(dtype))
     assert lo.dtype == dtype and hi.dtype == dtype
     assert float(lo) ** 2 <= 2 < float(hi) ** 2
     assert float(hi - lo) <= 2 * float(jnp.finfo(dtype).eps)
@@ -39,7 +39,7 @@ def test_graph_bisection_in_each_dtype(dtype, request):
 
 def test_graph_bisection_under_vmap_equals_separate_calls():
     def root(c):
-        return _bisect(lambda x: x * x <= c, jnp.float32(0), jnp.float32(4), 25)[0]
+        return bisect(lambda x: x * x <= c, jnp.float32(0), jnp.float32(4), 25)[0]
 
     cs = jnp.asarray([0.5, 2.0, 9.0], jnp.float32)
     swept = jax.jit(jax.vmap(root))(cs)
@@ -58,4 +58,4 @@ def test_laplace_difference_quantile_inverts_the_tail(x64):
 
 def test_ceil_div_is_exact_for_integers_of_any_size():
     for a, b in [(0, 3), (1, 3), (3, 3), (4, 3), (7, 2), (2**64 + 1, 2**32)]:
-        assert _ceil_div(a, b) == (a + b - 1) // b
+        assert ceil_div(a, b) == (a + b - 1) // b

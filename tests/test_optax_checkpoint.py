@@ -11,7 +11,7 @@ import optax
 import pytest
 
 from dpjax import optax as dpo
-from dpjax._src.studies.compiles import _CompileCounter
+from dpjax._src.studies.compiles import CompileCounter
 
 N = 8
 
@@ -55,7 +55,7 @@ def test_a_restored_run_resumes_bit_for_bit_without_a_recompile(tmp_path):
     ]
     restored, facts = dpo.load_checkpoint(tmp_path / "ckpt", template)  # a fresh run's template
     assert facts == {"sampling_rate": 0.75}
-    with _CompileCounter() as compiles:
+    with CompileCounter() as compiles:
         resumed = step(step(restored))
     assert compiles.count == 0
     for a, b in zip(jax.tree.leaves(straight), jax.tree.leaves(resumed), strict=True):

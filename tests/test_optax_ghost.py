@@ -13,7 +13,7 @@ import pytest
 
 from dpjax import optax as dpo
 from dpjax._src.optax import ghost
-from dpjax._src.optax.transform import _clip_weights, _clipped_sum
+from dpjax._src.optax.transform import _clipped_sum, clip_weights
 
 KEY = jax.random.key(3)
 N = 6
@@ -74,7 +74,7 @@ def both_paths(loss, params, batch, mask):
     dtype = leaves[0].dtype
 
     def run(leaves, batch, mask):
-        weights = lambda norms: _clip_weights(norms, jnp.asarray(CLIP, dtype), mask)  # noqa: E731
+        weights = lambda norms: clip_weights(norms, jnp.asarray(CLIP, dtype), mask)  # noqa: E731
         ghosted = ghost.ghost_clipped_sum(analysis, leaves, jax.tree.leaves(batch), weights, dtype)
         params_ = jax.tree.unflatten(jax.tree.structure(params), leaves)
         grads = dpo.per_example_grads(loss)(params_, *batch)

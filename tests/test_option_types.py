@@ -31,7 +31,7 @@ OPTIONS = {
     "selection.Noise": (selection.Noise, selection._NOISES),
     "selection.Method": (selection.Method, selection._METHODS),
     "selection.TopKMethod": (selection.TopKMethod, selection._TOP_K_METHODS),
-    "selection.GapNoise": (selection.GapNoise, selection._GAP_NOISES),
+    "selection.GapNoise": (selection.GapNoise, selection.GAP_NOISES),
     "svt.above_threshold.Noise": (above_threshold.Noise, above_threshold.NOISES),
     "svt.above_threshold.Method": (above_threshold.Method, above_threshold._METHODS),
     "quantiles.unbounded.Noise": (unbounded.Noise, unbounded._NOISES),

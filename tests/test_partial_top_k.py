@@ -17,7 +17,7 @@ D = 8192  # above partial_top_k.MIN_ITEMS: the blocked path runs
 
 @functools.partial(jax.jit, static_argnums=1)
 def _both(x, k):
-    return partial_top_k._top_k(x, k), lax.top_k(x, k)
+    return partial_top_k.blocked_top_k(x, k), lax.top_k(x, k)
 
 
 def _assert_equal(x, k):
@@ -117,7 +117,7 @@ def test_equals_lax_top_k_on_64_bit_integers(x64):
 
 def test_under_vmap_and_in_x64(x64):
     x = jnp.asarray(np.random.default_rng(3).integers(0, 9, (4, D)), jnp.float64)
-    batched = jax.jit(jax.vmap(lambda row: partial_top_k._top_k(row, 20)))(x)
+    batched = jax.jit(jax.vmap(lambda row: partial_top_k.blocked_top_k(row, 20)))(x)
     want = lax.top_k(x, 20)
     np.testing.assert_array_equal(np.asarray(batched[1]), np.asarray(want[1]))
     np.testing.assert_array_equal(np.asarray(batched[0]), np.asarray(want[0]))

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpjax._src.categorical import _pow2_at_least
-from dpjax._src.quantiles.joint_exp_linear import _LINEAR_BLOCKS
+from dpjax._src.quantiles.joint_exp_linear import LINEAR_BLOCKS
 from dpjax._src.quantiles.joint_exp_tables import _MIN_WINDOW, _padded_width, _sampling_block, _window_span
-from dpjax._src.quantiles.joint_exp_toeplitz import _BLOCK_ALIGN, _FILTER_BLOCK, _aligned_length
+from dpjax._src.quantiles.joint_exp_toeplitz import _BLOCK_ALIGN, _FILTER_BLOCK, aligned_length
 from dpjax._src.studies.chunking import first_size
 from dpjax._src.studies.study import _per_chunk
 
@@ -36,7 +36,7 @@ def test_pow2_at_least_is_the_smallest_power_of_two_not_below(n):
 @CHEAP
 @given(SIZE)
 def test_aligned_length_is_the_next_multiple_of_the_alignment(size):
-    aligned = _aligned_length(size)
+    aligned = aligned_length(size)
     assert aligned % ALIGN == 0 and size <= aligned < size + ALIGN
 
 
@@ -46,15 +46,15 @@ def test_sampling_block_covers_the_row_in_about_sqrt_blocks(size):
     """A multiple of every linear block size, at least sqrt(size) (so a row has at most ``block``
     blocks), and the least such multiple of the largest linear block."""
     block = _sampling_block(size)
-    assert all(block % unit == 0 for unit in _LINEAR_BLOCKS)
+    assert all(block % unit == 0 for unit in LINEAR_BLOCKS)
     assert block * block >= size
-    assert block - _LINEAR_BLOCKS[0] < max(_LINEAR_BLOCKS[0], math.isqrt(size - 1) + 1)
+    assert block - LINEAR_BLOCKS[0] < max(LINEAR_BLOCKS[0], math.isqrt(size - 1) + 1)
 
 
 @CHEAP
 @given(ROW)
 def test_padded_width_is_the_aligned_row_in_whole_blocks(size):
-    width, block, aligned = _padded_width(size), _sampling_block(size), _aligned_length(size)
+    width, block, aligned = _padded_width(size), _sampling_block(size), aligned_length(size)
     assert width % block == 0 and aligned <= width < aligned + block
 
 
@@ -62,7 +62,7 @@ def test_padded_width_is_the_aligned_row_in_whole_blocks(size):
 @given(ROW)
 def test_window_span_is_aligned_and_a_sixteenth_of_the_row_or_none(size):
     span = _window_span(size)
-    assert span == 0 or (span >= _MIN_WINDOW and span % ALIGN == 0 and 16 * span >= _aligned_length(size))
+    assert span == 0 or (span >= _MIN_WINDOW and span % ALIGN == 0 and 16 * span >= aligned_length(size))
 
 
 @CHEAP

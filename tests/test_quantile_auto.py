@@ -18,7 +18,7 @@ from scipy import special, stats
 from dpjax import quantiles
 from dpjax._src.quantiles import em_sampler
 from dpjax._src.quantiles.exp_mech import _gap_logits
-from dpjax._src.quantiles.intervals import _gaps
+from dpjax._src.quantiles.intervals import sorted_gaps
 from dpjax._src.svt.monotone_halting import _cumlogsumexp_nondecreasing
 
 KEYS = jax.random.split(jax.random.key(7), 4)
@@ -67,10 +67,10 @@ def test_heap_law_is_the_gumbel_max_law_exactly(data, bounds, qs, epsilon, neigh
     jax.config.update("jax_enable_x64", x64_on)
     try:
         dtype = jnp.float64 if x64_on else jnp.float32
-        edges, log_width = _gaps(jnp.asarray(data, dtype), *bounds)
+        edges, log_width = sorted_gaps(jnp.asarray(data, dtype), *bounds)
         logits = _gap_logits(log_width, jnp.asarray(qs, dtype), epsilon, neighbors)
         for row in np.asarray(logits):
-            pmf = _heap_pmf(em_sampler._em_tree(jnp.asarray(row)))
+            pmf = _heap_pmf(em_sampler.em_tree(jnp.asarray(row)))
             want = special.softmax(row.astype(np.float64))
             np.testing.assert_array_equal(pmf == 0, want == 0)
             np.testing.assert_allclose(pmf, want, rtol=1e-12 if x64_on else 2e-5, atol=0)
@@ -182,7 +182,7 @@ def test_auto_is_exact_in_law_in_x64(x64):
     release = jax.jit(jax.vmap(lambda k: quantiles.emq(k, x, 0.4, 1.3, bounds=(-2.0, 2.0))))
     values = np.asarray(release(jax.random.split(jax.random.key(5), 50_000)))
     assert values.dtype == np.float64
-    edges, log_width = _gaps(x, -2.0, 2.0)
+    edges, log_width = sorted_gaps(x, -2.0, 2.0)
     pmf = special.softmax(np.asarray(_gap_logits(log_width, 0.4, 1.3)))
     counts = np.bincount(_gap_index(values, np.asarray(edges)), minlength=pmf.size)
     assert counts[pmf == 0].sum() == 0

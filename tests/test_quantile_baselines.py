@@ -17,7 +17,7 @@ from dpjax._src.quantiles.agg_tree import (
     _noisy_levels,
 )
 from dpjax._src.quantiles.exp_mech import _gap_logits
-from dpjax._src.quantiles.intervals import _gaps
+from dpjax._src.quantiles.intervals import sorted_gaps
 from dpjax._src.quantiles.smooth import _lln_parameters, _log_smooth_sensitivity
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded
 from dpjax.quantiles import (
@@ -35,7 +35,7 @@ from dpjax.quantiles import (
 
 def test_emq_sampled_gaps_match_pmf():
     x = jnp.asarray([0.3, -1.2, 0.7, 0.7, 2.0, -0.1])
-    edges = np.asarray(_gaps(x, -2.0, 2.0)[0])
+    edges = np.asarray(sorted_gaps(x, -2.0, 2.0)[0])
     out = np.asarray(
         jax.vmap(lambda k: emq(k, x, 0.4, 1.3, bounds=(-2, 2)))(jax.random.split(jax.random.key(0), 20000))
     )
@@ -62,7 +62,7 @@ def test_emq_density_ratio_privacy():
             grid = np.linspace(-0.999, 0.999, 301)
 
             def log_density(data, q=q, eps=eps, neighbors=neighbors, grid=grid):
-                edges, log_width = _gaps(jnp.asarray(data, jnp.float32), -1.0, 1.0)
+                edges, log_width = sorted_gaps(jnp.asarray(data, jnp.float32), -1.0, 1.0)
                 logits = np.asarray(_gap_logits(log_width, q, eps, neighbors), np.float64)
                 log_z = np.log(np.sum(np.exp(logits - logits.max()))) + logits.max()
                 index = np.searchsorted(np.asarray(edges), grid, side="right") - 1

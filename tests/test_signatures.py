@@ -1,4 +1,4 @@
-"""`dpjax.signatures._arguments_of`: a derived release shows and accepts its full function's arguments."""
+"""`dpjax.signatures.arguments_of`: a derived release shows and accepts its full function's arguments."""
 
 import inspect
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from dpjax import aggregates
-from dpjax._src.signatures import _arguments_of
+from dpjax._src.signatures import arguments_of
 from dpjax.quantiles import unbounded, unbounded_result
 
 
@@ -27,7 +27,7 @@ def test_derived_release_forwards_every_argument_and_keeps_its_return_annotation
     def full(key, x, *, scale=1.0):
         return x * scale
 
-    @_arguments_of(full)
+    @arguments_of(full)
     def doubled(key, x, **options) -> float:
         return 2 * full(key, x, **options)
 

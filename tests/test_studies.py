@@ -11,9 +11,9 @@ from scipy import stats
 
 from dpjax import noise
 from dpjax._src.additive import laplace_mechanism
-from dpjax._src.studies.compiles import _CompileCounter
-from dpjax._src.studies.statistics import _summarize
-from dpjax._src.studies.theory import Exponential, HalfNormal, _theory_value
+from dpjax._src.studies.compiles import CompileCounter
+from dpjax._src.studies.statistics import summarize
+from dpjax._src.studies.theory import Exponential, HalfNormal, theory_value
 from dpjax._src.validation import check_epsilon
 from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
 
@@ -58,7 +58,7 @@ def test_data_passed_as_arguments_equals_closure_and_reuses_the_compiled_code():
     by_closure = monte_carlo(lambda k: x.mean() + noise.laplace(k), jax.random.key(3), 50)
     np.testing.assert_allclose(first, by_closure, rtol=1e-6)
     other, key = 2 * x, jax.random.key(4)
-    with _CompileCounter() as compiles:  # same f, other key and data of the same shape
+    with CompileCounter() as compiles:  # same f, other key and data of the same shape
         again = monte_carlo(by_arg, key, 50, args=(other,))
     assert compiles.count == 0
     assert not np.allclose(again, first)
@@ -76,15 +76,15 @@ def test_statistics_against_numpy_and_closed_intervals():
     x = rng.exponential(2.0, (2, 4001))
     x[0, :7] = np.nan  # failures are left out
     finite = [row[np.isfinite(row)] for row in x]
-    mean = _summarize(x, "mean")
+    mean = summarize(x, "mean")
     np.testing.assert_allclose(mean["estimate"], [r.mean() for r in finite])
     np.testing.assert_allclose(mean["se"], [r.std(ddof=1) / np.sqrt(r.size) for r in finite])
     np.testing.assert_allclose(mean["ci_high"] - mean["estimate"], 1.959964 * mean["se"], rtol=1e-6)
     assert list(mean["n"]) == [3994, 4001]
-    rmse = _summarize(x, "rmse")
+    rmse = summarize(x, "rmse")
     np.testing.assert_allclose(rmse["estimate"], [np.sqrt((r**2).mean()) for r in finite])
     for statistic, level in (("median", 0.5), ("q95", 0.95)):
-        q = _summarize(x, statistic)
+        q = summarize(x, statistic)
         np.testing.assert_allclose(q["estimate"], [np.quantile(r, level) for r in finite])
         # The interval's ends are order statistics around rank n*p (normal approximation of the binomial).
         r = np.sort(finite[1])
@@ -92,21 +92,21 @@ def test_statistics_against_numpy_and_closed_intervals():
         assert q["ci_low"][1] == r[int(np.floor(4001 * level - spread)) - 1]
         assert q["ci_high"][1] == r[int(np.ceil(4001 * level + spread))]
     # Wilson score interval: 0 successes of 300 gives [0, z^2/(n + z^2)].
-    wilson = _summarize(np.zeros((1, 300)), "mean", rate=True)
+    wilson = summarize(np.zeros((1, 300)), "mean", rate=True)
     assert wilson["ci_low"][0] == pytest.approx(0.0, abs=1e-15)
     assert wilson["ci_high"][0] == pytest.approx(1.959964**2 / (300 + 1.959964**2), rel=1e-6)
     with pytest.raises(ValueError, match="unknown statistic"):
-        _summarize(x, "q200")
+        summarize(x, "q200")
 
 
 def test_laws_against_scipy():
     pairs = ((Exponential(0.7), stats.expon(scale=0.7)), (HalfNormal(1.3), stats.halfnorm(scale=1.3)))
     for law, reference in pairs:
-        assert _theory_value(law, "mean") == pytest.approx(reference.mean())
-        assert _theory_value(law, "rmse") == pytest.approx(math.sqrt(reference.moment(2)))
-        assert _theory_value(law, "q95") == pytest.approx(reference.ppf(0.95))
-        assert _theory_value(law, "median") == pytest.approx(reference.median())
-    assert _theory_value({"mean": 2.0}, "mean") == 2.0 and math.isnan(_theory_value({"mean": 2.0}, "q95"))
+        assert theory_value(law, "mean") == pytest.approx(reference.mean())
+        assert theory_value(law, "rmse") == pytest.approx(math.sqrt(reference.moment(2)))
+        assert theory_value(law, "q95") == pytest.approx(reference.ppf(0.95))
+        assert theory_value(law, "median") == pytest.approx(reference.median())
+    assert theory_value({"mean": 2.0}, "mean") == 2.0 and math.isnan(theory_value({"mean": 2.0}, "q95"))
 
 
 # A user's own mechanism: a clipped mean with Laplace noise, and the closed form of its error.
@@ -153,14 +153,14 @@ def _study(fn=_private_mean, statistics=("mean", "median", "q95"), **kwargs):
 
 def test_confidence_intervals_cover_the_laplace_closed_form():
     # 200 independent replicates of a 400-trial study over 3 epsilons: one compiled vmapped call.
-    with _CompileCounter() as compiles:
+    with CompileCounter() as compiles:
         result = run_study(_study(), trials=400, replicates=200, seed=11, chunk_size=10**6)
     table = result.table
     assert set(table["replicate"]) == set(range(200)) and set(table["epsilon"]) == set(EPSILONS)
     assert result.record["steps"][0]["path"] == "one compiled call over the grid"
     assert result.record["steps"][0]["compiles"] <= 2 and compiles.count <= 4  # the grid call (+ tiny ops)
     for (statistic, epsilon), cell in table.groupby(["statistic", "epsilon"]):
-        theory = _theory_value(_laplace_theory(DATA, epsilon), statistic)
+        theory = theory_value(_laplace_theory(DATA, epsilon), statistic)
         np.testing.assert_allclose(cell["theory"], theory, rtol=1e-12)
         covered = int(((cell["ci_low"] <= theory) & (theory <= cell["ci_high"])).sum())
         # Exact coverage at T = 400: CLT mean about 0.945, order statistics at least 0.95; with 200

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dpjax._src.studies.metrics import Metric
-from dpjax._src.studies.plots import _figure_problems, _study_figure
+from dpjax._src.studies.plots import _figure_problems, study_figure
 from dpjax.studies import run_study, studies
 
 matplotlib.use("Agg")
@@ -38,11 +38,11 @@ def test_the_checks_catch_flat_hidden_and_impossible_figures():
     assert any("hides" in p for p in problems)
     fine = _result({("A", "d"): [0.3, 0.1, 0.0], ("B", "d"): [0.2, 0.0, 0.0], ("A", "e"): [0.1, 0, 0]},
                    theory=0.1)
-    fig = _study_figure(fine)
+    fig = study_figure(fine)
     assert _figure_problems(fine, fig) == []  # one style per dataset, never dashed; axis from 0
     assert fig.axes[0].get_ylim()[0] == 0
     zeros = _result({("A", "d"): [0, 0, 0], ("B", "d"): [0.0, 0.0, 1e-3]})
-    assert _figure_problems(zeros, _study_figure(zeros)) == []
+    assert _figure_problems(zeros, study_figure(zeros)) == []
     matplotlib.pyplot.close("all")
 
 

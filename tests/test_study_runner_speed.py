@@ -16,7 +16,7 @@ import pytest
 from dpjax import noise
 from dpjax._src.studies import chunking
 from dpjax._src.studies.compiled import compiled_chunk
-from dpjax._src.studies.compiles import _CompileCounter
+from dpjax._src.studies.compiles import CompileCounter
 from dpjax._src.studies.progress import Progress
 from dpjax._src.studies.status import ChunkStatus
 from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
@@ -43,7 +43,7 @@ def study():
 
 def test_a_second_run_study_compiles_nothing_and_equals_the_hand_written_vmap(study):
     first = run_study(study, trials=300, progress=False)
-    with _CompileCounter() as compiles:
+    with CompileCounter() as compiles:
         second = run_study(study, trials=300, progress=False)
     assert compiles.count == 0
     def cached(result):
@@ -69,7 +69,7 @@ def test_a_second_monte_carlo_compiles_nothing_and_closed_over_data_is_an_argume
         return jnp.sort(x)[x.size // 2] + noise.laplace(key)
 
     first = monte_carlo(f, jax.random.key(1), 100, progress=False)
-    with _CompileCounter() as compiles:
+    with CompileCounter() as compiles:
         again = monte_carlo(f, jax.random.key(1), 100, progress=False)
     assert compiles.count == 0
     np.testing.assert_array_equal(first, again)
@@ -183,11 +183,11 @@ def test_figures_keep_the_users_words():
 
     matplotlib.use("Agg")
     from dpjax._src.studies.figure_notes import ZERO_WIDTH
-    from dpjax._src.studies.plots import _figure_problems, _study_figure
+    from dpjax._src.studies.plots import _figure_problems, study_figure
     from dpjax._src.studies.report import format_result
 
     result = _figure_result()
-    fig = _study_figure(result)
+    fig = study_figure(result)
     median, mean, rate = fig.axes[:3]
     assert median.get_title().startswith("median_error · mean") and mean.get_title().startswith("mean_error")
     assert median.get_ylabel() == "mean of median_error (u)"

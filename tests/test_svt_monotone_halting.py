@@ -12,8 +12,8 @@ import pytest
 from laws import chi_square_pvalue
 from scipy import integrate, special, stats
 
-from dpjax._src.quantiles.unbounded_bins import _Counts, _cumulative_counts, _log_beta
-from dpjax._src.svt.monotone_halting import _halting_index, _split_threshold
+from dpjax._src.quantiles.unbounded_bins import _Counts, cumulative_counts, log_beta
+from dpjax._src.svt.monotone_halting import halting_index, split_threshold
 
 TRIALS = 20_000
 CAP = 2000  # one static cap for every test, so compiled kernels are shared
@@ -32,7 +32,7 @@ def _counts(f):
 def _batch(keys, f, base, frac, eps1, eps2, *, noise, method, cap, first):
     counts = _counts(f)
     return jax.vmap(
-        lambda key: _halting_index(
+        lambda key: halting_index(
             key,
             counts,
             (base, frac),
@@ -51,7 +51,7 @@ def _sample(f, threshold, eps1, eps2, noise, *, method="fast", cap=CAP, first=1,
     f = np.asarray(f)
     f = np.concatenate([f, np.full(max(PAD - f.size, 0), f[-1])])
 
-    base, frac = _split_threshold(np.float32(threshold))
+    base, frac = split_threshold(np.float32(threshold))
     keys = jax.random.split(jax.random.key(seed), trials)
     k, truncated = _batch(keys, f, base, frac, eps1, eps2, noise=noise, method=method, cap=cap, first=first)
     return np.asarray(k), np.asarray(truncated)
@@ -196,8 +196,8 @@ def test_exact_privacy_ratio_swap_neighbors():
         neighbor[j] = x[j] + rng.uniform(1, 30)
         fs = [
             np.asarray(
-                _cumulative_counts(
-                    jnp.asarray(d), 0.0, _log_beta(beta, jnp.float32), k0, size=k0 + 1, dtype=jnp.float32
+                cumulative_counts(
+                    jnp.asarray(d), 0.0, log_beta(beta, jnp.float32), k0, size=k0 + 1, dtype=jnp.float32
                 ).f
             )
             for d in (x, neighbor)

@@ -17,7 +17,7 @@ from topk_laws import (
 )
 
 from dpjax import noise, topk
-from dpjax._src.topk.histogram import _top_counts
+from dpjax._src.topk.histogram import top_counts
 from dpjax._src.topk.laplace import laplace_limited_domain
 
 N_DRAWS = 100_000
@@ -118,7 +118,7 @@ def test_top_counts_equal_lax_top_k_for_integer_counts():
     small = jnp.asarray(rng.integers(0, 4, (50, 300)), jnp.int32).at[3, 7].set(5)
     counts = small.at[3, 7].set(2**24 + 3)
     for hist in (counts, small):
-        ids, values = jax.jit(_top_counts, static_argnums=1)(hist, 41)
+        ids, values = jax.jit(top_counts, static_argnums=1)(hist, 41)
         ref_values, ref_ids = jax.lax.top_k(hist, 41)
         assert np.array_equal(ids, ref_ids) and np.array_equal(values, ref_values)
     assert int(values[3, 0]) == 5 and int(ref_ids[3, 0]) == 7

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from dpjax._src.quantiles.unbounded_bins import (
-    _INDEX_LIMIT,
-    _cumulative_counts,
-    _grid_edges,
-    _log_beta,
-    _query_cap,
-    _static_size,
+    INDEX_LIMIT,
+    cumulative_counts,
+    grid_edges,
+    log_beta,
+    query_cap,
+    static_size,
 )
 from dpjax._src.quantiles.unbounded_many import unbounded_many, unbounded_many_guarantee
 from dpjax.accounting import ZCDP, Neighbors, PureDP
@@ -31,18 +31,18 @@ BIG = 1e5  # epsilon at which the noise (scale 2e-5) cannot move a comparison wi
 
 
 def _cap(beta, dtype):
-    return int(_query_cap(_log_beta(beta, dtype), _INDEX_LIMIT, dtype))
+    return int(query_cap(log_beta(beta, dtype), INDEX_LIMIT, dtype))
 
 
 def _counts(x, lower, beta, size, dtype):
-    return _cumulative_counts(
-        jnp.asarray(x), lower, _log_beta(beta, dtype), _cap(beta, dtype), size=size, dtype=dtype
+    return cumulative_counts(
+        jnp.asarray(x), lower, log_beta(beta, dtype), _cap(beta, dtype), size=size, dtype=dtype
     )
 
 
 def _brute_counts(x, lower, beta, size, dtype):
     z = np.asarray(x, dtype=dtype) - np.asarray(lower, dtype=dtype)
-    edges = np.asarray(_grid_edges(jnp.arange(size), _log_beta(beta, dtype)))
+    edges = np.asarray(grid_edges(jnp.arange(size), log_beta(beta, dtype)))
     f = np.array([(z < e).sum() for e in edges])
     f[0] = (z < 0).sum()
     return f
@@ -50,7 +50,7 @@ def _brute_counts(x, lower, beta, size, dtype):
 
 def test_counts_match_brute_force_at_exact_edges(float_dtype):
     beta = 1.01
-    edges = np.asarray(_grid_edges(jnp.arange(40), _log_beta(beta, float_dtype)))
+    edges = np.asarray(grid_edges(jnp.arange(40), log_beta(beta, float_dtype)))
     rng = np.random.default_rng(0)
     x = np.concatenate(
         [
@@ -60,7 +60,7 @@ def test_counts_match_brute_force_at_exact_edges(float_dtype):
             rng.lognormal(-1.0, 1.0, 200),
         ]
     ).astype(float_dtype)
-    size = _static_size(x, 0.0, beta, _cap(beta, float_dtype), float_dtype)
+    size = static_size(x, 0.0, beta, _cap(beta, float_dtype), float_dtype)
     counts = _counts(x, 0.0, beta, size, float_dtype)
     brute = _brute_counts(x, 0.0, beta, size, float_dtype)
     np.testing.assert_array_equal(np.asarray(counts.f), brute)
@@ -81,12 +81,12 @@ def test_static_size_reaches_past_the_data_maximum():
     ints = np.array([0, 7, 2**20, -(2**31), 2**31 - 1, -12], np.int32)
     cases = ((floats, 0.0, False), (floats, 1.5, True), (ints, -3.0, False), (ints, 0.0, True))
     for x, lower, negate in cases:
-        size = _static_size(x, lower, beta, cap, dtype, negate=negate)
+        size = static_size(x, lower, beta, cap, dtype, negate=negate)
         assert size >= 64 and size & (size - 1) == 0
         z = (-1.0 if negate else 1.0) * x.astype(np.float64) - lower
         top_bin = math.floor(math.log1p(z[np.isfinite(z)].max()) / math.log(beta))
         assert top_bin + 2 < size <= 4 * (top_bin + 2)  # past the top bin (+-1 for the grid's rounding)
-    assert _static_size(np.full(9, -2.0, dtype), 0.0, beta, cap, dtype) == 64
+    assert static_size(np.full(9, -2.0, dtype), 0.0, beta, cap, dtype) == 64
 
 
 def test_counts_with_a_lower_bound_and_integer_data(float_dtype):
@@ -227,7 +227,7 @@ def test_truncation_is_flagged():
 def test_default_cap_keeps_the_candidate_finite(float_dtype):
     for beta in (1.001, 1.01, 2.0):
         cap = _cap(beta, float_dtype)
-        assert math.isfinite(float(_grid_edges(cap, _log_beta(beta, float_dtype)) * 4))
+        assert math.isfinite(float(grid_edges(cap, log_beta(beta, float_dtype)) * 4))
         rounded = float(np.asarray(beta, float_dtype))  # the grid's beta
         assert cap >= math.log(float(jnp.finfo(float_dtype).max) / 8) / math.log(rounded) - 2
     assert 86_000 < _cap(1.001, jnp.float32) < 2**17  # log(float32 max / 8) / log(1.001)

@@ -35,14 +35,14 @@ def test_epsilon_refused_as_tracer():
 
 def test_every_refusal_of_a_traced_value_raises_one_exception_class():
     import dpjax
-    from dpjax._src.accounting.elementwise import _elementwise
+    from dpjax._src.accounting.elementwise import elementwise
     from dpjax._src.budgeting.filters import FilterState, approx_gp_filter_step
     from dpjax._src.budgeting.pie import pie_guarantee
     from dpjax._src.exact.noise import exact_rational
 
     assert dpjax.TracedParameterError is v.TracedParameterError
     assert issubclass(v.TracedParameterError, TypeError)  # existing ``except TypeError`` still catch it
-    companion = _elementwise("epsilon")(lambda epsilon: epsilon)
+    companion = elementwise("epsilon")(lambda epsilon: epsilon)
     state = FilterState(jnp.ones(2), jnp.zeros(2), jnp.zeros(2, bool))
     refusals = {
         "check_epsilon": lambda e: v.check_epsilon(e),

@@ -26,7 +26,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dpjax._src import noise
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ZCDP, ApproxDP, PureDP
 from dpjax._src.exact import machine as _exact_machine
 from dpjax._src.exact import noise as exact_noise
@@ -89,7 +89,7 @@ def laplace_mechanism(
     return checks.guard(value + noise.laplace(key, value.shape, scale, dtype))
 
 
-@_elementwise("epsilon", "sensitivity")
+@elementwise("epsilon", "sensitivity")
 def laplace_guarantee(epsilon: float, *, sensitivity: float = 1.0) -> PureDP:
     """The Laplace mechanism's guarantee: pure ``epsilon``-DP (Dwork et al. 2006, Thm 1).
 
@@ -122,7 +122,7 @@ def gaussian_mechanism(
     return checks.guard(value + noise.gaussian(key, value.shape, jnp.asarray(sigma, dtype), dtype))
 
 
-@_elementwise("sigma", "sensitivity")
+@elementwise("sigma", "sensitivity")
 def gaussian_guarantee(sigma: float, *, sensitivity: float = 1.0) -> ZCDP:
     """The Gaussian mechanism's guarantee: ``sensitivity^2/(2 sigma^2)``-zCDP (Bun and Steinke 2016,
     Prop. 1.6), with ``dp_accounting``'s ``GaussianDpEvent(sigma / sensitivity)`` attached."""
@@ -142,7 +142,7 @@ def gaussian_sigma_for_zcdp(rho: float, *, sensitivity: float = 1.0) -> float:
 # ------------------------------------------------------------------------- exact mechanisms on integers
 
 
-def _add_integer_noise(value, noise_sample) -> jax.Array:
+def add_integer_noise(value, noise_sample) -> jax.Array:
     """``value + noise`` for data in ``[-B, B]`` (:func:`dpjax.validation.check_exact_integers`), with
     the noise clipped so that the release saturates at ``+-B`` (a post-processing) and never wraps."""
     bound = release_bound(value.dtype)
@@ -189,7 +189,7 @@ def discrete_laplace_mechanism(
     value = check_exact_integers(value, "value")
     scale = check_rational(sensitivity, "sensitivity") / check_rational(epsilon, "epsilon")
     scale = _exact_params.scale_at_least(scale, _exact_machine.word_type())
-    return _add_integer_noise(value, noise.discrete_laplace(key, scale, value.shape, value.dtype))
+    return add_integer_noise(value, noise.discrete_laplace(key, scale, value.shape, value.dtype))
 
 
 def discrete_laplace_guarantee(
@@ -230,7 +230,7 @@ def discrete_gaussian_mechanism(
     value = check_exact_integers(value, "value")
     check_rational(sensitivity, "sensitivity")
     sigma = _exact_params.sigma_at_least(check_rational(sigma, "sigma"), _exact_machine.word_type())
-    return _add_integer_noise(value, noise.discrete_gaussian(key, sigma, value.shape, value.dtype))
+    return add_integer_noise(value, noise.discrete_gaussian(key, sigma, value.shape, value.dtype))
 
 
 def discrete_gaussian_sigma(sigma: exact_noise.Rational) -> Fraction:

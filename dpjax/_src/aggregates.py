@@ -30,22 +30,22 @@ from jax.typing import ArrayLike
 
 from dpjax._src import noise as noise_lib
 from dpjax._src.accounting.composition import compose
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.quantiles.unbounded import (
-    _DEFAULT_MAX_QUERIES,
-    _NOISES,
+    DEFAULT_MAX_QUERIES,
+    NOISES,
     Noise,
-    _check_beta,
-    _check_max_queries,
-    _grid,
-    _halting,
-    _tabulate,
-    _usable,
+    check_beta,
+    check_max_queries,
+    halting,
+    query_grid,
+    tabulate,
     unbounded_guarantee,
+    usable,
 )
-from dpjax._src.quantiles.unbounded_bins import _grid_edges
-from dpjax._src.signatures import _arguments_of
+from dpjax._src.quantiles.unbounded_bins import grid_edges
+from dpjax._src.signatures import arguments_of
 from dpjax._src.validation import Checks, check_choice, check_epsilon, check_probability, float_dtype
 
 __all__ = [
@@ -78,7 +78,7 @@ def clipped_sum(
     clip_fraction: ArrayLike = 0.5,
     lower: ArrayLike = 0.0,
     noise: Noise = "exponential",
-    max_queries: int = _DEFAULT_MAX_QUERIES,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> ClippedSum:
     """DP sum with a private clipping bound, with the bound and the truncation flag.
 
@@ -91,14 +91,14 @@ def clipped_sum(
     q = checks.probability(q, "q", open_low=True)
     clip_fraction = checks.probability(clip_fraction, "clip_fraction", open_low=True, open_high=True)
     lower = checks.real(lower, "lower")
-    beta = _check_beta(checks, beta, dtype)
-    check_choice(noise, "noise", _NOISES)
-    max_queries = _check_max_queries(max_queries)
-    epsilon, q = _usable(checks, epsilon, 1.0), _usable(checks, q, 0.5)
-    clip_fraction = _usable(checks, clip_fraction, 0.5)
-    lower, beta = _usable(checks, lower, 0.0), _usable(checks, beta, 2.0)
-    g = _grid(beta, max_queries, dtype)
-    counts, prefix = _tabulate(x, lower, beta, g, dtype, sums=True)
+    beta = check_beta(checks, beta, dtype)
+    check_choice(noise, "noise", NOISES)
+    max_queries = check_max_queries(max_queries)
+    epsilon, q = usable(checks, epsilon, 1.0), usable(checks, q, 0.5)
+    clip_fraction = usable(checks, clip_fraction, 0.5)
+    lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
+    g = query_grid(beta, max_queries, dtype)
+    counts, prefix = tabulate(x, lower, beta, g, dtype, sums=True)
     value, bound, truncated = _release(
         key, counts, prefix, x.shape[0], epsilon, q, clip_fraction, lower, g.log_b, g.cap,
         noise=noise, dtype=dtype,
@@ -114,8 +114,8 @@ def _release(key, counts, prefix, n, epsilon, q, clip_fraction, lower, log_b, ca
     key_bound, key_noise = jax.random.split(key)
     epsilon, clip_fraction = jnp.asarray(epsilon, dtype), jnp.asarray(clip_fraction, dtype)
     half = clip_fraction * epsilon * jnp.asarray(0.5, dtype)  # UQE with epsilon1 = epsilon2
-    k, truncated = _halting(key_bound, counts, q, n, half, half, cap, noise=noise, dtype=dtype, first=1)
-    width = _grid_edges(k, log_b)  # bound - lower: the sensitivity under swap
+    k, truncated = halting(key_bound, counts, q, n, half, half, cap, noise=noise, dtype=dtype, first=1)
+    width = grid_edges(k, log_b)  # bound - lower: the sensitivity under swap
     bound = jnp.asarray(lower, dtype) + width
     j = jnp.minimum(k, counts.f.shape[0] - 1)
     total = prefix[j] + (n - counts.f[j]).astype(dtype) * bound
@@ -124,7 +124,7 @@ def _release(key, counts, prefix, n, epsilon, q, clip_fraction, lower, log_b, ca
     return total + noise_lib.laplace(key_noise, (), scale, dtype), bound, truncated
 
 
-@_arguments_of(clipped_sum)
+@arguments_of(clipped_sum)
 def sum(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
     """DP sum of data bounded below only, clipped at a privately estimated quantile.
 
@@ -166,7 +166,7 @@ def sum(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Arra
     return clipped_sum(key, x, epsilon, **options).value
 
 
-@_arguments_of(clipped_sum)
+@arguments_of(clipped_sum)
 def mean(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
     """DP mean: :func:`sum` divided by the public n (swap neighbors; ``epsilon``-DP in total,
     :func:`mean_guarantee`). Arguments as in :func:`sum` (the same may be traced).
@@ -178,7 +178,7 @@ def mean(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Arr
     return sum(key, x, epsilon, **options) / jnp.shape(x)[0]
 
 
-@_elementwise("epsilon", "q", "clip_fraction")
+@elementwise("epsilon", "q", "clip_fraction")
 def sum_guarantee(
     epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: Noise = "exponential"
 ):

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax._src.noise import sign_and_half_uniform_from_bits
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 
 __all__: list[str] = []
 
@@ -57,7 +57,7 @@ def _pow2_at_least(n: int) -> int:
     return 1 << (max(n, 1) - 1).bit_length()
 
 
-def _log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> _LogCdfTable:
+def log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> _LogCdfTable:
     """Builds the two-level table for ``P(i) ∝ exp(log_weights[i])``, O(d).
 
     Args:
@@ -71,7 +71,7 @@ def _log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> 
     size = _pow2_at_least(math.isqrt(max(d - 1, 0)) + 1) if block_size is None else block_size
     if size < 1 or size & (size - 1):
         raise ValueError(f"block_size must be a power of two, got {size}.")
-    num_blocks = _ceil_div(d, size)
+    num_blocks = ceil_div(d, size)
     padded = jnp.full(num_blocks * size, -jnp.inf, log_weights.dtype).at[:d].set(log_weights)
     padded = padded.reshape(num_blocks, size)
     top = jnp.max(padded, axis=1, keepdims=True)  # finite unless a block has no mass
@@ -104,7 +104,7 @@ def _first_above(table: jax.Array, start, size: int, upper_half, w):
     return jnp.asarray(position + 1)
 
 
-def _sample_log_cdf(key, table: _LogCdfTable) -> jax.Array:
+def sample_log_cdf(key, table: _LogCdfTable) -> jax.Array:
     """One draw from the table of :func:`log_cdf_table`: an int32 index, O(log d)."""
     hi, lo = jax.random.bits(key, (2, 2), jnp.uint32)
     upper_half, w = sign_and_half_uniform_from_bits(hi, lo, table.within.dtype)

@@ -55,7 +55,7 @@ def _scale(epsilon, sensitivity, monotonic: bool, rounds: int):
 
 
 def _noisy(key, counts, scale):
-    return additive._add_integer_noise(counts, noise.discrete_laplace(key, scale, counts.shape, counts.dtype))
+    return additive.add_integer_noise(counts, noise.discrete_laplace(key, scale, counts.shape, counts.dtype))
 
 
 def discrete_report_noisy_max(

@@ -50,7 +50,7 @@ from dpjax._src.noise import standard_exponential
 __all__: list[str] = []
 
 
-class _LogMassTree(NamedTuple):
+class LogMassTree(NamedTuple):
     """The heap of :func:`log_mass_tree` (key independent)."""
 
     log_mass: jax.Array  # [2D]: entry n is log of the mass under node n (entry 0 unused)
@@ -74,7 +74,7 @@ def _heap_levels(values: jax.Array, combine, fill) -> list[jax.Array]:
     return levels
 
 
-def _heap(values: jax.Array, combine, fill) -> jax.Array:
+def heap(values: jax.Array, combine, fill) -> jax.Array:
     """The levels of :func:`heap_levels` as one array, root first: entry ``n`` (1 <= n < D) is
     ``combine(entry 2n, entry 2n + 1)``, the leaves are entries ``D .. 2D - 1`` and entry 0 is
     ``fill`` (unused)."""
@@ -82,7 +82,7 @@ def _heap(values: jax.Array, combine, fill) -> jax.Array:
     return jnp.concatenate([jnp.full(1, fill, values.dtype), *reversed(levels)])
 
 
-def _log_mass_tree(log_weights: jax.Array) -> _LogMassTree:
+def log_mass_tree(log_weights: jax.Array) -> LogMassTree:
     """Builds the log-mass heap for ``P(i) ∝ exp(log_weights[i])``, O(d).
 
     The split probabilities are computed level by level from the pairs of each level, not from
@@ -105,10 +105,10 @@ def _log_mass_tree(log_weights: jax.Array) -> _LogMassTree:
     unused = jnp.zeros(1, log_weights.dtype)
     log_mass = jnp.concatenate([unused, *reversed(levels)])
     split = jnp.concatenate([unused, *reversed(splits)])
-    return _LogMassTree(log_mass, split, log_weights.shape[0])
+    return LogMassTree(log_mass, split, log_weights.shape[0])
 
 
-def _top_k(key, tree: _LogMassTree, k: int) -> tuple[jax.Array, jax.Array]:
+def top_k(key, tree: LogMassTree, k: int) -> tuple[jax.Array, jax.Array]:
     """The k largest of ``log_weights + Gumbel(1)``, largest first, O(k log d) per draw.
 
     Args:

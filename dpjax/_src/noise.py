@@ -46,7 +46,7 @@ from jax.typing import ArrayLike
 
 from dpjax._src.exact.noise import discrete_gaussian, discrete_laplace, release_key
 from dpjax._src.exact.words import random_word_pairs
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 from dpjax._src.validation import check_choice
 
 __all__ = [
@@ -183,7 +183,7 @@ def gaussian(
     if mode == "low":
         return scale * jax.random.normal(key, shape, dtype)
     size = math.prod(shape)
-    hi, lo = random_word_pairs(key, (_words_per_gaussian_pair(dtype), _ceil_div(size, 4)))
+    hi, lo = random_word_pairs(key, (_words_per_gaussian_pair(dtype), ceil_div(size, 4)))
     halves = [_gaussian_pairs_from_words(words, dtype) for words in _pair_words(hi, lo)]
     members = [half[0] for half in halves] + [half[1] for half in halves]
     excess = 4 * members[0].shape[0] - size
@@ -212,7 +212,7 @@ def _angle_bits(dtype) -> int:
 
 def _words_per_gaussian_pair(dtype) -> int:
     """2 words for the sign and W, then the angle's bits, a swap bit and a second sign bit."""
-    return 2 + _ceil_div(_angle_bits(dtype) + 2, 32)
+    return 2 + ceil_div(_angle_bits(dtype) + 2, 32)
 
 
 def _gaussian_pairs_from_words(words, dtype):

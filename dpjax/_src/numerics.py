@@ -38,17 +38,17 @@ from dpjax._src.validation import float_dtype
 __all__: list[str] = []
 
 
-def _ceil_div(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
     """``ceil(a / b)`` for integers and ``b > 0``, exact at any size (no float division): ``-(-a // b)``."""
     return -(-a // b)
 
 
-def _resolution_steps(dtype) -> int:
+def resolution_steps(dtype) -> int:
     """Halvings that shrink a bracket ``[0, hi]`` below half an ulp of ``hi`` in ``dtype``: ``nmant + 2``."""
     return int(jnp.finfo(dtype).nmant) + 2
 
 
-def _bisect(predicate: Callable, lo, hi, steps: int):
+def bisect(predicate: Callable, lo, hi, steps: int):
     """The bracket ``(lo, hi)`` of the point where a monotone ``predicate`` turns from True to False.
 
     Args:

@@ -165,7 +165,7 @@ def _block_maxima(keys: jax.Array, width: int) -> jax.Array:
     return jnp.concatenate([maxima, keys[..., full * width :].max(-1, keepdims=True)], axis=-1)
 
 
-def _top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+def blocked_top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """``lax.top_k(x, k)`` along the last axis, exactly (values and int32 indices, ties to the lower
     index), by the blocked partial selection of the module docstring where it is cheaper.
 
@@ -190,7 +190,7 @@ def _top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 
 
 def _select(x, maxima, k: int, width: int, rank) -> tuple[jax.Array, jax.Array]:
-    """The two rankings of :func:`_top_k` (blocks by ``maxima``, then the k best blocks' items),
+    """The two rankings of :func:`blocked_top_k` (blocks by ``maxima``, then the k best blocks' items),
     each by ``rank(values, k)``."""
     d = x.shape[-1]
     _, chosen = rank(maxima, k)

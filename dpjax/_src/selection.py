@@ -70,7 +70,7 @@ from dpjax._src import categorical as _categorical
 from dpjax._src import gumbel_process as _gumbel_process
 from dpjax._src import noise as _noise
 from dpjax._src import sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP, RangeBounded
 from dpjax._src.topk.joint import joint_top_k, joint_top_k_guarantee
 from dpjax._src.validation import (
@@ -118,7 +118,7 @@ GapNoise: TypeAlias = Literal["laplace", "gumbel"]
 _NOISES: tuple[Noise, ...] = get_args(Noise)
 _METHODS: tuple[Method, ...] = get_args(Method)
 _TOP_K_METHODS: tuple[TopKMethod, ...] = get_args(TopKMethod)
-_GAP_NOISES: tuple[GapNoise, ...] = get_args(GapNoise)
+GAP_NOISES: tuple[GapNoise, ...] = get_args(GapNoise)
 
 
 def _check_guarantee_args(epsilon, sensitivity, monotonic) -> float:
@@ -130,14 +130,14 @@ def _check_guarantee_args(epsilon, sensitivity, monotonic) -> float:
 
 
 def _check_gap_noise(noise, method: str = "auto") -> str:
-    """The static options of the gap mechanisms: a noise of :data:`_GAP_NOISES`, and ``"tree"`` only
+    """The static options of the gap mechanisms: a noise of :data:`GAP_NOISES`, and ``"tree"`` only
     with Gumbel noise (the top-down construction needs its max-stability)."""
     if noise == "exponential":
         raise ValueError(
             "noise='exponential' is not offered for the gap mechanisms: the privacy of its gaps is "
             "not proven (see noisy_top_k_with_gap); use 'laplace' or 'gumbel'."
         )
-    check_choice(noise, "noise", _GAP_NOISES)
+    check_choice(noise, "noise", GAP_NOISES)
     check_choice(method, "method", _TOP_K_METHODS)
     if method not in ("auto", "literal") and noise != "gumbel":
         raise ValueError(
@@ -182,7 +182,7 @@ def _noisy_top(key, units, *, noise: str, k: int | None):
 def _inverse_cdf_draw(key, units):
     """One exponential-mechanism draw from the two-level table (key independent, so built once
     under ``vmap`` over keys); compiled for the same reason as :func:`_noisy_top`."""
-    return _categorical._sample_log_cdf(key, _categorical._log_cdf_table(units))
+    return _categorical.sample_log_cdf(key, _categorical.log_cdf_table(units))
 
 
 @functools.partial(jax.jit, static_argnames=("k",))
@@ -191,7 +191,7 @@ def _tree_top(key, units, *, k: int):
     """The top-k ``(values, indices)`` of ``units + Gumbel(1)`` by the top-down Gumbel process
     (:mod:`dpjax.gumbel_process`), values in the units of ``units``; the log-mass tree is key
     independent (built once under ``vmap`` over keys)."""
-    return _gumbel_process._top_k(key, _gumbel_process._log_mass_tree(units), k)
+    return _gumbel_process.top_k(key, _gumbel_process.log_mass_tree(units), k)
 
 
 def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name, method):
@@ -283,7 +283,7 @@ def exponential_mechanism(
     return _noisy_argmax(key, utilities, epsilon, "gumbel", sensitivity, monotonic, "utilities", method)
 
 
-@_elementwise("epsilon", "sensitivity")
+@elementwise("epsilon", "sensitivity")
 def exponential_mechanism_guarantee(
     epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
 ) -> RangeBounded:
@@ -345,7 +345,7 @@ def report_noisy_max(
     return _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, "scores", method)
 
 
-@_elementwise("epsilon", "sensitivity")
+@elementwise("epsilon", "sensitivity")
 def report_noisy_max_guarantee(
     epsilon: float, *, noise: Noise = "gumbel", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP | RangeBounded:
@@ -416,7 +416,7 @@ def gumbel_top_k(
     return checks.guard(_auto.run(method, paths, key, units, fast="tree"))
 
 
-@_elementwise("epsilon", "sensitivity")
+@elementwise("epsilon", "sensitivity")
 def gumbel_top_k_guarantee(
     k: int, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
 ) -> RangeBounded:
@@ -479,7 +479,7 @@ def noisy_top_k_with_gap(
     Laplace-type noise only). ``"gumbel"``: Gumbel(b) at the same b; the winners are then exactly
     :func:`gumbel_top_k`'s Plackett-Luce ranking at ``epsilon / k`` (more accurate than Laplace's),
     and ``method="tree"`` draws the k + 1 largest values, hence the gaps, by the top-down Gumbel
-    process (:func:`dpjax.gumbel_process._top_k`, O(k log n) per release after an O(n) key
+    process (:func:`dpjax.gumbel_process.top_k`, O(k log n) per release after an O(n) key
     independent preparation; about the literal kernel's cost for one release). Its gaps follow a
     different law from the Laplace ones, so estimators must be told (``noise`` of
     :mod:`dpjax.postprocess.topk_gap`).
@@ -524,7 +524,7 @@ def noisy_top_k_with_gap(
     return checks.guard((indices[:k], gaps))
 
 
-@_elementwise("epsilon", "sensitivity")
+@elementwise("epsilon", "sensitivity")
 def noisy_top_k_with_gap_guarantee(
     k: int, epsilon: float, *, noise: GapNoise = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:
@@ -567,7 +567,7 @@ def noisy_max_with_gap(
     return indices[0], gaps[0]
 
 
-@_elementwise("epsilon", "sensitivity")
+@elementwise("epsilon", "sensitivity")
 def noisy_max_with_gap_guarantee(
     epsilon: float, *, noise: GapNoise = "laplace", sensitivity: float = 1.0, monotonic: bool = False
 ) -> PureDP:

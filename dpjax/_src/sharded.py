@@ -7,7 +7,7 @@ on (``top_k``, ``sort``, ``cumsum``, ``dynamic_update_slice``, scatters):
 * :func:`top_k` ranks each shard (``shard_map``) and merges the shards' candidates: the k largest of
   the whole array are among the union of every shard's k largest, so the result is exact (never an
   approximate top-k), equal to ``lax.top_k`` on one device, ties to the lower index included; each ranking is
-  :func:`dpjax.partial_top_k._top_k` (``lax.top_k``'s result by a blocked partial selection).
+  :func:`dpjax.partial_top_k.blocked_top_k` (``lax.top_k``'s result by a blocked partial selection).
 * :func:`auto_axes` runs a whole kernel with the explicit axes of its inputs switched to automatic,
   so XLA partitions it as it would on a mesh with automatic axes (same results as one device; the
   outputs come back replicated).
@@ -48,7 +48,7 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """
     sharded = _last_axis_mesh_axes(x)
     if sharded is None:
-        return partial_top_k._top_k(x, k)
+        return partial_top_k.blocked_top_k(x, k)
     sharding, spec = sharded
     axes = spec[-1] if isinstance(spec[-1], tuple) else (spec[-1],)
     devices = 1
@@ -61,7 +61,7 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     local_k = min(k, block)
 
     def shard_top_k(shard):
-        values, positions = partial_top_k._top_k(shard, local_k)
+        values, positions = partial_top_k.blocked_top_k(shard, local_k)
         offset = lax.axis_index(axes) * block
         return values, (positions + offset).astype(jnp.int32)
 
@@ -73,7 +73,7 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     return top, jnp.take_along_axis(indices, positions, axis=-1)
 
 
-def _leading_axes(x) -> tuple | None:
+def leading_axes(x) -> tuple | None:
     """``(mesh, axes)``: the mesh axes that shard ``x``'s leading axis into equal blocks, or ``None``.
 
     Read from the value's type for a traced value (mesh axes of explicit type only) and from its
@@ -96,7 +96,7 @@ def _leading_axes(x) -> tuple | None:
     return mesh, axes
 
 
-def _constrain_leading(x, layout):
+def constrain_leading(x, layout):
     """``x`` laid out with its leading axis over ``layout``'s mesh axes (``reshard`` on explicit axes,
     a sharding constraint on automatic ones)."""
     mesh, axes = layout
@@ -121,10 +121,10 @@ def _staged_constants():
     return config.eager_constant_folding(False)
 
 
-def _sum_over_shards(fn, layout, x, *replicated):
+def sum_over_shards(fn, layout, x, *replicated):
     """``fn(x, *replicated)`` for an ``fn`` additive over the leading axis of ``x`` (a histogram, a
     count): each device applies ``fn`` to its own block of ``x`` (``shard_map`` over ``layout``,
-    :func:`_leading_axes`) and the results are summed over the devices (``psum``; exact for integers,
+    :func:`leading_axes`) and the results are summed over the devices (``psum``; exact for integers,
     a different order of summation for floats). The result is replicated."""
     mesh, axes = layout
 
@@ -139,7 +139,7 @@ def _sum_over_shards(fn, layout, x, *replicated):
         out_specs=PartitionSpec(),
         axis_names=set(axes),
         check_vma=False,  # also evaluated eagerly (ensure_compile_time_eval), where pvary cannot run
-    )(_constrain_leading(x, layout), *replicated)
+    )(constrain_leading(x, layout), *replicated)
 
 
 def _explicit_mesh(tree):

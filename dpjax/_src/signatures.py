@@ -16,7 +16,7 @@ from collections.abc import Callable
 __all__: list[str] = []
 
 
-def _arguments_of(full: Callable) -> Callable[[Callable], Callable]:
+def arguments_of(full: Callable) -> Callable[[Callable], Callable]:
     """Decorates a function that forwards its arguments to ``full``, to carry ``full``'s signature.
 
     Args:
@@ -30,7 +30,7 @@ def _arguments_of(full: Callable) -> Callable[[Callable], Callable]:
     Example:
       >>> def full(key, x, *, scale=1.0):
       ...     return x * scale
-      >>> @_arguments_of(full)
+      >>> @arguments_of(full)
       ... def doubled(key, x, **options):
       ...     return 2 * full(key, x, **options)
       >>> str(inspect.signature(doubled))

@@ -1,7 +1,7 @@
 """Guarantee companions over a grid of parameters.
 
 A study that sweeps epsilon runs the whole grid in one compiled call (the mechanism takes a traced
-epsilon); its accounting must not need a Python loop per point either. :func:`_elementwise` lets a
+epsilon); its accounting must not need a Python loop per point either. :func:`elementwise` lets a
 companion take an array for any of its named numeric parameters and return one guarantee per
 entry, as a NumPy object array of the broadcast shape. Scalars pass through unchanged, so the
 single-release call returns a single guarantee as before.
@@ -20,7 +20,7 @@ from dpjax._src.validation import TracedParameterError, is_traced
 __all__: list[str] = []
 
 
-def _elementwise(*names: str) -> Callable[[Callable], Callable]:
+def elementwise(*names: str) -> Callable[[Callable], Callable]:
     """Decorates a guarantee companion so that the parameters ``names`` may be arrays.
 
     Args:

@@ -36,7 +36,7 @@ import numpy as np
 
 from dpjax._src.accounting.guarantees import ApproxDP
 from dpjax._src.accounting.ledger import BudgetExceededError, Ledger, Reservation
-from dpjax._src.numerics import _bisect
+from dpjax._src.numerics import bisect
 from dpjax._src.validation import check_epsilon, check_int, check_probability
 
 __all__ = [
@@ -123,7 +123,7 @@ def calibrate_epsilon(target_epsilon: float, k: int, delta_prime: float) -> floa
     lo, hi = 0.0, target
     while epsilon_star(k, hi, delta_prime) <= target:
         lo, hi = hi, 2 * hi
-    lo, _ = _bisect(lambda eps: epsilon_star(k, float(eps), delta_prime) <= target, lo, hi, _BISECTION_STEPS)
+    lo, _ = bisect(lambda eps: epsilon_star(k, float(eps), delta_prime) <= target, lo, hi, _BISECTION_STEPS)
     return float(lo)
 
 

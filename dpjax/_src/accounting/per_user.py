@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from dpjax._src.accounting.ledger import BudgetExceededError, Ledger, Reservation
-from dpjax._src.numerics import _bisect
+from dpjax._src.numerics import bisect
 from dpjax._src.validation import check_positive, check_probability
 
 __all__ = [
@@ -80,7 +80,7 @@ def approx_gp_epsilon(rho, delta: float, lam: float):
         raise ValueError("rho must be finite and >= 0.")
     sq = np.sqrt(rho)
     # Bracket on log(s - 1); 64 halvings of a width below 80 leave less than 5e-18.
-    lo, hi = _bisect(
+    lo, hi = bisect(
         lambda t: _g_delta(t, delta) * sq > (1 + np.exp(t)) * lam * rho,
         np.full(rho.shape, -60.0), math.log(2 / delta - 2), steps=64,
     )
@@ -112,7 +112,7 @@ def approx_gp_rho_star(budget, delta: float, lam: float):
             return np.asarray(approx_gp_rho_star(unique, delta, lam))[inverse].reshape(budget.shape)
     # epsilon(rho) >= rho * Lambda, hence rho* <= B / Lambda; and epsilon <= closed form.
     hi = budget / check_positive(lam, "Lambda") * (1 + 1e-12)
-    lo, _ = _bisect(lambda rho: approx_gp_epsilon(rho, delta, lam) <= budget, 0.0, hi, steps=64)
+    lo, _ = bisect(lambda rho: approx_gp_epsilon(rho, delta, lam) <= budget, 0.0, hi, steps=64)
     return float(lo) if lo.ndim == 0 else lo
 
 

@@ -6,7 +6,7 @@ Clopper and Pearson (1934): with ``k`` successes in ``n`` trials, the one-sided 
 least ``1 - a`` whatever the true proportion, which is what makes an audit's false-alarm rate a
 guarantee rather than an approximation.
 
-The Beta quantiles are found by :func:`dpjax.numerics._bisect` on ``jax.scipy.special.betainc`` (the
+The Beta quantiles are found by :func:`dpjax.numerics.bisect` on ``jax.scipy.special.betainc`` (the
 regularized incomplete beta function) in float64, whatever the global ``jax_enable_x64`` setting:
 80 halvings of [0, 1] leave an error below 1e-24, far under the statistical width, and a relative
 error below 1e-8 for quantiles down to 1e-16 (more than :func:`~dpjax.numerics._resolution_steps`,
@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax._src.numerics import _bisect
+from dpjax._src.numerics import bisect
 
 __all__ = [
     "clopper_pearson",
@@ -38,7 +38,7 @@ def _beta_lower_quantile(k, n, level):
     a = jnp.maximum(k, 1.0)
     b = n - k + 1.0
 
-    lo, hi = _bisect(
+    lo, hi = bisect(
         lambda t: jax.scipy.special.betainc(a, b, t) < level, jnp.zeros_like(a), jnp.ones_like(a), _BISECTIONS
     )
     return jnp.where(k > 0, 0.5 * (lo + hi), 0.0)
@@ -130,7 +130,7 @@ def _critical_level(k_p, n_p, k_q, n_q, epsilon, delta):
         s = jnp.clip((t - delta) * jnp.exp(-epsilon), 0.0, 1.0)
         return jnp.where(k_q < n_q, 1.0 - jax.scipy.special.betainc(a_q, b_q, s), 0.0)
 
-    _, hi = _bisect(
+    _, hi = bisect(
         lambda t: level_p(t) <= level_q(t), jnp.zeros_like(k_p) + delta, jnp.ones_like(k_p), _BISECTIONS
     )
     never = (k_p == 0) | (k_q == n_q)  # the bound is -inf, resp. log(P_low - delta) <= 0

@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 
-def _tail_radius_from_log(d: int, log_inv_beta):
+def tail_radius_from_log(d: int, log_inv_beta):
     """``lambda(d, beta)`` given ``log(1/beta)`` (array or scalar; log space avoids underflow)."""
     d = check_int(d, "d", minimum=1)
     t = jnp.asarray(log_inv_beta)
@@ -38,4 +38,4 @@ def tail_radius(d: int, beta):
       >>> round(float(tail_radius(1, 0.05)), 4)
       2.7162
     """
-    return _tail_radius_from_log(d, -jnp.log(jnp.asarray(beta, dtype=float)))
+    return tail_radius_from_log(d, -jnp.log(jnp.asarray(beta, dtype=float)))

@@ -10,7 +10,7 @@ import jax
 from jax import lax
 
 from dpjax._src import sharded
-from dpjax._src.budgeting.pie import _user_release, user_noise
+from dpjax._src.budgeting.pie import user_noise, user_release
 from dpjax._src.noise import NoiseMode
 from dpjax._src.validation import Checks, check_choice, float_dtype
 
@@ -32,7 +32,7 @@ def baseline_release(key: jax.Array, data, r, noise_mode: NoiseMode = "high"):
     compilation and not in another (e.g. under ``vmap`` over ``r``), a 1-ulp difference that would
     break "same key, same result" between a concrete and a traced ``rho``."""
     z = lax.optimization_barrier(user_noise(key, 0, data.shape[0], data.shape[1:], data.dtype, noise_mode))
-    return _user_release(data, r, z)
+    return user_release(data, r, z)
 
 
 def points(checks: Checks, x) -> jax.Array:
@@ -52,12 +52,12 @@ def query_point(checks: Checks, x: jax.Array, p) -> jax.Array:
 def on_users(body, layout, key, x, r, *rest):
     """``body(key, x, r, *rest, layout=layout)`` inside an application's jit-compiled kernel.
 
-    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded._leading_axes` of ``x``):
+    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of ``x``):
     ``x`` and the allotments ``r`` are laid out along them and ``body`` passes ``layout`` to
     :func:`dpjax.budgeting.pie._pie_kernel`, which runs the rounds per device (per-user state split);
     the answer is then a reduction over the sharded per-user outputs. Otherwise (``layout=None``)
     ``body`` runs under :func:`dpjax.sharded.auto_axes` (XLA partitions it)."""
     if layout is None:
         return sharded.auto_axes(functools.partial(body, layout=None))(key, x, r, *rest)
-    x, r = sharded._constrain_leading(x, layout), sharded._constrain_leading(r, layout)
+    x, r = sharded.constrain_leading(x, layout), sharded.constrain_leading(r, layout)
     return body(key, x, r, *rest, layout=layout)

@@ -60,14 +60,14 @@ def _kde_kernel(key, x, r, p, b, beta0, *, point, plan, layout):
 def _kde(key, x, r, p, b, beta0, *, point, plan, layout):
     nu = jnp.stack([jnp.asarray(-jnp.inf, x.dtype), 6 * b])  # S_0: len_p > 6b
     if point:
-        res = pie._pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan, layout=layout)
+        res = pie.pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan, layout=layout)
         dist = res.estimate
     else:
-        res = pie._pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan, layout=layout)
+        res = pie.pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan, layout=layout)
         dist = res.mean
-    survivors = res.status == pie._ACTIVE
+    survivors = res.status == pie.ACTIVE
     total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + _ELIMINATED_BIAS * jnp.sum(
-        res.status == pie._S0
+        res.status == pie.S0
     )
     return jnp.where(jnp.any(survivors), total / x.shape[0], 0.0), res
 
@@ -119,12 +119,12 @@ def kde(
       >>> a, res = kde(jax.random.key(0), x, 1e-2, jnp.zeros(2), bandwidth=50.0, c=4, beta0=0.025)
     """
     check_mode(mode)
-    static = pie._check_plan(c, split, chunk_size, noise_mode)
+    static = pie.check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x, p, b = _inputs(checks, x, p, bandwidth)
-    beta0 = pie._check_beta0(checks, beta0, x.dtype)
-    r = pie._check_allotments(checks, rho, x.shape[0], x.dtype)
-    layout = sharded._leading_axes(x)
+    beta0 = pie.check_beta0(checks, beta0, x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
+    layout = sharded.leading_axes(x)
     result = _kde_kernel(key, x, r, p, b, beta0, point=mode == "point", plan=static, layout=layout)
     return checks.guard(result)
 
@@ -148,7 +148,7 @@ def kde_baseline(
     check_mode(mode)
     checks = Checks()
     x, p, b = _inputs(checks, x, p, bandwidth)
-    r = pie._check_allotments(checks, rho, x.shape[0], x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
     return checks.guard(_baseline_kernel(key, x, r, p, b, point=mode == "point", noise_mode=noise_mode))
 
 

@@ -52,10 +52,10 @@ def _knn_kernel(key, x, r, p, beta0, *, point, k, plan, layout):
 def _knn(key, x, r, p, beta0, *, point, k, plan, layout):
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = pie._pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan, layout=layout)
+        res = pie.pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan, layout=layout)
     else:
-        res = pie._pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan, layout=layout)
-    return _smallest(res.estimate, res.status == pie._ACTIVE, k), res
+        res = pie.pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan, layout=layout)
+    return _smallest(res.estimate, res.status == pie.ACTIVE, k), res
 
 
 @functools.partial(jax.jit, static_argnames=("point", "k", "noise_mode"))
@@ -109,14 +109,14 @@ def knn(
       (5,)
     """
     check_mode(mode)
-    static = pie._check_plan(c, split, chunk_size, noise_mode)
+    static = pie.check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x = points(checks, x)
     p = query_point(checks, x, p)
     k = check_int(k, "k", minimum=1, maximum=x.shape[0])
-    beta0 = pie._check_beta0(checks, beta0, x.dtype)
-    r = pie._check_allotments(checks, rho, x.shape[0], x.dtype)
-    point, layout = mode == "point", sharded._leading_axes(x)
+    beta0 = pie.check_beta0(checks, beta0, x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
+    point, layout = mode == "point", sharded.leading_axes(x)
     return checks.guard(_knn_kernel(key, x, r, p, beta0, point=point, k=k, plan=static, layout=layout))
 
 
@@ -141,7 +141,7 @@ def knn_baseline(
     x = points(checks, x)
     p = query_point(checks, x, p)
     k = check_int(k, "k", minimum=1, maximum=x.shape[0])
-    r = pie._check_allotments(checks, rho, x.shape[0], x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
     return checks.guard(_baseline_kernel(key, x, r, p, point=mode == "point", k=k, noise_mode=noise_mode))
 
 

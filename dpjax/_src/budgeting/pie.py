@@ -39,7 +39,7 @@ releases of user ``i`` cost at most ``r_i`` in CGP (``r_i``-CGP, i.e. ``D_alpha 
 dist^2``), whatever the stopping time (Thm 4.4); eliminated users are charged only
 ``r_i cumfrac[e_i]`` for the ``e_i`` rounds they released in, and keep the rest as savings. The
 analyst's decisions use only releases and public parameters: the raw data enter only
-:func:`_user_release`.
+:func:`user_release`.
 
 Noise, chunking and compaction: the Gaussian of user ``i`` in round ``j`` depends only on the key,
 the round and the user's index: with threefry keys (JAX's default) its four random words are
@@ -80,10 +80,10 @@ from jax.sharding import PartitionSpec
 
 from dpjax._src import noise, sharded
 from dpjax._src.accounting.guarantees import ZCDP
-from dpjax._src.budgeting.bounds import _tail_radius_from_log
-from dpjax._src.budgeting.splits import Split, _running_mean_weights, split_schedule
+from dpjax._src.budgeting.bounds import tail_radius_from_log
+from dpjax._src.budgeting.splits import Split, running_mean_weights, split_schedule
 from dpjax._src.noise import NoiseMode
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 from dpjax._src.validation import (
     Checks,
     TracedParameterError,
@@ -105,7 +105,7 @@ __all__ = [
 _DEFAULT_CHUNK = 1 << 16  # users processed at once within a round (bounds the noise temporaries)
 _MIN_LEVEL = 2048  # smallest compacted working set
 
-_OUT, _S1, _S0, _ACTIVE = 0, 1, 2, 3  # status codes; ACTIVE after the loop means "survivor" (in G_jhat)
+_OUT, S1, S0, ACTIVE = 0, 1, 2, 3  # status codes; ACTIVE after the loop means "survivor" (in G_jhat)
 
 
 class PIEResult(NamedTuple):
@@ -141,7 +141,7 @@ def _user_words(round_key, users, count: int) -> jax.Array:
     if str(jax.random.key_impl(round_key)) != "threefry2x32":
         bits = jax.vmap(lambda i: jax.random.bits(jax.random.fold_in(round_key, i), (count,), jnp.uint32))
         return bits(users).T
-    blocks = _ceil_div(count, 2)
+    blocks = ceil_div(count, 2)
     m = users.shape[0]
     keypair = jax.random.key_data(round_key)
     counters = jnp.concatenate([jnp.tile(users, blocks), jnp.repeat(jnp.arange(blocks, dtype=jnp.uint32), m)])
@@ -187,7 +187,7 @@ def _chunked(fn, x, chunk: int):
     return out if main == size else jnp.concatenate([out, fn(x[main:])])
 
 
-def _user_release(x, r_round, z):
+def user_release(x, r_round, z):
     """User side: ``x + Z/sqrt(2 r)``: the only function that sees raw data."""
     scale = lax.rsqrt(2 * jnp.where(r_round > 0, r_round, 1))
     return x + z * scale.reshape(scale.shape + (1,) * (z.ndim - scale.ndim))
@@ -203,7 +203,7 @@ def _analyst_round(v, rq, m, e, s, rd, *, j, wj, cj, lam, nu, score, k):
     Updates the running mean ``m``, estimate ``e``, status ``s`` and rounds ``rd`` of the active
     users; returns the new state and (PIE-k) the working set's k smallest upper ends.
     """
-    active = s == _ACTIVE
+    active = s == ACTIVE
     m = jnp.where(_expand(active, m), m + wj * (v - m), m)
     e = jnp.where(active, score(m), e)
     h = lam * lax.rsqrt(2 * jnp.where(active, rq * cj, 1))
@@ -211,7 +211,7 @@ def _analyst_round(v, rq, m, e, s, rd, *, j, wj, cj, lam, nu, score, k):
     if k is None:
         to1 = active & (e < nu[0] - h)
         to0 = active & ~to1 & (e > nu[1] + h)
-        s = jnp.where(to1, _S1, jnp.where(to0, _S0, s)).astype(jnp.int8)
+        s = jnp.where(to1, S1, jnp.where(to0, S0, s)).astype(jnp.int8)
         return (m, e, s, rd), jnp.full((0,), jnp.inf, e.dtype)
     upper = jnp.where(active, e + h, jnp.inf)
     return (m, e, s, rd), -lax.top_k(-upper, min(k, upper.shape[0]))[0]
@@ -237,7 +237,7 @@ class _Plan(NamedTuple):
     noise_mode: NoiseMode
 
 
-def _check_plan(
+def check_plan(
     c: int, split: Split = "even", chunk_size: int | None = None, noise_mode: NoiseMode = "high"
 ) -> _Plan:
     """Validates the static options of a PIE run (eagerly: they fix shapes and loop structure)."""
@@ -289,7 +289,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: _Pl
     schedule = split_schedule(c, split)
     frac = jnp.asarray(schedule.frac, dtype)
     cum = jnp.asarray(schedule.cumfrac, dtype)
-    weight = jnp.asarray(_running_mean_weights(schedule.cumfrac), dtype)
+    weight = jnp.asarray(running_mean_weights(schedule.cumfrac), dtype)
     log_c_over_beta = jnp.log(jnp.asarray(c, dtype)) - jnp.log(beta0)  # beta0: a dtype scalar
     stop_at = 0 if k is None else k
     if axes is None:
@@ -304,11 +304,11 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: _Pl
 
     def one_round(j, nact, fixed: _Fixed, work: _Work) -> _Work:
         """Round j over a working set (``nact`` = |G_{j-1}| over all users)."""
-        lam = _tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(nact.astype(dtype)))
+        lam = tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(nact.astype(dtype)))
         fj, wj, cj = frac[j], weight[j], cum[j + 1]
         rkey = jax.random.fold_in(key, j)
         z = _chunked(lambda ids: _user_gaussians(rkey, ids, dshape, dtype, noise_mode), fixed.users, chunk)
-        v = _user_release(fixed.data, fixed.r * fj, z)  # user side
+        v = user_release(fixed.data, fixed.r * fj, z)  # user side
         work, best = _analyst_round(v, fixed.r, *work, j=j, wj=wj, cj=cj, lam=lam, nu=nu, score=score, k=k)
         work = _Work(*work)
         if k is None:
@@ -326,7 +326,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: _Pl
 
         def body(loop: _Loop) -> _Loop:
             work = one_round(loop.j, loop.active, fixed, loop.work)
-            local = jnp.sum(work.status == _ACTIVE, dtype=jnp.int32)
+            local = jnp.sum(work.status == ACTIVE, dtype=jnp.int32)
             return _Loop(loop.j + 1, total(local), local, loop.counts.at[loop.j].set(loop.active), work)
 
         loop = lax.while_loop(cond, body, loop)
@@ -335,7 +335,7 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: _Pl
 
         def deeper(loop: _Loop) -> _Loop:
             size = fixed.r.shape[0]
-            idx = jnp.nonzero(loop.work.status == _ACTIVE, size=caps[1], fill_value=size)[0]
+            idx = jnp.nonzero(loop.work.status == ACTIVE, size=caps[1], fill_value=size)[0]
 
             def take(a, fill=0):
                 return a.at[idx].get(mode="fill", fill_value=fill)
@@ -349,12 +349,12 @@ def _pie_rounds(key, data, r, nu, beta0, score_params, *, score_fn, k, plan: _Pl
 
         return lax.cond((loop.j < c) & (loop.active > stop_at), deeper, lambda loop: loop, loop)
 
-    status = jnp.where(r > 0, _ACTIVE, _OUT).astype(jnp.int8)
+    status = jnp.where(r > 0, ACTIVE, _OUT).astype(jnp.int8)
     work = _Work(jnp.zeros_like(data), jnp.zeros_like(r), status, jnp.zeros_like(r, jnp.int16))  # per shard
-    local = jnp.sum(status == _ACTIVE, dtype=jnp.int32)
+    local = jnp.sum(status == ACTIVE, dtype=jnp.int32)
     loop = _Loop(jnp.int32(0), total(local), local, jnp.zeros(c, jnp.int32), work)
     fixed = _Fixed(data, r, offset + jnp.arange(block, dtype=jnp.uint32))
-    loop = run_level(_levels(block, _ceil_div(stop_at, devices)), fixed, loop)
+    loop = run_level(_levels(block, ceil_div(stop_at, devices)), fixed, loop)
 
     mean, est, status, rounds = loop.work
     half = _half_widths(rounds, r, cum, loop.counts, d_eff, log_c_over_beta)
@@ -369,9 +369,9 @@ def _eliminate_above_k(work: _Work, best, r, cj, lam, *, k: int, axes) -> _Work:
         best = jnp.concatenate([best, jnp.full((k - best.shape[0],), jnp.inf, best.dtype)])
     if axes is not None:  # U_k over all users: the k smallest of every shard's k smallest
         best = -lax.top_k(-lax.all_gather(best, axes, tiled=True), k)[0]
-    active = work.status == _ACTIVE
+    active = work.status == ACTIVE
     h = lam * lax.rsqrt(2 * jnp.where(active, r * cj, 1))
-    return work._replace(status=jnp.where(active & (work.estimate - h > best[k - 1]), _S0, work.status))
+    return work._replace(status=jnp.where(active & (work.estimate - h > best[k - 1]), S0, work.status))
 
 
 def _half_widths(rounds, r, cum, counts, d_eff: int, log_c_over_beta):
@@ -379,14 +379,14 @@ def _half_widths(rounds, r, cum, counts, d_eff: int, log_c_over_beta):
     the round radii ``lam_j`` of the active counts ``counts``."""
     dtype = r.dtype
     last = jnp.maximum(rounds.astype(jnp.int32) - 1, 0)
-    lam_rounds = _tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(jnp.maximum(counts, 1).astype(dtype)))
+    lam_rounds = tail_radius_from_log(d_eff, log_c_over_beta + jnp.log(jnp.maximum(counts, 1).astype(dtype)))
     lam_last = lam_rounds[last]
     took_part = rounds > 0
     return jnp.where(took_part, lam_last * lax.rsqrt(2 * jnp.where(took_part, r * cum[rounds], 1)), jnp.inf)
 
 
 @functools.partial(jax.jit, static_argnames=("score_fn", "k", "plan", "layout"))
-def _pie_kernel(
+def pie_kernel(
     key, data, r, nu, beta0, score_params=None, *, score_fn=None, k=None, plan: _Plan, layout=None
 ):
     """The PIE kernel on validated inputs: ``data`` and ``r`` (n,) in one float dtype, ``nu`` (2,)
@@ -394,13 +394,13 @@ def _pie_kernel(
     jit-compiled kernels, so that a call with concrete parameters runs the same compiled code as a
     call under ``vmap`` (bit-identical results).
 
-    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded._leading_axes` of the data,
+    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of the data,
     also read from explicit-axis types under ``jit``): each device runs the rounds on its own users
     (``shard_map``), so the per-user state, noise and compaction are split over the devices, and the
     per-user outputs stay sharded. Otherwise XLA partitions the kernel (:func:`dpjax.sharded.auto_axes`).
     """
     options = dict(score_fn=score_fn, k=k, plan=plan)
-    layout = layout or sharded._leading_axes(data)
+    layout = layout or sharded.leading_axes(data)
     if layout is None:
         run = sharded.auto_axes(functools.partial(_pie_rounds, axes=None, devices=1, **options))
         return run(key, data, r, nu, beta0, score_params)
@@ -414,11 +414,11 @@ def _pie_kernel(
         out_specs=PIEResult(users, users, users, users, users, PartitionSpec(), PartitionSpec()),
         axis_names=set(axes),
     )
-    data, r = sharded._constrain_leading(data, layout), sharded._constrain_leading(r, layout)
+    data, r = sharded.constrain_leading(data, layout), sharded.constrain_leading(r, layout)
     return run(key, data, r, nu, beta0, score_params)
 
 
-def _check_allotments(checks: Checks, rho, n: int, dtype) -> jax.Array:
+def check_allotments(checks: Checks, rho, n: int, dtype) -> jax.Array:
     """Per-user allotments: a scalar > 0 (everyone) or an (n,) array >= 0 (0 = not in G_0).
 
     Concrete values are checked eagerly; traced ones are recorded in ``checks``.
@@ -431,7 +431,7 @@ def _check_allotments(checks: Checks, rho, n: int, dtype) -> jax.Array:
     return r.astype(dtype)
 
 
-def _check_beta0(checks: Checks, beta0, dtype) -> jax.Array:
+def check_beta0(checks: Checks, beta0, dtype) -> jax.Array:
     """The failure probability ``beta0`` in (0, 1) as a ``dtype`` scalar (eager or recorded)."""
     return jnp.asarray(checks.probability(beta0, "beta0", open_low=True, open_high=True), dtype)
 
@@ -440,8 +440,8 @@ def _prepare(checks: Checks, data, rho, beta0, *, point: bool, score_params):
     """Validates PIE's own inputs (before any randomness): (data, r, beta0) in the data's dtype."""
     data = checks.array(data, "data", ndim=2 if point else 1)
     dtype = float_dtype(data)
-    beta0 = _check_beta0(checks, beta0, dtype)
-    r = _check_allotments(checks, rho, data.shape[0], dtype)
+    beta0 = check_beta0(checks, beta0, dtype)
+    r = check_allotments(checks, rho, data.shape[0], dtype)
     for leaf in jax.tree.leaves(score_params):
         checks.array(leaf, "score_params", ndim=None, allow_empty=True, finite=False)
     return data.astype(dtype), r, beta0
@@ -528,11 +528,11 @@ def pie_ni(
     """
     checks = Checks()
     nu_low, nu_high = _thresholds(checks, nu_low, nu_high)
-    static = _check_plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     point = score_fn is not None
     data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     nu = jnp.stack([jnp.asarray(nu_low, data.dtype), jnp.asarray(nu_high, data.dtype)])
-    result = _pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, plan=static)
+    result = pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, plan=static)
     return checks.guard(result)
 
 
@@ -570,12 +570,12 @@ def pie_k(
       True
     """
     checks = Checks()
-    static = _check_plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     point = score_fn is not None
     data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     k = check_int(k, "k", minimum=1, maximum=data.shape[0])
     nu = jnp.zeros(2, data.dtype)
-    result = _pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, k=k, plan=static)
+    result = pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, k=k, plan=static)
     return checks.guard(result)
 
 

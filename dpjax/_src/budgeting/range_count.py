@@ -58,7 +58,7 @@ def _eta(r, box, shift: bool):
 @functools.partial(jax.jit, static_argnames=("point", "shift", "plan", "layout"))
 def _count_kernel(key, x, r, box, beta0, *, point, shift, plan, layout):
     """Users sharded evenly over mesh axes (``layout``): PIE runs per shard (see
-    :func:`dpjax.budgeting.pie._pie_kernel`) and the count is a sum over shards; otherwise XLA
+    :func:`dpjax.budgeting.pie.pie_kernel`) and the count is a sum over shards; otherwise XLA
     partitions the kernel (:func:`dpjax.budgeting._common.on_users`)."""
     body = functools.partial(_count, point=point, shift=shift, plan=plan)
     return on_users(body, layout, key, x, r, box, beta0)
@@ -67,16 +67,16 @@ def _count_kernel(key, x, r, box, beta0, *, point, shift, plan, layout):
 def _count(key, x, r, box, beta0, *, point, shift, plan, layout):
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = pie._pie_kernel(
+        res = pie.pie_kernel(
             key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan, layout=layout
         )
         inside = res.estimate < 0
     else:
         scores = box_signed_distance(x, box)
-        res = pie._pie_kernel(key, scores, r, nu, beta0, plan=plan, layout=layout)
+        res = pie.pie_kernel(key, scores, r, nu, beta0, plan=plan, layout=layout)
         inside = res.mean < _eta(r, box, shift)
-    count = jnp.sum(res.status == pie._S1, dtype=jnp.int32) + jnp.sum(
-        (res.status == pie._ACTIVE) & inside, dtype=jnp.int32
+    count = jnp.sum(res.status == pie.S1, dtype=jnp.int32) + jnp.sum(
+        (res.status == pie.ACTIVE) & inside, dtype=jnp.int32
     )
     return count, res
 
@@ -134,12 +134,12 @@ def range_count(
       ...                          jnp.array([100., 100.]), c=4, beta0=0.025)
     """
     check_mode(mode)
-    static = pie._check_plan(c, split, chunk_size, noise_mode)
+    static = pie.check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x, box = _box(checks, x, center, half_widths)
-    beta0 = pie._check_beta0(checks, beta0, x.dtype)
-    r = pie._check_allotments(checks, rho, x.shape[0], x.dtype)
-    point, layout = mode == "point", sharded._leading_axes(x)
+    beta0 = pie.check_beta0(checks, beta0, x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
+    point, layout = mode == "point", sharded.leading_axes(x)
     result = _count_kernel(key, x, r, box, beta0, point=point, shift=shift, plan=static, layout=layout)
     return checks.guard(result)
 
@@ -164,7 +164,7 @@ def range_count_baseline(
     check_mode(mode)
     checks = Checks()
     x, box = _box(checks, x, center, half_widths)
-    r = pie._check_allotments(checks, rho, x.shape[0], x.dtype)
+    r = pie.check_allotments(checks, rho, x.shape[0], x.dtype)
     result = _baseline_kernel(key, x, r, box, point=mode == "point", shift=shift, noise_mode=noise_mode)
     return checks.guard(result)
 

@@ -63,7 +63,7 @@ def split_schedule(c: int, kind: Split = "even") -> SplitSchedule:
     return SplitSchedule(np.diff(cumfrac), cumfrac)
 
 
-def _running_mean_weights(cumfrac: np.ndarray) -> np.ndarray:
+def running_mean_weights(cumfrac: np.ndarray) -> np.ndarray:
     """(c,) weights ``frac_j / cumfrac_j`` of the inverse-variance running mean update.
 
     ``mean_j = mean_{j-1} + w_j (v_j - mean_{j-1})`` equals ``sum_{s<=j} r_s v_s / sum_{s<=j} r_s``

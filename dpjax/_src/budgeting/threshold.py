@@ -26,10 +26,10 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from dpjax._src import sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ZCDP
 from dpjax._src.budgeting.common import baseline_release
-from dpjax._src.budgeting.pie import _ACTIVE, _S1, PIEResult, _check_beta0, _check_plan, _pie_kernel
+from dpjax._src.budgeting.pie import ACTIVE, S1, PIEResult, check_beta0, check_plan, pie_kernel
 from dpjax._src.budgeting.splits import Split
 from dpjax._src.noise import NoiseMode
 from dpjax._src.validation import Checks, check_epsilon, float_dtype
@@ -56,8 +56,8 @@ def _inputs(checks, count, rho, q, n_records):
 @sharded.auto_axes
 def _query_kernel(key, data, r, q, n_records, beta0, *, plan):
     thr = q * n_records
-    res = _pie_kernel(key, data, r, jnp.stack([thr, thr]), beta0, plan=plan)
-    yes = (res.status[0] == _S1) | ((res.status[0] == _ACTIVE) & (res.mean[0] < thr))
+    res = pie_kernel(key, data, r, jnp.stack([thr, thr]), beta0, plan=plan)
+    yes = (res.status[0] == S1) | ((res.status[0] == ACTIVE) & (res.mean[0] < thr))
     return yes.astype(jnp.int32), res
 
 
@@ -104,10 +104,10 @@ def threshold_query(
       >>> int(ans)
       1
     """
-    static = _check_plan(c, split, None, noise_mode)
+    static = check_plan(c, split, None, noise_mode)
     checks = Checks()
     data, r, q, n_records = _inputs(checks, count, rho, q, n_records)
-    beta0 = _check_beta0(checks, beta0, data.dtype)
+    beta0 = check_beta0(checks, beta0, data.dtype)
     return checks.guard(_query_kernel(key, data, r, q, n_records, beta0, plan=static))
 
 
@@ -131,7 +131,7 @@ def threshold_baseline(
     return checks.guard(_baseline_kernel(key, data, r, q, n_records, noise_mode=noise_mode))
 
 
-@_elementwise("rho")
+@elementwise("rho")
 def threshold_guarantee(rho: float) -> ZCDP:
     """Worst case of one threshold query: ``rho``-zCDP (count sensitivity 1).
 

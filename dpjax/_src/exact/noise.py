@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 
-def _scale_cap(word) -> int:
+def scale_cap(word) -> int:
     """Scale numerators and denominators must be below this for ``word`` (:data:`LIMITS`)."""
     return _exact_machine.cap(word)
 
@@ -95,7 +95,7 @@ def _int_dtype(dtype):
     return dtype
 
 
-def _too_large(name: str, value: Fraction, word) -> ValueError:
+def too_large(name: str, value: Fraction, word) -> ValueError:
     hint = "" if word == np.uint64 else " (enable jax_enable_x64 for 64-bit limits)"
     return ValueError(
         f"{name} = {value} is too large a fraction for exact integer sampling: limits are "
@@ -107,12 +107,12 @@ def _too_large(name: str, value: Fraction, word) -> ValueError:
 def _laplace_params(scale: Fraction, word) -> tuple[int, int]:
     """(t, s) of Algorithm 2 for scale t/s, checked against the word's limits."""
     t, s = scale.numerator, scale.denominator
-    if t >= _scale_cap(word) or s >= _scale_cap(word):
-        raise _too_large("scale", scale, word)
+    if t >= scale_cap(word) or s >= scale_cap(word):
+        raise too_large("scale", scale, word)
     return t, s
 
 
-def _gaussian_params(sigma: Fraction, word) -> dict:
+def gaussian_params(sigma: Fraction, word) -> dict:
     """Algorithm 3's proposal scale and ``gamma = w (|r Y - c|)^2 / D`` for sigma^2 = p/q."""
     variance = sigma * sigma
     p, q = variance.numerator, variance.denominator
@@ -123,8 +123,8 @@ def _gaussian_params(sigma: Fraction, word) -> dict:
     else:
         proposal, gamma = Fraction(1), {"r": q, "c": p, "w": 1, "D": 2 * p * q}
     D, w = gamma["D"], gamma["w"]
-    if D >= _scale_cap(word) or w * D * D >= 2**bits:
-        raise _too_large("sigma^2", variance, word)
+    if D >= scale_cap(word) or w * D * D >= 2**bits:
+        raise too_large("sigma^2", variance, word)
     return {"laplace": _laplace_params(proposal, word), **gamma}
 
 
@@ -210,7 +210,7 @@ def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> 
       >>> z = discrete_gaussian(jax.random.key(0), 3, (4,))
     """
     dtype = _int_dtype(dtype)
-    gauss = _gaussian_params(exact_rational(sigma, "sigma"), _exact_machine.word_type())
+    gauss = gaussian_params(exact_rational(sigma, "sigma"), _exact_machine.word_type())
     shape, (t, s) = _shape(shape), gauss["laplace"]
     n = math.prod(shape)
     if n <= _exact_gauss_fast.MIN_LANES or not _exact_gauss_fast.applies(t, s, gauss):

@@ -20,7 +20,7 @@ from dpjax._src.exact import noise as exact_noise
 def scale_at_least(scale: Fraction, word) -> Fraction:
     """The smallest rational ``t/2^j >= scale`` the exact sampler accepts (``scale`` itself if it
     fits): more noise than asked, so the stated guarantee holds."""
-    cap = exact_noise._scale_cap(word)
+    cap = exact_noise.scale_cap(word)
     if scale.numerator < cap and scale.denominator < cap:
         return scale
     j = max(0, (cap - 1).bit_length() - 1 - math.ceil(scale).bit_length())
@@ -29,7 +29,7 @@ def scale_at_least(scale: Fraction, word) -> Fraction:
 
 def _sigma_fits(sigma: Fraction, word) -> bool:
     try:
-        exact_noise._gaussian_params(sigma, word)
+        exact_noise.gaussian_params(sigma, word)
     except ValueError:
         return False
     return True
@@ -50,7 +50,7 @@ def sigma_at_least(sigma: Fraction, word) -> Fraction:
     if s >= 1:
         reach = (2.0 ** (np.iinfo(word).bits - 2) / s**4) ** (1 / 6)
     else:
-        reach = (exact_noise._scale_cap(word) / (2 * s * s)) ** 0.25
+        reach = (exact_noise.scale_cap(word) / (2 * s * s)) ** 0.25
     best = None
     for b in range(1, min(int(reach) + 2, _MAX_DENOMINATORS)):
         a = -(-sigma.numerator * b // sigma.denominator)  # ceil(sigma b)
@@ -59,5 +59,5 @@ def sigma_at_least(sigma: Fraction, word) -> Fraction:
         if math.gcd(a, b) == 1 and _sigma_fits(Fraction(a, b), word):
             best = Fraction(a, b)
     if best is None:
-        raise exact_noise._too_large("sigma^2", sigma * sigma, word)
+        raise exact_noise.too_large("sigma^2", sigma * sigma, word)
     return best

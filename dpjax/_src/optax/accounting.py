@@ -41,7 +41,7 @@ import math
 from typing import Literal, TypeAlias, get_args
 
 from dpjax._src.accounting.guarantees import ZCDP
-from dpjax._src.optax.clip import _as_strategy
+from dpjax._src.optax.clip import as_strategy
 from dpjax._src.optax.sampling import truncation_delta
 from dpjax._src.validation import check_choice, check_epsilon, check_int, check_positive, check_probability
 
@@ -89,7 +89,7 @@ def dp_event(*, steps: int, sampling_rate: float, noise_multiplier: float, clip)
         dp_accounting.SelfComposedDpEvent(
             dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(sigma)), count
         )
-        for count, sigma in _as_strategy(clip).accounting_steps(noise_multiplier, steps)
+        for count, sigma in as_strategy(clip).accounting_steps(noise_multiplier, steps)
         if count > 0
     ]
     return dp_accounting.ComposedDpEvent(parts)
@@ -112,7 +112,7 @@ def training_guarantee(*, steps: int, sampling_rate: float, noise_multiplier: fl
       50.0
     """
     steps, sampling_rate, noise_multiplier = _validated(steps, sampling_rate, noise_multiplier)
-    parts = _as_strategy(clip).accounting_steps(noise_multiplier, steps)
+    parts = as_strategy(clip).accounting_steps(noise_multiplier, steps)
     rho = sum(count / (2 * sigma**2) for count, sigma in parts)
     event = dp_event(steps=steps, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier, clip=clip)
     return ZCDP(rho, event=event)
@@ -277,7 +277,7 @@ def noise_multiplier_for_epsilon(
             f"epsilon {epsilon:g}: pad more (dpjax.optax.padded_batch_size)."
         )
     delta -= charge
-    strategy = _as_strategy(clip)
+    strategy = as_strategy(clip)
     if pld_discretization is None:
         grid = calibration_discretization(epsilon)
     else:

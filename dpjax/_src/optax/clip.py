@@ -33,11 +33,11 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax._src import noise
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 from dpjax._src.optax import defaults
 from dpjax._src.optax.gdp import pure_dp_to_gdp
-from dpjax._src.quantiles.unbounded import _grid, _halting, _tabulate
-from dpjax._src.quantiles.unbounded_bins import _grid_edges
+from dpjax._src.quantiles.unbounded import halting, query_grid, tabulate
+from dpjax._src.quantiles.unbounded_bins import grid_edges
 from dpjax._src.validation import Checks, check_int, check_positive, is_traced
 
 _DEFAULT_QUANTILE, _DEFAULT_CLIP_EPSILON, _DEFAULT_EVERY = (
@@ -92,12 +92,12 @@ def _log_norm_quantile(key, logs, real, below, above, epsilon, beta, max_queries
     threshold and on each query it is ``epsilon/2``-DP (Durfee 2023, Lemma B.2: ``max{epsilon1,
     epsilon2}``); the two calls compose to ``epsilon``-DP.
     """
-    g = _grid(beta, max_queries, dtype)
+    g = query_grid(beta, max_queries, dtype)
     half = jnp.asarray(epsilon, dtype) / 2
 
     def call(key, data, threshold):  # the second call is the first on the negated data
-        counts, _ = _tabulate(data, 0.0, beta, g, dtype)
-        k, _ = _halting(
+        counts, _ = tabulate(data, 0.0, beta, g, dtype)
+        k, _ = halting(
             key, counts, threshold, 1, half, half, g.cap, noise="exponential", dtype=dtype, first=0
         )
         return k
@@ -107,7 +107,7 @@ def _log_norm_quantile(key, logs, real, below, above, epsilon, beta, max_queries
         call(keys[0], jnp.where(real, logs, jnp.inf), below),
         call(keys[1], jnp.where(real, -logs, jnp.inf), above),
     ]
-    up, down = _grid_edges(k[0], g.log_b), -_grid_edges(k[1], g.log_b)
+    up, down = grid_edges(k[0], g.log_b), -grid_edges(k[1], g.log_b)
     return jnp.where(k[0] > 0, up, jnp.where(k[1] > 0, down, jnp.zeros((), dtype)))
 
 
@@ -188,7 +188,7 @@ class QuantileClip:
         if every.ndim or every.dtype.kind not in "iu":
             raise TypeError(f"every must be a scalar integer, got {self.every!r}.")
         every = check_int(int(every), "every", minimum=1)
-        estimates = _ceil_div(steps, every)
+        estimates = ceil_div(steps, every)
         mu = pure_dp_to_gdp(float(self.epsilon))
         joint = (noise_multiplier**-2 + mu**2) ** -0.5
         return ((estimates, joint), (steps - estimates, noise_multiplier))
@@ -341,7 +341,7 @@ def geometric_clip(
     return GeometricClip(initial_norm, quantile, learning_rate, count_noise_multiplier).validate(Checks())
 
 
-def _as_strategy(clip: ClipStrategy | ArrayLike) -> ClipStrategy:
+def as_strategy(clip: ClipStrategy | ArrayLike) -> ClipStrategy:
     """``clip`` if it is a strategy, else ``fixed_clip(clip)``."""
     if isinstance(clip, FixedClip | QuantileClip | GeometricClip):
         return clip

@@ -52,7 +52,7 @@ from jax import lax
 from jax.extend import core as jcore
 
 from dpjax._src.optax import ghost_cost as cost
-from dpjax._src.optax.transform import _weighted_sum
+from dpjax._src.optax.transform import weighted_sum
 
 __all__ = [
     "Analysis",
@@ -380,6 +380,6 @@ def ghost_clipped_sum(analysis: Analysis, leaves, batch, weights_fn, dtype):
     for k, layer in enumerate(analysis.layers):
         x, dy = rows(inputs[k]), rows(cotangents[k], weights)
         sums[layer.leaf] = _layer_sum(analysis, k, leaves[layer.leaf], x, dy)
-    for leaf, total in zip(analysis.materialized, _weighted_sum(grads, weights, finite), strict=True):
+    for leaf, total in zip(analysis.materialized, weighted_sum(grads, weights, finite), strict=True):
         sums[leaf] = total
     return sums, norms

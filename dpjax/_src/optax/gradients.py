@@ -16,11 +16,11 @@ from dpjax._src.optax.clip import ClipStrategy
 from dpjax._src.optax.grads import per_example_grads
 from dpjax._src.optax.transform import (
     DPAggregateState,
-    _batch_size,
-    _clip_weights,
-    _clipped_sum,
-    _example_mask,
-    _private_step,
+    batch_size,
+    checked_example_mask,
+    clip_and_sum,
+    clip_weights,
+    private_step,
 )
 from dpjax._src.validation import check_choice, check_int, float_dtype
 
@@ -125,20 +125,20 @@ def dp_gradients(
     method = check_choice(method, "method", _METHODS)
     if microbatch_size is not None:
         microbatch_size = check_int(microbatch_size, "microbatch_size", minimum=1)
-    init_fn, privatize = _private_step(noise_multiplier, clip, key, expected_batch_size)
+    init_fn, privatize = private_step(noise_multiplier, clip, key, expected_batch_size)
     vmap_grads = per_example_grads(loss_fn, microbatch_size=microbatch_size)
 
     def apply(params, state, batch, example_mask):
         if not batch:
             raise ValueError("dp_gradients needs at least one batch argument.")
-        mask = _example_mask(example_mask, _batch_size(batch))
+        mask = checked_example_mask(example_mask, batch_size(batch))
         analysis = None
         if method != "vmap":
             analysis = ghost.analyze_batch(loss_fn, params, batch, per_example=method == "auto")
             if method == "auto" and not analysis.layers:
                 analysis = None
         if analysis is None:
-            return privatize(state, mask, lambda c: _clipped_sum(vmap_grads(params, *batch), c, mask))
+            return privatize(state, mask, lambda c: clip_and_sum(vmap_grads(params, *batch), c, mask))
         return privatize(state, mask, lambda c: _ghost_sum(analysis, params, batch, mask, c, microbatch_size))
 
     return DPGradients(init_fn, apply, method, loss_fn)
@@ -154,7 +154,7 @@ def _ghost_sum(analysis, params, batch, mask, clip_norm, microbatch_size):
 
     def chunk_sum(data, mask):
         return ghost.ghost_clipped_sum(
-            analysis, leaves, data, lambda norms: _clip_weights(norms, clip_norm, mask), dtype
+            analysis, leaves, data, lambda norms: clip_weights(norms, clip_norm, mask), dtype
         )
 
     if microbatch_size is None or microbatch_size >= size:

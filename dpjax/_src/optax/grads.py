@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import jax
 
-from dpjax._src.optax.transform import _batch_size
+from dpjax._src.optax.transform import batch_size
 from dpjax._src.validation import check_int
 
 __all__ = [
@@ -41,7 +41,7 @@ def per_example_grads(loss_fn: Callable, *, microbatch_size: int | None = None) 
     def grads(params, *batch):
         if not batch:
             raise ValueError("per_example_grads needs at least one batch argument.")
-        _batch_size(batch)  # every leaf must share the leading example axis
+        batch_size(batch)  # every leaf must share the leading example axis
         if microbatch_size is None:
             return jax.vmap(single, in_axes=(None,) + (0,) * len(batch))(params, *batch)
         return jax.lax.map(lambda example: single(params, *example), batch, batch_size=microbatch_size)

@@ -26,7 +26,7 @@ import optax
 from jax.typing import ArrayLike
 
 from dpjax._src import noise
-from dpjax._src.optax.clip import ClipStrategy, _as_strategy
+from dpjax._src.optax.clip import ClipStrategy, as_strategy
 from dpjax._src.validation import Checks, float_dtype
 
 __all__ = [
@@ -63,7 +63,7 @@ def example_norms(per_example_grads) -> jax.Array:
     return jnp.sqrt(sum(squares))
 
 
-def _batch_size(per_example_grads) -> int:
+def batch_size(per_example_grads) -> int:
     """The common leading (example) axis of every leaf; ``ValueError`` if they disagree."""
     leaves = jax.tree.leaves(per_example_grads)
     if not leaves:
@@ -77,7 +77,7 @@ def _batch_size(per_example_grads) -> int:
     return sizes.pop()
 
 
-def _clip_weights(norms, clip_norm, mask):
+def clip_weights(norms, clip_norm, mask):
     """``(w, finite)``: ``w_j = min(1, clip_norm / n_j)`` for real examples with a finite norm, 0
     otherwise (step 1 of the module docstring), and which norms are finite."""
     finite = jnp.isfinite(norms)
@@ -85,14 +85,14 @@ def _clip_weights(norms, clip_norm, mask):
     return weights, finite
 
 
-def _clipped_sum(per_example_grads, clip_norm, mask):
-    """``(sum_j w_j g_j, norms)`` with the weights of :func:`_clip_weights`."""
+def clip_and_sum(per_example_grads, clip_norm, mask):
+    """``(sum_j w_j g_j, norms)`` with the weights of :func:`clip_weights`."""
     norms = example_norms(per_example_grads)
-    weights, finite = _clip_weights(norms, clip_norm, mask)
-    return _weighted_sum(per_example_grads, weights, finite), norms
+    weights, finite = clip_weights(norms, clip_norm, mask)
+    return weighted_sum(per_example_grads, weights, finite), norms
 
 
-def _weighted_sum(per_example_grads, weights, finite):
+def weighted_sum(per_example_grads, weights, finite):
     """``sum_j w_j g_j`` over the rows with ``finite[j]`` (a row with a non-finite norm must not
     reach the sum: ``0 * NaN`` would poison it): one contraction per leaf of the weights with the
     leaf whose non-finite rows are selected to 0.
@@ -176,17 +176,17 @@ def dp_aggregate(
       >>> state = tx.init(params)
       >>> updates, state = tx.update({"w": jnp.ones((4, 3))}, state, params)
     """
-    init_fn, privatize = _private_step(noise_multiplier, clip, key, expected_batch_size)
+    init_fn, privatize = private_step(noise_multiplier, clip, key, expected_batch_size)
 
     def update_fn(updates, state, params=None, *, example_mask=None, **extra_args):
         del params, extra_args
-        mask = _example_mask(example_mask, _batch_size(updates))
-        return privatize(state, mask, lambda clip_norm: _clipped_sum(updates, clip_norm, mask))
+        mask = checked_example_mask(example_mask, batch_size(updates))
+        return privatize(state, mask, lambda clip_norm: clip_and_sum(updates, clip_norm, mask))
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
-def _example_mask(example_mask, size: int):
+def checked_example_mask(example_mask, size: int):
     """``example_mask`` as bool ``[size]`` (all True when ``None``); ``ValueError`` on a wrong shape."""
     if example_mask is None:
         return jnp.ones((size,), bool)
@@ -196,7 +196,7 @@ def _example_mask(example_mask, size: int):
     return mask.astype(bool)
 
 
-def _private_step(noise_multiplier, clip, key, expected_batch_size):
+def private_step(noise_multiplier, clip, key, expected_batch_size):
     """``(init_fn, privatize)`` shared by :func:`dp_aggregate` and :func:`dpjax.optax.dp_gradients`.
 
     ``init_fn(params)`` is the :class:`DPAggregateState` of step 0. ``privatize(state, mask,
@@ -204,7 +204,7 @@ def _private_step(noise_multiplier, clip, key, expected_batch_size):
     w_j g_j as the parameters' tree, norms [batch])`` and returns ``(released, next state)``. The
     parameters are checked eagerly here when concrete, and again (recorded, NaN outputs when invalid)
     when traced."""
-    strategy = _as_strategy(clip)
+    strategy = as_strategy(clip)
     checks = Checks()
     checks.positive(noise_multiplier, "noise_multiplier")
     checks.positive(expected_batch_size, "expected_batch_size")

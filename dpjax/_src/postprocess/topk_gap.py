@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from dpjax._src.postprocess.laplace_difference import laplace_difference_quantile
-from dpjax._src.selection import _GAP_NOISES, GapNoise
+from dpjax._src.selection import GAP_NOISES, GapNoise
 from dpjax._src.validation import Checks, check_choice, check_int, float_dtype
 
 __all__ = [
@@ -70,7 +70,7 @@ def variance_ratio(
     Example: the paper's protocol (half the budget each, Laplace measurements ``Lap(2k/epsilon)``)
     gives ``lam = 1`` for monotone (counting) queries and ``lam = 4`` for general ones.
     """
-    factor = _VARIANCE[check_choice(noise, "noise", _GAP_NOISES)] / _VARIANCE["laplace"]
+    factor = _VARIANCE[check_choice(noise, "noise", GAP_NOISES)] / _VARIANCE["laplace"]
     checks = Checks()
     ratio = checks.positive(selection_scale, "selection_scale") / checks.positive(
         measurement_scale, "measurement_scale"
@@ -151,7 +151,7 @@ def gap_confidence_radius(
       >>> round(float(gap_confidence_radius(1.0, 0.95)), 4)
       3.2718
     """
-    check_choice(noise, "noise", _GAP_NOISES)
+    check_choice(noise, "noise", GAP_NOISES)
     checks = Checks()
     b = checks.positive(scale, "scale")
     confidence = checks.probability(confidence, "confidence", open_low=True, open_high=True)

@@ -35,10 +35,10 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax._src import noise, sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
-from dpjax._src.quantiles.intervals import _check_inputs
+from dpjax._src.quantiles.intervals import check_inputs
 from dpjax._src.validation import Checks, check_epsilon, check_int, float_dtype
 
 _DEFAULT_BRANCHING = 8
@@ -184,7 +184,7 @@ def agg_tree(
       >>> quartiles = agg_tree(jax.random.key(0), x, [0.25, 0.5, 0.75], 1.0, bounds=(-10, 10))
     """
     checks = Checks()
-    x, levels, epsilon, lower, upper = _check_inputs(checks, x, qs, epsilon, bounds)
+    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     branching = check_int(branching, "branching", minimum=2)
     height = check_int(height, "height", minimum=1)
     if branching**height > _MAX_LEAVES:
@@ -215,7 +215,7 @@ def _agg_tree(key, x, levels, epsilon, lower, upper, branching, height, neighbor
     return jnp.sort(estimates)
 
 
-@_elementwise("epsilon")
+@elementwise("epsilon")
 def agg_tree_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> PureDP:
     """AggTree's guarantee: pure ``epsilon``-DP for the whole noisy tree (all quantiles) under
     ``neighbors`` (the Laplace scale, :func:`_agg_tree_sensitivity`, is calibrated to it)."""

@@ -20,10 +20,10 @@ import jax
 from jax.typing import ArrayLike
 
 from dpjax._src.accounting.bounded_range import composition_epsilon, optimal_composition_epsilon
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ApproxDP, RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
-from dpjax._src.quantiles.exp_mech import Method, _independent_quantiles, _number_of_levels
+from dpjax._src.quantiles.exp_mech import Method, independent_quantiles, number_of_levels
 from dpjax._src.validation import Checks, check_epsilon, check_probability
 
 
@@ -69,10 +69,10 @@ def app_ind_exp(
     def per_level(epsilon, m: int, dtype):
         return composition_epsilon(epsilon, delta, m, dtype)
 
-    return _independent_quantiles(checks, key, x, qs, epsilon, bounds, neighbors, per_level, method)
+    return independent_quantiles(checks, key, x, qs, epsilon, bounds, neighbors, per_level, method)
 
 
-@_elementwise("epsilon", "delta")
+@elementwise("epsilon", "delta")
 def app_ind_exp_guarantee(
     qs, epsilon: float, *, delta: float = 1e-6, neighbors: NeighborsLike = Neighbors.SWAP
 ) -> RangeBounded:
@@ -87,7 +87,7 @@ def app_ind_exp_guarantee(
     using the bound that suits its budget. With ``delta = 0``, ``epsilon_0 = epsilon / m``.
     """
     Neighbors.check(neighbors)
-    m = _number_of_levels(qs)
+    m = number_of_levels(qs)
     epsilon, delta = check_epsilon(epsilon), check_probability(delta, "delta")
     epsilon_0 = optimal_composition_epsilon(epsilon, delta, m) if delta > 0 else epsilon / m
     return RangeBounded(m * epsilon_0, rho=m * (epsilon_0 * epsilon_0) / 8, approx=ApproxDP(epsilon, delta))

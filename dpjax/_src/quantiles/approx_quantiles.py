@@ -36,12 +36,12 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dpjax._src import sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
-from dpjax._src.quantiles.exp_mech import _number_of_levels
-from dpjax._src.quantiles.intervals import _check_inputs, _gaps
-from dpjax._src.quantiles.range_em import _Node, _node_em, _node_em_superblocks, _Tables, _tables
+from dpjax._src.quantiles.exp_mech import number_of_levels
+from dpjax._src.quantiles.intervals import check_inputs, sorted_gaps
+from dpjax._src.quantiles.range_em import Node, Tables, build_tables, node_em, node_em_superblocks
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
 __all__ = [
@@ -97,14 +97,14 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
     m = levels.shape[0]
     levels = jnp.asarray(levels, dtype)
     lower, upper = jnp.asarray(lower, dtype), jnp.asarray(upper, dtype)
-    edges, log_width = _gaps(x, lower, upper)
+    edges, log_width = sorted_gaps(x, lower, upper)
     n = log_width.shape[0] - 1
     parameters = _node_parameters(levels, _node_epsilon(jnp.asarray(epsilon, dtype), m, neighbors), m)
     if method == "superblocks":
-        tables = _tables(log_width, jnp.concatenate([c for _, c in parameters]))
-        em = jax.vmap(_node_em_superblocks, in_axes=(0, None, None, 0, 0))
+        tables = build_tables(log_width, jnp.concatenate([c for _, c in parameters]))
+        em = jax.vmap(node_em_superblocks, in_axes=(0, None, None, 0, 0))
     else:
-        em = jax.vmap(_node_em, in_axes=(0, None, None, 0))
+        em = jax.vmap(node_em, in_axes=(0, None, None, 0))
     values = jnp.zeros(m, dtype)
     gaps = jnp.zeros(m, jnp.int32)
     first = 0
@@ -115,10 +115,10 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
         gap_hi = jnp.where(has_hi, gaps[np.minimum(e, m - 1)], n)
         lo = jnp.where(has_lo, values[np.maximum(s - 1, 0)], lower)
         hi = jnp.where(has_hi, values[np.minimum(e, m - 1)], upper)
-        node = _Node(gap_lo, gap_hi, lo, hi, *parameters[depth])
+        node = Node(gap_lo, gap_hi, lo, hi, *parameters[depth])
         keys = jax.random.split(jax.random.fold_in(key, depth), len(nodes))
         if method == "superblocks":
-            rows = _Tables(*(t[first : first + len(nodes)] for t in tables))
+            rows = Tables(*(t[first : first + len(nodes)] for t in tables))
             chosen, released = em(keys, edges, log_width, node, rows)
         else:
             chosen, released = em(keys, edges, log_width, node)
@@ -171,14 +171,14 @@ def approx_quantiles(
       >>> deciles = approx_quantiles(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-10, 10))
     """
     checks = Checks()
-    x, levels, epsilon, lower, upper = _check_inputs(checks, x, qs, epsilon, bounds)
+    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
     check_choice(method, "method", _METHODS)
     levels = jnp.asarray(levels, float_dtype(x))
     return checks.guard(_approx_quantiles(key, x, levels, epsilon, lower, upper, str(neighbors), method))
 
 
-@_elementwise("epsilon")
+@elementwise("epsilon")
 def approx_quantiles_guarantee(
     qs, epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP
 ) -> RangeBounded:
@@ -194,6 +194,6 @@ def approx_quantiles_guarantee(
     2021, Lemma 3.4). Takes the levels ``qs`` as the mechanism does (only their number matters).
     """
     Neighbors.check(neighbors)
-    depth = _number_of_levels(qs).bit_length()
+    depth = number_of_levels(qs).bit_length()
     epsilon = check_epsilon(epsilon)
     return RangeBounded(epsilon, rho=epsilon * epsilon / (8 * depth))

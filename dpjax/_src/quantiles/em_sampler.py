@@ -19,7 +19,7 @@ per candidate. That is why one release takes the literal kernel (it also has no 
 amortize) and ``method="auto"`` takes this sampler only when releases share the preparation.
 
 These are the internal entry points for any mechanism that draws an exponential mechanism many times
-from the same weights: ``_em_tree(log_weights)`` prepares, ``_em_index(key, tree)`` draws (vmap
+from the same weights: ``em_tree(log_weights)`` prepares, ``em_index(key, tree)`` draws (vmap
 either over leading axes of the log-weights or keys; the preparation is key independent).
 """
 
@@ -33,8 +33,8 @@ from dpjax._src import gumbel_process as _gumbel_process
 __all__: list[str] = []
 
 
-def _em_tree(log_weights: jax.Array) -> _gumbel_process._LogMassTree:
-    """The key-independent preparation for :func:`_em_index`, O(d).
+def em_tree(log_weights: jax.Array) -> _gumbel_process.LogMassTree:
+    """The key-independent preparation for :func:`em_index`, O(d).
 
     Args:
       log_weights: shape ``(d,)``, float, finite or ``-inf`` (weight 0); unnormalized. They are
@@ -47,11 +47,11 @@ def _em_tree(log_weights: jax.Array) -> _gumbel_process._LogMassTree:
     """
     top = jnp.max(log_weights)
     top = jnp.where(jnp.isfinite(top), top, jnp.zeros((), log_weights.dtype))
-    return _gumbel_process._log_mass_tree(log_weights - top)
+    return _gumbel_process.log_mass_tree(log_weights - top)
 
 
-def _em_index(key, tree: _gumbel_process._LogMassTree) -> jax.Array:
-    """One draw of ``i`` with probability ``exp(l_i) / sum_j exp(l_j)`` from :func:`_em_tree`'s heap:
+def em_index(key, tree: _gumbel_process.LogMassTree) -> jax.Array:
+    """One draw of ``i`` with probability ``exp(l_i) / sum_j exp(l_j)`` from :func:`em_tree`'s heap:
     an int32 scalar in ``[0, d)``, O(log d) (``1 + 2 ceil(log2 d)`` exponential variates)."""
-    index = _gumbel_process._top_k(key, tree, 1)[1][0]
+    index = _gumbel_process.top_k(key, tree, 1)[1][0]
     return jnp.minimum(index, tree.size - 1)  # padding leaves have weight 0; this only bounds NaN input

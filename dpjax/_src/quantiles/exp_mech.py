@@ -28,16 +28,16 @@ from jax.typing import ArrayLike
 
 from dpjax._src import auto as _auto
 from dpjax._src import sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.quantiles import em_sampler as _em_sampler
 from dpjax._src.quantiles.intervals import (
-    _check_bounds,
-    _check_inputs,
-    _gaps,
-    _gumbel_argmax,
-    _uniform_in_gaps,
+    check_bounds,
+    check_inputs,
+    gumbel_argmax,
+    sorted_gaps,
+    uniform_in_gaps,
 )
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
@@ -71,11 +71,11 @@ def _gap_logits(log_width, q, epsilon, neighbors: NeighborsLike = Neighbors.SWAP
 def _releases(draw, key, x, levels, epsilon_each, lower, upper, neighbors) -> jax.Array:
     """One EMQ release per level in ``levels`` (shape ``(m,)``), each with ``epsilon_each``; sorted.
     ``draw(key, logits)`` picks one gap per row of the ``(m, n + 1)`` log-weights."""
-    edges, log_width = _gaps(x, lower, upper)
+    edges, log_width = sorted_gaps(x, lower, upper)
     logits = _gap_logits(log_width, levels, epsilon_each, neighbors)
     choice_key, uniform_key = jax.random.split(key)
     index = draw(choice_key, logits)
-    return jnp.sort(_uniform_in_gaps(uniform_key, edges, index))
+    return jnp.sort(uniform_in_gaps(uniform_key, edges, index))
 
 
 @functools.partial(jax.jit, static_argnames=("neighbors",))
@@ -83,14 +83,14 @@ def _releases(draw, key, x, levels, epsilon_each, lower, upper, neighbors) -> ja
 def _literal_releases(key, x, levels, epsilon_each, lower, upper, neighbors: NeighborsLike = Neighbors.SWAP):
     """:func:`_releases` by Gumbel-max (n + 1 Gumbel variates per level). Compiled, so that an eager
     call runs the same fused arithmetic as a call inside ``jit``/``vmap``."""
-    return _releases(_gumbel_argmax, key, x, levels, epsilon_each, lower, upper, neighbors)
+    return _releases(gumbel_argmax, key, x, levels, epsilon_each, lower, upper, neighbors)
 
 
 def _tree_draw(key, logits) -> jax.Array:
     """One gap per row of ``logits`` from its log-mass heap (:mod:`dpjax.quantiles.em_sampler`); the
     heaps are key independent, so under ``vmap`` over keys they are built once."""
     keys = jax.random.split(key, logits.shape[0])
-    return jax.vmap(lambda k, row: _em_sampler._em_index(k, _em_sampler._em_tree(row)))(keys, logits)
+    return jax.vmap(lambda k, row: _em_sampler.em_index(k, _em_sampler.em_tree(row)))(keys, logits)
 
 
 @functools.partial(jax.jit, static_argnames=("neighbors",))
@@ -157,7 +157,7 @@ def emq(
       >>> median = emq(jax.random.key(0), x, 0.5, 1.0, bounds=(-2.0, 2.0))
     """
     checks = Checks()
-    lower, upper = _check_bounds(checks, bounds)
+    lower, upper = check_bounds(checks, bounds)
     q = checks.probability(q, "q")
     epsilon = checks.epsilon(epsilon)
     neighbors = Neighbors.check(neighbors)
@@ -167,7 +167,7 @@ def emq(
     return checks.guard(_independent_releases(key, x, levels, epsilon, lower, upper, neighbors, method)[0])
 
 
-@_elementwise("epsilon")
+@elementwise("epsilon")
 def emq_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> RangeBounded:
     """EMQ's guarantee: ``RangeBounded(epsilon)`` under ``neighbors``.
 
@@ -218,12 +218,12 @@ def ind_exp(
       >>> x = jax.random.normal(jax.random.key(1), (1000,))
       >>> deciles = ind_exp(jax.random.key(0), x, jnp.linspace(0.1, 0.9, 9), 1.0, bounds=(-10, 10))
     """
-    return _independent_quantiles(
+    return independent_quantiles(
         Checks(), key, x, qs, epsilon, bounds, neighbors, lambda epsilon, m, dtype: epsilon / m, method
     )
 
 
-def _independent_quantiles(
+def independent_quantiles(
     checks: Checks, key, x, qs, epsilon, bounds, neighbors, per_level, method: str = "auto"
 ) -> jax.Array:
     """Validated IndExp-style releases: one EMQ per level with ``per_level(epsilon, m, dtype)``.
@@ -232,7 +232,7 @@ def _independent_quantiles(
     budget); ``epsilon`` reaches ``per_level`` as a ``dtype`` array (it may be traced) and ``checks``
     may already hold the caller's own checks. NaN on invalid traced input.
     """
-    x, levels, epsilon, lower, upper = _check_inputs(checks, x, qs, epsilon, bounds)
+    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
     check_choice(method, "method", _METHODS)
     dtype = float_dtype(x)
@@ -241,7 +241,7 @@ def _independent_quantiles(
     return checks.guard(_independent_releases(key, x, levels, epsilon_each, lower, upper, neighbors, method))
 
 
-@_elementwise("epsilon")
+@elementwise("epsilon")
 def ind_exp_guarantee(qs, epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> RangeBounded:
     """IndExp's guarantee: ``RangeBounded(epsilon, rho=epsilon^2 / (8 m))`` under ``neighbors``.
 
@@ -251,12 +251,12 @@ def ind_exp_guarantee(qs, epsilon: float, *, neighbors: NeighborsLike = Neighbor
     Takes the levels ``qs`` as the mechanism does (only their number matters).
     """
     Neighbors.check(neighbors)
-    m = _number_of_levels(qs)
+    m = number_of_levels(qs)
     epsilon = check_epsilon(epsilon)
     return RangeBounded(epsilon, rho=epsilon * epsilon / (8 * m))
 
 
-def _number_of_levels(qs) -> int:
+def number_of_levels(qs) -> int:
     """``m``, the number of quantile levels ``qs`` (a 1-D sequence; only its length is used here)."""
     shape = np.shape(qs)
     if len(shape) != 1 or shape[0] < 1:

@@ -34,7 +34,7 @@ def _traced_scalar(value) -> jax.Array:
     return value if jnp.issubdtype(value.dtype, jnp.floating) else value.astype(float_dtype())
 
 
-def _check_bounds(checks: Checks, bounds):
+def check_bounds(checks: Checks, bounds):
     """``bounds = (a, b)``: finite numbers with ``a < b`` (may be traced).
 
     Concrete bounds are validated eagerly and returned as two floats. When either end is traced
@@ -108,14 +108,14 @@ class _BoundedInputs(NamedTuple):
     upper: jax.Array | float
 
 
-def _check_inputs(
+def check_inputs(
     checks: Checks, x, qs, epsilon, bounds, *, allow_zero: bool = False, name: str = "epsilon"
 ) -> _BoundedInputs:
     """Validates ``bounds``, the levels ``qs``, the privacy parameter ``epsilon`` (named ``name`` in
     errors; > 0, >= 0 with ``allow_zero``) and the data, in that order: finite records (no +-inf:
     they lie outside every bounded range), possibly none. Concrete values raise eagerly, traced ones
     are recorded in ``checks``."""
-    lower, upper = _check_bounds(checks, bounds)
+    lower, upper = check_bounds(checks, bounds)
     levels = _check_quantiles(checks, qs)
     epsilon = checks.epsilon(epsilon, name, allow_zero=allow_zero)
     x = checks.data(x, allow_infinite=False, allow_empty=True)
@@ -145,7 +145,7 @@ def _sort_floats(x) -> jax.Array:
     return lax.bitcast_convert_type(flip(keys), x.dtype)
 
 
-def _gaps(x, lower, upper):
+def sorted_gaps(x, lower, upper):
     """Gap end points and log widths of the clamped sorted data (the bounds may be traced).
 
     Returns:
@@ -161,7 +161,7 @@ def _gaps(x, lower, upper):
     return edges, log_width
 
 
-def _uniform_in_gaps(key, edges, index) -> jax.Array:
+def uniform_in_gaps(key, edges, index) -> jax.Array:
     """One uniform draw inside each chosen gap ``[edges[i], edges[i + 1]]`` (``index`` any shape)."""
     left, right = edges[index], edges[index + 1]
     u = jax.random.uniform(key, jnp.shape(index), edges.dtype)
@@ -169,6 +169,6 @@ def _uniform_in_gaps(key, edges, index) -> jax.Array:
     return jnp.minimum(left + u * (right - left), right)
 
 
-def _gumbel_argmax(key, logits, axis: int = -1) -> jax.Array:
+def gumbel_argmax(key, logits, axis: int = -1) -> jax.Array:
     """Index of ``argmax(logits + Gumbel)``: an exact draw from ``softmax(logits)`` ("racing")."""
     return jnp.argmax(logits + noise.gumbel(key, logits.shape, 1.0, logits.dtype), axis=axis)

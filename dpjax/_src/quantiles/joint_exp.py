@@ -19,7 +19,7 @@ Zero-width gaps (duplicates) have probability exactly 0. Runs of several quantil
 weight is provably negligible, and at large ``n`` the gaps of a forward row outside a window around
 its mass, are left out of the forward pass, under a per-dataset certificate that the sequences
 using them carry at most ``OMITTED_MASS = 2^-64`` of the probability (otherwise the pass restarts
-with nothing left out; :func:`~dpjax.quantiles.joint_exp_tables._forward_tables`).
+with nothing left out; :func:`~dpjax.quantiles.joint_exp_tables.forward_tables`).
 That is the resolution of the library's tail-exact Gumbel sampler (``e^-44``), below which no
 racing draw resolves probabilities anyway.
 
@@ -46,18 +46,18 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax._src import sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
-from dpjax._src.quantiles.intervals import _check_inputs, _gaps, _gumbel_argmax, _uniform_in_gaps
+from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps, uniform_in_gaps
 from dpjax._src.quantiles.joint_exp_tables import (
-    _METHODS,
+    METHODS,
     Method,
     Tables,
-    _forward_tables,
-    _log_factorials,
-    _log_normalizer,
-    _log_phi,
+    forward_tables,
+    log_factorials,
+    log_normalizer,
+    log_phi,
 )
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
@@ -78,9 +78,9 @@ def _joint_exp_sensitivity(qs, neighbors: NeighborsLike = Neighbors.SWAP):
 
 def _tables(checks: Checks, x, qs, epsilon, bounds, neighbors, method, *, allow_zero: bool) -> Tables:
     """Validates (eagerly, or recorded in ``checks`` for traced values) and runs the forward pass."""
-    x, levels, epsilon, lower, upper = _check_inputs(checks, x, qs, epsilon, bounds, allow_zero=allow_zero)
+    x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds, allow_zero=allow_zero)
     neighbors = Neighbors.check(neighbors)
-    check_choice(method, "method", _METHODS)
+    check_choice(method, "method", METHODS)
     return _forward(x, levels, epsilon, lower, upper, neighbors, method)
 
 
@@ -92,8 +92,8 @@ def _forward(x, levels, epsilon, lower, upper, neighbors: str, method: str) -> T
     dtype = float_dtype(x)
     levels = jnp.asarray(levels, dtype)
     c = jnp.asarray(epsilon, dtype) / (2 * _joint_exp_sensitivity(levels, neighbors))
-    edges, log_width = _gaps(x, lower, upper)
-    return _forward_tables(edges, log_width, levels, c, method)
+    edges, log_width = sorted_gaps(x, lower, upper)
+    return forward_tables(edges, log_width, levels, c, method)
 
 
 def joint_exp_tables(
@@ -127,7 +127,7 @@ def joint_exp_log_normalizer(
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
     (``epsilon >= 0``; NaN when a traced input is invalid)."""
     tables = joint_exp_tables(x, qs, epsilon, bounds=bounds, neighbors=neighbors, method=method)
-    return _log_normalizer(tables)
+    return log_normalizer(tables)
 
 
 def _block_logits(tables: Tables, row, block_index, hi, inclusive, target):
@@ -137,7 +137,7 @@ def _block_logits(tables: Tables, row, block_index, hi, inclusive, target):
     start = block_index * block
     gap = start + jnp.arange(block, dtype=jnp.int32)
     values = lax.dynamic_slice_in_dim(tables.log_total[row], start, block)
-    logits = values + _log_phi(tables.c, (hi - gap).astype(values.dtype), target)
+    logits = values + log_phi(tables.c, (hi - gap).astype(values.dtype), target)
     allowed = jnp.where(inclusive, gap <= hi, gap < hi)
     return jnp.where(allowed, logits, -jnp.inf)
 
@@ -171,8 +171,8 @@ def _draw_gap(key, tables: Tables, row, hi, inclusive):
         exact = jax.nn.logsumexp(_block_logits(tables, row, edge, hi, inclusive, target))
         masses = masses.at[edge].set(exact)
     block_key, gap_key = jax.random.split(key)
-    chosen = _gumbel_argmax(block_key, masses).astype(jnp.int32)
-    inside = _gumbel_argmax(gap_key, _block_logits(tables, row, chosen, hi, inclusive, target))
+    chosen = gumbel_argmax(block_key, masses).astype(jnp.int32)
+    inside = gumbel_argmax(gap_key, _block_logits(tables, row, chosen, hi, inclusive, target))
     return chosen * block + inside.astype(jnp.int32)
 
 
@@ -189,7 +189,7 @@ def _sample_gaps(key, tables: Tables) -> jax.Array:
     size = tables.log_width.shape[0]
     dtype = tables.log_width.dtype
     run = jnp.arange(1, m + 1, dtype=jnp.int32)
-    log_fact = jnp.asarray(_log_factorials(m)[1:], dtype)  # log k!, k = 1..m
+    log_fact = jnp.asarray(log_factorials(m)[1:], dtype)  # log k!, k = 1..m
     positions = jnp.arange(1, m + 1, dtype=jnp.int32)
 
     def body(step, carry):
@@ -207,7 +207,7 @@ def _sample_gaps(key, tables: Tables) -> jax.Array:
             - log_fact
         )
         run_logits = jnp.where(run <= remaining, run_logits, -jnp.inf)
-        length = _gumbel_argmax(run_key, run_logits).astype(jnp.int32) + 1
+        length = gumbel_argmax(run_key, run_logits).astype(jnp.int32) + 1
         active = remaining > 0
         fill = active & (positions > remaining - length) & (positions <= remaining)
         sequence = jnp.where(fill, gap, sequence)
@@ -225,7 +225,7 @@ def _sample_outputs(key, tables: Tables) -> jax.Array:
     """One JointExp release from precomputed tables: gaps, uniform draws inside them, sorted."""
     gap_key, uniform_key = jax.random.split(key)
     sequence = _sample_gaps(gap_key, tables)
-    return jnp.sort(_uniform_in_gaps(uniform_key, tables.edges, sequence))
+    return jnp.sort(uniform_in_gaps(uniform_key, tables.edges, sequence))
 
 
 def joint_exp(
@@ -283,7 +283,7 @@ def joint_exp(
     return checks.guard(_sample_outputs(key, tables))
 
 
-@_elementwise("epsilon")
+@elementwise("epsilon")
 def joint_exp_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> RangeBounded:
     """JointExp's guarantee: ``RangeBounded(epsilon)`` for all ``m`` quantiles together, under
     ``neighbors`` (the utility's sensitivity, :func:`_joint_exp_sensitivity`, is calibrated to it).

@@ -16,7 +16,7 @@ the gaps are ``g = d B + t - t'``; with ``L = floor(nu)`` and ``D = max(floor((L
   and a causal decaying filter over blocks.
 
 The two block-level sums (``O(n / B)`` entries) run through the exact log-space filters of the scan
-method (:func:`~dpjax.quantiles.joint_exp_toeplitz._far_and_window_filters`, with ``c B``). Each
+method (:func:`~dpjax.quantiles.joint_exp_toeplitz.far_and_window_filters`, with ``c B``). Each
 output block is then the sum, with one scale per block, of three ``B x B`` kernel products (the
 explicit blocks) and the near and far terms (the block-level sums times ``e^{+-c t}``), and one
 ``log`` per element. No subtraction is formed anywhere, so the only loss is underflow: every scaled
@@ -26,7 +26,7 @@ an underflowed term is below ``tiny``. So every entry whose linear value in its 
 entries are; the step checks this for every entry that is not exactly zero (exact zeros are the
 gaps at or before the first finite input) and for the block summaries, and when any check fails it
 returns the exact log-space scan instead
-(:func:`~dpjax.quantiles.joint_exp_toeplitz._toeplitz_scan`, by ``lax.cond``; under ``vmap`` over
+(:func:`~dpjax.quantiles.joint_exp_toeplitz.toeplitz_scan`, by ``lax.cond``; under ``vmap`` over
 ``c`` or ``nu`` every attempt and the scan are computed and selected). In float32 the threshold is
 ``2^-96`` of the frame (~66 nats): a row whose entries within one block span more than that is not
 certified. The kernel alone spans up to ``c (2B - 2)`` nats in an explicit block, so the step is
@@ -57,18 +57,18 @@ import jax.numpy as jnp
 from jax import lax
 from jax.nn import logsumexp
 
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 from dpjax._src.quantiles.joint_exp_toeplitz import (
-    _aligned_length,
-    _far_and_window_filters,
-    _remainder,
-    _shift_right,
-    _toeplitz_scan,
+    aligned_length,
+    far_and_window_filters,
+    remainder,
+    shift_right,
+    toeplitz_scan,
 )
 
 __all__: list[str] = []
 
-_LINEAR_BLOCKS = (32, 16)
+LINEAR_BLOCKS = (32, 16)
 """Gaps per block of the linear-space step, in the order tried: larger blocks are faster (fewer
 block-level entries), smaller ones hold steeper rows in float32. Each divides the first, which
 divides :func:`aligned_length`'s multiple of 128."""
@@ -87,7 +87,7 @@ def _safe(v):
     return jnp.where(jnp.isfinite(v), v, jnp.zeros_like(v))
 
 
-def _toeplitz_linear_certified(x, c, nu, block: int = _LINEAR_BLOCKS[0]):
+def _toeplitz_linear_certified(x, c, nu, block: int = LINEAR_BLOCKS[0]):
     """``(y, certified)``: the linear-space step with blocks of ``block`` gaps (static), in blocks
     (shape ``(aligned_length(n) / block, block)``, flattened by the caller), and whether every entry
     of it is certified accurate relative to itself (see the module docstring)."""
@@ -131,7 +131,7 @@ class _Frames(NamedTuple):
     certified: jax.Array
 
 
-def _block_frames(x, start, length: int, c, nu, block: int) -> _Frames:
+def block_frames(x, start, length: int, c, nu, block: int) -> _Frames:
     """The :class:`Frames` of the step for an input row of ``length`` gaps that is ``x`` (shape
     ``(w,)``, ``w`` a multiple of ``block``) at gaps ``[start B, start B + w)`` and ``-inf``
     elsewhere. ``start``, ``c`` and ``nu`` may be traced."""
@@ -168,21 +168,21 @@ def _block_frames(x, start, length: int, c, nu, block: int) -> _Frames:
     right = place(own_top + jnp.log(sums[:, 0]))  # R_u
     left = place(own_top + c * (block - 1) + jnp.log(sums[:, 1]))  # F_u
     # Block-level sums, at the aligned length of the block count (exact log-space filters).
-    level = _aligned_length(blocks)
+    level = aligned_length(blocks)
     big_c = c * block
     period = jnp.maximum(near_blocks, 1)
-    z, suffix, prefix = _far_and_window_filters(
+    z, suffix, prefix = far_and_window_filters(
         *(jnp.pad(v, (0, level - blocks), constant_values=-jnp.inf) for v in (left, right)), big_c, period
     )
-    aligned = _remainder(jnp.arange(level, dtype=jnp.int32), period) == 0
-    head = jnp.where(near_blocks >= 1, _shift_right(suffix, near_blocks), -jnp.inf)
-    tail = _shift_right(prefix, 1) - big_c * (near_blocks - 1)
+    aligned = remainder(jnp.arange(level, dtype=jnp.int32), period) == 0
+    head = jnp.where(near_blocks >= 1, shift_right(suffix, near_blocks), -jnp.inf)
+    tail = shift_right(prefix, 1) - big_c * (near_blocks - 1)
     tail = jnp.where(aligned | (near_blocks < 1), -jnp.inf, tail)
     # Near: LSE_{1 <= d <= D} R_{b-d} - c (nu - d B), times e^{c t} = e^{c (B - 1)} r^(B - 1 - t).
     near = jnp.logaddexp(head, tail)[:blocks] + c * (block * near_blocks.astype(dtype) + (block - 1) - nu)
     # Far: LSE_{d >= D + 3} F_{b-d} - c (d B - nu), times e^{-c t} = r^t.
     first_far = near_blocks + 3
-    far = _shift_right(z, first_far)[:blocks] - c * (block * first_far.astype(dtype) - nu)
+    far = shift_right(z, first_far)[:blocks] - c * (block * first_far.astype(dtype) - nu)
     # The frame G_b: the largest log-magnitude feeding output block b; every scale below is <= 1.
     scaled = tuple(_shift_rows(top, d, -jnp.inf) + peak for d, peak in zip(distances, peaks, strict=True))
     frame = jnp.maximum(jnp.maximum(jnp.maximum(scaled[0], scaled[1]), jnp.maximum(scaled[2], near)), far)
@@ -203,7 +203,7 @@ def _block_frames(x, start, length: int, c, nu, block: int) -> _Frames:
     )
 
 
-def _window_values(frames: _Frames, start, span: int, size: int):
+def window_values(frames: _Frames, start, span: int, size: int):
     """``(y, certified)``: the step's output at gaps ``[start B, start B + span)`` (``start`` a
     traced block index, ``span`` a static multiple of ``B``) in blocks of ``B``, and whether
     every entry of it is certified accurate relative to itself (entries at or past ``size``, and
@@ -252,10 +252,10 @@ def _linear_step(x, c, nu, block: int):
     block summaries ``left = F_u = LSE_t x[u, t] + c t`` and ``right = R_u = LSE_t x[u, t] - c t``
     (shape ``(aligned_length(n) / B,)``), which the certificate covers too."""
     size = x.shape[0]
-    padded = _aligned_length(size)
+    padded = aligned_length(size)
     x = jnp.pad(x, (0, padded - size), constant_values=-jnp.inf)
-    frames = _block_frames(x, 0, padded, c, nu, block)
-    y, certified = _window_values(frames, 0, padded, size)
+    frames = block_frames(x, 0, padded, c, nu, block)
+    y, certified = window_values(frames, 0, padded, size)
     return y, certified & frames.certified, frames.left, frames.right
 
 
@@ -269,21 +269,21 @@ def _first_certified(x, c, nu, finish, fallback):
         y, certified, left, right = _linear_step(x, c, nu, sizes[0])
         return lax.cond(certified, lambda: finish(sizes[0], y, left, right), lambda: attempt(sizes[1:]))
 
-    return attempt(_LINEAR_BLOCKS)
+    return attempt(LINEAR_BLOCKS)
 
 
-def _toeplitz_linear(x, c, nu):
+def toeplitz_linear(x, c, nu):
     """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)``, every entry accurate relative to itself:
     the linear-space block step with the first block size that certifies, else :func:`toeplitz_scan`."""
     size = x.shape[0]
     # Flattened inside the branch, where ``y`` is materialised: fused into the producer, the
     # flattening makes XLA CPU compile the blocked arithmetic to scalar code (3x the whole step).
     return _first_certified(
-        x, c, nu, lambda block, y, left, right: y.reshape(-1)[:size], lambda: _toeplitz_scan(x, c, nu)
+        x, c, nu, lambda block, y, left, right: y.reshape(-1)[:size], lambda: toeplitz_scan(x, c, nu)
     )
 
 
-def _toeplitz_linear_with_masses(x, c, nu, block: int, fallback_masses):
+def toeplitz_linear_with_masses(x, c, nu, block: int, fallback_masses):
     """``(toeplitz_linear(x, c, nu), masses)`` with ``masses[0] = LSE_{t < block} x[k block + t] + c t``
     and ``masses[1]`` the same with ``- c t``, per block of ``block`` gaps (static, a multiple of
     ``LINEAR_BLOCKS[0]``) of ``x`` padded with ``-inf`` to whole blocks: the backward sampler's
@@ -295,17 +295,17 @@ def _toeplitz_linear_with_masses(x, c, nu, block: int, fallback_masses):
 
     def finish(step_block, y, left, right):
         # Flattened inside the branch, as in toeplitz_linear.
-        return y.reshape(-1)[:size], _sampler_masses(left, right, c, step_block, block)
+        return y.reshape(-1)[:size], sampler_masses(left, right, c, step_block, block)
 
-    return _first_certified(x, c, nu, finish, lambda: (_toeplitz_scan(x, c, nu), fallback_masses()))
+    return _first_certified(x, c, nu, finish, lambda: (toeplitz_scan(x, c, nu), fallback_masses()))
 
 
-def _sampler_masses(left, right, c, step_block: int, block: int):
+def sampler_masses(left, right, c, step_block: int, block: int):
     """The backward sampler's block masses (see :func:`toeplitz_linear_with_masses`) of a row, from
     its summaries ``left = F_u`` and ``right = R_u`` per block of ``step_block`` gaps, combined
     exactly in log space over each block of ``block`` gaps (a multiple of ``step_block``)."""
     per = block // step_block
-    groups = _ceil_div(left.shape[0], per)
+    groups = ceil_div(left.shape[0], per)
     shift = jnp.asarray(c, left.dtype) * step_block * jnp.arange(per, dtype=left.dtype)
 
     def combine(summaries, sign):

@@ -43,16 +43,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 from dpjax._src.quantiles.joint_exp_linear import (
-    _LINEAR_BLOCKS,
-    _block_frames,
-    _sampler_masses,
-    _toeplitz_linear,
-    _toeplitz_linear_with_masses,
-    _window_values,
+    LINEAR_BLOCKS,
+    block_frames,
+    sampler_masses,
+    toeplitz_linear,
+    toeplitz_linear_with_masses,
+    window_values,
 )
-from dpjax._src.quantiles.joint_exp_toeplitz import _aligned_length, _safe_max, _toeplitz_fft, _toeplitz_scan
+from dpjax._src.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz_fft, toeplitz_scan
 
 __all__ = [
     "Method",
@@ -61,7 +61,7 @@ __all__ = [
 
 Method: TypeAlias = Literal["linear", "scan", "fft"]
 """How JointExp's forward pass is computed (static)."""
-_METHODS: tuple[Method, ...] = get_args(Method)
+METHODS: tuple[Method, ...] = get_args(Method)
 """The Toeplitz steps of the forward pass: linear-space block products with a certified exact
 fallback (:mod:`dpjax.quantiles.joint_exp_linear`), exact log-space recurrences, and the paper's
 max-shifted FFT (:mod:`dpjax.quantiles.joint_exp_toeplitz`)."""
@@ -69,7 +69,7 @@ max-shifted FFT (:mod:`dpjax.quantiles.joint_exp_toeplitz`)."""
 
 def _toeplitz(method: str, x, c, nu):
     """Dispatches the Toeplitz step to ``"linear"``, ``"scan"`` or ``"fft"``."""
-    return {"linear": _toeplitz_linear, "scan": _toeplitz_scan, "fft": _toeplitz_fft}[method](x, c, nu)
+    return {"linear": toeplitz_linear, "scan": toeplitz_scan, "fft": toeplitz_fft}[method](x, c, nu)
 
 
 class Tables(NamedTuple):
@@ -109,21 +109,21 @@ class Tables(NamedTuple):
     log_omitted: jax.Array
 
 
-def _log_phi(c, gap, nu):
+def log_phi(c, gap, nu):
     """``log phi(g) = -c |g - nu|`` (the edge weight of a step of ``g`` gaps toward target ``nu``)."""
     return -c * jnp.abs(gap - nu)
 
 
 def _sampling_block(size: int) -> int:
     """Gaps per block of the backward sampler: about ``sqrt(n)``, so a step costs ``O(sqrt(n))``;
-    a multiple of every :data:`~dpjax.quantiles.joint_exp_linear._LINEAR_BLOCKS` size (so the block
+    a multiple of every :data:`~dpjax.quantiles.joint_exp_linear.LINEAR_BLOCKS` size (so the block
     masses follow from the linear step's block summaries, and their loops vectorize: see
     ``BLOCK_ALIGN``)."""
-    unit = _LINEAR_BLOCKS[0]
-    return _ceil_div(max(unit, math.isqrt(max(size - 1, 0)) + 1), unit) * unit
+    unit = LINEAR_BLOCKS[0]
+    return ceil_div(max(unit, math.isqrt(max(size - 1, 0)) + 1), unit) * unit
 
 
-def _log_factorials(m: int) -> np.ndarray:
+def log_factorials(m: int) -> np.ndarray:
     """``log k!`` for ``k = 0..m``."""
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, m + 1, dtype=np.float64)))])
 
@@ -190,7 +190,7 @@ _OMITTED_MASS = 2.0**-64
 (:func:`forward_tables`), so a release's law is within this total variation of the exact one."""
 
 
-def _forward_tables(
+def forward_tables(
     edges,
     log_width,
     levels,
@@ -221,8 +221,8 @@ def _forward_tables(
     :func:`window_span`, about a sixteenth of the row from ``2^15`` gaps on; 0 for none), the rest of
     the row ``-inf``: row 0 when its mass outside the window is below ``max - margin_0``, and row
     ``j`` from a windowed row ``j - 1`` when the same holds for a bound on it. The step then runs on
-    the window alone (:func:`~dpjax.quantiles.joint_exp_linear._block_frames` and
-    :func:`~dpjax.quantiles.joint_exp_linear._window_values`: ``O(span + n / 32)`` instead of
+    the window alone (:func:`~dpjax.quantiles.joint_exp_linear.block_frames` and
+    :func:`~dpjax.quantiles.joint_exp_linear.window_values`: ``O(span + n / 32)`` instead of
     ``O(n)``), and every new run in block ``b`` of 32 gaps is at most the block's frame
     ``+ log(98)`` plus its largest log width (plus a nat for rounding), which bounds the mass left
     out; the window is centred on the blocks whose bound is within ``margin_j`` of the largest. It
@@ -307,7 +307,7 @@ class _Constants(NamedTuple):
     no_runs: jax.Array
 
 
-_UNIT = _LINEAR_BLOCKS[0]
+_UNIT = LINEAR_BLOCKS[0]
 """Gaps per block of the windows (their placement, bounds and certificate)."""
 
 
@@ -323,14 +323,14 @@ def _constants(log_width, levels, c, method: str, margin_nats, span: int | None)
     # Run weights: run_gap[j, l] = N_j - N_l = n (q_j - q_l); run_len[j, l] = j - l = k - 1 (static).
     run_gap = (levels[:, None] - levels[None, :]) * n
     run_len = rows[:, None] - rows[None, :]
-    log_fact = jnp.asarray(_log_factorials(m + 1)[np.clip(run_len + 1, 0, m)], dtype)
+    log_fact = jnp.asarray(log_factorials(m + 1)[np.clip(run_len + 1, 0, m)], dtype)
     # Rows l >= j are masked by a -inf weight; a length of 1 there keeps 0 * -inf (NaN) out.
     run_len = jnp.asarray(np.maximum(run_len, 1), dtype)
     c_arr = jnp.asarray(c, dtype)
     # Certificate terms: log(n + 1) + log of the completion volume (b - a)^r / r!, r = m - 1 - j.
     log_range = jax.nn.logsumexp(log_width)
     later = jnp.asarray(m - 1 - rows, dtype)
-    completion = math.log(size) + later * log_range - jnp.asarray(_log_factorials(m)[m - 1 - rows], dtype)
+    completion = math.log(size) + later * log_range - jnp.asarray(log_factorials(m)[m - 1 - rows], dtype)
     if margin_nats is None:
         positive = jnp.isfinite(log_width)
         typical = jnp.sum(jnp.where(positive, log_width, 0)) / jnp.maximum(jnp.sum(positive), 1)
@@ -339,10 +339,10 @@ def _constants(log_width, levels, c, method: str, margin_nats, span: int | None)
         margin = jnp.full((m,), margin_nats, dtype)
     max_log_width = jnp.max(log_width)
     # Rows are worked at the aligned length (zero-width gaps past n, so every entry there is -inf).
-    length = _aligned_length(size)
+    length = aligned_length(size)
     widths = jnp.pad(log_width, (0, length - size), constant_values=-jnp.inf)
     gaps = jnp.arange(length, dtype=dtype)
-    last_edge = _log_phi(c_arr, n - gaps, nu[-1])
+    last_edge = log_phi(c_arr, n - gaps, nu[-1])
 
     span = _window_span(size) if span is None else span
     if span < 0 or span % _UNIT:
@@ -422,8 +422,8 @@ def _runs(const: _Constants, state: _ForwardState, reference):
 def _first_row(const: _Constants, state: _ForwardState, window) -> _Row:
     """Row 0, kept in a window when its mass outside is negligible (the test for runs)."""
     c, span, margin = const.c, const.span, const.margin
-    first = const.widths + _log_phi(c, const.gaps, const.nu[0])
-    top = _safe_max(first)
+    first = const.widths + log_phi(c, const.gaps, const.nu[0])
+    top = safe_max(first)
     start, windowed, log_omitted = jnp.int32(0), jnp.bool_(False), state.log_omitted
     if const.windows:
         start = _place_window(jnp.max(first.reshape(-1, _UNIT), axis=1), margin[0], span // _UNIT)
@@ -452,7 +452,7 @@ def _full_row(const: _Constants, state: _ForwardState, window) -> _Row:
     masses = const.no_masses
     if const.method == "linear":
         # The linear step also gives the block masses of the previous row.
-        stepped, masses = _toeplitz_linear_with_masses(
+        stepped, masses = toeplitz_linear_with_masses(
             previous, c, const.nu[j], const.block, lambda: _block_masses(previous_row, c, const.block)
         )
     else:
@@ -484,12 +484,12 @@ def _windowed_row(const: _Constants, state: _ForwardState) -> tuple[jax.Array, _
     outside is negligible (the test for runs), and ``window`` is the row there."""
     j, c, span, margin = state.row, const.c, const.span, const.margin
     previous = lax.dynamic_slice_in_dim(state.log_total[j - 1], state.window * _UNIT, span)
-    frames = _block_frames(previous, state.window, const.length, c, const.nu[j], _UNIT)
+    frames = block_frames(previous, state.window, const.length, c, const.nu[j], _UNIT)
     # Every new run in block b is at most its frame + log(3 B + 2) + its largest width (plus one
     # nat for the rounding of the frame's log-space sums, ~0.1 nat at |frame| ~ 10^5 in float32).
     upper = frames.frame + (math.log(3 * _UNIT + 2) + 1) + const.block_widths
     start = _place_window(upper, margin[j], span // _UNIT)
-    stepped, certified = _window_values(frames, start, span, const.size)
+    stepped, certified = window_values(frames, start, span, const.size)
     at = start * _UNIT + jnp.arange(span)
     new_first = lax.dynamic_slice_in_dim(const.widths, start * _UNIT, span) + stepped.reshape(-1)
     new_first = jnp.where(at == 0, -jnp.inf, new_first)
@@ -499,7 +499,7 @@ def _windowed_row(const: _Constants, state: _ForwardState) -> tuple[jax.Array, _
     outside = jax.nn.logsumexp(jnp.where(outside, upper, -jnp.inf)) + math.log(_UNIT)
     fits = certified & frames.certified & ~jnp.any(kept) & (outside < reference - margin[j])
     log_omitted = jnp.logaddexp(log_omitted, state.offsets[j - 1] + outside + const.completion[j])
-    masses = _sampler_masses(frames.left, frames.right, c, _UNIT, const.block)
+    masses = sampler_masses(frames.left, frames.right, c, _UNIT, const.block)
     return fits, _Window(start, new_first, reference, weight, log_omitted, masses)
 
 
@@ -598,7 +598,7 @@ def _window_span(size: int) -> int:
     """The static window width (gaps) of the forward pass for rows of ``size`` gaps: about
     ``1 / WINDOW_FRACTION`` of the row at its aligned length, or 0 (no windows) below
     :data:`MIN_WINDOW`."""
-    span = _aligned_length(_ceil_div(_aligned_length(size), _WINDOW_FRACTION))
+    span = aligned_length(ceil_div(aligned_length(size), _WINDOW_FRACTION))
     return span if span >= _MIN_WINDOW else 0
 
 
@@ -652,7 +652,7 @@ def _logsumexp_recent_rows(first, first_max, firsts, weight, log_width, j, m: in
         top = over_chunks(first, jnp.maximum)
         top = jnp.where(jnp.isfinite(top), top, 0)
         total = top + jnp.log(over_chunks(jnp.exp(first - top), lambda acc, r: acc + jnp.exp(r - top)))
-        return total, _safe_max(total)
+        return total, safe_max(total)
 
     def without_runs(first):
         return first, jnp.where(jnp.isfinite(first_max), first_max, jnp.zeros_like(first_max))
@@ -664,7 +664,7 @@ def _padded_width(size: int) -> int:
     """The row length ``aligned_length(size)`` rounded up to a whole number of :func:`sampling_block`
     blocks."""
     block = _sampling_block(size)
-    return _ceil_div(_aligned_length(size), block) * block
+    return ceil_div(aligned_length(size), block) * block
 
 
 def _block_masses(row, c, block: int):
@@ -675,9 +675,9 @@ def _block_masses(row, c, block: int):
 
 
 @jax.jit  # one compile per table shape, not one per eager operation
-def _log_normalizer(tables: Tables) -> jax.Array:
+def log_normalizer(tables: Tables) -> jax.Array:
     """``log Z = log sum_s exp(c u(s)) prod tau / gamma(s)``, the log of the continuous normaliser."""
     n = tables.log_width.shape[0] - 1
     gaps = jnp.arange(n + 1, dtype=tables.log_width.dtype)
-    last = _log_phi(tables.c, n - gaps, tables.nu[-1])
+    last = log_phi(tables.c, n - gaps, tables.nu[-1])
     return tables.offsets[-1] + jax.nn.logsumexp(tables.log_total[-1, : n + 1] + last)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 
 __all__: list[str] = []
 
@@ -47,26 +47,26 @@ length to scalar code, 2x slower, and up to 30x slower when the loop also reads 
 (``nu``, or ``c``, when they are not compile-time constants; measured at ``10^6`` elements)."""
 
 
-def _aligned_length(size: int) -> int:
+def aligned_length(size: int) -> int:
     """``size`` rounded up to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN``: the row length of the
     Toeplitz step (and of the forward pass's rows), even so that XLA CPU vectorizes its loops."""
     step = _FILTER_BLOCK * _BLOCK_ALIGN
-    return _ceil_div(size, step) * step
+    return ceil_div(size, step) * step
 
 
-def _safe_max(v):
+def safe_max(v):
     """``max(v)``, or 0 when it is not finite (an all ``-inf`` vector): a safe shift for log values."""
     top = jnp.max(v)
     return jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
 
 
-def _toeplitz_fft(x, c, nu):
+def toeplitz_fft(x, c, nu):
     """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` by a max-shifted FFT convolution."""
     size = x.shape[0]
     dtype = x.dtype
     gap = jnp.arange(size, dtype=dtype)
     kernel = jnp.where(gap >= 1, -c * jnp.abs(gap - nu), -jnp.inf)
-    k_max, x_max = _safe_max(kernel), _safe_max(x)
+    k_max, x_max = safe_max(kernel), safe_max(x)
     fft_size = 1 << max(1, (2 * size - 1 - 1).bit_length())
     product = jnp.fft.rfft(jnp.exp(kernel - k_max), fft_size) * jnp.fft.rfft(jnp.exp(x - x_max), fft_size)
     linear = jnp.fft.irfft(product, fft_size)[:size].astype(dtype)
@@ -77,7 +77,7 @@ def _toeplitz_fft(x, c, nu):
 def _to_blocks(v, block: int, fill):
     """``(rows, size)`` -> ``(block, rows, blocks)``: element ``t`` of block ``b`` at ``[t, :, b]``."""
     rows, size = v.shape
-    blocks = _ceil_div(size, block)
+    blocks = ceil_div(size, block)
     v = jnp.pad(v, ((0, 0), (0, blocks * block - size)), constant_values=fill)
     return jnp.moveaxis(v.reshape(rows, blocks, block), 2, 0)
 
@@ -134,14 +134,14 @@ def _log_filter(decay, values):
     return _from_blocks(blocked, size)
 
 
-def _shift_right(v, shift):
+def shift_right(v, shift):
     """``out[i] = v[i - shift]`` (``-inf`` where ``i < shift``); ``0 <= shift`` may be traced."""
     size = v.shape[0]
     padded = jnp.concatenate([jnp.full((size,), -jnp.inf, v.dtype), v])
     return lax.dynamic_slice(padded, (size - jnp.minimum(shift, size),), (size,))
 
 
-def _remainder(values, length):
+def remainder(values, length):
     """``values % length`` (floor convention) for int32 ``values`` and a traced scalar ``length >= 1``.
 
     XLA CPU lowers a remainder by a runtime divisor to one scalar division per element, which costs
@@ -161,7 +161,7 @@ def _remainder(values, length):
     return jnp.where(rest >= length, rest - length, rest)
 
 
-def _far_and_window_filters(far_values, window_values, c, length):
+def far_and_window_filters(far_values, window_values, c, length):
     """The three filters of :func:`toeplitz_scan` on inputs of an aligned length (``-inf`` padded):
 
     * ``z[k] = LSE_{u <= k} far_values[u] - c (k - u)`` (the far filter);
@@ -181,8 +181,8 @@ def _far_and_window_filters(far_values, window_values, c, length):
         jnp.arange(blocks, dtype=jnp.int32)[None, :] * block + jnp.arange(block, dtype=jnp.int32)[:, None]
     )
     c = jnp.asarray(c, dtype)
-    suffix_restart = _remainder(padded - 1 - position, length) == length - 1
-    prefix_restart = _remainder(position, length) == 0
+    suffix_restart = remainder(padded - 1 - position, length) == length - 1
+    prefix_restart = remainder(position, length) == 0
     decay = jnp.stack(
         [
             jnp.broadcast_to(-c, position.shape),
@@ -195,7 +195,7 @@ def _far_and_window_filters(far_values, window_values, c, length):
     return z, suffix[::-1], prefix
 
 
-def _toeplitz_scan(x, c, nu):
+def toeplitz_scan(x, c, nu):
     """``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` exactly, by three log-space filters."""
     size = x.shape[0]
     dtype = x.dtype
@@ -205,16 +205,16 @@ def _toeplitz_scan(x, c, nu):
     # Everything runs at the length of the block layout (even: see BLOCK_ALIGN), with the data at
     # [0, size) in every row, the reversed one included; an output below size reads only inputs
     # below size, so the padding (-inf) changes nothing.
-    padded = _aligned_length(size)
+    padded = aligned_length(size)
     x = jnp.pad(x, (0, padded - size), constant_values=-jnp.inf)
     c = jnp.asarray(c, dtype)
-    z, suffix, prefix = _far_and_window_filters(x, x, c, length)
-    far = _shift_right(z, window + 1) - c * (1 - frac)
+    z, suffix, prefix = far_and_window_filters(x, x, c, length)
+    far = shift_right(z, window + 1) - c * (1 - frac)
     # W[i] = suffix[i - L] (u in the block of i - L) (+) prefix[i - 1] - c (L - 1) (u in the block
     # of i, present unless i is block-aligned).
-    aligned = _remainder(jnp.arange(padded, dtype=jnp.int32), length) == 0
-    head = jnp.where(window >= 1, _shift_right(suffix, window) - c * frac, -jnp.inf)
-    tail = jnp.where(aligned | (window < 1), -jnp.inf, _shift_right(prefix, 1) - c * (window - 1 + frac))
+    aligned = remainder(jnp.arange(padded, dtype=jnp.int32), length) == 0
+    head = jnp.where(window >= 1, shift_right(suffix, window) - c * frac, -jnp.inf)
+    tail = jnp.where(aligned | (window < 1), -jnp.inf, shift_right(prefix, 1) - c * (window - 1 + frac))
     # A select, not ``.at[0].set``: XLA CPU emits the fused dynamic-update-slice form as a slow loop.
     return jnp.where(jnp.arange(padded) == 0, -jnp.inf, _log_sum_exp3(head, tail, far))[:size]
 

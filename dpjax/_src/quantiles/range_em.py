@@ -16,7 +16,7 @@ gap by gap:
   computed per node (two log-sum-exps over all gaps), ``O(sqrt(n))`` per node and key.
 * ``"superblocks"``: superblocks of ``B^2`` gaps, their blocks of ``B ~ n^(1/3)`` gaps, then the
   chosen block's gaps, ``O(n^(1/3))`` per node and key. The tables of all nodes are prepared
-  together (:func:`_tables`): the widths are rescaled per block by the block's largest width once
+  together (:func:`build_tables`): the widths are rescaled per block by the block's largest width once
   (``n`` exponentials, node independent) and every node's two tilted block sums are one matrix
   product with the vectors ``e^{c (o - B + 1)}`` and ``e^{-c o}``, ``o < B`` (exact float sums of
   nonnegative terms, relative error ``<= B eps``). A term is lost to underflow only if it is below
@@ -36,12 +36,12 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax._src.quantiles.intervals import _gumbel_argmax
+from dpjax._src.quantiles.intervals import gumbel_argmax
 
 __all__: list[str] = []
 
 
-class _Node(NamedTuple):
+class Node(NamedTuple):
     """One node's range: its global gaps ``gap_lo..gap_hi``, cut at ``lo`` and ``hi``, its level
     ``q`` and EM parameter ``c``."""
 
@@ -53,7 +53,7 @@ class _Node(NamedTuple):
     c: jax.Array
 
 
-class _Tables(NamedTuple):
+class Tables(NamedTuple):
     """One node's key-independent tilted sums (log), per block of ``B`` gaps and per superblock of
     ``B^2``: ``left`` is ``log sum width_g e^{c (g - end)}`` and ``right`` ``log sum width_g
     e^{-c (g - start)}`` over the unit's gaps."""
@@ -64,7 +64,7 @@ class _Tables(NamedTuple):
     super_right: jax.Array
 
 
-def _block_logits(edges, log_width, node: _Node, start, size: int):
+def _block_logits(edges, log_width, node: Node, start, size: int):
     """The exact log-weights of the node's gaps ``start..start+size-1`` (``-inf`` outside its range):
     ``log(cut width) - c |g - gap_lo - q (gap_hi - gap_lo)|``."""
     dtype = log_width.dtype
@@ -97,7 +97,7 @@ def _block_tables(log_width, c, size: int, blocks: int):
     return left, jax.nn.logsumexp(padded - offset, axis=1)
 
 
-def _unit_masses(start, unit: int, left, right, node: _Node, target):
+def _unit_masses(start, unit: int, left, right, node: Node, target):
     """The exact log-masses of units of ``unit`` gaps starting at ``start`` that lie wholly inside
     the node's range and on one side of ``T`` (``target = T - gap_lo``); ``-inf`` for units outside
     the range; a unit holding ``gap_lo``, ``gap_hi`` or ``T`` gets a wrong value the caller replaces."""
@@ -107,7 +107,7 @@ def _unit_masses(start, unit: int, left, right, node: _Node, target):
     return jnp.where((start + unit - 1 < node.gap_lo) | (start > node.gap_hi), -jnp.inf, masses)
 
 
-def _node_em(key, edges, log_width, node: _Node):
+def node_em(key, edges, log_width, node: Node):
     """``"blocks"``: one node's gap and value by Gumbel-max over blocks of ``B ~ sqrt(n)`` gaps (the
     blocks holding ``gap_lo``, ``gap_hi`` and ``T`` summed gap by gap), then the chosen block's gaps.
     Returns ``(gap, value)``, the value uniform in the chosen (cut) gap; a node whose range has zero
@@ -124,12 +124,12 @@ def _node_em(key, edges, log_width, node: _Node):
         b = special // size
         masses = masses.at[b].set(jax.nn.logsumexp(_block_logits(edges, log_width, node, b * size, size)))
     block_key, gap_key, uniform_key = jax.random.split(key, 3)
-    chosen_block = _gumbel_argmax(block_key, masses).astype(jnp.int32)
-    inside = _gumbel_argmax(gap_key, _block_logits(edges, log_width, node, chosen_block * size, size))
+    chosen_block = gumbel_argmax(block_key, masses).astype(jnp.int32)
+    inside = gumbel_argmax(gap_key, _block_logits(edges, log_width, node, chosen_block * size, size))
     return _release(uniform_key, edges, node, chosen_block * size + inside.astype(jnp.int32))
 
 
-def _release(key, edges, node: _Node, chosen):
+def _release(key, edges, node: Node, chosen):
     chosen = jnp.clip(chosen, node.gap_lo, node.gap_hi)
     u = jax.random.uniform(key, (), edges.dtype)
     a = jnp.maximum(edges[chosen], node.lo)
@@ -145,8 +145,8 @@ def _layout(gaps: int) -> tuple[int, int]:
     return size, -(-gaps // (size * size))
 
 
-def _tables(log_width, cs) -> _Tables:
-    """Every node's :class:`_Tables` (leading axis: the nodes, EM parameters ``cs``), key independent:
+def build_tables(log_width, cs) -> Tables:
+    """Every node's :class:`Tables` (leading axis: the nodes, EM parameters ``cs``), key independent:
     one matrix product over the rescaled widths when ``max(cs) (B - 1) <= -log(tiny) / 2``, exact
     log-sum-exps otherwise (see the module docstring)."""
     dtype = log_width.dtype
@@ -173,11 +173,11 @@ def _tables(log_width, cs) -> _Tables:
     shift = cs[:, None, None] * size * jnp.arange(size, dtype=dtype)[None, None, :]  # [nodes, 1, B]
     super_left = jax.nn.logsumexp(left.reshape(-1, supers, size) - shift[..., ::-1], axis=2)
     super_right = jax.nn.logsumexp(right.reshape(-1, supers, size) - shift, axis=2)
-    return _Tables(left, right, super_left, super_right)
+    return Tables(left, right, super_left, super_right)
 
 
-def _node_em_superblocks(key, edges, log_width, node: _Node, tables: _Tables):
-    """``"superblocks"``: the law of :func:`_node_em` by Gumbel-max over superblocks, then over the
+def node_em_superblocks(key, edges, log_width, node: Node, tables: Tables):
+    """``"superblocks"``: the law of :func:`node_em` by Gumbel-max over superblocks, then over the
     chosen superblock's blocks, then over the chosen block's gaps, every mass exact (tables for units
     wholly inside the range on one side of ``T``, gap by gap for the <= 3 blocks holding
     ``gap_lo``, ``gap_hi`` or ``T``, and the superblocks holding those from their blocks).
@@ -203,7 +203,7 @@ def _node_em_superblocks(key, edges, log_width, node: _Node, tables: _Tables):
     for i in range(3):
         masses = masses.at[special[i] // size].set(jax.nn.logsumexp(block_masses(special[i] // size)))
     super_key, block_key, gap_key, uniform_key = jax.random.split(key, 4)
-    chosen_super = _gumbel_argmax(super_key, masses).astype(jnp.int32)
-    block = chosen_super * size + _gumbel_argmax(block_key, block_masses(chosen_super)).astype(jnp.int32)
-    inside = _gumbel_argmax(gap_key, _block_logits(edges, log_width, node, block * size, size))
+    chosen_super = gumbel_argmax(super_key, masses).astype(jnp.int32)
+    block = chosen_super * size + gumbel_argmax(block_key, block_masses(chosen_super)).astype(jnp.int32)
+    inside = gumbel_argmax(gap_key, _block_logits(edges, log_width, node, block * size, size))
     return _release(uniform_key, edges, node, block * size + inside.astype(jnp.int32))

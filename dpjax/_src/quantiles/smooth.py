@@ -41,9 +41,9 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax._src import noise, sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ZCDP
-from dpjax._src.quantiles.intervals import _check_inputs, _gaps
+from dpjax._src.quantiles.intervals import check_inputs, sorted_gaps
 from dpjax._src.validation import Checks, check_epsilon, float_dtype, is_traced
 
 _T_GRID = np.logspace(-2, 0, 50)
@@ -107,7 +107,7 @@ def _tuning_log_sensitivity(n: int, levels, lower, upper, dtype) -> jax.Array:
     ranks = _ranks(n, jnp.asarray(levels, dtype))
     out = []
     for _ in range(_TUNING_DATASETS):
-        edges, _ = _gaps(jnp.asarray(rng.normal(0.0, 1.0, n), dtype), lower, upper)
+        edges, _ = sorted_gaps(jnp.asarray(rng.normal(0.0, 1.0, n), dtype), lower, upper)
         out.append(jnp.stack([_log_smooth_sensitivity(edges, rank, grid) for rank in ranks]))
     return jnp.stack(out)
 
@@ -196,7 +196,7 @@ def csmooth(
       >>> quartiles = csmooth(jax.random.key(0), x, [0.25, 0.5, 0.75], 0.5, bounds=(-10, 10))
     """
     checks = Checks()
-    x, levels, rho, lower, upper = _check_inputs(checks, x, qs, rho, bounds, name="rho")
+    x, levels, rho, lower, upper = check_inputs(checks, x, qs, rho, bounds, name="rho")
     n, m = x.shape[0], levels.shape[0]
     if n == 0:
         raise ValueError("x must not be empty for CSmooth (the order statistic is undefined).")
@@ -219,7 +219,7 @@ def _csmooth(key, x, levels, rho, lower, upper, t, tuning) -> jax.Array:
     epsilon_each = jnp.sqrt(2 * jnp.asarray(rho, dtype) / jnp.asarray(m, dtype))
     ts = _tuned_t(tuning, epsilon_each) if t is None else jnp.broadcast_to(jnp.asarray(t, dtype), (m,))
     sigma, log_s = _lln_parameters(epsilon_each, ts)
-    edges, _ = _gaps(x, lower, upper)
+    edges, _ = sorted_gaps(x, lower, upper)
     ranks = _ranks(n, jnp.asarray(levels, dtype))
     log_sens = jnp.stack([_log_smooth_sensitivity(edges, ranks[j], ts[j]) for j in range(m)])
     laplace_key, normal_key = jax.random.split(key)
@@ -230,7 +230,7 @@ def _csmooth(key, x, levels, rho, lower, upper, t, tuning) -> jax.Array:
     return jnp.sort(jnp.clip(releases, edges[0], edges[-1]))
 
 
-@_elementwise("rho")
+@elementwise("rho")
 def csmooth_guarantee(rho: float) -> ZCDP:
     """CSmooth's guarantee: ``rho``-zCDP under swap (``m`` releases of ``eps'^2/2 = rho/m`` each;
     Bun and Steinke 2019, Sec. 3.1.1, composed by Lemma 2.3 of Bun and Steinke 2016)."""

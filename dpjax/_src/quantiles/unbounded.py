@@ -11,7 +11,7 @@ pass bins the data on the geometric grid exactly
 O(log bins) expected time (thinning far below the threshold, literal draws near it, and the constant
 stretch beyond the data maximum in closed form; :mod:`dpjax.svt.monotone_halting`), so no
 trial runs long. Under ``vmap`` over keys the binning and that sampler's preparation are done once;
-one release takes the sampler without preparation (``"blocks"``, same law; :func:`_halting`).
+one release takes the sampler without preparation (``"blocks"``, same law; :func:`halting`).
 
 Traced parameters: the quantile level, epsilon and its split, the lower bound and beta
 are values that may be traced (inside ``jit``, ``vmap``, ``scan``); only ``max_queries``, the cap on
@@ -46,22 +46,22 @@ from jax.typing import ArrayLike
 from dpjax._src import auto as _auto
 from dpjax._src import sharded
 from dpjax._src.accounting.composition import compose
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.quantiles.unbounded_bins import (
-    _INDEX_LIMIT,
-    _cumulative_counts,
-    _grid_edges,
-    _log_beta,
-    _prefix_sums,
-    _query_cap,
-    _static_size,
+    INDEX_LIMIT,
+    cumulative_counts,
+    grid_edges,
+    log_beta,
+    prefix_sums,
+    query_cap,
+    static_size,
 )
-from dpjax._src.signatures import _arguments_of
+from dpjax._src.signatures import arguments_of
 from dpjax._src.svt.above_threshold import above_threshold_guarantee
-from dpjax._src.svt.monotone_halting import _METHODS as HALTING_METHODS
-from dpjax._src.svt.monotone_halting import _halting_index, _split_threshold
+from dpjax._src.svt.monotone_halting import METHODS as HALTING_METHODS
+from dpjax._src.svt.monotone_halting import halting_index, split_threshold
 from dpjax._src.validation import (
     Checks,
     check_choice,
@@ -84,11 +84,11 @@ __all__ = [
 
 Noise: TypeAlias = Literal["exponential", "laplace", "gumbel"]
 """UQE's noise (static); the default is exponential (see :func:`unbounded`)."""
-_NOISES: tuple[Noise, ...] = get_args(Noise)
+NOISES: tuple[Noise, ...] = get_args(Noise)
 _GUMBEL_SPLIT = "noise='gumbel' requires epsilon1 == epsilon2 (split=0.5), Lemma 3.2."
 # The static cap K on the halting query: the count table of traced data (or of a traced lower bound
 # or beta) has K + 1 entries. Above the paper's float32 limit at beta = 1.001 (86,6xx queries).
-_DEFAULT_MAX_QUERIES = 2**17
+DEFAULT_MAX_QUERIES = 2**17
 
 
 class UnboundedResult(NamedTuple):
@@ -116,7 +116,7 @@ class _Grid(NamedTuple):
     static_cap: int
 
 
-def _check_beta(checks: Checks, beta, dtype):
+def check_beta(checks: Checks, beta, dtype):
     """The grid ratio: a finite real number > 1, also once rounded to the working ``dtype``."""
     beta = checks.real(beta, "beta", minimum=1.0, open_minimum=True)
     message = f"beta must be > 1 in the working dtype {jnp.dtype(dtype).name}"
@@ -127,9 +127,9 @@ def _check_beta(checks: Checks, beta, dtype):
     return beta
 
 
-def _check_split(checks: Checks, split, noise: str):
+def check_split(checks: Checks, split, noise: str):
     """The share of epsilon spent on the threshold, in (0, 1); Gumbel noise needs 0.5 (Lemma 3.2)."""
-    check_choice(noise, "noise", _NOISES)
+    check_choice(noise, "noise", NOISES)
     split = checks.probability(split, "split", open_low=True, open_high=True)
     if noise == "gumbel":
         if is_traced(split):
@@ -139,12 +139,12 @@ def _check_split(checks: Checks, split, noise: str):
     return split
 
 
-def _check_max_queries(max_queries) -> int:
+def check_max_queries(max_queries) -> int:
     """The static cap on the halting query (it sizes the count table of traced inputs)."""
-    return check_int(max_queries, "max_queries", minimum=1, maximum=_INDEX_LIMIT)
+    return check_int(max_queries, "max_queries", minimum=1, maximum=INDEX_LIMIT)
 
 
-def _usable(checks: Checks, value, fallback):
+def usable(checks: Checks, value, fallback):
     """``value``, or ``fallback`` where a recorded check fails: an invalid traced input then runs the
     kernel on harmless values (no long loop) and :meth:`Checks.guard` marks the output."""
     if not (checks.traced and is_traced(value)):
@@ -152,11 +152,11 @@ def _usable(checks: Checks, value, fallback):
     return jnp.where(checks.valid(), value, jnp.asarray(fallback, value.dtype))
 
 
-def _split_epsilon(epsilon, split, noise: str) -> tuple[float, float]:
+def split_epsilon(epsilon, split, noise: str) -> tuple[float, float]:
     """Host side: ``(epsilon1, epsilon2) = (split*epsilon, (1-split)*epsilon)``; Gumbel needs them equal."""
     epsilon = check_epsilon(epsilon)
     split = check_probability(split, "split", open_low=True, open_high=True)
-    check_choice(noise, "noise", _NOISES)
+    check_choice(noise, "noise", NOISES)
     if noise == "gumbel" and split != 0.5:
         raise ValueError(_GUMBEL_SPLIT)
     return split * epsilon, (1.0 - split) * epsilon
@@ -170,11 +170,11 @@ def _budget(epsilon, split, dtype) -> tuple[jax.Array, jax.Array]:
 
 @functools.partial(jax.jit, static_argnames=("max_queries", "dtype"))
 def _grid_values(beta, *, max_queries: int, dtype):
-    log_b = _log_beta(beta, dtype)
-    return log_b, _query_cap(log_b, max_queries, dtype)
+    log_b = log_beta(beta, dtype)
+    return log_b, query_cap(log_b, max_queries, dtype)
 
 
-def _grid(beta, max_queries: int, dtype) -> _Grid:
+def query_grid(beta, max_queries: int, dtype) -> _Grid:
     """The grid of ``beta``; computed now when ``beta`` is concrete (not constant-folded under ``jit``,
     so a concrete beta gives the same bits as a traced one); the table is at most ``max_queries + 1``
     long."""
@@ -185,7 +185,7 @@ def _grid(beta, max_queries: int, dtype) -> _Grid:
     return _Grid(log_b, cap, int(cap))
 
 
-def _tabulate(x, lower, beta, g: _Grid, dtype, *, negate: bool = False, sums: bool = False):
+def tabulate(x, lower, beta, g: _Grid, dtype, *, negate: bool = False, sums: bool = False):
     """The cumulative counts (and, with ``sums``, the prefix sums of ``max(x, lower)``) of the grid.
 
     Concrete data and parameters are binned now, once, into a table just past the data maximum
@@ -194,15 +194,15 @@ def _tabulate(x, lower, beta, g: _Grid, dtype, *, negate: bool = False, sums: bo
     """
     concrete = not any(is_traced(v) for v in (x, lower, beta))
     if concrete:
-        size = _static_size(x, lower, beta, g.static_cap, dtype, negate=negate)
+        size = static_size(x, lower, beta, g.static_cap, dtype, negate=negate)
     else:
         size = g.static_cap + 1
     context = jax.ensure_compile_time_eval() if concrete else contextlib.nullcontext()
     with context:
-        counts = _cumulative_counts(
-            x, lower, g.log_b, g.cap, size=size, dtype=dtype, negate=negate, layout=sharded._leading_axes(x)
+        counts = cumulative_counts(
+            x, lower, g.log_b, g.cap, size=size, dtype=dtype, negate=negate, layout=sharded.leading_axes(x)
         )
-        prefix = _prefix_sums(x, lower, g.log_b, g.cap, size=size, dtype=dtype) if sums else None
+        prefix = prefix_sums(x, lower, g.log_b, g.cap, size=size, dtype=dtype) if sums else None
     return counts, prefix
 
 
@@ -226,18 +226,18 @@ def _checked_inputs(checks: Checks, x, q, epsilon, split, beta, noise: str, max_
     dtype = float_dtype(x)
     q = checks.probability(q, "q", open_low=True)
     epsilon = checks.epsilon(epsilon)
-    split = _check_split(checks, split, noise)
-    beta = _check_beta(checks, beta, dtype)
-    max_queries = _check_max_queries(max_queries)
-    q, epsilon, split = _usable(checks, q, 0.5), _usable(checks, epsilon, 1.0), _usable(checks, split, 0.5)
-    beta = _usable(checks, beta, 2.0)
-    return _CheckedInputs(x, dtype, q, epsilon, split, beta, _grid(beta, max_queries, dtype))
+    split = check_split(checks, split, noise)
+    beta = check_beta(checks, beta, dtype)
+    max_queries = check_max_queries(max_queries)
+    q, epsilon, split = usable(checks, q, 0.5), usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
+    beta = usable(checks, beta, 2.0)
+    return _CheckedInputs(x, dtype, q, epsilon, split, beta, query_grid(beta, max_queries, dtype))
 
 
 @functools.partial(jax.jit, static_argnames=("noise", "dtype", "first", "method"))
-def _halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, method=_auto.AUTO):
+def halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, method=_auto.AUTO):
     """AboveThreshold's halting index over ``counts`` with ``T = q*n`` computed in ``dtype``:
-    ``(k, truncated)`` (see :func:`~dpjax.svt.monotone_halting._halting_index`).
+    ``(k, truncated)`` (see :func:`~dpjax.svt.monotone_halting.halting_index`).
 
     ``method="auto"`` (the rule of :mod:`dpjax._auto`): ``"fast"`` under ``vmap`` over keys with the
     counts fixed (its key-independent prefix log-masses of the table are then built once), and
@@ -245,11 +245,11 @@ def _halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first,
     counts the fast sampler's preparation alone costs several times a whole blocks release). Same
     law, different random streams.
     """
-    threshold = _split_threshold(jnp.asarray(q, dtype) * jnp.asarray(n, dtype))
+    threshold = split_threshold(jnp.asarray(q, dtype) * jnp.asarray(n, dtype))
 
     def path(name):
         def kernel(key, counts, threshold, epsilon1, epsilon2, cap):
-            return _halting_index(
+            return halting_index(
                 key,
                 counts,
                 threshold,
@@ -281,7 +281,7 @@ def unbounded_result(
     noise: Noise = "exponential",
     split: ArrayLike = 0.5,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    max_queries: int = _DEFAULT_MAX_QUERIES,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> UnboundedResult:
     """UQE (Durfee 2023, Algorithm 2) with its halting index and truncation flag.
 
@@ -292,9 +292,9 @@ def unbounded_result(
     x, dtype, q, epsilon, split, beta, g = _checked_inputs(
         checks, x, q, epsilon, split, beta, noise, max_queries
     )
-    lower = _usable(checks, checks.real(lower, "lower"), 0.0)
+    lower = usable(checks, checks.real(lower, "lower"), 0.0)
     neighbors = Neighbors.check(neighbors)
-    counts, _ = _tabulate(x, lower, beta, g, dtype)
+    counts, _ = tabulate(x, lower, beta, g, dtype)
     result = _release(
         key, counts, q, x.shape[0], epsilon, split, lower, g.log_b, g.cap, noise=noise, dtype=dtype
     )
@@ -306,11 +306,11 @@ def _release(key, counts, q, n, epsilon, split, lower, log_b, cap, *, noise, dty
     """The key-dependent part of :func:`unbounded_result` on the tabulated counts, as one compiled
     call (an eager release pays no per-operation dispatch)."""
     epsilon1, epsilon2 = _budget(epsilon, split, dtype)
-    k, truncated = _halting(key, counts, q, n, epsilon1, epsilon2, cap, noise=noise, dtype=dtype, first=1)
-    return UnboundedResult(jnp.asarray(lower, dtype) + _grid_edges(k, log_b), k, truncated)
+    k, truncated = halting(key, counts, q, n, epsilon1, epsilon2, cap, noise=noise, dtype=dtype, first=1)
+    return UnboundedResult(jnp.asarray(lower, dtype) + grid_edges(k, log_b), k, truncated)
 
 
-@_arguments_of(unbounded_result)
+@arguments_of(unbounded_result)
 def unbounded(key: jax.Array, x: ArrayLike, q: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
     """Differentially private q-quantile of data bounded below only (UQE).
 
@@ -370,7 +370,7 @@ def unbounded(key: jax.Array, x: ArrayLike, q: ArrayLike, epsilon: ArrayLike, **
     return unbounded_result(key, x, q, epsilon, **options).estimate
 
 
-@_elementwise("q", "epsilon", "split")
+@elementwise("q", "epsilon", "split")
 def unbounded_guarantee(
     q: float,
     epsilon: float,
@@ -400,7 +400,7 @@ def unbounded_guarantee(
       PureDP(epsilon=0.995)
     """
     q = check_probability(q, "q", open_low=True)
-    epsilon1, epsilon2 = _split_epsilon(epsilon, split, noise)
+    epsilon1, epsilon2 = split_epsilon(epsilon, split, noise)
     if Neighbors.check(neighbors) == Neighbors.SWAP:
         return above_threshold_guarantee(epsilon1, epsilon2, monotonic=True, noise=noise)
     return PureDP(max((1 - q) * epsilon1, q * epsilon1 + epsilon2))
@@ -415,7 +415,7 @@ def fully_unbounded(
     beta: ArrayLike = 1.001,
     noise: Noise = "exponential",
     split: ArrayLike = 0.5,
-    max_queries: int = _DEFAULT_MAX_QUERIES,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """Differentially private q-quantile of data with no bounds at all.
 
@@ -451,9 +451,9 @@ def fully_unbounded(
     key_up, key_down = jax.random.split(key)
     k = []
     for key_half, level, negate in ((key_up, q, False), (key_down, 1 - jnp.asarray(q, dtype), True)):
-        counts, _ = _tabulate(x, 0.0, beta, g, dtype, negate=negate)
+        counts, _ = tabulate(x, 0.0, beta, g, dtype, negate=negate)
         k.append(
-            _halting(
+            halting(
                 key_half,
                 counts,
                 level,
@@ -466,11 +466,11 @@ def fully_unbounded(
                 first=0,
             )[0]
         )
-    up, down = _grid_edges(k[0], g.log_b), -_grid_edges(k[1], g.log_b)
+    up, down = grid_edges(k[0], g.log_b), -grid_edges(k[1], g.log_b)
     return checks.guard(jnp.where(k[0] > 0, up, jnp.where(k[1] > 0, down, jnp.zeros((), dtype))))
 
 
-@_elementwise("q", "epsilon", "split")
+@elementwise("q", "epsilon", "split")
 def fully_unbounded_guarantee(q: float, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5):
     """The guarantee of :func:`fully_unbounded` (swap; it takes no ``neighbors``: Lemma 4.1's
     monotonicity is what its two calls use): the composition of two calls of

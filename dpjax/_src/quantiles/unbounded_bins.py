@@ -34,7 +34,7 @@ from dpjax._src import sharded
 __all__: list[str] = []
 
 # Largest query index ever used: int32 room for the block loop and float32-exact integers.
-_INDEX_LIMIT = 2**24
+INDEX_LIMIT = 2**24
 
 
 class _Counts(NamedTuple):
@@ -53,13 +53,13 @@ class _Counts(NamedTuple):
     tail_start: jax.Array
 
 
-def _log_beta(beta, dtype) -> jax.Array:
+def log_beta(beta, dtype) -> jax.Array:
     """``log(beta)`` in ``dtype``, accurate for beta near 1: ``log1p(beta - 1)`` of ``beta`` in ``dtype``."""
     beta = jnp.asarray(beta, dtype)
     return jnp.log1p(beta - jnp.ones((), dtype))
 
 
-def _query_cap(log_b, max_queries: int, dtype) -> jax.Array:
+def query_cap(log_b, max_queries: int, dtype) -> jax.Array:
     """The largest query index, int32: ``max_queries`` (<= ``INDEX_LIMIT``), or less where
     ``beta**k - 1`` would overflow.
 
@@ -70,13 +70,13 @@ def _query_cap(log_b, max_queries: int, dtype) -> jax.Array:
     return jnp.minimum(jnp.floor(ln_max / log_b), jnp.asarray(max_queries, dtype)).astype(jnp.int32)
 
 
-def _grid_edges(index, log_b) -> jax.Array:
+def grid_edges(index, log_b) -> jax.Array:
     """``beta**index - 1`` in the dtype of ``log_b``: the bin edges, and the candidates minus ``lower``."""
     log_b = jnp.asarray(log_b)
     return jnp.expm1(jnp.asarray(index).astype(log_b.dtype) * log_b)
 
 
-def _bin_index(z, log_b, cap) -> jax.Array:
+def bin_index(z, log_b, cap) -> jax.Array:
     """Exact bin of each ``z = x - lower`` as int32: -1 below 0, ``b`` with
     ``edge(b) <= z < edge(b+1)``, clipped to ``cap`` (``cap`` = never counted up to query ``cap``).
 
@@ -91,8 +91,8 @@ def _bin_index(z, log_b, cap) -> jax.Array:
     zc = jnp.maximum(z, jnp.zeros((), dtype))
     guess = jnp.clip(jnp.floor(jnp.log1p(zc) / log_b), 0, jnp.asarray(cap).astype(dtype))
     guess = lax.optimization_barrier(guess)
-    above = zc >= _grid_edges(guess + jnp.ones((), dtype), log_b)
-    below = zc < _grid_edges(guess, log_b)
+    above = zc >= grid_edges(guess + jnp.ones((), dtype), log_b)
+    below = zc < grid_edges(guess, log_b)
     above, below = lax.optimization_barrier((above, below))
     b = guess.astype(jnp.int32) + above.astype(jnp.int32) - below.astype(jnp.int32)
     return jnp.where(z < 0, -1, jnp.clip(b, 0, cap))
@@ -108,7 +108,7 @@ def _largest_finite(x, *, negate: bool) -> jax.Array:
     return jnp.max(jnp.where(jnp.isfinite(x), x, -jnp.inf), initial=-jnp.inf)
 
 
-def _static_size(x, lower: float, beta: float, cap: int, dtype, *, negate: bool = False) -> int:
+def static_size(x, lower: float, beta: float, cap: int, dtype, *, negate: bool = False) -> int:
     """How many query indices to tabulate for concrete data and parameters: past the bin of the
     data maximum (an upper bound on the grid of ``beta`` rounded to ``dtype``, from one compiled
     reduction of the data), at most ``cap + 1``; rounded up to a power of two (at least 64) so
@@ -127,7 +127,7 @@ def _slots(x, lower, log_b, cap, size: int, dtype, negate: bool):
     for the points no query up to ``cap`` counts."""
     z = x.astype(dtype)
     z = (-z if negate else z) - jnp.asarray(lower, dtype)
-    b = _bin_index(z, log_b, cap)
+    b = bin_index(z, log_b, cap)
     return jnp.where(b >= cap, size, b + 1)
 
 
@@ -138,24 +138,24 @@ def _histogram(x, lower, log_b, cap, *, size: int, dtype, negate: bool) -> jax.A
 
 
 @functools.partial(jax.jit, static_argnames=("size", "dtype", "negate", "layout"))
-def _cumulative_counts(
+def cumulative_counts(
     x, lower, log_b, cap, *, size: int, dtype, negate: bool = False, layout=None
 ) -> _Counts:
     """The cumulative counts ``f_0..f_{size-1}`` of ``z = x - lower`` (or ``-x - lower`` with ``negate``),
     computed in ``dtype``; one compiled O(n) pass.
 
     ``size`` must exceed every counted point's bin + 1 or equal ``cap + 1`` (see :func:`static_size`).
-    Points sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded._leading_axes` of ``x``,
+    Points sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of ``x``,
     also read from explicit-axis types under ``jit``) are binned by their device into a local
     histogram, and the histograms are summed (``psum``, exact in int32); otherwise XLA partitions
     the binning.
     """
     histogram = functools.partial(_histogram, size=size, dtype=dtype, negate=negate)
-    layout = layout or sharded._leading_axes(x)
+    layout = layout or sharded.leading_axes(x)
     if layout is None:
         hist = sharded.auto_axes(histogram)(x, lower, log_b, cap)
     else:
-        hist = sharded._sum_over_shards(histogram, layout, x, lower, log_b, cap)
+        hist = sharded.sum_over_shards(histogram, layout, x, lower, log_b, cap)
     f = jnp.cumsum(hist, dtype=jnp.int32)
     n_counted = f[-1]
     tail_start = jnp.searchsorted(f, n_counted, side="left").astype(jnp.int32)
@@ -164,7 +164,7 @@ def _cumulative_counts(
 
 @functools.partial(jax.jit, static_argnames=("size", "dtype"))
 @sharded.auto_axes
-def _prefix_sums(x, lower, log_b, cap, *, size: int, dtype) -> jax.Array:
+def prefix_sums(x, lower, log_b, cap, *, size: int, dtype) -> jax.Array:
     """``P[i]`` = the sum of ``max(x_j, lower)`` over the points counted by query i (i < size)."""
     slot = _slots(x, lower, log_b, cap, size, dtype, False)
     kept = jnp.maximum(x.astype(dtype), jnp.asarray(lower, dtype))  # slot == size: dropped

@@ -34,20 +34,20 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax._src import sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.quantiles.unbounded import (
-    _DEFAULT_MAX_QUERIES,
+    DEFAULT_MAX_QUERIES,
     Noise,
-    _check_beta,
-    _check_max_queries,
-    _check_split,
-    _grid,
-    _split_epsilon,
-    _usable,
+    check_beta,
+    check_max_queries,
+    check_split,
+    query_grid,
+    split_epsilon,
+    usable,
 )
-from dpjax._src.quantiles.unbounded_bins import _bin_index, _grid_edges
-from dpjax._src.svt.monotone_halting import _halting_index, _split_threshold
+from dpjax._src.quantiles.unbounded_bins import bin_index, grid_edges
+from dpjax._src.svt.monotone_halting import halting_index, split_threshold
 from dpjax._src.validation import Checks, check_epsilon, check_int, check_probability, float_dtype, is_traced
 
 __all__ = [
@@ -64,7 +64,7 @@ def _per_call(epsilon: float, m: int, split: float, noise: str) -> tuple[float, 
     """Host side: (epsilon1, epsilon2) of each UQE call, so that each level costs ``epsilon / L``."""
     level = epsilon / _levels(m)
     scale = level / (2 * max(split, 1 - split))
-    return _split_epsilon(scale, split, noise)
+    return split_epsilon(scale, split, noise)
 
 
 def _check_levels(checks: Checks, qs, dtype) -> jax.Array:
@@ -129,15 +129,15 @@ def _many(key, xs, qs, epsilon, split, lower, log_b, cap, *, noise):
         hi = jnp.searchsorted(xs, b, side="left").astype(jnp.int32)
         size = hi - lo
         top = xs[jnp.maximum(hi - 1, 0)]
-        tail_start = jnp.where(size > 0, _bin_index(top - origin, log_b, cap) + 1, 0).astype(jnp.int32)
+        tail_start = jnp.where(size > 0, bin_index(top - origin, log_b, cap) + 1, 0).astype(jnp.int32)
 
         def count_at(idx):
-            return _count_below(xs, lo, hi, origin, _grid_edges(idx, log_b))
+            return _count_below(xs, lo, hi, origin, grid_edges(idx, log_b))
 
-        k, _ = _halting_index(
+        k, _ = halting_index(
             jax.random.fold_in(key, mid),
             None,
-            _split_threshold((qs[mid] - q_lo) * jnp.asarray(n, dtype)),
+            split_threshold((qs[mid] - q_lo) * jnp.asarray(n, dtype)),
             epsilon1,
             epsilon2,
             noise=noise,
@@ -149,7 +149,7 @@ def _many(key, xs, qs, epsilon, split, lower, log_b, cap, *, noise):
             n_counted=size,
             tail_start=jnp.maximum(tail_start, 1),
         )
-        v = jnp.clip(origin + _grid_edges(k, log_b), a, b)
+        v = jnp.clip(origin + grid_edges(k, log_b), a, b)
         out[mid] = v
         half = len(levels) // 2
         node(levels[:half], q_lo, a, v, origin)
@@ -170,7 +170,7 @@ def unbounded_many(
     beta: ArrayLike = 1.001,
     noise: Noise = "exponential",
     split: ArrayLike = 0.5,
-    max_queries: int = _DEFAULT_MAX_QUERIES,
+    max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
     """m differentially private quantiles of data bounded below only (recursive splitting of UQE).
 
@@ -206,21 +206,21 @@ def unbounded_many(
     dtype = float_dtype(x)
     qs = _check_levels(checks, qs, dtype)
     epsilon = checks.epsilon(epsilon)
-    split = _check_split(checks, split, noise)
+    split = check_split(checks, split, noise)
     lower = checks.real(lower, "lower")
-    beta = _check_beta(checks, beta, dtype)
-    max_queries = _check_max_queries(max_queries)
-    qs = _usable(checks, qs, jnp.arange(1, qs.shape[0] + 1, dtype=dtype) / (qs.shape[0] + 1))
-    epsilon, split = _usable(checks, epsilon, 1.0), _usable(checks, split, 0.5)
-    lower, beta = _usable(checks, lower, 0.0), _usable(checks, beta, 2.0)
-    g = _grid(beta, max_queries, dtype)
+    beta = check_beta(checks, beta, dtype)
+    max_queries = check_max_queries(max_queries)
+    qs = usable(checks, qs, jnp.arange(1, qs.shape[0] + 1, dtype=dtype) / (qs.shape[0] + 1))
+    epsilon, split = usable(checks, epsilon, 1.0), usable(checks, split, 0.5)
+    lower, beta = usable(checks, lower, 0.0), usable(checks, beta, 2.0)
+    g = query_grid(beta, max_queries, dtype)
     context = contextlib.nullcontext() if is_traced(x) else jax.ensure_compile_time_eval()
     with context:  # concrete data: sorted once, now (not per key, and not constant-folded under jit)
         xs = _sorted(x, dtype=dtype)
     return checks.guard(_many(key, xs, qs, epsilon, split, lower, g.log_b, g.cap, noise=noise))
 
 
-@_elementwise("epsilon", "split")
+@elementwise("epsilon", "split")
 def unbounded_many_guarantee(
     qs, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5
 ) -> PureDP:

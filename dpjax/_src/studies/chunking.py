@@ -16,7 +16,7 @@ import os
 
 import jax
 
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 
 __all__: list[str] = []
 
@@ -45,14 +45,14 @@ def equal_chunks(trials: int, most: int, multiple: int = 1) -> int:
     """Trials per chunk: at most ``most`` (at least ``multiple``), in as few and as equal chunks as that
     allows, rounded up to a multiple of ``multiple`` (the devices of a mesh)."""
     most = max(most // multiple * multiple, multiple)
-    size = _ceil_div(trials, _ceil_div(trials, most))
-    return _ceil_div(size, multiple) * multiple
+    size = ceil_div(trials, ceil_div(trials, most))
+    return ceil_div(size, multiple) * multiple
 
 
 def first_size(trials: int, chunk_size: int | None, multiple: int = 1) -> int:
     """The chunk compiled first: every trial, or ``_MIN_CHUNKS`` chunks of at least
     ``_MIN_CHUNK_TRIALS`` for a long run, at most ``chunk_size``."""
-    most = max(_ceil_div(trials, _MIN_CHUNKS), _MIN_CHUNK_TRIALS)
+    most = max(ceil_div(trials, _MIN_CHUNKS), _MIN_CHUNK_TRIALS)
     if chunk_size is not None:
         most = min(most, chunk_size)
     return equal_chunks(trials, min(most, trials), multiple)

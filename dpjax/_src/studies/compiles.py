@@ -12,13 +12,13 @@ _BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 
 
-class _CompileCounter:
+class CompileCounter:
     """Counts the backend compilations made in this thread while the block runs, and how many of
     them were loaded from JAX's persistent compilation cache (``cache_hits``) instead of compiled.
 
     Example:
       >>> import jax
-      >>> with _CompileCounter() as compiles:
+      >>> with CompileCounter() as compiles:
       ...     y = jax.jit(lambda x: x + 1)(1.0)
       >>> compiles.count
       1
@@ -39,7 +39,7 @@ class _CompileCounter:
         if event == _CACHE_HIT_EVENT and threading.get_ident() == self._thread:
             self.cache_hits += 1
 
-    def __enter__(self) -> _CompileCounter:
+    def __enter__(self) -> CompileCounter:
         self._thread = threading.get_ident()
         monitoring.register_event_duration_secs_listener(self._listener)
         monitoring.register_event_listener(self._hit_listener)

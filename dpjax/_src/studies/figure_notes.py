@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpjax._src.studies.statistics import _describe
+from dpjax._src.studies.statistics import describe
 
 __all__: list[str] = []
 
@@ -26,13 +26,13 @@ ZERO_WIDTH = "circled: interval of zero width (the trials that bound it tie)"
 
 def panel_title(metric, statistic: str) -> str:
     """``"<name> · <statistic>"`` and, on a second line, what one trial's value is."""
-    what = "rate" if metric.rate and statistic == "mean" else _describe(statistic)
+    what = "rate" if metric.rate and statistic == "mean" else describe(statistic)
     return f"{metric.name} · {what}\n{metric.description}"
 
 
 def axis_label(metric, statistic: str) -> str:
     """The y label: the statistic of the metric's name, in its unit."""
-    what = "rate" if metric.rate and statistic == "mean" else _describe(statistic)
+    what = "rate" if metric.rate and statistic == "mean" else describe(statistic)
     return f"{what} of {metric.name} ({metric.unit})"
 
 

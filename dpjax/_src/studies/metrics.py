@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import jax.numpy as jnp
 
-from dpjax._src.studies.statistics import _check_statistic, _describe
+from dpjax._src.studies.statistics import check_statistic, describe
 
 __all__ = [
     "Metric",
@@ -62,7 +62,7 @@ class Metric:
         statistics = (self.statistics,) if isinstance(self.statistics, str) else tuple(self.statistics)
         if not statistics:
             raise ValueError(f"metric {self.name!r} needs at least one statistic.")
-        object.__setattr__(self, "statistics", tuple(_check_statistic(s) for s in statistics))
+        object.__setattr__(self, "statistics", tuple(check_statistic(s) for s in statistics))
         if self.scale not in ("log", "linear"):
             raise ValueError(f"scale must be 'log' or 'linear', got {self.scale!r}.")
 
@@ -71,7 +71,7 @@ class Metric:
         (for the mean of a rate: "rate: ...")."""
         if self.rate and statistic == "mean":
             return f"rate: {self.description}"
-        return f"{_describe(statistic)} of {self.description}"
+        return f"{describe(statistic)} of {self.description}"
 
 
 def _mean(x) -> jnp.ndarray:

@@ -27,20 +27,20 @@ _STYLES = ("-", ":", "-.", (0, (3, 1, 1, 1, 1, 1)))  # datasets; dashed is kept 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
-def _x_parameter(table, grid: dict) -> str | None:
+def x_parameter(table, grid: dict) -> str | None:
     """The grid parameter on the x axis: the first with several values (else the first)."""
     varying = [p for p in grid if p in table.columns and table[p].nunique() > 1]
     return varying[0] if varying else next(iter(grid), None)
 
 
-def _study_figure(result, *, columns: int = 3):
+def study_figure(result, *, columns: int = 3):
     """The small-multiples figure of a :class:`~dpjax.studies.study.StudyResult`."""
     import matplotlib.pyplot as plt
 
     study, table = result.study, result.table
     if "replicate" in table.columns:
         table = table[table["replicate"] == 0]
-    x_name = _x_parameter(table, study.grid)
+    x_name = x_parameter(table, study.grid)
     others = [p for p in study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
     panels = [(m, s) for m in study.metrics for s in m.statistics
               if ((table["metric"] == m.name) & (table["statistic"] == s)).any()]
@@ -151,7 +151,7 @@ def _figure_problems(result, fig=None) -> list[str]:
     table = result.table
     if "replicate" in table.columns:
         table = table[table["replicate"] == 0]
-    x_name = _x_parameter(table, result.study.grid)
+    x_name = x_parameter(table, result.study.grid)
     others = [p for p in result.study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
     problems, differ = [], False
     noted = " ".join(t.get_text() for legend in getattr(fig, "legends", []) for t in legend.get_texts())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import textwrap
 
-from dpjax._src.studies.plots import _x_parameter
+from dpjax._src.studies.plots import x_parameter
 
 __all__ = [
     "format_result",
@@ -102,7 +102,7 @@ def format_result(result, *, width: int = _WIDTH, seconds: float | None = None) 
     study, table, record = result.study, result.table, result.record
     if "replicate" in table.columns:
         table = table[table["replicate"] == 0]
-    x_name = _x_parameter(table, study.grid)
+    x_name = x_parameter(table, study.grid)
     others = [p for p in study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
     xs = list(dict.fromkeys(table[x_name])) if x_name else [None]
     symbol = {"epsilon": "ε"}.get(x_name, x_name)

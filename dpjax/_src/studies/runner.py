@@ -73,7 +73,7 @@ def _chunk(f, key, args, trials: int, chunk_size: int | None, mesh, status: Chun
         size = fitted
 
 
-def _run(f, key, trials: int, args: tuple, chunk_size: int | None, mesh, status: ChunkStatus | None):
+def run(f, key, trials: int, args: tuple, chunk_size: int | None, mesh, status: ChunkStatus | None):
     """:func:`monte_carlo`'s work; returns the outputs and the record of the compiled chunks."""
     chunk, compiled = _chunk(f, key, args, trials, chunk_size, mesh, status)
     n_chunks = -(-trials // chunk.trials)
@@ -141,7 +141,7 @@ def monte_carlo(
         progress = sys.stderr.isatty()
     status = ChunkStatus(_sink(description), trials) if progress else None
     try:
-        return _run(f, key, trials, tuple(args), chunk_size, mesh, status)[0]
+        return run(f, key, trials, tuple(args), chunk_size, mesh, status)[0]
     finally:
         if status is not None:
             status.close()

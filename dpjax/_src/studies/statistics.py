@@ -32,7 +32,7 @@ __all__: list[str] = []
 _QUANTILE = re.compile(r"^q(\d{1,2}(?:\.\d+)?)$")
 
 
-def _quantile_level(statistic: str) -> float | None:
+def quantile_level(statistic: str) -> float | None:
     """The quantile level of ``"median"`` (0.5) or ``"qNN"`` (NN/100); ``None`` for other statistics."""
     if statistic == "median":
         return 0.5
@@ -44,16 +44,16 @@ def _quantile_level(statistic: str) -> float | None:
     return None
 
 
-def _check_statistic(statistic: str) -> str:
+def check_statistic(statistic: str) -> str:
     """``statistic`` if it is one this module computes, else a ``ValueError``."""
-    if statistic in ("mean", "rmse") or _quantile_level(statistic) is not None:
+    if statistic in ("mean", "rmse") or quantile_level(statistic) is not None:
         return statistic
     raise ValueError(f"unknown statistic {statistic!r}; use 'mean', 'rmse', 'median' or 'qNN' (e.g. 'q95').")
 
 
-def _describe(statistic: str) -> str:
+def describe(statistic: str) -> str:
     """The statistic in words, for tables and plot titles."""
-    level = _quantile_level(statistic)
+    level = quantile_level(statistic)
     if statistic == "mean":
         return "mean"
     if statistic == "rmse":
@@ -70,7 +70,7 @@ def _z_value(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
-def _summarize(values, statistic: str, confidence: float = 0.95, *, rate: bool = False) -> dict:
+def summarize(values, statistic: str, confidence: float = 0.95, *, rate: bool = False) -> dict:
     """Estimate, standard error and confidence interval of ``statistic`` over the last axis.
 
     Args:
@@ -83,13 +83,13 @@ def _summarize(values, statistic: str, confidence: float = 0.95, *, rate: bool =
       ``estimate``, ``se``, ``ci_low``, ``ci_high`` (float arrays of the leading shape; NaN where no
       trial is finite), ``n`` (finite trials) and ``method`` (an array of method names).
     """
-    _check_statistic(statistic)
+    check_statistic(statistic)
     z = _z_value(confidence)
     x = np.asarray(values, dtype=np.float64)
     x = np.where(np.isfinite(x), x, np.nan)
     n = np.sum(~np.isnan(x), axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        level = _quantile_level(statistic)
+        level = quantile_level(statistic)
         if level is not None:
             return _quantile(x, n, level, z)
         if statistic == "rmse":

@@ -63,14 +63,14 @@ import numpy as np
 from dpjax._src import interrupt
 from dpjax._src.datasets import builtin
 from dpjax._src.studies.checkpoint import StepStore, fingerprint
-from dpjax._src.studies.compiles import _CompileCounter
+from dpjax._src.studies.compiles import CompileCounter
 from dpjax._src.studies.metrics import Metric
 from dpjax._src.studies.progress import Progress
 from dpjax._src.studies.record import run_record
-from dpjax._src.studies.runner import _run
-from dpjax._src.studies.statistics import _summarize
+from dpjax._src.studies.runner import run
+from dpjax._src.studies.statistics import summarize
 from dpjax._src.studies.status import ChunkStatus
-from dpjax._src.studies.theory import _theory_value
+from dpjax._src.studies.theory import theory_value
 from dpjax._src.studies.trial_cache import TRIALS, content_key
 from dpjax._src.validation import TracedParameterError, check_int
 
@@ -255,10 +255,10 @@ class StudyResult:
     record: dict
 
     def figure(self):
-        """The study's small-multiples figure (see :func:`dpjax.studies.plots._study_figure`)."""
-        from dpjax._src.studies.plots import _study_figure
+        """The study's small-multiples figure (see :func:`dpjax.studies.plots.study_figure`)."""
+        from dpjax._src.studies.plots import study_figure
 
-        return _study_figure(self)
+        return study_figure(self)
 
     def metadata(self) -> dict:
         """Everything needed to read the table: the record, the metrics and the columns."""
@@ -640,7 +640,7 @@ def _step(plan: _Plan, cell: _Cell, functions, sink) -> tuple[dict, list[dict]]:
     """One mechanism on one dataset at one static point: its record and its table rows."""
     key = _trial_key(plan.seed, plan.study.name, cell.mechanism.name, cell.dataset)
     clock = time.perf_counter()
-    with _CompileCounter() as compiles:
+    with CompileCounter() as compiles:
         values, path, chunks = _run_step(plan, cell, functions, key, sink)
     step = {"mechanism": cell.mechanism.name, "dataset": cell.dataset, **cell.static, "path": path,
             "chunks": chunks, "compiles": compiles.count, "cache_hits": compiles.cache_hits,
@@ -691,7 +691,7 @@ def _sampled(f, key, total, args, chunk_size, sink, per_trial):
     """:func:`~dpjax.studies.runner.monte_carlo`'s outputs and chunk record, reporting to ``sink``."""
     status = ChunkStatus(sink, total, per_trial)
     try:
-        return _run(f, key, total, args, chunk_size, None, status)
+        return run(f, key, total, args, chunk_size, None, status)
     finally:
         status.close()
 
@@ -707,8 +707,8 @@ def _rows(plan: _Plan, cell: _Cell, values: dict) -> list[dict]:
         laws = [None if theory_fn is None else theory_fn(cell.data.host, **fixed, **point)
                 for point in cell.points]
         for statistic in metric.statistics:
-            s = _summarize(per_cell, statistic, plan.confidence, rate=metric.rate)
-            theory = [_theory_value(law, statistic) for law in laws]
+            s = summarize(per_cell, statistic, plan.confidence, rate=metric.rate)
+            theory = [theory_value(law, statistic) for law in laws]
             for r, g in itertools.product(range(replicates), range(len(cell.points))):
                 row = {"study": study.name, "mechanism": label, "dataset": cell.dataset,
                        **cell.static, **cell.points[g]}

@@ -2,7 +2,7 @@
 
 A mechanism's ``theory`` gives, per metric, either a mapping ``{statistic: value}`` or a *law*: any
 object with ``mean()``, ``moment(2)`` and ``ppf(p)`` (the methods of a frozen ``scipy.stats``
-distribution, so those work too). :func:`_theory_value` reads a statistic off either.
+distribution, so those work too). :func:`theory_value` reads a statistic off either.
 
 * :class:`Exponential` is the law of ``|Laplace(0, b)|``: the absolute error of the Laplace
   mechanism of scale ``b = sensitivity / epsilon`` (Dwork, McSherry, Nissim, Smith 2006).
@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from statistics import NormalDist
 
-from dpjax._src.studies.statistics import _quantile_level
+from dpjax._src.studies.statistics import quantile_level
 
 __all__ = [
     "Exponential",
@@ -57,7 +57,7 @@ class HalfNormal:
         return self.sigma * NormalDist().inv_cdf((1 + p) / 2)
 
 
-def _theory_value(theory, statistic: str) -> float:
+def theory_value(theory, statistic: str) -> float:
     """``statistic`` of a law or of a ``{statistic: value}`` mapping; NaN when it has none."""
     if theory is None:
         return math.nan
@@ -67,4 +67,4 @@ def _theory_value(theory, statistic: str) -> float:
         return float(theory.mean())
     if statistic == "rmse":
         return math.sqrt(float(theory.moment(2)))
-    return float(theory.ppf(_quantile_level(statistic)))
+    return float(theory.ppf(quantile_level(statistic)))

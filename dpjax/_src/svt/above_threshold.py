@@ -28,10 +28,10 @@ from jax.typing import ArrayLike
 from dpjax._src import auto as _auto
 from dpjax._src import noise as noise_lib
 from dpjax._src import sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
-from dpjax._src.numerics import _ceil_div
-from dpjax._src.svt.first_passage import _halting_indices
+from dpjax._src.numerics import ceil_div
+from dpjax._src.svt.first_passage import halting_indices
 from dpjax._src.validation import (
     Checks,
     check_choice,
@@ -57,10 +57,10 @@ Noise: TypeAlias = Literal["laplace", "gumbel", "exponential"]
 Method: TypeAlias = Literal["auto", "literal", "first_passage"]
 """How the sparse vector family draws (static)."""
 NOISES: tuple[Noise, ...] = get_args(Noise)
-_METHODS: tuple[Method, ...] = get_args(Method)
+METHODS: tuple[Method, ...] = get_args(Method)
 
 
-def _check_noise_epsilons(noise: Noise, epsilon1, epsilon2, checks: Checks | None = None):
+def check_noise_epsilons(noise: Noise, epsilon1, epsilon2, checks: Checks | None = None):
     """Validates the noise family and the two budgets (Gumbel needs ``epsilon1 == epsilon2``).
 
     Without ``checks`` (guarantee companions, on the host) both budgets must be concrete. With a
@@ -86,7 +86,7 @@ def _check_noise_epsilons(noise: Noise, epsilon1, epsilon2, checks: Checks | Non
     return epsilon1, epsilon2
 
 
-def _checked_queries(checks: Checks, queries, threshold, name: str = "queries"):
+def checked_queries(checks: Checks, queries, threshold, name: str = "queries"):
     """Validates a 1-D query vector and a scalar threshold; returns them and the working dtype.
 
     The working dtype is :func:`~dpjax.validation.float_dtype` of the queries and the threshold.
@@ -99,7 +99,7 @@ def _checked_queries(checks: Checks, queries, threshold, name: str = "queries"):
     return queries, checks.real(threshold, "threshold"), dtype
 
 
-def _center(queries, threshold, dtype) -> jax.Array:
+def center(queries, threshold, dtype) -> jax.Array:
     """``queries - threshold`` in ``dtype`` (inside the kernels: no extra dispatch when eager).
 
     Comparing ``(q - T) + nu >= eta`` rather than ``q + nu >= T + eta`` keeps large counts exact in
@@ -108,12 +108,12 @@ def _center(queries, threshold, dtype) -> jax.Array:
     return queries.astype(dtype) - jnp.asarray(threshold, dtype)
 
 
-def _centered_queries(checks: Checks, queries, threshold, name: str = "queries") -> jax.Array:
-    """:func:`_checked_queries`, then :func:`_center`: the validated ``queries - threshold``."""
-    return _center(*_checked_queries(checks, queries, threshold, name))
+def centered_queries(checks: Checks, queries, threshold, name: str = "queries") -> jax.Array:
+    """:func:`checked_queries`, then :func:`center`: the validated ``queries - threshold``."""
+    return center(*checked_queries(checks, queries, threshold, name))
 
 
-def _first_true(mask: jax.Array) -> jax.Array:
+def first_true(mask: jax.Array) -> jax.Array:
     """0-based index of the first true entry of a 1-D mask, or -1 when there is none (int32)."""
     return jnp.where(mask.any(), jnp.argmax(mask), -1).astype(jnp.int32)
 
@@ -126,8 +126,8 @@ def above_threshold_from_noise(queries, threshold, threshold_noise, query_noise)
     ``threshold`` may be traced; -1 when traced queries hold NaN or a traced threshold is not finite.
     """
     checks = Checks()
-    centered = _centered_queries(checks, queries, threshold)
-    return checks.guard(_first_true(centered + jnp.asarray(query_noise, centered.dtype) >= threshold_noise))
+    centered = centered_queries(checks, queries, threshold)
+    return checks.guard(first_true(centered + jnp.asarray(query_noise, centered.dtype) >= threshold_noise))
 
 
 def above_threshold(
@@ -185,11 +185,11 @@ def above_threshold(
       >>> keys = jax.random.split(jax.random.key(1), 1000)
       >>> idx = jax.vmap(lambda k: above_threshold(k, jnp.arange(100.0), 50.0, 0.5, 0.5))(keys)
     """
-    check_choice(method, "method", _METHODS)
+    check_choice(method, "method", METHODS)
     checks = Checks()
-    epsilon1, epsilon2 = _check_noise_epsilons(noise, epsilon1, epsilon2, checks)
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
-    queries, threshold, dtype = _checked_queries(checks, queries, threshold)
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
     paths = {
         "literal": functools.partial(_keyed, noise=noise, dtype=dtype),
         "first_passage": functools.partial(_first_passage, noise=noise, dtype=dtype),
@@ -198,7 +198,7 @@ def above_threshold(
     return checks.guard(_auto.run(method, paths, key, *operands, fast="first_passage"))
 
 
-def _noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax.Array]:
+def noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, jax.Array]:
     """``sensitivity/epsilon1`` and ``sensitivity/epsilon2`` in ``dtype`` (the same bits whether the
     parameters are concrete or traced)."""
     sensitivity = jnp.asarray(sensitivity, dtype)
@@ -207,20 +207,20 @@ def _noise_scales(dtype, epsilon1, epsilon2, sensitivity) -> tuple[jax.Array, ja
 
 @functools.partial(jax.jit, static_argnames=("noise", "dtype"))
 def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, dtype):
-    centered = _center(queries, threshold, dtype)
-    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    centered = center(queries, threshold, dtype)
+    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
     nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
-    return _first_true(centered + nu >= eta)
+    return first_true(centered + nu >= eta)
 
 
 @functools.partial(jax.jit, static_argnames=("noise", "dtype"))
 @sharded.auto_axes
 def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, dtype):
-    centered = _center(queries, threshold, dtype)
-    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
-    return _halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=1)[0]
+    centered = center(queries, threshold, dtype)
+    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    return halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=1)[0]
 
 
 def _blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.Array:
@@ -234,10 +234,10 @@ def _blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax
 @functools.partial(jax.jit, static_argnames=("noise", "block_size", "dtype"))
 @sharded.auto_axes
 def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, block_size, dtype):
-    centered = _center(queries, threshold, dtype)
-    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    centered = center(queries, threshold, dtype)
+    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     n = centered.shape[0]
-    n_blocks = _ceil_div(n, block_size)
+    n_blocks = ceil_div(n, block_size)
     padded = jnp.pad(centered, (0, n_blocks * block_size - n))
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (), scale1, centered.dtype)
@@ -253,7 +253,7 @@ def _blocked(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise,
         offset = start.astype(jnp.uint32)
         nu = _blocked_query_noise(noise, query_key, offset, block_size, scale2, values.dtype)
         in_stream = start + jnp.arange(block_size) < n
-        hit = _first_true((values + nu >= eta) & in_stream)
+        hit = first_true((values + nu >= eta) & in_stream)
         return block + 1, jnp.where(hit >= 0, start + hit, -1).astype(jnp.int32)
 
     return lax.while_loop(not_done, step, (jnp.int32(0), jnp.int32(-1)))[1]
@@ -289,10 +289,10 @@ def above_threshold_blocked(
       ...                             noise="exponential", block_size=256)
     """
     checks = Checks()
-    epsilon1, epsilon2 = _check_noise_epsilons(noise, epsilon1, epsilon2, checks)
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
     block_size = check_int(block_size, "block_size", minimum=1)
-    queries, threshold, dtype = _checked_queries(checks, queries, threshold)
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
     return checks.guard(
         _blocked(
             key,
@@ -308,7 +308,7 @@ def above_threshold_blocked(
     )
 
 
-@_elementwise("epsilon1", "epsilon2", "sensitivity")
+@elementwise("epsilon1", "epsilon2", "sensitivity")
 def above_threshold_guarantee(
     epsilon1: float,
     epsilon2: float,
@@ -320,7 +320,7 @@ def above_threshold_guarantee(
     """The guarantee of one AboveThreshold run (Durfee 2023, Lemmas 3.1, 3.2, Cor. 3.1, Theorem 1).
 
     Host-side, for the accountant: the budgets must be concrete numbers, or arrays of them for a
-    grid (an object array of guarantees, see :func:`~dpjax.accounting.elementwise._elementwise`).
+    grid (an object array of guarantees, see :func:`~dpjax.accounting.elementwise.elementwise`).
 
     Args:
       epsilon1: threshold budget; epsilon2: query budget (both > 0).
@@ -342,7 +342,7 @@ def above_threshold_guarantee(
       >>> above_threshold_guarantee(0.5, 0.5, monotonic=True).to_zcdp()
       ZCDP(rho=0.28125)
     """
-    epsilon1, epsilon2 = _check_noise_epsilons(noise, epsilon1, epsilon2)
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2)
     check_positive(sensitivity, "sensitivity")
     if monotonic:
         tight = epsilon1 / 2 + epsilon2

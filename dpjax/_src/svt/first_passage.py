@@ -35,7 +35,7 @@ Each candidate is kept with probability at least 1/2 (0.85 for Laplace noise), s
 which share the loop).
 
 The data structure (key independent, built once under ``vmap`` over keys): heaps over the
-queries padded to ``D = 2^L`` leaves, :func:`dpjax.gumbel_process._heap`, of the log-masses
+queries padded to ``D = 2^L`` leaves, :func:`dpjax.gumbel_process.heap`, of the log-masses
 ``logsumexp(u)``, for Laplace noise of ``logsumexp(2u)`` and, for Exponential noise, of the maxima
 of ``u``. The search from ``s`` climbs
 from leaf ``s`` accumulating the log-mass of the nodes to its right until one holds the passage,
@@ -65,7 +65,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax._src import noise as noise_lib
-from dpjax._src.gumbel_process import _heap
+from dpjax._src.gumbel_process import heap
 from dpjax._src.noise import standard_exponential
 
 __all__: list[str] = []
@@ -73,7 +73,7 @@ __all__: list[str] = []
 _LOG2 = math.log(2.0)
 
 
-class _PassageTree(NamedTuple):
+class PassageTree(NamedTuple):
     """The heaps of :func:`passage_tree` (key independent)."""
 
     log_mass: jax.Array  # [2D]: log of the sum of e^u under each node (leaves D .. 2D - 1: u itself)
@@ -82,16 +82,16 @@ class _PassageTree(NamedTuple):
     square: jax.Array | None = None  # [2D]: log of the sum of e^{2u} under each node; Laplace only
 
 
-def _passage_tree(units: jax.Array, noise: str) -> _PassageTree:
+def _passage_tree(units: jax.Array, noise: str) -> PassageTree:
     """The log-mass heap over ``units = (q - T) / b2``; for Laplace noise the log-mass heap of
     ``2 units`` (the envelope's second rate); for Exponential noise (the only one whose search also
     stops at a level) the maximum heap; O(n)."""
-    top = _heap(units, jnp.maximum, -jnp.inf) if noise == "exponential" else None
-    square = _heap(2 * units, jnp.logaddexp, -jnp.inf) if noise == "laplace" else None
-    return _PassageTree(_heap(units, jnp.logaddexp, -jnp.inf), top, units.shape[0], square)
+    top = heap(units, jnp.maximum, -jnp.inf) if noise == "exponential" else None
+    square = heap(2 * units, jnp.logaddexp, -jnp.inf) if noise == "laplace" else None
+    return PassageTree(heap(units, jnp.logaddexp, -jnp.inf), top, units.shape[0], square)
 
 
-def _first_stop(tree: _PassageTree, start, target, level=None, mass=None) -> jax.Array:
+def first_stop(tree: PassageTree, start, target, level=None, mass=None) -> jax.Array:
     """The first ``i >= start`` with ``log(sum_{start <= j <= i} e^{u_j}) >= target`` or
     ``u_i >= level`` (no such condition when ``level`` is None); ``n`` when there is none (or
     ``start >= n``). ``mass(node)`` gives a node's log-mass (default ``tree.log_mass[node]``; the
@@ -130,13 +130,13 @@ def _first_stop(tree: _PassageTree, start, target, level=None, mass=None) -> jax
     return jnp.where(found & (start < n), jnp.minimum(node - leaves, n - 1), n).astype(jnp.int32)
 
 
-def _laplace_log_fire(log_x):
+def laplace_log_fire(log_x):
     """``log P(Z >= t)`` for ``Z ~ Laplace(1)`` and ``t = -log_x``: ``log(x/2)`` for ``x < 1``, else
     ``log(1 - 1/(2x))``."""
     return jnp.where(log_x < 0, log_x - _LOG2, jnp.log1p(-0.5 * jnp.exp(-jnp.maximum(log_x, 0))))
 
 
-def _laplace_log_miss(log_x):
+def laplace_log_miss(log_x):
     """``log P(Z < t)`` for ``Z ~ Laplace(1)`` and ``t = -log_x``: ``log(1 - x/2)`` for ``x < 1``,
     else ``-log(2x)``."""
     return jnp.where(log_x < 0, jnp.log1p(-0.5 * jnp.exp(jnp.minimum(log_x, 0))), -log_x - _LOG2)
@@ -150,14 +150,14 @@ def _thinning(noise: str, log_x):
         return 0.0, math.inf, jnp.zeros_like(log_x)
     if noise == "laplace":
         rate = jnp.exp(log_x - _LOG2) + jnp.exp(2 * log_x - 2 * _LOG2)
-        return 0.0, math.inf, jnp.log(-jnp.expm1(-rate)) - _laplace_log_fire(log_x)
+        return 0.0, math.inf, jnp.log(-jnp.expm1(-rate)) - laplace_log_fire(log_x)
     log_a = math.log(2.0 * _LOG2)
     certain = log_x >= -_LOG2
     log_r = jnp.where(certain, 0, jnp.log(-jnp.expm1(-jnp.exp(log_x + log_a))))
     return log_a, -_LOG2, log_r - jnp.minimum(log_x, 0)
 
 
-def _candidate(key, tree: _PassageTree, start, shift, noise: str):
+def _candidate(key, tree: PassageTree, start, shift, noise: str):
     """One step of the thinned passage from ``start`` (module docstring): the next candidate
     ``index`` (``n`` when none) and whether it fires (always true for Gumbel noise)."""
     dtype = tree.log_mass.dtype
@@ -166,12 +166,12 @@ def _candidate(key, tree: _PassageTree, start, shift, noise: str):
     stop_exp, keep_exp = standard_exponential(key, (2,), dtype)
     level = None if math.isinf(offset) else shift + offset  # only Exponential noise has certain candidates
     mass = _laplace_mass(tree, shift) if noise == "laplace" else None
-    index = _first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, level, mass)
+    index = first_stop(tree, start, jnp.log(stop_exp) - log_a + shift, level, mass)
     log_x = tree.log_mass[leaves + jnp.minimum(index, tree.size - 1)] - shift  # a leaf holds its u
     return index, keep_exp >= _thinning(noise, log_x)[2]
 
 
-def _laplace_mass(tree: _PassageTree, shift):
+def _laplace_mass(tree: PassageTree, shift):
     """A node's log-mass for the Laplace envelope, ``log(S1/2 + e^-h S2/4)`` with ``h = shift``
     (module docstring): the passage target stays ``log E + h``."""
     return lambda node: jnp.logaddexp(tree.log_mass[node] - _LOG2, tree.square[node] - shift - 2 * _LOG2)
@@ -192,7 +192,7 @@ class _Passages(NamedTuple):
     indices: jax.Array  # (count,) answers so far, -1 padded
 
 
-def _halting_indices(key, units, scale1, scale2, *, noise: str, count: int):
+def halting_indices(key, units, scale1, scale2, *, noise: str, count: int):
     """The first ``count`` answers of sparse vector on ``units = (q - T) / b2`` (AboveThreshold when
     ``count == 1``), static ``noise`` and ``count``. Run ``j`` starts one past answer ``j - 1`` with
     a fresh threshold noise (Dwork and Roth 2014, Algorithm 2). Returns the int32 indices

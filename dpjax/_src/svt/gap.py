@@ -60,17 +60,17 @@ import numpy as np
 from dpjax._src import auto as _auto
 from dpjax._src import noise as noise_lib
 from dpjax._src import sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.svt.above_threshold import (
-    _METHODS,
+    METHODS,
     Method,
-    _center,
-    _centered_queries,
-    _checked_queries,
-    _first_true,
+    center,
+    centered_queries,
+    checked_queries,
+    first_true,
 )
-from dpjax._src.svt.gap_passage import _gap_passages
+from dpjax._src.svt.gap_passage import gap_passages
 from dpjax._src.validation import Checks, check_choice, check_epsilon, check_int, float_dtype, is_traced
 
 __all__ = [
@@ -266,7 +266,7 @@ def _gap_core(centered, threshold_noise, top_noise, middle_noise, budget: GapBud
         top_gap, top = middle_gap, jnp.zeros(n, jnp.bool_)
     middle = ~top & (middle_gap >= 0)
     units = jnp.where(top, 1, jnp.where(middle, 2, 0)).astype(jnp.int32)
-    stop = _first_true(jnp.cumsum(units) > 2 * c - 2)  # line 16 in integer units of eps2
+    stop = first_true(jnp.cumsum(units) > 2 * c - 2)  # line 16 in integer units of eps2
     processed = jnp.arange(n) <= jnp.where(stop >= 0, stop, n - 1)
     branch = jnp.where(top, BRANCH_TOP, jnp.where(middle, BRANCH_MIDDLE, BRANCH_BOTTOM))
     branch = jnp.where(processed, branch, BRANCH_UNPROCESSED).astype(jnp.int8)
@@ -302,7 +302,7 @@ def _run_from_noise(queries, threshold, threshold_noise, noises, params: _GapPar
     """Validates, then runs the core on given noise (``noises``: (name, array) for top and middle)."""
     checks = Checks()
     params, c = _check_parameters(checks, params, c, monotonic)
-    centered = _centered_queries(checks, queries, threshold)
+    centered = centered_queries(checks, queries, threshold)
     top, middle = (None if noise is None else _noise_like(noise, centered, name) for name, noise in noises)
     result = _from_noise(
         centered,
@@ -363,7 +363,7 @@ def adaptive_sparse_vector_with_gap_from_noise(
 @functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic", "dtype"))
 @sharded.auto_axes
 def _keyed(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
-    centered = _center(queries, threshold, dtype)
+    centered = center(queries, threshold, dtype)
     budget = _working_budget(centered.dtype, params, c, monotonic)
     threshold_key, top_key, middle_key = jax.random.split(key, 3)
     eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, centered.dtype)
@@ -375,9 +375,9 @@ def _keyed(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
 @functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic", "dtype"))
 @sharded.auto_axes
 def _first_passage(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
-    centered = _center(queries, threshold, dtype)
+    centered = center(queries, threshold, dtype)
     budget = _working_budget(centered.dtype, params, c, monotonic)
-    found = _gap_passages(key, centered, budget, adaptive=adaptive)
+    found = gap_passages(key, centered, budget, adaptive=adaptive)
     n = centered.shape[0]
     valid = found.indices >= 0
     answer_branches = jnp.where(found.top, BRANCH_TOP, BRANCH_MIDDLE)
@@ -394,7 +394,7 @@ def _first_passage(key, queries, threshold, params, *, c, adaptive, monotonic, d
 def _run_keyed(key, queries, threshold, params: _GapParameters, c, monotonic, adaptive, method="auto"):
     checks = Checks()
     params, c = _check_parameters(checks, params, c, monotonic)
-    queries, threshold, dtype = _checked_queries(checks, queries, threshold)
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
     static = dict(c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
     paths = {
         "literal": functools.partial(_keyed, **static),
@@ -453,7 +453,7 @@ def sparse_vector_with_gap(
       >>> res = sparse_vector_with_gap(jax.random.key(0), counts, 500.0, 1.0, c=2, monotonic=True)
       >>> estimate = res.gaps + 500.0          # unbiased-noise estimates of the reported counts
     """
-    check_choice(method, "method", _METHODS)
+    check_choice(method, "method", METHODS)
     params = _GapParameters(epsilon, theta, None, sensitivity)
     return _run_keyed(key, queries, threshold, params, c, monotonic, adaptive=False, method=method)
 
@@ -507,12 +507,12 @@ def adaptive_sparse_vector_with_gap(
       >>> int(res.units_used) <= 4
       True
     """
-    check_choice(method, "method", _METHODS)
+    check_choice(method, "method", METHODS)
     params = _GapParameters(epsilon, theta, sigma, sensitivity)
     return _run_keyed(key, queries, threshold, params, c, monotonic, adaptive=True, method=method)
 
 
-@_elementwise("epsilon", "theta", "sensitivity")
+@elementwise("epsilon", "theta", "sensitivity")
 def sparse_vector_with_gap_guarantee(
     epsilon: float, *, c: int, theta: float | None = None, monotonic: bool = False, sensitivity: float = 1.0
 ) -> PureDP:
@@ -524,7 +524,7 @@ def sparse_vector_with_gap_guarantee(
     return PureDP(float(params.epsilon))
 
 
-@_elementwise("epsilon", "theta", "sigma", "sensitivity")
+@elementwise("epsilon", "theta", "sigma", "sensitivity")
 def adaptive_sparse_vector_with_gap_guarantee(
     epsilon: float, *, c: int, theta: float | None = None, sigma: float | None = None,
     monotonic: bool = False, sensitivity: float = 1.0,

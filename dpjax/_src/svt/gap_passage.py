@@ -47,9 +47,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax._src import noise as noise_lib
-from dpjax._src.gumbel_process import _heap
+from dpjax._src.gumbel_process import heap
 from dpjax._src.noise import standard_exponential
-from dpjax._src.svt.first_passage import _first_stop, _laplace_log_fire, _laplace_log_miss, _PassageTree
+from dpjax._src.svt.first_passage import PassageTree, first_stop, laplace_log_fire, laplace_log_miss
 
 __all__: list[str] = []
 
@@ -100,7 +100,7 @@ class _State(NamedTuple):
     top: jax.Array  # (m,)
 
 
-def _gap_passages(key, centered, budget, *, adaptive: bool) -> _GapPassages:
+def gap_passages(key, centered, budget, *, adaptive: bool) -> _GapPassages:
     """Algorithm 2 on ``centered = q - T`` with the budget's scales and ``sigma`` (module docstring);
     ``adaptive`` (static) adds the top branch, else it is Sparse-Vector-with-Gap (``m = c``)."""
     c, n, dtype = budget.c, centered.shape[0], centered.dtype
@@ -111,8 +111,8 @@ def _gap_passages(key, centered, budget, *, adaptive: bool) -> _GapPassages:
     per_middle, per_top = 1 / budget.middle_scale, 1 / budget.top_scale
     middle_units = centered * per_middle
     top_units = (centered - budget.sigma) * per_top if adaptive else None
-    tree = _PassageTree(_heap(middle_units, jnp.logaddexp, -jnp.inf), None, n)
-    top_heap = _heap(top_units, jnp.logaddexp, -jnp.inf) if adaptive else None
+    tree = PassageTree(heap(middle_units, jnp.logaddexp, -jnp.inf), None, n)
+    top_heap = heap(top_units, jnp.logaddexp, -jnp.inf) if adaptive else None
     threshold_key, passage_key, gap_key = jax.random.split(key, 3)
     eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, dtype)
     middle_shift, top_shift = eta * per_middle, eta * per_top
@@ -126,14 +126,14 @@ def _gap_passages(key, centered, budget, *, adaptive: bool) -> _GapPassages:
         stop_exp, keep_exp, branch_exp = standard_exponential(
             jax.random.fold_in(passage_key, state.draw), (3,), dtype
         )
-        index = _first_stop(tree, state.start, jnp.log(stop_exp) + middle_shift, mass=mass)
+        index = first_stop(tree, state.start, jnp.log(stop_exp) + middle_shift, mass=mass)
         leaf = jnp.minimum(index, n - 1)
         log_xm = middle_units[leaf] - middle_shift
         log_xt = top_units[leaf] - top_shift if adaptive else jnp.asarray(-jnp.inf, dtype)
-        log_p = jnp.log(-jnp.expm1(_laplace_log_miss(log_xm) + _laplace_log_miss(log_xt)))
+        log_p = jnp.log(-jnp.expm1(laplace_log_miss(log_xm) + laplace_log_miss(log_xt)))
         log_r = jnp.log(-jnp.expm1(-(jnp.exp(log_xm) + jnp.exp(log_xt))))
         fire = (index < n) & (keep_exp >= log_r - log_p)
-        top = branch_exp >= log_p - _laplace_log_fire(log_xt)
+        top = branch_exp >= log_p - laplace_log_fire(log_xt)
         slot = jnp.minimum(state.answers, size - 1)
         units = state.units + jnp.where(fire, jnp.where(top, 1, 2), 0)
         return _State(

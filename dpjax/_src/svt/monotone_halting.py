@@ -50,7 +50,7 @@ __all__: list[str] = []
 
 _BLOCK = 256
 _NEAR_BLOCK = 16
-_METHODS = ("fast", "blocks", "literal")
+METHODS = ("fast", "blocks", "literal")
 _LOG2 = math.log(2.0)
 # Thinning bound: a(y) <= kappa * y for y <= y0, where the halting probability at y0 is 1/2.
 _LOG_Y0 = {"exponential": -_LOG2, "laplace": 0.0, "gumbel": math.inf}
@@ -160,7 +160,7 @@ def _tail(key, nu_threshold, base, frac, n_counted, stop, rate2, *, noise, dtype
     return jnp.minimum(tail_k, cap).astype(jnp.int32), tail_k > cap
 
 
-def _halting_index(
+def halting_index(
     key,
     counts,
     threshold,
@@ -236,7 +236,7 @@ def _halting_index(
     return jnp.where(found >= 0, found, tail_k), (found < 0) & truncated
 
 
-def _split_threshold(threshold) -> tuple[jax.Array, jax.Array]:
+def split_threshold(threshold) -> tuple[jax.Array, jax.Array]:
     """``(floor(T), T - floor(T))`` for a threshold 0 <= T < 2**31 (a float array, may be traced): the
     int32 integer part (exact) and the float remainder."""
     threshold = jnp.asarray(threshold)

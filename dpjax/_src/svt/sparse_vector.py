@@ -27,21 +27,21 @@ from dpjax._src import auto as _auto
 from dpjax._src import noise as noise_lib
 from dpjax._src import sharded
 from dpjax._src.accounting.composition import compose
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.svt.above_threshold import (
-    _METHODS,
+    METHODS,
     Method,
     Noise,
-    _center,
-    _centered_queries,
-    _check_noise_epsilons,
-    _checked_queries,
-    _first_true,
-    _noise_scales,
     above_threshold_guarantee,
+    center,
+    centered_queries,
+    check_noise_epsilons,
+    checked_queries,
+    first_true,
+    noise_scales,
 )
-from dpjax._src.svt.first_passage import _halting_indices
+from dpjax._src.svt.first_passage import halting_indices
 from dpjax._src.validation import Checks, check_choice, check_int
 
 __all__ = [
@@ -83,7 +83,7 @@ def _sparse_core(centered, threshold_noise, query_noise, *, c):
 
     def run(j, carry):
         start, indices = carry
-        hit = _first_true((noisy >= threshold_noise[j]) & (position >= start))
+        hit = first_true((noisy >= threshold_noise[j]) & (position >= start))
         # After a run that finds nothing, start = n + 1 makes every later run empty too.
         return jnp.where(hit >= 0, hit + 1, n + 1), indices.at[j].set(hit)
 
@@ -107,7 +107,7 @@ def sparse_vector_from_noise(queries, threshold, threshold_noise, query_noise, *
     """
     c = check_int(c, "c", minimum=1)
     checks = Checks()
-    centered = _centered_queries(checks, queries, threshold)
+    centered = centered_queries(checks, queries, threshold)
     threshold_noise = checks.array(threshold_noise, "threshold_noise", ndim=1).astype(centered.dtype)
     if threshold_noise.shape != (c,):
         raise ValueError(f"threshold_noise must have shape ({c},), got {threshold_noise.shape}.")
@@ -170,12 +170,12 @@ def sparse_vector(
       >>> counts = jnp.array([3.0, 80.0, 2.0, 95.0, 70.0])
       >>> res = sparse_vector(jax.random.key(0), counts, 50.0, 0.5, 0.5, c=2)
     """
-    check_choice(method, "method", _METHODS)
+    check_choice(method, "method", METHODS)
     checks = Checks()
-    epsilon1, epsilon2 = _check_noise_epsilons(noise, epsilon1, epsilon2, checks)
+    epsilon1, epsilon2 = check_noise_epsilons(noise, epsilon1, epsilon2, checks)
     sensitivity = checks.positive(sensitivity, "sensitivity")
     c = check_int(c, "c", minimum=1)
-    queries, threshold, dtype = _checked_queries(checks, queries, threshold)
+    queries, threshold, dtype = checked_queries(checks, queries, threshold)
     paths = {
         "literal": functools.partial(_keyed, noise=noise, c=c, dtype=dtype),
         "first_passage": functools.partial(_first_passage, noise=noise, c=c, dtype=dtype),
@@ -186,8 +186,8 @@ def sparse_vector(
 
 @functools.partial(jax.jit, static_argnames=("noise", "c", "dtype"))
 def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c, dtype):
-    centered = _center(queries, threshold, dtype)
-    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    centered = center(queries, threshold, dtype)
+    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
     threshold_key, query_key = jax.random.split(key)
     eta = noise_lib.sample(noise, threshold_key, (c,), scale1, centered.dtype)
     nu = noise_lib.sample(noise, query_key, centered.shape, scale2, centered.dtype)
@@ -197,15 +197,15 @@ def _keyed(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c
 @functools.partial(jax.jit, static_argnames=("noise", "c", "dtype"))
 @sharded.auto_axes
 def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, noise, c, dtype):
-    centered = _center(queries, threshold, dtype)
-    scale1, scale2 = _noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
-    indices = _halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=c)
+    centered = center(queries, threshold, dtype)
+    scale1, scale2 = noise_scales(centered.dtype, epsilon1, epsilon2, sensitivity)
+    indices = halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=c)
     n = centered.shape[0]
     processed = jnp.where(indices[c - 1] >= 0, indices[c - 1] + 1, n).astype(jnp.int32)
     return SparseVectorResult(indices, _answer_mask(indices, n), processed)
 
 
-@_elementwise("epsilon1", "epsilon2", "sensitivity")
+@elementwise("epsilon1", "epsilon2", "sensitivity")
 def sparse_vector_guarantee(
     epsilon1: float,
     epsilon2: float,

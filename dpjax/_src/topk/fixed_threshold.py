@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from dpjax._src import noise
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ApproxDP
 from dpjax._src.accounting.pay_what_you_get import advanced_composition_epsilon
 from dpjax._src.topk import histogram
@@ -57,15 +57,15 @@ class FixedThresholdResult(NamedTuple):
 
 @functools.partial(jax.jit, static_argnames=("kbar",))
 def _kernel(key, counts, epsilon, delta, *, kbar):
-    ids, values = histogram._top_counts(counts, kbar + 1)
+    ids, values = histogram.top_counts(counts, kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
-    threshold = epsilon + histogram._log_ratio(kbar / 2, delta)  # epsilon * (tau - h_(kbar+1))
+    threshold = epsilon + histogram.log_ratio(kbar / 2, delta)  # epsilon * (tau - h_(kbar+1))
     keep = (gaps > 0) & (epsilon * gaps + noise.laplace(key, gaps.shape, dtype=dtype) > threshold)
     missing = jnp.iinfo(jnp.int32).max
     members = jnp.sort(jnp.where(keep, ids[..., :kbar], missing), axis=-1)
     result = FixedThresholdResult(jnp.where(members == missing, -1, members), keep.sum(-1, dtype=jnp.int32))
-    return result, histogram._no_negative_count(values)
+    return result, histogram.no_negative_count(values)
 
 
 def fixed_threshold(
@@ -103,15 +103,15 @@ def fixed_threshold(
       [1, 3]
     """
     checks = Checks()
-    counts = histogram._check_counts(checks, counts)
+    counts = histogram.check_counts(checks, counts)
     kbar = check_int(kbar, "kbar", minimum=1)
-    epsilon, delta = histogram._privacy(checks, epsilon, delta, float_dtype(counts))
+    epsilon, delta = histogram.privacy(checks, epsilon, delta, float_dtype(counts))
     result, no_negative = _kernel(key, counts, epsilon, delta, kbar=kbar)
-    histogram._record_sign(checks, counts, no_negative)
+    histogram.record_sign(checks, counts, no_negative)
     return checks.guard(result)
 
 
-@_elementwise("epsilon", "delta", "delta_prime")
+@elementwise("epsilon", "delta", "delta_prime")
 def fixed_threshold_guarantee(
     kbar: int, epsilon: float, delta: float, *, delta_prime: float = 0.0
 ) -> ApproxDP:
@@ -126,6 +126,6 @@ def fixed_threshold_guarantee(
       ApproxDP(epsilon=1.0, delta=1e-06)
     """
     kbar = check_int(kbar, "kbar", minimum=1)
-    epsilon, delta = histogram._check_privacy(epsilon, delta)
+    epsilon, delta = histogram.check_privacy(epsilon, delta)
     delta_prime = check_probability(delta_prime, "delta_prime", open_high=True)
     return ApproxDP(advanced_composition_epsilon(kbar, epsilon, delta_prime), min(delta + delta_prime, 1.0))

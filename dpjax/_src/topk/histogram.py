@@ -1,7 +1,7 @@
 """Shared pieces of the top-k kernels: input checks and the true top of a histogram.
 
 The kernels need only the true top-(kbar+1) counts of each histogram (Durfee and Rogers 2019,
-Sec. 3): :func:`_top_counts` extracts them with the exact ``lax.top_k``, whose ties go to the lower
+Sec. 3): :func:`top_counts` extracts them with the exact ``lax.top_k``, whose ties go to the lower
 item index, a data-independent tie-break as the paper requires. A histogram with fewer than
 ``kbar + 1`` items is padded with zero counts for the items ``d, d+1, ...`` (the paper's "fixed
 list" of padding elements, Sec. 6.2): a returned index ``>= d`` names such a zero-count element.
@@ -23,13 +23,13 @@ __all__: list[str] = []
 _INTEGER_VALUED = "counts must be integer-valued (distinct-user counts)."
 
 
-def _check_counts(checks: Checks, counts) -> jax.Array:
+def check_counts(checks: Checks, counts) -> jax.Array:
     """A histogram (or a batch ``[..., d]`` of them): finite, non-negative, integer-valued counts.
 
     Concrete counts are checked eagerly, even inside ``jit`` (e.g. closed over by a Monte Carlo
     trial function); traced counts are checked in the graph through ``checks``, except the sign of
-    traced integer counts, which the kernel reads off the top counts (:func:`_top_counts`) and
-    :func:`_record_sign` records: no pass over the counts of its own.
+    traced integer counts, which the kernel reads off the top counts (:func:`top_counts`) and
+    :func:`record_sign` records: no pass over the counts of its own.
     """
     counts = checks.array(counts, "counts", ndim=None, nonnegative=not _sign_on_top(counts))
     if counts.ndim == 0:
@@ -54,22 +54,22 @@ def _sign_on_top(counts) -> bool:
     return jnp.issubdtype(counts.dtype, jnp.signedinteger) or counts.dtype == jnp.bool_
 
 
-def _no_negative_count(values: jax.Array) -> jax.Array:
-    """Whether no count is negative, from the top counts of :func:`_top_counts` (signed integers
+def no_negative_count(values: jax.Array) -> jax.Array:
+    """Whether no count is negative, from the top counts of :func:`top_counts` (signed integers
     are ranked by their unsigned bits there, so a negative count, if any, is the top one)."""
     if not jnp.issubdtype(values.dtype, jnp.signedinteger):
         return jnp.asarray(True)
     return jnp.all(values[..., 0] >= 0)
 
 
-def _record_sign(checks: Checks, counts: jax.Array, no_negative: jax.Array) -> None:
-    """Records the kernel's :func:`_no_negative_count` for counts whose sign :func:`_check_counts`
+def record_sign(checks: Checks, counts: jax.Array, no_negative: jax.Array) -> None:
+    """Records the kernel's :func:`no_negative_count` for counts whose sign :func:`check_counts`
     left to it."""
     if _sign_on_top(counts):
         checks.record(no_negative, "counts must be non-negative.")
 
 
-def _check_k_kbar(k, kbar, kbar_name: str = "kbar") -> tuple[int, int]:
+def check_k_kbar(k, kbar, kbar_name: str = "kbar") -> tuple[int, int]:
     """``1 <= k <= kbar`` (static: they fix the output shapes)."""
     k = check_int(k, "k", minimum=1)
     kbar = check_int(kbar, kbar_name, minimum=1)
@@ -90,13 +90,13 @@ class _EpsilonDelta(NamedTuple):
     delta: float | jax.Array
 
 
-def _check_privacy(epsilon, delta) -> _EpsilonDelta:
+def check_privacy(epsilon, delta) -> _EpsilonDelta:
     """Host side (guarantee companions): per-step ``epsilon > 0`` and the threshold's ``delta`` in (0, 1)."""
     epsilon = check_epsilon(epsilon)
     return _EpsilonDelta(epsilon, check_probability(delta, "delta", open_low=True, open_high=True))
 
 
-def _privacy(checks: Checks, epsilon, delta, dtype) -> _EpsilonDelta:
+def privacy(checks: Checks, epsilon, delta, dtype) -> _EpsilonDelta:
     """Kernel side: ``epsilon > 0`` and ``delta`` in (0, 1), eager when concrete and recorded in
     ``checks`` when traced, returned as ``dtype`` scalars (the same values on both paths)."""
     epsilon = checks.epsilon(epsilon)
@@ -104,14 +104,14 @@ def _privacy(checks: Checks, epsilon, delta, dtype) -> _EpsilonDelta:
     return _EpsilonDelta(jnp.asarray(epsilon, dtype), jnp.asarray(delta, dtype))
 
 
-def _check_max_contributions(max_contributions) -> int | None:
+def check_max_contributions(max_contributions) -> int | None:
     """Host side: Delta, the l0 bound on the items one user contributes to (``None``: unrestricted)."""
     if max_contributions is None:
         return None
     return check_int(max_contributions, "max_contributions", minimum=1)
 
 
-def _max_contributions_value(checks: Checks, max_contributions, dtype):
+def max_contributions_value(checks: Checks, max_contributions, dtype):
     """Kernel side: Delta as a ``dtype`` scalar (``None`` stays ``None``: unrestricted).
 
     A concrete Delta must be an integer >= 1 (eager ``ValueError``); a traced one is recorded in
@@ -122,19 +122,19 @@ def _max_contributions_value(checks: Checks, max_contributions, dtype):
     return checks.integer(max_contributions, "max_contributions", dtype)
 
 
-def _log_ratio(m, delta) -> jax.Array:
+def log_ratio(m, delta) -> jax.Array:
     """``ln(m/delta)`` in the dtype of ``delta``, as ``ln m - ln delta`` (no overflow of ``m/delta``)."""
     return jnp.log(jnp.asarray(m, delta.dtype)) - jnp.log(delta)
 
 
-def _top_counts(counts: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
+def top_counts(counts: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     """The ``size`` largest counts of each histogram, descending, and their item indices.
 
     Ties go to the lower index (``lax.top_k``'s result, by :func:`dpjax.sharded.top_k`: a blocked
     partial selection, integer counts ranked as float32 keys); missing items are zero-count
     padding with indices ``d, d+1, ...``. Signed integer counts are ranked by their unsigned bits:
     the same order for non-negative counts, and a negative count, if any, comes first
-    (:func:`_no_negative_count`). Returns ``(ids [..., size] int32, values [..., size])``.
+    (:func:`no_negative_count`). Returns ``(ids [..., size] int32, values [..., size])``.
     """
     d = counts.shape[-1]
     if d < size:
@@ -148,7 +148,7 @@ def _top_counts(counts: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
     return ids.astype(jnp.int32), lax.bitcast_convert_type(values, counts.dtype)
 
 
-def _report_above(scores, threshold, ids, k: int) -> tuple[jax.Array, jax.Array]:
+def report_above(scores, threshold, ids, k: int) -> tuple[jax.Array, jax.Array]:
     """The kernels' common tail: the ``k`` largest noisy ``scores`` that beat the noisy ⊥ ``threshold``.
 
     Durfee and Rogers (2019), Algorithm 1 lines 4-6 (and Algorithms 4 and 6, which reuse it): report

@@ -39,7 +39,7 @@ from jax.typing import ArrayLike
 from dpjax._src import auto as _auto
 from dpjax._src import gumbel_process as _gumbel_process
 from dpjax._src import noise, sharded
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
@@ -131,8 +131,8 @@ def _sequence(key, row_i, col_j, t_row, k: int) -> jax.Array:
 def _tree_entry(key, logits) -> jax.Array:
     """The same law by the top-down Gumbel process (:mod:`dpjax.gumbel_process`): a log-mass tree
     over the entries, key independent, then ``O(log(d k))`` per draw."""
-    tree = _gumbel_process._log_mass_tree(logits - jnp.max(logits))
-    return _gumbel_process._top_k(key, tree, 1)[1][0]
+    tree = _gumbel_process.log_mass_tree(logits - jnp.max(logits))
+    return _gumbel_process.top_k(key, tree, 1)[1][0]
 
 
 @functools.partial(jax.jit, static_argnames=("k", "method"))
@@ -202,7 +202,7 @@ def joint_top_k(
     return checks.guard(_joint_top_k(key, scores, scale, k=k, method=method))
 
 
-@_elementwise("epsilon", "sensitivity")
+@elementwise("epsilon", "sensitivity")
 def joint_top_k_guarantee(
     k: int, epsilon: float, *, sensitivity: float = 1.0, monotonic: bool = False
 ) -> RangeBounded:

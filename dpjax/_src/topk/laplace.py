@@ -22,7 +22,7 @@ import jax
 from jax.typing import ArrayLike
 
 from dpjax._src import noise
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ApproxDP
 from dpjax._src.topk import histogram
 from dpjax._src.topk.limited_domain import TopKResult
@@ -38,7 +38,7 @@ _CAP_BELOW_KBAR = "max_contributions must be < kbar for the Laplace variant (res
 
 def _delta_cap(checks, max_contributions, kbar, dtype):
     """Delta (``1 <= Delta < kbar``) as a ``dtype`` scalar: eager when concrete, recorded when traced."""
-    cap = histogram._max_contributions_value(checks, max_contributions, dtype)
+    cap = histogram.max_contributions_value(checks, max_contributions, dtype)
     if is_traced(cap):
         checks.record(cap < kbar, f"{_CAP_BELOW_KBAR}.")
     elif max_contributions >= kbar:
@@ -50,14 +50,14 @@ def _delta_cap(checks, max_contributions, kbar, dtype):
 
 @functools.partial(jax.jit, static_argnames=("k", "kbar"))
 def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar):
-    ids, values = histogram._top_counts(counts, kbar + 1)
+    ids, values = histogram.top_counts(counts, kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)
     laplaces = noise.laplace(key, values.shape, dtype=dtype)
     scores = epsilon * gaps + laplaces[..., :kbar]
-    threshold = epsilon + histogram._log_ratio(delta_cap, delta) + laplaces[..., kbar]
-    indices, num_returned = histogram._report_above(scores, threshold, ids[..., :kbar], k)
-    return TopKResult(indices, num_returned, num_returned < k), histogram._no_negative_count(values)
+    threshold = epsilon + histogram.log_ratio(delta_cap, delta) + laplaces[..., kbar]
+    indices, num_returned = histogram.report_above(scores, threshold, ids[..., :kbar], k)
+    return TopKResult(indices, num_returned, num_returned < k), histogram.no_negative_count(values)
 
 
 def laplace_limited_domain(
@@ -92,17 +92,17 @@ def laplace_limited_domain(
       [0, 2]
     """
     checks = Checks()
-    counts = histogram._check_counts(checks, counts)
-    k, kbar = histogram._check_k_kbar(k, kbar)
+    counts = histogram.check_counts(checks, counts)
+    k, kbar = histogram.check_k_kbar(k, kbar)
     dtype = float_dtype(counts)
-    epsilon, delta = histogram._privacy(checks, epsilon, delta, dtype)
+    epsilon, delta = histogram.privacy(checks, epsilon, delta, dtype)
     cap = _delta_cap(checks, max_contributions, kbar, dtype)
     result, no_negative = _kernel(key, counts, epsilon, delta, cap, k=k, kbar=kbar)
-    histogram._record_sign(checks, counts, no_negative)
+    histogram.record_sign(checks, counts, no_negative)
     return checks.guard(result)
 
 
-@_elementwise("epsilon", "delta", "max_contributions")
+@elementwise("epsilon", "delta", "max_contributions")
 def laplace_limited_domain_guarantee(
     k: int, epsilon: float, delta: float, *, max_contributions: int
 ) -> ApproxDP:
@@ -122,7 +122,7 @@ def laplace_limited_domain_guarantee(
       1.0
     """
     check_int(k, "k", minimum=1)
-    epsilon, delta = histogram._check_privacy(epsilon, delta)
+    epsilon, delta = histogram.check_privacy(epsilon, delta)
     cap = check_int(max_contributions, "max_contributions", minimum=1)
     eps = (cap + 1) * epsilon
     bad = (delta / 2) * (1 + math.log(cap / delta) / 2)

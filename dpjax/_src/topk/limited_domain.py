@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from dpjax._src import noise
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ApproxDP
 from dpjax._src.accounting.pay_what_you_get import epsilon_star
 from dpjax._src.topk import histogram
@@ -85,15 +85,15 @@ def threshold_offset(
       19.42
     """
     kbar = check_int(kbar, "kbar", minimum=1)
-    epsilon, delta = histogram._check_privacy(epsilon, delta)
-    delta_cap = histogram._check_max_contributions(max_contributions)
+    epsilon, delta = histogram.check_privacy(epsilon, delta)
+    delta_cap = histogram.check_max_contributions(max_contributions)
     m = kbar if delta_cap is None else min(delta_cap, kbar)
     return 1.0 + math.log(m / delta) / epsilon
 
 
 @functools.partial(jax.jit, static_argnames=("k", "kbar", "strict"))
 def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, strict):
-    ids, values = histogram._top_counts(counts, kbar + 1)
+    ids, values = histogram.top_counts(counts, kbar + 1)
     dtype = epsilon.dtype
     gaps = (values[..., :kbar] - values[..., kbar:]).astype(dtype)  # exact: h_i - h_(kbar+1) >= 0
     # One draw of kbar + 1 independent Gumbels (one sampler call keeps compilation cheap).
@@ -103,20 +103,20 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar, strict):
         scores = jnp.where(gaps > 0, scores, -jnp.inf)
     # h_bot in EM units: epsilon * threshold_offset = epsilon + ln(min(Delta, kbar)/delta).
     m = kbar if delta_cap is None else jnp.minimum(delta_cap, kbar)
-    threshold = epsilon + histogram._log_ratio(m, delta) + gumbels[..., kbar]
-    indices, num_returned = histogram._report_above(scores, threshold, ids[..., :kbar], k)
-    return TopKResult(indices, num_returned, num_returned < k), histogram._no_negative_count(values)
+    threshold = epsilon + histogram.log_ratio(m, delta) + gumbels[..., kbar]
+    indices, num_returned = histogram.report_above(scores, threshold, ids[..., :kbar], k)
+    return TopKResult(indices, num_returned, num_returned < k), histogram.no_negative_count(values)
 
 
 def _run(key, counts, k, kbar, epsilon, delta, max_contributions, strict):
     checks = Checks()
-    counts = histogram._check_counts(checks, counts)
-    k, kbar = histogram._check_k_kbar(k, kbar)
+    counts = histogram.check_counts(checks, counts)
+    k, kbar = histogram.check_k_kbar(k, kbar)
     dtype = float_dtype(counts)
-    epsilon, delta = histogram._privacy(checks, epsilon, delta, dtype)
-    delta_cap = histogram._max_contributions_value(checks, max_contributions, dtype)
+    epsilon, delta = histogram.privacy(checks, epsilon, delta, dtype)
+    delta_cap = histogram.max_contributions_value(checks, max_contributions, dtype)
     result, no_negative = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar=kbar, strict=strict)
-    histogram._record_sign(checks, counts, no_negative)
+    histogram.record_sign(checks, counts, no_negative)
     return checks.guard(result)
 
 
@@ -213,7 +213,7 @@ def strictly_limited_domain(
     return _run(key, counts, k, kbar, epsilon, delta, None, True)
 
 
-@_elementwise("epsilon", "delta", "delta_prime")
+@elementwise("epsilon", "delta", "delta_prime")
 def limited_domain_guarantee(k: int, epsilon: float, delta: float, *, delta_prime: float = 0.0) -> ApproxDP:
     """Theorem 1: Algorithms 1 and 5 are ``(epsilon_star(k, epsilon, delta'), delta + delta')``-DP.
 
@@ -229,6 +229,6 @@ def limited_domain_guarantee(k: int, epsilon: float, delta: float, *, delta_prim
       (0.88113, 1.01e-06)
     """
     k = check_int(k, "k", minimum=1)
-    epsilon, delta = histogram._check_privacy(epsilon, delta)
+    epsilon, delta = histogram.check_privacy(epsilon, delta)
     delta_prime = check_probability(delta_prime, "delta_prime", open_high=True)
     return ApproxDP(epsilon_star(k, epsilon, delta_prime), min(delta + delta_prime, 1.0))

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from dpjax._src import noise
-from dpjax._src.accounting.elementwise import _elementwise
+from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ApproxDP
 from dpjax._src.accounting.pay_what_you_get import epsilon_star
 from dpjax._src.topk import histogram
@@ -61,10 +61,10 @@ class PrivateKbarResult(NamedTuple):
 
 @functools.partial(jax.jit, static_argnames=("k", "kbar_max"))
 def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar_max):
-    ids, values = histogram._top_counts(counts, kbar_max + 1)
+    ids, values = histogram.top_counts(counts, kbar_max + 1)
     dtype = epsilon.dtype
     sizes = jnp.arange(k, kbar_max + 1)
-    log_terms = histogram._log_ratio(sizes if delta_cap is None else jnp.minimum(sizes, delta_cap), delta)
+    log_terms = histogram.log_ratio(sizes if delta_cap is None else jnp.minimum(sizes, delta_cap), delta)
     # Exact integer gaps to the smallest kept count: a common shift of every score.
     gaps = (values - values[..., kbar_max:]).astype(dtype)  # [..., kbar_max + 1], rank r = h_(r+1)
     # One draw of independent Gumbels, cut into the choice of kbar, the items and the threshold.
@@ -81,9 +81,9 @@ def _kernel(key, counts, epsilon, delta, delta_cap, *, k, kbar_max):
     scores = jnp.where(ranks < chosen[..., None], epsilon * gaps[..., :kbar_max] + item_noise, -jnp.inf)
     next_gap = jnp.take_along_axis(gaps, chosen[..., None], axis=-1)[..., 0]
     threshold = epsilon * next_gap + epsilon + jnp.take(log_terms, chosen - k) + bottom_noise
-    indices, num_returned = histogram._report_above(scores, threshold, ids[..., :kbar_max], k)
+    indices, num_returned = histogram.report_above(scores, threshold, ids[..., :kbar_max], k)
     result = PrivateKbarResult(indices, num_returned, num_returned < k, chosen)
-    return result, histogram._no_negative_count(values)
+    return result, histogram.no_negative_count(values)
 
 
 def private_kbar(
@@ -133,17 +133,17 @@ def private_kbar(
       ([0, 1], True)
     """
     checks = Checks()
-    counts = histogram._check_counts(checks, counts)
-    k, kbar_max = histogram._check_k_kbar(k, kbar_max, "kbar_max")
+    counts = histogram.check_counts(checks, counts)
+    k, kbar_max = histogram.check_k_kbar(k, kbar_max, "kbar_max")
     dtype = float_dtype(counts)
-    epsilon, delta = histogram._privacy(checks, epsilon, delta, dtype)
-    delta_cap = histogram._max_contributions_value(checks, max_contributions, dtype)
+    epsilon, delta = histogram.privacy(checks, epsilon, delta, dtype)
+    delta_cap = histogram.max_contributions_value(checks, max_contributions, dtype)
     result, no_negative = _kernel(key, counts, epsilon, delta, delta_cap, k=k, kbar_max=kbar_max)
-    histogram._record_sign(checks, counts, no_negative)
+    histogram.record_sign(checks, counts, no_negative)
     return checks.guard(result)
 
 
-@_elementwise("epsilon", "delta", "delta_prime")
+@elementwise("epsilon", "delta", "delta_prime")
 def private_kbar_guarantee(k: int, epsilon: float, delta: float, *, delta_prime: float = 0.0) -> ApproxDP:
     """Algorithm 6: ``(epsilon_star(k + 1, epsilon, delta'), delta + delta')``-DP (Sec. 6.3).
 
@@ -154,6 +154,6 @@ def private_kbar_guarantee(k: int, epsilon: float, delta: float, *, delta_prime:
       0.88113
     """
     k = check_int(k, "k", minimum=1)
-    epsilon, delta = histogram._check_privacy(epsilon, delta)
+    epsilon, delta = histogram.check_privacy(epsilon, delta)
     delta_prime = check_probability(delta_prime, "delta_prime", open_high=True)
     return ApproxDP(epsilon_star(k + 1, epsilon, delta_prime), min(delta + delta_prime, 1.0))

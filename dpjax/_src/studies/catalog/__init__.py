@@ -18,7 +18,7 @@ __all__ = [
     "studies",
 ]
 
-_EPSILONS = (0.25, 1.0, 4.0)
+EPSILONS = (0.25, 1.0, 4.0)
 
 
 def studies() -> dict[str, Study]:

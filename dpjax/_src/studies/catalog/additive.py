@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from dpjax._src.additive import gaussian_mechanism, laplace_mechanism
 from dpjax._src.studies import metrics
-from dpjax._src.studies.catalog import _EPSILONS
+from dpjax._src.studies.catalog import EPSILONS
 from dpjax._src.studies.registry import register
 from dpjax._src.studies.study import Mechanism, Study
 from dpjax._src.studies.theory import Exponential, HalfNormal
@@ -55,7 +55,7 @@ register(Study(
         }),
     ],
     datasets={"normal": ("normal", _BOUNDS), "uniform": ("uniform", _BOUNDS)},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     truth=_clipped_mean,
     metrics=[metrics.abs_error(("mean", "q95"), description="absolute error of the released mean")],
 ))

@@ -15,7 +15,7 @@ import numpy as np
 from dpjax._src.budgeting.range_count import range_count, range_count_baseline
 from dpjax._src.budgeting.threshold import threshold_baseline, threshold_query
 from dpjax._src.studies import metrics
-from dpjax._src.studies.catalog import _EPSILONS
+from dpjax._src.studies.catalog import EPSILONS
 from dpjax._src.studies.registry import register
 from dpjax._src.studies.study import Mechanism, Study
 
@@ -59,7 +59,7 @@ register(Study(
     description=f"count of {_USERS} users in [-{_RANGE:g}, {_RANGE:g}], local CGP with ρ = ε²/2 per user",
     mechanisms=[Mechanism(f"PIE-NI (PM1, c={_C})", _pie_count), Mechanism("one-shot (BM1)", _one_shot_count)],
     datasets={"normal": "normal", "uniform": "uniform"},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     truth=lambda x, **_: jnp.sum(jnp.abs(x[:_USERS]) < _RANGE),
     metrics=[metrics.abs_error(("mean", "q95"), unit="users", description="absolute error of the count",
                                output="count"), _SAVING],
@@ -98,7 +98,7 @@ register(Study(
     mechanisms=[Mechanism(f"PIE-NI (c={_C})", _pie_threshold),
                 Mechanism("one-shot (BM1)", _one_shot_threshold)],
     datasets={"normal": ("normal", {"cut": _close_cut})},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     truth=lambda x, cut, **_: _count(x, cut) < _Q_SHARE * x.size,
     metrics=[metrics.wrong_answer(output="answer", description="wrong answer to the threshold query"),
              _SAVING],

@@ -14,7 +14,7 @@ from dpjax._src.quantiles.exp_mech import ind_exp
 from dpjax._src.quantiles.joint_exp import joint_exp
 from dpjax._src.quantiles.smooth import csmooth
 from dpjax._src.studies import metrics
-from dpjax._src.studies.catalog import _EPSILONS, quantile_points
+from dpjax._src.studies.catalog import EPSILONS, quantile_points
 from dpjax._src.studies.registry import register
 from dpjax._src.studies.study import Study
 
@@ -43,7 +43,7 @@ register(Study(
         _mechanism("AggTree", agg_tree, "noisy b=8, h=3 count tree + Honaker aggregation (ε-DP)"),
     ],
     datasets={"normal": "normal"},  # the paper's; five series per panel (ten crowded the figure)
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     truth=_truth,
     metrics=[
         metrics.Metric("missed_points", _missed_points,

@@ -19,7 +19,7 @@ from dpjax._src.additive import laplace_mechanism
 from dpjax._src.postprocess import topk_gap
 from dpjax._src.selection import gumbel_top_k, noisy_top_k_with_gap, noisy_top_k_with_gap_scale
 from dpjax._src.studies import metrics
-from dpjax._src.studies.catalog import _EPSILONS
+from dpjax._src.studies.catalog import EPSILONS
 from dpjax._src.studies.registry import register
 from dpjax._src.studies.study import Mechanism, Study
 
@@ -43,7 +43,7 @@ register(Study(
     # The 10^4-record sample: its top counts are ~10 apart, so at k = 10 the noise (scale k/ε) decides;
     # on the 10^6-record histogram both mechanisms recall every top-10 item at every ε.
     datasets={"zipf_sample": "zipf_sample"},
-    grid={"epsilon": _EPSILONS, "k": (10, 100)},
+    grid={"epsilon": EPSILONS, "k": (10, 100)},
     static=("k",),
     truth=_true_top,
     metrics=[metrics.recall(description="recall: share of the true top-k selected")],
@@ -76,7 +76,7 @@ register(Study(
             "mean": topk_gap.blue_mse_ratio(_K, _LAM) * _measured_mse(counts, epsilon)["mean"]},
     })],
     datasets={"zipf": "zipf"},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     metrics=[metrics.Metric(
         "count_mse", lambda error, _: jnp.mean(error**2),
         f"squared error of the {_K} selected items' released counts (mean over the {_K})", "count²")],

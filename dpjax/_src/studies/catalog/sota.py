@@ -19,7 +19,7 @@ from dpjax._src.quantiles.exp_mech import ind_exp
 from dpjax._src.quantiles.joint_exp import joint_exp
 from dpjax._src.selection import gumbel_top_k, joint_top_k
 from dpjax._src.studies import metrics
-from dpjax._src.studies.catalog import _EPSILONS, quantile_points
+from dpjax._src.studies.catalog import EPSILONS, quantile_points
 from dpjax._src.studies.registry import register
 from dpjax._src.studies.study import Mechanism, Study
 
@@ -42,7 +42,7 @@ register(Study(
         _quantiles("IndExp", ind_exp, "one exponential mechanism per quantile at ε/m (ε-DP)"),
     ],
     datasets={"normal": "normal"},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     truth=_truth,
     metrics=[metrics.Metric("missed_points", _missed_points,
                             f"data points between release and true quantile (mean over {_M})",
@@ -65,7 +65,7 @@ register(Study(
             key, counts, k, epsilon / k, monotonic=True)),
     ],
     datasets={"zipf_sample": "zipf_sample"},
-    grid={"epsilon": _EPSILONS, "k": (10,)},
+    grid={"epsilon": EPSILONS, "k": (10,)},
     static=("k",),
     truth=_true_top,
     metrics=[metrics.recall(description="recall: share of the true top-k selected")],

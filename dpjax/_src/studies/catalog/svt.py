@@ -14,7 +14,7 @@ import numpy as np
 
 from dpjax._src.postprocess import svt_gap
 from dpjax._src.studies import metrics
-from dpjax._src.studies.catalog import _EPSILONS
+from dpjax._src.studies.catalog import EPSILONS
 from dpjax._src.studies.registry import register
 from dpjax._src.studies.study import Mechanism, Study
 from dpjax._src.svt.above_threshold import above_threshold
@@ -59,7 +59,7 @@ register(Study(
                           theory={("measurement only", "count_mse"): lambda counts, epsilon, **_: {
                               "mean": 2 * (2 * _C / epsilon) ** 2}})],
     datasets={"zipf": ("zipf", {"threshold": _threshold_at_rank(4 * _C)})},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     metrics=[metrics.Metric(
         "count_mse", lambda error, _: jnp.mean(error**2),
         f"squared error of the {_C} reported items' counts (mean over the {_C})", "count²")],
@@ -85,7 +85,7 @@ register(Study(
     description=f"adaptive SVT with gap vs its σ=∞ baseline (c={_C}), {_ABOVE} items above the threshold",
     mechanisms=[Mechanism("adaptive SVT", _adaptive, variants=("adaptive", "σ=∞ baseline"))],
     datasets={"zipf": ("zipf", {"threshold": _threshold_at_rank(_ABOVE)})},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     truth=lambda counts, threshold, **_: jnp.nonzero(counts > threshold, size=_ABOVE, fill_value=-1)[0],
     metrics=[
         metrics.value("answers", "number of answers (items reported above the threshold)", "items",
@@ -118,7 +118,7 @@ register(Study(
     mechanisms=[Mechanism(f"AboveThreshold, {noise}", _first_heavy(noise)) for noise in _NOISES],
     # The sample's counts near rank 100 are single digits, so the noise (scale 2/ε) matters.
     datasets={"zipf_sample": ("zipf_sample", {"threshold": _threshold_at_rank(_FIRST_RANK)})},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     truth=lambda counts, threshold, **_: jnp.argmax(counts > threshold),
     metrics=[
         metrics.value("wrong_item", "the reported item is not above the threshold (or none is)",

@@ -25,10 +25,10 @@ import jax.numpy as jnp
 
 from dpjax._src.accounting.pay_what_you_get import calibrate_epsilon
 from dpjax._src.studies import metrics
-from dpjax._src.studies.catalog import _EPSILONS
+from dpjax._src.studies.catalog import EPSILONS
 from dpjax._src.studies.registry import register
 from dpjax._src.studies.study import Mechanism, Study
-from dpjax._src.topk.histogram import _top_counts
+from dpjax._src.topk.histogram import top_counts
 from dpjax._src.topk.limited_domain import limited_domain
 from dpjax._src.topk.private_kbar import private_kbar
 
@@ -46,7 +46,7 @@ def _outcome(res, ids, extra_charge):
 
 def _limited_domain(key, counts, epsilon, step_epsilon, step_epsilon_alg6):
     eps, eps6 = step_epsilon, step_epsilon_alg6
-    ids, top = _top_counts(counts, _KBAR + 1)  # position r holds item ids[r] (ties by item id)
+    ids, top = top_counts(counts, _KBAR + 1)  # position r holds item ids[r] (ties by item id)
     k1, k2, k3 = jax.random.split(key, 3)
     return {
         _VARIANTS[0]: _outcome(limited_domain(k1, top, _K, _KBAR, eps, _DELTA), ids, 0),
@@ -63,12 +63,12 @@ register(Study(
     description=f"top-{_K} of an unknown domain at (ε, 1e-6): limited domain (Alg. 1), private kbar (Alg. 6)",
     mechanisms=[Mechanism("limited domain", _limited_domain, variants=_VARIANTS)],
     datasets={"zipf": "zipf", "zipf_sample": "zipf_sample"},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     derived={  # per-step epsilons, calibrated on the host for each total epsilon
         "step_epsilon": lambda epsilon: calibrate_epsilon(epsilon, _K, _DELTA_PRIME),
         "step_epsilon_alg6": lambda epsilon: calibrate_epsilon(epsilon, _K + 1, _DELTA_PRIME),
     },
-    truth=lambda counts, **_: _top_counts(counts, _K)[0],
+    truth=lambda counts, **_: top_counts(counts, _K)[0],
     metrics=[
         metrics.value("returned", f"indices returned (at most k = {_K})", "items", output="returned"),
         metrics.value("bottom", "⊥ released (fewer than k indices)", "fraction of releases", output="bottom",

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from dpjax._src import aggregates
 from dpjax._src.quantiles.unbounded import unbounded
 from dpjax._src.studies import metrics
-from dpjax._src.studies.catalog import _EPSILONS
+from dpjax._src.studies.catalog import EPSILONS
 from dpjax._src.studies.registry import register
 from dpjax._src.studies.study import Mechanism, Study
 
@@ -34,7 +34,7 @@ register(Study(
     description="UQE (Alg. 2, Exponential noise, β = 1.001) at q = 0.5 and 0.99, lower bound only",
     mechanisms=[Mechanism("UQE", _uqe, variants=tuple(_QUANTILES))],
     datasets={"lognormal": ("lognormal", {"lower": 0.0}), "normal": ("normal", {"lower": -100.0})},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     truth=lambda x, **_: {name: jnp.quantile(x, q) for name, q in _QUANTILES.items()},
     metrics=[metrics.abs_error(("mean", "q95"), description="absolute error of the released quantile")],
 ))
@@ -51,7 +51,7 @@ register(Study(
     description="sum of 10,000 lognormal values clipped at UQE's 0.99-quantile + Laplace (ε/2 + ε/2, swap)",
     mechanisms=[Mechanism("clipped sum", _dp_sum)],
     datasets={"lognormal": "lognormal"},
-    grid={"epsilon": _EPSILONS},
+    grid={"epsilon": EPSILONS},
     truth=lambda x, **_: {"sum": jnp.sum(x), "q99": jnp.quantile(x, 0.99)},
     metrics=[
         metrics.rel_error(("mean", "q95"), output="sum", truth="sum",

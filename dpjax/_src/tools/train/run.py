@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import optax
 
 from dpjax._src.datasets import training as data_lib
-from dpjax._src.numerics import _ceil_div
+from dpjax._src.numerics import ceil_div
 from dpjax._src.optax import accounting, sampling
 from dpjax._src.optax import clip as clip_lib
 from dpjax._src.optax.grads import per_example_grads
@@ -144,7 +144,7 @@ def cnn(classes: int, side: int = 28, channels=CNN_CHANNELS) -> Model:
     channels = tuple(channels)
     out_side = side
     for _ in channels:
-        out_side = _ceil_div(out_side, 2)
+        out_side = ceil_div(out_side, 2)
     flat = out_side * out_side * channels[-1]
 
     def init(key):
