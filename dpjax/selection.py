@@ -78,9 +78,11 @@ from dpjax._src.selection import (
     report_noisy_max,
     report_noisy_max_guarantee,
 )
+from dpjax._src.topk.joint import JointMethod
 
 __all__ = [
     "GapNoise",
+    "JointMethod",
     "Method",
     "Noise",
     "TopKMethod",

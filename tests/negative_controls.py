@@ -127,10 +127,10 @@ def dp_sum_noise_by_largest_norm(
     """DELIBERATELY BROKEN: clipped sum plus ``N(0, (noise_multiplier * m)^2)`` per coordinate, with
     ``m`` the largest clipped norm in the batch instead of ``clip_norm`` (claims the Gaussian
     mechanism's guarantee at ``noise_multiplier``; it is not DP). Output: the pytree of sums."""
-    from dpjax._src.optax.transform import _clipped_sum
+    from dpjax._src.optax.transform import clip_and_sum
 
     clip = jnp.asarray(check_epsilon(clip_norm, "clip_norm"), jnp.float32)
-    summed, norms = _clipped_sum(per_example_grads, clip, jnp.asarray(example_mask, bool))
+    summed, norms = clip_and_sum(per_example_grads, clip, jnp.asarray(example_mask, bool))
     largest = jnp.max(jnp.where(example_mask, jnp.minimum(norms, clip), 0.0))
     leaves, treedef = jax.tree.flatten(summed)
     keys = jax.random.split(key, len(leaves))

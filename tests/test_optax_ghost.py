@@ -13,7 +13,7 @@ import pytest
 
 from dpjax import optax as dpo
 from dpjax._src.optax import ghost
-from dpjax._src.optax.transform import _clipped_sum, clip_weights
+from dpjax._src.optax.transform import clip_and_sum, clip_weights
 
 KEY = jax.random.key(3)
 N = 6
@@ -78,7 +78,7 @@ def both_paths(loss, params, batch, mask):
         ghosted = ghost.ghost_clipped_sum(analysis, leaves, jax.tree.leaves(batch), weights, dtype)
         params_ = jax.tree.unflatten(jax.tree.structure(params), leaves)
         grads = dpo.per_example_grads(loss)(params_, *batch)
-        summed, norms = _clipped_sum(grads, jnp.asarray(CLIP, dtype), mask)
+        summed, norms = clip_and_sum(grads, jnp.asarray(CLIP, dtype), mask)
         return ghosted, (jax.tree.leaves(summed), norms)
 
     return analysis, jax.jit(run)(leaves, batch, mask)

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from dpjax import optax as dpo
-from dpjax._src.optax.transform import _clipped_sum
+from dpjax._src.optax.transform import clip_and_sum
 
 KEY = jax.random.key(0)
 
@@ -32,7 +32,7 @@ def test_clipped_sum_is_the_sum_of_globally_clipped_examples():
     norms = np.linalg.norm(flat, axis=1)
     mask = np.array([1, 1, 1, 0, 1, 1], bool)
     factors = np.minimum(1.0, clip / norms) * mask
-    summed, got_norms = _clipped_sum(tree, jnp.float32(clip), jnp.asarray(mask))
+    summed, got_norms = clip_and_sum(tree, jnp.float32(clip), jnp.asarray(mask))
     np.testing.assert_allclose(got_norms, norms, rtol=1e-6)
     np.testing.assert_allclose(summed["w"], np.einsum("i,ijk->jk", factors, np.asarray(tree["w"])), rtol=1e-5)
     np.testing.assert_allclose(summed["b"], factors @ np.asarray(tree["b"]), rtol=1e-5)

@@ -33,13 +33,13 @@ OPTIONS = {
     "selection.TopKMethod": (selection.TopKMethod, selection._TOP_K_METHODS),
     "selection.GapNoise": (selection.GapNoise, selection.GAP_NOISES),
     "svt.above_threshold.Noise": (above_threshold.Noise, above_threshold.NOISES),
-    "svt.above_threshold.Method": (above_threshold.Method, above_threshold._METHODS),
-    "quantiles.unbounded.Noise": (unbounded.Noise, unbounded._NOISES),
-    "quantiles.joint_exp.Method": (joint_exp.Method, joint_exp_tables._METHODS),
+    "svt.above_threshold.Method": (above_threshold.Method, above_threshold.METHODS),
+    "quantiles.unbounded.Noise": (unbounded.Noise, unbounded.NOISES),
+    "quantiles.joint_exp.Method": (joint_exp.Method, joint_exp_tables.METHODS),
     "quantiles.exp_mech.Method": (exp_mech.Method, exp_mech._METHODS),
     "noise.NoiseMode": (noise.NoiseMode, noise._MODES),
     "noise.Sampler": (noise.Sampler, tuple(noise.SAMPLERS)),
-    "budgeting._common.Mode": (_common.Mode, _common.MODES),
+    "budgeting.common.Mode": (_common.Mode, _common.MODES),
     "budgeting.splits.Split": (splits.Split, splits._SPLITS),
     "optax.accounting.AccountantName": (optax_accounting.AccountantName, optax_accounting._ACCOUNTANTS),
 }
@@ -56,9 +56,9 @@ def test_neighbors_like_lists_the_enum_values_and_pie_noise_mode_is_noise_mode()
     (_, literal) = typing.get_args(accounting.NeighborsLike)
     assert typing.get_args(literal) == tuple(member.value for member in accounting.Neighbors)
     for mode in typing.get_args(noise.NoiseMode):
-        pie._check_plan(1, noise_mode=mode)
+        pie.check_plan(1, noise_mode=mode)
     with pytest.raises(ValueError, match="noise_mode"):
-        pie._check_plan(1, noise_mode="medium")
+        pie.check_plan(1, noise_mode="medium")
 
 
 def _public_functions():

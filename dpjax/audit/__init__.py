@@ -10,14 +10,15 @@ The deliberately broken mechanisms the audit must refute (negative controls) are
 """
 
 from dpjax._src.audit import neighbors, reference
-from dpjax._src.audit.binomial import clopper_pearson, loss_p_value, privacy_loss_lower_bound
-from dpjax._src.audit.events import Event, candidate_events, features
+from dpjax._src.audit.binomial import clopper_pearson, loss_p_value, loss_statistics, privacy_loss_lower_bound
+from dpjax._src.audit.events import Candidates, Event, candidate_events, features
 from dpjax._src.audit.procedure import DEFAULT_ALPHA, DEFAULT_TRIALS, AuditResult, TestedEvent, audit
 
 __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_TRIALS",
     "AuditResult",
+    "Candidates",
     "Event",
     "TestedEvent",
     "audit",
@@ -25,6 +26,7 @@ __all__ = [
     "clopper_pearson",
     "features",
     "loss_p_value",
+    "loss_statistics",
     "neighbors",
     "privacy_loss_lower_bound",
     "reference",

@@ -16,21 +16,33 @@ from dpjax._src.budgeting.filters import (
     filter_step,
     init_filter,
 )
+from dpjax._src.budgeting.geometry import (
+    box_signed_distance,
+    distance_to,
+    eta_shift,
+    norm,
+    rectangle_signed_distance,
+)
 from dpjax._src.budgeting.kde import kde, kde_baseline, kde_guarantee
 from dpjax._src.budgeting.knn import knn, knn_baseline, knn_guarantee
 from dpjax._src.budgeting.multi_query import allotment, gamma_schedule, run_multi_query
 from dpjax._src.budgeting.pie import PIEResult, charged, pie_guarantee, pie_k, pie_ni, user_noise
 from dpjax._src.budgeting.range_count import range_count, range_count_baseline, range_count_guarantee
-from dpjax._src.budgeting.splits import split_schedule
+from dpjax._src.budgeting.splits import Split, SplitSchedule, split_schedule
 from dpjax._src.budgeting.threshold import threshold_baseline, threshold_guarantee, threshold_query
 
 __all__ = [
     "FilterState",
     "PIEResult",
+    "Split",
+    "SplitSchedule",
     "allotment",
     "approx_gp_capacity",
     "approx_gp_filter_step",
+    "box_signed_distance",
     "charged",
+    "distance_to",
+    "eta_shift",
     "filter_step",
     "gamma_schedule",
     "init_filter",
@@ -40,12 +52,14 @@ __all__ = [
     "knn",
     "knn_baseline",
     "knn_guarantee",
+    "norm",
     "pie_guarantee",
     "pie_k",
     "pie_ni",
     "range_count",
     "range_count_baseline",
     "range_count_guarantee",
+    "rectangle_signed_distance",
     "run_multi_query",
     "split_schedule",
     "tail_radius",

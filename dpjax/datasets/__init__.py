@@ -11,4 +11,16 @@
 Nothing here downloads: the package never reads a data path by itself. Light to import: NumPy only.
 """
 
-__all__: list[str] = []
+from dpjax._src.datasets.builtin import DATASET_NAMES, Dataset, load
+from dpjax._src.datasets.training import LOG_COLUMNS, load_adult, load_mnist
+from dpjax._src.datasets.zipf import zipf_histogram
+
+__all__ = [
+    "DATASET_NAMES",
+    "LOG_COLUMNS",
+    "Dataset",
+    "load",
+    "load_adult",
+    "load_mnist",
+    "zipf_histogram",
+]

@@ -16,7 +16,12 @@ import importlib
 # Loaded on first use (PEP 562), so that ``dpjax train``'s command line (dpjax.tools.train.cli) starts
 # without importing JAX.
 _HOMES = {
+    "AccountantName": "accounting",
+    "calibration_discretization": "accounting",
     "dp_event": "accounting",
+    "CLIP_EPSILON": "defaults",
+    "EVERY": "defaults",
+    "QUANTILE": "defaults",
     "noise_multiplier_for_epsilon": "accounting",
     "pure_dp_to_gdp": "gdp",
     "spent_epsilon": "accounting",
@@ -59,6 +64,10 @@ def __dir__():
 
 
 __all__ = [
+    "CLIP_EPSILON",
+    "EVERY",
+    "QUANTILE",
+    "AccountantName",
     "CheckpointError",
     "ClipStrategy",
     "DPAggregateState",
@@ -67,6 +76,7 @@ __all__ = [
     "GeometricClip",
     "GradientMethod",
     "QuantileClip",
+    "calibration_discretization",
     "dp_aggregate",
     "dp_event",
     "dp_gradients",

@@ -8,14 +8,21 @@
 """
 
 from dpjax._src.datasets.builtin import Dataset
+from dpjax._src.interrupt import Interrupted
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import studies
+from dpjax._src.studies.checkpoint import CheckpointMismatch
 from dpjax._src.studies.registry import register
 from dpjax._src.studies.runner import monte_carlo, trial_keys
 from dpjax._src.studies.study import Mechanism, Study, StudyResult, run_study
+from dpjax._src.studies.theory import Exponential, HalfNormal
 
 __all__ = [
+    "CheckpointMismatch",
     "Dataset",
+    "Exponential",
+    "HalfNormal",
+    "Interrupted",
     "Mechanism",
     "Study",
     "StudyResult",

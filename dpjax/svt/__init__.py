@@ -39,6 +39,8 @@ from dpjax._src.svt.above_threshold import (
     above_threshold_from_noise,
     above_threshold_guarantee,
 )
+from dpjax._src.svt.above_threshold import Method as AboveThresholdMethod
+from dpjax._src.svt.above_threshold import Noise as AboveThresholdNoise
 from dpjax._src.svt.gap import (
     BRANCH_BOTTOM,
     BRANCH_MIDDLE,
@@ -68,6 +70,8 @@ __all__ = [
     "BRANCH_TOP",
     "BRANCH_UNPROCESSED",
     "NOISES",
+    "AboveThresholdMethod",
+    "AboveThresholdNoise",
     "GapBudget",
     "GapResult",
     "SparseVectorResult",
