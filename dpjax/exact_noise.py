@@ -37,7 +37,7 @@ internal word (uint32, or uint64 under ``jax_enable_x64``); larger ones are refu
 ``< 2 exp(-L/scale)``) are returned as +-L, an exact post-processing of the exact sample.
 """
 
-from dpjax._src.exact.noise import (
+from dpjax._src.exact import (
     LIMITS,
     Rational,
     discrete_gaussian,

@@ -167,3 +167,107 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
     assert find_cycle(graph) is None and find_cycle(package_graph(graph)) == ["dpjax.p", "dpjax.q", "dpjax.p"]
     assert is_tool("dpjax._src.tools.t") and not is_tool("dpjax.lib")
     assert "dpjax._src.tools.t" in graph["dpjax.lib"]
+
+
+SRC = "dpjax._src"
+EXACT = "dpjax._src.exact"
+
+
+def _is_src(module: str) -> bool:
+    return module == SRC or module.startswith(SRC + ".")
+
+
+def test_the_implementation_never_imports_a_face():
+    """Faces re-export ``_src``; ``_src`` imports only ``_src`` (and the root package, for its version)."""
+    wrong = sorted(
+        f"{m} -> {t}" for m, targets in import_graph().items() if _is_src(m) for t in targets
+        if not _is_src(t) and t != "dpjax"
+    )
+    assert not wrong, "implementation modules importing a public face:\n" + "\n".join(wrong)
+
+
+def test_exact_noise_is_entered_by_its_package_only():
+    """Outside ``_src/exact`` nothing reads the exact room's modules: only ``dpjax._src.exact`` itself."""
+    wrong = sorted(
+        f"{m} -> {t}" for m, targets in import_graph().items() if not m.startswith(EXACT)
+        for t in targets if t.startswith(EXACT + ".")
+    )
+    assert not wrong, "modules reading the exact room's internals:\n" + "\n".join(wrong)
+
+
+def underscored_imports(root: Path = ROOT) -> list[str]:
+    """``module: name`` for every underscored name a dpjax module takes from another dpjax module, by
+    ``from m import _x`` or by ``alias._x`` on an imported module."""
+    known = modules(root)
+    found = []
+    for name, (path, package) in known.items():
+        tree = ast.parse(path.read_text(), str(path))
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "dpjax":
+                for alias in node.names:
+                    if f"{node.module}.{alias.name}" in known:
+                        aliases.add(alias.asname or alias.name)
+                    elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{name}: {node.module}.{alias.name}")
+            elif isinstance(node, ast.Import):
+                aliases.update(alias.asname for alias in node.names if alias.asname and alias.name in known)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                found.append(f"{name}: {node.value.id}.{node.attr}")
+    return sorted(found)
+
+
+def test_no_module_imports_an_underscored_name_from_another():
+    """"Private" is said one way: a module's own helpers are underscored and stay in it; a helper that
+    other modules use has an ordinary name inside ``_src``."""
+    found = underscored_imports()
+    assert not found, "underscored names imported across modules:\n" + "\n".join(found)
+
+
+_FACE_STATEMENTS = (ast.Import, ast.ImportFrom)
+
+
+def _face_logic(path: Path) -> list[str]:
+    """The statements of a face that are more than its docstring, imports, ``__all__`` and the lazy
+    loading of PEP 562 (``__getattr__``/``__dir__`` and the name tables they read)."""
+    wrong = []
+    for index, node in enumerate(ast.parse(path.read_text()).body):
+        if isinstance(node, _FACE_STATEMENTS) or (index == 0 and isinstance(node, ast.Expr)):
+            continue
+        if isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__"):
+            continue
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if all(isinstance(t, ast.Name) and (t.id.startswith("_")) for t in targets):
+                continue  # __all__, __version__, the lazy tables
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
+            continue
+        wrong.append(f"{path}:{node.lineno} {type(node).__name__}")
+    return wrong
+
+
+def test_faces_define_no_logic():
+    """Every module outside ``dpjax/_src`` is a public face: a docstring and an explicit re-export list."""
+    faces = [path for name, (path, _) in modules(ROOT).items() if not _is_src(name)]
+    assert len(faces) >= 15, faces
+    wrong = [line for path in faces for line in _face_logic(path)]
+    assert not wrong, "logic outside dpjax/_src:\n" + "\n".join(wrong)
+
+
+def test_the_new_rules_see_what_they_forbid(tmp_path):
+    """The three rules above are real: on a small tree they catch each kind of violation."""
+    files = {
+        "dpjax/__init__.py": "",
+        "dpjax/face.py": "from dpjax._src.impl import f\n\ndef g():\n    return f()\n",
+        "dpjax/_src/__init__.py": "",
+        "dpjax/_src/impl.py": "from dpjax._src import other\nfrom dpjax._src.other import _h\n\ndef f():\n"
+                              "    return other._h()\n",
+        "dpjax/_src/other.py": "def _h():\n    return 1\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert underscored_imports(tmp_path) == ["dpjax._src.impl: dpjax._src.other._h", "dpjax._src.impl: other._h"]
+    assert [line.rsplit(":", 1)[1] for line in _face_logic(tmp_path / "dpjax/face.py")] == ["3 FunctionDef"]

@@ -25,12 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from dpjax._src import noise
+from dpjax._src import exact, noise
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ZCDP, ApproxDP, PureDP
-from dpjax._src.exact import machine as _exact_machine
-from dpjax._src.exact import noise as exact_noise
-from dpjax._src.exact import params as _exact_params
 from dpjax._src.validation import (
     Checks,
     check_epsilon,
@@ -150,7 +147,7 @@ def add_integer_noise(value, noise_sample) -> jax.Array:
 
 
 def discrete_laplace_mechanism(
-    key: jax.Array, value: ArrayLike, epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+    key: jax.Array, value: ArrayLike, epsilon: exact.Rational, *, sensitivity: exact.Rational = 1
 ) -> jax.Array:
     """Releases ``value + Z`` elementwise, Z exact discrete Laplace with scale ``sensitivity/epsilon``.
 
@@ -188,12 +185,12 @@ def discrete_laplace_mechanism(
     """
     value = check_exact_integers(value, "value")
     scale = check_rational(sensitivity, "sensitivity") / check_rational(epsilon, "epsilon")
-    scale = _exact_params.scale_at_least(scale, _exact_machine.word_type())
+    scale = exact.scale_at_least(scale, exact.word_type())
     return add_integer_noise(value, noise.discrete_laplace(key, scale, value.shape, value.dtype))
 
 
 def discrete_laplace_guarantee(
-    epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+    epsilon: exact.Rational, *, sensitivity: exact.Rational = 1
 ) -> PureDP:
     """The discrete Laplace mechanism's guarantee: pure ``epsilon``-DP (Ghosh et al. 2009; CKS20
     Sec. 2.1: the privacy loss of ``value + Z`` is at most ``epsilon |value - value'| / sensitivity``).
@@ -203,7 +200,7 @@ def discrete_laplace_guarantee(
 
 
 def discrete_gaussian_mechanism(
-    key: jax.Array, value: ArrayLike, sigma: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+    key: jax.Array, value: ArrayLike, sigma: exact.Rational, *, sensitivity: exact.Rational = 1
 ) -> jax.Array:
     """Releases ``value + Z`` elementwise, Z exact discrete Gaussian ``N_Z(0, sigma^2)`` per entry.
 
@@ -229,11 +226,11 @@ def discrete_gaussian_mechanism(
     """
     value = check_exact_integers(value, "value")
     check_rational(sensitivity, "sensitivity")
-    sigma = _exact_params.sigma_at_least(check_rational(sigma, "sigma"), _exact_machine.word_type())
+    sigma = exact.sigma_at_least(check_rational(sigma, "sigma"), exact.word_type())
     return add_integer_noise(value, noise.discrete_gaussian(key, sigma, value.shape, value.dtype))
 
 
-def discrete_gaussian_sigma(sigma: exact_noise.Rational) -> Fraction:
+def discrete_gaussian_sigma(sigma: exact.Rational) -> Fraction:
     """The sigma :func:`discrete_gaussian_mechanism` draws with at most, as an exact ``Fraction``:
     ``sigma`` itself when the sampler takes it, else the smallest rational above it that the 64-bit
     sampler (``jax_enable_x64``) takes. Without ``jax_enable_x64`` the mechanism's sigma is at least
@@ -244,11 +241,11 @@ def discrete_gaussian_sigma(sigma: exact_noise.Rational) -> Fraction:
       >>> discrete_gaussian_sigma(3)
       Fraction(3, 1)
     """
-    return _exact_params.sigma_at_least(check_rational(sigma, "sigma"), np.uint64)
+    return exact.sigma_at_least(check_rational(sigma, "sigma"), np.uint64)
 
 
 def discrete_gaussian_guarantee(
-    sigma: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1
+    sigma: exact.Rational, *, sensitivity: exact.Rational = 1
 ) -> ZCDP:
     """``sensitivity^2 / (2 sigma^2)``-zCDP (Canonne, Kamath and Steinke 2020, Thm. 4 and Thm. 14), for
     the sigma the mechanism realizes (:func:`discrete_gaussian_sigma`: ``sigma`` rounded up when the
@@ -258,7 +255,7 @@ def discrete_gaussian_guarantee(
     return ZCDP(float(sensitivity**2 / (2 * sigma**2)))
 
 
-def discrete_gaussian_delta(sigma: exact_noise.Rational, epsilon: float, *, sensitivity: int = 1) -> float:
+def discrete_gaussian_delta(sigma: exact.Rational, epsilon: float, *, sensitivity: int = 1) -> float:
     """The exact delta at ``epsilon`` of one discrete Gaussian release (CKS20 Thm. 7):
 
         delta = P[Y > epsilon sigma^2 / D - D/2] - e^epsilon P[Y > epsilon sigma^2 / D + D/2],
@@ -284,7 +281,7 @@ def discrete_gaussian_delta(sigma: exact_noise.Rational, epsilon: float, *, sens
 
 
 def discrete_gaussian_approx_dp(
-    sigma: exact_noise.Rational, delta: float, *, sensitivity: int = 1
+    sigma: exact.Rational, delta: float, *, sensitivity: int = 1
 ) -> ApproxDP:
     """The smallest epsilon with ``discrete_gaussian_delta(sigma, epsilon) <= delta`` (CKS20 Thm. 7),
     for one release of a query whose neighbors differ in one coordinate by at most ``sensitivity``

@@ -26,11 +26,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from dpjax._src import additive, noise
+from dpjax._src import additive, exact, noise
 from dpjax._src.accounting.guarantees import PureDP
-from dpjax._src.exact import machine as _exact_machine
-from dpjax._src.exact import noise as exact_noise
-from dpjax._src.exact import params as _exact_params
 from dpjax._src.validation import check_exact_integers, check_flag, check_int, check_rational
 
 __all__ = [
@@ -51,7 +48,7 @@ def _counts(counts):
 def _scale(epsilon, sensitivity, monotonic: bool, rounds: int):
     factor = 1 if check_flag(monotonic, "monotonic") else 2
     scale = factor * rounds * check_rational(sensitivity, "sensitivity") / check_rational(epsilon, "epsilon")
-    return _exact_params.scale_at_least(scale, _exact_machine.word_type())
+    return exact.scale_at_least(scale, exact.word_type())
 
 
 def _noisy(key, counts, scale):
@@ -61,9 +58,9 @@ def _noisy(key, counts, scale):
 def discrete_report_noisy_max(
     key: jax.Array,
     counts: ArrayLike,
-    epsilon: exact_noise.Rational,
+    epsilon: exact.Rational,
     *,
-    sensitivity: exact_noise.Rational = 1,
+    sensitivity: exact.Rational = 1,
     monotonic: bool = False,
 ) -> jax.Array:
     """The lowest index of the largest ``counts + Z``, Z exact discrete Laplace per count.
@@ -94,7 +91,7 @@ def discrete_report_noisy_max(
 
 
 def discrete_report_noisy_max_guarantee(
-    epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1, monotonic: bool = False
+    epsilon: exact.Rational, *, sensitivity: exact.Rational = 1, monotonic: bool = False
 ) -> PureDP:
     """Pure ``epsilon``-DP (Dwork and Roth 2014, Claim 3.9, with the discrete argument above)."""
     check_rational(sensitivity, "sensitivity")
@@ -106,9 +103,9 @@ def discrete_peeling_top_k(
     key: jax.Array,
     counts: ArrayLike,
     k: int,
-    epsilon: exact_noise.Rational,
+    epsilon: exact.Rational,
     *,
-    sensitivity: exact_noise.Rational = 1,
+    sensitivity: exact.Rational = 1,
     monotonic: bool = False,
 ):
     """The indices of k counts chosen by k rounds of :func:`discrete_report_noisy_max`, each with
@@ -142,7 +139,7 @@ def _peel(keys, counts, scale):
 
 
 def discrete_peeling_top_k_guarantee(
-    epsilon: exact_noise.Rational, *, sensitivity: exact_noise.Rational = 1, monotonic: bool = False
+    epsilon: exact.Rational, *, sensitivity: exact.Rational = 1, monotonic: bool = False
 ) -> PureDP:
     """Pure ``epsilon``-DP: k rounds of ``epsilon/k``-DP report-noisy-max, composed."""
     check_rational(sensitivity, "sensitivity")

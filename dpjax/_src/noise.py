@@ -44,8 +44,7 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from dpjax._src.exact.noise import discrete_gaussian, discrete_laplace, release_key
-from dpjax._src.exact.words import random_word_pairs
+from dpjax._src.exact import discrete_gaussian, discrete_laplace, random_word_pairs, release_key
 from dpjax._src.numerics import ceil_div
 from dpjax._src.validation import check_choice
 

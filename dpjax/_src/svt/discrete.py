@@ -26,11 +26,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from dpjax._src import noise
+from dpjax._src import exact, noise
 from dpjax._src.accounting.guarantees import PureDP
-from dpjax._src.exact import machine as _exact_machine
-from dpjax._src.exact import noise as exact_noise
-from dpjax._src.exact import params as _exact_params
 from dpjax._src.validation import check_exact_integers, check_flag, check_rational, is_traced, release_bound
 
 __all__ = [
@@ -41,7 +38,7 @@ __all__ = [
 
 def _scale(sensitivity, epsilon, name):
     scale = check_rational(sensitivity, "sensitivity") / check_rational(epsilon, name)
-    return _exact_params.scale_at_least(scale, _exact_machine.word_type())
+    return exact.scale_at_least(scale, exact.word_type())
 
 
 def _common_dtype(queries, threshold):
@@ -62,10 +59,10 @@ def discrete_above_threshold(
     key: jax.Array,
     queries: ArrayLike,
     threshold: ArrayLike,
-    epsilon1: exact_noise.Rational,
-    epsilon2: exact_noise.Rational,
+    epsilon1: exact.Rational,
+    epsilon2: exact.Rational,
     *,
-    sensitivity: exact_noise.Rational = 1,
+    sensitivity: exact.Rational = 1,
 ) -> jax.Array:
     """The index of the first integer query whose noisy value reaches the noisy threshold, or -1.
 
@@ -128,10 +125,10 @@ def _above(nu, gap, rho):
 
 
 def discrete_above_threshold_guarantee(
-    epsilon1: exact_noise.Rational,
-    epsilon2: exact_noise.Rational,
+    epsilon1: exact.Rational,
+    epsilon2: exact.Rational,
     *,
-    sensitivity: exact_noise.Rational = 1,
+    sensitivity: exact.Rational = 1,
     monotonic: bool = False,
 ):
     """``epsilon1 + 2 epsilon2``-DP, or ``epsilon1 + epsilon2``-DP for monotonic queries (Lyu, Su and
