@@ -73,23 +73,43 @@ def _chunk(f, key, args, trials: int, chunk_size: int | None, mesh, status: Chun
         size = fitted
 
 
-def _run(f, key, trials: int, args: tuple, chunk_size: int | None, mesh, status: ChunkStatus | None):
-    """:func:`monte_carlo`'s work; returns the outputs and the record of the compiled chunks."""
+class _Stacked:
+    """The default fold of the chunks' outputs: every trial kept, stacked along the first axis."""
+
+    def __init__(self):
+        self.pieces = []
+
+    def add(self, start: int, out) -> None:
+        self.pieces.append(out)
+
+    def result(self):
+        pieces = self.pieces
+        return pieces[0] if len(pieces) == 1 else jax.tree.map(
+            lambda *leaves: np.concatenate(leaves, axis=0), *pieces)
+
+    def record(self) -> dict:
+        return {}
+
+
+def _run(f, key, trials: int, args: tuple, chunk_size: int | None, mesh, status: ChunkStatus | None,
+         fold=None):
+    """:func:`monte_carlo`'s work; returns the outputs and the record of the compiled chunks. ``fold``
+    (``add(start, outputs)``, ``result()``, ``record()``) receives each chunk's host outputs in turn
+    (default: all kept and stacked)."""
     chunk, compiled = _chunk(f, key, args, trials, chunk_size, mesh, status)
     n_chunks = -(-trials // chunk.trials)
-    pieces, state = [], chunk.prepare(args)
+    pieces, state = _Stacked() if fold is None else fold, chunk.prepare(args)
     for index, start in enumerate(range(0, trials, chunk.trials)):
         interrupt.check()  # a command stopped by a signal ends here, between chunks
         stop = min(start + chunk.trials, trials)
         if status is not None:
             status.sampling(index + 1, n_chunks)
         out = chunk.run(state, key, start)
-        pieces.append(jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))
+        pieces.add(start, jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))
         if status is not None:
             status.chunk_done(stop - start)
-    out = pieces[0] if len(pieces) == 1 else jax.tree.map(
-        lambda *leaves: np.concatenate(leaves, axis=0), *pieces)
-    return out, {"chunk_trials": chunk.trials, "chunks": n_chunks, "compiled": compiled}
+    return pieces.result(), {"chunk_trials": chunk.trials, "chunks": n_chunks, "compiled": compiled,
+                             **pieces.record()}
 
 
 def monte_carlo(
