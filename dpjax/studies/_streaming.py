@@ -79,6 +79,20 @@ def _values(code: np.ndarray) -> np.ndarray:
     return np.where(code == _ZERO, 0.0, np.where(positive, magnitude, -magnitude))
 
 
+def _bucket_counts(cell, code, cells: int):
+    """The sorted keys ``cell << _CELL | code`` present and their counts: a dense count over the codes'
+    range when it is short (the usual case: errors within a few decades), else a sort."""
+    if not len(code):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    low = int(code.min())
+    span = int(code.max()) - low + 1
+    if cells * span > 4 * len(code) + 2**16:
+        return np.unique(np.left_shift(cell, _CELL) | code, return_counts=True)
+    dense = np.bincount(cell * span + (code - low), minlength=cells * span)
+    present = np.flatnonzero(dense)
+    return np.left_shift(present // span, _CELL) | (present % span + low), dense[present]
+
+
 class Summary:
     """The running statistics of one metric: per cell (replicate x grid point), the moments of the
     values and of their squares, and the quantile sketch; ``add`` folds in a chunk of trials."""
@@ -113,12 +127,11 @@ class Summary:
             self.moments[row, 0] += delta * count / np.maximum(total, 1)
             self.moments[row, 1] += squares + delta**2 * self.n * count / np.maximum(total, 1)
         self.n = total
-        self._merge(np.left_shift(cell, _CELL) | _codes(x), None)
+        self._merge(*_bucket_counts(cell, _codes(x), self.n.size))
 
     def _merge(self, keys, counts) -> None:
         keys, inverse = np.unique(np.concatenate([self.keys, keys]), return_inverse=True)
-        weights = np.concatenate([self.counts, np.ones(len(inverse) - len(self.counts), np.int64)
-                                  if counts is None else counts])
+        weights = np.concatenate([self.counts, counts])
         self.counts = np.bincount(inverse, weights=weights, minlength=len(keys)).astype(np.int64)
         self.keys = keys
 
