@@ -131,7 +131,11 @@ def _study(fn):
 def test_a_long_run_streams_and_reports_it(fn, monkeypatch):
     settings = dict(trials=700, replicates=2, seed=4, chunk_size=2 * 250)  # chunks across replicates
     exact = run_study(_study(fn), **settings)
-    monkeypatch.setattr(_streaming, "STREAM_ABOVE", 0)
+    values = 700 * 2 * 2  # per metric: trials x replicates x grid points (also when run point by point)
+    monkeypatch.setattr(_streaming, "STREAM_ABOVE", values)
+    assert _streaming.fold(700, 2, 1, 2) is None and _streaming.fold(700, 2, 2, 2) is None
+    monkeypatch.setattr(_streaming, "STREAM_ABOVE", values - 1)
+    assert _streaming.fold(700, 2, 1, 2) is not None
     streamed = run_study(_study(fn), **settings)
     assert "streamed" not in exact.record["steps"][0]["chunks"][0]
     record = streamed.record["steps"][0]["chunks"][0]["streamed"]

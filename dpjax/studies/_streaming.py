@@ -208,10 +208,11 @@ class Fold:
         return {"streamed": {"alpha": ALPHA, "memory_bytes": int(sum(s.nbytes for s in leaves))}}
 
 
-def fold(trials: int, replicates: int, points: int) -> Fold | None:
-    """A :class:`Fold` when a step's values per metric exceed :data:`STREAM_ABOVE`, else ``None``
-    (the runner keeps every value and the statistics are exact)."""
-    return Fold(trials, replicates, points) if trials * replicates * points > STREAM_ABOVE else None
+def fold(trials: int, replicates: int, points: int, step_points: int) -> Fold | None:
+    """A :class:`Fold` of ``points`` values per trial when a step's values per metric (``trials x
+    replicates x step_points``: all its grid points, run together or one at a time) exceed
+    :data:`STREAM_ABOVE`, else ``None`` (the runner keeps every value and the statistics are exact)."""
+    return Fold(trials, replicates, points) if trials * replicates * step_points > STREAM_ABOVE else None
 
 
 def stack(leaves):

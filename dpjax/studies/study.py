@@ -692,7 +692,7 @@ def _sampled(f, key, plan, args, chunk_size, sink, per_trial):
     status = ChunkStatus(sink, total, per_trial)
     try:
         return _run(f, key, total, args, chunk_size, None, status,
-                    streaming.fold(plan.trials, plan.replicates, per_trial))
+                    streaming.fold(plan.trials, plan.replicates, per_trial, len(plan.grid_points)))
     finally:
         status.close()
 
