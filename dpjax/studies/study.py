@@ -102,7 +102,8 @@ COLUMNS = {
     "trials": "independent releases per cell",
     "failure_rate": "share of trials whose metric was not finite (invalid marker, nothing released), "
     "left out of the statistic",
-    "ci_method": "how the interval was computed: CLT, Wilson (rates), CLT (mean square), order statistics",
+    "ci_method": "how the interval was computed: CLT, Wilson (rates), CLT (mean square), order statistics "
+    "(exact, or 'streamed' from a quantile sketch)",
     "replicate": "index of the independent replicate of the whole study (only with replicates > 1)",
 }
 
@@ -688,8 +689,7 @@ def _run_step(plan: _Plan, cell: _Cell, functions, key, sink):
 
 def _sampled(f, key, plan, args, chunk_size, sink, per_trial):
     """:func:`~dpjax.studies.runner.monte_carlo`'s outputs (or ``_streaming`` summaries) and chunk record."""
-    total = plan.trials * plan.replicates
-    status = ChunkStatus(sink, total, per_trial)
+    status = ChunkStatus(sink, total := plan.trials * plan.replicates, per_trial)
     try:
         return _run(f, key, total, args, chunk_size, None, status,
                     streaming.fold(plan.trials, plan.replicates, per_trial, len(plan.grid_points)))
