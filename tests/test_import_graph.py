@@ -200,7 +200,7 @@ def underscored_imports(root: Path = ROOT) -> list[str]:
     ``from m import _x`` or by ``alias._x`` on an imported module."""
     known = modules(root)
     found = []
-    for name, (path, package) in known.items():
+    for name, (path, _) in known.items():
         tree = ast.parse(path.read_text(), str(path))
         aliases = set()
         for node in ast.walk(tree):
@@ -213,8 +213,9 @@ def underscored_imports(root: Path = ROOT) -> list[str]:
             elif isinstance(node, ast.Import):
                 aliases.update(alias.asname for alias in node.names if alias.asname and alias.name in known)
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+            named = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            private = named and node.attr.startswith("_") and not node.attr.startswith("__")
+            if private and node.value.id in aliases:
                 found.append(f"{name}: {node.value.id}.{node.attr}")
     return sorted(found)
 
@@ -269,5 +270,6 @@ def test_the_new_rules_see_what_they_forbid(tmp_path):
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    assert underscored_imports(tmp_path) == ["dpjax._src.impl: dpjax._src.other._h", "dpjax._src.impl: other._h"]
+    found = underscored_imports(tmp_path)
+    assert found == ["dpjax._src.impl: dpjax._src.other._h", "dpjax._src.impl: other._h"]
     assert [line.rsplit(":", 1)[1] for line in _face_logic(tmp_path / "dpjax/face.py")] == ["3 FunctionDef"]

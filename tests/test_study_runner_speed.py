@@ -205,3 +205,22 @@ def test_figures_keep_the_users_words():
     text = format_result(result)
     assert "5 °" in text and "°: interval of zero width" in text
     matplotlib.pyplot.close("all")
+
+
+def test_a_long_run_shows_its_rate_after_a_probe_with_the_same_results(capsys):
+    f, key, trials = (lambda k: noise.laplace(k, (2,))), jax.random.key(9), 2**17 + 5
+    assert chunking.first_size(trials, None) == 65_539  # two chunks, a probe of 1/64 of one
+    assert chunking.probe_size(trials, 65_539) == 1_024 and chunking.probe_size(2**17 - 1, 2**17) is None
+    assert chunking.probe_size(10**6, 4096) is None  # 245 chunks: the first one ends soon enough
+    plain = monte_carlo(f, key, trials)  # no status, no probe
+    shown = monte_carlo(f, key, trials, progress=True, description="laplace")
+    np.testing.assert_array_equal(shown, plain)  # the probe's trials are the run's first trials
+    lines = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("laplace: compiling a probe of 1,024 trials") for line in lines)
+    done = [line for line in lines if "chunk" not in line and "compiling" not in line]
+    assert re.fullmatch(r"laplace: 1,024/131,077 releases, [\d,]+/s, ETA \d+ s", done[0])  # after the probe
+    assert len(done) == 3 and done[-1].startswith("laplace: 131,077/131,077 releases")
+    with CompileCounter() as compiles:
+        again = monte_carlo(f, key, trials, progress=True)
+    assert compiles.count == 0
+    np.testing.assert_array_equal(again, plain)

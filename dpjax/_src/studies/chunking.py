@@ -7,7 +7,9 @@ arguments, outputs and temporaries) and, if that exceeds :func:`memory_budget`, 
 (:func:`fitted_size`: the arguments' memory stays, the rest scales with the trials) and compiles
 again. Where the backend reports no memory, the first size stands. A user's ``chunk_size`` is an
 upper bound on all of this. Chunks are made equal (``ceil(trials / chunks)``) so the padding of the
-last one is small.
+last one is small. A run of at least ``_MIN_CHUNK_TRIALS`` trials that reports progress first runs a
+probe (:func:`probe_size`: 1/64 of a chunk, compiled once and cached like the chunk), so the rate
+and the time left show after a 64th of the first chunk's time instead of after the whole of it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__: list[str] = []
 
 _MIN_CHUNKS = 4  # a long run is cut into at least this many chunks (progress, rate, ETA) ...
 _MIN_CHUNK_TRIALS = 2**17  # ... none smaller than this (the fixed cost of a call stays small)
+_PROBE_SHARE = 64  # a long run first runs a probe of 1/64 of a chunk, to show its rate and ETA early
 _DEVICE_SHARE = 0.5  # share of the free accelerator memory one chunk may use
 _HOST_SHARE = 0.25  # share of the available host memory one chunk may use (CPU backend)
 _FALLBACK_BUDGET = 2**30  # bytes, where neither the device nor the host reports its memory
@@ -67,3 +70,12 @@ def fitted_size(trials: int, size: int, memory: int | None, budget: int, multipl
         return size
     fixed = min(fixed or 0, memory - 1)
     return equal_chunks(trials, max(size * max(budget - fixed, 0) // (memory - fixed), 1), multiple)
+
+
+def probe_size(trials: int, size: int, multiple: int = 1) -> int | None:
+    """Trials of the probe run before the chunks of ``size``: ``size / _PROBE_SHARE`` (a multiple of
+    ``multiple``); ``None`` for a run of fewer than ``_MIN_CHUNK_TRIALS`` trials, or of so many chunks
+    that the first one ends within a 16th of the run."""
+    if trials < _MIN_CHUNK_TRIALS or ceil_div(trials, size) >= 16 or size // _PROBE_SHARE < multiple:
+        return None
+    return size // _PROBE_SHARE // multiple * multiple

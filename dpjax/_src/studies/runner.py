@@ -73,23 +73,61 @@ def _chunk(f, key, args, trials: int, chunk_size: int | None, mesh, status: Chun
         size = fitted
 
 
-def run(f, key, trials: int, args: tuple, chunk_size: int | None, mesh, status: ChunkStatus | None):
-    """:func:`monte_carlo`'s work; returns the outputs and the record of the compiled chunks."""
+class _Stacked:
+    """The default fold of the chunks' outputs: every trial kept, stacked along the first axis."""
+
+    def __init__(self):
+        self.pieces = []
+
+    def add(self, start: int, out) -> None:
+        self.pieces.append(out)
+
+    def result(self):
+        pieces = self.pieces
+        return pieces[0] if len(pieces) == 1 else jax.tree.map(
+            lambda *leaves: np.concatenate(leaves, axis=0), *pieces)
+
+    def record(self) -> dict:
+        return {}
+
+
+def _probe(f, key, args, trials: int, chunk, mesh, status: ChunkStatus | None):
+    """The compiled probe: a chunk of ``_chunking.probe_size`` trials run first, so that a long run with
+    a status shows its releases per second and ETA soon after compiling; ``None`` for a short run (or
+    one without a status)."""
+    multiple = 1 if mesh is None else mesh.size
+    size = chunking.probe_size(trials, chunk.trials, multiple)
+    if status is None or size is None:
+        return None
+    return compiled_chunk(f, size, key, args, mesh,
+                          on_compile=lambda: status.compiling(f"a probe of {size:,} trials (for the rate)"))
+
+
+def run(f, key, trials: int, args: tuple, chunk_size: int | None, mesh, status: ChunkStatus | None,
+         fold=None):
+    """:func:`monte_carlo`'s work; returns the outputs and the record of the compiled chunks. ``fold``
+    (``add(start, outputs)``, ``result()``, ``record()``) receives each chunk's host outputs in turn
+    (default: all kept and stacked)."""
     chunk, compiled = _chunk(f, key, args, trials, chunk_size, mesh, status)
-    n_chunks = -(-trials // chunk.trials)
-    pieces, state = [], chunk.prepare(args)
-    for index, start in enumerate(range(0, trials, chunk.trials)):
+    probe = _probe(f, key, args, trials, chunk, mesh, status)
+    runs = [] if probe is None else [(probe, 0)]
+    runs += [(chunk, start) for start in range(0 if probe is None else probe.trials, trials, chunk.trials)]
+    if probe is not None:
+        compiled.append({"trials": probe.trials, "memory_bytes": probe.memory, "cached": probe.cached,
+                         "probe": True})
+    n_chunks, pieces = len(runs), _Stacked() if fold is None else fold
+    states = {id(c): c.prepare(args) for c in (chunk, probe) if c is not None}
+    for index, (running, start) in enumerate(runs):
         interrupt.check()  # a command stopped by a signal ends here, between chunks
-        stop = min(start + chunk.trials, trials)
+        stop = min(start + running.trials, trials)
         if status is not None:
             status.sampling(index + 1, n_chunks)
-        out = chunk.run(state, key, start)
-        pieces.append(jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))
+        out = running.run(states[id(running)], key, start)
+        pieces.add(start, jax.tree.map(lambda a, n=stop - start: _host_array(a, n), out))
         if status is not None:
             status.chunk_done(stop - start)
-    out = pieces[0] if len(pieces) == 1 else jax.tree.map(
-        lambda *leaves: np.concatenate(leaves, axis=0), *pieces)
-    return out, {"chunk_trials": chunk.trials, "chunks": n_chunks, "compiled": compiled}
+    return pieces.result(), {"chunk_trials": chunk.trials, "chunks": n_chunks, "compiled": compiled,
+                             **pieces.record()}
 
 
 def monte_carlo(
@@ -119,7 +157,8 @@ def monte_carlo(
       chunk_size: at most this many trials per compiled call (``None``: sized from the device's
         memory and the compiled chunk's: the studies guide, "What a study costs").
       progress: show what is compiling, then per chunk the releases done, releases per second and
-        the time left; by default only on a terminal.
+        the time left (a long run first runs a small probe chunk so that these show early: the
+        studies guide); by default only on a terminal.
       description: label of the progress line.
       mesh: a ``jax.sharding.Mesh`` (automatic or explicit axes, one or many hosts) over whose
         devices each chunk's trials are split (the chunk is rounded up to a multiple of its size);

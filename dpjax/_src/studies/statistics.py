@@ -63,7 +63,7 @@ def describe(statistic: str) -> str:
     return f"{100 * level:g}% quantile"
 
 
-def _z_value(confidence: float) -> float:
+def z_value(confidence: float) -> float:
     """The two-sided normal critical value for ``confidence`` (1.96 for 0.95)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}.")
@@ -84,7 +84,7 @@ def summarize(values, statistic: str, confidence: float = 0.95, *, rate: bool = 
       trial is finite), ``n`` (finite trials) and ``method`` (an array of method names).
     """
     check_statistic(statistic)
-    z = _z_value(confidence)
+    z = z_value(confidence)
     x = np.asarray(values, dtype=np.float64)
     x = np.where(np.isfinite(x), x, np.nan)
     n = np.sum(~np.isnan(x), axis=-1)
@@ -93,8 +93,9 @@ def summarize(values, statistic: str, confidence: float = 0.95, *, rate: bool = 
         if level is not None:
             return _quantile(x, n, level, z)
         if statistic == "rmse":
-            return _rmse(x, n, z)
-        return _wilson(x, n, z) if rate else _mean(x, n, z)
+            return moment_rmse(*_nan_mean_and_se(x**2, n), n, z)
+        mean, se = _nan_mean_and_se(x, n)
+        return wilson_interval(mean, n, z) if rate else moment_mean(mean, se, n, z)
 
 
 def _nan_mean_and_se(x, n):
@@ -105,15 +106,13 @@ def _nan_mean_and_se(x, n):
     return mean, np.where(n > 1, sd / np.sqrt(np.maximum(n, 1)), np.nan)
 
 
-def _mean(x, n, z):
-    mean, se = _nan_mean_and_se(x, n)
+def moment_mean(mean, se, n, z):
     method = np.full(n.shape, "CLT")
     return {"estimate": mean, "se": se, "ci_low": mean - z * se, "ci_high": mean + z * se, "n": n,
             "method": method}
 
 
-def _wilson(x, n, z):
-    p, _ = _nan_mean_and_se(x, n)
+def wilson_interval(p, n, z):
     m = np.maximum(n, 1)
     centre = (p + z**2 / (2 * m)) / (1 + z**2 / m)
     half = z / (1 + z**2 / m) * np.sqrt(p * (1 - p) / m + z**2 / (4 * m**2))
@@ -124,8 +123,7 @@ def _wilson(x, n, z):
             "method": method}
 
 
-def _rmse(x, n, z):
-    square, se_square = _nan_mean_and_se(x**2, n)
+def moment_rmse(square, se_square, n, z):
     rmse = np.sqrt(square)
     low = np.sqrt(np.maximum(square - z * se_square, 0.0))
     high = np.sqrt(square + z * se_square)
@@ -137,9 +135,7 @@ def _rmse(x, n, z):
 def _quantile(x, n, level, z):
     ordered = np.sort(x, axis=-1)  # NaN last
     estimate = np.where(n > 0, _nanquantile(ordered, n, level), np.nan)
-    spread = z * np.sqrt(n * level * (1 - level))
-    low_rank = np.clip(np.floor(n * level - spread), 1, np.maximum(n, 1)).astype(int)
-    high_rank = np.clip(np.ceil(n * level + spread) + 1, 1, np.maximum(n, 1)).astype(int)
+    _, _, low_rank, high_rank = quantile_ranks(n, level, z)
     low = np.take_along_axis(ordered, (low_rank - 1)[..., None], axis=-1)[..., 0]
     high = np.take_along_axis(ordered, (high_rank - 1)[..., None], axis=-1)[..., 0]
     low, high = np.where(n > 0, low, np.nan), np.where(n > 0, high, np.nan)
@@ -148,10 +144,20 @@ def _quantile(x, n, level, z):
             "method": method}
 
 
-def _nanquantile(ordered, n, level):
-    """Linear-interpolation quantile of sorted rows whose first ``n`` entries are the finite ones."""
+def quantile_ranks(n, level, z):
+    """``(position, below, low_rank, high_rank)``: the sample quantile interpolates the 0-based order
+    statistics ``below`` and ``below + 1`` at ``position``; the interval's ends are the 1-based ranks."""
     position = level * np.maximum(n - 1, 0)
     below = np.floor(position).astype(int)
+    spread = z * np.sqrt(n * level * (1 - level))
+    low_rank = np.clip(np.floor(n * level - spread), 1, np.maximum(n, 1)).astype(int)
+    high_rank = np.clip(np.ceil(n * level + spread) + 1, 1, np.maximum(n, 1)).astype(int)
+    return position, below, low_rank, high_rank
+
+
+def _nanquantile(ordered, n, level):
+    """Linear-interpolation quantile of sorted rows whose first ``n`` entries are the finite ones."""
+    position, below, _, _ = quantile_ranks(n, level, 0.0)
     above = np.minimum(below + 1, np.maximum(n - 1, 0))
     lo = np.take_along_axis(ordered, below[..., None], axis=-1)[..., 0]
     hi = np.take_along_axis(ordered, above[..., None], axis=-1)[..., 0]

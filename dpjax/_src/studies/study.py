@@ -62,13 +62,13 @@ import numpy as np
 
 from dpjax._src import interrupt
 from dpjax._src.datasets import builtin
+from dpjax._src.studies import streaming
 from dpjax._src.studies.checkpoint import StepStore, fingerprint
 from dpjax._src.studies.compiles import CompileCounter
 from dpjax._src.studies.metrics import Metric
 from dpjax._src.studies.progress import Progress
 from dpjax._src.studies.record import run_record
 from dpjax._src.studies.runner import run
-from dpjax._src.studies.statistics import summarize
 from dpjax._src.studies.status import ChunkStatus
 from dpjax._src.studies.theory import theory_value
 from dpjax._src.studies.trial_cache import TRIALS, content_key
@@ -102,7 +102,8 @@ COLUMNS = {
     "trials": "independent releases per cell",
     "failure_rate": "share of trials whose metric was not finite (invalid marker, nothing released), "
     "left out of the statistic",
-    "ci_method": "how the interval was computed: CLT, Wilson (rates), CLT (mean square), order statistics",
+    "ci_method": "how the interval was computed: CLT, Wilson (rates), CLT (mean square), order statistics "
+    "(exact, or 'streamed' from a quantile sketch)",
     "replicate": "index of the independent replicate of the whole study (only with replicates > 1)",
 }
 
@@ -660,10 +661,9 @@ class _Trials:
 
 
 def _run_step(plan: _Plan, cell: _Cell, functions, key, sink):
-    """Per-trial metric values ``{(label, metric): [trials x replicates, G]}`` of one step, how they
+    """Per-trial metric values (or summaries) ``{(label, metric): [trials x replicates, G]}``, how they
     were computed, and the record of each compiled chunk (compiled now, or from the cache)."""
     study, mechanism, fixed = plan.study, cell.mechanism, cell.fixed
-    total = plan.trials * plan.replicates
     cache_key = (mechanism.fn, mechanism.labels, study.metrics, study.truth, content_key(fixed),
                  content_key(cell.points))
     if cache_key not in functions:
@@ -673,25 +673,26 @@ def _run_step(plan: _Plan, cell: _Cell, functions, key, sink):
     trials = functions[cache_key]
     if trials.traced is not None and trials.refusal is None:
         try:
-            out, chunks = _sampled(trials.traced, key, total, (cell.data.device, cell.grid),
+            out, chunks = _sampled(trials.traced, key, plan, (cell.data.device, cell.grid),
                                    _per_chunk(len(cell.points), plan.chunk_size), sink, len(cell.points))
             return out, "one compiled call over the grid", [chunks]
         except _TRACED_REFUSALS as err:
             trials.refusal = str(err).splitlines()[0]
-    runs = [_sampled(f, key, total, (cell.data.device,), _per_chunk(1, plan.chunk_size), sink, 1)
+    runs = [_sampled(f, key, plan, (cell.data.device,), _per_chunk(1, plan.chunk_size), sink, 1)
             for f in trials.points]
-    out = jax.tree.map(lambda *leaves: np.stack(leaves, axis=-1), *[o for o, _ in runs])
+    out = jax.tree.map(lambda *leaves: streaming.stack(leaves), *[o for o, _ in runs])
     chunks = [c for _, c in runs]
     if trials.refusal is not None:
         return out, f"one compile per grid point (refuses a traced grid: {trials.refusal})", chunks
     return out, "one compiled call", chunks
 
 
-def _sampled(f, key, total, args, chunk_size, sink, per_trial):
-    """:func:`~dpjax.studies.runner.monte_carlo`'s outputs and chunk record, reporting to ``sink``."""
-    status = ChunkStatus(sink, total, per_trial)
+def _sampled(f, key, plan, args, chunk_size, sink, per_trial):
+    """:func:`~dpjax.studies.runner.monte_carlo`'s outputs (or ``_streaming`` summaries) and chunk record."""
+    status = ChunkStatus(sink, total := plan.trials * plan.replicates, per_trial)
     try:
-        return run(f, key, total, args, chunk_size, None, status)
+        return run(f, key, total, args, chunk_size, None, status,
+                    streaming.fold(plan.trials, plan.replicates, per_trial, len(plan.grid_points)))
     finally:
         status.close()
 
@@ -702,12 +703,11 @@ def _rows(plan: _Plan, cell: _Cell, values: dict) -> list[dict]:
     rows = []
     for (label, metric_name), trial_values in values.items():
         metric = next(m for m in study.metrics if m.name == metric_name)
-        per_cell = np.moveaxis(np.asarray(trial_values).reshape(replicates, trials, -1), 1, 2)  # [R, G, T]
         theory_fn = cell.mechanism.theory.get((label, metric_name), cell.mechanism.theory.get(metric_name))
         laws = [None if theory_fn is None else theory_fn(cell.data.host, **fixed, **point)
                 for point in cell.points]
         for statistic in metric.statistics:
-            s = summarize(per_cell, statistic, plan.confidence, rate=metric.rate)
+            s = streaming.summarize(trial_values, trials, replicates, statistic, plan.confidence, metric.rate)
             theory = [theory_value(law, statistic) for law in laws]
             for r, g in itertools.product(range(replicates), range(len(cell.points))):
                 row = {"study": study.name, "mechanism": label, "dataset": cell.dataset,
