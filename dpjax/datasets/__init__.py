@@ -1,14 +1,15 @@
-"""The datasets of dpjax's studies, reproductions, benchmarks and training example, in one place.
+"""The datasets of dpjax's studies, benchmarks and training example.
 
-* :mod:`dpjax.datasets.builtin`: the built-in study datasets (``normal``, ``uniform``, ``lognormal``,
-  ``zipf``, ``zipf_sample``), synthetic and generated from a seed; a study names them.
-* :mod:`dpjax.datasets.papers`: the real datasets of the papers dpjax reproduces, read from a
-  directory given by the caller, and their seeded synthetic stand-ins.
-* :mod:`dpjax.datasets.training`: UCI Adult (shipped in ``adult/``, see ``adult/ADULT.md``) and
-  MNIST from a CSV, as train/test splits for DP-SGD.
-* :mod:`dpjax.datasets.zipf`: the Zipf-law histogram generator they share.
+* :func:`load` and :data:`DATASET_NAMES`: the built-in study datasets (``normal``, ``uniform``,
+  ``lognormal``, ``zipf``, ``zipf_sample``), synthetic and generated from a seed; a study names them
+  (:class:`Dataset`).
+* :func:`load_adult` and :func:`load_mnist`: UCI Adult (shipped with the package) and MNIST from a CSV,
+  as train/test splits for DP-SGD (:data:`LOG_COLUMNS`: Adult's columns taken in log scale).
+* :func:`zipf_histogram`: the Zipf-law histogram generator they share.
 
-Nothing here downloads: the package never reads a data path by itself. Light to import: NumPy only.
+The papers' real datasets (Goodreads, Adult's raw files, the MNIST subset) are the ``dpjax`` commands'
+business: ``dpjax data fetch`` downloads them. Nothing here downloads, and the package never reads a
+data path by itself. Light to import: NumPy only.
 """
 
 from dpjax._src.datasets.builtin import DATASET_NAMES, Dataset, load
