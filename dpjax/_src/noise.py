@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.typing import ArrayLike
+from jax.typing import ArrayLike, DTypeLike
 
 from dpjax._src.exact import discrete_gaussian, discrete_laplace, random_word_pairs, release_key
 from dpjax._src.numerics import ceil_div
@@ -93,7 +93,9 @@ def _sign_and_half_uniform(key, shape, dtype):
     return sign_and_half_uniform_from_bits(*random_word_pairs(key, shape), dtype)
 
 
-def sign_and_half_uniform_from_bits(hi, lo, dtype):
+def sign_and_half_uniform_from_bits(
+    hi: jax.Array, lo: jax.Array, dtype: DTypeLike
+) -> tuple[jax.Array, jax.Array]:
     """The deterministic map behind ``mode="high"``: two uint32 words to (sign, W).
 
     The top bit of ``hi`` is the sign; ``W = (h + (l + 1/2) 2^-32) 2^-32`` with ``h`` the other 31
@@ -107,25 +109,32 @@ def sign_and_half_uniform_from_bits(hi, lo, dtype):
     return sign, w
 
 
-def exponential_from_sign_and_half_uniform(upper_half, w):
+def exponential_from_sign_and_half_uniform(upper_half: ArrayLike, w: jax.Array) -> jax.Array:
     """Exp(1) from (sign, W): ``-log W`` on the upper half, ``-log1p(-W)`` on the lower half."""
     return jnp.where(upper_half, -jnp.log(w), -jnp.log1p(-w))
 
 
-def laplace_from_sign_and_half_uniform(negative, w):
+def laplace_from_sign_and_half_uniform(negative: ArrayLike, w: jax.Array) -> jax.Array:
     """Laplace(1) from (sign, W): ``|Z| = -log(2W)``, 2W being uniform on (0, 1] and fine near 0."""
     magnitude = -jnp.log(2 * w)
     return jnp.where(negative, -magnitude, magnitude)
 
 
-def standard_exponential(key: jax.Array, shape: Sequence[int] | int = (), dtype=None) -> jax.Array:
+def standard_exponential(
+    key: jax.Array, shape: Sequence[int] | int = (), dtype: DTypeLike | None = None
+) -> jax.Array:
     """Exp(1) variates with both tails exact to about 44 (see the module docstring)."""
     shape, _, dtype = _prepare(shape, 1.0, dtype, "high")
     return exponential_from_sign_and_half_uniform(*_sign_and_half_uniform(key, shape, dtype))
 
 
 def exponential(
-    key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+    key: jax.Array,
+    shape: Sequence[int] | int = (),
+    scale: ArrayLike = 1.0,
+    dtype: DTypeLike | None = None,
+    *,
+    mode: NoiseMode = "high",
 ) -> jax.Array:
     """One-sided Exponential noise with density ``exp(-z/scale)/scale`` on z >= 0.
 
@@ -139,7 +148,12 @@ def exponential(
 
 
 def gumbel(
-    key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+    key: jax.Array,
+    shape: Sequence[int] | int = (),
+    scale: ArrayLike = 1.0,
+    dtype: DTypeLike | None = None,
+    *,
+    mode: NoiseMode = "high",
 ) -> jax.Array:
     """Gumbel noise (location 0) with density ``exp(-(z/b + exp(-z/b)))/b``, b = ``scale``.
 
@@ -154,7 +168,12 @@ def gumbel(
 
 
 def laplace(
-    key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+    key: jax.Array,
+    shape: Sequence[int] | int = (),
+    scale: ArrayLike = 1.0,
+    dtype: DTypeLike | None = None,
+    *,
+    mode: NoiseMode = "high",
 ) -> jax.Array:
     """Laplace noise with density ``exp(-|z|/b)/(2b)``, b = ``scale``; variance ``2 b**2``.
 
@@ -167,7 +186,12 @@ def laplace(
 
 
 def gaussian(
-    key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+    key: jax.Array,
+    shape: Sequence[int] | int = (),
+    scale: ArrayLike = 1.0,
+    dtype: DTypeLike | None = None,
+    *,
+    mode: NoiseMode = "high",
 ) -> jax.Array:
     """Gaussian noise N(0, scale**2); ``mode="high"`` is exact in the tails to about 9.4 sigma.
 
@@ -289,7 +313,7 @@ def _box_muller(negative, w, angle):
     return jnp.where(negative, -z, z)
 
 
-def gaussian_from_words(words, dtype) -> jax.Array:
+def gaussian_from_words(words: jax.Array, dtype: DTypeLike | None) -> jax.Array:
     """Standard Gaussians (``mode="high"``'s law) from uint32 words ``[4, ...]``, one variate per
     position of ``words[0]``.
 
@@ -319,7 +343,13 @@ SAMPLERS: dict[Sampler, Callable[..., jax.Array]] = {
 
 
 def sample(
-    name: Sampler, key: jax.Array, shape=(), scale: ArrayLike = 1.0, dtype=None, *, mode: NoiseMode = "high"
+    name: Sampler,
+    key: jax.Array,
+    shape: Sequence[int] | int = (),
+    scale: ArrayLike = 1.0,
+    dtype: DTypeLike | None = None,
+    *,
+    mode: NoiseMode = "high",
 ) -> jax.Array:
     """Dispatches to a sampler by name ("laplace", "gumbel", "exponential", "gaussian")."""
     check_choice(name, "noise", SAMPLERS)

@@ -25,12 +25,15 @@ import contextlib
 import math
 import numbers
 import threading
+from collections.abc import Collection, Iterator
 from fractions import Fraction
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
+from jax.typing import ArrayLike, DTypeLike
 
 __all__ = [
     "Checks",
@@ -65,7 +68,7 @@ class TracedParameterError(TypeError):
     """
 
 
-def is_traced(x) -> bool:
+def is_traced(x: object) -> bool:
     """True when ``x`` is a JAX tracer (inside ``jit``/``vmap``), whose values are unknown."""
     return isinstance(x, jax.core.Tracer)
 
@@ -94,7 +97,7 @@ def _kind(value) -> str:
     return "a boolean" if _is_boolean(value) else type(value).__name__
 
 
-def check_flag(value, name: str) -> bool:
+def check_flag(value: object, name: str) -> bool:
     """A static on/off option (``monotonic``, ...): a Python ``bool`` only. A string such as
     ``"False"`` (truthy!), a number or an array is refused with a ``TypeError``."""
     if not isinstance(value, bool):
@@ -102,7 +105,7 @@ def check_flag(value, name: str) -> bool:
     return value
 
 
-def check_rational(value, name: str) -> Fraction:
+def check_rational(value: object, name: str) -> Fraction:
     """An exact positive rational on the host: the parameter of an exact (integer) mechanism.
 
     Accepts a Python or NumPy integer (exactly, at any size), a float (its exact binary value: ``0.1``
@@ -142,7 +145,7 @@ def check_rational(value, name: str) -> Fraction:
     return fraction
 
 
-def check_epsilon(value, name: str = "epsilon", *, allow_zero: bool = False) -> float:
+def check_epsilon(value: ArrayLike, name: str = "epsilon", *, allow_zero: bool = False) -> float:
     """A privacy parameter: finite and > 0 (>= 0 with ``allow_zero``). Returns it as a float."""
     eps = _concrete_scalar(name, value)
     if not math.isfinite(eps):
@@ -153,12 +156,14 @@ def check_epsilon(value, name: str = "epsilon", *, allow_zero: bool = False) -> 
     return eps
 
 
-def check_positive(value, name: str) -> float:
+def check_positive(value: ArrayLike, name: str) -> float:
     """A finite, strictly positive real (a sensitivity, a scale, a budget)."""
     return check_epsilon(value, name)
 
 
-def check_probability(value, name: str, *, open_low: bool = False, open_high: bool = False) -> float:
+def check_probability(
+    value: ArrayLike, name: str, *, open_low: bool = False, open_high: bool = False
+) -> float:
     """A probability in [0, 1]; ``open_low``/``open_high`` exclude the end points."""
     p = _concrete_scalar(name, value)
     low_ok = p > 0 if open_low else p >= 0
@@ -169,7 +174,7 @@ def check_probability(value, name: str, *, open_low: bool = False, open_high: bo
     return p
 
 
-def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+def check_int(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer (Python or NumPy), optionally bounded, e.g. k with 1 <= k <= d."""
     if is_traced(value):
         raise TracedParameterError(f"{name} must be a concrete integer, not a traced value.")
@@ -183,7 +188,7 @@ def check_int(value, name: str, *, minimum: int | None = None, maximum: int | No
     return n
 
 
-def check_choice(value, name: str, choices) -> str:
+def check_choice(value: str, name: str, choices: Collection[str]) -> str:
     """One of a fixed set of option strings."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}.")
@@ -191,7 +196,7 @@ def check_choice(value, name: str, choices) -> str:
 
 
 def check_array(
-    x,
+    x: object,
     name: str,
     *,
     ndim: int | tuple[int, ...] | None = None,
@@ -274,7 +279,7 @@ def refuse_values(arr: jax.Array, name: str, *, nan: bool, infinite: bool, negat
         raise ValueError(f"{name} must be non-negative.")
 
 
-def exact_integer_dtype(dtype) -> np.dtype:
+def exact_integer_dtype(dtype: DTypeLike) -> np.dtype:
     """The dtype an exact mechanism computes in for integer data of ``dtype``: int64 under
     ``jax_enable_x64`` for 64-bit data and for uint32 (whose range int32 cannot hold), else int32
     (without ``jax_enable_x64`` JAX has no 64-bit integers: such data must fit int32's release range)."""
@@ -283,7 +288,7 @@ def exact_integer_dtype(dtype) -> np.dtype:
     return np.dtype(np.int64 if wide else np.int32)
 
 
-def release_bound(dtype) -> int:
+def release_bound(dtype: DTypeLike) -> int:
     """``B = (L - 1) // 2``, ``L`` the maximum of the integer ``dtype``: exact mechanisms keep data and
     releases in ``[-B, B]``, so ``value + noise`` (noise saturating at ``+-L``) is formed without
     overflow and saturates at ``+-B`` (a post-processing) instead of wrapping."""
@@ -298,7 +303,7 @@ def _exact_extremes(value, host) -> tuple[int, int]:
         return int(jnp.min(value)), int(jnp.max(value))
 
 
-def check_exact_integers(value, name: str) -> jax.Array:
+def check_exact_integers(value: ArrayLike, name: str) -> jax.Array:
     """Integer data for an exact mechanism, in :func:`exact_integer_dtype`, every value unchanged.
 
     Any integer dtype is accepted (int8 to int64, uint8 to uint64, NumPy or JAX, Python ints);
@@ -345,7 +350,7 @@ def check_exact_integers(value, name: str) -> jax.Array:
     return value.astype(work)
 
 
-def check_same_shape(a, a_name: str, b, b_name: str) -> None:
+def check_same_shape(a: ArrayLike, a_name: str, b: ArrayLike, b_name: str) -> None:
     """Two arrays that must line up element for element."""
     if jnp.shape(a) != jnp.shape(b):
         raise ValueError(
@@ -353,7 +358,7 @@ def check_same_shape(a, a_name: str, b, b_name: str) -> None:
         )
 
 
-def float_dtype(*arrays) -> np.dtype:
+def float_dtype(*arrays: ArrayLike | DTypeLike) -> np.dtype:
     """The floating dtype a mechanism computes in: that of its floating inputs, at least float32.
 
     With no floating input it is the default float (float32, or float64 under
@@ -366,9 +371,11 @@ def float_dtype(*arrays) -> np.dtype:
 
 _checkify = threading.local()
 
+Output = TypeVar("Output")  # a mechanism's output pytree: Checks.guard keeps its structure
+
 
 @contextlib.contextmanager
-def checkify_checks(enabled: bool = True):
+def checkify_checks(enabled: bool = True) -> Iterator[None]:
     """Within this context, traced checks are also :func:`~jax.experimental.checkify.debug_check`.
 
     Functions traced inside it and run under :func:`jax.experimental.checkify.checkify` report
@@ -413,7 +420,7 @@ class Checks:
     the failing argument.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._valid: list[jax.Array] = []
 
     @property
@@ -421,7 +428,7 @@ class Checks:
         """Whether any check was deferred to the graph."""
         return bool(self._valid)
 
-    def record(self, valid, message: str) -> None:
+    def record(self, valid: ArrayLike, message: str) -> None:
         """Records a traced boolean condition that must hold for the output to be meaningful."""
         valid = jnp.all(jnp.asarray(valid, bool))
         if getattr(_checkify, "enabled", False):
@@ -447,7 +454,9 @@ class Checks:
         self.record(condition(value), f"{name} must be {requirement}.")
         return value
 
-    def epsilon(self, value, name: str = "epsilon", *, allow_zero: bool = False):
+    def epsilon(
+        self, value: ArrayLike, name: str = "epsilon", *, allow_zero: bool = False
+    ) -> float | jax.Array:
         """A privacy parameter: finite and > 0 (>= 0 with ``allow_zero``)."""
         if allow_zero:
             return self._scalar(
@@ -459,11 +468,13 @@ class Checks:
             "finite and > 0",
         )
 
-    def positive(self, value, name: str):
+    def positive(self, value: ArrayLike, name: str) -> float | jax.Array:
         """A finite, strictly positive real (a sensitivity, a scale, a budget)."""
         return self.epsilon(value, name)
 
-    def probability(self, value, name: str, *, open_low: bool = False, open_high: bool = False):
+    def probability(
+        self, value: ArrayLike, name: str, *, open_low: bool = False, open_high: bool = False
+    ) -> float | jax.Array:
         """A probability in [0, 1]; ``open_low``/``open_high`` exclude the end points."""
 
         def condition(p):
@@ -477,7 +488,9 @@ class Checks:
             condition, f"in {interval}",
         )
 
-    def real(self, value, name: str, *, minimum: float | None = None, open_minimum: bool = False):
+    def real(
+        self, value: ArrayLike, name: str, *, minimum: float | None = None, open_minimum: bool = False
+    ) -> float | jax.Array:
         """A finite real (a threshold, a bound), optionally ``>= minimum`` (``>`` if open)."""
 
         def host(v):
@@ -495,7 +508,7 @@ class Checks:
         requirement = "finite" if minimum is None else f"finite and {'>' if open_minimum else '>='} {minimum}"
         return self._scalar(value, name, host, condition, requirement)
 
-    def integer(self, value, name: str, dtype, *, minimum: int = 1):
+    def integer(self, value: ArrayLike, name: str, dtype: DTypeLike, *, minimum: int = 1) -> jax.Array:
         """An integer-valued number ``>= minimum`` (a record count, a contribution bound) as a
         ``dtype`` scalar: a concrete one is checked eagerly (:func:`check_int`), a traced one (any
         real dtype) is recorded as finite, integer-valued and ``>= minimum``."""
@@ -512,7 +525,7 @@ class Checks:
         )
         return value
 
-    def array(self, x, name: str, **kwargs) -> jax.Array:
+    def array(self, x: object, name: str, **kwargs: Any) -> jax.Array:
         """A data array, as :func:`check_array` (same keyword arguments).
 
         Shape, rank and dtype are always checked eagerly; the value checks (``finite``,
@@ -535,7 +548,9 @@ class Checks:
             self.record(arr >= 0, f"{name} must be non-negative.")
         return arr
 
-    def data(self, x, name: str = "x", *, allow_infinite: bool, allow_empty: bool = False) -> jax.Array:
+    def data(
+        self, x: object, name: str = "x", *, allow_infinite: bool, allow_empty: bool = False
+    ) -> jax.Array:
         """The one data contract: a 1-D real array without NaN, with +-inf allowed only if asked.
 
         ``allow_infinite`` has no default, so every mechanism states its contract: ``True`` where
@@ -546,7 +561,7 @@ class Checks:
         """
         return self.array(x, name, ndim=1, allow_empty=allow_empty, finite=not allow_infinite)
 
-    def guard(self, output):
+    def guard(self, output: Output) -> Output:
         """``output`` with every floating leaf NaN and every integer leaf -1 if a check failed.
 
         Boolean leaves are left as they are: every mechanism whose output has a boolean leaf
@@ -567,7 +582,7 @@ class Checks:
         return jax.tree.map(mark, output)
 
 
-def check_real(value, name: str) -> float:
+def check_real(value: ArrayLike, name: str) -> float:
     """A finite real number (a threshold, a bound). Returns it as a float."""
     v = _concrete_scalar(name, value)
     if not math.isfinite(v):

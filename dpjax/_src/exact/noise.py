@@ -39,12 +39,14 @@ internal word (uint32, or uint64 under ``jax_enable_x64``); larger ones are refu
 
 import math
 import secrets
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 
 from dpjax._src.exact import fast as _exact_fast
 from dpjax._src.exact import gauss_fast as _exact_gauss_fast
@@ -141,7 +143,9 @@ def _machine(key, shape, dtype, t_s, gauss):
     return _exact_machine.sample(key, lap, gauss, shape, np.dtype(dtype))
 
 
-def discrete_laplace(key: jax.Array, scale: Rational, shape=(), dtype=None) -> jax.Array:
+def discrete_laplace(
+    key: jax.Array, scale: Rational, shape: Sequence[int] | int = (), dtype: DTypeLike | None = None
+) -> jax.Array:
     """Exact discrete Laplace noise: ``P(Z = z) = (1 - q)/(1 + q) q^|z|`` on the integers, q = exp(-1/scale).
 
     Canonne, Kamath and Steinke (2020), Algorithm 2 with Algorithm 1, on integer arithmetic only
@@ -179,7 +183,9 @@ def discrete_laplace(key: jax.Array, scale: Rational, shape=(), dtype=None) -> j
     return _exact_fast.sample(key, _exact_fast.constants(t, s), shape, np.dtype(dtype), plan)
 
 
-def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> jax.Array:
+def discrete_gaussian(
+    key: jax.Array, sigma: Rational, shape: Sequence[int] | int = (), dtype: DTypeLike | None = None
+) -> jax.Array:
     """Exact discrete Gaussian noise: ``P(Z = z) ∝ exp(-z^2 / (2 sigma^2))`` on the integers.
 
     Canonne, Kamath and Steinke (2020), Algorithm 3 (a discrete Laplace proposal accepted by

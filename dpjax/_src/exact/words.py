@@ -10,6 +10,7 @@ is materialized once whatever consumes it. Re-exported as :func:`dpjax.noise.ran
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ from jax.extend.random import threefry2x32_p
 __all__ = ["random_word_pairs"]
 
 
-def random_word_pairs(key: jax.Array, shape) -> tuple[jax.Array, jax.Array]:
+def random_word_pairs(key: jax.Array, shape: Sequence[int]) -> tuple[jax.Array, jax.Array]:
     """Two independent uniform uint32 words ``(hi, lo)`` per position of ``shape``.
 
     For threefry keys (JAX's default) they are the two output words of one threefry2x32 hash of
