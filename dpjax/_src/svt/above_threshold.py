@@ -118,7 +118,9 @@ def first_true(mask: jax.Array) -> jax.Array:
     return jnp.where(mask.any(), jnp.argmax(mask), -1).astype(jnp.int32)
 
 
-def above_threshold_from_noise(queries, threshold, threshold_noise, query_noise) -> jax.Array:
+def above_threshold_from_noise(
+    queries: ArrayLike, threshold: ArrayLike, threshold_noise: ArrayLike, query_noise: ArrayLike
+) -> jax.Array:
     """AboveThreshold on given (already scaled) noise: the pure core of :func:`above_threshold`.
 
     Returns the 0-based index of the first ``i`` with ``(queries[i] - threshold) + query_noise[i] >=

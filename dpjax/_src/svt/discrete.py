@@ -130,7 +130,7 @@ def discrete_above_threshold_guarantee(
     *,
     sensitivity: exact.Rational = 1,
     monotonic: bool = False,
-):
+) -> PureDP:
     """``epsilon1 + 2 epsilon2``-DP, or ``epsilon1 + epsilon2``-DP for monotonic queries (Lyu, Su and
     Li 2017, Thm. 2; Durfee 2023, Lemma 3.1), which the discrete noise keeps (``docs/derivations.md``)."""
     check_rational(sensitivity, "sensitivity")

@@ -56,6 +56,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax._src import auto as _auto
 from dpjax._src import noise as noise_lib
@@ -318,16 +319,16 @@ def _run_from_noise(queries, threshold, threshold_noise, noises, params: _GapPar
 
 
 def sparse_vector_with_gap_from_noise(
-    queries,
-    threshold,
-    threshold_noise,
-    middle_noise,
+    queries: ArrayLike,
+    threshold: ArrayLike,
+    threshold_noise: ArrayLike,
+    middle_noise: ArrayLike,
     *,
-    epsilon,
-    c,
-    theta=None,
-    monotonic=False,
-    sensitivity=1.0,
+    epsilon: ArrayLike,
+    c: int,
+    theta: ArrayLike | None = None,
+    monotonic: bool = False,
+    sensitivity: ArrayLike = 1.0,
 ) -> GapResult:
     """:func:`sparse_vector_with_gap` on given (already scaled) noise: ``threshold_noise`` (scalar,
     ``Lap(1/eps0)``) and ``middle_noise`` (shape ``(n,)``). For exact tests against a reference.
@@ -338,18 +339,18 @@ def sparse_vector_with_gap_from_noise(
 
 
 def adaptive_sparse_vector_with_gap_from_noise(
-    queries,
-    threshold,
-    threshold_noise,
-    top_noise,
-    middle_noise,
+    queries: ArrayLike,
+    threshold: ArrayLike,
+    threshold_noise: ArrayLike,
+    top_noise: ArrayLike,
+    middle_noise: ArrayLike,
     *,
-    epsilon,
-    c,
-    theta=None,
-    sigma=None,
-    monotonic=False,
-    sensitivity=1.0,
+    epsilon: ArrayLike,
+    c: int,
+    theta: ArrayLike | None = None,
+    sigma: ArrayLike | None = None,
+    monotonic: bool = False,
+    sensitivity: ArrayLike = 1.0,
 ) -> GapResult:
     """:func:`adaptive_sparse_vector_with_gap` on given (already scaled) noise: ``threshold_noise``
     (scalar), ``top_noise`` (the xi_i of line 7) and ``middle_noise`` (the eta_i), shape ``(n,)``.
@@ -404,9 +405,9 @@ def _run_keyed(key, queries, threshold, params: _GapParameters, c, monotonic, ad
 
 
 def sparse_vector_with_gap(
-    key,
-    queries,
-    threshold,
+    key: jax.Array,
+    queries: ArrayLike,
+    threshold: ArrayLike,
     epsilon: float,
     *,
     c: int,
@@ -459,9 +460,9 @@ def sparse_vector_with_gap(
 
 
 def adaptive_sparse_vector_with_gap(
-    key,
-    queries,
-    threshold,
+    key: jax.Array,
+    queries: ArrayLike,
+    threshold: ArrayLike,
     epsilon: float,
     *,
     c: int,

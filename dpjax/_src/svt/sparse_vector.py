@@ -98,7 +98,9 @@ def _guard(checks: Checks, result: SparseVectorResult) -> SparseVectorResult:
     return result._replace(above=result.above & checks.valid()) if checks.traced else result
 
 
-def sparse_vector_from_noise(queries, threshold, threshold_noise, query_noise, *, c: int):
+def sparse_vector_from_noise(
+    queries: ArrayLike, threshold: ArrayLike, threshold_noise: ArrayLike, query_noise: ArrayLike, *, c: int
+) -> SparseVectorResult:
     """Sparse vector on given (already scaled) noise: the pure core of :func:`sparse_vector`.
 
     ``threshold_noise`` has shape ``(c,)``; entry ``j`` noises the threshold of the ``j``-th run.
