@@ -32,12 +32,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
 from dpjax._src.accounting.conversions import zcdp_epsilon
 from dpjax._src.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
 from dpjax._src.accounting.ledger import BudgetExceededError, Ledger, Reservation
 from dpjax._src.accounting.tightest import rdp_epsilon
 from dpjax._src.validation import check_probability
+
+if TYPE_CHECKING:  # dp_accounting loads on first use (see dp_event)
+    from dp_accounting.dp_event import DpEvent
 
 __all__ = [
     "Accountant",
@@ -104,7 +108,7 @@ class Accountant(Ledger):
             max(self._budget.delta - used.delta, 0.0),
         )
 
-    def dp_event(self):
+    def dp_event(self) -> DpEvent:
         """The ``dp_accounting`` event of every recorded spend: a ``ComposedDpEvent`` of their
         :meth:`~dpjax.accounting.Guarantee.to_dp_event` (the mechanisms' own events where attached),
         equal events grouped as ``SelfComposedDpEvent(event, count)`` (composition commutes)."""
@@ -250,7 +254,7 @@ class Accountant(Ledger):
         )
 
 
-def _grouped(events: list):
+def _grouped(events: list[DpEvent]) -> DpEvent:
     """``ComposedDpEvent`` of the distinct events, each self-composed its number of times."""
     from dp_accounting import dp_event
 

@@ -22,6 +22,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike, DTypeLike
 
 from dpjax._src.numerics import bisect, resolution_steps
 from dpjax._src.validation import check_epsilon, check_int, check_probability
@@ -105,7 +106,7 @@ def optimal_composition_epsilon(epsilon: float, delta: float, k: int, *, grid: b
 
 
 @functools.partial(jax.jit, static_argnames=("k", "dtype"))
-def composition_epsilon(epsilon, delta, k: int, dtype) -> jax.Array:
+def composition_epsilon(epsilon: ArrayLike, delta: ArrayLike, k: int, dtype: DTypeLike) -> jax.Array:
     """The per-mechanism budget of :func:`dpjax.quantiles.app_ind_exp`, in the graph.
 
     ``epsilon`` and ``delta`` may be traced; ``k`` and ``dtype`` are static. The bisection of

@@ -31,6 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # dp_accounting loads on first use (see to_dp_event)
+    from dp_accounting.dp_event import DpEvent
 
 __all__ = [
     "ZCDP",
@@ -65,7 +69,7 @@ class Guarantee:
         """An (epsilon, delta)-DP guarantee at the given delta."""
         raise NotImplementedError
 
-    def to_dp_event(self):
+    def to_dp_event(self) -> DpEvent:
         """The ``dp_accounting`` event of this guarantee: the mechanism's event when its companion
         attached one, else ``ZCDpEvent(rho)`` of :meth:`to_zcdp` (an RDP accountant composes it
         exactly), ``UnsupportedDpEvent`` when none implies it."""

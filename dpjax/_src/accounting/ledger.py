@@ -55,6 +55,7 @@ from __future__ import annotations
 import abc
 import os
 import threading
+from typing import Any
 
 __all__ = [
     "BudgetExceededError",
@@ -78,7 +79,7 @@ class Reservation:
       label: free text recorded in the ledger's history.
     """
 
-    def __init__(self, ledger: Ledger, worst_case, label: str = ""):
+    def __init__(self, ledger: Ledger, worst_case: Any, label: str = "") -> None:
         self._ledger = ledger
         self.worst_case = worst_case
         self.label = label
@@ -89,7 +90,7 @@ class Reservation:
         """Whether the reservation is closed (settled, charged its worst case, or cancelled)."""
         return not self._open
 
-    def settle(self, *used):
+    def settle(self, *used: Any) -> Any:
         """Charges ``used`` (at most the worst case) and releases the rest; returns the charge."""
         with self._ledger._lock:
             self._check_open()
@@ -158,7 +159,7 @@ class Ledger(abc.ABC):
         return reservation
 
     @abc.abstractmethod
-    def reserve(self, worst_case, *, label: str = "") -> Reservation:
+    def reserve(self, worst_case: Any, *, label: str = "") -> Reservation:
         """Authorizes ``worst_case`` or raises :class:`BudgetExceededError` having recorded nothing."""
 
     @abc.abstractmethod

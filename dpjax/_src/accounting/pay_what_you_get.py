@@ -33,6 +33,7 @@ import dataclasses
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpjax._src.accounting.guarantees import ApproxDP
 from dpjax._src.accounting.ledger import BudgetExceededError, Ledger, Reservation
@@ -334,7 +335,7 @@ class Ticket(Reservation):
         self.epsilon = accountant.epsilon
         self.delta = accountant.delta
 
-    def cost(self, num_returned, bottom) -> int:
+    def cost(self, num_returned: ArrayLike, bottom: ArrayLike) -> int:
         """Outcomes charged for these results: ``sum(num_returned + bottom (+1 with Algorithm 6))``."""
         n = np.asarray(num_returned).astype(np.int64).ravel()
         b = np.asarray(bottom).astype(bool).ravel()

@@ -33,6 +33,7 @@ import dataclasses
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from dpjax._src.accounting.ledger import BudgetExceededError, Ledger, Reservation
 from dpjax._src.numerics import bisect
@@ -52,7 +53,7 @@ def _g_delta(t, delta):
     return (1 + np.exp(-t)) * 2 * np.sqrt(np.maximum(np.log(2 / ((2 + np.exp(t)) * delta)), 0.0))
 
 
-def approx_gp_epsilon(rho, delta: float, lam: float):
+def approx_gp_epsilon(rho: ArrayLike, delta: float, lam: float) -> float | np.ndarray:
     """The eq. (10) epsilon of a cumulative CGP cost: ``min_{s>1} max(g_delta(s) sqrt(rho), s Lambda rho)``.
 
     Lemma 3.2 / Thm 4.5 of Liang and Yi: a (rho, Lambda)-CGP mechanism is (epsilon, delta, Lambda)-GP
@@ -92,7 +93,7 @@ def approx_gp_epsilon(rho, delta: float, lam: float):
     return float(eps) if eps.ndim == 0 else eps
 
 
-def approx_gp_rho_star(budget, delta: float, lam: float):
+def approx_gp_rho_star(budget: ArrayLike, delta: float, lam: float) -> float | np.ndarray:
     """``rho*(B) = sup{rho : approx_gp_epsilon(rho) <= B}``: the CGP capacity of the eq. (10) filter.
 
     Bisection on rho (``approx_gp_epsilon`` is non-decreasing). The returned capacity satisfies
@@ -131,7 +132,7 @@ class Grant(Reservation):
         self.r = r
         self.dtype = dtype
 
-    def kernel_r(self):
+    def kernel_r(self) -> np.ndarray:
         """The allotments as the kernel receives them (exact in ``dtype``)."""
         return self.r.astype(self.dtype)
 
@@ -164,7 +165,9 @@ class PerUserLedger(Ledger):
       [8.75e-05, 5e-05, 0.0001]
     """
 
-    def __init__(self, budget, n: int | None = None, *, delta=None, lam=None):
+    def __init__(
+        self, budget: ArrayLike, n: int | None = None, *, delta: float | None = None, lam: float | None = None
+    ) -> None:
         super().__init__()
         budget = np.asarray(budget, dtype=np.float64)
         if budget.ndim == 0:
@@ -213,7 +216,9 @@ class PerUserLedger(Ledger):
         """The open grants' allotments, summed per user (call under the lock)."""
         return sum((grant.r for grant in self._open), np.zeros_like(self.budget))
 
-    def reserve(self, r, *, label: str = "", strict: bool = True, dtype=np.float32) -> Grant:
+    def reserve(
+        self, r: ArrayLike, *, label: str = "", strict: bool = True, dtype: DTypeLike = np.float32
+    ) -> Grant:
         """Checks the filter ``spent_i + r_i <= capacity_i`` for every user with ``r_i > 0``.
 
         Allotments are first rounded towards zero to ``dtype`` (the kernel dtype), then shaved by at
