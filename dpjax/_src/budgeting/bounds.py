@@ -11,7 +11,9 @@ The paper states the general formula for d > 2 with these special forms (an erra
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from dpjax._src.validation import check_int
 
@@ -31,7 +33,7 @@ def tail_radius_from_log(d: int, log_inv_beta):
     return jnp.sqrt(d + 2 * jnp.sqrt(d * t) + 2 * t)
 
 
-def tail_radius(d: int, beta):
+def tail_radius(d: int, beta: ArrayLike) -> jax.Array:
     """``lambda(d, beta)`` of Lemma 6.1: ``P(||Z|| > lambda) <= beta`` for ``Z ~ N(0, I_d)``.
 
     Example:

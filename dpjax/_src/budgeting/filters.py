@@ -80,7 +80,7 @@ def filter_step(state: FilterState, request: ArrayLike) -> tuple[jax.Array, Filt
     return released, checks.guard(FilterState(state.budget, spent, halted))
 
 
-def approx_gp_capacity(budget_epsilon, delta: float, lam: float) -> np.ndarray:
+def approx_gp_capacity(budget_epsilon: ArrayLike, delta: float, lam: float) -> np.ndarray:
     """The CGP capacity ``rho*`` of the eq. (10) filter for approximate-GP budgets (float64, host).
 
     ``min_{s>1} max(g_delta(s) sqrt(sum r), s Lambda sum r) <= B`` iff ``sum r <= rho*(B)``, because
@@ -95,7 +95,9 @@ def approx_gp_capacity(budget_epsilon, delta: float, lam: float) -> np.ndarray:
     return np.asarray(approx_gp_rho_star(np.asarray(budget_epsilon, dtype=np.float64), delta, lam))
 
 
-def approx_gp_filter_step(state: FilterState, request: ArrayLike, delta: float, lam: float):
+def approx_gp_filter_step(
+    state: FilterState, request: ArrayLike, delta: float, lam: float
+) -> tuple[jax.Array, FilterState]:
     """Algorithm 1 with the eq. (10) filter; ``state.budget`` is in epsilon units, charges in rho.
 
     Host side for the budget: the capacity ``rho*(B, delta, Lambda)`` is solved in float64 on the

@@ -14,7 +14,9 @@ Every score has the signature ``score(points (m, d), params) -> (m,)`` used by
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 __all__ = [
     "box_signed_distance",
@@ -25,7 +27,7 @@ __all__ = [
 ]
 
 
-def norm(v):
+def norm(v: jax.Array) -> jax.Array:
     """The Euclidean norm of ``v`` along its last axis, finite whenever the norm is representable.
 
     ``sqrt(sum(v^2))`` as is where no square can overflow or underflow (largest ``|v_j|`` between
@@ -40,7 +42,7 @@ def norm(v):
     return scale[..., 0] * jnp.sqrt(jnp.sum(jnp.square(v / scale), axis=-1))
 
 
-def box_signed_distance(points, params):
+def box_signed_distance(points: jax.Array, params: tuple[ArrayLike, ArrayLike]) -> jax.Array:
     """Signed distance to the boundary of the box ``params = (center (d,), half_widths (d,))``.
 
     Example:
@@ -59,7 +61,7 @@ def _segment_parameter(x, a, b):
     return jnp.sum((x - b) * ab, axis=-1) / jnp.sum(ab * ab)
 
 
-def rectangle_signed_distance(points, vertices):
+def rectangle_signed_distance(points: jax.Array, vertices: jax.Array) -> jax.Array:
     """Appendix A's Proj_Gamma for the 2-D rectangle with vertices ``(u, v, w, z)`` ((4, 2) array).
 
     Inside iff all four segment parameters lie in [0, 1]; the boundary distance is the minimum over
@@ -77,14 +79,14 @@ def rectangle_signed_distance(points, vertices):
     return jnp.where(inside, -dist, dist)
 
 
-def distance_to(points, p):
+def distance_to(points: jax.Array, p: ArrayLike) -> jax.Array:
     """``len_p(x) = ||x - p||`` for points (m, d) and a query point p (d,); a direct difference
     (not the matmul expansion, which cancels badly in float32 for pixel data), and a :func:`norm`
     that does not overflow (finite for any finite points whose distance is representable)."""
     return norm(points - p)
 
 
-def eta_shift(rho, length, width):
+def eta_shift(rho: ArrayLike, length: ArrayLike, width: ArrayLike) -> jax.Array:
     """The Appendix B shift ``eta(gamma) = -a gamma``, ``gamma = 1/sqrt(2 rho)``, for an l x w rectangle.
 
     ``a`` equalizes the areas of the bands just inside and just outside the boundary after shifting

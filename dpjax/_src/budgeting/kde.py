@@ -22,6 +22,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dpjax._src import sharded
+from dpjax._src.accounting.guarantees import ZCDP
 from dpjax._src.budgeting import pie
 from dpjax._src.budgeting.common import Mode, baseline_release, check_mode, on_users, points, query_point
 from dpjax._src.budgeting.geometry import distance_to
@@ -138,7 +139,7 @@ def kde_baseline(
     bandwidth: ArrayLike,
     mode: Mode = "point",
     noise_mode: NoiseMode = "high",
-):
+) -> jax.Array:
     """BM0 / BM1 Gaussian KDE at ``p``: every user releases once at its full ``rho_i`` (Sec. 6.3).
 
     Shares its noise with a c = 1 :func:`kde` for the same key (then ``|PM - BM| <= e^{-18}``).
@@ -152,7 +153,7 @@ def kde_baseline(
     return checks.guard(_baseline_kernel(key, x, r, p, b, point=mode == "point", noise_mode=noise_mode))
 
 
-def kde_guarantee(rho):
+def kde_guarantee(rho: ArrayLike) -> ZCDP | np.ndarray:
     """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
 
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.

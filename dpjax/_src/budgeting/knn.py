@@ -18,9 +18,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from dpjax._src import sharded
+from dpjax._src.accounting.guarantees import ZCDP
 from dpjax._src.budgeting import pie
 from dpjax._src.budgeting.common import Mode, baseline_release, check_mode, on_users, points, query_point
 from dpjax._src.budgeting.geometry import distance_to
@@ -129,7 +131,7 @@ def knn_baseline(
     k: int,
     mode: Mode = "distance",
     noise_mode: NoiseMode = "high",
-):
+) -> jax.Array:
     """BM0 / BM1: the k users with the smallest one-shot estimated distance; (k,) int32 indices.
 
     Shares its noise with a c = 1 :func:`knn` for the same key (equal sets for uniform rho).
@@ -145,7 +147,7 @@ def knn_baseline(
     return checks.guard(_baseline_kernel(key, x, r, p, point=mode == "point", k=k, noise_mode=noise_mode))
 
 
-def knn_guarantee(rho):
+def knn_guarantee(rho: ArrayLike) -> ZCDP | np.ndarray:
     """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
 
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.

@@ -27,10 +27,13 @@ parameters may be traced).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
+from dpjax._src.accounting.per_user import PerUserLedger
 from dpjax._src.validation import check_int
 
 __all__ = [
@@ -55,7 +58,7 @@ def gamma_schedule(m: int) -> np.ndarray:
     return g
 
 
-def allotment(remaining, initial, l: int, m: int) -> np.ndarray:
+def allotment(remaining: ArrayLike, initial: ArrayLike, l: int, m: int) -> np.ndarray:
     """Algorithm 3, line 4: ``gamma_l (B_i - (m-l+1) B/m) + B/m`` in float64 (``B_i`` itself at l = m).
 
     Args:
@@ -72,7 +75,15 @@ def allotment(remaining, initial, l: int, m: int) -> np.ndarray:
     return np.minimum(gamma_schedule(m)[l - 1] * savings + initial / m, remaining)
 
 
-def run_multi_query(key, psa: Callable, ledger, m: int, *, adaptive: bool = True, dtype=np.float32):
+def run_multi_query(
+    key: jax.Array,
+    psa: Callable,
+    ledger: PerUserLedger,
+    m: int,
+    *,
+    adaptive: bool = True,
+    dtype: DTypeLike = np.float32,
+) -> tuple[list[Any], np.ndarray]:
     """Algorithm 3: runs ``m`` privacy-saving queries, reinvesting savings through ``ledger``.
 
     Host side (see the module docstring): ``m`` and ``adaptive`` are Python values, the budgets

@@ -68,8 +68,8 @@ count when the users are sharded (``benchmarks/sharded_memory.py``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -77,6 +77,7 @@ import numpy as np
 from jax import lax
 from jax.extend.random import threefry_2x32
 from jax.sharding import PartitionSpec
+from jax.typing import ArrayLike, DTypeLike
 
 from dpjax._src import noise, sharded
 from dpjax._src.accounting.guarantees import ZCDP
@@ -163,7 +164,14 @@ def _user_gaussians(round_key, users, dshape, dtype, mode):
     return noise.gaussian_from_words(jnp.swapaxes(words, 1, 2).reshape(4, users.shape[0], *dshape), dtype)
 
 
-def user_noise(key, round_index: int, n: int, dshape=(), dtype=None, mode: NoiseMode = "high") -> jax.Array:
+def user_noise(
+    key: jax.Array,
+    round_index: int,
+    n: int,
+    dshape: Sequence[int] = (),
+    dtype: DTypeLike | None = None,
+    mode: NoiseMode = "high",
+) -> jax.Array:
     """The (n, *dshape) standard Gaussians PIE uses for users 0..n-1 in round ``round_index`` (0-based).
 
     User i's noise in round j depends only on the key, j and i (:func:`_user_gaussians` with the
@@ -467,16 +475,16 @@ def _thresholds(checks: Checks, nu_low, nu_high):
 
 
 def pie_ni(
-    key,
-    data,
-    rho,
+    key: jax.Array,
+    data: ArrayLike,
+    rho: ArrayLike,
     *,
     c: int,
     beta0: float,
-    nu_low=-np.inf,
-    nu_high=np.inf,
+    nu_low: ArrayLike = -np.inf,
+    nu_high: ArrayLike = np.inf,
     score_fn: Callable | None = None,
-    score_params=None,
+    score_params: Any = None,
     split: Split = "even",
     chunk_size: int | None = None,
     noise_mode: NoiseMode = "high",
@@ -537,15 +545,15 @@ def pie_ni(
 
 
 def pie_k(
-    key,
-    data,
-    rho,
+    key: jax.Array,
+    data: ArrayLike,
+    rho: ArrayLike,
     *,
     k: int,
     c: int,
     beta0: float,
     score_fn: Callable | None = None,
-    score_params=None,
+    score_params: Any = None,
     split: Split = "even",
     chunk_size: int | None = None,
     noise_mode: NoiseMode = "high",
@@ -579,7 +587,7 @@ def pie_k(
     return checks.guard(result)
 
 
-def pie_guarantee(rho):
+def pie_guarantee(rho: ArrayLike) -> ZCDP | np.ndarray:
     """Per-user worst case of one PIE query: ``max_i rho_i``-CGP.
 
     Returned as ``ZCDP(rho)``: in the user's metric this is rho-CGP (``D_alpha <= rho alpha
@@ -610,7 +618,7 @@ def pie_guarantee(rho):
     return ZCDP(float(rho.max()))
 
 
-def charged(result: PIEResult, rho, c: int, split: Split = "even") -> jax.Array:
+def charged(result: PIEResult, rho: ArrayLike, c: int, split: Split = "even") -> jax.Array:
     """Each user's charge ``rho_i * cumfrac[e_i]`` in the kernel dtype (the ledger recomputes it in f64).
 
     An invalid result (``rounds`` = -1, from invalid traced input) is charged the full ``rho_i``.

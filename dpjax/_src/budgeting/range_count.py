@@ -22,9 +22,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from dpjax._src import sharded
+from dpjax._src.accounting.guarantees import ZCDP
 from dpjax._src.budgeting import pie
 from dpjax._src.budgeting.common import Mode, baseline_release, check_mode, on_users, points
 from dpjax._src.budgeting.geometry import box_signed_distance, eta_shift
@@ -169,7 +171,7 @@ def range_count_baseline(
     return checks.guard(result)
 
 
-def range_count_guarantee(rho):
+def range_count_guarantee(rho: ArrayLike) -> ZCDP | np.ndarray:
     """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
 
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.

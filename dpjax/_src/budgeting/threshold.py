@@ -119,7 +119,7 @@ def threshold_baseline(
     q: ArrayLike,
     n_records: ArrayLike,
     noise_mode: NoiseMode = "high",
-):
+) -> jax.Array:
     """BM1: ``1{|H| + N(0, 1/(2 rho)) < qN}``; shares its noise with a c = 1 :func:`threshold_query`.
 
     Returns an int32 scalar: 1 (yes), 0 (no) or -1 (invalid traced input, as
