@@ -38,12 +38,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from typing import Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
+
+from jax.typing import ArrayLike
 
 from dpjax._src.accounting.guarantees import ZCDP
-from dpjax._src.optax.clip import as_strategy
+from dpjax._src.optax.clip import ClipStrategy, as_strategy
 from dpjax._src.optax.sampling import truncation_delta
 from dpjax._src.validation import check_choice, check_epsilon, check_int, check_positive, check_probability
+
+if TYPE_CHECKING:  # dp_accounting loads on first use; the state type only annotates spent_epsilon
+    from dp_accounting.dp_event import DpEvent
+
+    from dpjax._src.optax.transform import DPAggregateState
 
 __all__ = [
     "AccountantName",
@@ -70,7 +77,9 @@ def _validated(steps, sampling_rate, noise_multiplier):
     return steps, sampling_rate, noise_multiplier
 
 
-def dp_event(*, steps: int, sampling_rate: float, noise_multiplier: float, clip):
+def dp_event(
+    *, steps: int, sampling_rate: float, noise_multiplier: float, clip: ClipStrategy | ArrayLike
+) -> DpEvent:
     """The ``dp_accounting`` event of a run (see the module docstring for what it claims).
 
     Args:
@@ -95,7 +104,9 @@ def dp_event(*, steps: int, sampling_rate: float, noise_multiplier: float, clip)
     return dp_accounting.ComposedDpEvent(parts)
 
 
-def training_guarantee(*, steps: int, sampling_rate: float, noise_multiplier: float, clip) -> ZCDP:
+def training_guarantee(
+    *, steps: int, sampling_rate: float, noise_multiplier: float, clip: ClipStrategy | ArrayLike
+) -> ZCDP:
     """The run as a guarantee for a :class:`~dpjax.accounting.Accountant`, with its event attached.
 
     ``ZCDP(sum_t 1 / (2 sigma_t^2))``: each step is dominated by a Gaussian of noise multiplier
@@ -134,7 +145,7 @@ def training_epsilon(
     steps: int,
     sampling_rate: float,
     noise_multiplier: float,
-    clip,
+    clip: ClipStrategy | ArrayLike,
     accountant: AccountantName = "pld",
     pld_discretization: float = _PLD_DISCRETIZATION,
     padded_size: int | None = None,
@@ -237,7 +248,7 @@ def noise_multiplier_for_epsilon(
     *,
     steps: int,
     sampling_rate: float,
-    clip,
+    clip: ClipStrategy | ArrayLike,
     accountant: AccountantName = "pld",
     pld_discretization: float | None = None,
     padded_size: int | None = None,
@@ -360,7 +371,9 @@ def _secant_root(spent, epsilon: float, sigma: float) -> float:
     return math.exp(math.log(sigma) + slope * (math.log(epsilon) - math.log(first)))
 
 
-def spent_epsilon(state, delta: float, *, sampling_rate: float, accountant: AccountantName = "pld") -> float:
+def spent_epsilon(
+    state: DPAggregateState, delta: float, *, sampling_rate: float, accountant: AccountantName = "pld"
+) -> float:
     """:func:`training_epsilon` of the steps a :class:`~dpjax.optax.DPAggregateState` has run.
 
     Reads the state's step count, noise multiplier and clip strategy (concrete values; pass the

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from importlib import metadata as package_metadata
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -73,7 +75,7 @@ def _version(package: str) -> str | None:
         return None
 
 
-def save_checkpoint(path, tree, *, metadata: dict | None = None) -> Path:
+def save_checkpoint(path: str | os.PathLike, tree: Any, *, metadata: dict | None = None) -> Path:
     """Writes ``tree`` (any pytree of arrays and typed PRNG keys, e.g. ``(params, opt_state)`` of an
     ``optax.chain`` whose first entry is ``dp_aggregate``'s state, or a ``dp_gradients`` state) to the
     directory ``path`` in the format of the module docstring, each file atomically.
@@ -134,7 +136,7 @@ def _restore_leaf(value: np.ndarray, saved: dict, template, index: int):
     return out
 
 
-def load_checkpoint(path, like):
+def load_checkpoint(path: str | os.PathLike, like: Any) -> tuple[Any, dict]:
     """Reads a checkpoint written by :func:`save_checkpoint`, checked against the template ``like``.
 
     Args:

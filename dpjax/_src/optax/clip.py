@@ -67,7 +67,16 @@ class FixedClip:
         """This strategy with every leaf checked (eagerly if concrete, recorded if traced)."""
         return FixedClip(_validate_initial_norm(checks, self.initial_norm))
 
-    def next_norm(self, key, clip_norm, norms, mask, *, expected_batch_size, step):
+    def next_norm(
+        self,
+        key: jax.Array,
+        clip_norm: jax.Array,
+        norms: jax.Array,
+        mask: jax.Array,
+        *,
+        expected_batch_size: ArrayLike,
+        step: ArrayLike,
+    ) -> jax.Array:
         """The clip norm of the next step: unchanged."""
         del key, norms, mask, expected_batch_size, step
         return clip_norm
@@ -144,7 +153,16 @@ class QuantileClip:
             self.max_queries,
         )
 
-    def next_norm(self, key, clip_norm, norms, mask, *, expected_batch_size, step):
+    def next_norm(
+        self,
+        key: jax.Array,
+        clip_norm: jax.Array,
+        norms: jax.Array,
+        mask: jax.Array,
+        *,
+        expected_batch_size: ArrayLike,
+        step: ArrayLike,
+    ) -> jax.Array:
         """At steps with ``step % every == 0``: the fully unbounded quantile mechanism (Durfee 2023,
         Algorithm 4) on the log norms; at other steps the clip norm is kept.
 
@@ -217,7 +235,16 @@ class GeometricClip:
             checks.positive(self.count_noise_multiplier, "count_noise_multiplier"),
         )
 
-    def next_norm(self, key, clip_norm, norms, mask, *, expected_batch_size, step):
+    def next_norm(
+        self,
+        key: jax.Array,
+        clip_norm: jax.Array,
+        norms: jax.Array,
+        mask: jax.Array,
+        *,
+        expected_batch_size: ArrayLike,
+        step: ArrayLike,
+    ) -> jax.Array:
         """Andrew et al. (2021), Algorithm 1: ``C <- C exp(-eta (b - gamma))`` with
         ``b = (sum_j (1[norm_j <= C] - 1/2) + N(0, (z_b/2)^2)) / expected_batch_size + 1/2``.
 

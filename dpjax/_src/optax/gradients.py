@@ -4,7 +4,7 @@ ghost clipping (:mod:`dpjax.optax.ghost`) where the loss allows it, ready for an
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, TypeAlias, get_args
+from typing import Any, Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +49,7 @@ class DPGradients:
         """``(grads, state)``: the privatized mean gradient (the parameters' tree) and the next state."""
         return self._apply(params, state, batch, example_mask)
 
-    def resolve(self, params, *batch) -> Literal["ghost", "vmap"]:
+    def resolve(self, params: Any, *batch: Any) -> Literal["ghost", "vmap"]:
         """The path ``method="auto"`` takes for these parameters and batch (host-side, no compute)."""
         if self.method != "auto":
             return self.method

@@ -36,7 +36,9 @@ __all__ = [
 ]
 
 
-def poisson_sample(key: jax.Array, dataset_size: int, sampling_rate: ArrayLike, padded_size: int):
+def poisson_sample(
+    key: jax.Array, dataset_size: int, sampling_rate: ArrayLike, padded_size: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """A Poisson sample of ``range(dataset_size)`` (each index independently with probability
     ``sampling_rate``) in ``padded_size`` slots.
 

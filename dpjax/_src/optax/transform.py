@@ -55,7 +55,7 @@ class DPAggregateState(NamedTuple):
     clip: ClipStrategy
 
 
-def example_norms(per_example_grads) -> jax.Array:
+def example_norms(per_example_grads: Any) -> jax.Array:
     """The global L2 norm of each example's gradient (over every leaf), shape ``[batch]``."""
     leaves = jax.tree.leaves(per_example_grads)
     dtype = float_dtype(*leaves)
