@@ -22,7 +22,7 @@ rounding (relative ~1e-7 per bin); enable x64 for exact-to-double sums.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +31,7 @@ from jax.typing import ArrayLike
 from dpjax._src import noise as noise_lib
 from dpjax._src.accounting.composition import compose
 from dpjax._src.accounting.elementwise import elementwise
-from dpjax._src.accounting.guarantees import PureDP
+from dpjax._src.accounting.guarantees import Guarantee, PureDP
 from dpjax._src.quantiles.unbounded import (
     DEFAULT_MAX_QUERIES,
     NOISES,
@@ -125,7 +125,7 @@ def _release(key, counts, prefix, n, epsilon, q, clip_fraction, lower, log_b, ca
 
 
 @arguments_of(clipped_sum)
-def sum(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
+def sum(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options: Any) -> jax.Array:
     """DP sum of data bounded below only, clipped at a privately estimated quantile.
 
     Durfee (2023), §6.3: ``bound = UQE(x, q)`` with ``clip_fraction * epsilon`` (Algorithm 2,
@@ -167,7 +167,7 @@ def sum(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Arra
 
 
 @arguments_of(clipped_sum)
-def mean(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
+def mean(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options: Any) -> jax.Array:
     """DP mean: :func:`sum` divided by the public n (swap neighbors; ``epsilon``-DP in total,
     :func:`mean_guarantee`). Arguments as in :func:`sum` (the same may be traced).
 
@@ -181,7 +181,7 @@ def mean(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Arr
 @elementwise("epsilon", "q", "clip_fraction")
 def sum_guarantee(
     epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: Noise = "exponential"
-):
+) -> Guarantee:
     """Guarantee of :func:`sum` (swap): UQE with ``clip_fraction * epsilon``
     (:func:`~dpjax.quantiles.unbounded_guarantee`, which carries Theorem 1's zCDP bound) composed
     with the Laplace step's ``PureDP((1 - clip_fraction) * epsilon)``: ``PureDP(epsilon)`` with the

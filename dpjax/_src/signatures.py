@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 __all__: list[str] = []
 
+Derived = TypeVar("Derived", bound=Callable[..., Any])
 
-def arguments_of(full: Callable) -> Callable[[Callable], Callable]:
+
+def arguments_of(full: Callable) -> Callable[[Derived], Derived]:
     """Decorates a function that forwards its arguments to ``full``, to carry ``full``'s signature.
 
     Args:
@@ -38,9 +41,10 @@ def arguments_of(full: Callable) -> Callable[[Callable], Callable]:
     """
     signature = inspect.signature(full)
 
-    def decorate(derived: Callable) -> Callable:
+    def decorate(derived: Derived) -> Derived:
         own = inspect.signature(derived).return_annotation
-        derived.__signature__ = signature.replace(return_annotation=own)
+        # a function object takes any attribute; typing's Callable does not declare __signature__
+        derived.__signature__ = signature.replace(return_annotation=own)  # type: ignore[attr-defined]
         return derived
 
     return decorate

@@ -74,7 +74,7 @@ def app_ind_exp(
 
 @elementwise("epsilon", "delta")
 def app_ind_exp_guarantee(
-    qs, epsilon: float, *, delta: float = 1e-6, neighbors: NeighborsLike = Neighbors.SWAP
+    qs: ArrayLike, epsilon: float, *, delta: float = 1e-6, neighbors: NeighborsLike = Neighbors.SWAP
 ) -> RangeBounded:
     """AppIndExp's guarantee: ``m`` EMQ releases at ``epsilon_0``, each ``epsilon_0``-range-bounded.
 

@@ -180,7 +180,7 @@ def approx_quantiles(
 
 @elementwise("epsilon")
 def approx_quantiles_guarantee(
-    qs, epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP
+    qs: ArrayLike, epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP
 ) -> RangeBounded:
     """ApproxQuantiles' guarantee: ``RangeBounded(epsilon, rho=epsilon^2 / (8 depth))``.
 

@@ -242,7 +242,9 @@ def independent_quantiles(
 
 
 @elementwise("epsilon")
-def ind_exp_guarantee(qs, epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) -> RangeBounded:
+def ind_exp_guarantee(
+    qs: ArrayLike, epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP
+) -> RangeBounded:
     """IndExp's guarantee: ``RangeBounded(epsilon, rho=epsilon^2 / (8 m))`` under ``neighbors``.
 
     ``m = len(qs)`` EMQ releases of ``epsilon / m``, each ``epsilon / m``-range-bounded

@@ -104,7 +104,7 @@ def joint_exp_tables(
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: Method = _DEFAULT_METHOD,
-):
+) -> Tables:
     """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
 
     Arguments as in :func:`joint_exp`, except that ``epsilon = 0`` is allowed here (the tables of
@@ -123,7 +123,7 @@ def joint_exp_log_normalizer(
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: Method = _DEFAULT_METHOD,
-):
+) -> jax.Array:
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
     (``epsilon >= 0``; NaN when a traced input is invalid)."""
     tables = joint_exp_tables(x, qs, epsilon, bounds=bounds, neighbors=neighbors, method=method)

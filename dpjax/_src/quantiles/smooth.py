@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.typing import ArrayLike
+from jax.typing import ArrayLike, DTypeLike
 
 from dpjax._src import noise, sharded
 from dpjax._src.accounting.elementwise import elementwise
@@ -135,7 +135,9 @@ def _tuned_t(log_sens, epsilon_each) -> jax.Array:
     return jnp.mean(grid[jnp.argmin(log_var, axis=-1)], axis=0)
 
 
-def csmooth_default_t(n: int, levels, epsilon_each, bounds, dtype=None) -> jax.Array:
+def csmooth_default_t(
+    n: int, levels: ArrayLike, epsilon_each: ArrayLike, bounds: ArrayLike, dtype: DTypeLike | None = None
+) -> jax.Array:
     """Per-quantile ``t`` tuned on N(0, 1) data (data independent; see the module docstring).
 
     ``n`` (static) is the data size; ``levels``, ``epsilon_each`` and ``bounds`` may be traced (the

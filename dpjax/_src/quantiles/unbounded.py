@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Literal, NamedTuple, TypeAlias, get_args
+from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -47,7 +47,7 @@ from dpjax._src import auto as _auto
 from dpjax._src import sharded
 from dpjax._src.accounting.composition import compose
 from dpjax._src.accounting.elementwise import elementwise
-from dpjax._src.accounting.guarantees import PureDP
+from dpjax._src.accounting.guarantees import Guarantee, PureDP
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.quantiles.unbounded_bins import (
     INDEX_LIMIT,
@@ -311,7 +311,7 @@ def _release(key, counts, q, n, epsilon, split, lower, log_b, cap, *, noise, dty
 
 
 @arguments_of(unbounded_result)
-def unbounded(key: jax.Array, x: ArrayLike, q: ArrayLike, epsilon: ArrayLike, **options) -> jax.Array:
+def unbounded(key: jax.Array, x: ArrayLike, q: ArrayLike, epsilon: ArrayLike, **options: Any) -> jax.Array:
     """Differentially private q-quantile of data bounded below only (UQE).
 
     Durfee (2023), Algorithm 2: AboveThreshold (Alg. 1) with ``T = q*n`` over
@@ -471,7 +471,9 @@ def fully_unbounded(
 
 
 @elementwise("q", "epsilon", "split")
-def fully_unbounded_guarantee(q: float, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5):
+def fully_unbounded_guarantee(
+    q: float, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5
+) -> Guarantee:
     """The guarantee of :func:`fully_unbounded` (swap; it takes no ``neighbors``: Lemma 4.1's
     monotonicity is what its two calls use): the composition of two calls of
     :func:`unbounded_guarantee` at ``epsilon/2`` each (pure: ``epsilon``; zCDP: twice Theorem 1's

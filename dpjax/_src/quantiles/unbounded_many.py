@@ -222,7 +222,7 @@ def unbounded_many(
 
 @elementwise("epsilon", "split")
 def unbounded_many_guarantee(
-    qs, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5
+    qs: ArrayLike, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5
 ) -> PureDP:
     """Guarantee of :func:`unbounded_many` (swap; no ``neighbors`` argument: Lemma 4.1's swap
     monotonicity is what it uses): for ``m = len(qs)`` levels, ``ceil(log2(m+1))`` levels of the
