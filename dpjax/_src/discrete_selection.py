@@ -107,7 +107,7 @@ def discrete_peeling_top_k(
     *,
     sensitivity: exact.Rational = 1,
     monotonic: bool = False,
-):
+) -> jax.Array:
     """The indices of k counts chosen by k rounds of :func:`discrete_report_noisy_max`, each with
     ``epsilon/k`` and fresh noise, removing each winner: ``epsilon``-DP by adaptive composition.
 

@@ -244,7 +244,7 @@ def exponential_mechanism(
     sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
     method: Method = "auto",
-):
+) -> jax.Array:
     """Samples index i with probability proportional to ``exp(epsilon * u_i / (c * sensitivity))``.
 
     McSherry and Talwar (2007), sampled by the Gumbel-max trick (Durfee and Rogers 2019, Lemma 4.2,
@@ -304,7 +304,7 @@ def report_noisy_max(
     sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
     method: Method = "auto",
-):
+) -> jax.Array:
     """Report-noisy-max: the index of the largest ``scores + noise``.
 
     The noise has scale ``b = c * sensitivity / epsilon`` (``c = 2``, or 1 with ``monotonic=True``):

@@ -16,6 +16,8 @@ on (``top_k``, ``sort``, ``cumsum``, ``dynamic_update_slice``, scatters):
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -154,7 +156,10 @@ def _explicit_mesh(tree):
     return None, ()
 
 
-def auto_axes(kernel):
+Kernel = TypeVar("Kernel", bound=Callable)
+
+
+def auto_axes(kernel: Kernel) -> Kernel:
     """Decorator (under ``jax.jit``) of a kernel whose array arguments may be sharded over explicit
     mesh axes (its other arguments, Python values, are static options): the kernel then runs under
     ``jax.sharding.auto_axes`` (XLA partitions it, as on a mesh with automatic axes) and its outputs
@@ -176,4 +181,4 @@ def auto_axes(kernel):
                 *(a for a, t in zip(args, traced, strict=True) if t)
             )
 
-    return wrapper
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps the kernel's signature

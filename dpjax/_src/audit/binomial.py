@@ -20,6 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpjax._src.numerics import bisect
 
@@ -49,7 +50,9 @@ def _bounds(k, n, level):
     return _beta_lower_quantile(k, n, level), 1.0 - _beta_lower_quantile(n - k, n, level)
 
 
-def clopper_pearson(successes, trials, level) -> tuple[np.ndarray, np.ndarray]:
+def clopper_pearson(
+    successes: ArrayLike, trials: ArrayLike, level: ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
     """One-sided Clopper–Pearson bounds ``(lower, upper)`` on a binomial proportion.
 
     ``P[p >= lower] >= 1 - level`` and ``P[p <= upper] >= 1 - level`` for every true proportion p
@@ -137,7 +140,9 @@ def _critical_level(k_p, n_p, k_q, n_q, epsilon, delta):
     return jnp.where(never, 0.5, jnp.clip(level_p(hi), 0.0, 0.5))
 
 
-def privacy_loss_lower_bound(k_p, n_p, k_q, n_q, level, delta: float = 0.0) -> np.ndarray:
+def privacy_loss_lower_bound(
+    k_p: ArrayLike, n_p: ArrayLike, k_q: ArrayLike, n_q: ArrayLike, level: ArrayLike, delta: float = 0.0
+) -> np.ndarray:
     """A lower confidence bound on the privacy loss shown by one event ``E``.
 
     With ``k_p`` of ``n_p`` runs on one input and ``k_q`` of ``n_q`` runs on its neighbor landing in
@@ -149,7 +154,9 @@ def privacy_loss_lower_bound(k_p, n_p, k_q, n_q, level, delta: float = 0.0) -> n
     return loss_statistics(k_p, n_p, k_q, n_q, level, 0.0, delta)[0]
 
 
-def loss_p_value(k_p, n_p, k_q, n_q, epsilon: float, delta: float = 0.0) -> np.ndarray:
+def loss_p_value(
+    k_p: ArrayLike, n_p: ArrayLike, k_q: ArrayLike, n_q: ArrayLike, epsilon: float, delta: float = 0.0
+) -> np.ndarray:
     """The smallest ``2 * level`` at which :func:`privacy_loss_lower_bound` exceeds ``epsilon``.
 
     It is a valid p-value for the null hypothesis "the mechanism is (epsilon, delta)-DP" (for this
@@ -158,7 +165,15 @@ def loss_p_value(k_p, n_p, k_q, n_q, epsilon: float, delta: float = 0.0) -> np.n
     return loss_statistics(k_p, n_p, k_q, n_q, 0.25, epsilon, delta)[1]
 
 
-def loss_statistics(k_p, n_p, k_q, n_q, level, epsilon, delta) -> tuple[np.ndarray, np.ndarray]:
+def loss_statistics(
+    k_p: ArrayLike,
+    n_p: ArrayLike,
+    k_q: ArrayLike,
+    n_q: ArrayLike,
+    level: ArrayLike,
+    epsilon: ArrayLike,
+    delta: ArrayLike,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`privacy_loss_lower_bound` at ``level`` and :func:`loss_p_value` for ``epsilon``, at once."""
     arrays = np.broadcast_arrays(
         *(np.asarray(a, np.float64) for a in (k_p, n_p, k_q, n_q, level, epsilon, delta))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -49,13 +49,13 @@ class Event:
     indicator: Callable
     on_features: Callable | None = None
 
-    def evaluate(self, outputs, flat: np.ndarray | None = None) -> np.ndarray:
+    def evaluate(self, outputs: Any, flat: np.ndarray | None = None) -> np.ndarray:
         """The indicator, computed from ``flat = features(outputs)`` when given and possible."""
         if self.on_features is not None and flat is not None:
             return np.asarray(self.on_features(flat), dtype=bool)
         return self(outputs)
 
-    def __call__(self, outputs) -> np.ndarray:
+    def __call__(self, outputs: Any) -> np.ndarray:
         if self.on_features is not None:
             return np.asarray(self.on_features(features(outputs)), dtype=bool)
         mask = np.asarray(self.indicator(outputs), dtype=bool)
@@ -69,7 +69,7 @@ class Event:
         return self.description
 
 
-def features(outputs) -> np.ndarray:
+def features(outputs: Any) -> np.ndarray:
     """The outputs flattened to a float64 matrix ``(trials, d)`` (leaves concatenated in tree order)."""
     leaves = jax.tree.leaves(outputs)
     if not leaves:

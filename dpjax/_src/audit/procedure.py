@@ -34,7 +34,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -194,14 +194,14 @@ def _sample(batched, data, key, trials, chunk_size):
 
 def audit(
     mechanism: Callable,
-    x,
-    x_prime,
+    x: Any,
+    x_prime: Any,
     *,
     epsilon: float,
     delta: float = 0.0,
     events: Sequence[Event | Callable] | None = None,
     trials: int = DEFAULT_TRIALS,
-    key=None,
+    key: jax.Array | None = None,
     alpha: float = DEFAULT_ALPHA,
     candidates: int = 8,
     chunk_size: int = 16384,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 
-def trial_keys(key, start: int, stop: int) -> jax.Array:
+def trial_keys(key: jax.Array, start: int, stop: int) -> jax.Array:
     """The keys of trials ``start, ..., stop-1``: ``fold_in(key, i)``, independent of chunking."""
     return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(start, stop, dtype=jnp.uint32))
 
@@ -132,7 +133,7 @@ def run(f, key, trials: int, args: tuple, chunk_size: int | None, mesh, status: 
 
 def monte_carlo(
     f: Callable,
-    key,
+    key: jax.Array,
     trials: int,
     *,
     args: tuple = (),
@@ -140,7 +141,7 @@ def monte_carlo(
     progress: bool | None = None,
     description: str = "trials",
     mesh: jax.sharding.Mesh | None = None,
-):
+) -> Any:
     """Runs ``f(key_i, *args)`` for ``trials`` independent keys and stacks the outputs.
 
     Args:

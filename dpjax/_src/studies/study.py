@@ -51,10 +51,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -73,6 +74,9 @@ from dpjax._src.studies.status import ChunkStatus
 from dpjax._src.studies.theory import theory_value
 from dpjax._src.studies.trial_cache import TRIALS, content_key
 from dpjax._src.validation import TracedParameterError, check_int
+
+if TYPE_CHECKING:  # matplotlib loads only when a figure is drawn
+    from matplotlib.figure import Figure
 
 __all__ = [
     "COLUMNS",
@@ -255,7 +259,7 @@ class StudyResult:
     table: Any
     record: dict
 
-    def figure(self):
+    def figure(self) -> Figure:
         """The study's small-multiples figure (see :func:`dpjax.studies.plots.study_figure`)."""
         from dpjax._src.studies.plots import study_figure
 
@@ -271,7 +275,7 @@ class StudyResult:
             "columns": column_descriptions(self.table.columns, [self.study]),
         }
 
-    def save(self, directory, *, figure: bool = True) -> list[Path]:
+    def save(self, directory: str | os.PathLike, *, figure: bool = True) -> list[Path]:
         """Writes ``<name>.csv`` (the table), ``<name>.json`` (record, legend, rows) and ``<name>.png``,
         each atomically (a temporary file renamed into place)."""
         import json

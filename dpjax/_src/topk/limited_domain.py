@@ -129,7 +129,7 @@ def limited_domain(
     delta: ArrayLike,
     *,
     max_contributions: ArrayLike | None = None,
-):
+) -> TopKResult:
     """Top-k over an unknown domain with a noisy ⊥ threshold (Durfee and Rogers 2019, Algorithm 1).
 
     Only the true top-(kbar+1) counts of ``counts`` are used (extracted with the exact
@@ -186,7 +186,7 @@ def limited_domain(
 
 def strictly_limited_domain(
     key: jax.Array, counts: ArrayLike, k: int, kbar: int, epsilon: ArrayLike, delta: ArrayLike
-):
+) -> TopKResult:
     """The strictly limited domain variant (Durfee and Rogers 2019, Algorithm 5, Sec. 6.2).
 
     As :func:`limited_domain`, but only items whose count is strictly above ``h_(kbar+1)`` can be
