@@ -32,16 +32,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
 
 from dpjax._src.accounting.conversions import zcdp_epsilon
-from dpjax._src.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP, RangeBounded
+from dpjax._src.accounting.guarantees import ZCDP, ApproxDP, DpEvent, Guarantee, PureDP, RangeBounded
 from dpjax._src.accounting.ledger import BudgetExceededError, Ledger, Reservation
 from dpjax._src.accounting.tightest import rdp_epsilon
 from dpjax._src.validation import check_probability
-
-if TYPE_CHECKING:  # dp_accounting loads on first use (see dp_event)
-    from dp_accounting.dp_event import DpEvent
 
 __all__ = [
     "Accountant",

@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # dp_accounting loads on first use (see to_dp_event)
+if TYPE_CHECKING:
     from dp_accounting.dp_event import DpEvent
+else:  # dp_accounting loads on first use (seconds): at run time the annotation reads Any
+    DpEvent = Any
 
 __all__ = [
     "ZCDP",

@@ -38,19 +38,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
+from typing import Literal, TypeAlias, get_args
 
 from jax.typing import ArrayLike
 
-from dpjax._src.accounting.guarantees import ZCDP
+from dpjax._src.accounting.guarantees import ZCDP, DpEvent
 from dpjax._src.optax.clip import ClipStrategy, as_strategy
 from dpjax._src.optax.sampling import truncation_delta
+from dpjax._src.optax.transform import DPAggregateState
 from dpjax._src.validation import check_choice, check_epsilon, check_int, check_positive, check_probability
-
-if TYPE_CHECKING:  # dp_accounting loads on first use; the state type only annotates spent_epsilon
-    from dp_accounting.dp_event import DpEvent
-
-    from dpjax._src.optax.transform import DPAggregateState
 
 __all__ = [
     "AccountantName",

@@ -75,8 +75,10 @@ from dpjax._src.studies.theory import theory_value
 from dpjax._src.studies.trial_cache import TRIALS, content_key
 from dpjax._src.validation import TracedParameterError, check_int
 
-if TYPE_CHECKING:  # matplotlib loads only when a figure is drawn
+if TYPE_CHECKING:
     from matplotlib.figure import Figure
+else:  # matplotlib loads only when a figure is drawn: at run time the annotation reads Any
+    Figure = Any
 
 __all__ = [
     "COLUMNS",
