@@ -9,6 +9,26 @@ The subpackages load on first use (PEP 562 module ``__getattr__``), so ``import 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names the lazy loading below gives, spelled out for type checkers
+    from dpjax import (  # noqa: F401
+        accounting,
+        additive,
+        aggregates,
+        audit,
+        budgeting,
+        noise,
+        optax,
+        postprocess,
+        quantiles,
+        selection,
+        svt,
+        topk,
+        validation,
+    )
+    from dpjax.accounting import ZCDP, Accountant, ApproxDP, BudgetExceededError, PureDP, RangeBounded  # noqa: F401
+    from dpjax.validation import TracedParameterError  # noqa: F401
 
 __version__ = "0.1.0"
 
