@@ -75,14 +75,16 @@ Sampler: TypeAlias = Literal["laplace", "gumbel", "exponential", "gaussian"]
 """The continuous samplers by name (:data:`SAMPLERS`)."""
 
 
-def _float_dtype(dtype):
+def _float_dtype(dtype: DTypeLike | None) -> np.dtype:
     dtype = jnp.dtype(float) if dtype is None else jnp.dtype(dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"dtype must be a floating dtype, got {dtype}.")
     return jax.dtypes.canonicalize_dtype(dtype)
 
 
-def _prepare(shape, scale, dtype, mode):
+def _prepare(
+    shape: Sequence[int] | int, scale: ArrayLike, dtype: DTypeLike | None, mode: NoiseMode
+) -> tuple[tuple[int, ...], jax.Array, np.dtype]:
     check_choice(mode, "mode", _MODES)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return shape, jnp.asarray(scale, _float_dtype(dtype)), _float_dtype(dtype)

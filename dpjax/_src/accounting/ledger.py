@@ -134,7 +134,7 @@ class Ledger(abc.ABC):
     step, and register each reservation they grant with :meth:`_hold` (under the same lock).
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = _ProcessLock(type(self).__name__)
         self._open: list[Reservation] = []
 

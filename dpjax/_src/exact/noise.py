@@ -131,7 +131,7 @@ def gaussian_params(sigma: Fraction, word) -> dict:
 
 
 
-def _shape(shape):
+def _shape(shape: Sequence[int] | int) -> tuple[int, ...]:
     return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
@@ -250,4 +250,4 @@ def release_key(impl: str | None = None) -> jax.Array:
     """
     shape = jax.random.key_data(jax.random.key(0, impl=impl)).shape
     words = np.frombuffer(secrets.token_bytes(4 * math.prod(shape)), np.uint32).reshape(shape)
-    return jax.random.wrap_key_data(words, impl=impl)
+    return jax.random.wrap_key_data(jnp.asarray(words), impl=impl)
