@@ -57,6 +57,8 @@ __all__ = [
     "release_bound",
 ]
 
+Choice = TypeVar("Choice", bound=str)  # an option string (often a Literal alias), returned as given
+
 
 class TracedParameterError(TypeError):
     """A traced value (inside ``jit``, ``vmap``, ``scan``) where a concrete one is needed.
@@ -188,7 +190,7 @@ def check_int(value: object, name: str, *, minimum: int | None = None, maximum: 
     return n
 
 
-def check_choice(value: str, name: str, choices: Collection[str]) -> str:
+def check_choice(value: Choice, name: str, choices: Collection[str]) -> Choice:
     """One of a fixed set of option strings."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}.")

@@ -29,7 +29,7 @@ class Neighbors(enum.StrEnum):
     ADD_REMOVE = "add_remove"
 
     @classmethod
-    def check(cls, value: object, name: str = "neighbors") -> Neighbors:
+    def check(cls, value: Neighbors | str, name: str = "neighbors") -> Neighbors:
         """``value`` as a :class:`Neighbors` (an enum member or its string value), else ValueError."""
         try:
             return cls(value)

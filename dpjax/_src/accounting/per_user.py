@@ -184,7 +184,7 @@ class PerUserLedger(Ledger):
         if (delta is None) != (lam is None):
             raise ValueError("give both delta and lam (approximate-GP budgets) or neither.")
         self.delta, self.lam = None, None
-        if delta is not None:
+        if delta is not None and lam is not None:  # both or neither (checked above)
             self.delta = check_probability(delta, "delta", open_low=True, open_high=True)
             self.lam = check_positive(lam, "Lambda")
             self.capacity = np.asarray(approx_gp_rho_star(budget, self.delta, self.lam))

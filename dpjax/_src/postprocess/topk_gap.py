@@ -58,7 +58,7 @@ _VARIANCE = {"laplace": 2.0, "gumbel": math.pi**2 / 6}
 
 def variance_ratio(
     selection_scale: ArrayLike, measurement_scale: ArrayLike, *, noise: GapNoise = "laplace"
-) -> float:
+) -> float | jax.Array:
     """``lam = Var(selection noise)/Var(measurement noise)`` for Laplace measurements.
 
     ``(b_sel/b_meas)^2`` for Laplace selection noise (``noise="laplace"``, the default) and
@@ -122,7 +122,7 @@ def blue_estimate(measurements: ArrayLike, gaps: ArrayLike, lam: ArrayLike) -> j
     return checks.guard(numerator / ((1 + lam) * k))
 
 
-def blue_mse_ratio(k: int, lam: float) -> float:
+def blue_mse_ratio(k: int, lam: ArrayLike) -> float | jax.Array:
     """Corollary 1: ``E|beta_i - q_i|^2 / E|alpha_i - q_i|^2 = (1 + lam k)/(k + lam k)``.
 
     ``k`` is static; ``lam`` (>= 0) may be traced: a float for a concrete ``lam``, else a scalar,

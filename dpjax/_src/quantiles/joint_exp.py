@@ -61,7 +61,7 @@ from dpjax._src.quantiles.joint_exp_tables import (
 )
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
-_DEFAULT_METHOD = "linear"
+_DEFAULT_METHOD: Method = "linear"
 
 
 def _joint_exp_sensitivity(qs, neighbors: NeighborsLike = Neighbors.SWAP):

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from dpjax._src import sharded
 from dpjax._src.validation import Checks, check_epsilon, check_int, check_probability, is_traced
@@ -90,10 +91,10 @@ class _EpsilonDelta(NamedTuple):
     delta: float | jax.Array
 
 
-def check_privacy(epsilon, delta) -> _EpsilonDelta:
+def check_privacy(epsilon: ArrayLike, delta: ArrayLike) -> tuple[float, float]:
     """Host side (guarantee companions): per-step ``epsilon > 0`` and the threshold's ``delta`` in (0, 1)."""
     epsilon = check_epsilon(epsilon)
-    return _EpsilonDelta(epsilon, check_probability(delta, "delta", open_low=True, open_high=True))
+    return epsilon, check_probability(delta, "delta", open_low=True, open_high=True)
 
 
 def privacy(checks: Checks, epsilon, delta, dtype) -> _EpsilonDelta:
