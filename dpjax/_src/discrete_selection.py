@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-def _counts(counts):
+def _counts(counts: ArrayLike) -> jax.Array:
     counts = check_exact_integers(counts, "counts")  # exact, in [-B, B] (traced ones clamped)
     if counts.ndim != 1 or counts.size == 0:
         raise ValueError(f"counts must have shape (n,) with n >= 1, got {counts.shape}.")

@@ -39,7 +39,9 @@ __all__ = [
 _ELIMINATED_BIAS = float(np.exp(-18.0))  # exp(-(6b)^2 / (2 b^2))
 
 
-def _inputs(checks, x, p, bandwidth):
+def _inputs(
+    checks: Checks, x: ArrayLike, p: ArrayLike, bandwidth: ArrayLike
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(x, p, b): the points, the query point and the bandwidth, in the points' dtype."""
     b = checks.positive(bandwidth, "bandwidth")
     x = points(checks, x)

@@ -41,7 +41,9 @@ __all__ = [
 ]
 
 
-def _box(checks, x, center, half_widths):
+def _box(
+    checks: Checks, x: ArrayLike, center: ArrayLike, half_widths: ArrayLike
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     x = points(checks, x)
     center = checks.array(center, "center", ndim=1).astype(x.dtype)
     half = checks.array(half_widths, "half_widths", ndim=1, nonnegative=True).astype(x.dtype)
