@@ -86,7 +86,7 @@ def _tables(checks: Checks, x, qs, epsilon, bounds, neighbors, method, *, allow_
 
 @functools.partial(jax.jit, static_argnames=("neighbors", "method"))
 @sharded.auto_axes
-def _forward(x, levels, epsilon, lower, upper, neighbors: str, method: str) -> Tables:
+def _forward(x, levels, epsilon, lower, upper, neighbors: Neighbors, method: Method) -> Tables:
     """The forward pass after validation, compiled once per (``m``, relation, method, data shape and
     dtype); the levels, ``epsilon`` and the bounds are arguments, used in the working dtype."""
     dtype = float_dtype(x)

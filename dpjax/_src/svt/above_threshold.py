@@ -73,7 +73,7 @@ def check_noise_epsilons(noise: Noise, epsilon1, epsilon2, checks: Checks | None
         epsilon1, epsilon2 = checks.epsilon(epsilon1, "epsilon1"), checks.epsilon(epsilon2, "epsilon2")
     if noise != "gumbel":
         return epsilon1, epsilon2
-    if is_traced(epsilon1) or is_traced(epsilon2):
+    if checks is not None and (is_traced(epsilon1) or is_traced(epsilon2)):  # host values are floats
         checks.record(
             jnp.asarray(epsilon1) == jnp.asarray(epsilon2),
             "Gumbel AboveThreshold requires epsilon1 == epsilon2 (Lemma 3.2).",
@@ -225,7 +225,7 @@ def _first_passage(key, queries, threshold, epsilon1, epsilon2, sensitivity, *, 
     return halting_indices(key, centered / scale2, scale1, scale2, noise=noise, count=1)[0]
 
 
-def _blocked_query_noise(noise: str, key, start, size: int, scale, dtype) -> jax.Array:
+def _blocked_query_noise(noise: noise_lib.Sampler, key, start, size: int, scale, dtype) -> jax.Array:
     """Noise of queries ``start, ..., start+size-1`` of a blocked stream: query ``i`` uses
     ``fold_in(key, i)``, so a query's noise does not depend on how the stream is cut into blocks."""
     index = start + jnp.arange(size, dtype=jnp.uint32)

@@ -82,7 +82,7 @@ class PassageTree(NamedTuple):
     square: jax.Array | None = None  # [2D]: log of the sum of e^{2u} under each node; Laplace only
 
 
-def _passage_tree(units: jax.Array, noise: str) -> PassageTree:
+def _passage_tree(units: jax.Array, noise: noise_lib.Sampler) -> PassageTree:
     """The log-mass heap over ``units = (q - T) / b2``; for Laplace noise the log-mass heap of
     ``2 units`` (the envelope's second rate); for Exponential noise (the only one whose search also
     stops at a level) the maximum heap; O(n)."""
@@ -142,7 +142,7 @@ def laplace_log_miss(log_x):
     return jnp.where(log_x < 0, jnp.log1p(-0.5 * jnp.exp(jnp.minimum(log_x, 0))), -log_x - _LOG2)
 
 
-def _thinning(noise: str, log_x):
+def _thinning(noise: noise_lib.Sampler, log_x):
     """``(log a, level offset, log r_i - log p_i)`` of the envelope of module docstring for a
     candidate with ``log x_i = log_x``: rate ``a x`` (Laplace: ``x/2 + x^2/4``, :func:`_laplace_mass`)
     and certain candidates at ``u >= h + offset``."""
@@ -157,7 +157,7 @@ def _thinning(noise: str, log_x):
     return log_a, -_LOG2, log_r - jnp.minimum(log_x, 0)
 
 
-def _candidate(key, tree: PassageTree, start, shift, noise: str):
+def _candidate(key, tree: PassageTree, start, shift, noise: noise_lib.Sampler):
     """One step of the thinned passage from ``start`` (module docstring): the next candidate
     ``index`` (``n`` when none) and whether it fires (always true for Gumbel noise)."""
     dtype = tree.log_mass.dtype
@@ -177,7 +177,7 @@ def _laplace_mass(tree: PassageTree, shift):
     return lambda node: jnp.logaddexp(tree.log_mass[node] - _LOG2, tree.square[node] - shift - 2 * _LOG2)
 
 
-def _threshold_shift(key, noise: str, scale1, scale2, dtype) -> jax.Array:
+def _threshold_shift(key, noise: noise_lib.Sampler, scale1, scale2, dtype) -> jax.Array:
     """``eta / b2`` for one threshold noise ``eta`` of scale ``b1 = scale1`` (``b2 = scale2``)."""
     if noise == "gumbel":  # b1 == b2: eta / b2 = -log E_0
         return -jnp.log(standard_exponential(key, (), dtype))
@@ -192,7 +192,7 @@ class _Passages(NamedTuple):
     indices: jax.Array  # (count,) answers so far, -1 padded
 
 
-def halting_indices(key, units, scale1, scale2, *, noise: str, count: int):
+def halting_indices(key, units, scale1, scale2, *, noise: noise_lib.Sampler, count: int):
     """The first ``count`` answers of sparse vector on ``units = (q - T) / b2`` (AboveThreshold when
     ``count == 1``), static ``noise`` and ``count``. Run ``j`` starts one past answer ``j - 1`` with
     a fresh threshold noise (Dwork and Roth 2014, Algorithm 2). Returns the int32 indices

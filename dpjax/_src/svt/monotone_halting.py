@@ -167,7 +167,7 @@ def halting_index(
     epsilon1,
     epsilon2,
     *,
-    noise: str,
+    noise: noise_lib.Sampler,
     dtype,
     first: int,
     cap,
