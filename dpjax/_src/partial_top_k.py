@@ -117,7 +117,8 @@ def _rank_total_order(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 
 def _rank_native(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """``lax.top_k(x, k)`` as a tuple (a ``lax.cond`` branch beside the float32 rankings)."""
-    return tuple(lax.top_k(x, k))
+    values, indices = lax.top_k(x, k)
+    return values, indices
 
 
 def _exact_integer_ranking(run, dtype, exact):

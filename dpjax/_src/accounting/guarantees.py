@@ -77,8 +77,9 @@ class Guarantee:
         exactly), ``UnsupportedDpEvent`` when none implies it."""
         from dp_accounting import dp_event
 
-        if getattr(self, "event", None) is not None:
-            return self.event
+        event = getattr(self, "event", None)
+        if event is not None:
+            return event
         try:
             return dp_event.ZCDpEvent(self.to_zcdp().rho)
         except TypeError:
