@@ -54,6 +54,10 @@ def test_bench_stopped_by_sigint_writes_the_finished_cases_and_resumes(tmp_path,
     assert "--overwrite" in capsys.readouterr().err
     measured.clear()
     stop["at"] = None
+    other = [*argv, "--resume"]
+    other[other.index("--repeats") + 1] = "2"
+    assert main(other) == 2  # the checkpoint was made with 1 repeat: refused before measuring
+    assert "another repeats; refusing to resume" in capsys.readouterr().err and not measured
     assert main([*argv, "--resume"]) == 0
     assert "fake.a: from the checkpoint" in capsys.readouterr().out
     resumed = json.loads((out / "results.json").read_text())

@@ -8,6 +8,7 @@ import types
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from dpjax.studies import progress as progress_lib
 from dpjax.studies.metrics import Metric
@@ -93,3 +94,32 @@ def test_line_progress_says_what_is_still_running(monkeypatch):
     assert lines[0] == "[1/2] Laplace on normal"
     assert lines[1].startswith("  … still running: Laplace on normal (") and len(lines) <= 6
     assert all("still running" in line for line in lines[1:])
+
+
+def _simulated_beats(terminal, phase):
+    """The heartbeat's lines of a ``phase``-second phase on a simulated clock: ``(time, text)``."""
+    now, lines = [0.0], []
+
+    def wait(seconds):
+        if now[0] + seconds >= phase:
+            now[0] = phase
+            return True  # the phase ends before the next line
+        now[0] += seconds
+        return False
+
+    progress_lib._beat("compiling x", progress_lib._BEAT, terminal, lambda text: lines.append((now[0], text)),
+                       lambda: now[0], wait)
+    return lines
+
+
+def test_heartbeat_never_leaves_a_terminal_silent_over_5_s_and_keeps_logs_short():
+    hour = 3600.0
+    lines = _simulated_beats(True, hour)
+    times = [0.0] + [t for t, _ in lines] + [hour]
+    assert max(b - a for a, b in zip(times, times[1:])) <= 5.0  # the promise, on a terminal
+    assert lines[0] == (progress_lib._BEAT, f"  … compiling x ({progress_lib._BEAT:.0f} s)")
+    assert lines[-1][1] == f"  … compiling x ({lines[-1][0]:.0f} s)"
+    logged = _simulated_beats(False, hour)  # a log file: the gaps grow with the phase, a line every elapsed/5
+    assert logged[0][0] == progress_lib._BEAT and len(logged) < 40
+    assert all(b - a == pytest.approx(max(progress_lib._BEAT, a / 5)) for (a, _), (b, _) in zip(logged, logged[1:]))
+    assert _simulated_beats(True, progress_lib._BEAT - 0.1) == []  # a short phase says nothing

@@ -41,6 +41,7 @@ from dpjax.optax import clip as clip_lib
 from dpjax.optax.grads import per_example_grads
 from dpjax.optax.transform import dp_aggregate
 from dpjax.outdir import OutputError, RunDir, atomic_path
+from dpjax.studies.progress import heartbeat
 from dpjax.tools.data.catalog import cache_dir
 from dpjax.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax.validation import check_epsilon, check_int, check_positive, check_probability
@@ -338,7 +339,8 @@ def _prepare(args):
         )
         strategy = strategy_from_args(args, plan_.expected_batch_size)
         print(f"  calibrating the noise for {plan_.steps} steps ...", flush=True)
-        sigma = calibrate(strategy, plan_, args.epsilon)
+        with heartbeat("calibrating the noise", stream=sys.stdout):
+            sigma = calibrate(strategy, plan_, args.epsilon)
     except (ValueError, OverflowError) as error:
         raise UsageError(str(error)) from None
     return out, dataset, epochs, plan_, strategy, sigma, model
