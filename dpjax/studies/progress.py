@@ -147,12 +147,28 @@ def _beat_wait(elapsed: float, every: float, terminal: bool) -> float:
     return every if terminal else max(every, elapsed / 5)
 
 
-def _beat(label: str, every: float, terminal: bool, emit, clock, wait) -> None:
-    """The heartbeat's loop: ``wait(seconds)`` (true once the phase is over) between lines given to
-    ``emit``; ``clock()`` tells the time (injected, so a test runs it on a simulated clock)."""
+def _beat(every: float, terminal: bool, emit, clock, wait) -> None:
+    """The heartbeat's loop: ``wait(seconds)`` (true once the phase is over) between calls of ``emit()``
+    (which prints a line); ``clock()`` tells the time (injected, so a test runs it on a simulated clock)."""
     start = clock()
     while not wait(_beat_wait(clock() - start, every, terminal)):
-        emit(f"  … {label} ({clock() - start:.0f} s)")
+        emit()
+
+
+class _Beat:
+    """What :func:`heartbeat` yields: :meth:`phase` renames the phase, keeping its clock of silence (two
+    phases that follow each other quietly, each shorter than the heartbeat, are still one silence)."""
+
+    def __init__(self, label: str, clock=time.perf_counter):
+        self._clock = clock
+        self.phase(label)
+
+    def phase(self, label: str) -> None:
+        """The block goes on with ``label`` (its line counts the seconds from now)."""
+        self.label, self.since = label, self._clock()
+
+    def line(self) -> str:
+        return f"  … {self.label} ({self._clock() - self.since:.0f} s)"
 
 
 @contextlib.contextmanager
@@ -160,19 +176,20 @@ def heartbeat(label: str, *, every: float | None = None, stream=None):
     """Prints ``… label (N s)`` after ``every`` seconds (default :data:`_BEAT`) and then every ``every``
     seconds on a terminal (every ``max(every, elapsed / 5)`` seconds elsewhere) while the block runs,
     for phases with no progress of their own (a reproduction's section, a benchmark case, writing
-    figures): a long compile or write never looks like a hang."""
+    figures): a long compile or write never looks like a hang. Yields an object whose
+    ``phase(label)`` names the next phase of the same block."""
     stream = stream or sys.stderr
     every = _BEAT if every is None else every
-    stop = threading.Event()
+    stop, beat = threading.Event(), _Beat(label)
 
-    def emit(text: str) -> None:
-        print(text, file=stream, flush=True)
+    def emit() -> None:
+        print(beat.line(), file=stream, flush=True)
 
-    thread = threading.Thread(target=_beat, args=(label, every, _isatty(stream), emit, time.perf_counter,
-                                                  stop.wait), daemon=True)
+    thread = threading.Thread(target=_beat, args=(every, _isatty(stream), emit, time.perf_counter, stop.wait),
+                              daemon=True)
     thread.start()
     try:
-        yield
+        yield beat
     finally:
         stop.set()
         thread.join()

@@ -383,8 +383,10 @@ def _run(args) -> int:
     evaluate = jax.jit(lambda params, x, y: accuracy(model, params, x, y))
     print("  compiling the training step and the evaluation ...", flush=True)
     start = time.perf_counter()
-    steps_fn = steps_fn.lower(carry, x, y, jnp.int32(1)).compile()
-    evaluate = {a.shape: evaluate.lower(carry.params, a, b).compile() for a, b in ((x, y), (x_test, y_test))}
+    with heartbeat("compiling", stream=sys.stdout):
+        steps_fn = steps_fn.lower(carry, x, y, jnp.int32(1)).compile()
+        evaluate = {a.shape: evaluate.lower(carry.params, a, b).compile()
+                    for a, b in ((x, y), (x_test, y_test))}
     print(f"  compiled in {time.perf_counter() - start:.1f} s; training", flush=True)
 
     def metrics(epoch, carry, seconds):
@@ -408,10 +410,11 @@ def _run(args) -> int:
 
     rows, truncated, done, start = [metrics(0, carry, 0.0)], False, 0, time.perf_counter()
     for epoch, end in enumerate(epoch_ends(plan_.steps, n, args.batch_size), 1):
-        carry, cut = steps_fn(carry, x, y, jnp.int32(end - done))
-        truncated |= bool(cut)
-        done = end
-        rows.append(metrics(epoch, carry, time.perf_counter() - start))
+        with heartbeat(f"epoch {epoch}: steps {done + 1}-{end}", stream=sys.stdout):
+            carry, cut = steps_fn(carry, x, y, jnp.int32(end - done))
+            truncated |= bool(cut)
+            done = end
+            rows.append(metrics(epoch, carry, time.perf_counter() - start))
     last = rows[-1]
     _say(
         f"test accuracy {last['test_accuracy']:.4f}; final clip norm {last['clip_norm']:.4g}; epsilon spent "
@@ -466,7 +469,7 @@ def write_outputs(out: Path, rows, args: dict, summary: dict, *, shown=None) -> 
     for name, write in (("metrics.csv", write_csv),
                         ("metrics.json", lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n")),
                         ("metrics.png", lambda tmp: plot(rows, summary, tmp))):
-        with atomic_path(out / name) as tmp:
+        with atomic_path(out / name) as tmp, heartbeat(f"writing {name}", stream=sys.stdout):
             write(tmp)
 
 
