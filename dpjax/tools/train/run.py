@@ -359,13 +359,9 @@ def _say(line: str) -> None:
     print(textwrap.fill(line, width, subsequent_indent="    "), flush=True)
 
 
-def _run(args) -> int:
-    out, dataset, epochs, plan_, strategy, sigma, model = _prepare(args)
-    n = dataset.x_train.shape[0]
-    _say(
-        f"  {dataset.name}: n = {n}, {epochs:g} epochs = {plan_.steps} steps at sampling rate "
-        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}"
-    )
+def _compiled(args, plan_, strategy, sigma, model, dataset):
+    """The initial carry, the data on the device, the compiled training steps and the compiled
+    evaluation (one per data shape)."""
     config = dict(expected_batch_size=plan_.expected_batch_size, learning_rate=args.learning_rate)
     carry = init_carry(jax.random.key(args.seed), strategy, sigma, model=model, **config)
     x, y = jnp.asarray(dataset.x_train), jnp.asarray(dataset.y_train)
@@ -381,12 +377,23 @@ def _run(args) -> int:
         )
     )
     evaluate = jax.jit(lambda params, x, y: accuracy(model, params, x, y))
+    steps_fn = steps_fn.lower(carry, x, y, jnp.int32(1)).compile()
+    evaluate = {a.shape: evaluate.lower(carry.params, a, b).compile() for a, b in ((x, y), (x_test, y_test))}
+    return carry, (x, y, x_test, y_test), steps_fn, evaluate
+
+
+def _run(args) -> int:
+    out, dataset, epochs, plan_, strategy, sigma, model = _prepare(args)
+    n = dataset.x_train.shape[0]
+    _say(
+        f"  {dataset.name}: n = {n}, {epochs:g} epochs = {plan_.steps} steps at sampling rate "
+        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}"
+    )
     print("  compiling the training step and the evaluation ...", flush=True)
     start = time.perf_counter()
-    with heartbeat("compiling", stream=sys.stdout):
-        steps_fn = steps_fn.lower(carry, x, y, jnp.int32(1)).compile()
-        evaluate = {a.shape: evaluate.lower(carry.params, a, b).compile()
-                    for a, b in ((x, y), (x_test, y_test))}
+    with heartbeat("compiling", stream=sys.stdout):  # the model's initialisation is compiled too
+        carry, data, steps_fn, evaluate = _compiled(args, plan_, strategy, sigma, model, dataset)
+    x, y, x_test, y_test = data
     print(f"  compiled in {time.perf_counter() - start:.1f} s; training", flush=True)
 
     def metrics(epoch, carry, seconds):
