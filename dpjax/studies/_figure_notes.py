@@ -103,6 +103,6 @@ def edge_note(series: dict, scale: str, x_name: str | None) -> tuple[str, float]
         text = f"all {len(values)} series between {low:.3g} and {high:.3g}\nat {where} (over each other)"
         return text, 0.5
     at_zero = [label for label, y in values.items() if (y == 0).all()]
-    if at_zero and len(at_zero) < len(values):
+    if at_zero:
         return f"at 0 at {where} (on the axis):\n" + "\n".join(at_zero), 0.04
     return None
