@@ -72,7 +72,8 @@ def test_series_on_an_edge_or_over_each_other_are_noted():
     narrow = _result({("A", "d"): [0.99, 1.0, 1.0], ("B", "d"): [0.985, 0.995, 1.0]})
     fig = _study_figure(narrow)
     (ax,) = [ax for ax in fig.axes if ax.get_visible()]
-    assert [t.get_text() for t in ax.texts] == ["all 2 series between 0.985 and 1\nat every ε (over each other)"]
+    assert [t.get_text() for t in ax.texts] == [
+        "all 2 series between 0.985 and 1\nat every ε (over each other)"]
     assert _figure_problems(narrow, fig) == [] and ax.get_ylim()[1] > 1.0
     ax.texts[0].remove()
     assert _figure_problems(narrow, fig) == [f"{ax.get_title()!r}: every series within 2% of each other, "
