@@ -168,3 +168,14 @@ def float_dtype(request):
         yield jax.numpy.float64
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+@pytest.fixture
+def no_fork(monkeypatch):
+    """``os.fork`` in this process fails the test: a documented pattern never forks a process that runs
+    JAX (its threads may deadlock the copy); a forkserver or spawn context starts processes instead."""
+
+    def refuse():
+        raise AssertionError("this example forks a process that runs JAX: use a forkserver or spawn context")
+
+    monkeypatch.setattr(os, "fork", refuse)

@@ -54,6 +54,10 @@ def test_bench_stopped_by_sigint_writes_the_finished_cases_and_resumes(tmp_path,
     assert "--overwrite" in capsys.readouterr().err
     measured.clear()
     stop["at"] = None
+    other = [*argv, "--resume"]
+    other[other.index("--repeats") + 1] = "2"
+    assert main(other) == 2  # the checkpoint was made with 1 repeat: refused before measuring
+    assert "another repeats; refusing to resume" in capsys.readouterr().err and not measured
     assert main([*argv, "--resume"]) == 0
     assert "fake.a: from the checkpoint" in capsys.readouterr().out
     resumed = json.loads((out / "results.json").read_text())
@@ -144,9 +148,12 @@ import contextlib, io, json, sys, traceback
 def computing(*args, **kwargs):  # the arguments were accepted: stop before the real work
     raise SystemExit(0)
 
-import dpjax.tools.bench.cli, dpjax.tools.train.run, dpjax.tools.study.cli, dpjax.tools.reproduce.cli
-dpjax.tools.study.cli._run = dpjax.tools.bench.cli._measure = dpjax.tools.reproduce.cli._run = computing
-dpjax.tools.train.run.calibrate = dpjax.tools.train.run.init_carry = computing
+from dpjax._src.tools.bench import cli as bench_cli
+from dpjax._src.tools.reproduce import cli as reproduce_cli
+from dpjax._src.tools.study import cli as study_cli
+from dpjax._src.tools.train import run as train_run
+study_cli._run = bench_cli._measure = reproduce_cli._run = computing
+train_run.calibrate = train_run.init_carry = computing
 from dpjax.cli import main
 
 results = []

@@ -80,6 +80,6 @@ def test_the_docs_show_every_readme_example_and_setup_command():
 
 
 @pytest.mark.parametrize("name", DOCS_ONLY)
-def test_every_docs_only_python_block_runs_alone_and_prints(name, tmp_path, monkeypatch, capsys):
+def test_every_docs_only_python_block_runs_alone_and_prints(name, tmp_path, monkeypatch, capsys, no_fork):
     monkeypatch.chdir(tmp_path)
     _run_alone(DOC_BLOCKS[name], f"docs {name}", capsys)

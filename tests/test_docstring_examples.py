@@ -62,7 +62,7 @@ def test_examples_are_found():
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_docstring_example(name):
+def test_docstring_example(name, no_fork):
     module, docstring, path, line = EXAMPLES[name]
     results = run_examples(module, docstring, name, path, line)
     assert results.attempted > 0

@@ -107,3 +107,20 @@ def test_quantile_clip_first_estimate_needs_no_good_start():
     for other in below[1:]:
         assert stats.ks_2samp(below[0], other).pvalue > 5e-5
     assert abs(np.median(below) - 0.5) < 0.05, np.median(below)
+
+
+def test_clip_strategy_is_documented_and_checks_instances():
+    """``help(ClipStrategy)`` shows what it is (not Python's text on unions), and it still works in
+    annotations and ``isinstance`` for the three strategies."""
+    import pydoc
+
+    from dpjax._src.optax.clip import as_strategy
+
+    text = pydoc.render_doc(dpo.ClipStrategy, renderer=pydoc.plaintext)
+    assert "A clip-norm strategy" in text and "PEP 604" not in text
+    assert "accounting_steps" in text and "next_norm" in text
+    strategies = [dpo.fixed_clip(1.0), dpo.quantile_clip(1.0, quantile=0.5, epsilon=0.1),
+                  dpo.geometric_clip(1.0, count_noise_multiplier=10.0)]
+    assert all(isinstance(s, dpo.ClipStrategy) and as_strategy(s) is s for s in strategies)
+    assert not isinstance(1.0, dpo.ClipStrategy) and isinstance(as_strategy(1.0), dpo.FixedClip)
+    assert float | dpo.ClipStrategy == dpo.ClipStrategy | float  # an annotation like any class

@@ -56,3 +56,28 @@ def test_default_study_figures_show_the_mechanisms_differing(name):
     assert _figure_problems(result, fig) == []
     assert np.isfinite(result.table["estimate"]).any()
     matplotlib.pyplot.close("all")
+
+
+def test_series_on_an_edge_or_over_each_other_are_noted():
+    """A series at 0 at every point lies on the axis, and series within 2% of each other lie over one
+    another: the panel names them; without the note the check reports it; nothing lies on the top spine."""
+    zero = _result({("A", "d"): [0.3, 0.1, 0.05], ("B", "d"): [0.0, 0.0, 0.0], ("C", "d"): [0.0, 0.0, 0.0]})
+    fig = study_figure(zero)
+    (ax,) = [ax for ax in fig.axes if ax.get_visible()]
+    assert [t.get_text() for t in ax.texts] == ["at 0 at every ε (on the axis):\nB\nC"]
+    assert _figure_problems(zero, fig) == [] and ax.get_ylim() == (0, pytest.approx(1.05 * 0.3))
+    ax.texts[0].remove()
+    assert _figure_problems(zero, fig) == [f"{ax.get_title()!r}: a series on the axis at 0 at every point, "
+                                           "with no note"]
+    narrow = _result({("A", "d"): [0.99, 1.0, 1.0], ("B", "d"): [0.985, 0.995, 1.0]})
+    fig = study_figure(narrow)
+    (ax,) = [ax for ax in fig.axes if ax.get_visible()]
+    assert [t.get_text() for t in ax.texts] == [
+        "all 2 series between 0.985 and 1\nat every ε (over each other)"]
+    assert _figure_problems(narrow, fig) == [] and ax.get_ylim()[1] > 1.0
+    ax.texts[0].remove()
+    assert _figure_problems(narrow, fig) == [f"{ax.get_title()!r}: every series within 2% of each other, "
+                                             "with no note"]
+    apart = _result({("A", "d"): [0.9, 1.0, 1.0], ("B", "d"): [0.5, 0.7, 1.0]})  # told apart: no note
+    assert [t.get_text() for ax in study_figure(apart).axes for t in ax.texts] == []
+    matplotlib.pyplot.close("all")

@@ -2,12 +2,14 @@
 of a cell share one precision and format, no heading is cut, and long steps are never silent."""
 
 import io
+import itertools
 import re
 import time
 import types
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from dpjax._src.studies import progress as progress_lib
 from dpjax._src.studies.metrics import Metric
@@ -93,3 +95,46 @@ def test_line_progress_says_what_is_still_running(monkeypatch):
     assert lines[0] == "[1/2] Laplace on normal"
     assert lines[1].startswith("  … still running: Laplace on normal (") and len(lines) <= 6
     assert all("still running" in line for line in lines[1:])
+
+
+def _simulated_beats(terminal, phase, relabel_at=None):
+    """The heartbeat's lines of a ``phase``-second block on a simulated clock: ``(time, text)``; at
+    ``relabel_at`` the block goes on as another phase."""
+    now, lines = [0.0], []
+    beat = progress_lib._Beat("compiling x", clock=lambda: now[0])
+
+    def wait(seconds):
+        end = now[0] + seconds
+        if relabel_at is not None and now[0] < relabel_at <= end:
+            now[0] = relabel_at
+            beat.phase("writing x.png")
+        if end >= phase:
+            now[0] = phase
+            return True  # the block ends before the next line
+        now[0] = end
+        return False
+
+    progress_lib._beat(progress_lib._BEAT, terminal, lambda: lines.append((now[0], beat.line())),
+                       lambda: now[0], wait)
+    return lines
+
+
+def test_heartbeat_never_leaves_a_terminal_silent_over_5_s_and_keeps_logs_short():
+    every, hour = progress_lib._BEAT, 3600.0
+    lines = _simulated_beats(True, hour)
+    times = [0.0, *(t for t, _ in lines), hour]
+    assert max(b - a for a, b in itertools.pairwise(times)) <= 5.0  # the promise, on a terminal
+    assert lines[0] == (every, f"  … compiling x ({every:.0f} s)")
+    assert lines[-1][1] == f"  … compiling x ({lines[-1][0]:.0f} s)"
+    logged = _simulated_beats(False, hour)  # a log file: a line every max(every, elapsed / 5) seconds
+    assert logged[0][0] == every and len(logged) < 40
+    assert all(b - a == pytest.approx(max(every, a / 5)) for (a, _), (b, _) in itertools.pairwise(logged))
+    assert _simulated_beats(True, every - 0.1) == []  # a short block says nothing
+
+
+def test_heartbeat_keeps_its_clock_of_silence_across_phases():
+    """Two quiet phases of one block, each shorter than the beat, are one silence: a line comes
+    ``_BEAT`` seconds after the block began, naming the second phase and counting from its start."""
+    every = progress_lib._BEAT
+    lines = _simulated_beats(True, 1.6 * every, relabel_at=0.8 * every)
+    assert lines == [(every, f"  … writing x.png ({0.2 * every:.0f} s)")]

@@ -5,7 +5,7 @@ Example (a mechanism of your own, three epsilons, 2,000 trials per cell)::
     import jax, jax.numpy as jnp, numpy as np
     from dpjax.additive import laplace_mechanism
     from dpjax.studies import Mechanism, Study, metrics, run_study
-    from dpjax.studies.theory import Exponential
+    from dpjax.studies import Exponential
 
     def private_mean(key, x, epsilon):                  # any f(key, data, **params)
         return laplace_mechanism(key, jnp.clip(x, 0, 1).mean(), epsilon, sensitivity=1 / x.size)

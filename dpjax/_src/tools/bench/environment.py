@@ -1,6 +1,6 @@
 """What an accelerator run ran on: the device, its driver and the package versions, as JSON.
 
-``python -m dpjax.tools.bench.environment PATH`` writes it (``benchmarks/accelerator_run.sh``, step 1)
+``python -m dpjax._src.tools.bench.environment PATH`` writes it (``benchmarks/accelerator_run.sh``, step 1)
 and prints one line per entry.
 """
 
@@ -62,7 +62,7 @@ def describe() -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m dpjax.tools.bench.environment PATH", file=sys.stderr)
+        print("usage: python -m dpjax._src.tools.bench.environment PATH", file=sys.stderr)
         return 2
     info = describe()
     Path(argv[0]).write_text(json.dumps(info, indent=2) + "\n")

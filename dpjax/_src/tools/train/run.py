@@ -41,6 +41,7 @@ from dpjax._src.optax import clip as clip_lib
 from dpjax._src.optax.grads import per_example_grads
 from dpjax._src.optax.transform import dp_aggregate
 from dpjax._src.outdir import OutputError, RunDir, atomic_path
+from dpjax._src.studies.progress import heartbeat
 from dpjax._src.tools.data.catalog import cache_dir
 from dpjax._src.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax._src.validation import check_epsilon, check_int, check_positive, check_probability
@@ -338,7 +339,8 @@ def _prepare(args):
         )
         strategy = strategy_from_args(args, plan_.expected_batch_size)
         print(f"  calibrating the noise for {plan_.steps} steps ...", flush=True)
-        sigma = calibrate(strategy, plan_, args.epsilon)
+        with heartbeat("calibrating the noise", stream=sys.stdout):
+            sigma = calibrate(strategy, plan_, args.epsilon)
     except (ValueError, OverflowError) as error:
         raise UsageError(str(error)) from None
     return out, dataset, epochs, plan_, strategy, sigma, model
@@ -357,13 +359,9 @@ def _say(line: str) -> None:
     print(textwrap.fill(line, width, subsequent_indent="    "), flush=True)
 
 
-def _run(args) -> int:
-    out, dataset, epochs, plan_, strategy, sigma, model = _prepare(args)
-    n = dataset.x_train.shape[0]
-    _say(
-        f"  {dataset.name}: n = {n}, {epochs:g} epochs = {plan_.steps} steps at sampling rate "
-        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}"
-    )
+def _compiled(args, plan_, strategy, sigma, model, dataset):
+    """The initial carry, the data on the device, the compiled training steps and the compiled
+    evaluation (one per data shape)."""
     config = dict(expected_batch_size=plan_.expected_batch_size, learning_rate=args.learning_rate)
     carry = init_carry(jax.random.key(args.seed), strategy, sigma, model=model, **config)
     x, y = jnp.asarray(dataset.x_train), jnp.asarray(dataset.y_train)
@@ -379,10 +377,23 @@ def _run(args) -> int:
         )
     )
     evaluate = jax.jit(lambda params, x, y: accuracy(model, params, x, y))
-    print("  compiling the training step and the evaluation ...", flush=True)
-    start = time.perf_counter()
     steps_fn = steps_fn.lower(carry, x, y, jnp.int32(1)).compile()
     evaluate = {a.shape: evaluate.lower(carry.params, a, b).compile() for a, b in ((x, y), (x_test, y_test))}
+    return carry, (x, y, x_test, y_test), steps_fn, evaluate
+
+
+def _run(args) -> int:
+    out, dataset, epochs, plan_, strategy, sigma, model = _prepare(args)
+    n = dataset.x_train.shape[0]
+    _say(
+        f"  {dataset.name}: n = {n}, {epochs:g} epochs = {plan_.steps} steps at sampling rate "
+        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}"
+    )
+    print("  compiling the training step and the evaluation ...", flush=True)
+    start = time.perf_counter()
+    with heartbeat("compiling", stream=sys.stdout):  # the model's initialisation is compiled too
+        carry, data, steps_fn, evaluate = _compiled(args, plan_, strategy, sigma, model, dataset)
+    x, y, x_test, y_test = data
     print(f"  compiled in {time.perf_counter() - start:.1f} s; training", flush=True)
 
     def metrics(epoch, carry, seconds):
@@ -406,10 +417,11 @@ def _run(args) -> int:
 
     rows, truncated, done, start = [metrics(0, carry, 0.0)], False, 0, time.perf_counter()
     for epoch, end in enumerate(epoch_ends(plan_.steps, n, args.batch_size), 1):
-        carry, cut = steps_fn(carry, x, y, jnp.int32(end - done))
-        truncated |= bool(cut)
-        done = end
-        rows.append(metrics(epoch, carry, time.perf_counter() - start))
+        with heartbeat(f"epoch {epoch}: steps {done + 1}-{end}", stream=sys.stdout):
+            carry, cut = steps_fn(carry, x, y, jnp.int32(end - done))
+            truncated |= bool(cut)
+            done = end
+            rows.append(metrics(epoch, carry, time.perf_counter() - start))
     last = rows[-1]
     _say(
         f"test accuracy {last['test_accuracy']:.4f}; final clip norm {last['clip_norm']:.4g}; epsilon spent "
@@ -464,7 +476,7 @@ def write_outputs(out: Path, rows, args: dict, summary: dict, *, shown=None) -> 
     for name, write in (("metrics.csv", write_csv),
                         ("metrics.json", lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n")),
                         ("metrics.png", lambda tmp: plot(rows, summary, tmp))):
-        with atomic_path(out / name) as tmp:
+        with atomic_path(out / name) as tmp, heartbeat(f"writing {name}", stream=sys.stdout):
             write(tmp)
 
 
