@@ -190,7 +190,7 @@ def analyze(loss_fn, params, example, *, per_example: bool = False) -> Analysis:
             if not isinstance(atom, _Lit):
                 uses.setdefault(atom, []).append((index, position))
     n_params = len(jax.tree.leaves(params))
-    layers, materialized, taken = [], [], set()
+    layers, materialized, taken = [], [], set[int]()
     for leaf in range(n_params):
         layer = _layer_of(leaf, inputs[leaf], eqns, uses, {output}, taken)
         if layer is not None:

@@ -81,7 +81,9 @@ def _grid(header: list[str], rows: list[list[str]], labels: int, width: int) -> 
     """Left-aligned label columns, then right-aligned value columns, in groups that fit ``width``."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     label_width = sum(widths[:labels]) + 2 * labels
-    groups, group, used = [], [], label_width
+    groups: list[list[int]] = []
+    group: list[int] = []
+    used = label_width
     for i in range(labels, len(header)):
         if group and used + widths[i] + 2 > width:
             groups.append(group)
