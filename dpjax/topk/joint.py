@@ -40,6 +40,8 @@ from dpjax import _auto, noise, sharded
 from dpjax import gumbel_process as _gumbel_process
 from dpjax.accounting import RangeBounded
 from dpjax.accounting.elementwise import _elementwise
+from dpjax.topk import joint_head
+from dpjax.topk.joint_head import _nth_free
 from dpjax.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
 __all__ = [
@@ -49,8 +51,8 @@ __all__ = [
 ]
 
 
-JointMethod: TypeAlias = Literal["auto", "blocks", "tree"]
-"""How :func:`joint_top_k` draws the worst entry (static)."""
+JointMethod: TypeAlias = Literal["auto", "threshold", "threshold_tree", "blocks", "tree"]
+"""How :func:`joint_top_k` samples (static; every method samples the same law)."""
 
 
 def _gumbel_argmax(key, logits) -> jax.Array:
@@ -101,11 +103,6 @@ def _draw_entry(key, logits) -> jax.Array:
     return (chosen * block + inside).astype(jnp.int32)
 
 
-def _nth_free(n, taken, k: int):
-    """The ``n``-th (0-based) nonnegative integer not in ``taken`` (a fixed point in ``k`` steps)."""
-    return lax.fori_loop(0, k, lambda _, y: n + jnp.sum(taken <= y).astype(jnp.int32), n)
-
-
 def _sequence(key, row_i, col_j, t_row, k: int) -> jax.Array:
     """A uniform sequence whose worst entry is ``(row_i, col_j)``: row ``i`` holds ``col_j``, each
     other row ``r`` (in order) a uniform free column among the first ``t_row[r]`` sorted items."""
@@ -134,14 +131,33 @@ def _tree_entry(key, logits) -> jax.Array:
     return _gumbel_process._top_k(key, tree, 1)[1][0]
 
 
-@functools.partial(jax.jit, static_argnames=("k", "method"))
-@sharded.auto_axes
-def _joint_top_k(key, scores, scale, *, k: int, method: str) -> jax.Array:
+def _by_entry(key, scores, scale, *, k: int, draw) -> jax.Array:
     order, row, col, t, logits = _entry_table(scores, k, scale)
     entry_key, sequence_key = jax.random.split(key)
-    paths = {"blocks": _draw_entry, "tree": _tree_entry}
-    s = _auto.run(method, paths, entry_key, logits, fast="tree", single="blocks")
+    s = draw(entry_key, logits)
     return order[_sequence(sequence_key, row[s], col[s], t[s], k)]
+
+
+def _tree_draw(logits):
+    return _gumbel_process._log_mass_tree(logits - jnp.max(logits))
+
+
+def _tree_pick(key, tree) -> jax.Array:
+    return _gumbel_process._top_k(key, tree, 1)[1][0]
+
+
+@functools.partial(jax.jit, static_argnames=("k", "method", "width"))
+@sharded.auto_axes
+def _joint_top_k(key, scores, scale, *, k: int, method: str, width: int | None = None) -> jax.Array:
+    width = joint_head.default_width(scores.shape[0], k) if width is None else width
+    threshold = functools.partial(joint_head.sample, k=k, width=width)
+    paths = {
+        "threshold": functools.partial(threshold, draw=(lambda x: x, _gumbel_argmax), tail_once=False),
+        "threshold_tree": functools.partial(threshold, draw=(_tree_draw, _tree_pick), tail_once=True),
+        "blocks": functools.partial(_by_entry, k=k, draw=_draw_entry),
+        "tree": functools.partial(_by_entry, k=k, draw=_tree_entry),
+    }
+    return _auto.run(method, paths, key, scores, scale, fast="threshold_tree", single="threshold")
 
 
 def joint_top_k(
