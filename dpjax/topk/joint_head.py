@@ -19,14 +19,18 @@ an auxiliary threshold ``u`` (the counting of the paper's Lemma 3.7, used the ot
   it is drawn ``u = U + Exponential(b)`` is accepted with probability ``N(u) / prod_r (d - r)``
   (exact rejection: a rejection restarts the draw). Only then is the whole score vector sorted
   (``O(d log d)``; for one release inside the rare branch, under ``vmap`` over keys once per data).
+  A tail bound below ``exp(-200)`` times the likeliest interval's mass is dropped, with its sort:
+  a change of the law below ``1e-86``, and an outcome that Gumbel-max or the Gumbel process cannot
+  pick anyway in float64 (their noise spans less than 200 nats).
 
 So one release costs one partial top-k over ``d`` and ``O(k^2 w log w)`` key-independent work, and
-each further key under ``vmap`` ``O(log(k w) + k log d + k^2)``. The law is that of the differences
+each further key under ``vmap`` ``O(log(k w) + k^2)`` (``+ k log d`` where the tail counts). The law is that of the differences
 as computed in the scores' dtype, as in :mod:`dpjax.topk.joint`.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -62,6 +66,9 @@ def _log_count(m, k: int, dtype) -> jax.Array:
     return jnp.where(jnp.all(free > 0, axis=-1), jnp.sum(log_free, axis=-1), -jnp.inf)
 
 
+_NEGLIGIBLE = 200.0  # a tail bound below exp(-200) times the likeliest interval's mass is dropped
+
+
 class _Head(NamedTuple):
     ids: jax.Array  # [w]: the ranked head's item ids, largest score first
     m: jax.Array  # [k w, k]: m_r(t) of each candidate difference t
@@ -92,8 +99,10 @@ def _head(scores, k: int, width: int, scale) -> _Head:
     tail_start = jnp.asarray(jnp.inf, dtype) if whole else diff[k - 1, width].astype(dtype)
     keep = first & ~jnp.any(seen, axis=1) & (t.astype(dtype) < tail_start)
     log_max = jnp.sum(jnp.log(jnp.asarray(d, dtype) - ranks.astype(dtype)))
+    head = jnp.where(keep, log_mass, -jnp.inf)
     tail = jnp.where(whole, -jnp.inf, log_max - tail_start / scale)
-    logits = jnp.concatenate([jnp.where(keep, log_mass, -jnp.inf), tail[None]])
+    tail = jnp.where(tail > jnp.max(head) - _NEGLIGIBLE, tail, -jnp.inf)
+    logits = jnp.concatenate([head, tail[None]])
     return _Head(ids[:cols], m, logits, tail_start, log_max)
 
 
@@ -131,38 +140,47 @@ def sample(key, scores, scale, *, k: int, width: int, draw, tail_once: bool) -> 
     head = _head(scores, k, width, scale)
     prepare, pick = draw
     prepared = prepare(head.logits)
-    built = _tail(scores, k, scale.dtype) if tail_once else None
     last = head.m.shape[0]
 
-    def attempt(key):
+    def from_head(key, s):
+        return head.ids[_prefix_sequence(key, head.m[jnp.minimum(s, last - 1)], k)], True
+
+    def attempt(key, tail):
         entry_key, rest_key = jax.random.split(key)
         s = pick(entry_key, prepared)
-
-        def from_head(_):
-            return head.ids[_prefix_sequence(rest_key, head.m[jnp.minimum(s, last - 1)], k)], True
-
-        def from_tail(_):
-            tail = built if tail_once else _tail(scores, k, scale.dtype)
-            return _from_tail(rest_key, head, tail, scale, k)
-
-        if width >= scores.shape[0]:
-            return from_head(None)
-        if not tail_once:  # one release: the tail's sort only on the rare branch
-            return lax.cond(s == last, from_tail, from_head, None)
+        if tail is None:  # one release: the tail's sort only on the rare branch
+            build = functools.partial(_tail, scores, k, scale.dtype)
+            from_tail = functools.partial(_from_tail, rest_key, head, scale=scale, k=k)
+            return lax.cond(s == last, lambda: from_tail(build()), lambda: from_head(rest_key, s))
         # Both branches, then a select: a batched lax.cond would copy the tail table per key.
-        (head_ids, _), (tail_ids, accepted) = from_head(None), from_tail(None)
+        (head_ids, _), (tail_ids, accepted) = (
+            from_head(rest_key, s),
+            _from_tail(rest_key, head, tail, scale, k),
+        )
         return jnp.where(s == last, tail_ids, head_ids), (s != last) | accepted
 
-    def body(carry):
-        key, _, _ = carry
-        key, sub = jax.random.split(key)
-        ids, accepted = attempt(sub)
-        return key, ids, jnp.asarray(accepted)
+    def with_tail(key):
+        tail = _tail(scores, k, scale.dtype) if tail_once else None
 
-    init = (key, jnp.zeros(k, jnp.int32), jnp.asarray(False))
-    return lax.while_loop(lambda carry: ~carry[2], body, init)[1]
+        def body(carry):
+            key, _, _ = carry
+            key, sub = jax.random.split(key)
+            ids, accepted = attempt(sub, tail)
+            return key, ids, jnp.asarray(accepted)
+
+        init = (key, jnp.zeros(k, jnp.int32), jnp.asarray(False))
+        return lax.while_loop(lambda carry: ~carry[2], body, init)[1]
+
+    def head_only(key):  # the tail cannot be drawn: one attempt, no sort
+        entry_key, rest_key = jax.random.split(key)
+        return from_head(rest_key, pick(entry_key, prepared))[0]
+
+    if width >= scores.shape[0]:
+        return head_only(key)
+    # Key independent, so under vmap over keys a real branch: the sort only where the tail counts.
+    return lax.cond(head.logits[last] > -jnp.inf, with_tail, head_only, key)
 
 
 def default_width(d: int, k: int) -> int:
-    """The head's size: 256 or ``8 k`` items, whichever is larger (all ``d`` when that is not less)."""
-    return min(d, max(256, 8 * k))
+    """The head's size: 64 or ``8 k`` items, whichever is larger (all ``d`` when that is not less)."""
+    return min(d, max(64, 8 * k))
