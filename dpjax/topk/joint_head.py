@@ -24,8 +24,8 @@ an auxiliary threshold ``u`` (the counting of the paper's Lemma 3.7, used the ot
   pick anyway in float64 (their noise spans less than 200 nats).
 
 So one release costs one partial top-k over ``d`` and ``O(k^2 w log w)`` key-independent work, and
-each further key under ``vmap`` ``O(log(k w) + k^2)`` (``+ k log d`` where the tail counts). The law is that of the differences
-as computed in the scores' dtype, as in :mod:`dpjax.topk.joint`.
+each further key under ``vmap`` ``O(log(k w) + k^2)`` (``+ k log d`` where the tail counts). The
+law is that of the differences as computed in the scores' dtype, as in :mod:`dpjax.topk.joint`.
 """
 
 from __future__ import annotations
