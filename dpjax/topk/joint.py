@@ -23,6 +23,11 @@ memory (key independent: once per data under ``vmap`` over keys); each release d
 Gumbel-max over blocks of ``~sqrt(d k)`` entries (block log-masses, then one block's entries) or,
 under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:`dpjax.gumbel_process`,
 ``O(log(d k))`` per release; the same law), and the sequence in ``O(k^2)``.
+
+These two ("blocks", "tree") are the literal sampler. The default samples the same law through the
+error threshold instead (:mod:`dpjax.topk.joint_head`): one partial top-k of ``max(64, 8k)`` items,
+``k`` binary searches per candidate difference of that head, an exact rejected tail, and no sort of
+the ``d k`` differences.
 """
 
 from __future__ import annotations
@@ -149,8 +154,8 @@ def _tree_pick(key, tree) -> jax.Array:
 @functools.partial(jax.jit, static_argnames=("k", "method", "width"))
 @sharded.auto_axes
 def _joint_top_k(key, scores, scale, *, k: int, method: str, width: int | None = None) -> jax.Array:
-    width = joint_head.default_width(scores.shape[0], k) if width is None else width
-    threshold = functools.partial(joint_head.sample, k=k, width=width)
+    width = joint_head._default_width(scores.shape[0], k) if width is None else width
+    threshold = functools.partial(joint_head._sample, k=k, width=width)
     paths = {
         "threshold": functools.partial(threshold, draw=(lambda x: x, _gumbel_argmax), tail_once=False),
         "threshold_tree": functools.partial(threshold, draw=(_tree_draw, _tree_pick), tail_once=True),
@@ -188,10 +193,13 @@ def joint_top_k(
       epsilon: total privacy parameter, > 0 (may be traced).
       sensitivity: per-score sensitivity (L-infinity), > 0 (may be traced).
       monotonic: all scores move in the same direction between neighbors (static bool).
-      method: how the worst entry is drawn (static; same law, different random streams):
-        ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries, then one block's entries),
-        ``"tree"`` (the top-down Gumbel process, ``O(log(d k))`` per draw after an ``O(d k)`` tree)
-        or ``"auto"`` (default, :mod:`dpjax._auto`: blocks for one release, the tree under ``vmap``
+      method: the sampler (static; same law, different random streams): ``"threshold"`` (the
+        error threshold's interval by Gumbel-max over a pruned head of ``max(64, 8k)`` items, then
+        a uniform sequence within it; :mod:`dpjax.topk.joint_head`), ``"threshold_tree"`` (the same
+        with the top-down Gumbel process, for many keys), the paper's worst-entry sampler over all
+        ``d k`` sorted differences, ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries)
+        or ``"tree"`` (the top-down Gumbel process over them), or ``"auto"`` (default,
+        :mod:`dpjax._auto`: ``"threshold"`` for one release, ``"threshold_tree"`` under ``vmap``
         over keys with the scores fixed).
 
     Returns:

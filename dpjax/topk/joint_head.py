@@ -130,7 +130,7 @@ def _from_tail(key, head: _Head, tail: _Tail, scale, k: int):
     return tail.ids[_prefix_sequence(sequence_key, m, k)], accepted
 
 
-def sample(key, scores, scale, *, k: int, width: int, draw, tail_once: bool) -> jax.Array:
+def _sample(key, scores, scale, *, k: int, width: int, draw, tail_once: bool) -> jax.Array:
     """One draw of the joint mechanism (module docstring). ``draw = (prepare, pick)``: ``pick(key,
     prepare(logits))`` is an exact draw of an index with probability ``softmax(logits)``. With
     ``tail_once`` the sorted tail is built before the draw (key independent: once under ``vmap``
@@ -181,6 +181,6 @@ def sample(key, scores, scale, *, k: int, width: int, draw, tail_once: bool) -> 
     return lax.cond(head.logits[last] > -jnp.inf, with_tail, head_only, key)
 
 
-def default_width(d: int, k: int) -> int:
+def _default_width(d: int, k: int) -> int:
     """The head's size: 64 or ``8 k`` items, whichever is larger (all ``d`` when that is not less)."""
     return min(d, max(64, 8 * k))
