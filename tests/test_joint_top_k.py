@@ -52,7 +52,7 @@ def test_law_over_all_k_sequences_of_five_items(scores, k, monotonic, method):
 
 
 def _pruned(key, scores, *, k, epsilon, monotonic, method, width):
-    """The threshold samplers with a head of ``width`` items (the tail then carries real mass)."""
+    """The threshold samplers with a first head of ``width`` items."""
     scale = jnp.asarray((2.0 if monotonic else 4.0) / epsilon, jnp.result_type(float))
     return joint._joint_top_k(key, scores, scale, k=k, method=method, width=width)
 
@@ -60,19 +60,21 @@ def _pruned(key, scores, *, k, epsilon, monotonic, method, width):
 @pytest.mark.parametrize(
     ("scores", "k", "monotonic", "method", "width"),
     [
-        (np.array([3, 7, 7, 1, 4], np.int32), 2, False, "threshold", 2),  # U between tied maxima and 4
+        (np.array([3, 7, 7, 1, 4], np.int32), 2, False, "threshold", 2),
         (np.array([3, 7, 7, 1, 4], np.int32), 3, True, "threshold_tree", 4),
         (np.array([0.5, -1.0, 2.25, 2.0, 0.0], np.float32), 3, False, "threshold", 4),
+        (np.array([300, 0, 296, -400, 298], np.int32), 2, True, "threshold_tree", 3),  # head enough
     ],
 )
-def test_law_with_a_pruned_head_and_its_tail(scores, k, monotonic, method, width):
-    """A head of ``width`` < d items: most mass above ``U`` goes through the rejected tail bound."""
+def test_law_when_the_first_head_is_too_narrow(scores, k, monotonic, method, width):
+    """A first head of ``width`` < d items: where its tail bound is not negligible, the wider head;
+    in the last case it is (``U = 298``), and the head alone is drawn from."""
     sequences, law = sequence_law(scores, k, 2.0, monotonic)
     options = {"k": k, "epsilon": 2.0, "monotonic": monotonic, "method": method, "width": width}
     _check_law(sample(_pruned, jnp.asarray(scores), 50_000, seed=10 + k, **options), sequences, law)
 
 
-def test_law_with_a_pruned_head_in_float64(x64):
+def test_law_when_the_first_head_is_too_narrow_in_float64(x64):
     scores = np.array([3, 7, 7, 1, 4], np.int64)
     sequences, law = sequence_law(scores, 2, 1.0, True)
     options = {"k": 2, "epsilon": 1.0, "monotonic": True, "method": "threshold_tree", "width": 3}

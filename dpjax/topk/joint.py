@@ -25,9 +25,9 @@ under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:
 ``O(log(d k))`` per release; the same law), and the sequence in ``O(k^2)``.
 
 These two ("blocks", "tree") are the literal sampler. The default samples the same law through the
-error threshold instead (:mod:`dpjax.topk.joint_head`): one partial top-k of ``max(64, 8k)`` items,
-``k`` binary searches per candidate difference of that head, an exact rejected tail, and no sort of
-the ``d k`` differences.
+error threshold instead (:mod:`dpjax.topk.joint_head`): one partial top-k of ``max(64, 8k)`` items
+(a wider head where the rest could matter), ``k`` binary searches per candidate difference of that
+head, and no sort of the ``d k`` differences.
 """
 
 from __future__ import annotations
@@ -157,8 +157,8 @@ def _joint_top_k(key, scores, scale, *, k: int, method: str, width: int | None =
     width = joint_head._default_width(scores.shape[0], k) if width is None else width
     threshold = functools.partial(joint_head._sample, k=k, width=width)
     paths = {
-        "threshold": functools.partial(threshold, draw=(lambda x: x, _gumbel_argmax), tail_once=False),
-        "threshold_tree": functools.partial(threshold, draw=(_tree_draw, _tree_pick), tail_once=True),
+        "threshold": functools.partial(threshold, draw=(lambda x: x, _gumbel_argmax)),
+        "threshold_tree": functools.partial(threshold, draw=(_tree_draw, _tree_pick)),
         "blocks": functools.partial(_by_entry, k=k, draw=_draw_entry),
         "tree": functools.partial(_by_entry, k=k, draw=_tree_entry),
     }

@@ -15,29 +15,28 @@ an auxiliary threshold ``u`` (the counting of the paper's Lemma 3.7, used the ot
 * Pruning: only the ``w + 1`` largest scores are ranked (an exact partial top-k). Below
   ``U = c_(k) - c_(w+1)`` every ``m_r(u) <= w`` and the intervals come from the ranked head
   (``k w`` candidates, one binary search per row each). Above ``U`` the mass is at most
-  ``prod_r (d - r) exp(-U/b)`` (times ``b``); that bound enters the draw as one more outcome, and when
-  it is drawn ``u = U + Exponential(b)`` is accepted with probability ``N(u) / prod_r (d - r)``
-  (exact rejection: a rejection restarts the draw). Only then is the whole score vector sorted
-  (``O(d log d)``; for one release inside the rare branch, under ``vmap`` over keys once per data).
-  A tail bound below ``exp(-200)`` times the likeliest interval's mass is dropped, with its sort:
-  a change of the law below ``1e-86``, and an outcome that Gumbel-max or the Gumbel process cannot
-  pick anyway in float64 (their noise spans less than 200 nats).
+  ``prod_r (d - r) exp(-U/b)`` (times ``b``). Where that bound is below ``exp(-200)`` times the
+  likeliest interval's mass, the draw is over the head's intervals alone: a change of the law below
+  ``1e-86``, and outcomes that Gumbel-max or the Gumbel process cannot pick anyway in float64
+  (their noise spans less than 200 nats). Otherwise the head grows 16-fold, up to all ``d`` items
+  (no tail; ``O(k^2 d log d)`` work and ``O(k^2 d)`` memory). The choice is key independent, so
+  under ``vmap`` over keys it is a real branch, taken once.
 
-So one release costs one partial top-k over ``d`` and ``O(k^2 w log w)`` key-independent work, and
-each further key under ``vmap`` ``O(log(k w) + k^2)`` (``+ k log d`` where the tail counts). The
-law is that of the differences as computed in the scores' dtype, as in :mod:`dpjax.topk.joint`.
+So where the scores' gaps are wide against ``b k log d`` one release costs one partial top-k over
+``d`` and ``O(k^2 w log w)`` key-independent work, and each further key under ``vmap``
+``O(log(k w) + k^2)``. The law is that of the differences as computed in the scores' dtype, as in
+:mod:`dpjax.topk.joint`.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax import noise, sharded
+from dpjax import sharded
 
 __all__: list[str] = []
 
@@ -67,14 +66,14 @@ def _log_count(m, k: int, dtype) -> jax.Array:
 
 
 _NEGLIGIBLE = 200.0  # a tail bound below exp(-200) times the likeliest interval's mass is dropped
+_GROWTH = 16  # the ladder of head sizes
 
 
 class _Head(NamedTuple):
     ids: jax.Array  # [w]: the ranked head's item ids, largest score first
     m: jax.Array  # [k w, k]: m_r(t) of each candidate difference t
-    logits: jax.Array  # [k w + 1]: each interval's log-mass, then the tail bound's
-    tail_start: jax.Array  # U (the dtype of the weights; +inf when the head is every item)
-    log_max: jax.Array  # log prod_r (d - r)
+    logits: jax.Array  # [k w]: each interval's log-mass (-inf for a repeated or tail difference)
+    complete: jax.Array  # the tail bound is negligible (or the head is every item)
 
 
 def _head(scores, k: int, width: int, scale) -> _Head:
@@ -97,90 +96,37 @@ def _head(scores, k: int, width: int, scale) -> _Head:
     gap = jnp.min(jnp.where(m < diff.shape[1], following.astype(dtype), jnp.inf), axis=1)
     log_mass = _log_count(m, k, dtype) - t.astype(dtype) / scale + jnp.log(-jnp.expm1(-gap / scale))
     tail_start = jnp.asarray(jnp.inf, dtype) if whole else diff[k - 1, width].astype(dtype)
-    keep = first & ~jnp.any(seen, axis=1) & (t.astype(dtype) < tail_start)
+    logits = jnp.where(first & ~jnp.any(seen, axis=1) & (t.astype(dtype) < tail_start), log_mass, -jnp.inf)
     log_max = jnp.sum(jnp.log(jnp.asarray(d, dtype) - ranks.astype(dtype)))
-    head = jnp.where(keep, log_mass, -jnp.inf)
-    tail = jnp.where(whole, -jnp.inf, log_max - tail_start / scale)
-    tail = jnp.where(tail > jnp.max(head) - _NEGLIGIBLE, tail, -jnp.inf)
-    logits = jnp.concatenate([head, tail[None]])
-    return _Head(ids[:cols], m, logits, tail_start, log_max)
+    complete = whole or (log_max - tail_start / scale < jnp.max(logits) - _NEGLIGIBLE)
+    return _Head(ids[:cols], m, logits, jnp.asarray(complete))
 
 
-class _Tail(NamedTuple):
-    ids: jax.Array  # [d]: every item id, largest score first (ties to the lower id)
-    diff: jax.Array  # [k, d]: c_(r) - c_(j) in sorted order, in the dtype of the weights
-
-
-def _tail(scores, k: int, dtype) -> _Tail:
-    """The whole sorted score vector and its ``k`` rows of differences (``O(d log d + d k)``)."""
-    ids = jnp.arange(scores.shape[0], dtype=jnp.int32)
-    neg_sorted, order = lax.sort((-scores, ids), num_keys=1, is_stable=True)
-    diff = (neg_sorted[None, :] - neg_sorted[:k, None]).astype(dtype)
-    return _Tail(order, diff)
-
-
-def _from_tail(key, head: _Head, tail: _Tail, scale, k: int):
-    """``u = U + Exponential(b)``, accepted with probability ``N(u) / prod_r (d - r)``, and a uniform
-    sequence within the prefixes ``m_r(u)``: ``(ids, accepted)``."""
-    u_key, accept_key, sequence_key = jax.random.split(key, 3)
-    u = head.tail_start + scale * noise.exponential(u_key, (), 1.0, scale.dtype)
-    m = jax.vmap(lambda row: jnp.searchsorted(row, u, side="right"))(tail.diff).astype(jnp.int32)
-    log_accept = _log_count(m, k, scale.dtype) - head.log_max
-    accepted = jnp.log(jax.random.uniform(accept_key, (), scale.dtype)) < log_accept
-    return tail.ids[_prefix_sequence(sequence_key, m, k)], accepted
-
-
-def _sample(key, scores, scale, *, k: int, width: int, draw, tail_once: bool) -> jax.Array:
-    """One draw of the joint mechanism (module docstring). ``draw = (prepare, pick)``: ``pick(key,
-    prepare(logits))`` is an exact draw of an index with probability ``softmax(logits)``. With
-    ``tail_once`` the sorted tail is built before the draw (key independent: once under ``vmap``
-    over keys), else only when the tail is drawn."""
+def _sample(key, scores, scale, *, k: int, width: int, draw) -> jax.Array:
+    """One draw of the joint mechanism (module docstring) from the first head of the ladder
+    ``width, 16 width, ...`` (then all ``d`` items) whose tail is negligible. ``draw = (prepare,
+    pick)``: ``pick(key, prepare(logits))`` is an exact draw of an index with probability
+    ``softmax(logits)``."""
     if scores.dtype == jnp.bool_:
         scores = scores.astype(jnp.int32)
-    head = _head(scores, k, width, scale)
+    d = scores.shape[0]
     prepare, pick = draw
-    prepared = prepare(head.logits)
-    last = head.m.shape[0]
+    entry_key, sequence_key = jax.random.split(key)
 
-    def from_head(key, s):
-        return head.ids[_prefix_sequence(key, head.m[jnp.minimum(s, last - 1)], k)], True
+    def release(head: _Head) -> jax.Array:
+        s = pick(entry_key, prepare(head.logits))
+        return head.ids[_prefix_sequence(sequence_key, head.m[s], k)]
 
-    def attempt(key, tail):
-        entry_key, rest_key = jax.random.split(key)
-        s = pick(entry_key, prepared)
-        if tail is None:  # one release: the tail's sort only on the rare branch
-            build = functools.partial(_tail, scores, k, scale.dtype)
-            from_tail = functools.partial(_from_tail, rest_key, head, scale=scale, k=k)
-            return lax.cond(s == last, lambda: from_tail(build()), lambda: from_head(rest_key, s))
-        # Both branches, then a select: a batched lax.cond would copy the tail table per key.
-        (head_ids, _), (tail_ids, accepted) = (
-            from_head(rest_key, s),
-            _from_tail(rest_key, head, tail, scale, k),
-        )
-        return jnp.where(s == last, tail_ids, head_ids), (s != last) | accepted
+    def level(w: int) -> jax.Array:
+        head = _head(scores, k, w, scale)
+        if w >= d:
+            return release(head)
+        # Key independent: under vmap over keys a real branch, the wider head only where needed.
+        return lax.cond(head.complete, lambda: release(head), lambda: level(min(d, _GROWTH * w)))
 
-    def with_tail(key):
-        tail = _tail(scores, k, scale.dtype) if tail_once else None
-
-        def body(carry):
-            key, _, _ = carry
-            key, sub = jax.random.split(key)
-            ids, accepted = attempt(sub, tail)
-            return key, ids, jnp.asarray(accepted)
-
-        init = (key, jnp.zeros(k, jnp.int32), jnp.asarray(False))
-        return lax.while_loop(lambda carry: ~carry[2], body, init)[1]
-
-    def head_only(key):  # the tail cannot be drawn: one attempt, no sort
-        entry_key, rest_key = jax.random.split(key)
-        return from_head(rest_key, pick(entry_key, prepared))[0]
-
-    if width >= scores.shape[0]:
-        return head_only(key)
-    # Key independent, so under vmap over keys a real branch: the sort only where the tail counts.
-    return lax.cond(head.logits[last] > -jnp.inf, with_tail, head_only, key)
+    return level(width)
 
 
 def _default_width(d: int, k: int) -> int:
-    """The head's size: 64 or ``8 k`` items, whichever is larger (all ``d`` when that is not less)."""
+    """The first head's size: 64 or ``8 k`` items, whichever is larger (all ``d`` when that is not less)."""
     return min(d, max(64, 8 * k))
