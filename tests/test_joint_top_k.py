@@ -67,8 +67,8 @@ def _pruned(key, scores, *, k, epsilon, monotonic, method, width):
     ],
 )
 def test_law_when_the_first_head_is_too_narrow(scores, k, monotonic, method, width):
-    """A first head of ``width`` < d items: where its tail bound is not negligible, the wider head;
-    in the last case it is (``U = 298``), and the head alone is drawn from."""
+    """A head of ``width`` < d items: where its tail bound is not negligible, the literal sampler
+    (under ``lax.cond``); in the last case it is (``U = 298``), and the head alone is drawn from."""
     sequences, law = sequence_law(scores, k, 2.0, monotonic)
     options = {"k": k, "epsilon": 2.0, "monotonic": monotonic, "method": method, "width": width}
     _check_law(sample(_pruned, jnp.asarray(scores), 50_000, seed=10 + k, **options), sequences, law)

@@ -26,8 +26,9 @@ under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:
 
 These two ("blocks", "tree") are the literal sampler. The default samples the same law through the
 error threshold instead (:mod:`dpjax.topk.joint_head`): one partial top-k of ``max(64, 8k)`` items
-(a wider head where the rest could matter), ``k`` binary searches per candidate difference of that
-head, and no sort of the ``d k`` differences.
+``k`` binary searches per candidate difference of that head, and no sort of the ``d k``
+differences; where the rest could matter (scores crowded within about ``b k log d`` of the k-th
+largest), the literal sampler.
 """
 
 from __future__ import annotations
@@ -157,11 +158,15 @@ def _joint_top_k(key, scores, scale, *, k: int, method: str, width: int | None =
     width = joint_head._default_width(scores.shape[0], k) if width is None else width
     threshold = functools.partial(joint_head._sample, k=k, width=width)
     paths = {
-        "threshold": functools.partial(threshold, draw=(lambda x: x, _gumbel_argmax)),
-        "threshold_tree": functools.partial(threshold, draw=(_tree_draw, _tree_pick)),
         "blocks": functools.partial(_by_entry, k=k, draw=_draw_entry),
         "tree": functools.partial(_by_entry, k=k, draw=_tree_entry),
     }
+    paths["threshold"] = functools.partial(
+        threshold, draw=(lambda x: x, _gumbel_argmax), literal=paths["blocks"]
+    )
+    paths["threshold_tree"] = functools.partial(
+        threshold, draw=(_tree_draw, _tree_pick), literal=paths["tree"]
+    )
     return _auto.run(method, paths, key, scores, scale, fast="threshold_tree", single="threshold")
 
 

@@ -18,8 +18,8 @@ an auxiliary threshold ``u`` (the counting of the paper's Lemma 3.7, used the ot
   ``prod_r (d - r) exp(-U/b)`` (times ``b``). Where that bound is below ``exp(-200)`` times the
   likeliest interval's mass, the draw is over the head's intervals alone: a change of the law below
   ``1e-86``, and outcomes that Gumbel-max or the Gumbel process cannot pick anyway in float64
-  (their noise spans less than 200 nats). Otherwise the head grows 16-fold, up to all ``d`` items
-  (no tail; ``O(k^2 d log d)`` work and ``O(k^2 d)`` memory). The choice is key independent, so
+  (their noise spans less than 200 nats). Otherwise (scores crowded within about
+  ``b k log d`` of ``c_(k)``) the paper's literal sampler runs. The choice is key independent, so
   under ``vmap`` over keys it is a real branch, taken once.
 
 So where the scores' gaps are wide against ``b k log d`` one release costs one partial top-k over
@@ -66,7 +66,6 @@ def _log_count(m, k: int, dtype) -> jax.Array:
 
 
 _NEGLIGIBLE = 200.0  # a tail bound below exp(-200) times the likeliest interval's mass is dropped
-_GROWTH = 16  # the ladder of head sizes
 
 
 class _Head(NamedTuple):
@@ -102,11 +101,11 @@ def _head(scores, k: int, width: int, scale) -> _Head:
     return _Head(ids[:cols], m, logits, jnp.asarray(complete))
 
 
-def _sample(key, scores, scale, *, k: int, width: int, draw) -> jax.Array:
-    """One draw of the joint mechanism (module docstring) from the first head of the ladder
-    ``width, 16 width, ...`` (then all ``d`` items) whose tail is negligible. ``draw = (prepare,
-    pick)``: ``pick(key, prepare(logits))`` is an exact draw of an index with probability
-    ``softmax(logits)``."""
+def _sample(key, scores, scale, *, k: int, width: int, draw, literal) -> jax.Array:
+    """One draw of the joint mechanism (module docstring) from the head of ``width`` items where its
+    tail is negligible, else from ``literal(key, scores, scale)`` (the paper's sampler over all
+    ``d k`` differences). ``draw = (prepare, pick)``: ``pick(key, prepare(logits))`` is an exact
+    draw of an index with probability ``softmax(logits)``."""
     if scores.dtype == jnp.bool_:
         scores = scores.astype(jnp.int32)
     d = scores.shape[0]
@@ -117,16 +116,13 @@ def _sample(key, scores, scale, *, k: int, width: int, draw) -> jax.Array:
         s = pick(entry_key, prepare(head.logits))
         return head.ids[_prefix_sequence(sequence_key, head.m[s], k)]
 
-    def level(w: int) -> jax.Array:
-        head = _head(scores, k, w, scale)
-        if w >= d:
-            return release(head)
-        # Key independent: under vmap over keys a real branch, the wider head only where needed.
-        return lax.cond(head.complete, lambda: release(head), lambda: level(min(d, _GROWTH * w)))
-
-    return level(width)
+    first = _head(scores, k, width, scale)
+    if width >= d:
+        return release(first)
+    # Key independent: under vmap over keys a real branch, each key drawn by the one chosen.
+    return lax.cond(first.complete, lambda: release(first), lambda: literal(key, scores, scale))
 
 
 def _default_width(d: int, k: int) -> int:
-    """The first head's size: 64 or ``8 k`` items, whichever is larger (all ``d`` when that is not less)."""
+    """The head's size: 64 or ``8 k`` items, whichever is larger (all ``d`` when that is not less)."""
     return min(d, max(64, 8 * k))
