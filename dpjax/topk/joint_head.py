@@ -1,4 +1,4 @@
-"""The joint top-k mechanism sampled through its error threshold: a pruned head, an exact tail.
+"""The joint top-k mechanism sampled through its error threshold: a pruned head, else the literal sampler.
 
 Gillenwater, Joseph, Munoz Medina and Ribero Diaz, "A Joint Exponential Mechanism for Differentially
 Private Top-k", ICML 2022, Alg. 1: with ``c_(1) >= ... >= c_(d)`` the sorted scores and
@@ -17,8 +17,8 @@ an auxiliary threshold ``u`` (the counting of the paper's Lemma 3.7, used the ot
   (``k w`` candidates, one binary search per row each). Above ``U`` the mass is at most
   ``prod_r (d - r) exp(-U/b)`` (times ``b``). Where that bound is below ``exp(-200)`` times the
   likeliest interval's mass, the draw is over the head's intervals alone: a change of the law below
-  ``1e-86``, and outcomes that Gumbel-max or the Gumbel process cannot pick anyway in float64
-  (their noise spans less than 200 nats). Otherwise (scores crowded within about
+  ``1e-86`` (Gumbel-max in float64 could not pick such an outcome anyway: its noise spans less
+  than 200 nats). Otherwise (scores crowded within about
   ``b k log d`` of ``c_(k)``) the paper's literal sampler runs. The choice is key independent, so
   under ``vmap`` over keys it is a real branch, taken once.
 
