@@ -41,6 +41,7 @@ ALLOWED = {
     "tests/sharding_worker.py",
     # the suite compiles with XLA's older CPU emitters (half the compile time; a flag for the CPU only)
     "tests/conftest.py",
+    "tests/xla_env.py",
     # the float tolerance of traced against eager calls is 4 ulps on the CPU, more elsewhere
     "tests/float_tolerance.py",
 }

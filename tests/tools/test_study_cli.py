@@ -161,7 +161,7 @@ def test_second_run_loads_the_compiled_study_from_the_compile_cache(tmp_path):
     import sys
     from pathlib import Path
 
-    from conftest import as_users_compile
+    from xla_env import as_users_compile
 
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "DPJAX_COMPILE_CACHE": str(tmp_path / "cache")}
