@@ -1,7 +1,7 @@
 """JointExp's forward pass: the dynamic-programming tables in ``O(m n)`` memory.
 
 Gillenwater, Joseph, Kulesza (ICML 2021), Alg. 1 lines 5-13, with the paper's index typos fixed
-(the recurrences below match brute-force enumeration, ``tests/test_joint_exp.py``):
+(the recurrences below match brute-force enumeration, ``tests/quantiles/test_joint_exp.py``):
 ``alpha(j, i, k)`` is the mass of the length-``j`` prefixes ending with exactly ``k`` copies of gap
 ``i``,
 

@@ -12,7 +12,7 @@ import ast
 import functools
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOOLS = "dpjax._src.tools"
 ENTRY = "dpjax._src.tools.cli"  # the ``dpjax`` command: it names the tools' command modules by string
 FACE_ENTRY = "dpjax.cli"  # its public face, the console script's target
