@@ -55,13 +55,13 @@ from dpjax._src.quantiles.joint_exp_linear import (
 from dpjax._src.quantiles.joint_exp_toeplitz import aligned_length, safe_max, toeplitz_fft, toeplitz_scan
 
 __all__ = [
-    "Method",
+    "JointExpMethod",
     "Tables",
 ]
 
-Method: TypeAlias = Literal["linear", "scan", "fft"]
+JointExpMethod: TypeAlias = Literal["linear", "scan", "fft"]
 """How JointExp's forward pass is computed (static)."""
-METHODS: tuple[Method, ...] = get_args(Method)
+METHODS: tuple[JointExpMethod, ...] = get_args(JointExpMethod)
 """The Toeplitz steps of the forward pass: linear-space block products with a certified exact
 fallback (:mod:`dpjax.quantiles.joint_exp_linear`), exact log-space recurrences, and the paper's
 max-shifted FFT (:mod:`dpjax.quantiles.joint_exp_toeplitz`)."""
