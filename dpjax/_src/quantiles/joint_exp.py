@@ -52,7 +52,7 @@ from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps, uniform_in_gaps
 from dpjax._src.quantiles.joint_exp_tables import (
     METHODS,
-    Method,
+    JointExpMethod,
     Tables,
     forward_tables,
     log_factorials,
@@ -61,7 +61,7 @@ from dpjax._src.quantiles.joint_exp_tables import (
 )
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
-_DEFAULT_METHOD: Method = "linear"
+_DEFAULT_METHOD: JointExpMethod = "linear"
 
 
 def _joint_exp_sensitivity(qs, neighbors: NeighborsLike = Neighbors.SWAP):
@@ -86,7 +86,7 @@ def _tables(checks: Checks, x, qs, epsilon, bounds, neighbors, method, *, allow_
 
 @functools.partial(jax.jit, static_argnames=("neighbors", "method"))
 @sharded.auto_axes
-def _forward(x, levels, epsilon, lower, upper, neighbors: Neighbors, method: Method) -> Tables:
+def _forward(x, levels, epsilon, lower, upper, neighbors: Neighbors, method: JointExpMethod) -> Tables:
     """The forward pass after validation, compiled once per (``m``, relation, method, data shape and
     dtype); the levels, ``epsilon`` and the bounds are arguments, used in the working dtype."""
     dtype = float_dtype(x)
@@ -103,7 +103,7 @@ def joint_exp_tables(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = _DEFAULT_METHOD,
+    method: JointExpMethod = _DEFAULT_METHOD,
 ) -> Tables:
     """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
 
@@ -122,7 +122,7 @@ def joint_exp_log_normalizer(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = _DEFAULT_METHOD,
+    method: JointExpMethod = _DEFAULT_METHOD,
 ) -> jax.Array:
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
     (``epsilon >= 0``; NaN when a traced input is invalid)."""
@@ -236,7 +236,7 @@ def joint_exp(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = _DEFAULT_METHOD,
+    method: JointExpMethod = _DEFAULT_METHOD,
 ) -> jax.Array:
     """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
 
@@ -302,7 +302,7 @@ def joint_exp_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.
 
 
 __all__ = [
-    "Method",
+    "JointExpMethod",
     "joint_exp",
     "joint_exp_guarantee",
     "joint_exp_log_normalizer",

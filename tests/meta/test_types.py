@@ -1,0 +1,66 @@
+"""The public faces type-check clean under mypy (issue 48.6), and so do the README's examples.
+
+One mypy run (configuration: ``[tool.mypy]`` in pyproject.toml) over every face (each module of
+``dpjax`` outside ``dpjax/_src``), every ``python`` block of README.md (written to files) and a probe
+of three calls a checker must refuse: the check passes when the only findings are the probe's.
+Through the faces mypy reads the implementation's annotations, so the README's calls are checked
+against the real signatures (a wrong argument type, an unknown root name, a misused result).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Each call is refused for a different reason; the line numbers are those of the findings.
+PROBE = """\
+import jax
+import dpjax
+from dpjax.additive import laplace_mechanism
+from dpjax.quantiles import unbounded
+
+key = jax.random.key(0)
+laplace_mechanism(key, "3.0", 1.0)
+dpjax.Accountant(1.0)
+text: str = unbounded(key, jax.numpy.ones(4), 0.5, 1.0)
+"""
+PROBE_FINDINGS = {(7, "arg-type"), (8, "arg-type"), (9, "assignment")}
+
+
+def face_files() -> list[Path]:
+    package = ROOT / "dpjax"
+    files = {package / "__init__.py", *package.glob("*/__init__.py"), *package.glob("*.py")}
+    return sorted(path for path in files if not path.relative_to(package).parts[0].startswith("_src"))
+
+
+def readme_blocks() -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(), flags=re.M | re.S)
+
+
+def test_the_faces_and_the_readme_examples_type_check(tmp_path):
+    faces = face_files()
+    assert len(faces) >= 19 and ROOT / "dpjax/quantiles/__init__.py" in faces, faces
+    blocks = readme_blocks()
+    assert len(blocks) >= 5, "README.md's python examples not found"
+    examples = []
+    for index, block in enumerate(blocks):
+        examples.append(tmp_path / f"readme_example_{index}.py")
+        examples[-1].write_text(block)
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+               "--cache-dir", str(tmp_path / "cache"), "--no-error-summary", "--show-error-codes"]
+    done = subprocess.run(
+        [*command, *map(str, faces), *map(str, examples), str(probe)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    findings = re.findall(r"^(\S+?):(\d+): error: .*\[([a-z-]+)\]$", done.stdout, flags=re.M)
+    assert done.returncode == 1 and not done.stderr.strip(), done.stdout + done.stderr
+    probe_findings = {(int(line), code) for path, line, code in findings if Path(path).name == "probe.py"}
+    others = [line for line in done.stdout.splitlines() if "probe.py" not in line]
+    assert not others, "mypy findings in the faces or the README's examples:\n" + "\n".join(others)
+    assert probe_findings == PROBE_FINDINGS, done.stdout
