@@ -4,7 +4,9 @@ One mypy run (configuration: ``[tool.mypy]`` in pyproject.toml) over every face 
 ``dpjax`` outside ``dpjax/_src``), every ``python`` block of README.md (written to files) and a probe
 of three calls a checker must refuse: the check passes when the only findings are the probe's.
 Through the faces mypy reads the implementation's annotations, so the README's calls are checked
-against the real signatures (a wrong argument type, an unknown root name, a misused result).
+against the real signatures (a wrong argument type, an unknown root name, a misused result); it also
+reports the findings inside the implementation modules that pyproject's ``[[tool.mypy.overrides]]``
+lists as held clean (the others are read for their types only).
 """
 
 from __future__ import annotations
