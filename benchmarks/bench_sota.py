@@ -5,7 +5,7 @@ Two ways of calling each: one release (``jit``, the data an argument) and Monte 
 over ``T`` keys with the data fixed, time divided by ``T``). Each figure is the median of ``--repeats``
 timings after a warm-up call; the pairs are timed alternately so that the machine's load hits both.
 
-    PYTHONPATH=. python benchmarks/bench_sota.py [--repeats 7] [--keys 64]
+    PYTHONPATH=. python benchmarks/bench_sota.py [--repeats 7] [--keys 64] [--quantiles-only]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _timer(fn, *args):
     return once
 
 
-def _pairs(keys: int):
+def _pairs(keys: int, top_k: bool = True):
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(0.0, 5.0, 10**5).astype(np.float32))
     levels = jnp.asarray(np.arange(1, 30) / 30)
@@ -41,11 +41,11 @@ def _pairs(keys: int):
     key = jax.random.key(0)
     many = jax.random.split(key, keys)
 
-    def aq(k, d, method="superblocks"):
+    def aq(k, d, method="auto"):
         return quantiles.approx_quantiles(k, d, levels, 1.0, bounds=(-100.0, 100.0), method=method)
 
-    def aq_blocks(k, d):
-        return aq(k, d, "blocks")
+    def aq_superblocks(k, d):
+        return aq(k, d, "superblocks")
 
     def je(k, d):
         return quantiles.joint_exp(k, d, levels, 1.0, bounds=(-100.0, 100.0))
@@ -59,7 +59,7 @@ def _pairs(keys: int):
     def mc(f):
         return jax.jit(jax.vmap(f, in_axes=(0, None)))
 
-    return {
+    pairs = {
         "quantiles one release": (
             ("approx_quantiles", _timer(jax.jit(aq), key, x), 1),
             ("joint_exp", _timer(jax.jit(je), key, x), 1),
@@ -69,13 +69,17 @@ def _pairs(keys: int):
             ("joint_exp", _timer(mc(je), many, x), keys),
         ),
         "quantiles one release, sampler": (
-            ("superblocks", _timer(jax.jit(aq), key, x), 1),
-            ("blocks", _timer(jax.jit(aq_blocks), key, x), 1),
+            ("tree", _timer(jax.jit(aq), key, x), 1),
+            ("superblocks", _timer(jax.jit(aq_superblocks), key, x), 1),
         ),
         f"quantiles vmap over {keys} keys, sampler": (
-            ("superblocks", _timer(mc(aq), many, x), keys),
-            ("blocks", _timer(mc(aq_blocks), many, x), keys),
+            ("tree", _timer(mc(aq), many, x), keys),
+            ("superblocks", _timer(mc(aq_superblocks), many, x), keys),
         ),
+    }
+    if not top_k:
+        return pairs
+    return pairs | {
         "top-k one release": (
             ("joint_top_k", _timer(jax.jit(jt), key, counts), 1),
             ("gumbel_top_k", _timer(jax.jit(gt), key, counts), 1),
@@ -91,9 +95,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--keys", type=int, default=64)
+    parser.add_argument("--quantiles-only", action="store_true", help="skip the top-k pairs")
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; load {os.getloadavg()}")
-    for setting, ((name_a, time_a, n_a), (name_b, time_b, n_b)) in _pairs(args.keys).items():
+    pairs = _pairs(args.keys, not args.quantiles_only)
+    for setting, ((name_a, time_a, n_a), (name_b, time_b, n_b)) in pairs.items():
         a, b = [], []
         for _ in range(args.repeats):
             a.append(time_a() / n_a)
