@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import quantiles, selection
+from dpjax.quantiles.intervals import _gaps
 
 
 def _timer(fn, *args):
@@ -67,6 +68,10 @@ def _pairs(keys: int, top_k: bool = True):
         f"quantiles vmap over {keys} keys": (
             ("approx_quantiles", _timer(mc(aq), many, x), keys),
             ("joint_exp", _timer(mc(je), many, x), keys),
+        ),
+        "quantiles one release, the data sort alone": (
+            ("sort (_gaps)", _timer(jax.jit(lambda d: _gaps(d, -100.0, 100.0)), x), 1),
+            ("approx_quantiles", _timer(jax.jit(aq), key, x), 1),
         ),
         "quantiles one release, sampler": (
             ("tree", _timer(jax.jit(aq), key, x), 1),
