@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import quantiles, selection
+from dpjax._src.quantiles.intervals import sorted_gaps
 
 
 def _timer(fn, *args):
@@ -47,11 +48,11 @@ def _pairs(keys: int, family: str):
     key = jax.random.key(0)
     many = jax.random.split(key, keys)
 
-    def aq(k, d, method="superblocks"):
+    def aq(k, d, method="auto"):
         return quantiles.approx_quantiles(k, d, levels, 1.0, bounds=(-100.0, 100.0), method=method)
 
-    def aq_blocks(k, d):
-        return aq(k, d, "blocks")
+    def aq_superblocks(k, d):
+        return aq(k, d, "superblocks")
 
     def je(k, d):
         return quantiles.joint_exp(k, d, levels, 1.0, bounds=(-100.0, 100.0))
@@ -80,14 +81,20 @@ def _pairs(keys: int, family: str):
             ("approx_quantiles", _timer(mc(aq), many, x), keys),
             ("joint_exp", _timer(mc(je), many, x), keys),
         ),
+        "quantiles one release, the data sort alone": (
+            ("sort (sorted_gaps)", _timer(jax.jit(lambda d: sorted_gaps(d, -100.0, 100.0)), x), 1),
+            ("approx_quantiles", _timer(jax.jit(aq), key, x), 1),
+        ),
         "quantiles one release, sampler": (
-            ("superblocks", _timer(jax.jit(aq), key, x), 1),
-            ("blocks", _timer(jax.jit(aq_blocks), key, x), 1),
+            ("tree", _timer(jax.jit(aq), key, x), 1),
+            ("superblocks", _timer(jax.jit(aq_superblocks), key, x), 1),
         ),
         f"quantiles vmap over {keys} keys, sampler": (
-            ("superblocks", _timer(mc(aq), many, x), keys),
-            ("blocks", _timer(mc(aq_blocks), many, x), keys),
+            ("tree", _timer(mc(aq), many, x), keys),
+            ("superblocks", _timer(mc(aq_superblocks), many, x), keys),
         ),
+    }
+    pairs |= {
         "top-k one release": (
             ("joint_top_k", _timer(jax.jit(jt), key, counts), 1),
             ("gumbel_top_k", _timer(jax.jit(gt), key, counts), 1),

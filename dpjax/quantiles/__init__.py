@@ -4,7 +4,11 @@ and the baselines the papers compare against."""
 
 from dpjax._src.quantiles.agg_tree import agg_tree, agg_tree_guarantee
 from dpjax._src.quantiles.app_ind_exp import app_ind_exp, app_ind_exp_guarantee
-from dpjax._src.quantiles.approx_quantiles import approx_quantiles, approx_quantiles_guarantee
+from dpjax._src.quantiles.approx_quantiles import (
+    ApproxQuantilesMethod,
+    approx_quantiles,
+    approx_quantiles_guarantee,
+)
 from dpjax._src.quantiles.exp_mech import QuantileMethod, emq, emq_guarantee, ind_exp, ind_exp_guarantee
 from dpjax._src.quantiles.joint_exp import (
     joint_exp,
@@ -27,6 +31,7 @@ from dpjax._src.quantiles.unbounded import (
 from dpjax._src.quantiles.unbounded_many import unbounded_many, unbounded_many_guarantee
 
 __all__ = [
+    "ApproxQuantilesMethod",
     "JointExpMethod",
     "JointExpTables",
     "QuantileMethod",
