@@ -123,7 +123,7 @@ def test_calibrated_noise_is_minimal_on_the_scaled_grid(sigma, q, steps, delta):
     run = dict(steps=steps, sampling_rate=q, clip=1.0)
     target = dpo.training_epsilon(delta, noise_multiplier=sigma, **run)
     found = dpo.noise_multiplier_for_epsilon(target, delta, **run)
-    grid = dpo.accounting.calibration_discretization(target)
+    grid = dpo.calibration_discretization(target)
     assert grid == min(1e-4, 1e-4 * target)
     assert dpo.training_epsilon(delta, noise_multiplier=found, pld_discretization=grid, **run) <= target
     below = found * (1 - 1e-3)

@@ -16,7 +16,8 @@ from topk_laws import (
     ranked,
 )
 
-from dpjax import noise, topk
+from dpjax import topk
+from dpjax._src import noise  # the module the kernels draw from (the face re-exports it)
 from dpjax._src.topk.histogram import top_counts
 from dpjax._src.topk.laplace import laplace_limited_domain
 
