@@ -120,8 +120,6 @@ MAX_FILE_LINES = 500
 LONG_FILES: dict[str, str] = {
     path: "holds several ideas; to be split (issue 48.5)"
     for path in [
-        "dpjax/_src/studies/study.py",
-        "dpjax/_src/quantiles/joint_exp_tables.py",
         "dpjax/_src/budgeting/pie.py",
         "dpjax/_src/selection.py",
         "dpjax/_src/validation.py",
