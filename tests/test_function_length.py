@@ -120,11 +120,11 @@ MAX_FILE_LINES = 500
 LONG_FILES: dict[str, str] = {
     path: "holds several ideas; to be split (issue 48.5)"
     for path in [
-        "dpjax/_src/budgeting/pie.py",
         "dpjax/_src/selection.py",
         "dpjax/_src/validation.py",
         "dpjax/_src/tools/reproduce/budgeting.py",
         "dpjax/_src/svt/gap.py",
+        "dpjax/_src/tools/train/run.py",
     ]
 }
 """Path under ``dpjax/`` -> why it may hold more than :data:`MAX_FILE_LINES` lines."""

@@ -13,8 +13,8 @@ from dpjax import accounting
 from dpjax._src import noise, selection
 
 # Modules by import path: several packages re-export a function under its module's name.
-_common, pie, splits = (
-    importlib.import_module(f"dpjax._src.budgeting.{m}") for m in ("common", "pie", "splits")
+_common, pie_kernel, splits = (
+    importlib.import_module(f"dpjax._src.budgeting.{m}") for m in ("common", "pie_kernel", "splits")
 )
 optax_accounting = importlib.import_module("dpjax._src.optax.accounting")
 joint_exp, joint_exp_tables, unbounded, exp_mech = (
@@ -56,9 +56,9 @@ def test_neighbors_like_lists_the_enum_values_and_pie_noise_mode_is_noise_mode()
     (_, literal) = typing.get_args(accounting.NeighborsLike)
     assert typing.get_args(literal) == tuple(member.value for member in accounting.Neighbors)
     for mode in typing.get_args(noise.NoiseMode):
-        pie.check_plan(1, noise_mode=mode)
+        pie_kernel.check_plan(1, noise_mode=mode)
     with pytest.raises(ValueError, match="noise_mode"):
-        pie.check_plan(1, noise_mode="medium")
+        pie_kernel.check_plan(1, noise_mode="medium")
 
 
 def _public_functions():
