@@ -10,7 +10,7 @@ import pytest
 
 import dpjax
 from dpjax import accounting
-from dpjax._src import noise, selection
+from dpjax._src import noise, selection_draws, selection_gap
 
 # Modules by import path: several packages re-export a function under its module's name.
 _common, pie_kernel, splits = (
@@ -28,10 +28,10 @@ FAMILIES = ("additive", "aggregates", "budgeting", "noise", "optax", "postproces
 
 # (the Literal alias, the values its validation accepts)
 OPTIONS = {
-    "selection.Noise": (selection.Noise, selection._NOISES),
-    "selection.Method": (selection.Method, selection._METHODS),
-    "selection.TopKMethod": (selection.TopKMethod, selection._TOP_K_METHODS),
-    "selection.GapNoise": (selection.GapNoise, selection.GAP_NOISES),
+    "selection.Noise": (selection_draws.Noise, selection_draws.NOISES),
+    "selection.Method": (selection_draws.Method, selection_draws.METHODS),
+    "selection.TopKMethod": (selection_draws.TopKMethod, selection_draws.TOP_K_METHODS),
+    "selection.GapNoise": (selection_gap.GapNoise, selection_gap.GAP_NOISES),
     "svt.above_threshold.Noise": (above_threshold.Noise, above_threshold.NOISES),
     "svt.above_threshold.Method": (above_threshold.Method, above_threshold.METHODS),
     "quantiles.unbounded.Noise": (unbounded.Noise, unbounded.NOISES),

@@ -31,7 +31,7 @@ import numpy as np
 
 from dpjax._src import noise
 from dpjax._src.postprocess import svt_gap, topk_gap
-from dpjax._src.selection import noisy_top_k_with_gap, noisy_top_k_with_gap_scale
+from dpjax._src.selection_gap import noisy_top_k_with_gap, noisy_top_k_with_gap_scale
 from dpjax._src.studies.runner import monte_carlo
 from dpjax._src.svt.gap import (
     BRANCH_MIDDLE,
