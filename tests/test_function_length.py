@@ -120,7 +120,6 @@ MAX_FILE_LINES = 500
 LONG_FILES: dict[str, str] = {
     path: "holds several ideas; to be split (issue 48.5)"
     for path in [
-        "dpjax/_src/svt/gap.py",
         "dpjax/_src/tools/train/run.py",
     ]
 }
