@@ -117,12 +117,7 @@ def f(x):
 
 MAX_FILE_LINES = 500
 
-LONG_FILES: dict[str, str] = {
-    path: "holds several ideas; to be split (issue 48.5)"
-    for path in [
-        "dpjax/_src/tools/train/run.py",
-    ]
-}
+LONG_FILES: dict[str, str] = {}
 """Path under ``dpjax/`` -> why it may hold more than :data:`MAX_FILE_LINES` lines."""
 
 
