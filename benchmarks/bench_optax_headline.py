@@ -1,5 +1,5 @@
 """The DP-SGD headline study (issue 27 item 5, issue 43 item 5): private clipping against a sweep of
-fixed clips; the source of the README's training figures (``tests/test_headline_figures.py``).
+fixed clips; the source of the README's training figures (``tests/meta/test_headline_figures.py``).
 
 Run from the repository root (about 20 minutes on 2 loaded CPU cores, one run at a time):
 ``nice python -m benchmarks.bench_optax_headline --mnist /work/shared/data/mnist_5k.csv.gz``

@@ -34,13 +34,13 @@ Exponential noise has the same guarantee (Cor. 3.1) and is offered for its small
 
 from dpjax._src.svt.above_threshold import (
     NOISES,
+    AboveThresholdMethod,
+    AboveThresholdNoise,
     above_threshold,
     above_threshold_blocked,
     above_threshold_from_noise,
     above_threshold_guarantee,
 )
-from dpjax._src.svt.above_threshold import Method as AboveThresholdMethod
-from dpjax._src.svt.above_threshold import Noise as AboveThresholdNoise
 from dpjax._src.svt.gap import (
     adaptive_sparse_vector_with_gap,
     adaptive_sparse_vector_with_gap_from_noise,

@@ -133,7 +133,7 @@ def _sort_floats(x) -> jax.Array:
     about 4x faster (0.12 s vs 0.52 s for 10^6 float32 on the reference machine); XLA GPU rewrites
     only such single-compare sorts into CUB's radix sort (``SortRewriter``; the float comparator
     keeps the generic sort kernel); TPU's comparison sort does less work per comparison.
-    ``tests/test_backends.py`` checks the lowered comparator.
+    ``tests/cross/test_backends.py`` checks the lowered comparator.
     """
     int_dtype = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
     magnitude = jnp.asarray(jnp.iinfo(int_dtype).max, int_dtype)

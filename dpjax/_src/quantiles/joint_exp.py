@@ -52,7 +52,7 @@ from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps, uniform_in_gaps
 from dpjax._src.quantiles.joint_exp_tables import (
     METHODS,
-    Method,
+    JointExpMethod,
     Tables,
     forward_tables,
     log_normalizer,
@@ -102,7 +102,7 @@ def joint_exp_tables(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = _DEFAULT_METHOD,
+    method: JointExpMethod = _DEFAULT_METHOD,
 ):
     """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
 
@@ -121,7 +121,7 @@ def joint_exp_log_normalizer(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = _DEFAULT_METHOD,
+    method: JointExpMethod = _DEFAULT_METHOD,
 ):
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
     (``epsilon >= 0``; NaN when a traced input is invalid)."""
@@ -235,7 +235,7 @@ def joint_exp(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = _DEFAULT_METHOD,
+    method: JointExpMethod = _DEFAULT_METHOD,
 ) -> jax.Array:
     """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
 
@@ -301,7 +301,7 @@ def joint_exp_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.
 
 
 __all__ = [
-    "Method",
+    "JointExpMethod",
     "joint_exp",
     "joint_exp_guarantee",
     "joint_exp_log_normalizer",

@@ -1,7 +1,7 @@
 """JointExp's forward pass: the dynamic-programming tables in ``O(m n)`` memory.
 
 Gillenwater, Joseph, Kulesza (ICML 2021), Alg. 1 lines 5-13, with the paper's index typos fixed
-(the recurrences below match brute-force enumeration, ``tests/test_joint_exp.py``):
+(the recurrences below match brute-force enumeration, ``tests/quantiles/test_joint_exp.py``):
 ``alpha(j, i, k)`` is the mass of the length-``j`` prefixes ending with exactly ``k`` copies of gap
 ``i``,
 
@@ -53,12 +53,11 @@ from dpjax._src.quantiles.joint_exp_state import (
 )
 from dpjax._src.quantiles.joint_exp_weights import log_phi
 
-__all__ = ["METHODS", "Method", "Tables", "forward_tables", "log_normalizer"]
+__all__ = ["METHODS", "JointExpMethod", "Tables", "forward_tables", "log_normalizer"]
 
-
-Method: TypeAlias = Literal["linear", "scan", "fft"]
+JointExpMethod: TypeAlias = Literal["linear", "scan", "fft"]
 """How JointExp's forward pass is computed (static)."""
-METHODS: tuple[Method, ...] = get_args(Method)
+METHODS: tuple[JointExpMethod, ...] = get_args(JointExpMethod)
 """The Toeplitz steps of the forward pass: linear-space block products with a certified exact
 fallback (:mod:`dpjax.quantiles.joint_exp_linear`), exact log-space recurrences, and the paper's
 max-shifted FFT (:mod:`dpjax.quantiles.joint_exp_toeplitz`)."""

@@ -52,7 +52,7 @@ from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.svt.above_threshold import (
     METHODS,
-    Method,
+    AboveThresholdMethod,
 )
 from dpjax._src.svt.gap_core import GapResult, run_from_noise, run_keyed
 from dpjax._src.svt.gap_parameters import GapParameters, check_parameters
@@ -121,7 +121,7 @@ def sparse_vector_with_gap(
     theta: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    method: Method = "auto",
+    method: AboveThresholdMethod = "auto",
 ) -> GapResult:
     """Sparse-Vector-with-Gap (Wang et al. 2019; Ding et al. 2019, Algorithm 2 with ``sigma = inf``).
 
@@ -177,7 +177,7 @@ def adaptive_sparse_vector_with_gap(
     sigma: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    method: Method = "auto",
+    method: AboveThresholdMethod = "auto",
 ) -> GapResult:
     """Adaptive-Sparse-Vector-with-Gap (Ding, Wang, Zhang, Kifer, PVLDB 2019, Algorithm 2).
 

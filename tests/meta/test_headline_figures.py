@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "optax_headline.json"
 DOCUMENTS = ("README.md", "docs/guides/training.md")
 DEFAULT = "quantile q=0.75"  # dpjax train's default clip (settings.DEFAULTS: quantile 0.75)

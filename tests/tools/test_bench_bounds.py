@@ -37,7 +37,7 @@ from dpjax._src.tools.bench.cases.topk import KBAR
 from dpjax._src.tools.bench.cases.training import SHAPES
 from dpjax._src.tools.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEY = jax.random.key(0)
 
 

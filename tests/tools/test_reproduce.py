@@ -374,7 +374,7 @@ def test_cli_list_and_bad_arguments(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory, compile_cache_env):
     """``dpjax reproduce all --smoke`` once for this module's tests: the command itself, in a subprocess
-    sharing the run's compilation cache with the paper notebooks (tests/test_notebooks.py), which
+    sharing the run's compilation cache with the paper notebooks (tests/meta/test_notebooks.py), which
     run the same smoke reproductions."""
     out = tmp_path_factory.mktemp("smoke")
     command = [sys.executable, "-m", "dpjax.cli", "reproduce", "all", "--smoke", "--out", str(out)]
@@ -435,7 +435,7 @@ def test_reproduce_smoke_report_judges_every_claim_and_explains_every_one_that_f
 
 def test_stored_reproduction_report_judges_every_claim_and_explains_every_one_that_fails():
     """The stored runs (benchmarks/reproduction*/) and the report rendered from them."""
-    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    root = Path(__file__).resolve().parents[2] / "benchmarks"
     text = (root / "REPRODUCTION.md").read_text()
     stored = sorted(root.glob("reproduction*/**/reproduction.csv"))
     assert stored

@@ -213,7 +213,7 @@ def test_readme_release_mode_example_runs():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = re.search(r"## Release mode\n.*?```python\n(.*?)```", readme, re.S)
     assert block, "README has no release mode example"
     namespace = {}

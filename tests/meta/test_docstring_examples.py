@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "dpjax"
+PACKAGE = Path(__file__).resolve().parents[2] / "dpjax"
 _HEADER = re.compile(r"^\s*Examples?:\s*$", re.MULTILINE)
 _FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

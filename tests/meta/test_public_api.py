@@ -1,9 +1,9 @@
 """The public API is deliberate (issue 32.1): every public module of ``dpjax`` (no underscored part
 in its dotted name) states ``__all__``, every name it lists exists, every public-named object the
-module defines is listed, and the union of the lists equals the checked-in ``tests/public_api.txt``.
+module defines is listed, and the union of the lists equals the checked-in ``tests/meta/public_api.txt``.
 
 Anything else is private (an underscored module or name), free to change. A change to the public
-surface is a deliberate one: regenerate the list with ``python -m tests.test_public_api --write``
+surface is a deliberate one: regenerate the list with ``python tests/meta/test_public_api.py --write``
 (from the repository root) and say what changed in CHANGELOG.md.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LISTING = Path(__file__).with_name("public_api.txt")
 
 
@@ -88,18 +88,18 @@ def test_public_surface_is_the_checked_in_list():
         "The public API changed.\n"
         + "".join(f"  + {line}\n" for line in added)
         + "".join(f"  - {line}\n" for line in removed)
-        + "If this is deliberate, run `python -m tests.test_public_api --write` and record the change "
+        + "If this is deliberate, run `python tests/meta/test_public_api.py --write` and record the change "
         "in CHANGELOG.md."
     )
 
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python -m tests.test_public_api --write   (rewrites tests/public_api.txt)")
+        sys.exit("usage: python tests/meta/test_public_api.py --write   (rewrites tests/meta/public_api.txt)")
     lines = surface()
     LISTING.write_text(
-        "# The public API of dpjax, one module:name a line (tests/test_public_api.py).\n"
-        "# Regenerate: python -m tests.test_public_api --write; record changes in CHANGELOG.md.\n"
+        "# The public API of dpjax, one module:name a line (tests/meta/test_public_api.py).\n"
+        "# Regenerate: python tests/meta/test_public_api.py --write; record changes in CHANGELOG.md.\n"
         + "".join(f"{line}\n" for line in lines)
     )
     print(f"{len(lines)} public names written to {LISTING.relative_to(ROOT)}")

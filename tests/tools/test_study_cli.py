@@ -161,9 +161,9 @@ def test_second_run_loads_the_compiled_study_from_the_compile_cache(tmp_path):
     import sys
     from pathlib import Path
 
-    from conftest import as_users_compile
+    from xla_env import as_users_compile
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "DPJAX_COMPILE_CACHE": str(tmp_path / "cache")}
     env = as_users_compile(env)  # the suite's faster compilations can fall under the cache's 0.1 s
     command = [sys.executable, "-c", "from dpjax.cli import main; raise SystemExit(main(['study', "

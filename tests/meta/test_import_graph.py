@@ -12,7 +12,7 @@ import ast
 import functools
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOOLS = "dpjax._src.tools"
 ENTRY = "dpjax._src.tools.cli"  # the ``dpjax`` command: it names the tools' command modules by string
 FACE_ENTRY = "dpjax.cli"  # its public face, the console script's target
@@ -243,8 +243,8 @@ def _face_logic(path: Path) -> list[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if all(isinstance(t, ast.Name) and (t.id.startswith("_")) for t in targets):
                 continue  # __all__, __version__, the lazy tables
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
-            continue
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("__name__ == '__main__'", "TYPE_CHECKING"):
+            continue  # the command's entry, or the lazy names spelled out for type checkers
         wrong.append(f"{path}:{node.lineno} {type(node).__name__}")
     return wrong
 

@@ -111,19 +111,48 @@ def test_law_on_a_six_gap_grid_matches_the_exact_law(qs, neighbors, trials, meth
 
 
 @pytest.mark.optimized
-def test_marginal_laws_at_a_million_draws_on_realistic_data():
+@pytest.mark.parametrize("method", ["superblocks", "tree"])
+def test_marginal_laws_at_a_million_draws_on_realistic_data(method):
     """Each output's gap on 40 normal points at 10^6 draws (one compiled call) against its exact
     marginal (the root's EM, and each child's law integrated over the root value)."""
     x = np.random.default_rng(3).normal(0.0, 1.0, 40)
     qs, bounds, epsilon = (0.1, 0.5, 0.75), (-4.0, 4.0), 8.0
     law = exact_law(x, bounds, qs, epsilon, "swap")
     keys = jax.random.split(jax.random.key(5), 1_000_000)
-    out = np.asarray(_sampler(qs, epsilon, bounds, "swap")(keys, jnp.asarray(x, jnp.float32)))
+    out = np.asarray(_sampler(qs, epsilon, bounds, "swap", method)(keys, jnp.asarray(x, jnp.float32)))
     gaps = _gaps_of(out, x, bounds)
     for j in range(3):
         marginal = law.sum(axis=tuple(i for i in range(3) if i != j))
         observed = np.bincount(gaps[:, j], minlength=len(x) + 1)
         assert chi_square_pvalue(observed, marginal) > P_MIN, j
+
+
+TIED_X = np.array([0.5, 2.0, 2.0, 2.0, 4.0, 6.0])  # two zero-width gaps and one onto the bound
+
+
+@pytest.mark.parametrize(("dtype", "method"), [("float32", "auto"), ("float64", "tree")])
+def test_tree_law_with_ties_and_traced_epsilon(dtype, method, request):
+    """``"tree"`` (heap-drawn stages; ``"auto"`` picks it) against the exact joint law on a grid with
+    zero-width gaps, epsilon traced, in float32 and with x64 (100k draws each)."""
+    if dtype == "float64":
+        request.getfixturevalue("x64")
+    qs, epsilon = (0.25, 0.5, 0.8), 3.0
+    law = exact_law(TIED_X, GRID_BOUNDS, qs, epsilon, "swap")
+
+    @jax.jit
+    def sampler(keys, x, eps):
+        def one(key):
+            return quantiles.approx_quantiles(key, x, qs, eps, bounds=GRID_BOUNDS, method=method)
+
+        return jax.lax.map(one, keys, batch_size=100_000)
+
+    keys = jax.random.split(jax.random.key(12), 100_000)
+    out = np.asarray(sampler(keys, jnp.asarray(TIED_X, dtype), jnp.asarray(epsilon, dtype)))
+    assert out.dtype == np.dtype(dtype) and np.all(np.diff(out, axis=1) >= 0)
+    gaps = _gaps_of(out, TIED_X, GRID_BOUNDS)
+    assert not np.isin(gaps, (2, 3, 6)).any()  # the zero-width gaps are never drawn
+    observed = np.bincount(np.ravel_multi_index(tuple(gaps.T), law.shape), minlength=law.size)
+    assert chi_square_pvalue(observed, law.ravel()) > P_MIN
 
 
 def test_more_accurate_than_ind_exp_at_many_quantiles():

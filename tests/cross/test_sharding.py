@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-WORKER = Path(__file__).with_name("sharding_worker.py")
+WORKER = Path(__file__).resolve().parents[1] / "sharding_worker.py"
 ROOT = WORKER.parent.parent
 
 

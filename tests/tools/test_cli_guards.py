@@ -22,7 +22,7 @@ import pytest
 
 from dpjax._src.tools.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 STUDY = ["study", "--study", "clipped_mean", "--dataset", "uniform", "--trials", "2", "--epsilon", "1"]
 

@@ -12,7 +12,7 @@ import io
 import tokenize
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "dpjax"
+PACKAGE = Path(__file__).resolve().parents[2] / "dpjax"
 
 MAX_CODE_LINES = 80
 

@@ -18,7 +18,7 @@ from dpjax._src.tools.data import catalog, cli
 from dpjax._src.tools.data.catalog import Dataset, FileSource
 from dpjax._src.tools.data.fetch import FetchError, fetch_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # In CI the shared folder lies beside the clone (../shared); a worktree may sit one level deeper.
 SHARED = next((p / "shared" / "data" for p in (ROOT.parent, ROOT.parent.parent)
                if (p / "shared" / "data" / "books.csv").is_file()), None)

@@ -14,7 +14,7 @@ NOT_MECHANISMS = {
     # traceable parameter (its mechanisms, pie_ni and pie_k, are registered).
     "budgeting.run_multi_query",
     # Exact integer mechanisms (release mode): their privacy parameters are host-side exact rationals,
-    # never traced, so the registry's traced-parameter tests do not apply; tests/test_exact_*.py
+    # never traced, so the registry's traced-parameter tests do not apply; tests/exact/test_exact_*.py
     # check their laws, guarantees, audits and bad input.
     "additive.discrete_laplace_mechanism",
     "additive.discrete_gaussian_mechanism",

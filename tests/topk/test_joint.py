@@ -12,6 +12,7 @@ import pytest
 from laws import P_MIN, chi_square_pvalue, sample
 
 from dpjax import selection
+from dpjax._src.topk import joint
 from dpjax.accounting import RangeBounded
 
 JOINT = selection.joint_top_k
@@ -40,6 +41,7 @@ def _check_law(out, sequences, law):
         (np.array([3, 7, 7, 1, 4], np.int32), 2, False, "blocks"),  # a tie among the top
         (np.array([3, 7, 7, 1, 4], np.int32), 3, True, "auto"),  # the tree under vmap
         (np.array([0.5, -1.0, 2.25, 2.0, 0.0], np.float32), 3, False, "blocks"),  # real scores
+        (np.array([0.5, -1.0, 2.25, 2.0, 0.0], np.float32), 3, False, "threshold"),  # whole head
     ],
 )
 def test_law_over_all_k_sequences_of_five_items(scores, k, monotonic, method):
@@ -47,6 +49,44 @@ def test_law_over_all_k_sequences_of_five_items(scores, k, monotonic, method):
     options = {"k": k, "epsilon": 2.0, "monotonic": monotonic, "method": method}
     out = sample(JOINT, jnp.asarray(scores), 200_000, seed=k, **options)
     _check_law(out, sequences, law)
+
+
+def _pruned(key, scores, *, k, epsilon, monotonic, method, width):
+    """The threshold samplers with a first head of ``width`` items."""
+    scale = jnp.asarray((2.0 if monotonic else 4.0) / epsilon, jnp.result_type(float))
+    return joint._joint_top_k(key, scores, scale, k=k, method=method, width=width)
+
+
+@pytest.mark.parametrize(
+    ("scores", "k", "monotonic", "method", "width"),
+    [
+        (np.array([3, 7, 7, 1, 4], np.int32), 2, False, "threshold", 2),
+        (np.array([3, 7, 7, 1, 4], np.int32), 3, True, "threshold_tree", 4),
+        (np.array([0.5, -1.0, 2.25, 2.0, 0.0], np.float32), 3, False, "threshold", 4),
+        (np.array([300, 0, 296, -400, 298], np.int32), 2, True, "threshold_tree", 3),  # head enough
+    ],
+)
+def test_law_when_the_first_head_is_too_narrow(scores, k, monotonic, method, width):
+    """A head of ``width`` < d items: where its tail bound is not negligible, the literal sampler
+    (under ``lax.cond``); in the last case it is (``U = 298``), and the head alone is drawn from."""
+    sequences, law = sequence_law(scores, k, 2.0, monotonic)
+    options = {"k": k, "epsilon": 2.0, "monotonic": monotonic, "method": method, "width": width}
+    _check_law(sample(_pruned, jnp.asarray(scores), 50_000, seed=10 + k, **options), sequences, law)
+
+
+def test_law_when_the_first_head_is_too_narrow_in_float64(x64):
+    scores = np.array([3, 7, 7, 1, 4], np.int64)
+    sequences, law = sequence_law(scores, 2, 1.0, True)
+    options = {"k": 2, "epsilon": 1.0, "monotonic": True, "method": "threshold_tree", "width": 3}
+    _check_law(sample(_pruned, jnp.asarray(scores), 50_000, seed=3, **options), sequences, law)
+
+
+@pytest.mark.parametrize("method", ["threshold", "threshold_tree"])
+def test_traced_epsilon(method):
+    counts = jnp.array([5, 100, 7, 99, 3], jnp.int32)
+    release = jax.jit(lambda e: JOINT(jax.random.key(2), counts, 2, e, monotonic=True, method=method))
+    assert set(np.asarray(release(50.0))) == {1, 3}
+    np.testing.assert_array_equal(release(-1.0), [-1, -1])
 
 
 def test_k_equal_one_is_the_exponential_mechanism():
@@ -95,22 +135,32 @@ def test_utility_law_at_a_million_draws_on_realistic_counts():
     assert chi_square_pvalue(observed, law) > P_MIN
 
 
-def _sort_operand_shapes(jaxpr):
+def _sort_operand_shapes(jaxpr, primitives=("sort",)):
     shapes = []
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "sort":
+        if eqn.primitive.name in primitives:
             shapes += [v.aval.shape for v in eqn.invars]
         for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            shapes += _sort_operand_shapes(sub)
+            shapes += _sort_operand_shapes(sub, primitives)
     return shapes
 
 
 def test_vmap_over_keys_builds_the_entry_table_once():
     scores = jnp.arange(30)
     keys = jax.random.split(jax.random.key(0), 7)
-    jaxpr = jax.make_jaxpr(jax.vmap(lambda k: selection.joint_top_k(k, scores, 3, 1.0)))(keys)
+    jaxpr = jax.make_jaxpr(jax.vmap(lambda k: selection.joint_top_k(k, scores, 3, 1.0, method="tree")))(keys)
     shapes = _sort_operand_shapes(jaxpr.jaxpr)
     assert shapes and all(shape in ((30,), (90,)) for shape in shapes), shapes
+
+
+def test_vmap_over_keys_ranks_and_sorts_once():
+    """``auto`` under vmap (the threshold sampler with the Gumbel process): the head's partial
+    top-k and the tail's sort see the unbatched scores (d = 300 > the head's 64 items)."""
+    scores = jnp.arange(300)
+    keys = jax.random.split(jax.random.key(0), 7)
+    jaxpr = jax.make_jaxpr(jax.vmap(lambda k: selection.joint_top_k(k, scores, 3, 1.0)))(keys)
+    shapes = _sort_operand_shapes(jaxpr.jaxpr, ("sort", "top_k"))
+    assert (300,) in shapes and all(7 not in shape for shape in shapes), shapes
 
 
 def test_float64_and_integer_counts(x64):
@@ -130,6 +180,7 @@ def test_float64_and_integer_counts(x64):
         ({"sensitivity": 0.0}, "sensitivity"),
         ({"scores": np.array([1.0, np.nan, 0.0, 0.0, 0.0])}, "scores"),
         ({"scores": np.zeros((2, 3))}, "scores"),
+        ({"method": "sort"}, "method"),
     ],
 )
 def test_bad_input_raises_before_randomness(kwargs, match):

@@ -16,7 +16,7 @@ import pytest
 
 from dpjax._src.tools.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _signal_self(signum):

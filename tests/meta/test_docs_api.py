@@ -15,7 +15,7 @@ import pytest
 import yaml
 from test_public_api import public_modules
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs" / "api").glob("*.md"))
 
 

@@ -1,5 +1,5 @@
 """dpjax.tools.train.run: the plan's padded size, the shipped dataset and the ``dpjax train`` command
-(the Poisson sampler's law: tests/test_optax_sampling.py)."""
+(the Poisson sampler's law: tests/optax/test_sampling.py)."""
 
 import csv
 import json
