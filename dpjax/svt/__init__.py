@@ -42,21 +42,15 @@ from dpjax._src.svt.above_threshold import (
     above_threshold_guarantee,
 )
 from dpjax._src.svt.gap import (
-    BRANCH_BOTTOM,
-    BRANCH_MIDDLE,
-    BRANCH_TOP,
-    BRANCH_UNPROCESSED,
-    GapBudget,
-    GapResult,
     adaptive_sparse_vector_with_gap,
     adaptive_sparse_vector_with_gap_from_noise,
     adaptive_sparse_vector_with_gap_guarantee,
-    default_theta,
-    gap_budget,
     sparse_vector_with_gap,
     sparse_vector_with_gap_from_noise,
     sparse_vector_with_gap_guarantee,
 )
+from dpjax._src.svt.gap_core import BRANCH_BOTTOM, BRANCH_MIDDLE, BRANCH_TOP, BRANCH_UNPROCESSED, GapResult
+from dpjax._src.svt.gap_parameters import GapBudget, default_theta, gap_budget
 from dpjax._src.svt.sparse_vector import (
     SparseVectorResult,
     sparse_vector,

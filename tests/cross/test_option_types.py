@@ -10,11 +10,11 @@ import pytest
 
 import dpjax
 from dpjax import accounting
-from dpjax._src import noise, selection
+from dpjax._src import noise, selection_draws, selection_gap
 
 # Modules by import path: several packages re-export a function under its module's name.
-_common, pie, splits = (
-    importlib.import_module(f"dpjax._src.budgeting.{m}") for m in ("common", "pie", "splits")
+_common, pie_kernel, splits = (
+    importlib.import_module(f"dpjax._src.budgeting.{m}") for m in ("common", "pie_kernel", "splits")
 )
 optax_accounting = importlib.import_module("dpjax._src.optax.accounting")
 joint_exp, joint_exp_tables, unbounded, exp_mech = (
@@ -28,10 +28,10 @@ FAMILIES = ("additive", "aggregates", "budgeting", "noise", "optax", "postproces
 
 # (the Literal alias, the values its validation accepts)
 OPTIONS = {
-    "selection.Noise": (selection.Noise, selection._NOISES),
-    "selection.Method": (selection.Method, selection._METHODS),
-    "selection.TopKMethod": (selection.TopKMethod, selection._TOP_K_METHODS),
-    "selection.GapNoise": (selection.GapNoise, selection.GAP_NOISES),
+    "selection.Noise": (selection_draws.Noise, selection_draws.NOISES),
+    "selection.Method": (selection_draws.Method, selection_draws.METHODS),
+    "selection.TopKMethod": (selection_draws.TopKMethod, selection_draws.TOP_K_METHODS),
+    "selection.GapNoise": (selection_gap.GapNoise, selection_gap.GAP_NOISES),
     "svt.AboveThresholdNoise": (above_threshold.AboveThresholdNoise, above_threshold.NOISES),
     "svt.AboveThresholdMethod": (above_threshold.AboveThresholdMethod, above_threshold.METHODS),
     "quantiles.UnboundedNoise": (unbounded.UnboundedNoise, unbounded.NOISES),
@@ -56,9 +56,9 @@ def test_neighbors_like_lists_the_enum_values_and_pie_noise_mode_is_noise_mode()
     (_, literal) = typing.get_args(accounting.NeighborsLike)
     assert typing.get_args(literal) == tuple(member.value for member in accounting.Neighbors)
     for mode in typing.get_args(noise.NoiseMode):
-        pie.check_plan(1, noise_mode=mode)
+        pie_kernel.check_plan(1, noise_mode=mode)
     with pytest.raises(ValueError, match="noise_mode"):
-        pie.check_plan(1, noise_mode="medium")
+        pie_kernel.check_plan(1, noise_mode="medium")
 
 
 def _public_functions():

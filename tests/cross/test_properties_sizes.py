@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpjax._src.categorical import _pow2_at_least
+from dpjax._src.quantiles.joint_exp_layout import MIN_WINDOW, padded_width, sampling_block, window_span
 from dpjax._src.quantiles.joint_exp_linear import LINEAR_BLOCKS
-from dpjax._src.quantiles.joint_exp_tables import _MIN_WINDOW, _padded_width, _sampling_block, _window_span
 from dpjax._src.quantiles.joint_exp_toeplitz import _BLOCK_ALIGN, _FILTER_BLOCK, aligned_length
 from dpjax._src.studies.chunking import first_size
-from dpjax._src.studies.study import _per_chunk
+from dpjax._src.studies.plan import per_chunk
 
 CHEAP = settings(max_examples=200, deadline=None, derandomize=True)
 POWER_OF_TWO_NEIGHBOR = st.builds(lambda k, d: max(2**k + d, 0), st.integers(0, 62), st.integers(-1, 1))
@@ -45,7 +45,7 @@ def test_aligned_length_is_the_next_multiple_of_the_alignment(size):
 def test_sampling_block_covers_the_row_in_about_sqrt_blocks(size):
     """A multiple of every linear block size, at least sqrt(size) (so a row has at most ``block``
     blocks), and the least such multiple of the largest linear block."""
-    block = _sampling_block(size)
+    block = sampling_block(size)
     assert all(block % unit == 0 for unit in LINEAR_BLOCKS)
     assert block * block >= size
     assert block - LINEAR_BLOCKS[0] < max(LINEAR_BLOCKS[0], math.isqrt(size - 1) + 1)
@@ -54,15 +54,15 @@ def test_sampling_block_covers_the_row_in_about_sqrt_blocks(size):
 @CHEAP
 @given(ROW)
 def test_padded_width_is_the_aligned_row_in_whole_blocks(size):
-    width, block, aligned = _padded_width(size), _sampling_block(size), aligned_length(size)
+    width, block, aligned = padded_width(size), sampling_block(size), aligned_length(size)
     assert width % block == 0 and aligned <= width < aligned + block
 
 
 @CHEAP
 @given(ROW)
 def test_window_span_is_aligned_and_a_sixteenth_of_the_row_or_none(size):
-    span = _window_span(size)
-    assert span == 0 or (span >= _MIN_WINDOW and span % ALIGN == 0 and 16 * span >= aligned_length(size))
+    span = window_span(size)
+    assert span == 0 or (span >= MIN_WINDOW and span % ALIGN == 0 and 16 * span >= aligned_length(size))
 
 
 @CHEAP
@@ -72,7 +72,7 @@ def test_study_chunks_hold_at_most_chunk_size_releases(trials, grid_points, chun
     compiled call, unless one trial's grid points alone are more; as few calls as that allows, and
     equal ones (the last call pads fewer trials than there are calls). (Below the long-run rule's
     2^17 trials per chunk, which these sizes never reach, the user's bound alone sets the calls.)"""
-    per = first_size(trials, _per_chunk(grid_points, chunk_size))
+    per = first_size(trials, per_chunk(grid_points, chunk_size))
     assert 1 <= per <= trials
     assert per * grid_points <= max(chunk_size, grid_points)
     calls = -(-trials // per)

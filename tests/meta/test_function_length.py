@@ -113,3 +113,40 @@ def f(x):
     assert (name, inner) == ("m.f", "m.f.g")
     assert len(code.intersection(range(node.lineno, node.end_lineno + 1))) == 5
     assert len(code.intersection(range(inner_node.lineno, inner_node.end_lineno + 1))) == 3
+
+
+MAX_FILE_LINES = 500
+
+LONG_FILES: dict[str, str] = {}
+"""Path under ``dpjax/`` -> why it may hold more than :data:`MAX_FILE_LINES` lines."""
+
+
+def long_files(package: Path = PACKAGE) -> dict[str, int]:
+    """``{path relative to the package's parent: lines}`` of every file of ``package`` over the limit."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_FILE_LINES:
+            found[path.relative_to(package.parent).as_posix()] = lines
+    return found
+
+
+def test_no_file_is_longer_than_the_limit():
+    """One idea per file (issue 48.5): a file over the limit holds several; split it into modules."""
+    long = {path: n for path, n in long_files().items() if path not in LONG_FILES}
+    listed = "\n".join(f"  {path}: {n} lines" for path, n in sorted(long.items(), key=lambda kv: -kv[1]))
+    assert not long, f"files over {MAX_FILE_LINES} lines; split them into modules of one idea each:\n{listed}"
+
+
+def test_every_allowed_file_is_still_long():
+    stale = sorted(set(LONG_FILES) - set(long_files()))
+    assert not stale, f"remove from LONG_FILES (now within the limit, or gone): {stale}"
+
+
+def test_the_file_check_finds_a_long_file(tmp_path):
+    package = tmp_path / "dpjax"
+    (package / "sub").mkdir(parents=True)
+    (package / "short.py").write_text("x = 1\n" * MAX_FILE_LINES)
+    (package / "sub" / "long.py").write_text("\n" * MAX_FILE_LINES + "x = 1\n")
+    (package / "notes.txt").write_text("x\n" * (2 * MAX_FILE_LINES))
+    assert long_files(package) == {"dpjax/sub/long.py": MAX_FILE_LINES + 1}

@@ -16,13 +16,10 @@ from scipy.special import logsumexp
 from dpjax._src.quantiles.exp_mech import _gap_logits
 from dpjax._src.quantiles.intervals import _sort_floats, sorted_gaps
 from dpjax._src.quantiles.joint_exp import _draw_gap, _joint_exp_sensitivity, _sample_gaps, _sample_outputs
+from dpjax._src.quantiles.joint_exp_layout import sampling_block
 from dpjax._src.quantiles.joint_exp_linear import LINEAR_BLOCKS, _toeplitz_linear_certified, toeplitz_linear
-from dpjax._src.quantiles.joint_exp_tables import (
-    _OMITTED_MASS,
-    _sampling_block,
-    forward_tables,
-    log_normalizer,
-)
+from dpjax._src.quantiles.joint_exp_state import OMITTED_MASS
+from dpjax._src.quantiles.joint_exp_tables import forward_tables, log_normalizer
 from dpjax._src.quantiles.joint_exp_toeplitz import _log_filter, remainder, toeplitz_scan
 from dpjax.accounting import RangeBounded
 from dpjax.quantiles import joint_exp, joint_exp_guarantee, joint_exp_log_normalizer, joint_exp_tables
@@ -467,7 +464,7 @@ def test_block_masses_are_the_log_sum_exp_of_their_blocks(x64, epsilon):
 
 def assert_block_masses_match_rows(tables, n, x64):
     """The sampler's block masses are LSE_t log_total[j, bB + t] +- c t of the rows it samples."""
-    block = _sampling_block(n + 1)
+    block = sampling_block(n + 1)
     total = np.asarray(tables.log_total, np.float64).reshape(tables.log_total.shape[0], -1, block)
     ramp = float(tables.c) * np.arange(block)
     for got, sign in ((tables.block_left, 1), (tables.block_right, -1)):
@@ -486,7 +483,7 @@ def test_block_sampler_draws_the_exact_conditional():
     x = rng.normal(0, 1, 500)
     tables = joint_exp_tables(jnp.asarray(x, jnp.float32), [0.2, 0.5, 0.8], 0.05, bounds=(-4, 4))
     size = x.size + 1
-    block = _sampling_block(size)
+    block = sampling_block(size)
     assert tables.log_total.shape[1] % block == 0
     assert np.all(np.asarray(tables.log_total)[:, size:] == -np.inf)
     draw = jax.jit(jax.vmap(_draw_gap, in_axes=(0, None, None, None, None)))
@@ -585,7 +582,7 @@ def test_failed_certificate_restarts_without_omission():
         unchecked = FORWARD_TABLES(
             edges, log_width, tuple(qs), 0.25, "scan", margin_nats=-100.0, restart_above=np.inf
         )
-    assert float(unchecked.log_omitted) > math.log(_OMITTED_MASS)  # so the first pass failed its certificate
+    assert float(unchecked.log_omitted) > math.log(OMITTED_MASS)  # so the first pass failed its certificate
     assert float(tables.log_omitted) == -np.inf
     assert np.isfinite(np.asarray(tables.run_shift)[np.tril_indices(3)]).all()
     assert abs(lz - math.log(sum(brute_force(x, -1, 1, qs, 1.0).values()))) < 1e-9
@@ -604,7 +601,7 @@ def test_certified_omission_at_large_n_matches_the_dense_reference(x64):
         tables = joint_exp_tables(jnp.asarray(x, dtype), qs, 8.0, bounds=(-5, 5))
         lz = float(log_normalizer(tables))
     assert not np.isfinite(np.asarray(tables.run_shift)[np.tril_indices(4, -1)]).any()
-    assert float(tables.log_omitted) <= math.log(_OMITTED_MASS)
+    assert float(tables.log_omitted) <= math.log(OMITTED_MASS)
     got = (
         np.asarray(tables.log_total, np.float64)[:, : x.size + 1]
         + np.asarray(tables.offsets, np.float64)[:, None]
@@ -646,7 +643,7 @@ def test_windowed_rows_match_the_dense_reference(x64, epsilon, span, windowed):
     got = np.asarray(tables.log_total, np.float64)
     finite = np.isfinite(got).sum(axis=1)
     assert (finite <= span).tolist() == windowed
-    assert float(tables.log_omitted) <= math.log(_OMITTED_MASS)
+    assert float(tables.log_omitted) <= math.log(OMITTED_MASS)
     got = got[:, : n + 1] + np.asarray(tables.offsets, np.float64)[:, None]
     # A window holds every entry within the margin (> 50 nats) of its row's maximum; the left-out
     # mass changes the entries of later rows by at most ~e^-30 of themselves within 40 nats of theirs.
@@ -685,7 +682,7 @@ def test_windowed_pass_restarts_whole_and_batches():
         data = jnp.stack([x, jnp.asarray(rng.standard_t(3, n))])
         batched = jax.vmap(lambda x: tables(x, 512, 2.0))(data)
         single = [tables(x, 512, 2.0) for x in data]
-    assert float(first_pass.log_omitted) > math.log(_OMITTED_MASS)
+    assert float(first_pass.log_omitted) > math.log(OMITTED_MASS)
     assert (np.isfinite(np.asarray(first_pass.log_total)).sum(axis=1) <= 512).all()
     assert float(restarted.log_omitted) == -np.inf
     for got, want in zip(restarted, whole, strict=True):
@@ -710,7 +707,7 @@ def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():
         utility = -sum(abs(path[j + 1] - path[j] - nu[j]) for j in range(4))
         want = np.logaddexp(want, c * utility - math.lgamma(k + 1) - math.lgamma(4 - k))
 
-    def forced(x, restart_above=_OMITTED_MASS):
+    def forced(x, restart_above=OMITTED_MASS):
         edges, log_width = sorted_gaps(x, -1.0, 1.0)
         return FORWARD_TABLES(
             edges, log_width, qs, c, "scan", margin_nats=-100.0, restart_above=restart_above
@@ -725,9 +722,9 @@ def test_tied_data_keeps_its_runs_and_a_forced_restart_works_under_vmap():
         first_pass = forced(data[0], restart_above=np.inf)
         default_lz = float(log_normalizer(default))
     assert float(default.log_omitted) == -np.inf and abs(default_lz - want) < 1e-9
-    assert float(first_pass.log_omitted) > math.log(_OMITTED_MASS)  # so the batched pass restarted
+    assert float(first_pass.log_omitted) > math.log(OMITTED_MASS)  # so the batched pass restarted
     assert float(batched.log_omitted[0]) == -np.inf and abs(got[0] - want) < 1e-9
-    assert -np.inf < float(batched.log_omitted[1]) <= math.log(_OMITTED_MASS)
+    assert -np.inf < float(batched.log_omitted[1]) <= math.log(OMITTED_MASS)
     np.testing.assert_allclose(got, single, rtol=0, atol=1e-9)
 
 

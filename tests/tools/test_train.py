@@ -11,8 +11,8 @@ from scipy import stats
 
 from dpjax._src.datasets import training as data
 from dpjax._src.tools.cli import main
+from dpjax._src.tools.train import models, outputs, settings
 from dpjax._src.tools.train import run as train
-from dpjax._src.tools.train import settings
 
 
 def test_shipped_adult_has_every_row():
@@ -49,7 +49,7 @@ def test_train_command_writes_per_epoch_metrics(capsys, tmp_path):
         rows = list(csv.DictReader(f))
     record = json.loads((out / "metrics.json").read_text())
     assert [int(r["epoch"]) for r in rows] == [0, 1] == [r["epoch"] for r in record["epochs"]]
-    assert tuple(rows[0]) == train.COLUMNS
+    assert tuple(rows[0]) == outputs.COLUMNS
     spent = [float(r["epsilon_spent"]) for r in rows]
     assert spent[0] == 0 < spent[1] <= 3.0 + 1e-9
     assert record["run"]["steps"] == int(rows[-1]["step"]) and record["arguments"]["epsilon"] == 3.0
@@ -142,7 +142,7 @@ def test_epoch_ends_split_the_run():
 def test_cnn_maps_images_to_logits():
     """Shapes only (``jax.eval_shape``: nothing is compiled): 9,098 parameters, one logit row per
     image, for a batch and for one image."""
-    model = train.cnn(10)
+    model = models.cnn(10)
     params = jax.eval_shape(model.init, jax.random.key(0))
     assert sum(leaf.size for leaf in jax.tree.leaves(params)) == 9098
     images = jax.ShapeDtypeStruct((3, 784), np.float32)

@@ -55,10 +55,9 @@ from dpjax._src.quantiles.joint_exp_tables import (
     JointExpMethod,
     Tables,
     forward_tables,
-    log_factorials,
     log_normalizer,
-    log_phi,
 )
+from dpjax._src.quantiles.joint_exp_weights import log_factorials, log_phi
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
 _DEFAULT_METHOD: JointExpMethod = "linear"

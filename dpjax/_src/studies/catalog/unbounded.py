@@ -14,8 +14,8 @@ from dpjax._src import aggregates
 from dpjax._src.quantiles.unbounded import unbounded
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import EPSILONS
+from dpjax._src.studies.definition import Mechanism, Study
 from dpjax._src.studies.registry import register
-from dpjax._src.studies.study import Mechanism, Study
 
 __all__: list[str] = []
 
