@@ -296,7 +296,7 @@ def gaussian_from_words(words, dtype) -> jax.Array:
     Words 0 and 1 give the sign and W (:func:`sign_and_half_uniform_from_bits`); words 2 and 3 the
     angle, uniform on [0, pi/2) with the dtype's full precision (the top ``nmant + 1`` of their 64
     bits, exact in ``dtype``). For counter-based callers that draw many variates from one hash each
-    (e.g. one threefry block per user and round in :mod:`dpjax.budgeting.pie`).
+    (e.g. one threefry block per user and round in :mod:`dpjax._src.budgeting.pie`).
     """
     dtype = _float_dtype(dtype)
     negative, w = sign_and_half_uniform_from_bits(words[0], words[1], dtype)

@@ -13,7 +13,7 @@ Example:
 
 import importlib
 
-# Loaded on first use (PEP 562), so that ``dpjax train``'s command line (dpjax.tools.train.cli) starts
+# Loaded on first use (PEP 562), so that ``dpjax train``'s command line (dpjax._src.tools.train.cli) starts
 # without importing JAX.
 _HOMES = {
     "AccountantName": "accounting",

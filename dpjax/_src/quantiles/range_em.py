@@ -2,7 +2,7 @@
 
 Kaplan, Schnapp and Stemmer (ICML 2022, Alg. 1) run, at every node of the recursion, the
 single-quantile exponential mechanism (Smith 2011, Alg. 2) on the data between the two outputs that
-bound the node. With the sorted data's ``n + 1`` gaps (:func:`dpjax.quantiles.intervals._gaps`), a
+bound the node. With the sorted data's ``n + 1`` gaps (:func:`dpjax._src.quantiles.intervals.sorted_gaps`), a
 node owns the gaps ``gap_lo..gap_hi`` (the end gaps cut at its bounds ``lo`` and ``hi``), and gap
 ``g`` has weight ``width_g exp(-c |g - T|)``, ``T = gap_lo + q (gap_hi - gap_lo)``. The gaps strictly
 left of ``T`` carry ``exp(-c T) sum width_g e^{c g}`` and those right of it ``exp(c T) sum width_g

@@ -145,7 +145,7 @@ def cumulative_counts(
     computed in ``dtype``; one compiled O(n) pass.
 
     ``size`` must exceed every counted point's bin + 1 or equal ``cap + 1`` (see :func:`static_size`).
-    Points sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of ``x``,
+    Points sharded evenly over mesh axes (``layout``, :func:`dpjax._src.sharded.leading_axes` of ``x``,
     also read from explicit-axis types under ``jit``) are binned by their device into a local
     histogram, and the histograms are summed (``psum``, exact in int32); otherwise XLA partitions
     the binning.

@@ -181,7 +181,7 @@ def halting_index(
     Args:
       key: a ``jax.random`` key.
       counts: the tabulated counts, any object with fields ``f`` (the int32 counts, non-decreasing),
-        ``n_counted`` and ``tail_start`` such as :class:`dpjax.quantiles.unbounded_bins._Counts`
+        ``n_counted`` and ``tail_start`` such as :class:`dpjax._src.quantiles.unbounded_bins._Counts`
         (required by ``method="fast"``); or ``None`` with ``count_at``, ``n_counted`` and
         ``tail_start`` given (counts computed on the fly, e.g. per recursion node).
       threshold: T = q*n as a pair ``(c, T - c)``: an int32 ``c = floor(T)`` and its float remainder

@@ -9,7 +9,7 @@ monotonic queries, ``c/2*(epsilon1/2 + epsilon2)^2``-zCDP (Theorem 1 composed in
 Vectorization: the ``j``-th run halts at the first query after the previous ⊤ whose noisy value
 reaches the ``j``-th noisy threshold; a ``fori_loop`` over the (static, small) ``c`` does one vector
 comparison and ``argmax`` per run. ``method="first_passage"`` draws each run as a first-passage time
-from one past the previous answer (:mod:`dpjax.svt.first_passage`): heaps built once per data, then
+from one past the previous answer (:mod:`dpjax._src.svt.first_passage`): heaps built once per data, then
 O(c log n) work per release with no per-query noise.
 """
 
@@ -148,10 +148,10 @@ def sparse_vector(
       c: maximum number of ⊤ answers, >= 1 (static: it fixes the shape of ``indices``).
       noise: as in :func:`~dpjax.svt.above_threshold` (static).
       method: ``"auto"`` (default: ``"literal"`` for one release, ``"first_passage"`` under
-        ``vmap`` over keys with the queries and budgets fixed, :mod:`dpjax._auto`), ``"literal"``
+        ``vmap`` over keys with the queries and budgets fixed, :mod:`dpjax._src.auto`), ``"literal"``
         (one noise variate per query, ``c`` comparisons and ``argmax``) or ``"first_passage"``:
         the same law, each run a first passage from one past the previous answer with a fresh
-        threshold noise (:mod:`dpjax.svt.first_passage`: heaps built once per
+        threshold noise (:mod:`dpjax._src.svt.first_passage`: heaps built once per
         data, key independent, so once under ``vmap`` over keys; O(log n) per search, ``c`` runs
         of ``1 + Geometric(1/2)`` searches on average for Laplace and Exponential noise, one for
         Gumbel). Different random stream (static). Cost (jit, 2 loaded CPU cores, c = 10): under

@@ -21,7 +21,7 @@ the sorted items, row ``i`` holds column ``j``). One entry is drawn with weight 
 the ``k d`` entries and the counts one cumulative sum, ``O(d k log(d k))`` time and ``O(d k^2)``
 memory (key independent: once per data under ``vmap`` over keys); each release draws the entry by
 Gumbel-max over blocks of ``~sqrt(d k)`` entries (block log-masses, then one block's entries) or,
-under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:`dpjax.gumbel_process`,
+under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:`dpjax._src.gumbel_process`,
 ``O(log(d k))`` per release; the same law), and the sequence in ``O(k^2)``.
 """
 
@@ -129,7 +129,7 @@ def _sequence(key, row_i, col_j, t_row, k: int) -> jax.Array:
 
 
 def _tree_entry(key, logits) -> jax.Array:
-    """The same law by the top-down Gumbel process (:mod:`dpjax.gumbel_process`): a log-mass tree
+    """The same law by the top-down Gumbel process (:mod:`dpjax._src.gumbel_process`): a log-mass tree
     over the entries, key independent, then ``O(log(d k))`` per draw."""
     tree = _gumbel_process.log_mass_tree(logits - jnp.max(logits))
     return _gumbel_process.top_k(key, tree, 1)[1][0]
@@ -163,7 +163,7 @@ def joint_top_k(
     paper's ``Delta = 1``) and ``2 sensitivity`` otherwise (swap). ``epsilon`` is the *total* budget
     of the k items (not per item, unlike :func:`~dpjax.selection.gumbel_top_k`). Guarantee:
     ``epsilon``-DP and ``epsilon``-range-bounded (:func:`joint_top_k_guarantee`). Sampled exactly as
-    in the paper's Sec. 3.2 (see :mod:`dpjax.topk.joint`).
+    in the paper's Sec. 3.2 (see :mod:`dpjax._src.topk.joint`).
 
     Args:
       key: a ``jax.random`` key.
@@ -176,7 +176,7 @@ def joint_top_k(
       method: how the worst entry is drawn (static; same law, different random streams):
         ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries, then one block's entries),
         ``"tree"`` (the top-down Gumbel process, ``O(log(d k))`` per draw after an ``O(d k)`` tree)
-        or ``"auto"`` (default, :mod:`dpjax._auto`: blocks for one release, the tree under ``vmap``
+        or ``"auto"`` (default, :mod:`dpjax._src.auto`: blocks for one release, the tree under ``vmap``
         over keys with the scores fixed).
 
     Returns:

@@ -1,6 +1,6 @@
 """What an accelerator run ran on: the device, its driver and the package versions, as JSON.
 
-``python -m dpjax.tools.bench.environment PATH`` writes it (``benchmarks/accelerator_run.sh``, step 1)
+``python -m dpjax._src.tools.bench.environment PATH`` writes it (``benchmarks/accelerator_run.sh``, step 1)
 and prints one line per entry.
 """
 
@@ -48,7 +48,7 @@ def _nvidia_smi() -> str | None:
 
 
 def describe() -> dict:
-    """The machine (:func:`~dpjax.tools.bench.harness.machine_info`), every device, the versions,
+    """The machine (:func:`~dpjax._src.tools.bench.harness.machine_info`), every device, the versions,
     ``nvidia-smi``'s line and the load average."""
     return {
         "machine": machine_info(),
@@ -62,7 +62,7 @@ def describe() -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m dpjax.tools.bench.environment PATH", file=sys.stderr)
+        print("usage: python -m dpjax._src.tools.bench.environment PATH", file=sys.stderr)
         return 2
     info = describe()
     Path(argv[0]).write_text(json.dumps(info, indent=2) + "\n")
