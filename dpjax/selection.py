@@ -6,10 +6,9 @@ top-k and noisy top-k with free gaps.
   (Durfee and Rogers 2019, Lemma 4.2 with k = 1). It never forms linear-space probabilities, so
   10^6 candidates whose utilities span 10^4 are fine. ``method="inverse_cdf"`` draws from the same
   law by a two-level cumulative table built once per data (:mod:`dpjax._src.categorical`), O(log d) per
-  draw (at d = 10^6 on 2 loaded CPU cores: ~3-6 us per trial over 10^4-10^5 vmapped keys against
-  ~180 ms for the literal kernel, and 2-3x faster for one release). Its probabilities carry an
-  absolute error of about 1e-7 in float32 where the literal Gumbel-max has a relative one down to
-  ~1e-19, so ``"auto"`` never picks it.
+  draw against the literal kernel's O(d), faster for one release too (timings in benchmarks/README.md).
+  Its probabilities carry an absolute error of about 1e-7 in float32 where the literal Gumbel-max
+  has a relative one down to ~1e-19, so ``"auto"`` never picks it.
 * ``method="auto"`` (the default of every function here, :mod:`dpjax._src.auto`): one release, or a
   ``vmap`` that gives each key its own data or budget, runs the literal kernel; a ``vmap`` over keys
   with the data fixed (at least 2 keys per value of the scores and budgets, nested ``vmap`` over

@@ -267,8 +267,8 @@ def _quarter_cos_sin(psi):
     errs by less than eps/4 relative (cos >= 0.7 and sin >= 0.9 psi there); with the rounding of
     the evaluation both are within one epsilon of exact (tested on the float32 angle grid against
     float64, and in float64 against 40-digit decimals). A polynomial vectorizes where
-    ``lax.cos``/``lax.sin`` do a general range reduction per element (about 7 ns each on a CPU core,
-    more than the rest of a pair).
+    ``lax.cos``/``lax.sin`` do a general range reduction per element (on the CPU, more than the
+    rest of a pair costs; benchmarks/README.md).
     Jitted, so that an eager call evaluates the same fused multiply-adds as a traced one (XLA
     contracts ``a * b + c`` inside a compiled computation, not across eager operations).
     """

@@ -117,7 +117,7 @@ class AuditResult:
 
 def _approximate_bound(k_p, k_q, n, level, delta):
     """Cheap Wilson-score version of the loss bound, used only to rank candidate events."""
-    import scipy.special  # here, not at import: loading scipy takes ~0.3 s
+    import scipy.special  # here, not at import: loading scipy is slow
 
     z = math.sqrt(2.0) * float(scipy.special.erfcinv(2.0 * level))
 

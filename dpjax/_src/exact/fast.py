@@ -57,10 +57,8 @@ MAX_T = 64
 MAX_S = 2**31
 """Scale denominators ``s`` of the fast pass stay below this (its words are uint32)."""
 MIN_LANES = 256
-"""Calls of at most this many values take the state machine, which compiles in 1-2 s against 4-5 s.
-Measured at scale 10 (ns per sample): the machine was faster at 128 values (1372 against 2417) and
-vmapped over 2000 keys of 64 (439 against 826); the pass at 256 values (921 against 1493), vmapped
-over 2000 keys of 256 (234 against 588) and of 512 (135 against 210)."""
+"""Calls of at most this many values take the state machine, which compiles sooner and is faster on
+small calls; the pass wins from here on (the measurements are in benchmarks/README.md)."""
 _UNIFORM_BITS = 15
 _ATTEMPTS = 4
 _U32 = jnp.uint32
@@ -115,7 +113,7 @@ def v_digit(x) -> tables.Digit:
 
 def _chain(u, packed):
     """The packed threshold row of ``U`` for every lane, by a chain of selects over the rows: no
-    gather, so the whole pass fuses into a few loops (a gather measured 8x slower per lane)."""
+    gather, so the whole pass fuses into a few loops (a gather is slower per lane: benchmarks/README.md)."""
     rows = [jnp.zeros_like(u) for _ in range(packed.shape[1])]
     for value in range(packed.shape[0]):
         hit = u == value

@@ -62,11 +62,8 @@ MAX_ROWS = 128
 """The acceptance table covers ``|Y| < L``, ``L`` a power of two up to this: proposal scales up to
 about 21, as far as the tests go."""
 MIN_LANES = 512
-"""Calls of at most this many values take the state machine, which compiles in 1-6 s against 11-15 s.
-Measured at sigma 10 (ns per sample): the machine was as fast at 128 values (3946 against 3927) and
-vmapped over 2000 keys of 64 (2613 against 2436); the rounds were 2.2x faster at 512 values (812
-against 1757) and vmapped over 1000 keys of 512 (315 against 664), 1.8x at 1000 values and 3.4x at
-2048."""
+"""Calls of at most this many values take the state machine, which compiles sooner and is as fast
+on small calls; the rounds win from here on (the measurements are in benchmarks/README.md)."""
 MAX_D = 2**13
 """``gamma``'s denominator ``D`` stays at most this: the resolver forms ``D k`` for trials ``k < 2^18``."""
 _WHOLE_READ = 3  # exp(-1) trials read per candidate: two digits of one word and half of another

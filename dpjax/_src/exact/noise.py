@@ -12,13 +12,13 @@ sampling path (a test checks the jaxpr). Two exact paths:
   threefry hashes, each trial of Algorithm 1 decided by one 16-bit digit against exactly tabled
   thresholds (:mod:`dpjax._src.exact.tables`). The lanes are a stream of candidates: the 6% the pass
   leaves rejected (scale 10) are dropped, the 2% it leaves open are settled exactly, and the output
-  takes the kept ones in order. About 5x faster than the state machine at 10^5 lanes.
+  takes the kept ones in order. Faster than the state machine on large calls (benchmarks/README.md).
 * **The Gaussian's fast rounds** (:mod:`dpjax._src.exact.gauss_fast`; discrete Gaussian whose proposal
   scale qualifies for the fast pass and stays below about 21, e.g. integer sigma up to 21, for more
   than 512 values): Algorithm 3's candidates drawn by the fast pass, about 1.4 per value (sigma 10),
   each acceptance read from three digits (exp(-1) trials and an exactly tabled row per ``|Y|``), the
-  rare undecided ones decided exactly; the output takes the accepted candidates in order. About 8x
-  faster than the state machine at 10^5 lanes, sigma 10.
+  rare undecided ones decided exactly; the output takes the accepted candidates in order. Faster
+  than the state machine on large calls (benchmarks/README.md).
 * **The state machine** (:mod:`dpjax._src.exact.machine`; every other case):
   one step of Algorithms 1-3 per lane and 32-bit word, comparing W's binary expansion with each
   Bernoulli probability lazily, until every lane has accepted.
@@ -200,7 +200,7 @@ def discrete_gaussian(key: jax.Array, sigma: Rational, shape=(), dtype=None) -> 
       1.4 candidates per value (sigma 10) from the discrete Laplace fast pass and reads each
       acceptance from three 16-bit digits, settles the 0.1% left undecided exactly from their state,
       and the output takes the accepted candidates in order (a second round with probability about
-      3e-5). They compile in 11-15 s against 1-6 s for the state machine. Otherwise the state
+      3e-5). They take longer to compile than the state machine. Otherwise the state
       machine: about 11 to 14 steps per lane on average (the proposal is accepted with probability
       about 0.76, and its test takes a few trials), 4% of the lanes need more than 30
       (:mod:`dpjax._src.exact.machine`). Both loop until every lane has accepted.

@@ -247,7 +247,7 @@ def joint_exp(
 
     The forward pass's Toeplitz step is ``method="linear"`` (default: linear-space block matrix
     products, every entry certified accurate relative to itself, else redone by the scan),
-    ``"scan"`` (exact log-space recurrences; as accurate in float32, about 3x slower) or ``"fft"``
+    ``"scan"`` (exact log-space recurrences; as accurate in float32, slower) or ``"fft"``
     (the paper's max-shifted FFT; needs float64 data under ``jax_enable_x64`` to be accurate). See
     ``benchmarks/README.md`` for the measurements behind the default. ``qs``, ``epsilon`` and
     ``bounds`` may be traced (``jax.vmap`` over any of them gives what separate calls give); the

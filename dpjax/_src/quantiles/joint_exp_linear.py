@@ -277,7 +277,7 @@ def toeplitz_linear(x, c, nu):
     the linear-space block step with the first block size that certifies, else :func:`toeplitz_scan`."""
     size = x.shape[0]
     # Flattened inside the branch, where ``y`` is materialised: fused into the producer, the
-    # flattening makes XLA CPU compile the blocked arithmetic to scalar code (3x the whole step).
+    # flattening makes XLA CPU compile the blocked arithmetic to scalar code (benchmarks/README.md).
     return _first_certified(
         x, c, nu, lambda block, y, left, right: y.reshape(-1)[:size], lambda: toeplitz_scan(x, c, nu)
     )

@@ -43,8 +43,8 @@ _FILTER_BLOCK = 16
 _BLOCK_ALIGN = 8
 """Rows are padded to a multiple of ``_FILTER_BLOCK * _BLOCK_ALIGN`` (:func:`aligned_length`), so that
 loops over a row or a block column have even lengths: XLA CPU compiles an elementwise loop of odd
-length to scalar code, 2x slower, and up to 30x slower when the loop also reads a runtime scalar
-(``nu``, or ``c``, when they are not compile-time constants; measured at ``10^6`` elements)."""
+length to scalar code, slower still when the loop also reads a runtime scalar (``nu``, or ``c``,
+when they are not compile-time constants; figures in benchmarks/README.md)."""
 
 
 def aligned_length(size: int) -> int:
@@ -220,8 +220,8 @@ def toeplitz_scan(x, c, nu):
 
 
 def _log_sum_exp3(a, b, d):
-    """Elementwise ``log(e^a + e^b + e^d)`` with one log (vs two ``logaddexp``: 2.5x faster on XLA
-    CPU); exact up to rounding since the shifted sum lies in ``[1, 3]``, ``-inf`` if all are."""
+    """Elementwise ``log(e^a + e^b + e^d)`` with one log (vs two ``logaddexp``: fewer transcendentals
+    per entry); exact up to rounding since the shifted sum lies in ``[1, 3]``, ``-inf`` if all are."""
     top = jnp.maximum(jnp.maximum(a, b), d)
     top = jnp.where(jnp.isfinite(top), top, 0)
     return top + jnp.log(jnp.exp(a - top) + jnp.exp(b - top) + jnp.exp(d - top))

@@ -83,7 +83,7 @@ def bin_index(z, log_b, cap) -> jax.Array:
     The guess ``g = floor(log1p(z) / log_beta)`` is off by at most one; ``b = g + [z >= edge(g+1)]
     - [z < edge(g)]`` corrects it (at most one term holds, the edges increase). The guess and the
     two comparisons are computed in separate loops (``optimization_barrier``): fused into one, with
-    integer conversions, XLA's CPU loop is not vectorised (4x slower at 10^6 points); the indices
+    integer conversions, XLA's CPU loop is not vectorised (benchmarks/README.md); the indices
     are exact floats below 2**24 (``INDEX_LIMIT``).
     """
     dtype = z.dtype

@@ -161,10 +161,10 @@ def above_threshold(
         searches in heaps of the log-masses and maxima of ``(q - T)/b2`` (key independent, so
         built once under ``vmap`` over keys), O(log n) per search: one search for Gumbel noise,
         ``1 + Geometric(1/2)`` on average for Laplace and Exponential (envelope and thinning,
-        :mod:`dpjax._src.svt.first_passage`, which states its float error). Cost (jit, 2 loaded CPU
-        cores): under ``vmap`` over 10^4 keys at 10^4 queries 0.5-6 us per release against about
-        500 us; one release costs 0.6-1.7x the literal kernel at 10^2-10^5 queries
-        (benchmarks/README.md, "SVT: one release"). ``"auto"`` runs ``"literal"`` for one release
+        :mod:`dpjax._src.svt.first_passage`, which states its float error). Under ``vmap`` over keys
+        the heaps are built once and a release costs O(log n) searches against the literal
+        kernel's O(n) pass; one release costs about what the literal kernel costs (timings:
+        benchmarks/README.md, "SVT: one release"). ``"auto"`` runs ``"literal"`` for one release
         and ``"first_passage"`` under ``vmap`` over keys with the queries and budgets fixed (the
         rule of :mod:`dpjax._src.auto`). Same law, different random streams.
 

@@ -154,11 +154,10 @@ def sparse_vector(
         threshold noise (:mod:`dpjax._src.svt.first_passage`: heaps built once per
         data, key independent, so once under ``vmap`` over keys; O(log n) per search, ``c`` runs
         of ``1 + Geometric(1/2)`` searches on average for Laplace and Exponential noise, one for
-        Gumbel). Different random stream (static). Cost (jit, 2 loaded CPU cores, c = 10): under
-        ``vmap`` over 10^4 keys 4-11 us per release at 10^3 queries against about 60 us; one
-        release costs 1.0-2.1x the literal kernel at 10^2-10^4 queries (c sequential searches
-        against one vector pass) and 0.7-0.95x at 10^5 (benchmarks/README.md, "SVT: one
-        release"), hence ``"auto"``'s choice.
+        Gumbel). Different random stream (static). Under ``vmap`` over keys a release costs
+        O(c log n) searches against the literal kernel's O(n) pass; one release on its own is
+        ``c`` sequential searches against one vector pass, no cheaper than the literal kernel
+        (timings: benchmarks/README.md, "SVT: one release"), hence ``"auto"``'s choice.
 
     Returns:
       A :class:`SparseVectorResult` (indices ``(c,)`` padded with -1, mask ``(n,)``, count processed).
