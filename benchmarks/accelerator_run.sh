@@ -65,7 +65,7 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: runs COMMAND under a time limit,
   [ "$rc" = 0 ] || { echo "== $name failed (exit $rc); see $out/$name.log"; failed=1; }
 }
 
-step environment 30 "$python" -m dpjax.tools.bench.environment "$out/environment.json"
+step environment 30 "$python" -m dpjax._src.tools.bench.environment "$out/environment.json"
 
 TESTS=(
   tests/test_partial_top_k.py
