@@ -7,7 +7,7 @@ docstrings) and comment of every module under ``dpjax/``:
   backticks or in a Sphinx role, must resolve: its longest importable prefix is imported and the rest
   looked up as attributes (a dataclass field counts as an attribute of its class);
 * a Sphinx role with a bare name (:func:`top_k`, :meth:`Plan.run`) must name something the module
-  defines or imports, or an attribute of it;
+  defines or imports (then the rest of a dotted name must be its attributes), or a dpjax name;
 * a double-backtick span that is one identifier which looks like a name of the code rather than of
   the math (``snake_case`` with an underscore, ``UPPER_CASE``, or ``_private``, optionally followed by
   ``()``), and every ``UPPER_CASE`` constant inside a longer span, must be an identifier of the
@@ -181,22 +181,50 @@ def in_tree(name: str) -> bool:
     return bool(spec and spec.origin) and Path(spec.origin).resolve().is_relative_to(LIBRARY)
 
 
-def resolves(path: str) -> bool:
-    """Whether a dotted dpjax path names a module or an attribute (a dataclass field included)."""
-    parts = path.split(".")
-    cut = next((cut for cut in range(len(parts), 0, -1) if in_tree(".".join(parts[:cut]))), 0)
-    if not cut:
-        return False
-    target = importlib.import_module(".".join(parts[:cut]))
-    for part in parts[cut:]:
+def has_chain(target, parts: list[str]) -> bool:
+    """Whether ``target.<parts...>`` exists (a dataclass field or class annotation counts at the end)."""
+    for index, part in enumerate(parts):
         fields = getattr(target, "__dataclass_fields__", {})
         annotations = getattr(target, "__annotations__", {}) if isinstance(target, type) else {}
         if part in fields or part in annotations:
-            return part == parts[-1]
+            return index == len(parts) - 1
         if not hasattr(target, part) or isinstance(getattr(target, part), types.ModuleType):
             return False  # a submodule is only found by import (a stale one may linger as an attribute)
         target = getattr(target, part)
     return True
+
+
+def resolves(path: str) -> bool:
+    """Whether a dotted dpjax path names a module of this tree or an attribute of one."""
+    parts = path.split(".")
+    cut = next((cut for cut in range(len(parts), 0, -1) if in_tree(".".join(parts[:cut]))), 0)
+    return bool(cut) and has_chain(importlib.import_module(".".join(parts[:cut])), parts[cut:])
+
+
+def role_exists(module: str, name: str, local: set[str]) -> bool:
+    """Whether a role's bare ``name`` (``top_k``, ``Plan.run``) is a name the module knows; a dotted
+    one whose head the module defines or imports must also have the rest as attributes."""
+    head, *rest = name.split(".")
+    if not (head in local or head in library_names() or external(head)):
+        return False
+    namespace = vars(importlib.import_module(module)) if rest and in_tree(module) else {}
+    if head not in namespace:
+        return True
+    value = namespace[head]
+    if isinstance(value, types.ModuleType) and not value.__name__.startswith("dpjax"):
+        return other_library_has(f"{value.__name__}.{'.'.join(rest)}")  # ``jax.experimental.checkify``
+    return has_chain(value, rest)
+
+
+def other_library_has(path: str) -> bool:
+    """Whether a dotted path of another library (``jax.custom_batching.custom_vmap``) exists."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            return has_chain(importlib.import_module(".".join(parts[:cut])), parts[cut:])
+        except ImportError:
+            continue
+    return False
 
 
 def citations(text: str) -> list[tuple[str, str]]:
@@ -224,11 +252,10 @@ def problems(module: str, source: str) -> list[str]:
     found = []
     for line, text in texts(source):
         for kind, name in citations(text):
-            head = name.split(".")[0]
             if kind == "path":
                 ok = resolves(name)
             elif kind == "role":
-                ok = head in local or head in library_names() or external(head)
+                ok = role_exists(module, name, local)
             else:
                 ok = name in local or name in library_names() or external(name)
             if not ok:
@@ -261,4 +288,12 @@ def test_a_stale_citation_is_caught():
         "name 'OMITTED_MASS'",
         "name 'forward_passes'",
         "name 'BLOCK_ALIGN'",
+    ]
+
+
+def test_a_stale_method_is_caught():
+    """A dotted role is followed through the module's own names: the class exists, its method must."""
+    source = '"""Settled by :meth:`Reservation.settle`, not :meth:`Reservation.setle`."""\n'
+    assert [line.split(": ", 1)[1] for line in problems("dpjax._src.accounting.ledger", source)] == [
+        "role 'Reservation.setle'"
     ]
