@@ -14,9 +14,9 @@ docstrings) and comment of every module under ``dpjax/``:
   module's own source (a name it defines, imports, passes or reads: parameters, fields, keywords and
   record keys included) or a name some dpjax module defines at its top level or in a class.
 
-The identifiers are read with ``ast`` (only the dotted paths import anything). ``EXTERNAL`` lists the
-few names of other libraries and of the command line that docstrings cite without the module naming
-them in code; each entry says what it is.
+The identifiers are read with ``ast`` (only dotted paths and dotted roles import anything).
+``EXTERNAL`` lists the few names of other libraries, of the tests and of the papers' math that
+docstrings cite without the module naming them in code; each entry says what it is.
 """
 
 from __future__ import annotations
