@@ -181,6 +181,9 @@ def in_tree(name: str) -> bool:
     return bool(spec and spec.origin) and Path(spec.origin).resolve().is_relative_to(LIBRARY)
 
 
+MISSING = object()
+
+
 def has_chain(target, parts: list[str]) -> bool:
     """Whether ``target.<parts...>`` exists (a dataclass field or class annotation counts at the end)."""
     for index, part in enumerate(parts):
@@ -188,9 +191,10 @@ def has_chain(target, parts: list[str]) -> bool:
         annotations = getattr(target, "__annotations__", {}) if isinstance(target, type) else {}
         if part in fields or part in annotations:
             return index == len(parts) - 1
-        if not hasattr(target, part) or isinstance(getattr(target, part), types.ModuleType):
-            return False  # a submodule is only found by import (a stale one may linger as an attribute)
-        target = getattr(target, part)
+        value = getattr(target, part, MISSING)
+        if value is MISSING or getattr(value, "__name__", None) == f"{getattr(target, '__name__', '')}.{part}":
+            return False  # a submodule is found by import only (a stale one may linger as an attribute)
+        target = value
     return True
 
 
