@@ -192,7 +192,8 @@ def has_chain(target, parts: list[str]) -> bool:
         if part in fields or part in annotations:
             return index == len(parts) - 1
         value = getattr(target, part, MISSING)
-        if value is MISSING or getattr(value, "__name__", None) == f"{getattr(target, '__name__', '')}.{part}":
+        submodule = f"{getattr(target, '__name__', '')}.{part}"
+        if value is MISSING or getattr(value, "__name__", None) == submodule:
             return False  # a submodule is found by import only (a stale one may linger as an attribute)
         target = value
     return True
