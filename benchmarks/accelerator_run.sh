@@ -69,11 +69,11 @@ step environment 30 "$python" -m dpjax._src.tools.bench.environment "$out/enviro
 
 TESTS=(
   tests/test_partial_top_k.py
-  tests/test_topk.py
-  tests/test_optax_transform.py
-  tests/test_exact_noise.py
-  tests/test_exact_tables.py
-  tests/test_sharding.py
+  tests/topk/test_topk.py
+  tests/optax/test_transform.py
+  tests/exact/test_exact_noise.py
+  tests/exact/test_tables.py
+  tests/cross/test_sharding.py
 )
 workers=()
 if "$python" -c "import xdist" 2>/dev/null && [ "$dry" = 0 ]; then workers=(-n 4); fi

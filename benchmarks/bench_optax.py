@@ -51,6 +51,7 @@ from dpjax import optax as dpo
 from dpjax._src.datasets import training as data_lib
 from dpjax._src.tools.bench.harness import time_jitted
 from dpjax._src.tools.bench.report import print_machine, print_table
+from dpjax._src.tools.train import models
 from dpjax._src.tools.train import run as train
 
 EPSILONS = (1.0, 3.0, 8.0)
@@ -71,8 +72,8 @@ def quantile_default(quantile=0.5):
     return dpo.quantile_clip(0.1, quantile=quantile, epsilon=0.1, every=10)
 
 
-def mlp_model(dataset: data_lib.Dataset) -> train.Model:
-    return train.mlp((dataset.x_train.shape[1], MODEL[dataset.name]["hidden"], dataset.classes))
+def mlp_model(dataset: data_lib.Dataset) -> models.Model:
+    return models.mlp((dataset.x_train.shape[1], MODEL[dataset.name]["hidden"], dataset.classes))
 
 
 def stack(trees):
@@ -92,7 +93,7 @@ def runner(dataset: data_lib.Dataset, plan: train.Plan, *, model=None, learning_
         carry, truncated = train.run_steps(
             carry, x, y, plan.steps, model=model, rate=plan.sampling_rate, size=plan.padded_size, **config
         )
-        return train.accuracy(model, carry.params, x_test, y_test), carry.opt_state[0].clip_norm, truncated
+        return models.accuracy(model, carry.params, x_test, y_test), carry.opt_state[0].clip_norm, truncated
 
     @jax.jit
     def run_all(runs, x, y, x_test, y_test):
@@ -179,7 +180,7 @@ def step_functions(dataset: data_lib.Dataset):
     """Jitted training steps at batch BATCH (all examples real) for each aggregation."""
     model = mlp_model(dataset)
     params = model.init(jax.random.key(0))
-    grads_fn = dpo.per_example_grads(train.example_loss(model))
+    grads_fn = dpo.per_example_grads(models.example_loss(model))
     key = jax.random.key(1)
     txs = {
         "optax.contrib (fixed)": optax.chain(
@@ -243,7 +244,7 @@ def speed_part(datasets, repeats: int):
             for name, t in times.items()
         ]
         # the clip estimates alone, on the step's 256 norms
-        grads_fn = dpo.per_example_grads(train.example_loss(mlp_model(dataset)))
+        grads_fn = dpo.per_example_grads(models.example_loss(mlp_model(dataset)))
         norms = dpo.example_norms(grads_fn(steps["dpjax fixed"][1], x, y))
         estimates = {
             "UQE estimate alone": quantile_default(),

@@ -1,5 +1,5 @@
 """The DP-SGD headline study (issue 27 item 5, issue 43 item 5): private clipping against a sweep of
-fixed clips; the source of the README's training figures (``tests/test_headline_figures.py``).
+fixed clips; the source of the README's training figures (``tests/meta/test_headline_figures.py``).
 
 Run from the repository root (about 20 minutes on 2 loaded CPU cores, one run at a time):
 ``nice python -m benchmarks.bench_optax_headline --mnist /work/shared/data/mnist_5k.csv.gz``
@@ -40,8 +40,8 @@ import numpy as np
 from dpjax import optax as dpo
 from dpjax._src.datasets import training as data_lib
 from dpjax._src.tools.bench.report import print_machine
+from dpjax._src.tools.train import models, settings
 from dpjax._src.tools.train import run as train
-from dpjax._src.tools.train import settings
 
 DELTA = 1e-5
 FIXED_GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
@@ -57,14 +57,14 @@ def train_steps(dataset: data_lib.Dataset, plan: train.Plan, args):
     Each run is one un-vmapped ``dpjax train --seed seed`` run (same key, same samplers, same steps), so
     its accuracy is what the command prints; the compiled step is shared by the runs of a strategy type.
     """
-    model = train.model_for(settings.DEFAULT_MODEL[dataset.name], dataset, args.hidden)
+    model = models.model_for(settings.DEFAULT_MODEL[dataset.name], dataset, args.hidden)
     config = dict(expected_batch_size=plan.expected_batch_size, learning_rate=args.learning_rate)
     steps_fn = jax.jit(
         functools.partial(
             train.run_steps, model=model, rate=plan.sampling_rate, size=plan.padded_size, **config
         )
     )
-    evaluate = jax.jit(lambda params, x, y: train.accuracy(model, params, x, y))
+    evaluate = jax.jit(lambda params, x, y: models.accuracy(model, params, x, y))
     x, y, x_test, y_test = (
         jnp.asarray(a) for a in (dataset.x_train, dataset.y_train, dataset.x_test, dataset.y_test)
     )

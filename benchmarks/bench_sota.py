@@ -5,7 +5,7 @@ Two ways of calling each: one release (``jit``, the data an argument) and Monte 
 over ``T`` keys with the data fixed, time divided by ``T``). Each figure is the median of ``--repeats``
 timings after a warm-up call; the pairs are timed alternately so that the machine's load hits both.
 
-    PYTHONPATH=. python benchmarks/bench_sota.py [--repeats 7] [--keys 64]
+    PYTHONPATH=. python benchmarks/bench_sota.py [--repeats 7] [--keys 64] [--family top-k]
 """
 
 from __future__ import annotations
@@ -20,12 +20,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import quantiles, selection
+from dpjax._src.quantiles.intervals import sorted_gaps
 
 
 def _timer(fn, *args):
-    jax.block_until_ready(fn(*args))  # compile and warm up
+    warm = []
 
     def once():
+        if not warm:  # compile and warm up on the first call (only the pairs that run compile)
+            jax.block_until_ready(fn(*args))
+            warm.append(True)
         start = time.perf_counter()
         jax.block_until_ready(fn(*args))
         return time.perf_counter() - start
@@ -33,19 +37,22 @@ def _timer(fn, *args):
     return once
 
 
-def _pairs(keys: int):
+def _pairs(keys: int, family: str):
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(0.0, 5.0, 10**5).astype(np.float32))
     levels = jnp.asarray(np.arange(1, 30) / 30)
     counts = jnp.asarray(np.floor(1e6 / np.arange(1, 10**5 + 1) ** 1.1).astype(np.int32))
+    # Zipf counts 1000x smaller: the top scores crowd within b k log d, the threshold sampler's
+    # head does not suffice and the literal sampler runs.
+    crowded = jnp.asarray(np.floor(1e3 / np.arange(1, 10**5 + 1) ** 1.1).astype(np.int32))
     key = jax.random.key(0)
     many = jax.random.split(key, keys)
 
-    def aq(k, d, method="superblocks"):
+    def aq(k, d, method="auto"):
         return quantiles.approx_quantiles(k, d, levels, 1.0, bounds=(-100.0, 100.0), method=method)
 
-    def aq_blocks(k, d):
-        return aq(k, d, "blocks")
+    def aq_superblocks(k, d):
+        return aq(k, d, "superblocks")
 
     def je(k, d):
         return quantiles.joint_exp(k, d, levels, 1.0, bounds=(-100.0, 100.0))
@@ -53,13 +60,19 @@ def _pairs(keys: int):
     def jt(k, c):
         return selection.joint_top_k(k, c, 10, 1.0, monotonic=True)
 
+    def jt_literal(k, c):
+        return selection.joint_top_k(k, c, 10, 1.0, monotonic=True, method="blocks")
+
+    def jt_literal_tree(k, c):
+        return selection.joint_top_k(k, c, 10, 1.0, monotonic=True, method="tree")
+
     def gt(k, c):
         return selection.gumbel_top_k(k, c, 10, 0.1, monotonic=True)
 
     def mc(f):
         return jax.jit(jax.vmap(f, in_axes=(0, None)))
 
-    return {
+    pairs = {
         "quantiles one release": (
             ("approx_quantiles", _timer(jax.jit(aq), key, x), 1),
             ("joint_exp", _timer(jax.jit(je), key, x), 1),
@@ -68,14 +81,20 @@ def _pairs(keys: int):
             ("approx_quantiles", _timer(mc(aq), many, x), keys),
             ("joint_exp", _timer(mc(je), many, x), keys),
         ),
+        "quantiles one release, the data sort alone": (
+            ("sort (sorted_gaps)", _timer(jax.jit(lambda d: sorted_gaps(d, -100.0, 100.0)), x), 1),
+            ("approx_quantiles", _timer(jax.jit(aq), key, x), 1),
+        ),
         "quantiles one release, sampler": (
-            ("superblocks", _timer(jax.jit(aq), key, x), 1),
-            ("blocks", _timer(jax.jit(aq_blocks), key, x), 1),
+            ("tree", _timer(jax.jit(aq), key, x), 1),
+            ("superblocks", _timer(jax.jit(aq_superblocks), key, x), 1),
         ),
         f"quantiles vmap over {keys} keys, sampler": (
-            ("superblocks", _timer(mc(aq), many, x), keys),
-            ("blocks", _timer(mc(aq_blocks), many, x), keys),
+            ("tree", _timer(mc(aq), many, x), keys),
+            ("superblocks", _timer(mc(aq_superblocks), many, x), keys),
         ),
+    }
+    pairs |= {
         "top-k one release": (
             ("joint_top_k", _timer(jax.jit(jt), key, counts), 1),
             ("gumbel_top_k", _timer(jax.jit(gt), key, counts), 1),
@@ -84,23 +103,37 @@ def _pairs(keys: int):
             ("joint_top_k", _timer(mc(jt), many, counts), keys),
             ("gumbel_top_k", _timer(mc(gt), many, counts), keys),
         ),
+        "top-k one release, crowded counts": (
+            ("joint_top_k", _timer(jax.jit(jt), key, crowded), 1),
+            ("gumbel_top_k", _timer(jax.jit(gt), key, crowded), 1),
+        ),
+        "top-k one release, sampler": (
+            ("threshold", _timer(jax.jit(jt), key, counts), 1),
+            ("blocks (literal)", _timer(jax.jit(jt_literal), key, counts), 1),
+        ),
+        f"top-k vmap over {keys} keys, sampler": (
+            ("threshold_tree", _timer(mc(jt), many, counts), keys),
+            ("tree (literal)", _timer(mc(jt_literal_tree), many, counts), keys),
+        ),
     }
+    return {setting: pair for setting, pair in pairs.items() if setting.startswith(family)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--keys", type=int, default=64)
+    parser.add_argument("--family", choices=("quantiles", "top-k", ""), default="", help="one pair family")
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; load {os.getloadavg()}")
-    for setting, ((name_a, time_a, n_a), (name_b, time_b, n_b)) in _pairs(args.keys).items():
+    for setting, ((name_a, time_a, n_a), (name_b, time_b, n_b)) in _pairs(args.keys, args.family).items():
         a, b = [], []
         for _ in range(args.repeats):
             a.append(time_a() / n_a)
             b.append(time_b() / n_b)
         ma, mb = statistics.median(a), statistics.median(b)
         print(
-            f"{setting}: {name_a} {ma * 1e3:.3f} ms, {name_b} {mb * 1e3:.3f} ms per release",
+            f"{setting}: {name_a} {ma * 1e3:.4f} ms, {name_b} {mb * 1e3:.4f} ms per release",
             f"(ratio {mb / ma:.2f})",
         )
     print(f"load {os.getloadavg()}")

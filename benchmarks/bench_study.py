@@ -29,7 +29,7 @@ import numpy as np
 
 from dpjax import quantiles
 from dpjax._src.studies.compiles import CompileCounter
-from dpjax._src.studies.study import _trial_key
+from dpjax._src.studies.steps import trial_key
 from dpjax._src.tools.bench.harness import load_average
 from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
 
@@ -51,8 +51,8 @@ def mechanisms():
 
 
 def step_key(study: str, mechanism: str, dataset: str, seed: int = 0):
-    """The key ``run_study`` gives this step (``dpjax.studies.study._trial_key``)."""
-    return _trial_key(seed, study, mechanism, dataset)
+    """The key ``run_study`` gives this step (``dpjax._src.studies.steps.trial_key``)."""
+    return trial_key(seed, study, mechanism, dataset)
 
 
 def paths(name, mech, truth, x, trials):

@@ -48,7 +48,7 @@ import numpy as np
 import optax
 
 from dpjax import optax as dpo
-from dpjax._src.tools.train import run as train
+from dpjax._src.tools.train import models
 
 try:
     import jax_privacy
@@ -60,7 +60,7 @@ SIGMA, CLIP = 1.0, 1.0
 LEARNING_RATE = 2e-3
 
 
-def embedding_model(vocab=5000, tokens=32, dim=32, hidden=32, classes=2) -> train.Model:
+def embedding_model(vocab=5000, tokens=32, dim=32, hidden=32, classes=2) -> models.Model:
     def init(key):
         k = jax.random.split(key, 3)
         return {
@@ -74,7 +74,7 @@ def embedding_model(vocab=5000, tokens=32, dim=32, hidden=32, classes=2) -> trai
         h = jnp.tanh(h @ params["dense"][0] + params["dense"][1])
         return h @ params["out"][0] + params["out"][1]
 
-    return train.Model(jax.jit(init), logits)
+    return models.Model(jax.jit(init), logits)
 
 
 def problem(name: str, mnist):
@@ -84,14 +84,14 @@ def problem(name: str, mnist):
         from dpjax._src.datasets import training as data_lib
 
         adult = data_lib.load_adult()
-        return train.mlp((107, 64, 2)), adult.x_train.shape[0], adult.x_train, adult.y_train
+        return models.mlp((107, 64, 2)), adult.x_train.shape[0], adult.x_train, adult.y_train
     if name == "cnn":
         if mnist:
             from dpjax._src.datasets import training as data_lib
 
             data = data_lib.load_mnist(mnist)
-            return train.cnn(10), data.x_train.shape[0], data.x_train, data.y_train
-        return train.cnn(10), 4000, rng.random((4000, 784), np.float32), rng.integers(0, 10, 4000)
+            return models.cnn(10), data.x_train.shape[0], data.x_train, data.y_train
+        return models.cnn(10), 4000, rng.random((4000, 784), np.float32), rng.integers(0, 10, 4000)
     n = 25_000
     return embedding_model(), n, rng.integers(0, 5000, (n, 32)).astype(np.int32), rng.integers(0, 2, n)
 
@@ -110,9 +110,9 @@ def hand_written(grads, mask, key):
     return jax.tree.unflatten(jax.tree.structure(summed), noised)
 
 
-def variants(model: train.Model):
+def variants(model: models.Model):
     """``{name: (init(params) -> carry, step(carry, x, y, mask) -> carry)}``; carry = (params, state)."""
-    loss = train.example_loss(model)
+    loss = models.example_loss(model)
     per_example = dpo.per_example_grads(loss)
     adam = optax.adam(LEARNING_RATE)
     key = jax.random.key(1)
@@ -191,7 +191,7 @@ def variants(model: train.Model):
     return out
 
 
-def aggregation_variants(model: train.Model):
+def aggregation_variants(model: models.Model):
     """The aggregation alone on given per-example gradients (carry: the DP state or the key)."""
     tx = dpo.dp_aggregate(SIGMA, CLIP, jax.random.key(1), expected_batch_size=EXPECTED)
 
@@ -245,7 +245,7 @@ def measure(name: str, mnist, rounds: int, steps: int):
     runs = {}
     for label, (init, step) in variants(model).items():
         runs[label] = compiled_loop(step, init(params), (x, y, mask), steps)
-    grads = dpo.per_example_grads(train.example_loss(model))(params, x, y)
+    grads = dpo.per_example_grads(models.example_loss(model))(params, x, y)
     for label, (init, step) in aggregation_variants(model).items():
         runs[label] = aggregation_calls(step, init(params), (grads, mask), steps)
     times = {label: [] for label in runs}

@@ -55,10 +55,6 @@ XLA constant-folds closed-over arrays, which takes seconds at 10^6 candidates.
 """
 
 from dpjax._src.selection import (
-    GapNoise,
-    Method,
-    Noise,
-    TopKMethod,
     discrete_peeling_top_k,
     discrete_peeling_top_k_guarantee,
     discrete_report_noisy_max,
@@ -69,13 +65,17 @@ from dpjax._src.selection import (
     gumbel_top_k_guarantee,
     joint_top_k,
     joint_top_k_guarantee,
+    report_noisy_max,
+    report_noisy_max_guarantee,
+)
+from dpjax._src.selection_draws import Method, Noise, TopKMethod
+from dpjax._src.selection_gap import (
+    GapNoise,
     noisy_max_with_gap,
     noisy_max_with_gap_guarantee,
     noisy_top_k_with_gap,
     noisy_top_k_with_gap_guarantee,
     noisy_top_k_with_gap_scale,
-    report_noisy_max,
-    report_noisy_max_guarantee,
 )
 from dpjax._src.topk.joint import JointMethod
 

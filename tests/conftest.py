@@ -25,14 +25,15 @@ import os
 from importlib.metadata import version
 from pathlib import Path
 
+from xla_env import FAST_EMITTERS
+
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")  # before JAX reads its configuration
 # before XLA starts (it reads XLA_FLAGS once)
-FAST_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 if version("jaxlib").startswith("0.10.") and FAST_EMITTERS not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_EMITTERS}".strip()
 
-import jax  # noqa: E402
-import pytest  # noqa: E402
+import jax
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,13 +56,6 @@ def pytest_collection_modifyitems(items):
         module[item.path],  # modules stay whole
         item.get_closest_marker("optimized") is None,
     ))
-
-
-def as_users_compile(env: dict[str, str]) -> dict[str, str]:
-    """``env`` for a subprocess that compiles as a user's program does: every XLA pass and XLA's
-    default CPU emitters (where a test depends on compile times, e.g. a cache's threshold)."""
-    flags = env.get("XLA_FLAGS", "").replace(FAST_EMITTERS, "").strip()
-    return {**env, "JAX_DISABLE_MOST_OPTIMIZATIONS": "0", "XLA_FLAGS": flags}
 
 
 # `dpjax study` turns on JAX's persistent compilation cache (a process-wide setting): not in tests.
@@ -168,3 +162,14 @@ def float_dtype(request):
         yield jax.numpy.float64
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+@pytest.fixture
+def no_fork(monkeypatch):
+    """``os.fork`` in this process fails the test: a documented pattern never forks a process that runs
+    JAX (its threads may deadlock the copy); a forkserver or spawn context starts processes instead."""
+
+    def refuse():
+        raise AssertionError("this example forks a process that runs JAX: use a forkserver or spawn context")
+
+    monkeypatch.setattr(os, "fork", refuse)

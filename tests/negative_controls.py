@@ -7,7 +7,7 @@ be wrong.
 
 Each function below is a known-wrong variant of a correct mechanism (its correct counterpart is in
 :mod:`dpjax.audit.reference` or the library) and claims the correct mechanism's epsilon. The audit
-suite (``tests/test_audit_suite.py``) checks that :func:`dpjax.audit.audit` refutes every claim
+suite (``tests/cross/test_audit_suite.py``) checks that :func:`dpjax.audit.audit` refutes every claim
 with the default number of trials, on the worst-case neighbors of :mod:`dpjax.audit.neighbors`:
 
 * :func:`svt_without_threshold_noise` — sparse vector with an exact threshold (in Lyu, Su, Li 2017's

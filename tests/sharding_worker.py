@@ -1,4 +1,4 @@
-"""Subprocess side of ``tests/test_sharding.py``: runs on N virtual CPU devices (or as one process of
+"""Subprocess side of ``tests/cross/test_sharding.py``: runs on N virtual CPU devices (or as one process of
 a ``jax.distributed`` job) and prints one JSON line of results.
 
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` must be set before JAX is imported, hence a

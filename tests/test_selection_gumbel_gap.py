@@ -160,7 +160,7 @@ def test_density_ratios_on_every_neighbor_are_within_e_epsilon(k, monotonic):
 
 
 NMAX, NMAX_MONO = neighbors.noisy_max_worst_case(), neighbors.noisy_max_worst_case(monotonic=True)
-TOP2 = (np.zeros(4), np.array([1.0, 1.0, -1.0, -1.0]))  # as in tests/test_audit_suite.py
+TOP2 = (np.zeros(4), np.array([1.0, 1.0, -1.0, -1.0]))  # as in tests/cross/test_audit_suite.py
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.quantiles.unbounded import (
     DEFAULT_MAX_QUERIES,
     NOISES,
-    Noise,
+    UnboundedNoise,
     check_beta,
     check_max_queries,
     halting,
@@ -77,7 +77,7 @@ def clipped_sum(
     beta: ArrayLike = 1.001,
     clip_fraction: ArrayLike = 0.5,
     lower: ArrayLike = 0.0,
-    noise: Noise = "exponential",
+    noise: UnboundedNoise = "exponential",
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> ClippedSum:
     """DP sum with a private clipping bound, with the bound and the truncation flag.
@@ -180,7 +180,7 @@ def mean(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options) -> jax.Arr
 
 @elementwise("epsilon", "q", "clip_fraction")
 def sum_guarantee(
-    epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: Noise = "exponential"
+    epsilon: float, *, q: float = 0.99, clip_fraction: float = 0.5, noise: UnboundedNoise = "exponential"
 ):
     """Guarantee of :func:`sum` (swap): UQE with ``clip_fraction * epsilon``
     (:func:`~dpjax.quantiles.unbounded_guarantee`, which carries Theorem 1's zCDP bound) composed

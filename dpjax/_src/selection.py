@@ -57,37 +57,32 @@ XLA constant-folds closed-over arrays, which takes seconds at 10^6 candidates.
 
 from __future__ import annotations
 
-import functools
-from typing import Literal, TypeAlias, get_args
-
 import jax
-import jax.numpy as jnp
-from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax._src import auto as _auto
-from dpjax._src import categorical as _categorical
-from dpjax._src import gumbel_process as _gumbel_process
-from dpjax._src import noise as _noise
-from dpjax._src import sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP, RangeBounded
+from dpjax._src.selection_draws import (
+    NOISES,
+    TOP_K_METHODS,
+    Method,
+    Noise,
+    TopKMethod,
+    check_guarantee_args,
+    noisy_argmax,
+    noisy_top,
+    prepare_scores,
+    tree_top,
+)
 from dpjax._src.topk.joint import joint_top_k, joint_top_k_guarantee
 from dpjax._src.validation import (
     Checks,
     check_choice,
-    check_epsilon,
-    check_flag,
     check_int,
-    check_positive,
-    float_dtype,
 )
 
 __all__ = [
-    "GapNoise",
-    "Method",
-    "Noise",
-    "TopKMethod",
     "discrete_peeling_top_k",
     "discrete_peeling_top_k_guarantee",
     "discrete_report_noisy_max",
@@ -98,142 +93,9 @@ __all__ = [
     "gumbel_top_k_guarantee",
     "joint_top_k",
     "joint_top_k_guarantee",
-    "noisy_max_with_gap",
-    "noisy_max_with_gap_guarantee",
-    "noisy_top_k_with_gap",
-    "noisy_top_k_with_gap_guarantee",
-    "noisy_top_k_with_gap_scale",
     "report_noisy_max",
     "report_noisy_max_guarantee",
 ]
-
-Noise: TypeAlias = Literal["gumbel", "exponential", "laplace"]
-"""Report-noisy-max's noise (static)."""
-Method: TypeAlias = Literal["auto", "literal", "inverse_cdf", "tree"]
-"""How the exponential mechanism and report-noisy-max draw (static)."""
-TopKMethod: TypeAlias = Literal["auto", "literal", "tree"]
-"""How Gumbel top-k and the gap mechanisms draw (static)."""
-GapNoise: TypeAlias = Literal["laplace", "gumbel"]
-"""The gap mechanisms' noise (static)."""
-_NOISES: tuple[Noise, ...] = get_args(Noise)
-_METHODS: tuple[Method, ...] = get_args(Method)
-_TOP_K_METHODS: tuple[TopKMethod, ...] = get_args(TopKMethod)
-GAP_NOISES: tuple[GapNoise, ...] = get_args(GapNoise)
-
-
-def _check_guarantee_args(epsilon, sensitivity, monotonic) -> float:
-    """Host-side checks of a guarantee companion's arguments; returns epsilon as a float."""
-    epsilon = check_epsilon(epsilon)
-    check_positive(sensitivity, "sensitivity")
-    check_flag(monotonic, "monotonic")
-    return epsilon
-
-
-def _check_gap_noise(noise, method: str = "auto") -> str:
-    """The static options of the gap mechanisms: a noise of :data:`GAP_NOISES`, and ``"tree"`` only
-    with Gumbel noise (the top-down construction needs its max-stability)."""
-    if noise == "exponential":
-        raise ValueError(
-            "noise='exponential' is not offered for the gap mechanisms: the privacy of its gaps is "
-            "not proven (see noisy_top_k_with_gap); use 'laplace' or 'gumbel'."
-        )
-    check_choice(noise, "noise", GAP_NOISES)
-    check_choice(method, "method", _TOP_K_METHODS)
-    if method not in ("auto", "literal") and noise != "gumbel":
-        raise ValueError(
-            f"method={method!r} is the top-down Gumbel process: noise must be 'gumbel', got {noise!r}."
-        )
-    return noise
-
-
-def _scale(checks: Checks, epsilon, sensitivity, monotonic, k: int, dtype) -> jax.Array:
-    """The noise scale ``c * k * sensitivity / epsilon`` (c = 1 monotonic, 2 otherwise) in ``dtype``.
-
-    Computed with jnp in ``dtype`` whether the parameters are concrete or traced, so a ``vmap``
-    over epsilon gives exactly the separate calls' scales.
-    """
-    epsilon = checks.epsilon(epsilon)
-    sensitivity = checks.positive(sensitivity, "sensitivity")
-    c = 1 if check_flag(monotonic, "monotonic") else 2
-    return jnp.asarray(c * k, dtype) * jnp.asarray(sensitivity, dtype) / jnp.asarray(epsilon, dtype)
-
-
-@functools.partial(jax.jit, static_argnames=("noise", "k"))
-def _noisy_top(key, units, *, noise: str, k: int | None):
-    """The argmax (``k=None``) or the top-k ``(values, indices)`` of ``units + noise(1)``.
-
-    One compiled kernel for eager and traced calls alike, so that an eager call and the same call
-    inside ``jit``/``vmap``/``scan`` evaluate the noise with the same code (XLA's fused ``log`` can
-    differ from the unfused one by an ulp, which the gaps would amplify).
-    """
-    noisy = units + _noise.sample(noise, key, units.shape, 1.0, units.dtype)
-    if k is None:
-        return jnp.argmax(noisy).astype(jnp.int32)
-    # The barriers keep XLA CPU's TopK custom call: slices of its outputs that do not all start at 0
-    # (the gaps read ``values[1:]``) otherwise turn it back into a full sort of each batch row (25x
-    # slower under ``vmap`` at d = 10^6). One barrier per array: a barrier over the (values, indices)
-    # tuple aborts XLA's SPMD partitioner on sharded data (jaxlib 0.10).
-    values, indices = sharded.top_k(noisy, k)
-    return lax.optimization_barrier(values), lax.optimization_barrier(indices.astype(jnp.int32))
-
-
-@jax.jit
-@sharded.auto_axes
-def _inverse_cdf_draw(key, units):
-    """One exponential-mechanism draw from the two-level table (key independent, so built once
-    under ``vmap`` over keys); compiled for the same reason as :func:`_noisy_top`."""
-    return _categorical.sample_log_cdf(key, _categorical.log_cdf_table(units))
-
-
-@functools.partial(jax.jit, static_argnames=("k",))
-@sharded.auto_axes
-def _tree_top(key, units, *, k: int):
-    """The top-k ``(values, indices)`` of ``units + Gumbel(1)`` by the top-down Gumbel process
-    (:mod:`dpjax.gumbel_process`), values in the units of ``units``; the log-mass tree is key
-    independent (built once under ``vmap`` over keys)."""
-    return _gumbel_process.top_k(key, _gumbel_process.log_mass_tree(units), k)
-
-
-def _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, name, method):
-    check_choice(noise, "noise", _NOISES)
-    check_choice(method, "method", _METHODS)
-    if method not in ("auto", "literal") and noise != "gumbel":
-        raise ValueError(
-            f"method={method!r} samples the exponential mechanism: noise must be 'gumbel', got {noise!r}."
-        )
-    checks = Checks()
-    units, _, _ = _prepare(checks, scores, epsilon, sensitivity, monotonic, name=name)
-    paths = {
-        "literal": functools.partial(_noisy_top, noise=noise, k=None),
-        "inverse_cdf": _inverse_cdf_draw,
-        "tree": lambda key, units: _tree_top(key, units, k=1)[1][0],
-    }
-    fast = "tree" if noise == "gumbel" else None
-    return checks.guard(_auto.run(method, paths, key, units, fast=fast))
-
-
-def _units(scores: jax.Array, scale: jax.Array) -> jax.Array:
-    """``(scores - max(scores)) / scale`` in ``scale``'s dtype: same argmax/top-k law, better precision."""
-    if scores.dtype == jnp.bool_:
-        scores = scores.astype(jnp.int32)
-    # max - scores >= 0 is exact in integer arithmetic (large counts, unsigned dtypes included).
-    # The barrier keeps XLA from folding the scale's own arithmetic into the division (it rewrites
-    # ``x / (c k s / epsilon)`` differently under jit than op by op, an ulp apart in the units, which
-    # the tree's log-masses and the gaps carry): with it, eager and traced units are the same.
-    return -(jnp.max(scores) - scores).astype(scale.dtype) / lax.optimization_barrier(scale)
-
-
-def _prepare(
-    checks: Checks, scores, epsilon, sensitivity, monotonic, k: int | None = None, *, gap=False, name="scores"
-):
-    """Validates a selection's inputs and returns ``(units, scale, k)``; ``k=None`` means one winner."""
-    scores = checks.array(scores, name, ndim=1)
-    if gap and scores.shape[0] < 2:
-        raise ValueError("scores must have at least 2 entries: the gaps need k + 1 candidates.")
-    if k is not None:
-        k = check_int(k, "k", minimum=1, maximum=scores.shape[0] - (1 if gap else 0))
-    scale = _scale(checks, epsilon, sensitivity, monotonic, k if gap else 1, float_dtype(scores))
-    return _units(scores, scale), scale, k
 
 
 def exponential_mechanism(
@@ -280,7 +142,7 @@ def exponential_mechanism(
       >>> import jax, jax.numpy as jnp
       >>> i = exponential_mechanism(jax.random.key(0), jnp.array([3.0, 10.0, 1.0]), epsilon=1.0)
     """
-    return _noisy_argmax(key, utilities, epsilon, "gumbel", sensitivity, monotonic, "utilities", method)
+    return noisy_argmax(key, utilities, epsilon, "gumbel", sensitivity, monotonic, "utilities", method)
 
 
 @elementwise("epsilon", "sensitivity")
@@ -292,7 +154,7 @@ def exponential_mechanism_guarantee(
     Host-side, for the accountant: concrete numbers, or arrays of them for a grid (an object array
     of guarantees); traced values are refused.
     """
-    return RangeBounded(_check_guarantee_args(epsilon, sensitivity, monotonic))
+    return RangeBounded(check_guarantee_args(epsilon, sensitivity, monotonic))
 
 
 def report_noisy_max(
@@ -342,7 +204,7 @@ def report_noisy_max(
       >>> import jax, jax.numpy as jnp
       >>> i = report_noisy_max(jax.random.key(0), jnp.array([5, 9, 2]), 1.0, noise="exponential")
     """
-    return _noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, "scores", method)
+    return noisy_argmax(key, scores, epsilon, noise, sensitivity, monotonic, "scores", method)
 
 
 @elementwise("epsilon", "sensitivity")
@@ -354,8 +216,8 @@ def report_noisy_max_guarantee(
     Only the Gumbel version is range-bounded, so only it gets the epsilon^2/8-zCDP conversion; the
     others convert as pure DP (epsilon^2/2-zCDP).
     """
-    check_choice(noise, "noise", _NOISES)
-    epsilon = _check_guarantee_args(epsilon, sensitivity, monotonic)
+    check_choice(noise, "noise", NOISES)
+    epsilon = check_guarantee_args(epsilon, sensitivity, monotonic)
     return RangeBounded(epsilon) if noise == "gumbel" else PureDP(epsilon)
 
 
@@ -406,12 +268,12 @@ def gumbel_top_k(
       >>> import jax, jax.numpy as jnp
       >>> top = gumbel_top_k(jax.random.key(0), jnp.arange(100), k=5, epsilon=1.0, monotonic=True)
     """
-    check_choice(method, "method", _TOP_K_METHODS)
+    check_choice(method, "method", TOP_K_METHODS)
     checks = Checks()
-    units, _, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k)
+    units, _, k = prepare_scores(checks, scores, epsilon, sensitivity, monotonic, k)
     paths = {
-        "literal": lambda key, units: _noisy_top(key, units, noise="gumbel", k=k)[1],
-        "tree": lambda key, units: _tree_top(key, units, k=k)[1],
+        "literal": lambda key, units: noisy_top(key, units, noise="gumbel", k=k)[1],
+        "tree": lambda key, units: tree_top(key, units, k=k)[1],
     }
     return checks.guard(_auto.run(method, paths, key, units, fast="tree"))
 
@@ -429,152 +291,8 @@ def gumbel_top_k_guarantee(
     that fits its budget.
     """
     k = check_int(k, "k", minimum=1)
-    epsilon = _check_guarantee_args(epsilon, sensitivity, monotonic)
+    epsilon = check_guarantee_args(epsilon, sensitivity, monotonic)
     return RangeBounded(k * epsilon, rho=k * (epsilon * epsilon) / 8)  # inf past 1e154, no OverflowError
-
-
-def noisy_top_k_with_gap_scale(
-    k: int,
-    epsilon: ArrayLike,
-    *,
-    noise: GapNoise = "laplace",
-    sensitivity: ArrayLike = 1.0,
-    monotonic: bool = False,
-) -> float:
-    """The noise scale of :func:`noisy_top_k_with_gap`: ``2k sensitivity/epsilon`` (``k ...`` monotone).
-
-    The same for both noises (``noise``, static, is checked as the mechanism checks it). The gap
-    estimators of :mod:`dpjax.postprocess.topk_gap` take it as their ``scale``, with the same
-    ``noise``. ``k`` is static; ``epsilon`` and ``sensitivity`` may be traced. Returns a scalar in
-    the default float dtype, computed as the mechanism computes it; NaN when a traced input is
-    invalid (concrete invalid inputs raise).
-    """
-    _check_gap_noise(noise)
-    k = check_int(k, "k", minimum=1)
-    checks = Checks()
-    return checks.guard(_scale(checks, epsilon, sensitivity, monotonic, k, float_dtype()))
-
-
-def noisy_top_k_with_gap(
-    key: jax.Array,
-    scores: ArrayLike,
-    k: int,
-    epsilon: ArrayLike,
-    *,
-    noise: GapNoise = "laplace",
-    sensitivity: ArrayLike = 1.0,
-    monotonic: bool = False,
-    method: TopKMethod = "auto",
-) -> tuple[jax.Array, jax.Array]:
-    """Noisy-Top-K-with-Gap: the k noisy winners and the k gaps between consecutive noisy values.
-
-    Ding, Wang, Zhang and Kifer (2019), Algorithm 1 and Theorem 2. Adds noise of scale
-    ``b = 2 k sensitivity / epsilon`` (``b = k sensitivity / epsilon`` when ``monotonic=True``,
-    e.g. counts under add/remove neighbors) to every score, takes the k+1 largest noisy values
-    ``v_1 > ... > v_{k+1}`` (exact ``lax.top_k``) and releases their first k indices and the gaps
-    ``g_i = v_i - v_{i+1}``. ``g_k`` is the gap to the best unselected candidate. The noisy values
-    themselves are never released.
-
-    Noise. ``"laplace"`` (default): Laplace(b), the paper's mechanism (Theorem 2 covers
-    Laplace-type noise only). ``"gumbel"``: Gumbel(b) at the same b; the winners are then exactly
-    :func:`gumbel_top_k`'s Plackett-Luce ranking at ``epsilon / k`` (more accurate than Laplace's),
-    and ``method="tree"`` draws the k + 1 largest values, hence the gaps, by the top-down Gumbel
-    process (:func:`dpjax.gumbel_process.top_k`, O(k log n) per release after an O(n) key
-    independent preparation; about the literal kernel's cost for one release). Its gaps follow a
-    different law from the Laplace ones, so estimators must be told (``noise`` of
-    :mod:`dpjax.postprocess.topk_gap`).
-
-    Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2 for Laplace; for
-    Gumbel, a derivation beyond the paper in ``docs/derivations.md``, which also says why one-sided
-    Exponential noise is not offered); see :func:`noisy_top_k_with_gap_guarantee`. Ties have probability
-    zero only in exact arithmetic (Section 5.1 of the paper); prefer float64 (``jax_enable_x64``)
-    for releases.
-
-    Args:
-      key: a ``jax.random`` key.
-      scores: shape [n] with n >= k + 1, finite.
-      k: number of winners, 1 <= k <= n - 1 (static).
-      epsilon: privacy parameter, > 0 (may be traced).
-      noise: ``"laplace"`` or ``"gumbel"`` (static), see above.
-      sensitivity: per-score sensitivity, > 0 (may be traced).
-      monotonic: see above (static bool).
-      method: ``"auto"`` (default: ``"literal"`` for one release or Laplace noise, ``"tree"``
-        for Gumbel noise under ``vmap`` over keys with the scores fixed, :mod:`dpjax._auto`),
-        ``"literal"`` (n noisy scores and the exact top k + 1) or, with ``noise="gumbel"`` only,
-        ``"tree"`` (see above; the float error of its split probabilities is in
-        :mod:`dpjax.gumbel_process`); static. Same law, different random streams.
-
-    Returns:
-      ``(indices, gaps)``: int32 indices [k] in decreasing noisy order and float gaps [k], > 0
-      (>= 0 after rounding); indices ``-1`` and gaps NaN when a traced input is invalid.
-
-    Example:
-      >>> import jax, jax.numpy as jnp
-      >>> idx, gaps = noisy_top_k_with_gap(jax.random.key(0), jnp.arange(20), 3, 1.0, monotonic=True)
-    """
-    _check_gap_noise(noise, method)
-    checks = Checks()
-    units, scale, k = _prepare(checks, scores, epsilon, sensitivity, monotonic, k, gap=True)
-    paths = {
-        "literal": functools.partial(_noisy_top, noise=noise, k=k + 1),
-        "tree": functools.partial(_tree_top, k=k + 1),
-    }
-    values, indices = _auto.run(method, paths, key, units, fast="tree" if noise == "gumbel" else None)
-    gaps = (values[:-1] - values[1:]) * scale
-    return checks.guard((indices[:k], gaps))
-
-
-@elementwise("epsilon", "sensitivity")
-def noisy_top_k_with_gap_guarantee(
-    k: int, epsilon: float, *, noise: GapNoise = "laplace", sensitivity: float = 1.0, monotonic: bool = False
-) -> PureDP:
-    """Noisy-Top-K-with-Gap's guarantee: ``PureDP(epsilon)`` for both noises (Ding et al. 2019,
-    Theorem 2 for Laplace; for Gumbel, ``docs/derivations.md``)."""
-    _check_gap_noise(noise)
-    check_int(k, "k", minimum=1)
-    return PureDP(_check_guarantee_args(epsilon, sensitivity, monotonic))
-
-
-def noisy_max_with_gap(
-    key: jax.Array,
-    scores: ArrayLike,
-    epsilon: ArrayLike,
-    *,
-    noise: GapNoise = "laplace",
-    sensitivity: ArrayLike = 1.0,
-    monotonic: bool = False,
-    method: TopKMethod = "auto",
-) -> tuple[jax.Array, jax.Array]:
-    """Noisy-Max-with-Gap: :func:`noisy_top_k_with_gap` with k = 1, as scalars.
-
-    Ding et al. (2019), Algorithm 1 with k = 1: Laplace(2 sensitivity/epsilon) noise (half with
-    ``monotonic=True``), or Gumbel noise at the same scale (``noise="gumbel"``, static; then
-    ``method="tree"`` is allowed); releases the noisy argmax and its gap to the runner-up.
-    epsilon-DP (Theorem 2; for Gumbel noise, ``docs/derivations.md``). ``epsilon`` and
-    ``sensitivity`` may be traced; ``monotonic`` is a static bool.
-
-    Returns:
-      ``(index, gap)``: an int32 scalar and a positive float scalar; ``(-1, NaN)`` when a traced
-      input is invalid.
-
-    Example:
-      >>> import jax, jax.numpy as jnp
-      >>> i, gap = noisy_max_with_gap(jax.random.key(0), jnp.array([3.0, 7.0, 1.0]), 1.0)
-    """
-    indices, gaps = noisy_top_k_with_gap(
-        key, scores, 1, epsilon, noise=noise, sensitivity=sensitivity, monotonic=monotonic, method=method
-    )
-    return indices[0], gaps[0]
-
-
-@elementwise("epsilon", "sensitivity")
-def noisy_max_with_gap_guarantee(
-    epsilon: float, *, noise: GapNoise = "laplace", sensitivity: float = 1.0, monotonic: bool = False
-) -> PureDP:
-    """Noisy-Max-with-Gap's guarantee: ``PureDP(epsilon)`` for both noises."""
-    return noisy_top_k_with_gap_guarantee(
-        1, epsilon, noise=noise, sensitivity=sensitivity, monotonic=monotonic
-    )
 
 # Exact integer variants (discrete Laplace noise, integer comparisons): dpjax/discrete_selection.py.
 from dpjax._src import discrete_selection as _discrete  # noqa: E402

@@ -26,7 +26,9 @@ from dpjax._src.budgeting.geometry import (
 from dpjax._src.budgeting.kde import kde, kde_baseline, kde_guarantee
 from dpjax._src.budgeting.knn import knn, knn_baseline, knn_guarantee
 from dpjax._src.budgeting.multi_query import allotment, gamma_schedule, run_multi_query
-from dpjax._src.budgeting.pie import PIEResult, charged, pie_guarantee, pie_k, pie_ni, user_noise
+from dpjax._src.budgeting.pie import charged, pie_guarantee, pie_k, pie_ni
+from dpjax._src.budgeting.pie_kernel import PIEResult
+from dpjax._src.budgeting.pie_noise import user_noise
 from dpjax._src.budgeting.range_count import range_count, range_count_baseline, range_count_guarantee
 from dpjax._src.budgeting.splits import Split, SplitSchedule, split_schedule
 from dpjax._src.budgeting.threshold import threshold_baseline, threshold_guarantee, threshold_query

@@ -12,6 +12,39 @@ Example:
 """
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the lazy names, for type checkers and the API reference
+    from dpjax._src.optax.accounting import (
+        AccountantName,
+        calibration_discretization,
+        dp_event,
+        noise_multiplier_for_epsilon,
+        spent_epsilon,
+        training_epsilon,
+        training_guarantee,
+    )
+    from dpjax._src.optax.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from dpjax._src.optax.clip import (
+        ClipStrategy,
+        FixedClip,
+        GeometricClip,
+        QuantileClip,
+        fixed_clip,
+        geometric_clip,
+        quantile_clip,
+    )
+    from dpjax._src.optax.defaults import CLIP_EPSILON, EVERY, QUANTILE
+    from dpjax._src.optax.gdp import pure_dp_to_gdp
+    from dpjax._src.optax.gradients import DPGradients, GradientMethod, dp_gradients
+    from dpjax._src.optax.grads import per_example_grads
+    from dpjax._src.optax.sampling import (
+        padded_batch_size,
+        poisson_sample,
+        truncation_delta,
+        truncation_probability,
+    )
+    from dpjax._src.optax.transform import DPAggregateState, dp_aggregate, example_norms
 
 # Loaded on first use (PEP 562), so that ``dpjax train``'s command line (dpjax._src.tools.train.cli) starts
 # without importing JAX.

@@ -12,9 +12,11 @@ from dpjax._src.interrupt import Interrupted
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import studies
 from dpjax._src.studies.checkpoint import CheckpointMismatch
+from dpjax._src.studies.definition import Mechanism, Study
 from dpjax._src.studies.registry import register
+from dpjax._src.studies.result import StudyResult
 from dpjax._src.studies.runner import monte_carlo, trial_keys
-from dpjax._src.studies.study import Mechanism, Study, StudyResult, run_study
+from dpjax._src.studies.study import run_study
 from dpjax._src.studies.theory import Exponential, HalfNormal
 
 __all__ = [

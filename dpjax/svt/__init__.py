@@ -34,29 +34,23 @@ Exponential noise has the same guarantee (Cor. 3.1) and is offered for its small
 
 from dpjax._src.svt.above_threshold import (
     NOISES,
+    AboveThresholdMethod,
+    AboveThresholdNoise,
     above_threshold,
     above_threshold_blocked,
     above_threshold_from_noise,
     above_threshold_guarantee,
 )
-from dpjax._src.svt.above_threshold import Method as AboveThresholdMethod
-from dpjax._src.svt.above_threshold import Noise as AboveThresholdNoise
 from dpjax._src.svt.gap import (
-    BRANCH_BOTTOM,
-    BRANCH_MIDDLE,
-    BRANCH_TOP,
-    BRANCH_UNPROCESSED,
-    GapBudget,
-    GapResult,
     adaptive_sparse_vector_with_gap,
     adaptive_sparse_vector_with_gap_from_noise,
     adaptive_sparse_vector_with_gap_guarantee,
-    default_theta,
-    gap_budget,
     sparse_vector_with_gap,
     sparse_vector_with_gap_from_noise,
     sparse_vector_with_gap_guarantee,
 )
+from dpjax._src.svt.gap_core import BRANCH_BOTTOM, BRANCH_MIDDLE, BRANCH_TOP, BRANCH_UNPROCESSED, GapResult
+from dpjax._src.svt.gap_parameters import GapBudget, default_theta, gap_budget
 from dpjax._src.svt.sparse_vector import (
     SparseVectorResult,
     sparse_vector,

@@ -19,7 +19,6 @@ The joint exponential mechanism over known domains (Gillenwater et al. 2022) liv
 """
 
 from dpjax._src.topk.fixed_threshold import FixedThresholdResult, fixed_threshold, fixed_threshold_guarantee
-from dpjax._src.topk.laplace import laplace_limited_domain, laplace_limited_domain_guarantee
 from dpjax._src.topk.limited_domain import (
     TopKResult,
     limited_domain,
@@ -35,8 +34,6 @@ __all__ = [
     "TopKResult",
     "fixed_threshold",
     "fixed_threshold_guarantee",
-    "laplace_limited_domain",
-    "laplace_limited_domain_guarantee",
     "limited_domain",
     "limited_domain_guarantee",
     "private_kbar",

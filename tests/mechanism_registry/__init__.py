@@ -3,7 +3,7 @@
 One :class:`Mechanism` entry per public mechanism: how to call it on small valid inputs, which of
 its parameters may be traced (with a few valid values of each), and which are static (they fix an
 output shape). A new mechanism is covered by the registry-driven tests by adding one entry to its
-family's module here; ``tests/test_mechanism_registry.py`` checks that no public mechanism is
+family's module here; ``tests/cross/test_mechanism_registry.py`` checks that no public mechanism is
 missing.
 """
 
@@ -37,7 +37,7 @@ class Mechanism:
       nan_data: the float data arguments whose NaN entries must make the output invalid (default:
         every floating data argument).
       guarantee: the guarantee companion; it takes the mechanism's privacy arguments by the same
-        names (``tests/test_guarantees.py`` checks it).
+        names (``tests/cross/test_guarantees.py`` checks it).
       guarantee_args: the names (among params and static) passed to ``guarantee`` by keyword;
         default: every parameter of the companion that the entry registers (params or static).
       guarantee_grid: whether the companion reads an array of a privacy parameter as a grid (one

@@ -5,7 +5,7 @@ rounds, so that rounds both eliminate users and leave survivors at the registere
 entries use the static ``noise_mode="low"`` (the plain ``jax.random`` sampler compiles in about half
 the time; PIE-NI and the threshold query keep the default tail-exact sampler). The
 per-user allotment ``rho`` is registered as a scalar (the tests sweep it with the invalid values);
-per-user arrays of rho under ``vmap`` are tested in ``tests/test_budgeting_apps.py``.
+per-user arrays of rho under ``vmap`` are tested in ``tests/budgeting/test_budgeting_apps.py``.
 
 ``run_multi_query`` is not registered: it is a host-side driver (a Python loop over queries that
 authorizes and settles each one on a float64 :class:`~dpjax.accounting.per_user.PerUserLedger`),

@@ -104,12 +104,15 @@ class LedgerManager(BaseManager):
     ``manager.Accountant(budget)``, ``manager.PayWhatYouGet(...)`` and ``manager.PerUserLedger(...)``
     create the ledger in the server and return a picklable proxy (see the module docstring). Start
     the manager (``with LedgerManager() as manager:`` or ``manager.start()``) before creating
-    ledgers; the server uses the default ``multiprocessing`` start method unless a context is given
-    (``LedgerManager(ctx=multiprocessing.get_context("spawn"))``).
+    ledgers. Give it (and a ``ProcessPoolExecutor``, ``mp_context=``) a ``"forkserver"`` or ``"spawn"``
+    context: without one the server starts by the default method, ``fork`` on Linux before Python
+    3.14, which copies a process whose JAX threads may deadlock the copy (JAX warns of it).
 
     Example:
+      >>> import multiprocessing
       >>> from dpjax.accounting import PureDP
-      >>> with LedgerManager() as manager:
+      >>> ctx = multiprocessing.get_context("forkserver")  # never fork a process that runs JAX
+      >>> with LedgerManager(ctx=ctx) as manager:
       ...     acct = manager.Accountant(PureDP(1.0))
       ...     acct.spend(PureDP(0.25), "from any process")
       ...     acct.remaining

@@ -18,7 +18,7 @@ fixed event ``P(E) <= e^epsilon Q(E) + delta``; the events tested in step 3 are 
 selection half, and by the union bound all 2m Clopper–Pearson bounds hold at once with
 probability >= 1 - alpha. So a correct mechanism fails an audit with probability at most ``alpha``
 (default 1e-3), whatever the number of trials or of candidate events; the Clopper–Pearson bounds
-being conservative, the realized rate is lower (measured in ``tests/test_audit.py``). When the user
+being conservative, the realized rate is lower (measured in ``tests/audit/test_audit.py``). When the user
 gives at most ``candidates`` events, there is no selection step: all of them are tested, in both
 directions, on all samples, with the Bonferroni factor ``2 * len(events)``.
 

@@ -10,7 +10,7 @@ import jax
 from jax import lax
 
 from dpjax._src import sharded
-from dpjax._src.budgeting.pie import user_noise, user_release
+from dpjax._src.budgeting.pie_noise import user_noise, user_release
 from dpjax._src.noise import NoiseMode
 from dpjax._src.validation import Checks, check_choice, float_dtype
 

@@ -25,6 +25,7 @@ from dpjax._src import sharded
 from dpjax._src.budgeting import pie
 from dpjax._src.budgeting.common import Mode, baseline_release, check_mode, on_users, points, query_point
 from dpjax._src.budgeting.geometry import distance_to
+from dpjax._src.budgeting.pie_kernel import ACTIVE, S0, PIEResult, check_plan, pie_kernel
 from dpjax._src.budgeting.splits import Split
 from dpjax._src.noise import NoiseMode
 from dpjax._src.validation import Checks
@@ -60,14 +61,14 @@ def _kde_kernel(key, x, r, p, b, beta0, *, point, plan, layout):
 def _kde(key, x, r, p, b, beta0, *, point, plan, layout):
     nu = jnp.stack([jnp.asarray(-jnp.inf, x.dtype), 6 * b])  # S_0: len_p > 6b
     if point:
-        res = pie.pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan, layout=layout)
+        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, plan=plan, layout=layout)
         dist = res.estimate
     else:
-        res = pie.pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan, layout=layout)
+        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, plan=plan, layout=layout)
         dist = res.mean
-    survivors = res.status == pie.ACTIVE
+    survivors = res.status == ACTIVE
     total = jnp.sum(jnp.where(survivors, _kernel(dist, b), 0)) + _ELIMINATED_BIAS * jnp.sum(
-        res.status == pie.S0
+        res.status == S0
     )
     return jnp.where(jnp.any(survivors), total / x.shape[0], 0.0), res
 
@@ -94,7 +95,7 @@ def kde(
     split: Split = "even",
     chunk_size: int | None = None,
     noise_mode: NoiseMode = "high",
-) -> tuple[jnp.ndarray, pie.PIEResult]:
+) -> tuple[jnp.ndarray, PIEResult]:
     """PM0 / PM1 Gaussian KDE at ``p`` via iterative elimination (Algorithm 7).
 
     ``rho``, ``p``, ``bandwidth`` and ``beta0`` may be traced; ``c``, ``mode``, ``split``,
@@ -119,7 +120,7 @@ def kde(
       >>> a, res = kde(jax.random.key(0), x, 1e-2, jnp.zeros(2), bandwidth=50.0, c=4, beta0=0.025)
     """
     check_mode(mode)
-    static = pie.check_plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x, p, b = _inputs(checks, x, p, bandwidth)
     beta0 = pie.check_beta0(checks, beta0, x.dtype)

@@ -24,6 +24,7 @@ from dpjax._src import sharded
 from dpjax._src.budgeting import pie
 from dpjax._src.budgeting.common import Mode, baseline_release, check_mode, on_users, points, query_point
 from dpjax._src.budgeting.geometry import distance_to
+from dpjax._src.budgeting.pie_kernel import ACTIVE, PIEResult, check_plan, pie_kernel
 from dpjax._src.budgeting.splits import Split
 from dpjax._src.noise import NoiseMode
 from dpjax._src.validation import Checks, check_int
@@ -52,10 +53,10 @@ def _knn_kernel(key, x, r, p, beta0, *, point, k, plan, layout):
 def _knn(key, x, r, p, beta0, *, point, k, plan, layout):
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = pie.pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan, layout=layout)
+        res = pie_kernel(key, x, r, nu, beta0, p, score_fn=distance_to, k=k, plan=plan, layout=layout)
     else:
-        res = pie.pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan, layout=layout)
-    return _smallest(res.estimate, res.status == pie.ACTIVE, k), res
+        res = pie_kernel(key, distance_to(x, p), r, nu, beta0, k=k, plan=plan, layout=layout)
+    return _smallest(res.estimate, res.status == ACTIVE, k), res
 
 
 @functools.partial(jax.jit, static_argnames=("point", "k", "noise_mode"))
@@ -80,7 +81,7 @@ def knn(
     split: Split = "even",
     chunk_size: int | None = None,
     noise_mode: NoiseMode = "high",
-) -> tuple[jnp.ndarray, pie.PIEResult]:
+) -> tuple[jnp.ndarray, PIEResult]:
     """PM0 / PM1 private kNN via iterative elimination (Algorithm 8).
 
     ``rho``, ``p`` and ``beta0`` may be traced; ``k``, ``c``, ``mode``, ``split``, ``chunk_size`` and
@@ -109,7 +110,7 @@ def knn(
       (5,)
     """
     check_mode(mode)
-    static = pie.check_plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x = points(checks, x)
     p = query_point(checks, x, p)

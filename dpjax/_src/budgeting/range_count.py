@@ -28,6 +28,7 @@ from dpjax._src import sharded
 from dpjax._src.budgeting import pie
 from dpjax._src.budgeting.common import Mode, baseline_release, check_mode, on_users, points
 from dpjax._src.budgeting.geometry import box_signed_distance, eta_shift
+from dpjax._src.budgeting.pie_kernel import ACTIVE, S1, PIEResult, check_plan, pie_kernel
 from dpjax._src.budgeting.splits import Split
 from dpjax._src.noise import NoiseMode
 from dpjax._src.validation import Checks
@@ -67,16 +68,16 @@ def _count_kernel(key, x, r, box, beta0, *, point, shift, plan, layout):
 def _count(key, x, r, box, beta0, *, point, shift, plan, layout):
     nu = jnp.zeros(2, x.dtype)
     if point:
-        res = pie.pie_kernel(
+        res = pie_kernel(
             key, x, r, nu, beta0, box, score_fn=box_signed_distance, plan=plan, layout=layout
         )
         inside = res.estimate < 0
     else:
         scores = box_signed_distance(x, box)
-        res = pie.pie_kernel(key, scores, r, nu, beta0, plan=plan, layout=layout)
+        res = pie_kernel(key, scores, r, nu, beta0, plan=plan, layout=layout)
         inside = res.mean < _eta(r, box, shift)
-    count = jnp.sum(res.status == pie.S1, dtype=jnp.int32) + jnp.sum(
-        (res.status == pie.ACTIVE) & inside, dtype=jnp.int32
+    count = jnp.sum(res.status == S1, dtype=jnp.int32) + jnp.sum(
+        (res.status == ACTIVE) & inside, dtype=jnp.int32
     )
     return count, res
 
@@ -104,7 +105,7 @@ def range_count(
     split: Split = "even",
     chunk_size: int | None = None,
     noise_mode: NoiseMode = "high",
-) -> tuple[jnp.ndarray, pie.PIEResult]:
+) -> tuple[jnp.ndarray, PIEResult]:
     """PM0 / PM1 range count via iterative elimination (Algorithm 6).
 
     ``rho``, ``center``, ``half_widths`` and ``beta0`` may be traced (e.g. ``jax.vmap`` over
@@ -134,7 +135,7 @@ def range_count(
       ...                          jnp.array([100., 100.]), c=4, beta0=0.025)
     """
     check_mode(mode)
-    static = pie.check_plan(c, split, chunk_size, noise_mode)
+    static = check_plan(c, split, chunk_size, noise_mode)
     checks = Checks()
     x, box = _box(checks, x, center, half_widths)
     beta0 = pie.check_beta0(checks, beta0, x.dtype)

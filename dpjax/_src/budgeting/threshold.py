@@ -29,7 +29,8 @@ from dpjax._src import sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ZCDP
 from dpjax._src.budgeting.common import baseline_release
-from dpjax._src.budgeting.pie import ACTIVE, S1, PIEResult, check_beta0, check_plan, pie_kernel
+from dpjax._src.budgeting.pie import check_beta0
+from dpjax._src.budgeting.pie_kernel import ACTIVE, S1, PIEResult, check_plan, pie_kernel
 from dpjax._src.budgeting.splits import Split
 from dpjax._src.noise import NoiseMode
 from dpjax._src.validation import Checks, check_epsilon, float_dtype

@@ -41,7 +41,7 @@ LOG_COLUMNS = (2, 3)  # capital-gain, capital-loss (in make_adult.NUMERIC order)
 
 def load_adult() -> Dataset:
     """UCI Adult as one-hot + standardized features (107 columns), binary income label."""
-    with resources.files("dpjax.datasets").joinpath("adult/adult.npz").open("rb") as f:
+    with resources.files("dpjax._src.datasets").joinpath("adult/adult.npz").open("rb") as f:
         raw = dict(np.load(f))
     categorical, numeric, train = raw["categorical"], raw["numeric"].astype(np.float64), raw["train"]
     sizes = [raw[k].size for k in raw if k.startswith("categories_")]

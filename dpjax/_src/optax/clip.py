@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
-from typing import TypeAlias
+from typing import Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -248,9 +248,27 @@ class GeometricClip:
         return ((steps, (noise_multiplier**-2 + z_b**-2) ** -0.5),)
 
 
-ClipStrategy: TypeAlias = FixedClip | QuantileClip | GeometricClip
-"""Type alias: a clip-norm strategy, one of :class:`FixedClip`, :class:`QuantileClip` or
-:class:`GeometricClip` (what :func:`dpjax.optax.dp_aggregate` takes as ``clip``)."""
+@runtime_checkable
+class ClipStrategy(Protocol):
+    """A clip-norm strategy: what :func:`dpjax.optax.dp_aggregate` takes as ``clip``.
+
+    One of :class:`FixedClip` (:func:`fixed_clip`, Abadi et al. 2016), :class:`QuantileClip`
+    (:func:`quantile_clip`, Durfee 2023, Algorithm 4 on the log norms) or :class:`GeometricClip`
+    (:func:`geometric_clip`, Andrew et al. 2021, Algorithm 1); ``dp_aggregate`` also takes a bare
+    number, as ``fixed_clip(number)``. A protocol (the methods the three share), so it works in
+    annotations and in ``isinstance``; the three strategies are the ones ``dp_aggregate`` accepts.
+    """
+
+    def validate(self, checks: Checks) -> ClipStrategy:
+        """This strategy with every leaf checked (eagerly if concrete, recorded if traced)."""
+
+    def next_norm(self, key, clip_norm, norms, mask, *, expected_batch_size, step):
+        """The clip norm of the next step, from this step's per-example ``norms`` (``mask``: the real
+        examples)."""
+
+    def accounting_steps(self, noise_multiplier: float, steps: int) -> tuple[tuple[int, float], ...]:
+        """``((count, sigma), ...)``: what the steps release, as Gaussian noise multipliers (for the
+        accountant)."""
 
 
 def fixed_clip(norm: ArrayLike) -> FixedClip:
@@ -341,9 +359,12 @@ def geometric_clip(
     return GeometricClip(initial_norm, quantile, learning_rate, count_noise_multiplier).validate(Checks())
 
 
+_STRATEGIES = (FixedClip, QuantileClip, GeometricClip)  # what dp_aggregate accepts as a strategy
+
+
 def as_strategy(clip: ClipStrategy | ArrayLike) -> ClipStrategy:
     """``clip`` if it is a strategy, else ``fixed_clip(clip)``."""
-    if isinstance(clip, FixedClip | QuantileClip | GeometricClip):
+    if isinstance(clip, _STRATEGIES):
         return clip
     return fixed_clip(clip)
 

@@ -30,7 +30,8 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from dpjax._src.postprocess.laplace_difference import laplace_difference_quantile, laplace_difference_tail
-from dpjax._src.svt.gap import BRANCH_MIDDLE, BRANCH_TOP, GapBudget
+from dpjax._src.svt.gap_core import BRANCH_MIDDLE, BRANCH_TOP
+from dpjax._src.svt.gap_parameters import GapBudget
 from dpjax._src.validation import Checks, check_int, float_dtype, is_traced
 
 __all__ = [

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from dpjax._src.postprocess.laplace_difference import laplace_difference_quantile
-from dpjax._src.selection import GAP_NOISES, GapNoise
+from dpjax._src.selection_gap import GAP_NOISES, GapNoise
 from dpjax._src.validation import Checks, check_choice, check_int, float_dtype
 
 __all__ = [

@@ -23,7 +23,7 @@ from dpjax._src.accounting.bounded_range import composition_epsilon, optimal_com
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ApproxDP, RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
-from dpjax._src.quantiles.exp_mech import Method, independent_quantiles, number_of_levels
+from dpjax._src.quantiles.exp_mech import QuantileMethod, independent_quantiles, number_of_levels
 from dpjax._src.validation import Checks, check_epsilon, check_probability
 
 
@@ -36,7 +36,7 @@ def app_ind_exp(
     bounds: ArrayLike,
     delta: ArrayLike = 1e-6,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = "auto",
+    method: QuantileMethod = "auto",
 ) -> jax.Array:
     """AppIndExp (Gillenwater, Joseph, Kulesza 2021, Sec. 5.1): IndExp with the DDR20 budget.
 

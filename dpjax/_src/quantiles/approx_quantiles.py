@@ -17,11 +17,12 @@ under swap a record may leave one node and enter another, so each node gets
 per-node budget).
 
 Each record belongs to exactly one node per level: a released value ``v`` is drawn in a gap
-``g`` of the clamped sorted data (see :mod:`dpjax._src.quantiles.intervals`), and its two children
+``g`` of the clamped sorted data (see :mod:`dpjax.quantiles.intervals`), and its two children
 share that gap, cut at ``v`` (widths ``v - x_g`` and ``x_{g+1} - v``), the points left of the gap
 going left and the others right. Every node's EM is one exact draw over the global gaps masked to
-its range (:mod:`dpjax._src.quantiles.range_em`: by default Gumbel-max over superblocks, blocks of
-``~n^(1/3)`` gaps and one block's gaps, from tilted block sums of all nodes prepared together); the
+its range (:mod:`dpjax.quantiles.range_em`: by default three stages over superblocks, blocks of
+``~n^(1/3)`` gaps and one block's gaps, from tilted block sums of all nodes prepared together, each
+stage drawn by the top-down Gumbel process over a log-mass heap of its units); the
 sort, the log widths and the tables depend on the data, the levels and epsilon only, so under
 ``vmap`` over keys with the data fixed they are computed once.
 """
@@ -29,6 +30,7 @@ sort, the log widths and the tables depend on the data, the levels and epsilon o
 from __future__ import annotations
 
 import functools
+from typing import Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -40,16 +42,19 @@ from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.quantiles.exp_mech import number_of_levels
-from dpjax._src.quantiles.intervals import check_inputs, sorted_gaps
-from dpjax._src.quantiles.range_em import Node, Tables, build_tables, node_em, node_em_superblocks
+from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps
+from dpjax._src.quantiles.range_em import Node, Tables, build_tables, heap_draw, node_em, node_em_superblocks
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
 __all__ = [
+    "ApproxQuantilesMethod",
     "approx_quantiles",
     "approx_quantiles_guarantee",
 ]
 
-_METHODS = ("superblocks", "blocks")
+ApproxQuantilesMethod: TypeAlias = Literal["auto", "tree", "superblocks", "blocks"]
+"""How each node's exponential mechanism is drawn (static): ``"auto"`` (default, ``"tree"``),
+``"tree"``, ``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
 
 
 def _recursion_levels(m: int) -> list[list[tuple[int, int, int]]]:
@@ -100,9 +105,10 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
     edges, log_width = sorted_gaps(x, lower, upper)
     n = log_width.shape[0] - 1
     parameters = _node_parameters(levels, _node_epsilon(jnp.asarray(epsilon, dtype), m, neighbors), m)
-    if method == "superblocks":
+    if method != "blocks":
         tables = build_tables(log_width, jnp.concatenate([c for _, c in parameters]))
-        em = jax.vmap(node_em_superblocks, in_axes=(0, None, None, 0, 0))
+        draw = heap_draw if method == "tree" else gumbel_argmax
+        em = jax.vmap(functools.partial(node_em_superblocks, draw=draw), in_axes=(0, None, None, 0, 0))
     else:
         em = jax.vmap(node_em, in_axes=(0, None, None, 0))
     values = jnp.zeros(m, dtype)
@@ -117,7 +123,7 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
         hi = jnp.where(has_hi, values[np.minimum(e, m - 1)], upper)
         node = Node(gap_lo, gap_hi, lo, hi, *parameters[depth])
         keys = jax.random.split(jax.random.fold_in(key, depth), len(nodes))
-        if method == "superblocks":
+        if method != "blocks":
             rows = Tables(*(t[first : first + len(nodes)] for t in tables))
             chosen, released = em(keys, edges, log_width, node, rows)
         else:
@@ -136,7 +142,7 @@ def approx_quantiles(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: str = "superblocks",
+    method: ApproxQuantilesMethod = "auto",
 ) -> jax.Array:
     """ApproxQuantiles (Kaplan, Schnapp and Stemmer, ICML 2022, Alg. 1): ``m`` quantiles by
     recursive splitting, each node an exponential-mechanism quantile on its sub-range.
@@ -156,9 +162,12 @@ def approx_quantiles(
       bounds: ``(a, b)`` with ``a < b``, data independent (may be traced).
       neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
       method: how each node's exponential mechanism is drawn (static; the same law, different random
-        streams; :mod:`dpjax._src.quantiles.range_em`): ``"superblocks"`` (default: every node's tilted
-        block sums prepared together, key independent, then three Gumbel-max stages of
-        ``~n^(1/3)`` units per node and key) or ``"blocks"`` (two stages of ``~sqrt(n)`` units).
+        streams; :mod:`dpjax.quantiles.range_em`): ``"superblocks"`` (every node's tilted block
+        sums prepared together, key independent, then three Gumbel-max stages of ``~n^(1/3)``
+        units per node and key), ``"tree"`` (the same stages, each drawn by the top-down Gumbel
+        process over a log-mass heap of its units: ``~log2(n^(1/3))`` variates per stage instead
+        of one per unit), ``"blocks"`` (two Gumbel-max stages of ``~sqrt(n)`` units) or ``"auto"``
+        (default): ``"tree"``, the fastest both for one release and under ``vmap`` over keys.
 
     Returns:
       Shape ``(m,)``, nondecreasing, in ``[a, b]``, in ``x``'s float dtype (at least float32);
@@ -173,7 +182,8 @@ def approx_quantiles(
     checks = Checks()
     x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
-    check_choice(method, "method", _METHODS)
+    check_choice(method, "method", get_args(ApproxQuantilesMethod))
+    method = "tree" if method == "auto" else method
     levels = jnp.asarray(levels, float_dtype(x))
     return checks.guard(_approx_quantiles(key, x, levels, epsilon, lower, upper, str(neighbors), method))
 

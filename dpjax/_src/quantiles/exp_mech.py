@@ -41,9 +41,9 @@ from dpjax._src.quantiles.intervals import (
 )
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
-Method: TypeAlias = Literal["auto", "literal", "tree"]
+QuantileMethod: TypeAlias = Literal["auto", "literal", "tree"]
 """How the gap is drawn (static): ``"auto"`` (default), ``"literal"`` or ``"tree"`` (see :func:`emq`)."""
-_METHODS: tuple[Method, ...] = get_args(Method)
+_METHODS: tuple[QuantileMethod, ...] = get_args(QuantileMethod)
 
 
 def _emq_sensitivity(q, neighbors: NeighborsLike = Neighbors.SWAP):
@@ -121,7 +121,7 @@ def emq(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = "auto",
+    method: QuantileMethod = "auto",
 ) -> jax.Array:
     """The exponential mechanism for the ``q``-quantile of ``x`` within ``bounds`` (Smith 2011, Alg. 2).
 
@@ -190,7 +190,7 @@ def ind_exp(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = "auto",
+    method: QuantileMethod = "auto",
 ) -> jax.Array:
     """IndExp: ``m`` independent EMQ releases with ``epsilon / m`` each, sorted.
 
@@ -265,7 +265,7 @@ def number_of_levels(qs) -> int:
 
 
 __all__ = [
-    "Method",
+    "QuantileMethod",
     "emq",
     "emq_guarantee",
     "ind_exp",

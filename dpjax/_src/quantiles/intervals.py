@@ -133,7 +133,7 @@ def _sort_floats(x) -> jax.Array:
     faster (figures in benchmarks/README.md); XLA GPU rewrites
     only such single-compare sorts into CUB's radix sort (``SortRewriter``; the float comparator
     keeps the generic sort kernel); TPU's comparison sort does less work per comparison.
-    ``tests/test_backends.py`` checks the lowered comparator.
+    ``tests/cross/test_backends.py`` checks the lowered comparator.
     """
     int_dtype = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
     magnitude = jnp.asarray(jnp.iinfo(int_dtype).max, int_dtype)

@@ -52,13 +52,12 @@ from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps, uniform_in_gaps
 from dpjax._src.quantiles.joint_exp_tables import (
     METHODS,
-    Method,
+    JointExpMethod,
     Tables,
     forward_tables,
-    log_factorials,
     log_normalizer,
-    log_phi,
 )
+from dpjax._src.quantiles.joint_exp_weights import log_factorials, log_phi
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
 _DEFAULT_METHOD = "linear"
@@ -103,7 +102,7 @@ def joint_exp_tables(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = _DEFAULT_METHOD,
+    method: JointExpMethod = _DEFAULT_METHOD,
 ):
     """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.JointExpTables`).
 
@@ -122,7 +121,7 @@ def joint_exp_log_normalizer(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = _DEFAULT_METHOD,
+    method: JointExpMethod = _DEFAULT_METHOD,
 ):
     """``log Z``: the log of ``integral over a <= o_1 <= ... <= o_m <= b of exp(c u(X, o)) do``
     (``epsilon >= 0``; NaN when a traced input is invalid)."""
@@ -236,7 +235,7 @@ def joint_exp(
     *,
     bounds: ArrayLike,
     neighbors: NeighborsLike = Neighbors.SWAP,
-    method: Method = _DEFAULT_METHOD,
+    method: JointExpMethod = _DEFAULT_METHOD,
 ) -> jax.Array:
     """JointExp (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1): ``m`` quantiles in one mechanism.
 
@@ -302,7 +301,7 @@ def joint_exp_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.
 
 
 __all__ = [
-    "Method",
+    "JointExpMethod",
     "joint_exp",
     "joint_exp_guarantee",
     "joint_exp_log_normalizer",

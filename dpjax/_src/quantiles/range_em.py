@@ -25,6 +25,13 @@ gap by gap:
   -log(tiny) / 2`` (``L = 43`` in float32, 354 in float64); for larger ``c`` the tables are exact
   log-sum-exps instead (a ``lax.cond`` on the key-independent ``c``, so under ``vmap`` over keys only
   one branch runs).
+* ``"tree"``: the superblock layout and tables, each of the three stages drawn by the top-down
+  Gumbel process over a log-mass heap of that stage's log-masses (:mod:`dpjax.quantiles.em_sampler`,
+  Maddison, Tarlow and Minka 2014, Sec. 3) instead of Gumbel-max: ``~log2(n^(1/3))`` exponential
+  variates per stage where Gumbel-max takes one per unit. Under ``vmap`` over keys the random
+  variates are most of the superblock sampler's cost, so this is the fast path; its law is the
+  same up to the rounding of each heap's log-sums (relative ``2 L eps (M + 1)`` per split, ``L =
+  ceil(log2 B)``, see :mod:`dpjax.gumbel_process`).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dpjax._src.quantiles import em_sampler
 from dpjax._src.quantiles.intervals import gumbel_argmax
 
 __all__: list[str] = []
@@ -176,12 +184,19 @@ def build_tables(log_width, cs) -> Tables:
     return Tables(left, right, super_left, super_right)
 
 
-def node_em_superblocks(key, edges, log_width, node: Node, tables: Tables):
+def heap_draw(key, logits) -> jax.Array:
+    """One index with probability ``softmax(logits)`` by the top-down Gumbel process over the
+    logits' log-mass heap (``"tree"``; O(len) sums, O(log len) variates)."""
+    return em_sampler.em_index(key, em_sampler.em_tree(logits))
+
+
+def node_em_superblocks(key, edges, log_width, node: Node, tables: Tables, draw=gumbel_argmax):
     """``"superblocks"``: the law of :func:`node_em` by Gumbel-max over superblocks, then over the
     chosen superblock's blocks, then over the chosen block's gaps, every mass exact (tables for units
     wholly inside the range on one side of ``T``, gap by gap for the <= 3 blocks holding
     ``gap_lo``, ``gap_hi`` or ``T``, and the superblocks holding those from their blocks).
-    ``O(n^(1/3))`` per node and key."""
+    ``O(n^(1/3))`` per node and key. ``draw(key, logits)`` draws each stage (``"tree"``:
+    :func:`_heap_draw`)."""
     dtype = log_width.dtype
     size, supers = _layout(log_width.shape[0])
     target = node.q * (node.gap_hi - node.gap_lo).astype(dtype)  # T - gap_lo
@@ -203,7 +218,7 @@ def node_em_superblocks(key, edges, log_width, node: Node, tables: Tables):
     for i in range(3):
         masses = masses.at[special[i] // size].set(jax.nn.logsumexp(block_masses(special[i] // size)))
     super_key, block_key, gap_key, uniform_key = jax.random.split(key, 4)
-    chosen_super = gumbel_argmax(super_key, masses).astype(jnp.int32)
-    block = chosen_super * size + gumbel_argmax(block_key, block_masses(chosen_super)).astype(jnp.int32)
-    inside = gumbel_argmax(gap_key, _block_logits(edges, log_width, node, block * size, size))
+    chosen_super = draw(super_key, masses).astype(jnp.int32)
+    block = chosen_super * size + draw(block_key, block_masses(chosen_super)).astype(jnp.int32)
+    inside = draw(gap_key, _block_logits(edges, log_width, node, block * size, size))
     return _release(uniform_key, edges, node, block * size + inside.astype(jnp.int32))

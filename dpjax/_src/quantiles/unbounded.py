@@ -73,7 +73,7 @@ from dpjax._src.validation import (
 )
 
 __all__ = [
-    "Noise",
+    "UnboundedNoise",
     "UnboundedResult",
     "fully_unbounded",
     "fully_unbounded_guarantee",
@@ -82,9 +82,9 @@ __all__ = [
     "unbounded_result",
 ]
 
-Noise: TypeAlias = Literal["exponential", "laplace", "gumbel"]
+UnboundedNoise: TypeAlias = Literal["exponential", "laplace", "gumbel"]
 """UQE's noise (static); the default is exponential (see :func:`unbounded`)."""
-NOISES: tuple[Noise, ...] = get_args(Noise)
+NOISES: tuple[UnboundedNoise, ...] = get_args(UnboundedNoise)
 _GUMBEL_SPLIT = "noise='gumbel' requires epsilon1 == epsilon2 (split=0.5), Lemma 3.2."
 # The static cap K on the halting query: the count table of traced data (or of a traced lower bound
 # or beta) has K + 1 entries. Above the paper's float32 limit at beta = 1.001 (86,6xx queries).
@@ -278,7 +278,7 @@ def unbounded_result(
     *,
     lower: ArrayLike = 0.0,
     beta: ArrayLike = 1.001,
-    noise: Noise = "exponential",
+    noise: UnboundedNoise = "exponential",
     split: ArrayLike = 0.5,
     neighbors: NeighborsLike = Neighbors.SWAP,
     max_queries: int = DEFAULT_MAX_QUERIES,
@@ -375,7 +375,7 @@ def unbounded_guarantee(
     q: float,
     epsilon: float,
     *,
-    noise: Noise = "exponential",
+    noise: UnboundedNoise = "exponential",
     split: float = 0.5,
     neighbors: NeighborsLike = Neighbors.SWAP,
 ) -> PureDP:
@@ -413,7 +413,7 @@ def fully_unbounded(
     epsilon: ArrayLike,
     *,
     beta: ArrayLike = 1.001,
-    noise: Noise = "exponential",
+    noise: UnboundedNoise = "exponential",
     split: ArrayLike = 0.5,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
@@ -471,7 +471,9 @@ def fully_unbounded(
 
 
 @elementwise("q", "epsilon", "split")
-def fully_unbounded_guarantee(q: float, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5):
+def fully_unbounded_guarantee(
+    q: float, epsilon: float, *, noise: UnboundedNoise = "exponential", split: float = 0.5
+):
     """The guarantee of :func:`fully_unbounded` (swap; it takes no ``neighbors``: Lemma 4.1's
     monotonicity is what its two calls use): the composition of two calls of
     :func:`unbounded_guarantee` at ``epsilon/2`` each (pure: ``epsilon``; zCDP: twice Theorem 1's

@@ -38,7 +38,7 @@ from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.quantiles.unbounded import (
     DEFAULT_MAX_QUERIES,
-    Noise,
+    UnboundedNoise,
     check_beta,
     check_max_queries,
     check_split,
@@ -168,7 +168,7 @@ def unbounded_many(
     *,
     lower: ArrayLike = 0.0,
     beta: ArrayLike = 1.001,
-    noise: Noise = "exponential",
+    noise: UnboundedNoise = "exponential",
     split: ArrayLike = 0.5,
     max_queries: int = DEFAULT_MAX_QUERIES,
 ) -> jax.Array:
@@ -222,7 +222,7 @@ def unbounded_many(
 
 @elementwise("epsilon", "split")
 def unbounded_many_guarantee(
-    qs, epsilon: float, *, noise: Noise = "exponential", split: float = 0.5
+    qs, epsilon: float, *, noise: UnboundedNoise = "exponential", split: float = 0.5
 ) -> PureDP:
     """Guarantee of :func:`unbounded_many` (swap; no ``neighbors`` argument: Lemma 4.1's swap
     monotonicity is what it uses): for ``m = len(qs)`` levels, ``ceil(log2(m+1))`` levels of the

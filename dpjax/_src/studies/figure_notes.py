@@ -8,6 +8,9 @@ series, rates stuck at 0 or 1, and cells whose confidence interval has zero widt
   legend names the series it coincides with.
 * A rate (a 0/1 metric) that is 0 (or 1) at every point of every series of a panel is not drawn as a
   flat line: the panel says so in words.
+* A series of a linear panel that lies on the axis at 0 at every point, or a panel whose series all
+  lie within 2% of its top value of each other (a precision of 0.99-1 on a 0-1 axis, lines over each
+  other), is named in a note in the panel (:func:`edge_note`).
 * A cell whose interval has zero width (the trials that bound it gave the same value: every trial,
   for a mean; many tied trials, for a quantile of releases on a grid or of tied integer data) is
   circled, and the legend explains the circle.
@@ -77,3 +80,29 @@ class Coincidences:
     def legend_label(self, label: str) -> str:
         others = self.same.get(label)
         return f"{label} (coincides with {', '.join(others)})" if others else label
+
+
+NARROW = 0.02  # a panel whose series all lie within this share of its top value is flat as a whole
+
+
+def edge_note(series: dict, scale: str, x_name: str | None) -> tuple[str, float] | None:
+    """The note of a linear panel (``series``: label -> estimates) on series that cannot be told apart
+    from its edges or from each other, and its height in the panel (0 to 1): the series at 0 at every
+    point (on the axis; the note at the bottom), or, when every series lies within :data:`NARROW` of
+    the panel's top value of each other, that range (in the middle). ``None`` if none."""
+    if scale != "linear" or not series:
+        return None
+    where = f"every {'ε' if x_name == 'epsilon' else x_name}" if x_name else "every point"
+    values = {label: np.asarray(y, float) for label, y in series.items()}
+    values = {label: y[np.isfinite(y)] for label, y in values.items() if np.isfinite(y).any()}
+    if not values:
+        return None
+    every = np.concatenate(list(values.values()))
+    low, high = every.min(), every.max()
+    if len(values) > 1 and high > 0 and high - low <= NARROW * high:
+        text = f"all {len(values)} series between {low:.3g} and {high:.3g}\nat {where} (over each other)"
+        return text, 0.5
+    at_zero = [label for label, y in values.items() if (y == 0).all()]
+    if at_zero:
+        return f"at 0 at {where} (on the axis):\n" + "\n".join(at_zero), 0.04
+    return None

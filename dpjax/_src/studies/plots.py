@@ -1,4 +1,5 @@
-"""Study figures: small multiples of each statistic against the grid parameter, log-log.
+"""Study figures: small multiples of each statistic against the grid parameter (a log axis when its
+values are positive), errors on a log y axis, rates and counts on a linear one from 0.
 
 One figure per study, one panel per (metric, statistic) with its own y axis, titled with the metric's
 name, the statistic and what it measures, and labelled with the statistic, the name and the unit
@@ -8,7 +9,9 @@ mechanism's closed form, where it has one, is the black dashed line over it: das
 form" in every figure. Series are drawn widest first, so a series that coincides with another shows
 as a coloured rim around it instead of vanishing, and the legend names what it coincides with. A rate
 stuck at 0 or 1 everywhere in a panel is said in words, not drawn flat; cells whose interval has zero
-width are circled and the legend says why. A linear axis of non-negative values starts at 0.
+width are circled and the legend says why; a series on the axis at 0, or a panel whose series all lie
+within 2% of each other, is named in a note in the panel. A linear axis of non-negative values starts
+at 0.
 Replicate 0 is drawn when there are several.
 """
 
@@ -57,7 +60,7 @@ def study_figure(result, *, columns: int = 3):
     handles, same = {}, figure_notes.Coincidences()
     for ax, (metric, statistic) in zip(axes.flat, panels, strict=False):
         cell = table[(table["metric"] == metric.name) & (table["statistic"] == statistic)]
-        stuck = figure_notes.stuck_rate(metric, statistic, cell)
+        stuck, drawn = figure_notes.stuck_rate(metric, statistic, cell), {}
         for line in lines if stuck is None else []:
             rows = cell
             for k, v in zip(line_keys, line, strict=True):
@@ -70,11 +73,16 @@ def study_figure(result, *, columns: int = 3):
             label = " · ".join([str(line[0])] + ([str(line[1])] if len(datasets) > 1 else [])
                                + [f"{k}={v:g}" for k, v in zip(others, line[2:], strict=True)])
             same.add((metric.name, statistic), label, x, rows["estimate"])
+            drawn[label] = rows["estimate"]
             _series(ax, handles, x, rows, label, colours[(line[0], *line[2:])], rank, len(colour_keys),
                     _STYLES[datasets.index(line[1]) % 4])
         if stuck is not None:
             ax.text(0.5, 0.5, figure_notes.stuck_text(stuck, cell.groupby(line_keys).ngroups, x_name),
                     transform=ax.transAxes, ha="center", va="center", fontsize=9)
+        note = figure_notes.edge_note(drawn, _scale(metric, cell), x_name)
+        if note is not None:
+            ax.text(0.5, note[1], note[0], transform=ax.transAxes, ha="center", va="bottom", fontsize=8,
+                    bbox=dict(facecolor="white", alpha=0.85, lw=0))
         _axes(ax, cell, metric, statistic, x_name)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
@@ -112,12 +120,19 @@ def _series(ax, handles, x, rows, label, colour, rank, n_colours, style) -> None
         handles.setdefault("closed form", t_handle)
 
 
+def _scale(metric, cell) -> str:
+    """The panel's y scale: the metric's, but linear where a value or interval end is not positive."""
+    values = cell[["estimate", "ci_low", "ci_high"]].to_numpy(float)
+    positive = values[np.isfinite(values)]
+    return "log" if metric.scale == "log" and positive.size and (positive > 0).all() else "linear"
+
+
 def _axes(ax, cell, metric, statistic, x_name) -> None:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     values = cell[["estimate", "ci_low", "ci_high"]].to_numpy(float)
     positive = values[np.isfinite(values)]
-    if metric.scale == "log" and positive.size and (positive > 0).all():
+    if _scale(metric, cell) == "log":
         ax.set_yscale("log")
         # Plain numbers at 1-2-5 steps (or finer on a short range), not mathtext powers of ten.
         decades = np.log10(positive.max() / positive.min())
@@ -126,7 +141,8 @@ def _axes(ax, cell, metric, statistic, x_name) -> None:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
     elif positive.size and (cell["estimate"].dropna() >= 0).all():  # non-negative values (counts, rates):
-        ax.set_ylim(bottom=0, top=None if positive.max() > 0 else 1)  # no negative range, the CI band clipped
+        # no negative range (the CI band clipped), and room above the top value (no series on the spine)
+        ax.set_ylim(bottom=0, top=1.05 * positive.max() if positive.max() > 0 else 1)
     if x_name and cell[x_name].nunique() > 1:
         xs = np.unique(cell[x_name].to_numpy(float))
         if (xs > 0).all():
@@ -182,6 +198,25 @@ def _figure_problems(result, fig=None) -> list[str]:
         for line in ax.get_lines():
             if line.get_linestyle() == "--" and _rgba(line.get_color()) != (0.0, 0.0, 0.0, 1.0):
                 problems.append(f"{ax.get_title()!r}: a dashed line that is not the closed form")
+        if ax.get_yscale() == "linear":
+            problems += _unnoted_edges(ax)
+    return problems
+
+
+def _unnoted_edges(ax) -> list[str]:
+    """A drawn linear panel's series that its edges or each other hide, when its text does not say so:
+    a series at 0 at every point, or every series within 2% of the top value of each other."""
+    series = [np.asarray(line.get_ydata(), float) for line in ax.get_lines()
+              if line.get_linestyle() not in ("None", "none", "") and _rgba(line.get_color()) != (0, 0, 0, 1)]
+    series = [y[np.isfinite(y)] for y in series if np.isfinite(y).any()]
+    text, problems = " ".join(t.get_text() for t in ax.texts), []
+    if any((y == 0).all() for y in series) and "at 0 at" not in text and "between" not in text:
+        problems.append(f"{ax.get_title()!r}: a series on the axis at 0 at every point, with no note")
+    every = np.concatenate(series) if series else np.zeros(0)
+    top = every.max() if every.size else 0.0
+    narrow = len(series) > 1 and top > 0 and top - every.min() <= figure_notes.NARROW * top
+    if narrow and "between" not in text:
+        problems.append(f"{ax.get_title()!r}: every series within 2% of each other, with no note")
     return problems
 
 

@@ -23,6 +23,7 @@ __all__ = [
 ]
 
 _HEARTBEAT = 5.0  # seconds of silence after which the line mode says what is still running
+_BEAT = 4.0  # seconds between heartbeat lines on a terminal (under the 5 s promise, with a second of margin)
 _STATUS_EVERY = 3.5  # the line mode prints a step's status when this long has passed since the last line
 
 
@@ -139,24 +140,63 @@ class Progress:
         self.close()
 
 
+def _beat_wait(elapsed: float, every: float, terminal: bool) -> float:
+    """Seconds from ``elapsed`` (seconds into the phase) to the next heartbeat line: ``every`` on a
+    terminal (never a silence longer than that); elsewhere (a log file) ``max(every, elapsed / 5)``, so
+    an hour-long phase writes tens of lines, not hundreds."""
+    return every if terminal else max(every, elapsed / 5)
+
+
+def _beat(every: float, terminal: bool, emit, clock, wait) -> None:
+    """The heartbeat's loop: ``wait(seconds)`` (true once the phase is over) between calls of ``emit()``
+    (which prints a line); ``clock()`` tells the time (injected, so a test runs it on a simulated clock)."""
+    start = clock()
+    while not wait(_beat_wait(clock() - start, every, terminal)):
+        emit()
+
+
+class _Beat:
+    """What :func:`heartbeat` yields: :meth:`phase` renames the phase, keeping its clock of silence (two
+    phases that follow each other quietly, each shorter than the heartbeat, are still one silence)."""
+
+    def __init__(self, label: str, clock=time.perf_counter):
+        self._clock = clock
+        self.phase(label)
+
+    def phase(self, label: str) -> None:
+        """The block goes on with ``label`` (its line counts the seconds from now)."""
+        self.label, self.since = label, self._clock()
+
+    def line(self) -> str:
+        return f"  … {self.label} ({self._clock() - self.since:.0f} s)"
+
+
 @contextlib.contextmanager
 def heartbeat(label: str, *, every: float | None = None, stream=None):
-    """Prints ``… label (N s)`` after ``every`` seconds (default :data:`_HEARTBEAT`) and then every
-    ``max(every, elapsed / 5)`` seconds while the block runs (so an hour-long phase prints tens of
-    lines, not hundreds), for phases with no progress of their own (a reproduction's section, a
-    benchmark case, writing figures): a long compile or write never looks like a hang."""
+    """Prints ``… label (N s)`` after ``every`` seconds (default :data:`_BEAT`) and then every ``every``
+    seconds on a terminal (every ``max(every, elapsed / 5)`` seconds elsewhere) while the block runs,
+    for phases with no progress of their own (a reproduction's section, a benchmark case, writing
+    figures): a long compile or write never looks like a hang. Yields an object whose
+    ``phase(label)`` names the next phase of the same block."""
     stream = stream or sys.stderr
-    every = _HEARTBEAT if every is None else every
-    stop, start = threading.Event(), time.perf_counter()
+    every = _BEAT if every is None else every
+    stop, beat = threading.Event(), _Beat(label)
 
-    def beat() -> None:
-        while not stop.wait(max(every, (time.perf_counter() - start) / 5)):
-            print(f"  … {label} ({time.perf_counter() - start:.0f} s)", file=stream, flush=True)
+    def emit() -> None:
+        print(beat.line(), file=stream, flush=True)
 
-    thread = threading.Thread(target=beat, daemon=True)
+    thread = threading.Thread(target=_beat, args=(every, _isatty(stream), emit, time.perf_counter, stop.wait),
+                              daemon=True)
     thread.start()
     try:
-        yield
+        yield beat
     finally:
         stop.set()
         thread.join()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or file-like stream without a terminal
+        return False

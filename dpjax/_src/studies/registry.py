@@ -12,7 +12,7 @@ run's seed.
 
 from __future__ import annotations
 
-from dpjax._src.studies.study import Study
+from dpjax._src.studies.definition import Study
 
 __all__ = [
     "register",

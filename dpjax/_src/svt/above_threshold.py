@@ -44,23 +44,23 @@ from dpjax._src.validation import (
 
 __all__ = [
     "NOISES",
-    "Method",
-    "Noise",
+    "AboveThresholdMethod",
+    "AboveThresholdNoise",
     "above_threshold",
     "above_threshold_blocked",
     "above_threshold_from_noise",
     "above_threshold_guarantee",
 ]
 
-Noise: TypeAlias = Literal["laplace", "gumbel", "exponential"]
+AboveThresholdNoise: TypeAlias = Literal["laplace", "gumbel", "exponential"]
 """The sparse vector family's noise (static)."""
-Method: TypeAlias = Literal["auto", "literal", "first_passage"]
+AboveThresholdMethod: TypeAlias = Literal["auto", "literal", "first_passage"]
 """How the sparse vector family draws (static)."""
-NOISES: tuple[Noise, ...] = get_args(Noise)
-METHODS: tuple[Method, ...] = get_args(Method)
+NOISES: tuple[AboveThresholdNoise, ...] = get_args(AboveThresholdNoise)
+METHODS: tuple[AboveThresholdMethod, ...] = get_args(AboveThresholdMethod)
 
 
-def check_noise_epsilons(noise: Noise, epsilon1, epsilon2, checks: Checks | None = None):
+def check_noise_epsilons(noise: AboveThresholdNoise, epsilon1, epsilon2, checks: Checks | None = None):
     """Validates the noise family and the two budgets (Gumbel needs ``epsilon1 == epsilon2``).
 
     Without ``checks`` (guarantee companions, on the host) both budgets must be concrete. With a
@@ -137,9 +137,9 @@ def above_threshold(
     epsilon1: ArrayLike,
     epsilon2: ArrayLike,
     *,
-    noise: Noise = "laplace",
+    noise: AboveThresholdNoise = "laplace",
     sensitivity: ArrayLike = 1.0,
-    method: Method = "auto",
+    method: AboveThresholdMethod = "auto",
 ) -> jax.Array:
     """AboveThreshold (Durfee 2023, Algorithm 1; Dwork and Roth 2014, Algorithm 1 for Laplace).
 
@@ -266,7 +266,7 @@ def above_threshold_blocked(
     epsilon1: ArrayLike,
     epsilon2: ArrayLike,
     *,
-    noise: Noise = "laplace",
+    noise: AboveThresholdNoise = "laplace",
     sensitivity: ArrayLike = 1.0,
     block_size: int = 1024,
 ) -> jax.Array:
@@ -313,7 +313,7 @@ def above_threshold_guarantee(
     epsilon1: float,
     epsilon2: float,
     *,
-    noise: Noise = "laplace",
+    noise: AboveThresholdNoise = "laplace",
     sensitivity: float = 1.0,
     monotonic: bool = False,
 ) -> PureDP:

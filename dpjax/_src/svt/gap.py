@@ -48,273 +48,24 @@ the output sizes and ``monotonic`` the noise scales: both are static.
 
 from __future__ import annotations
 
-import functools
-import math
-import numbers
-from typing import NamedTuple
-
-import jax
-import jax.numpy as jnp
-import numpy as np
-
-from dpjax._src import auto as _auto
-from dpjax._src import noise as noise_lib
-from dpjax._src import sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.svt.above_threshold import (
     METHODS,
-    Method,
-    center,
-    centered_queries,
-    checked_queries,
-    first_true,
+    AboveThresholdMethod,
 )
-from dpjax._src.svt.gap_passage import gap_passages
-from dpjax._src.validation import Checks, check_choice, check_epsilon, check_int, float_dtype, is_traced
+from dpjax._src.svt.gap_core import GapResult, run_from_noise, run_keyed
+from dpjax._src.svt.gap_parameters import GapParameters, check_parameters
+from dpjax._src.validation import Checks, check_choice
 
 __all__ = [
-    "BRANCH_BOTTOM",
-    "BRANCH_MIDDLE",
-    "BRANCH_TOP",
-    "BRANCH_UNPROCESSED",
-    "GapBudget",
-    "GapResult",
     "adaptive_sparse_vector_with_gap",
     "adaptive_sparse_vector_with_gap_from_noise",
     "adaptive_sparse_vector_with_gap_guarantee",
-    "default_theta",
-    "gap_budget",
     "sparse_vector_with_gap",
     "sparse_vector_with_gap_from_noise",
     "sparse_vector_with_gap_guarantee",
 ]
-
-BRANCH_UNPROCESSED = -1
-"""``GapResult.branch`` of a query the run stopped before (and the padding of ``answer_branches``)."""
-BRANCH_BOTTOM = 0
-"""``GapResult.branch`` of a processed query answered ⊥ (below the threshold; free)."""
-BRANCH_TOP = 1
-"""The branch of a ⊤ whose top-noised gap reached ``sigma`` (Algorithm 2's top branch; costs eps2)."""
-BRANCH_MIDDLE = 2
-"""The branch of a ⊤ from the middle branch (its middle-noised gap >= 0; costs eps1 = 2 eps2)."""
-
-
-class GapResult(NamedTuple):
-    """Output of :func:`sparse_vector_with_gap` and :func:`adaptive_sparse_vector_with_gap`.
-
-    Attributes:
-      indices: int32 ``(m,)``, the ⊤ queries in stream order, padded with -1; ``m = c`` for
-        sparse vector with gap and ``2c - 1`` for the adaptive version.
-      gaps: float ``(m,)``, the released noisy gap ``q_i + noise_i - T~`` of each ⊤, NaN padded
-        (>= 0 in the middle branch, >= sigma in the top branch).
-      answer_branches: int8 ``(m,)``, the branch of each ⊤ (1 top, 2 middle), -1 padded.
-      branch: int8 ``(n,)``: -1 not processed, 0 ⊥, 1 top branch ⊤, 2 middle branch ⊤.
-      units_used: int32, the budget used by the queries in units of ``eps2 = eps1/2`` (<= 2c).
-      epsilon_spent: ``eps0 + units_used*eps2`` (<= epsilon).
-      epsilon_left: ``epsilon - epsilon_spent = (2c - units_used)*eps2`` (>= 0).
-      num_processed: int32, the number of queries answered before the run stopped.
-
-    On invalid traced input (a parameter out of range, NaN queries) every integer field is -1
-    (``units_used = -1`` and ``num_processed = -1`` cannot come from a run) and every float field
-    is NaN.
-    """
-
-    indices: jax.Array
-    gaps: jax.Array
-    answer_branches: jax.Array
-    branch: jax.Array
-    units_used: jax.Array
-    epsilon_spent: jax.Array
-    epsilon_left: jax.Array
-    num_processed: jax.Array
-
-
-class GapBudget(NamedTuple):
-    """The budget split of Algorithm 2, line 2, and the noise scales it implies.
-
-    Python floats for concrete parameters; scalars of the parameters' dtype when any is traced.
-    """
-
-    epsilon: float
-    c: int
-    eps0: float
-    eps1: float
-    eps2: float
-    threshold_scale: float
-    middle_scale: float
-    top_scale: float
-    sigma: float
-
-
-class _GapParameters(NamedTuple):
-    """Algorithm 2's privacy parameters as given (``c`` and ``monotonic``, static, travel apart):
-    checked by :func:`_check_parameters`, then split by :func:`_split` into a :class:`GapBudget`.
-
-    Attributes:
-      epsilon: the total budget, > 0.
-      theta: the threshold share in (0, 1) (``None`` before the check: :func:`default_theta`).
-      sigma: the top-branch margin, >= 0 or ``math.inf``; ``None`` for the default,
-        ``4 sqrt(2) / eps2`` times the sensitivity (:func:`sparse_vector_with_gap`, which has no top
-        branch, passes ``None`` and never reads it).
-      sensitivity: the per-query sensitivity, > 0.
-
-    Python numbers when concrete; any of them may be traced.
-    """
-
-    epsilon: float
-    theta: float | None
-    sigma: float | None
-    sensitivity: float
-
-
-def default_theta(c: int, *, monotonic: bool) -> float:
-    """The threshold share of Lyu, Su and Li (2017): ``1/(1 + (2c)^(2/3))``, or ``1/(1 + c^(2/3))``
-    for monotonic queries (Ding, Wang, Zhang, Kifer 2019, Sec. 6.1; it minimizes the variance of the gap)."""
-    c = check_int(c, "c", minimum=1)
-    return 1.0 / (1.0 + float(c if monotonic else 2 * c) ** (2.0 / 3.0))
-
-
-def _check_sigma(checks: Checks, sigma):
-    """``sigma`` of Algorithm 2: ``None`` (the default), a real >= 0, or +inf (no top branch)."""
-    if sigma is None:
-        return None
-    if is_traced(sigma):
-        sigma = jnp.asarray(sigma)
-        if sigma.ndim != 0:
-            raise ValueError(f"sigma must be a scalar, got shape {sigma.shape}.")
-        if not jnp.issubdtype(sigma.dtype, jnp.floating):
-            sigma = sigma.astype(float_dtype())
-        checks.record(sigma >= 0, "sigma must be >= 0 (math.inf disables the top branch).")
-        return sigma
-    scalar = isinstance(sigma, numbers.Real | np.ndarray | jax.Array) and np.shape(sigma) == ()
-    if scalar and sigma == math.inf:
-        return math.inf
-    return check_epsilon(sigma, "sigma", allow_zero=True)
-
-
-def _check_parameters(
-    checks: Checks, params: _GapParameters, c, monotonic: bool
-) -> tuple[_GapParameters, int]:
-    """Validates Algorithm 2's parameters (eagerly when concrete, in ``checks`` when traced) and
-    ``c``; fills in the default ``theta``."""
-    epsilon = checks.epsilon(params.epsilon)
-    c = check_int(c, "c", minimum=1)
-    theta = default_theta(c, monotonic=monotonic) if params.theta is None else params.theta
-    theta = checks.probability(theta, "theta", open_low=True, open_high=True)
-    sensitivity = checks.positive(params.sensitivity, "sensitivity")
-    return _GapParameters(epsilon, theta, _check_sigma(checks, params.sigma), sensitivity), c
-
-
-def _split(params: _GapParameters, c: int, monotonic: bool) -> GapBudget:
-    """Algorithm 2, line 2, in the arithmetic of the checked parameters (Python floats, or jnp
-    scalars of one dtype): the one formula behind :func:`gap_budget` and the kernels."""
-    epsilon, theta, sigma, sensitivity = params
-    eps0 = theta * epsilon
-    eps1 = (1.0 - theta) * epsilon / c
-    eps2 = eps1 / 2.0
-    if sigma is None:
-        sigma = 4.0 * math.sqrt(2.0) / eps2 * sensitivity
-    width = (1.0 if monotonic else 2.0) * sensitivity
-    return GapBudget(epsilon, c, eps0, eps1, eps2, sensitivity / eps0, width / eps1, width / eps2, sigma)
-
-
-def _working_budget(dtype, params: _GapParameters, c: int, monotonic: bool) -> GapBudget:
-    """The budget of the checked ``params`` in the kernel's dtype."""
-    params = _GapParameters(*(None if v is None else jnp.asarray(v, dtype) for v in params))
-    return _split(params, c, monotonic)
-
-
-def gap_budget(
-    epsilon: float,
-    c: int,
-    *,
-    theta: float | None = None,
-    monotonic: bool = False,
-    sigma: float | None = None,
-    sensitivity: float = 1.0,
-) -> GapBudget:
-    """Validates the parameters of Algorithm 2 and returns its budgets, noise scales and ``sigma``.
-
-    ``sigma`` defaults to ``4*sqrt(2)/eps2`` times the sensitivity (two standard deviations of
-    ``Lap(2/eps2)``, footnote 5, kept for the monotonic variant as in the paper); ``math.inf``
-    disables the top branch.
-
-    ``epsilon``, ``theta``, ``sigma`` and ``sensitivity`` may be traced: the budget is then computed
-    with jnp in their dtype by the same formula (in float64 the same numbers to 1 ulp), and its
-    float fields are NaN where a traced value is invalid. With concrete values it is computed in
-    Python floats (float64), as the accountant wants; ``c`` and ``monotonic`` are static.
-    """
-    checks = Checks()
-    params, c = _check_parameters(checks, _GapParameters(epsilon, theta, sigma, sensitivity), c, monotonic)
-    budget = _split(params, c, monotonic)
-    if not checks.traced:
-        return budget._replace(sigma=float(budget.sigma))
-    return checks.guard(budget._replace(c=None))._replace(c=c)
-
-
-def _gap_core(centered, threshold_noise, top_noise, middle_noise, budget: GapBudget, *, adaptive):
-    """Algorithm 2 on given noise and a budget in ``centered.dtype`` (traced inside a jitted caller)."""
-    c, sigma = budget.c, budget.sigma
-    size = 2 * c - 1 if adaptive else c
-    n = centered.shape[0]
-    middle_gap = (centered + middle_noise) - threshold_noise
-    if adaptive:
-        top_gap = (centered + top_noise) - threshold_noise
-        top = top_gap >= sigma
-    else:
-        top_gap, top = middle_gap, jnp.zeros(n, jnp.bool_)
-    middle = ~top & (middle_gap >= 0)
-    units = jnp.where(top, 1, jnp.where(middle, 2, 0)).astype(jnp.int32)
-    stop = first_true(jnp.cumsum(units) > 2 * c - 2)  # line 16 in integer units of eps2
-    processed = jnp.arange(n) <= jnp.where(stop >= 0, stop, n - 1)
-    branch = jnp.where(top, BRANCH_TOP, jnp.where(middle, BRANCH_MIDDLE, BRANCH_BOTTOM))
-    branch = jnp.where(processed, branch, BRANCH_UNPROCESSED).astype(jnp.int8)
-    (indices,) = jnp.nonzero(processed & (top | middle), size=size, fill_value=-1)
-    indices = indices.astype(jnp.int32)
-    gap = jnp.where(top, top_gap, middle_gap)
-    valid = indices >= 0
-    gaps = jnp.where(valid, gap[jnp.maximum(indices, 0)], jnp.nan)
-    answer_branches = jnp.where(valid, branch[jnp.maximum(indices, 0)], BRANCH_UNPROCESSED).astype(jnp.int8)
-    units_used = jnp.where(processed, units, 0).sum().astype(jnp.int32)
-    spent = budget.eps0 + units_used.astype(centered.dtype) * budget.eps2
-    left = (2 * c - units_used).astype(centered.dtype) * budget.eps2
-    return GapResult(
-        indices, gaps, answer_branches, branch, units_used, spent, left, processed.sum().astype(jnp.int32)
-    )
-
-
-def _noise_like(noise, centered, name):
-    noise = jnp.asarray(noise, centered.dtype)
-    if noise.shape != centered.shape:
-        raise ValueError(f"{name} must have shape {centered.shape}, got {noise.shape}.")
-    return noise
-
-
-@functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic"))
-def _from_noise(centered, threshold_noise, top_noise, middle_noise, params, *, c, adaptive, monotonic):
-    budget = _working_budget(centered.dtype, params, c, monotonic)
-    threshold_noise = jnp.asarray(threshold_noise, centered.dtype)
-    return _gap_core(centered, threshold_noise, top_noise, middle_noise, budget, adaptive=adaptive)
-
-
-def _run_from_noise(queries, threshold, threshold_noise, noises, params: _GapParameters, c, monotonic):
-    """Validates, then runs the core on given noise (``noises``: (name, array) for top and middle)."""
-    checks = Checks()
-    params, c = _check_parameters(checks, params, c, monotonic)
-    centered = centered_queries(checks, queries, threshold)
-    top, middle = (None if noise is None else _noise_like(noise, centered, name) for name, noise in noises)
-    result = _from_noise(
-        centered,
-        threshold_noise,
-        top,
-        middle,
-        params,
-        c=c,
-        adaptive=top is not None,
-        monotonic=monotonic,
-    )
-    return checks.guard(result)
 
 
 def sparse_vector_with_gap_from_noise(
@@ -333,8 +84,8 @@ def sparse_vector_with_gap_from_noise(
     ``Lap(1/eps0)``) and ``middle_noise`` (shape ``(n,)``). For exact tests against a reference.
     Parameters may be traced as in :func:`sparse_vector_with_gap` (``c``, ``monotonic`` static)."""
     noises = (("top_noise", None), ("middle_noise", middle_noise))
-    params = _GapParameters(epsilon, theta, None, sensitivity)
-    return _run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
+    params = GapParameters(epsilon, theta, None, sensitivity)
+    return run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
 
 
 def adaptive_sparse_vector_with_gap_from_noise(
@@ -356,51 +107,8 @@ def adaptive_sparse_vector_with_gap_from_noise(
     Parameters may be traced as in :func:`adaptive_sparse_vector_with_gap` (``c``, ``monotonic``
     static)."""
     noises = (("top_noise", top_noise), ("middle_noise", middle_noise))
-    params = _GapParameters(epsilon, theta, sigma, sensitivity)
-    return _run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
-
-
-@functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic", "dtype"))
-@sharded.auto_axes
-def _keyed(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
-    centered = center(queries, threshold, dtype)
-    budget = _working_budget(centered.dtype, params, c, monotonic)
-    threshold_key, top_key, middle_key = jax.random.split(key, 3)
-    eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, centered.dtype)
-    xi = noise_lib.laplace(top_key, centered.shape, budget.top_scale, centered.dtype) if adaptive else None
-    nu = noise_lib.laplace(middle_key, centered.shape, budget.middle_scale, centered.dtype)
-    return _gap_core(centered, eta, xi, nu, budget, adaptive=adaptive)
-
-
-@functools.partial(jax.jit, static_argnames=("c", "adaptive", "monotonic", "dtype"))
-@sharded.auto_axes
-def _first_passage(key, queries, threshold, params, *, c, adaptive, monotonic, dtype):
-    centered = center(queries, threshold, dtype)
-    budget = _working_budget(centered.dtype, params, c, monotonic)
-    found = gap_passages(key, centered, budget, adaptive=adaptive)
-    n = centered.shape[0]
-    valid = found.indices >= 0
-    answer_branches = jnp.where(found.top, BRANCH_TOP, BRANCH_MIDDLE)
-    answer_branches = jnp.where(valid, answer_branches, BRANCH_UNPROCESSED).astype(jnp.int8)
-    branch = jnp.where(jnp.arange(n) < found.processed, BRANCH_BOTTOM, BRANCH_UNPROCESSED).astype(jnp.int8)
-    branch = branch.at[jnp.where(valid, found.indices, n)].set(answer_branches, mode="drop")
-    spent = budget.eps0 + found.units.astype(centered.dtype) * budget.eps2
-    left = (2 * c - found.units).astype(centered.dtype) * budget.eps2
-    return GapResult(
-        found.indices, found.gaps, answer_branches, branch, found.units, spent, left, found.processed
-    )
-
-
-def _run_keyed(key, queries, threshold, params: _GapParameters, c, monotonic, adaptive, method="auto"):
-    checks = Checks()
-    params, c = _check_parameters(checks, params, c, monotonic)
-    queries, threshold, dtype = checked_queries(checks, queries, threshold)
-    static = dict(c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
-    paths = {
-        "literal": functools.partial(_keyed, **static),
-        "first_passage": functools.partial(_first_passage, **static),
-    }
-    return checks.guard(_auto.run(method, paths, key, queries, threshold, params, fast="first_passage"))
+    params = GapParameters(epsilon, theta, sigma, sensitivity)
+    return run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
 
 
 def sparse_vector_with_gap(
@@ -413,7 +121,7 @@ def sparse_vector_with_gap(
     theta: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    method: Method = "auto",
+    method: AboveThresholdMethod = "auto",
 ) -> GapResult:
     """Sparse-Vector-with-Gap (Wang et al. 2019; Ding et al. 2019, Algorithm 2 with ``sigma = inf``).
 
@@ -454,8 +162,8 @@ def sparse_vector_with_gap(
       >>> estimate = res.gaps + 500.0          # unbiased-noise estimates of the reported counts
     """
     check_choice(method, "method", METHODS)
-    params = _GapParameters(epsilon, theta, None, sensitivity)
-    return _run_keyed(key, queries, threshold, params, c, monotonic, adaptive=False, method=method)
+    params = GapParameters(epsilon, theta, None, sensitivity)
+    return run_keyed(key, queries, threshold, params, c, monotonic, adaptive=False, method=method)
 
 
 def adaptive_sparse_vector_with_gap(
@@ -469,7 +177,7 @@ def adaptive_sparse_vector_with_gap(
     sigma: float | None = None,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    method: Method = "auto",
+    method: AboveThresholdMethod = "auto",
 ) -> GapResult:
     """Adaptive-Sparse-Vector-with-Gap (Ding, Wang, Zhang, Kifer, PVLDB 2019, Algorithm 2).
 
@@ -508,8 +216,8 @@ def adaptive_sparse_vector_with_gap(
       True
     """
     check_choice(method, "method", METHODS)
-    params = _GapParameters(epsilon, theta, sigma, sensitivity)
-    return _run_keyed(key, queries, threshold, params, c, monotonic, adaptive=True, method=method)
+    params = GapParameters(epsilon, theta, sigma, sensitivity)
+    return run_keyed(key, queries, threshold, params, c, monotonic, adaptive=True, method=method)
 
 
 @elementwise("epsilon", "theta", "sensitivity")
@@ -520,7 +228,7 @@ def sparse_vector_with_gap_guarantee(
     ``sensitivity`` (Ding et al. 2019, Theorem 4 with sigma = inf): they only split and calibrate the
     budget. Takes the mechanism's privacy arguments (validated as the mechanism does). Host-side:
     concrete numbers (or arrays of them for a grid)."""
-    params, _ = _check_parameters(Checks(), _GapParameters(epsilon, theta, None, sensitivity), c, monotonic)
+    params, _ = check_parameters(Checks(), GapParameters(epsilon, theta, None, sensitivity), c, monotonic)
     return PureDP(float(params.epsilon))
 
 
@@ -532,5 +240,5 @@ def adaptive_sparse_vector_with_gap_guarantee(
     """Adaptive-Sparse-Vector-with-Gap is ``epsilon``-DP (Ding et al. 2019, Theorem 4) whatever the
     other arguments: the worst case to reserve before the run; ``GapResult.epsilon_spent`` is the
     cost it actually used. Host-side: concrete numbers (or arrays of them for a grid)."""
-    params, _ = _check_parameters(Checks(), _GapParameters(epsilon, theta, sigma, sensitivity), c, monotonic)
+    params, _ = check_parameters(Checks(), GapParameters(epsilon, theta, sigma, sensitivity), c, monotonic)
     return PureDP(float(params.epsilon))

@@ -31,8 +31,8 @@ from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.svt.above_threshold import (
     METHODS,
-    Method,
-    Noise,
+    AboveThresholdMethod,
+    AboveThresholdNoise,
     above_threshold_guarantee,
     center,
     centered_queries,
@@ -125,9 +125,9 @@ def sparse_vector(
     epsilon2: ArrayLike,
     *,
     c: int,
-    noise: Noise = "laplace",
+    noise: AboveThresholdNoise = "laplace",
     sensitivity: ArrayLike = 1.0,
-    method: Method = "auto",
+    method: AboveThresholdMethod = "auto",
 ) -> SparseVectorResult:
     """Sparse vector with threshold resampling (Dwork and Roth 2014, Algorithm 2; Durfee 2023, §3.2).
 
@@ -210,7 +210,7 @@ def sparse_vector_guarantee(
     epsilon2: float,
     *,
     c: int,
-    noise: Noise = "laplace",
+    noise: AboveThresholdNoise = "laplace",
     sensitivity: float = 1.0,
     monotonic: bool = False,
 ) -> PureDP:

@@ -8,7 +8,7 @@
 
 The tools import the library (mechanisms, accounting, noise, audit, :mod:`dpjax.studies`,
 :mod:`dpjax.optax`, :mod:`dpjax.datasets`); the library never imports the tools
-(``tests/test_import_graph.py`` holds both rules, and that no import cycle exists).
+(``tests/meta/test_import_graph.py`` holds both rules, and that no import cycle exists).
 """
 
 __all__: list[str] = []

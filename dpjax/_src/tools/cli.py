@@ -23,7 +23,7 @@ __all__ = [
     "main",
 ]
 
-# name: (module, the one-line help its add_parser gives; tests/test_cli_startup.py checks they agree)
+# name: (module, the one-line help its add_parser gives; tests/tools/test_cli_startup.py checks they agree)
 SUBCOMMANDS = {
     "study": (
         "dpjax._src.tools.study.cli",

@@ -10,7 +10,7 @@ The constant ``ln(kbar/(2 delta))`` is rebuilt from Durfee and Rogers (2019), Le
 paper's formula was lost in extraction): an item in only one of two neighbors' strict domains has count
 ``h_(kbar+1) + 1``, so it is reported with probability ``exp(-epsilon(tau - h_(kbar+1) - 1))/2 =
 delta/kbar``, and each item is ``(epsilon, delta/kbar)``-DP (Cor. F.1). The exact enumeration audit
-in ``tests/test_topk_privacy.py`` checks the resulting guarantee.
+in ``tests/topk/test_topk_privacy.py`` checks the resulting guarantee.
 
 Neighbors: add/remove one user. Guarantee (Theorem 5): ``(kbar epsilon, delta)``-DP, and
 ``(kbar epsilon tanh(epsilon/2) + epsilon sqrt(2 kbar ln(1/delta')), delta + delta')``-DP by

@@ -21,8 +21,14 @@ the sorted items, row ``i`` holds column ``j``). One entry is drawn with weight 
 the ``k d`` entries and the counts one cumulative sum, ``O(d k log(d k))`` time and ``O(d k^2)``
 memory (key independent: once per data under ``vmap`` over keys); each release draws the entry by
 Gumbel-max over blocks of ``~sqrt(d k)`` entries (block log-masses, then one block's entries) or,
-under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:`dpjax._src.gumbel_process`,
+under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:`dpjax.gumbel_process`,
 ``O(log(d k))`` per release; the same law), and the sequence in ``O(k^2)``.
+
+These two ("blocks", "tree") are the literal sampler. The default samples the same law through the
+error threshold instead (:mod:`dpjax.topk.joint_head`): one partial top-k of ``max(64, 8k)`` items
+``k`` binary searches per candidate difference of that head, and no sort of the ``d k``
+differences; where the rest could matter (scores crowded within about ``b k log d`` of the k-th
+largest), the literal sampler.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from dpjax._src import gumbel_process as _gumbel_process
 from dpjax._src import noise, sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
+from dpjax._src.topk import joint_head
+from dpjax._src.topk.joint_head import nth_free
 from dpjax._src.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
 
 __all__ = [
@@ -50,8 +58,8 @@ __all__ = [
 ]
 
 
-JointMethod: TypeAlias = Literal["auto", "blocks", "tree"]
-"""How :func:`joint_top_k` draws the worst entry (static)."""
+JointMethod: TypeAlias = Literal["auto", "threshold", "threshold_tree", "blocks", "tree"]
+"""How :func:`joint_top_k` samples (static; every method samples the same law)."""
 
 
 def _gumbel_argmax(key, logits) -> jax.Array:
@@ -102,11 +110,6 @@ def _draw_entry(key, logits) -> jax.Array:
     return (chosen * block + inside).astype(jnp.int32)
 
 
-def _nth_free(n, taken, k: int):
-    """The ``n``-th (0-based) nonnegative integer not in ``taken`` (a fixed point in ``k`` steps)."""
-    return lax.fori_loop(0, k, lambda _, y: n + jnp.sum(taken <= y).astype(jnp.int32), n)
-
-
 def _sequence(key, row_i, col_j, t_row, k: int) -> jax.Array:
     """A uniform sequence whose worst entry is ``(row_i, col_j)``: row ``i`` holds ``col_j``, each
     other row ``r`` (in order) a uniform free column among the first ``t_row[r]`` sorted items."""
@@ -119,7 +122,7 @@ def _sequence(key, row_i, col_j, t_row, k: int) -> jax.Array:
         taken, sequence, used = carry
         available = t_row[r] - r
         n = jax.random.randint(keys[r], (), 0, jnp.maximum(available, 1), jnp.int32)
-        pick = _nth_free(n, taken, k)
+        pick = nth_free(n, taken, k)
         skip = r == row_i
         taken = jnp.where(skip, taken, taken.at[used].set(pick))
         sequence = jnp.where(skip, sequence, sequence.at[r].set(pick))
@@ -129,20 +132,43 @@ def _sequence(key, row_i, col_j, t_row, k: int) -> jax.Array:
 
 
 def _tree_entry(key, logits) -> jax.Array:
-    """The same law by the top-down Gumbel process (:mod:`dpjax._src.gumbel_process`): a log-mass tree
+    """The same law by the top-down Gumbel process (:mod:`dpjax.gumbel_process`): a log-mass tree
     over the entries, key independent, then ``O(log(d k))`` per draw."""
     tree = _gumbel_process.log_mass_tree(logits - jnp.max(logits))
     return _gumbel_process.top_k(key, tree, 1)[1][0]
 
 
-@functools.partial(jax.jit, static_argnames=("k", "method"))
-@sharded.auto_axes
-def _joint_top_k(key, scores, scale, *, k: int, method: str) -> jax.Array:
+def _by_entry(key, scores, scale, *, k: int, draw) -> jax.Array:
     order, row, col, t, logits = _entry_table(scores, k, scale)
     entry_key, sequence_key = jax.random.split(key)
-    paths = {"blocks": _draw_entry, "tree": _tree_entry}
-    s = _auto.run(method, paths, entry_key, logits, fast="tree", single="blocks")
+    s = draw(entry_key, logits)
     return order[_sequence(sequence_key, row[s], col[s], t[s], k)]
+
+
+def _tree_draw(logits):
+    return _gumbel_process.log_mass_tree(logits - jnp.max(logits))
+
+
+def _tree_pick(key, tree) -> jax.Array:
+    return _gumbel_process.top_k(key, tree, 1)[1][0]
+
+
+@functools.partial(jax.jit, static_argnames=("k", "method", "width"))
+@sharded.auto_axes
+def _joint_top_k(key, scores, scale, *, k: int, method: str, width: int | None = None) -> jax.Array:
+    width = joint_head.default_width(scores.shape[0], k) if width is None else width
+    threshold = functools.partial(joint_head.sample, k=k, width=width)
+    paths = {
+        "blocks": functools.partial(_by_entry, k=k, draw=_draw_entry),
+        "tree": functools.partial(_by_entry, k=k, draw=_tree_entry),
+    }
+    paths["threshold"] = functools.partial(
+        threshold, draw=(lambda x: x, _gumbel_argmax), literal=paths["blocks"]
+    )
+    paths["threshold_tree"] = functools.partial(
+        threshold, draw=(_tree_draw, _tree_pick), literal=paths["tree"]
+    )
+    return _auto.run(method, paths, key, scores, scale, fast="threshold_tree", single="threshold")
 
 
 def joint_top_k(
@@ -163,7 +189,7 @@ def joint_top_k(
     paper's ``Delta = 1``) and ``2 sensitivity`` otherwise (swap). ``epsilon`` is the *total* budget
     of the k items (not per item, unlike :func:`~dpjax.selection.gumbel_top_k`). Guarantee:
     ``epsilon``-DP and ``epsilon``-range-bounded (:func:`joint_top_k_guarantee`). Sampled exactly as
-    in the paper's Sec. 3.2 (see :mod:`dpjax._src.topk.joint`).
+    in the paper's Sec. 3.2 (see :mod:`dpjax.topk.joint`).
 
     Args:
       key: a ``jax.random`` key.
@@ -173,10 +199,13 @@ def joint_top_k(
       epsilon: total privacy parameter, > 0 (may be traced).
       sensitivity: per-score sensitivity (L-infinity), > 0 (may be traced).
       monotonic: all scores move in the same direction between neighbors (static bool).
-      method: how the worst entry is drawn (static; same law, different random streams):
-        ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries, then one block's entries),
-        ``"tree"`` (the top-down Gumbel process, ``O(log(d k))`` per draw after an ``O(d k)`` tree)
-        or ``"auto"`` (default, :mod:`dpjax._src.auto`: blocks for one release, the tree under ``vmap``
+      method: the sampler (static; same law, different random streams): ``"threshold"`` (the
+        error threshold's interval by Gumbel-max over a pruned head of ``max(64, 8k)`` items, then
+        a uniform sequence within it; :mod:`dpjax.topk.joint_head`), ``"threshold_tree"`` (the same
+        with the top-down Gumbel process, for many keys), the paper's worst-entry sampler over all
+        ``d k`` sorted differences, ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries)
+        or ``"tree"`` (the top-down Gumbel process over them), or ``"auto"`` (default,
+        :mod:`dpjax._auto`: ``"threshold"`` for one release, ``"threshold_tree"`` under ``vmap``
         over keys with the scores fixed).
 
     Returns:

@@ -9,7 +9,7 @@ text extraction. :func:`laplace_limited_domain_guarantee` returns a bound derive
 paper's proof outline (Cor. 6.1 and Lemma 6.2 for the fixed domain, Lemmas 5.2, 6.3 and 6.4 for the
 bad and good events), not the paper's statement, with a conservative ``Delta + 1`` in place of
 ``Delta``: ``((Delta + 1) epsilon, (1 + e^{(Delta+1) epsilon}) (delta/2)(1 + ln(Delta/delta)/2))``.
-``tests/test_topk_laplace.py`` checks it for k = 1 by exact numerical integration on tiny domains;
+``tests/topk/test_laplace.py`` checks it for k = 1 by exact numerical integration on tiny domains;
 it is not proven here. Neighbors: add/remove one user touching at most Delta items.
 """
 

@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 
 from dpjax._src.studies import registry
-from dpjax._src.studies.study import Study
+from dpjax._src.studies.definition import Study
 
 __all__ = [
     "studies",

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 from dpjax._src.additive import gaussian_mechanism, laplace_mechanism
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import EPSILONS
+from dpjax._src.studies.definition import Mechanism, Study
 from dpjax._src.studies.registry import register
-from dpjax._src.studies.study import Mechanism, Study
 from dpjax._src.studies.theory import Exponential, HalfNormal
 
 __all__: list[str] = []

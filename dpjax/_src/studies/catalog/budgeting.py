@@ -16,8 +16,8 @@ from dpjax._src.budgeting.range_count import range_count, range_count_baseline
 from dpjax._src.budgeting.threshold import threshold_baseline, threshold_query
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import EPSILONS
+from dpjax._src.studies.definition import Mechanism, Study
 from dpjax._src.studies.registry import register
-from dpjax._src.studies.study import Mechanism, Study
 
 __all__: list[str] = []
 

@@ -15,8 +15,8 @@ from dpjax._src.quantiles.joint_exp import joint_exp
 from dpjax._src.quantiles.smooth import csmooth
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import EPSILONS, quantile_points
+from dpjax._src.studies.definition import Study
 from dpjax._src.studies.registry import register
-from dpjax._src.studies.study import Study
 
 __all__: list[str] = []
 

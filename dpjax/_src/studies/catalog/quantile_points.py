@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax._src.studies.study import Mechanism
+from dpjax._src.studies.definition import Mechanism
 
 __all__: list[str] = []
 

@@ -17,11 +17,12 @@ import jax.numpy as jnp
 
 from dpjax._src.additive import laplace_mechanism
 from dpjax._src.postprocess import topk_gap
-from dpjax._src.selection import gumbel_top_k, noisy_top_k_with_gap, noisy_top_k_with_gap_scale
+from dpjax._src.selection import gumbel_top_k
+from dpjax._src.selection_gap import noisy_top_k_with_gap, noisy_top_k_with_gap_scale
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import EPSILONS
+from dpjax._src.studies.definition import Mechanism, Study
 from dpjax._src.studies.registry import register
-from dpjax._src.studies.study import Mechanism, Study
 
 __all__: list[str] = []
 

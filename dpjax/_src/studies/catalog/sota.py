@@ -20,8 +20,8 @@ from dpjax._src.quantiles.joint_exp import joint_exp
 from dpjax._src.selection import gumbel_top_k, joint_top_k
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import EPSILONS, quantile_points
+from dpjax._src.studies.definition import Mechanism, Study
 from dpjax._src.studies.registry import register
-from dpjax._src.studies.study import Mechanism, Study
 
 __all__: list[str] = []
 

@@ -15,10 +15,11 @@ import numpy as np
 from dpjax._src.postprocess import svt_gap
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import EPSILONS
+from dpjax._src.studies.definition import Mechanism, Study
 from dpjax._src.studies.registry import register
-from dpjax._src.studies.study import Mechanism, Study
 from dpjax._src.svt.above_threshold import above_threshold
-from dpjax._src.svt.gap import adaptive_sparse_vector_with_gap, gap_budget, sparse_vector_with_gap
+from dpjax._src.svt.gap import adaptive_sparse_vector_with_gap, sparse_vector_with_gap
+from dpjax._src.svt.gap_parameters import gap_budget
 
 __all__: list[str] = []
 

@@ -26,8 +26,8 @@ import jax.numpy as jnp
 from dpjax._src.accounting.pay_what_you_get import calibrate_epsilon
 from dpjax._src.studies import metrics
 from dpjax._src.studies.catalog import EPSILONS
+from dpjax._src.studies.definition import Mechanism, Study
 from dpjax._src.studies.registry import register
-from dpjax._src.studies.study import Mechanism, Study
 from dpjax._src.topk.histogram import top_counts
 from dpjax._src.topk.limited_domain import limited_domain
 from dpjax._src.topk.private_kbar import private_kbar

@@ -6,14 +6,14 @@ Registered in :mod:`dpjax.cli` with :func:`add_parser` and dispatched to :func:`
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
 from dpjax._src import interrupt
+from dpjax._src.studies.checkpoint import CheckpointMismatch
 from dpjax._src.tools.argtypes import positive_float, positive_int
-from dpjax._src.tools.bench import report
+from dpjax._src.tools.bench import checkpoint, report
 from dpjax._src.tools.bench.bound import self_check
 from dpjax._src.tools.bench.cases import FAMILIES, cases
 from dpjax._src.tools.bench.harness import device_memory
@@ -140,20 +140,24 @@ def command_line(args: argparse.Namespace) -> str:
 
 def collect(args: argparse.Namespace, finished=(), on_row=None) -> dict:
     """Runs the selected families and returns the JSON record (``finished``, ``on_row``: see
-    :func:`~dpjax._src.tools.bench.run.run_cases`)."""
-    scale = (
-        args.size if args.size is not None else (QUICK_SCALE if args.quick else auto_scale(device_memory()))
-    )
+    :func:`~dpjax.tools.bench.run.run_cases`)."""
+    settings = _settings(args)
     return run_cases(
-        (case for family in args.families or FAMILIES for case in cases(family, scale)),
+        (case for family in args.families or FAMILIES for case in cases(family, settings["scale"])),
         command=command_line(args),
-        scale=scale,
-        repeats=args.repeats or (3 if args.quick else 5),
-        peer_repeats=2 if args.quick else 3,
-        with_peers=not args.no_peers,
+        **settings,
         finished=finished,
         on_row=on_row,
     )
+
+
+def _settings(args: argparse.Namespace) -> dict:
+    """The measuring settings of a run (what its rows depend on besides the code)."""
+    scale = (
+        args.size if args.size is not None else (QUICK_SCALE if args.quick else auto_scale(device_memory()))
+    )
+    return dict(scale=scale, repeats=args.repeats or (3 if args.quick else 5),
+                peer_repeats=2 if args.quick else 3, with_peers=not args.no_peers)
 
 
 def _error(message: str) -> int:
@@ -192,23 +196,25 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"--from-json {args.from_json}: not a results.json of dpjax bench (no rows)")
     with interrupt.handled():
         if record is None:
-            record = _measure(args, out)
+            try:
+                record = _measure(args, out)
+            except CheckpointMismatch as err:  # --resume of a run made otherwise: refused before measuring
+                out.discard()
+                return _error(str(err))
         return _report(args, record, out)
 
 
 def _measure(args, out) -> dict:
     """Runs the benchmark, checkpointing each row in the staging directory of ``out``."""
-    from dpjax._src.outdir import write_text
-
     if out is None:
         return collect(args)
     out.prepare()
-    saved = out.checkpoint / "record.json"
-    finished = report.read_json(saved)["rows"] if saved.is_file() else []
+    saved, made = out.checkpoint / "record.json", checkpoint.fingerprint(_settings(args))
+    finished = checkpoint.load(saved, made, say=lambda text: report.say(text, file=sys.stderr))
     if finished:
         report.say(f"dpjax bench: resuming the interrupted run in {out.path} ({len(finished)} cases done)")
     out.checkpoint.mkdir(exist_ok=True)
-    return collect(args, finished, on_row=lambda record: write_text(saved, json.dumps(record) + "\n"))
+    return collect(args, finished, on_row=lambda record: checkpoint.save(saved, record, made))
 
 
 def _report(args, record: dict, out) -> int:

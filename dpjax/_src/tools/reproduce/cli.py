@@ -345,22 +345,24 @@ def _run(args, names: list[str], out: RunDir) -> int:
             done.append(rep)
             continue
         began, began_cpu = time.perf_counter(), time.process_time()
-        try:
-            with interrupt.raising(), heartbeat(f"{name} running (compiling and sampling)"):
-                rep = REPRODUCTIONS[name].run(
-                    jax.random.fold_in(key, list(REPRODUCTIONS).index(name)), args.mode, args.data_dir
-                )
-        except interrupt.Interrupted:  # a signal stops this reproduction at once; the finished ones are kept
-            break
-        except Exception as err:  # report, run the others, exit non-zero
-            failures.append(name)
-            print(f"dpjax reproduce: error: {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
-            continue
-        rep.seconds, rep.cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
-        rep.mode, rep.command, rep.machine = args.mode, command, _machine()
-        with heartbeat(f"{name}: writing {name}.png"):
+        with heartbeat(f"{name} running (compiling and sampling)") as beat:  # one clock of silence for both
+            try:
+                with interrupt.raising():
+                    rep = REPRODUCTIONS[name].run(
+                        jax.random.fold_in(key, list(REPRODUCTIONS).index(name)), args.mode, args.data_dir
+                    )
+            except interrupt.Interrupted:  # a signal stops this reproduction at once; the finished are kept
+                break
+            except Exception as err:  # report, run the others, exit non-zero
+                failures.append(name)
+                print(f"dpjax reproduce: error: {name}: {type(err).__name__}: {err}", file=sys.stderr,
+                      flush=True)
+                continue
+            rep.seconds, rep.cpu_seconds = time.perf_counter() - began, time.process_time() - began_cpu
+            rep.mode, rep.command, rep.machine = args.mode, command, _machine()
+            beat.phase(f"{name}: writing {name}.png")
             writers.write_png(rep, out.staging / f"{name}.png")
-        _checkpoint(out, rep, made)
+            _checkpoint(out, rep, made)
         timing = f"({rep.seconds:.0f} s, {rep.cpu_seconds:.0f} s CPU)"
         print(f"{writers.screen_summary(_explained(rep), _width())}\n{timing}", flush=True)
         done.append(rep)

@@ -31,16 +31,11 @@ import numpy as np
 
 from dpjax._src import noise
 from dpjax._src.postprocess import svt_gap, topk_gap
-from dpjax._src.selection import noisy_top_k_with_gap, noisy_top_k_with_gap_scale
+from dpjax._src.selection_gap import noisy_top_k_with_gap, noisy_top_k_with_gap_scale
 from dpjax._src.studies.runner import monte_carlo
-from dpjax._src.svt.gap import (
-    BRANCH_MIDDLE,
-    BRANCH_TOP,
-    adaptive_sparse_vector_with_gap,
-    default_theta,
-    gap_budget,
-    sparse_vector_with_gap,
-)
+from dpjax._src.svt.gap import adaptive_sparse_vector_with_gap, sparse_vector_with_gap
+from dpjax._src.svt.gap_core import BRANCH_MIDDLE, BRANCH_TOP
+from dpjax._src.svt.gap_parameters import default_theta, gap_budget
 from dpjax._src.tools import papers as data
 from dpjax._src.tools.reproduce.result import (
     Reproduction,

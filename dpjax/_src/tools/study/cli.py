@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from dpjax._src.datasets import builtin as datasets
-from dpjax._src.studies.study import COLUMNS, column_descriptions
+from dpjax._src.studies.columns import COLUMNS, column_descriptions
+from dpjax._src.studies.study import run_study  # with JAX, as the command is imported (interrupt.check)
 from dpjax._src.tools.argtypes import positive_float, positive_int
 
 __all__ = [
@@ -258,7 +259,7 @@ def _out(args, options):
 
 
 def _where(err: BaseException) -> str:
-    from dpjax._src.studies.study import error_location
+    from dpjax._src.studies.errors import error_location
 
     return error_location(err)
 
@@ -268,9 +269,9 @@ def _run(selected, options, start, out) -> int:
 
     from dpjax._src import interrupt
     from dpjax._src.studies.checkpoint import CheckpointMismatch
+    from dpjax._src.studies.plan import step_count
     from dpjax._src.studies.progress import Progress
     from dpjax._src.studies.report import format_result
-    from dpjax._src.studies.study import run_study, step_count
     from dpjax._src.tools.study.checks import empty_cells
 
     epsilon = options["epsilon"]
@@ -379,7 +380,7 @@ def _write(results, unfinished, options, wall: float, out: Path, *, failures: li
     from dpjax._src.outdir import file_name
     from dpjax._src.studies.progress import heartbeat
     from dpjax._src.studies.record import run_record
-    from dpjax._src.studies.study import save_figure
+    from dpjax._src.studies.result import save_figure
 
     (out / "figures").mkdir(parents=True, exist_ok=True)
     figures, computing_stopped = [], interrupt.STOP.is_set()  # then the finished studies' figures are drawn

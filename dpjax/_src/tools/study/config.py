@@ -37,7 +37,7 @@ import numpy as np
 from dpjax._src.datasets.builtin import DATASET_NAMES
 from dpjax._src.outdir import file_name
 from dpjax._src.studies import metrics as builtin_metrics
-from dpjax._src.studies.study import Mechanism, Study
+from dpjax._src.studies.definition import Mechanism, Study
 
 __all__ = [
     "OPTIONS",

@@ -19,15 +19,11 @@ line (parser, defaults, first line) is :mod:`dpjax._src.tools.train.cli`.
 from __future__ import annotations
 
 import functools
-import itertools
-import json
 import math
 import shutil
 import sys
 import textwrap
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -35,41 +31,34 @@ import jax.numpy as jnp
 import optax
 
 from dpjax._src.datasets import training as data_lib
-from dpjax._src.numerics import ceil_div
 from dpjax._src.optax import accounting, sampling
 from dpjax._src.optax import clip as clip_lib
 from dpjax._src.optax.grads import per_example_grads
 from dpjax._src.optax.transform import dp_aggregate
-from dpjax._src.outdir import OutputError, RunDir, atomic_path
+from dpjax._src.outdir import OutputError, RunDir
+from dpjax._src.studies.progress import heartbeat
 from dpjax._src.tools.data.catalog import cache_dir
+from dpjax._src.tools.train.models import Model, accuracy, example_loss, model_for
+from dpjax._src.tools.train.outputs import OUT_FILES, write_outputs
 from dpjax._src.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
 from dpjax._src.validation import check_epsilon, check_int, check_positive, check_probability
 
 __all__ = [
-    "CNN_CHANNELS",
-    "COLUMNS",
     "TRUNCATION_SHARE",
     "Carry",
-    "Model",
     "Plan",
-    "accuracy",
     "calibrate",
-    "cnn",
     "epoch_ends",
-    "example_loss",
     "init_carry",
     "load",
     "main",
-    "mlp",
-    "model_for",
     "optimizer",
     "plan",
-    "plot",
     "run_steps",
     "spent_epsilon",
     "strategy_from_args",
-    "write_outputs",
 ]
+
 
 TRUNCATION_SHARE = 0.01  # share of delta set aside for the truncation of oversized samples
 
@@ -98,105 +87,6 @@ def plan(n: int, *, epochs: float, batch_size: int, epsilon: float, delta: float
     )
     charge = sampling.truncation_delta(n, sampling_rate=rate, steps=steps, padded_size=size, epsilon=epsilon)
     return Plan(steps, rate, float(batch_size), size, delta - charge)
-
-
-class Model(NamedTuple):
-    """A classifier: ``init(key) -> params`` (jitted: one compilation, not one per eager op) and
-    ``logits(params, x)`` for one example ``x`` (a flat feature vector) or a batch of them."""
-
-    init: Callable
-    logits: Callable
-
-
-def mlp(sizes) -> Model:
-    """An MLP with layer widths ``sizes`` (tanh hidden layers, linear output), Glorot-uniform weights
-    and zero biases."""
-    sizes = tuple(sizes)
-
-    def init(key):
-        params = []
-        for k, (fan_in, fan_out) in zip(
-            jax.random.split(key, len(sizes) - 1), itertools.pairwise(sizes), strict=True
-        ):
-            limit = math.sqrt(6.0 / (fan_in + fan_out))
-            params.append(
-                (jax.random.uniform(k, (fan_in, fan_out), minval=-limit, maxval=limit), jnp.zeros(fan_out))
-            )
-        return params
-
-    def logits(params, x):
-        for w, b in params[:-1]:
-            x = jnp.tanh(x @ w + b)
-        w, b = params[-1]
-        return x @ w + b
-
-    return Model(jax.jit(init), logits)
-
-
-CNN_CHANNELS = (8, 16)  # two 3x3 convolutions of stride 2: 28x28 -> 14x14x8 -> 7x7x16 -> classes
-
-
-def cnn(classes: int, side: int = 28, channels=CNN_CHANNELS) -> Model:
-    """A small CNN for ``side x side`` grey images given as flat vectors: 3x3 convolutions of stride 2
-    ('SAME' padding, tanh) with ``channels`` output channels, then a linear layer to ``classes``
-    (9,098 parameters for 10 classes at the defaults). He-uniform convolution weights,
-    Glorot-uniform output weights, zero biases."""
-    channels = tuple(channels)
-    out_side = side
-    for _ in channels:
-        out_side = ceil_div(out_side, 2)
-    flat = out_side * out_side * channels[-1]
-
-    def init(key):
-        keys = jax.random.split(key, len(channels) + 1)
-        params, fan_in = [], 1
-        for k, c in zip(keys[:-1], channels, strict=True):
-            limit = math.sqrt(6.0 / (9 * fan_in))
-            params.append(
-                (jax.random.uniform(k, (3, 3, fan_in, c), minval=-limit, maxval=limit), jnp.zeros(c))
-            )
-            fan_in = c
-        limit = math.sqrt(6.0 / (flat + classes))
-        params.append(
-            (jax.random.uniform(keys[-1], (flat, classes), minval=-limit, maxval=limit), jnp.zeros(classes))
-        )
-        return params
-
-    def logits(params, x):
-        batch_shape = x.shape[:-1]
-        h = x.reshape((-1, side, side, 1))
-        for w, b in params[:-1]:
-            h = jax.lax.conv_general_dilated(h, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
-            h = jnp.tanh(h + b)
-        w, b = params[-1]
-        return (h.reshape(h.shape[0], -1) @ w + b).reshape(*batch_shape, classes)
-
-    return Model(jax.jit(init), logits)
-
-
-def model_for(name: str, dataset: data_lib.Dataset, hidden: int) -> Model:
-    """``"mlp"`` (one hidden layer of ``hidden`` units) or ``"cnn"`` (:func:`cnn`, 28x28 images)."""
-    if name == "cnn":
-        if dataset.x_train.shape[1] != 28 * 28:
-            raise ValueError(
-                f"--model cnn needs 28x28 images, {dataset.name} has {dataset.x_train.shape[1]} features"
-            )
-        return cnn(dataset.classes)
-    return mlp((dataset.x_train.shape[1], hidden, dataset.classes))
-
-
-def example_loss(model: Model):
-    """Softmax cross-entropy of one example (``x`` without a batch axis, integer label ``y``)."""
-
-    def loss(params, x, y):
-        return optax.softmax_cross_entropy_with_integer_labels(model.logits(params, x), y)
-
-    return loss
-
-
-def accuracy(model: Model, params, x, y):
-    """Fraction of correct argmax predictions."""
-    return jnp.mean(jnp.argmax(model.logits(params, x), axis=-1) == y)
 
 
 def optimizer(noise_multiplier, strategy, key, *, expected_batch_size, learning_rate):
@@ -313,7 +203,7 @@ def _out_dir(args):
     holds files, unless ``--overwrite`` and a ``dpjax train`` run wrote them), or ``None``."""
     if args.out is None:
         return None
-    out = RunDir(args.out, overwrite=getattr(args, "overwrite", False), own_files=_OUT_FILES,
+    out = RunDir(args.out, overwrite=getattr(args, "overwrite", False), own_files=OUT_FILES,
                  command="dpjax train")
     try:
         out.check()
@@ -338,7 +228,8 @@ def _prepare(args):
         )
         strategy = strategy_from_args(args, plan_.expected_batch_size)
         print(f"  calibrating the noise for {plan_.steps} steps ...", flush=True)
-        sigma = calibrate(strategy, plan_, args.epsilon)
+        with heartbeat("calibrating the noise", stream=sys.stdout):
+            sigma = calibrate(strategy, plan_, args.epsilon)
     except (ValueError, OverflowError) as error:
         raise UsageError(str(error)) from None
     return out, dataset, epochs, plan_, strategy, sigma, model
@@ -357,13 +248,9 @@ def _say(line: str) -> None:
     print(textwrap.fill(line, width, subsequent_indent="    "), flush=True)
 
 
-def _run(args) -> int:
-    out, dataset, epochs, plan_, strategy, sigma, model = _prepare(args)
-    n = dataset.x_train.shape[0]
-    _say(
-        f"  {dataset.name}: n = {n}, {epochs:g} epochs = {plan_.steps} steps at sampling rate "
-        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}"
-    )
+def _compiled(args, plan_, strategy, sigma, model, dataset):
+    """The initial carry, the data on the device, the compiled training steps and the compiled
+    evaluation (one per data shape)."""
     config = dict(expected_batch_size=plan_.expected_batch_size, learning_rate=args.learning_rate)
     carry = init_carry(jax.random.key(args.seed), strategy, sigma, model=model, **config)
     x, y = jnp.asarray(dataset.x_train), jnp.asarray(dataset.y_train)
@@ -379,10 +266,23 @@ def _run(args) -> int:
         )
     )
     evaluate = jax.jit(lambda params, x, y: accuracy(model, params, x, y))
-    print("  compiling the training step and the evaluation ...", flush=True)
-    start = time.perf_counter()
     steps_fn = steps_fn.lower(carry, x, y, jnp.int32(1)).compile()
     evaluate = {a.shape: evaluate.lower(carry.params, a, b).compile() for a, b in ((x, y), (x_test, y_test))}
+    return carry, (x, y, x_test, y_test), steps_fn, evaluate
+
+
+def _run(args) -> int:
+    out, dataset, epochs, plan_, strategy, sigma, model = _prepare(args)
+    n = dataset.x_train.shape[0]
+    _say(
+        f"  {dataset.name}: n = {n}, {epochs:g} epochs = {plan_.steps} steps at sampling rate "
+        f"{plan_.sampling_rate:.5f} (padded batch {plan_.padded_size}), noise multiplier {sigma:.4f}"
+    )
+    print("  compiling the training step and the evaluation ...", flush=True)
+    start = time.perf_counter()
+    with heartbeat("compiling", stream=sys.stdout):  # the model's initialisation is compiled too
+        carry, data, steps_fn, evaluate = _compiled(args, plan_, strategy, sigma, model, dataset)
+    x, y, x_test, y_test = data
     print(f"  compiled in {time.perf_counter() - start:.1f} s; training", flush=True)
 
     def metrics(epoch, carry, seconds):
@@ -406,10 +306,11 @@ def _run(args) -> int:
 
     rows, truncated, done, start = [metrics(0, carry, 0.0)], False, 0, time.perf_counter()
     for epoch, end in enumerate(epoch_ends(plan_.steps, n, args.batch_size), 1):
-        carry, cut = steps_fn(carry, x, y, jnp.int32(end - done))
-        truncated |= bool(cut)
-        done = end
-        rows.append(metrics(epoch, carry, time.perf_counter() - start))
+        with heartbeat(f"epoch {epoch}: steps {done + 1}-{end}", stream=sys.stdout):
+            carry, cut = steps_fn(carry, x, y, jnp.int32(end - done))
+            truncated |= bool(cut)
+            done = end
+            rows.append(metrics(epoch, carry, time.perf_counter() - start))
     last = rows[-1]
     _say(
         f"test accuracy {last['test_accuracy']:.4f}; final clip norm {last['clip_norm']:.4g}; epsilon spent "
@@ -432,62 +333,10 @@ def _run(args) -> int:
         out.prepare()
         arguments = dict(vars(args), epochs=epochs, run=None)
         write_outputs(out.staging, rows, arguments, summary, shown=args.out)
-        out.commit(complete=True, files=_OUT_FILES)
+        out.commit(complete=True, files=OUT_FILES)
     return 0
 
 
 def spent_epsilon(state, delta, *, sampling_rate) -> float:
     """Epsilon spent so far (:func:`dpjax.optax.spent_epsilon`; 0 before the first step)."""
     return accounting.spent_epsilon(state, delta, sampling_rate=sampling_rate) if int(state.step) else 0.0
-
-
-_OUT_FILES = ("metrics.csv", "metrics.json", "metrics.png")
-COLUMNS = ("epoch", "step", "train_accuracy", "test_accuracy", "clip_norm", "epsilon_spent", "seconds")
-
-
-def write_outputs(out: Path, rows, args: dict, summary: dict, *, shown=None) -> None:
-    """``metrics.csv`` (one row per epoch, epoch 0 before training: ``COLUMNS``), ``metrics.json``
-    (the arguments, the run's plan and noise, and the same rows) and ``metrics.png`` (test accuracy,
-    clip norm and epsilon spent per epoch) in ``out`` (named ``shown`` on the screen), each written to
-    a temporary file and renamed."""
-    import csv
-
-    print(f"  writing {shown or out}/metrics.csv, metrics.json, metrics.png ...", flush=True)
-
-    def write_csv(tmp):
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
-
-    record = dict(arguments={k: v for k, v in args.items() if k != "run"}, run=summary, epochs=rows)
-    for name, write in (("metrics.csv", write_csv),
-                        ("metrics.json", lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n")),
-                        ("metrics.png", lambda tmp: plot(rows, summary, tmp))):
-        with atomic_path(out / name) as tmp:
-            write(tmp)
-
-
-def plot(rows, summary: dict, path) -> None:
-    """Three panels against the epoch (0: before training): test (and train) accuracy, the clip norm
-    the next step uses, epsilon spent."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    epochs = [r["epoch"] for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), constrained_layout=True)
-    axes[0].plot(epochs, [r["test_accuracy"] for r in rows], "o-", label="test")
-    axes[0].plot(epochs, [r["train_accuracy"] for r in rows], "s--", label="train")
-    axes[0].set(ylabel="accuracy", title="accuracy")
-    axes[0].legend()
-    axes[1].plot(epochs, [r["clip_norm"] for r in rows], "o-")
-    axes[1].set(ylabel="clip norm", yscale="log", title="clip norm (after the epoch)")
-    axes[2].plot(epochs, [r["epsilon_spent"] for r in rows], "o-")
-    axes[2].set(ylabel="epsilon", title=f"epsilon spent (delta {summary['delta_accounted']:.3g})")
-    for ax in axes:
-        ax.set_xlabel("epoch")
-    fig.suptitle(f"dpjax train: {summary['dataset']}, noise multiplier {summary['noise_multiplier']:.3f}")
-    fig.savefig(path, format="png", dpi=100)
-    plt.close(fig)

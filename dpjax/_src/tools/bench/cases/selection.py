@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpjax._src import selection
+from dpjax._src import selection, selection_gap
 from dpjax._src.tools.bench import peers
 from dpjax._src.tools.bench.case import Case, Peer, power_label, scaled
 
@@ -110,7 +110,7 @@ def cases(scale: float) -> list[Case]:
             setting=f"{setting}, k={K}",
             method="tree",
             methods=("tree", "tree"),
-            release=lambda key, c: selection.noisy_top_k_with_gap(
+            release=lambda key, c: selection_gap.noisy_top_k_with_gap(
                 key, c, K, EPSILON, noise="gumbel", monotonic=True, method="tree"
             ),
             **{**fast, "variates_note": fast_note},

@@ -4,13 +4,12 @@ joint exponential mechanism for top-k (Gillenwater et al. 2022) at d = 10^5, k =
 
 ApproxQuantiles' node EM is the literal kernel: one Gumbel per gap of the node's range, so a release
 draws ``m (n + 1)`` variates at most (each level's nodes cover the data once, but each node's draw
-runs over the masked global gaps). The joint top-k draws one block of ``~sqrt(d k)`` entries and one
-entry per release after a key-independent entry table.
+runs over the masked global gaps). The joint top-k (the threshold sampler) ranks a head of
+``w = max(64, 8 k)`` items by one partial top-k, then draws one of its ``k w`` intervals (and the tail
+bound) by Gumbel-max and one uniform per row.
 """
 
 from __future__ import annotations
-
-import math
 
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +17,7 @@ import numpy as np
 from dpjax._src.quantiles.approx_quantiles import approx_quantiles
 from dpjax._src.selection import joint_top_k
 from dpjax._src.tools.bench.case import Case, power_label, scaled
+from dpjax._src.topk.joint_head import default_width
 
 __all__ = [
     "cases",
@@ -33,7 +33,7 @@ def cases(scale: float) -> list[Case]:
     levels = tuple(np.arange(1, _M + 1) / (_M + 1))
     d = scaled(10**5, scale, 1_000)
     counts = np.floor(1e6 / np.arange(1, d + 1) ** 1.1).astype(np.int32)
-    block = math.isqrt(d * _K - 1) + 1
+    head = default_width(d, _K)
     return [
         Case(
             family="sota",
@@ -54,9 +54,9 @@ def cases(scale: float) -> list[Case]:
             release=lambda key, c: joint_top_k(key, c, _K, _EPSILON, monotonic=True),
             args=(jnp.asarray(counts),),
             releases=scaled(10_000, scale, 16),
-            bytes_per_release=64 * block + 64 * _K * _K,
+            bytes_per_release=4 * d + 4 * _K * head * (_K + 2) + 64 * _K * _K,
             noise="gumbel",
-            variates=float(2 * block + _K),
-            variates_note="two Gumbel-max stages of ~sqrt(d k) entries, one uniform per row",
+            variates=float(_K * head + 1 + _K),
+            variates_note="Gumbel-max over the head's k w intervals and the tail, one uniform per row",
         ),
     ]

@@ -1,0 +1,140 @@
+"""The parameters of Sparse-Vector-with-Gap and its adaptive version (Ding, Wang, Zhang and Kifer
+2019, Algorithms 1 and 2): their checks, the default ``theta`` and the split of epsilon between the
+threshold and the query noises (see :mod:`dpjax.svt.gap`)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax._src.validation import Checks, check_epsilon, check_int, float_dtype, is_traced
+
+__all__ = ["GapBudget", "GapParameters", "check_parameters", "default_theta", "gap_budget", "working_budget"]
+
+
+class GapBudget(NamedTuple):
+    """The budget split of Algorithm 2, line 2, and the noise scales it implies.
+
+    Python floats for concrete parameters; scalars of the parameters' dtype when any is traced.
+    """
+
+    epsilon: float
+    c: int
+    eps0: float
+    eps1: float
+    eps2: float
+    threshold_scale: float
+    middle_scale: float
+    top_scale: float
+    sigma: float
+
+
+class GapParameters(NamedTuple):
+    """Algorithm 2's privacy parameters as given (``c`` and ``monotonic``, static, travel apart):
+    checked by :func:`check_parameters`, then split by :func:`_split` into a :class:`GapBudget`.
+
+    Attributes:
+      epsilon: the total budget, > 0.
+      theta: the threshold share in (0, 1) (``None`` before the check: :func:`default_theta`).
+      sigma: the top-branch margin, >= 0 or ``math.inf``; ``None`` for the default,
+        ``4 sqrt(2) / eps2`` times the sensitivity (:func:`sparse_vector_with_gap`, which has no top
+        branch, passes ``None`` and never reads it).
+      sensitivity: the per-query sensitivity, > 0.
+
+    Python numbers when concrete; any of them may be traced.
+    """
+
+    epsilon: float
+    theta: float | None
+    sigma: float | None
+    sensitivity: float
+
+
+def default_theta(c: int, *, monotonic: bool) -> float:
+    """The threshold share of Lyu, Su and Li (2017): ``1/(1 + (2c)^(2/3))``, or ``1/(1 + c^(2/3))``
+    for monotonic queries (Ding, Wang, Zhang, Kifer 2019, Sec. 6.1; it minimizes the variance of the gap)."""
+    c = check_int(c, "c", minimum=1)
+    return 1.0 / (1.0 + float(c if monotonic else 2 * c) ** (2.0 / 3.0))
+
+
+def _check_sigma(checks: Checks, sigma):
+    """``sigma`` of Algorithm 2: ``None`` (the default), a real >= 0, or +inf (no top branch)."""
+    if sigma is None:
+        return None
+    if is_traced(sigma):
+        sigma = jnp.asarray(sigma)
+        if sigma.ndim != 0:
+            raise ValueError(f"sigma must be a scalar, got shape {sigma.shape}.")
+        if not jnp.issubdtype(sigma.dtype, jnp.floating):
+            sigma = sigma.astype(float_dtype())
+        checks.record(sigma >= 0, "sigma must be >= 0 (math.inf disables the top branch).")
+        return sigma
+    scalar = isinstance(sigma, numbers.Real | np.ndarray | jax.Array) and np.shape(sigma) == ()
+    if scalar and sigma == math.inf:
+        return math.inf
+    return check_epsilon(sigma, "sigma", allow_zero=True)
+
+
+def check_parameters(
+    checks: Checks, params: GapParameters, c, monotonic: bool
+) -> tuple[GapParameters, int]:
+    """Validates Algorithm 2's parameters (eagerly when concrete, in ``checks`` when traced) and
+    ``c``; fills in the default ``theta``."""
+    epsilon = checks.epsilon(params.epsilon)
+    c = check_int(c, "c", minimum=1)
+    theta = default_theta(c, monotonic=monotonic) if params.theta is None else params.theta
+    theta = checks.probability(theta, "theta", open_low=True, open_high=True)
+    sensitivity = checks.positive(params.sensitivity, "sensitivity")
+    return GapParameters(epsilon, theta, _check_sigma(checks, params.sigma), sensitivity), c
+
+
+def _split(params: GapParameters, c: int, monotonic: bool) -> GapBudget:
+    """Algorithm 2, line 2, in the arithmetic of the checked parameters (Python floats, or jnp
+    scalars of one dtype): the one formula behind :func:`gap_budget` and the kernels."""
+    epsilon, theta, sigma, sensitivity = params
+    eps0 = theta * epsilon
+    eps1 = (1.0 - theta) * epsilon / c
+    eps2 = eps1 / 2.0
+    if sigma is None:
+        sigma = 4.0 * math.sqrt(2.0) / eps2 * sensitivity
+    width = (1.0 if monotonic else 2.0) * sensitivity
+    return GapBudget(epsilon, c, eps0, eps1, eps2, sensitivity / eps0, width / eps1, width / eps2, sigma)
+
+
+def working_budget(dtype, params: GapParameters, c: int, monotonic: bool) -> GapBudget:
+    """The budget of the checked ``params`` in the kernel's dtype."""
+    params = GapParameters(*(None if v is None else jnp.asarray(v, dtype) for v in params))
+    return _split(params, c, monotonic)
+
+
+def gap_budget(
+    epsilon: float,
+    c: int,
+    *,
+    theta: float | None = None,
+    monotonic: bool = False,
+    sigma: float | None = None,
+    sensitivity: float = 1.0,
+) -> GapBudget:
+    """Validates the parameters of Algorithm 2 and returns its budgets, noise scales and ``sigma``.
+
+    ``sigma`` defaults to ``4*sqrt(2)/eps2`` times the sensitivity (two standard deviations of
+    ``Lap(2/eps2)``, footnote 5, kept for the monotonic variant as in the paper); ``math.inf``
+    disables the top branch.
+
+    ``epsilon``, ``theta``, ``sigma`` and ``sensitivity`` may be traced: the budget is then computed
+    with jnp in their dtype by the same formula (in float64 the same numbers to 1 ulp), and its
+    float fields are NaN where a traced value is invalid. With concrete values it is computed in
+    Python floats (float64), as the accountant wants; ``c`` and ``monotonic`` are static.
+    """
+    checks = Checks()
+    params, c = check_parameters(checks, GapParameters(epsilon, theta, sigma, sensitivity), c, monotonic)
+    budget = _split(params, c, monotonic)
+    if not checks.traced:
+        return budget._replace(sigma=float(budget.sigma))
+    return checks.guard(budget._replace(c=None))._replace(c=c)

@@ -1,0 +1,37 @@
+"""Every notebook runs top to bottom in a fresh kernel, and is stored with its outputs and figures."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_stored_with_its_figures(path):
+    cells = json.loads(path.read_text())["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert all(c.get("execution_count") for c in code), "store the notebook executed (with its outputs)"
+    assert any("image/png" in o.get("data", {}) for c in code for o in c.get("outputs", [])), "no figure"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs(path, compile_cache_env, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    shared = ["JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "PYTHONPATH"]
+    for name in shared:
+        monkeypatch.setenv(name, compile_cache_env[name])  # the kernel inherits them
+    if not path.name.startswith("paper_"):  # smoke reproductions are compile-bound, the others are not
+        monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "0")
+
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)
