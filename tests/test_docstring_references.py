@@ -62,8 +62,10 @@ EXTERNAL = {
     "h_bot": "the paper's threshold h_bot (math, Durfee and Rogers)",
 }
 # Names of these objects may be cited bare (``dot_general``, ``shard_map``, ``block_until_ready``).
-EXTERNAL_NAMESPACES = (("jax", ""), ("jax.lax", ""), ("jax.numpy", ""), ("numpy", ""), ("jax", "Array"),
-                       ("jax.stages", "Compiled"))
+EXTERNAL_NAMESPACES = (
+    ("jax", ""), ("jax.lax", ""), ("jax.numpy", ""), ("jax.random", ""), ("numpy", ""), ("jax", "Array"),
+    ("jax.stages", "Compiled"),
+)
 
 
 def module_name(path: Path) -> str:
