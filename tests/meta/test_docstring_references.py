@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "dpjax"
 
 SPAN = re.compile(r"(?<!`)``([^`]+)``(?!`)")
@@ -276,25 +276,26 @@ def test_docstrings_cite_names_that_exist(module):
 
 
 def test_a_stale_citation_is_caught():
-    """The check fails on what goes stale: a renamed function, constant or module, a removed path."""
+    """The check fails on what goes stale: a renamed function or constant (cited by its old name, its
+    new one underscored), a removed module or path. The old names are ones no dpjax module defines."""
     source = textwrap.dedent('''\
-    """Blocks of :func:`sampling_block`; see ``dpjax.quantiles.unbounded_bins`` and
-    :mod:`dpjax.studies.runner`, within ``log(1 / OMITTED_MASS)``; ``forward_passes()`` fills them."""
+    """Blocks of :func:`stale_block_size`; see ``dpjax.quantiles.unbounded_bins`` and
+    :mod:`dpjax.studies.runner`, within ``log(1 / STALE_MASS)``; ``stale_tables()`` fills them."""
 
-    _OMITTED_MASS = 2.0**-64
+    _STALE_MASS = 2.0**-64
 
 
-    def _sampling_block(size):
-        # rounded up to ``BLOCK_ALIGN``; ``jax_enable_x64`` and ``size`` are fine, so is ``dpjax.quantiles``
+    def _stale_block_size(size):
+        # rounded up to ``STALE_ALIGN``; ``jax_enable_x64`` and ``size`` are fine, so is ``dpjax.quantiles``
         return size
     ''')
     assert [line.split(": ", 1)[1] for line in problems("dpjax._src.example", source)] == [
-        "role 'sampling_block'",
+        "role 'stale_block_size'",
         "path 'dpjax.studies.runner'",
         "path 'dpjax.quantiles.unbounded_bins'",
-        "name 'OMITTED_MASS'",
-        "name 'forward_passes'",
-        "name 'BLOCK_ALIGN'",
+        "name 'STALE_MASS'",
+        "name 'stale_tables'",
+        "name 'STALE_ALIGN'",
     ]
 
 
