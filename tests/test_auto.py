@@ -84,8 +84,8 @@ def test_the_rule():
     assert _auto.shared_releases((key_only, data_only, (2, (True, False)))) == 10
 
 
-FAST_KERNELS = {"tree": "_tree_top", "first_passage": "_first_passage"}
-LITERAL_KERNELS = ("_noisy_top", "_keyed")
+FAST_KERNELS = {"tree": "tree_top", "first_passage": "_first_passage"}
+LITERAL_KERNELS = ("noisy_top", "_keyed")
 
 
 def _path(fn, *args) -> str:

@@ -75,11 +75,7 @@ from dpjax._src.selection_draws import (
     tree_top,
 )
 from dpjax._src.topk.joint import joint_top_k, joint_top_k_guarantee
-from dpjax._src.validation import (
-    Checks,
-    check_choice,
-    check_int,
-)
+from dpjax._src.validation import Checks, check_choice, check_int
 
 __all__ = [
     "discrete_peeling_top_k",

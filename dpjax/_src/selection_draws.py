@@ -43,22 +43,12 @@ __all__ = [
 
 Noise: TypeAlias = Literal["gumbel", "exponential", "laplace"]
 """Report-noisy-max's noise (static)."""
-
-
 Method: TypeAlias = Literal["auto", "literal", "inverse_cdf", "tree"]
 """How the exponential mechanism and report-noisy-max draw (static)."""
-
-
 TopKMethod: TypeAlias = Literal["auto", "literal", "tree"]
 """How Gumbel top-k and the gap mechanisms draw (static)."""
-
-
 NOISES: tuple[Noise, ...] = get_args(Noise)
-
-
 METHODS: tuple[Method, ...] = get_args(Method)
-
-
 TOP_K_METHODS: tuple[TopKMethod, ...] = get_args(TopKMethod)
 
 

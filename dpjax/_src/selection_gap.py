@@ -22,12 +22,7 @@ from dpjax._src.selection_draws import (
     prepare_scores,
     tree_top,
 )
-from dpjax._src.validation import (
-    Checks,
-    check_choice,
-    check_int,
-    float_dtype,
-)
+from dpjax._src.validation import Checks, check_choice, check_int, float_dtype
 
 __all__ = [
     "GAP_NOISES",
@@ -42,8 +37,6 @@ __all__ = [
 
 GapNoise: TypeAlias = Literal["laplace", "gumbel"]
 """The gap mechanisms' noise (static)."""
-
-
 GAP_NOISES: tuple[GapNoise, ...] = get_args(GapNoise)
 
 

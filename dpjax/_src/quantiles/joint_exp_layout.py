@@ -9,9 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax._src.numerics import ceil_div
-from dpjax._src.quantiles.joint_exp_linear import (
-    LINEAR_BLOCKS,
-)
+from dpjax._src.quantiles.joint_exp_linear import LINEAR_BLOCKS
 from dpjax._src.quantiles.joint_exp_toeplitz import aligned_length
 
 __all__ = [
@@ -36,8 +34,6 @@ def sampling_block(size: int) -> int:
 
 UNIT = LINEAR_BLOCKS[0]
 """Gaps per block of the windows (their placement, bounds and certificate)."""
-
-
 WINDOW_FRACTION = 16
 """The forward pass keeps a row in a window of about this fraction of the row when the rest is
 negligible (:func:`forward_tables`)."""

@@ -50,10 +50,7 @@ from __future__ import annotations
 
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
-from dpjax._src.svt.above_threshold import (
-    METHODS,
-    AboveThresholdMethod,
-)
+from dpjax._src.svt.above_threshold import METHODS, AboveThresholdMethod
 from dpjax._src.svt.gap_core import GapResult, run_from_noise, run_keyed
 from dpjax._src.svt.gap_parameters import GapParameters, check_parameters
 from dpjax._src.validation import Checks, check_choice

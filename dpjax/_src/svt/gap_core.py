@@ -13,12 +13,7 @@ import jax.numpy as jnp
 from dpjax._src import auto as _auto
 from dpjax._src import noise as noise_lib
 from dpjax._src import sharded
-from dpjax._src.svt.above_threshold import (
-    center,
-    centered_queries,
-    checked_queries,
-    first_true,
-)
+from dpjax._src.svt.above_threshold import center, centered_queries, checked_queries, first_true
 from dpjax._src.svt.gap_parameters import GapBudget, GapParameters, check_parameters, working_budget
 from dpjax._src.svt.gap_passage import gap_passages
 from dpjax._src.validation import Checks
@@ -36,16 +31,10 @@ __all__ = [
 
 BRANCH_UNPROCESSED = -1
 """``GapResult.branch`` of a query the run stopped before (and the padding of ``answer_branches``)."""
-
-
 BRANCH_BOTTOM = 0
 """``GapResult.branch`` of a processed query answered ⊥ (below the threshold; free)."""
-
-
 BRANCH_TOP = 1
 """The branch of a ⊤ whose top-noised gap reached ``sigma`` (Algorithm 2's top branch; costs eps2)."""
-
-
 BRANCH_MIDDLE = 2
 """The branch of a ⊤ from the middle branch (its middle-noised gap >= 0; costs eps1 = 2 eps2)."""
 

@@ -34,12 +34,7 @@ from dpjax._src.tools.reproduce.budgeting_runs import (
     range_experiment,
 )
 from dpjax._src.tools.reproduce.figures import plot_series
-from dpjax._src.tools.reproduce.result import (
-    Reproduction,
-    Row,
-    pick,
-    subkey,
-)
+from dpjax._src.tools.reproduce.result import Reproduction, Row, pick, subkey
 
 __all__ = ["KDE_LIKE", "KNN_LIKE", "RANGE_DISTANCE", "TITLE", "explain", "run"]
 

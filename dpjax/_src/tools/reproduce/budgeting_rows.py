@@ -9,19 +9,10 @@ import math
 import numpy as np
 
 from dpjax._src.tools.reproduce.budgeting_runs import MODES, RHOS, label
-from dpjax._src.tools.reproduce.result import (
-    Row,
-    bootstrap_interval,
-    mean_and_se,
-    ratio_of_means_se,
-)
+from dpjax._src.tools.reproduce.result import Row, bootstrap_interval, mean_and_se, ratio_of_means_se
 
 __all__ = ["BETTER", "LIKE", "claim_rows"]
-
-
 LIKE = (0.8, 1.25)  # "PM performs like BM": the ratio of mean errors within 0.8..1.25
-
-
 BETTER = (-math.inf, 1.0)  # "A better than B": the ratio of mean errors at most 1
 
 

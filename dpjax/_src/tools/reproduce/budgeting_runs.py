@@ -16,9 +16,7 @@ from dpjax._src.budgeting.knn import knn, knn_baseline
 from dpjax._src.budgeting.multi_query import run_multi_query
 from dpjax._src.budgeting.range_count import range_count, range_count_baseline
 from dpjax._src.budgeting.splits import split_schedule
-from dpjax._src.tools.reproduce.result import (
-    subkey,
-)
+from dpjax._src.tools.reproduce.result import subkey
 
 __all__ = [
     "BANDWIDTH",
@@ -38,8 +36,6 @@ BETA0, HALF, BANDWIDTH = 0.025, 1000.0, 500.0
 
 
 RHOS = (1e-6, 1e-5, 1e-4, 1e-3)
-
-
 MODES = {"point": "0", "distance": "1"}
 
 

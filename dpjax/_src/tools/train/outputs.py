@@ -11,11 +11,7 @@ from dpjax._src.outdir import atomic_path
 from dpjax._src.studies.progress import heartbeat
 
 __all__ = ["COLUMNS", "OUT_FILES", "plot", "write_outputs"]
-
-
 OUT_FILES = ("metrics.csv", "metrics.json", "metrics.png")
-
-
 COLUMNS = ("epoch", "step", "train_accuracy", "test_accuracy", "clip_norm", "epsilon_spent", "seconds")
 
 
