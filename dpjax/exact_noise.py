@@ -7,19 +7,19 @@ Algorithm 3 (discrete Gaussian), on uniform integer bits from the key. Only inte
 the law of the output is exactly the stated one: no floating-point value is ever computed on the
 sampling path (a test checks the jaxpr). Two exact paths:
 
-* **The fast pass** (:mod:`dpjax._exact_fast`; discrete Laplace with scale ``t/s``, ``t <= 64`` and
+* **The fast pass** (:mod:`dpjax._src.exact.fast`; discrete Laplace with scale ``t/s``, ``t <= 64`` and
   ``s < 2^31``, for more than 256 values per call): every lane does the same fixed work on three
   threefry hashes, each trial of Algorithm 1 decided by one 16-bit digit against exactly tabled
-  thresholds (:mod:`dpjax._exact_tables`). The lanes are a stream of candidates: the 6% the pass
+  thresholds (:mod:`dpjax._src.exact.tables`). The lanes are a stream of candidates: the 6% the pass
   leaves rejected (scale 10) are dropped, the 2% it leaves open are settled exactly, and the output
-  takes the kept ones in order. About 5x faster than the state machine at 10^5 lanes.
-* **The Gaussian's fast rounds** (:mod:`dpjax._exact_gauss_fast`; discrete Gaussian whose proposal
+  takes the kept ones in order. Faster than the state machine on large calls (benchmarks/README.md).
+* **The Gaussian's fast rounds** (:mod:`dpjax._src.exact.gauss_fast`; discrete Gaussian whose proposal
   scale qualifies for the fast pass and stays below about 21, e.g. integer sigma up to 21, for more
   than 512 values): Algorithm 3's candidates drawn by the fast pass, about 1.4 per value (sigma 10),
   each acceptance read from three digits (exp(-1) trials and an exactly tabled row per ``|Y|``), the
-  rare undecided ones decided exactly; the output takes the accepted candidates in order. About 8x
-  faster than the state machine at 10^5 lanes, sigma 10.
-* **The state machine** (:mod:`dpjax._exact_machine`; every other case):
+  rare undecided ones decided exactly; the output takes the accepted candidates in order. Faster
+  than the state machine on large calls (benchmarks/README.md).
+* **The state machine** (:mod:`dpjax._src.exact.machine`; every other case):
   one step of Algorithms 1-3 per lane and 32-bit word, comparing W's binary expansion with each
   Bernoulli probability lazily, until every lane has accepted.
 

@@ -5,12 +5,11 @@ top-k and noisy top-k with free gaps.
   ``G`` iid Gumbel(b) is exactly a draw with probabilities proportional to ``exp(u/b)``
   (Durfee and Rogers 2019, Lemma 4.2 with k = 1). It never forms linear-space probabilities, so
   10^6 candidates whose utilities span 10^4 are fine. ``method="inverse_cdf"`` draws from the same
-  law by a two-level cumulative table built once per data (:mod:`dpjax.categorical`), O(log d) per
-  draw (at d = 10^6 on 2 loaded CPU cores: ~3-6 us per trial over 10^4-10^5 vmapped keys against
-  ~180 ms for the literal kernel, and 2-3x faster for one release). Its probabilities carry an
-  absolute error of about 1e-7 in float32 where the literal Gumbel-max has a relative one down to
-  ~1e-19, so ``"auto"`` never picks it.
-* ``method="auto"`` (the default of every function here, :mod:`dpjax._auto`): one release, or a
+  law by a two-level cumulative table built once per data (:mod:`dpjax._src.categorical`), O(log d) per
+  draw against the literal kernel's O(d), faster for one release too (timings in benchmarks/README.md).
+  Its probabilities carry an absolute error of about 1e-7 in float32 where the literal Gumbel-max
+  has a relative one down to ~1e-19, so ``"auto"`` never picks it.
+* ``method="auto"`` (the default of every function here, :mod:`dpjax._src.auto`): one release, or a
   ``vmap`` that gives each key its own data or budget, runs the literal kernel; a ``vmap`` over keys
   with the data fixed (at least 2 keys per value of the scores and budgets, nested ``vmap`` over
   epsilon or datasets included) runs the top-down Gumbel process (``method="tree"``), whose O(d)
@@ -25,7 +24,7 @@ top-k and noisy top-k with free gaps.
   Theorem 2): Laplace noise, the k winners and the k gaps between consecutive noisy values, at no
   extra privacy cost; also with Gumbel noise at the same scale (a derivation beyond the paper, in
   ``docs/derivations.md``), then with the one-shot top-down sampler of :func:`gumbel_top_k`
-  available. Estimators that use the gaps are in :mod:`dpjax.postprocess.topk_gap`.
+  available. Estimators that use the gaps are in :mod:`dpjax._src.postprocess.topk_gap`.
 
 Noise convention (every function here). Each candidate score has sensitivity ``sensitivity``: under
 the chosen neighboring relation no score moves by more than that (an L-infinity bound, not L1).

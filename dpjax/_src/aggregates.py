@@ -147,7 +147,7 @@ def sum(key: jax.Array, x: ArrayLike, epsilon: ArrayLike, **options: Any) -> jax
       epsilon: total privacy parameter, > 0 (may be traced).
       q: the quantile used as clipping bound, in (0, 1] (may be traced; the paper: 0.99; q = 1 or a
         higher threshold avoids negative bias but has a heavy overshoot tail: with the equal split
-        the halting query's overshoot has infinite mean, see :mod:`dpjax.svt.monotone_halting`).
+        the halting query's overshoot has infinite mean, see :mod:`dpjax._src.svt.monotone_halting`).
       beta: UQE grid ratio > 1 (may be traced; the paper uses 1.001 and recommends 1.01 for clipping).
       clip_fraction: share of ``epsilon`` spent on the bound, in (0, 1) (may be traced).
       lower: a data-independent lower bound (may be traced; 0 in the paper).

@@ -65,7 +65,7 @@ def log_cdf_table(log_weights: jax.Array, *, block_size: int | None = None) -> _
       block_size: B, a power of two (static); default ``2^ceil(log2 sqrt(d))``.
 
     Returns:
-      A :class:`LogCdfTable` in the dtype of ``log_weights``.
+      A :class:`_LogCdfTable` in the dtype of ``log_weights``.
     """
     d = log_weights.shape[0]
     size = _pow2_at_least(math.isqrt(max(d - 1, 0)) + 1) if block_size is None else block_size

@@ -75,7 +75,7 @@ def _heap_levels(values: jax.Array, combine, fill) -> list[jax.Array]:
 
 
 def heap(values: jax.Array, combine, fill) -> jax.Array:
-    """The levels of :func:`heap_levels` as one array, root first: entry ``n`` (1 <= n < D) is
+    """The levels of :func:`_heap_levels` as one array, root first: entry ``n`` (1 <= n < D) is
     ``combine(entry 2n, entry 2n + 1)``, the leaves are entries ``D .. 2D - 1`` and entry 0 is
     ``fill`` (unused)."""
     levels = _heap_levels(values, combine, fill)

@@ -2,7 +2,7 @@
 
 A command that computes in units (a study's steps, a benchmark's cases, a reproduction) runs inside
 :func:`handled`. The first signal sets :data:`STOP`; the work checks it between units (and between
-the chunks of :func:`dpjax.studies.runner.monte_carlo`) with :func:`check`, which raises
+the chunks of :func:`dpjax.studies.monte_carlo`) with :func:`check`, which raises
 :class:`Interrupted`, and inside :func:`raising` blocks the signal raises at once. The command then
 writes every finished unit and exits with :func:`exit_code` (130 for SIGINT, 143 for SIGTERM).
 A second signal ends the process at once (outputs are written atomically, so none is half-written).

@@ -293,8 +293,8 @@ def _quarter_cos_sin(psi):
     errs by less than eps/4 relative (cos >= 0.7 and sin >= 0.9 psi there); with the rounding of
     the evaluation both are within one epsilon of exact (tested on the float32 angle grid against
     float64, and in float64 against 40-digit decimals). A polynomial vectorizes where
-    ``lax.cos``/``lax.sin`` do a general range reduction per element (about 7 ns each on a CPU core,
-    more than the rest of a pair).
+    ``lax.cos``/``lax.sin`` do a general range reduction per element (on the CPU, more than the
+    rest of a pair costs; benchmarks/README.md).
     Jitted, so that an eager call evaluates the same fused multiply-adds as a traced one (XLA
     contracts ``a * b + c`` inside a compiled computation, not across eager operations).
     """
@@ -322,7 +322,7 @@ def gaussian_from_words(words: jax.Array, dtype: DTypeLike | None) -> jax.Array:
     Words 0 and 1 give the sign and W (:func:`sign_and_half_uniform_from_bits`); words 2 and 3 the
     angle, uniform on [0, pi/2) with the dtype's full precision (the top ``nmant + 1`` of their 64
     bits, exact in ``dtype``). For counter-based callers that draw many variates from one hash each
-    (e.g. one threefry block per user and round in :mod:`dpjax.budgeting.pie`).
+    (e.g. one threefry block per user and round in :mod:`dpjax._src.budgeting.pie`).
     """
     dtype = _float_dtype(dtype)
     negative, w = sign_and_half_uniform_from_bits(words[0], words[1], dtype)

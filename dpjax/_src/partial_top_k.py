@@ -1,7 +1,7 @@
 """Exact top-k by a blocked partial selection: ``lax.top_k``'s result without ranking every item.
 
-XLA's CPU ``top_k`` ranks the whole last axis (about 2 ns per item in float32, and it sorts whole
-rows of integers: 55 ms for 10^5 int32 items), where only ``k`` items are wanted. :func:`top_k`
+XLA's CPU ``top_k`` ranks the whole last axis (``O(d log d)`` per row, and it sorts whole rows of
+integers; figures in benchmarks/README.md), where only ``k`` items are wanted. :func:`top_k`
 first ranks blocks of ``B`` items by their maxima, then runs ``lax.top_k`` on the ``k`` best
 blocks' items only: one cheap vectorised pass over the data, then two ``lax.top_k`` calls on about
 ``sqrt(d k)`` items each.
@@ -29,14 +29,14 @@ from jax import lax
 
 __all__: list[str] = []
 
-# Below these sizes lax.top_k alone is as fast (measured on the CPU; the pass costs ~3 dispatches).
+# Below these sizes lax.top_k alone is as fast (the pass costs about 3 dispatches).
 _MIN_ITEMS, _MIN_ITEMS_PER_K = 4096, 64
 
 
 def _block_size(d: int, k: int) -> int:
     """The block width: the power of two nearest ``sqrt(d / k)`` (the two rankings then have about
-    ``sqrt(d k)`` items each) and at least 64 (:func:`_block_maxima` is slower on narrower blocks:
-    at d = 10^5, blocks of 32 cost 1.8x blocks of 64 on the CPU), or 0 when ``lax.top_k`` over the
+    ``sqrt(d k)`` items each) and at least 64 (:func:`_block_maxima` is slower on narrower blocks on
+    the CPU; figures in benchmarks/README.md), or 0 when ``lax.top_k`` over the
     whole axis is as cheap."""
     if d < _MIN_ITEMS or d < _MIN_ITEMS_PER_K * k:
         return 0
@@ -151,8 +151,8 @@ def _block_maxima(keys: jax.Array, width: int) -> jax.Array:
 
     The full blocks are reduced by halving (``maximum`` of the first and second halves, ``log2``
     width times), which XLA fuses into one vectorised pass over the data; a ``max`` along the
-    minor axis of a ``[blocks, width]`` view is not vectorised on the CPU (2-3x slower at 10^6
-    items), and padding the last block would copy the whole array.
+    minor axis of a ``[blocks, width]`` view is not vectorised on the CPU (slower; figures in
+    benchmarks/README.md), and padding the last block would copy the whole array.
     """
     d = keys.shape[-1]
     full = d // width

@@ -5,12 +5,11 @@ top-k and noisy top-k with free gaps.
   ``G`` iid Gumbel(b) is exactly a draw with probabilities proportional to ``exp(u/b)``
   (Durfee and Rogers 2019, Lemma 4.2 with k = 1). It never forms linear-space probabilities, so
   10^6 candidates whose utilities span 10^4 are fine. ``method="inverse_cdf"`` draws from the same
-  law by a two-level cumulative table built once per data (:mod:`dpjax.categorical`), O(log d) per
-  draw (at d = 10^6 on 2 loaded CPU cores: ~3-6 us per trial over 10^4-10^5 vmapped keys against
-  ~180 ms for the literal kernel, and 2-3x faster for one release). Its probabilities carry an
-  absolute error of about 1e-7 in float32 where the literal Gumbel-max has a relative one down to
-  ~1e-19, so ``"auto"`` never picks it.
-* ``method="auto"`` (the default of every function here, :mod:`dpjax._auto`): one release, or a
+  law by a two-level cumulative table built once per data (:mod:`dpjax._src.categorical`), O(log d) per
+  draw against the literal kernel's O(d), faster for one release too (timings in benchmarks/README.md).
+  Its probabilities carry an absolute error of about 1e-7 in float32 where the literal Gumbel-max
+  has a relative one down to ~1e-19, so ``"auto"`` never picks it.
+* ``method="auto"`` (the default of every function here, :mod:`dpjax._src.auto`): one release, or a
   ``vmap`` that gives each key its own data or budget, runs the literal kernel; a ``vmap`` over keys
   with the data fixed (at least 2 keys per value of the scores and budgets, nested ``vmap`` over
   epsilon or datasets included) runs the top-down Gumbel process (``method="tree"``), whose O(d)
@@ -25,7 +24,7 @@ top-k and noisy top-k with free gaps.
   Theorem 2): Laplace noise, the k winners and the k gaps between consecutive noisy values, at no
   extra privacy cost; also with Gumbel noise at the same scale (a derivation beyond the paper, in
   ``docs/derivations.md``), then with the one-shot top-down sampler of :func:`gumbel_top_k`
-  available. Estimators that use the gaps are in :mod:`dpjax.postprocess.topk_gap`.
+  available. Estimators that use the gaps are in :mod:`dpjax._src.postprocess.topk_gap`.
 
 Noise convention (every function here). Each candidate score has sensitivity ``sensitivity``: under
 the chosen neighboring relation no score moves by more than that (an L-infinity bound, not L1).
@@ -120,12 +119,12 @@ def exponential_mechanism(
       sensitivity: bound on how much any one utility changes between neighbors, > 0 (may be traced).
       monotonic: all utilities move in the same direction between neighbors (static bool).
       method: how the draw is made (static): ``"auto"`` (default), ``"literal"`` for one release
-        and ``"tree"`` under ``vmap`` over keys with the data fixed (the rule of :mod:`dpjax._auto`;
+        and ``"tree"`` under ``vmap`` over keys with the data fixed (the rule of :mod:`dpjax._src.auto`;
         same law, the stream depends on the batching); ``"literal"``, the Gumbel-max above (d
         tail-exact Gumbel draws per release, probabilities resolved to about 1e-19); ``"tree"``:
         :func:`gumbel_top_k`'s top-down Gumbel process with k = 1 (O(d) once, key independent, so
         once per data under ``vmap`` over keys, then O(log d) per release; errors relative to each
-        split probability); or ``"inverse_cdf"``, :mod:`dpjax.categorical`: a two-level cumulative
+        split probability); or ``"inverse_cdf"``, :mod:`dpjax._src.categorical`: a two-level cumulative
         table of ``exp(u/b)`` built once and one O(log d) binary search per release, exact in law up
         to the rounding of the tables (an absolute error of about 1e-7 in float32, 1e-16 in
         float64, which is why ``"auto"`` prefers the tree, whose errors stay relative as the
@@ -236,10 +235,10 @@ def gumbel_top_k(
     ``P(o_1..o_k) = prod_t exp(u_{o_t}/b) / sum_{j not in o_1..o_{t-1}} exp(u_j/b)``.
     ``method="literal"`` draws n Gumbels and takes the exact ``lax.top_k`` (never an approximate one).
     ``method="tree"`` draws the same ranked top-k exactly in law by the top-down Gumbel process
-    (Maddison, Tarlow and Minka 2014, :mod:`dpjax.gumbel_process`): a log-mass tree built in O(n)
+    (Maddison, Tarlow and Minka 2014, :mod:`dpjax._src.gumbel_process`): a log-mass tree built in O(n)
     (key independent, so once per data under ``vmap`` over keys) and ``1 + 2k ceil(log2 n)``
     exponential variates per release; its float error is in that module's docstring.
-    ``method="auto"`` (default, :mod:`dpjax._auto`) runs the literal kernel for one release and the
+    ``method="auto"`` (default, :mod:`dpjax._src.auto`) runs the literal kernel for one release and the
     tree under ``vmap`` over keys with the scores fixed (the tree built once per data).
 
     Guarantee: the k-fold composition of epsilon-range-bounded steps: ``RangeBounded(k * epsilon)``

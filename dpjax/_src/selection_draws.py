@@ -84,9 +84,9 @@ def noisy_top(key, units, *, noise: str, k: int | None):
     if k is None:
         return jnp.argmax(noisy).astype(jnp.int32)
     # The barriers keep XLA CPU's TopK custom call: slices of its outputs that do not all start at 0
-    # (the gaps read ``values[1:]``) otherwise turn it back into a full sort of each batch row (25x
-    # slower under ``vmap`` at d = 10^6). One barrier per array: a barrier over the (values, indices)
-    # tuple aborts XLA's SPMD partitioner on sharded data (jaxlib 0.10).
+    # (the gaps read ``values[1:]``) otherwise turn it back into a full sort of each batch row (much
+    # slower under ``vmap``; benchmarks/README.md). One barrier per array: a barrier over the
+    # (values, indices) tuple aborts XLA's SPMD partitioner on sharded data (jaxlib 0.10).
     values, indices = sharded.top_k(noisy, k)
     return lax.optimization_barrier(values), lax.optimization_barrier(indices.astype(jnp.int32))
 
@@ -103,7 +103,7 @@ def _inverse_cdf_draw(key, units):
 @sharded.auto_axes
 def tree_top(key, units, *, k: int):
     """The top-k ``(values, indices)`` of ``units + Gumbel(1)`` by the top-down Gumbel process
-    (:mod:`dpjax.gumbel_process`), values in the units of ``units``; the log-mass tree is key
+    (:mod:`dpjax._src.gumbel_process`), values in the units of ``units``; the log-mass tree is key
     independent (built once under ``vmap`` over keys)."""
     return _gumbel_process.top_k(key, _gumbel_process.log_mass_tree(units), k)
 

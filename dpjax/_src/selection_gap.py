@@ -68,7 +68,7 @@ def noisy_top_k_with_gap_scale(
     """The noise scale of :func:`noisy_top_k_with_gap`: ``2k sensitivity/epsilon`` (``k ...`` monotone).
 
     The same for both noises (``noise``, static, is checked as the mechanism checks it). The gap
-    estimators of :mod:`dpjax.postprocess.topk_gap` take it as their ``scale``, with the same
+    estimators of :mod:`dpjax._src.postprocess.topk_gap` take it as their ``scale``, with the same
     ``noise``. ``k`` is static; ``epsilon`` and ``sensitivity`` may be traced. Returns a scalar in
     the default float dtype, computed as the mechanism computes it; NaN when a traced input is
     invalid (concrete invalid inputs raise).
@@ -103,10 +103,10 @@ def noisy_top_k_with_gap(
     Laplace-type noise only). ``"gumbel"``: Gumbel(b) at the same b; the winners are then exactly
     :func:`gumbel_top_k`'s Plackett-Luce ranking at ``epsilon / k`` (more accurate than Laplace's),
     and ``method="tree"`` draws the k + 1 largest values, hence the gaps, by the top-down Gumbel
-    process (:func:`dpjax.gumbel_process.top_k`, O(k log n) per release after an O(n) key
+    process (:func:`dpjax._src.gumbel_process.top_k`, O(k log n) per release after an O(n) key
     independent preparation; about the literal kernel's cost for one release). Its gaps follow a
     different law from the Laplace ones, so estimators must be told (``noise`` of
-    :mod:`dpjax.postprocess.topk_gap`).
+    :mod:`dpjax._src.postprocess.topk_gap`).
 
     Guarantee: epsilon-DP, the same as Noisy Top-K without the gaps (Theorem 2 for Laplace; for
     Gumbel, a derivation beyond the paper in ``docs/derivations.md``, which also says why one-sided
@@ -123,10 +123,10 @@ def noisy_top_k_with_gap(
       sensitivity: per-score sensitivity, > 0 (may be traced).
       monotonic: see above (static bool).
       method: ``"auto"`` (default: ``"literal"`` for one release or Laplace noise, ``"tree"``
-        for Gumbel noise under ``vmap`` over keys with the scores fixed, :mod:`dpjax._auto`),
+        for Gumbel noise under ``vmap`` over keys with the scores fixed, :mod:`dpjax._src.auto`),
         ``"literal"`` (n noisy scores and the exact top k + 1) or, with ``noise="gumbel"`` only,
         ``"tree"`` (see above; the float error of its split probabilities is in
-        :mod:`dpjax.gumbel_process`); static. Same law, different random streams.
+        :mod:`dpjax._src.gumbel_process`); static. Same law, different random streams.
 
     Returns:
       ``(indices, gaps)``: int32 indices [k] in decreasing noisy order and float gaps [k], > 0

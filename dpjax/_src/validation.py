@@ -87,7 +87,7 @@ def checkify_checks(enabled: bool = True) -> Iterator[None]:
     Functions traced inside it and run under :func:`jax.experimental.checkify.checkify` report
     the first failing argument (``err.throw()`` raises it); under plain ``jit`` the checks stay
     no-ops. It is off by default because a ``debug_check`` takes a jitted call off JAX's fast
-    dispatch path (about 50 us per call). It acts at trace time: a function already compiled
+    dispatch path (benchmarks/README.md). It acts at trace time: a function already compiled
     outside the context is not re-traced.
 
     Example:

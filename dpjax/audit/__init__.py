@@ -2,8 +2,8 @@
 
 * :func:`audit` runs a mechanism on two neighbors, searches output events on one half of the runs
   and bounds the privacy loss from below on the other half (Clopper–Pearson, Bonferroni).
-* :mod:`dpjax.audit.neighbors`: neighbor generators and the papers' worst-case pairs.
-* :mod:`dpjax.audit.reference`: mechanisms with exactly known loss (randomized response, SVT).
+* :mod:`dpjax._src.audit.neighbors`: neighbor generators and the papers' worst-case pairs.
+* :mod:`dpjax._src.audit.reference`: mechanisms with exactly known loss (randomized response, SVT).
 
 The deliberately broken mechanisms the audit must refute (negative controls) are test helpers, in
 ``tests/negative_controls.py``.

@@ -1,11 +1,11 @@
 """Adaptive per-user privacy budgeting by iterative elimination (Liang and Yi, "Adaptive Privacy Budgeting").
 
-* :mod:`~dpjax.budgeting.filters`: per-user filter state and rules (eqs. 7 and 10).
-* :mod:`~dpjax.budgeting.pie`: PIE-NI (Algorithm 4) and PIE-k (Algorithm 5).
-* :mod:`~dpjax.budgeting.multi_query`: Algorithm 3, reinvesting savings over m queries.
+* :mod:`~dpjax._src.budgeting.filters`: per-user filter state and rules (eqs. 7 and 10).
+* :mod:`~dpjax._src.budgeting.pie`: PIE-NI (Algorithm 4) and PIE-k (Algorithm 5).
+* :mod:`~dpjax._src.budgeting.multi_query`: Algorithm 3, reinvesting savings over m queries.
 * applications: :mod:`~dpjax.budgeting.range_count`, :mod:`~dpjax.budgeting.kde`,
-  :mod:`~dpjax.budgeting.knn`, :mod:`~dpjax.budgeting.threshold` (Appendix C).
-* the host-side ledger is :class:`dpjax.accounting.per_user.PerUserLedger`.
+  :mod:`~dpjax.budgeting.knn`, :mod:`~dpjax._src.budgeting.threshold` (Appendix C).
+* the host-side ledger is :class:`dpjax.accounting.PerUserLedger`.
 """
 
 from dpjax._src.budgeting.bounds import tail_radius

@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # the lazy names, for type checkers and the API reference
     )
     from dpjax._src.optax.transform import DPAggregateState, dp_aggregate, example_norms
 
-# Loaded on first use (PEP 562), so that ``dpjax train``'s command line (dpjax.tools.train.cli) starts
+# Loaded on first use (PEP 562), so that ``dpjax train``'s command line (dpjax._src.tools.train.cli) starts
 # without importing JAX.
 _HOMES = {
     "AccountantName": "accounting",

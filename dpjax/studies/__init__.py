@@ -1,8 +1,8 @@
 """Monte Carlo studies: the study API, the chunked ``vmap`` runner, metrics, datasets and the catalog.
 
 * :func:`run_study` runs a :class:`Study` (mechanisms x datasets x parameter grid, measured by
-  :mod:`~dpjax.studies.metrics`) and returns a tidy table with confidence intervals, the run record
-  and a figure (:mod:`dpjax.studies.study`).
+  :mod:`~dpjax._src.studies.metrics`) and returns a tidy table with confidence intervals, the run record
+  and a figure (:mod:`dpjax._src.studies.study`).
 * :func:`monte_carlo` is the runner underneath: ``f(key_i, ...)`` for T keys, chunked.
 * :func:`studies` lists the registered studies that ``dpjax study`` runs.
 """

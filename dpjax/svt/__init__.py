@@ -8,9 +8,9 @@
 
 :func:`above_threshold`, :func:`sparse_vector`, :func:`sparse_vector_with_gap` and
 :func:`adaptive_sparse_vector_with_gap` take ``method="first_passage"``: the same laws drawn as
-first-passage times on heaps built once per data (:mod:`dpjax.svt.first_passage`,
-:mod:`dpjax.svt.gap_passage`), O(log n) per answer. Their default ``method="auto"``
-(:mod:`dpjax._auto`) runs the literal kernel for one release and the first passage under ``vmap``
+first-passage times on heaps built once per data (:mod:`dpjax._src.svt.first_passage`,
+:mod:`dpjax._src.svt.gap_passage`), O(log n) per answer. Their default ``method="auto"``
+(:mod:`dpjax._src.auto`) runs the literal kernel for one release and the first passage under ``vmap``
 over keys with the queries and budgets fixed (Monte Carlo), nested ``vmap`` over budgets included.
 
 Each keyed kernel has a ``*_from_noise`` core that takes the (scaled) noise as arrays; the cores

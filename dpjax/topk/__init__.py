@@ -6,7 +6,7 @@
 * :func:`fixed_threshold` -- Algorithm 8: an unordered set above a fixed (non-noisy) threshold.
 
 Their accounting (Theorem 1, Theorem 2 and the pay-what-you-get accountant of Algorithm 2) lives in
-:mod:`dpjax.accounting.pay_what_you_get`.
+:mod:`dpjax._src.accounting.pay_what_you_get`.
 
 Parameters: ``k``, ``kbar`` and ``kbar_max`` fix the output shapes and are static; ``epsilon``,
 ``delta`` (it moves the ⊥ threshold) and ``max_contributions`` may be traced. Concrete values are
@@ -15,7 +15,7 @@ every index output and ``num_returned`` (and the chosen ``kbar``) ``-1``. The gu
 are host-side and take arrays of parameters (one guarantee per entry).
 
 The joint exponential mechanism over known domains (Gillenwater et al. 2022) lives in
-:mod:`dpjax.topk.joint` and is public as :func:`dpjax.selection.joint_top_k`.
+:mod:`dpjax._src.topk.joint` and is public as :func:`dpjax.selection.joint_top_k`.
 """
 
 from dpjax._src.topk.fixed_threshold import FixedThresholdResult, fixed_threshold, fixed_threshold_guarantee

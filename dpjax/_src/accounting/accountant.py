@@ -17,14 +17,14 @@ Accounting per budget type:
 
 Data-dependent costs (adaptive SVT, pay-what-you-get, per-user filters) use ``reserve``: the worst
 case is authorized before the release and ``Reservation.settle`` charges what was actually used (the
-protocol of :mod:`dpjax.accounting.ledger`, shared with ``PayWhatYouGet`` and ``PerUserLedger``: a
+protocol of :mod:`dpjax._src.accounting.ledger`, shared with ``PayWhatYouGet`` and ``PerUserLedger``: a
 context manager that charges the worst case when left unsettled; every check-and-record is atomic
 under the ledger's lock, so concurrent threads never spend past the budget).
 
 ``Accountant.epsilon(delta)`` reports the total by the tightest route (``epsilon_route`` names it):
 dp_accounting's PLD accountant on the mechanisms' own events where they carry one (Laplace, Gaussian,
 Poisson-subsampled runs), the RDP composition of every spend's tightest curve
-(:mod:`dpjax.accounting.tightest`), or the own rule; and
+(:mod:`dpjax._src.accounting.tightest`), or the own rule; and
 ``Accountant.dp_event()`` exports the spends as one ``dp_accounting`` event.
 """
 
@@ -117,13 +117,13 @@ class Accountant(Ledger):
         accountant's own rule (zCDP with the CKS20 conversion, pure or basic composition); (2)
         ``"pld"``, dp_accounting's PLD accountant (add/remove neighbors, its default grid 1e-4: a
         pessimistic bound) on the spends' own events (Laplace, Gaussian, their subsampled forms:
-        exact, see :mod:`dpjax.accounting.composition`), with the spends without one as the
+        exact, see :mod:`dpjax._src.accounting.composition`), with the spends without one as the
         worst-case pair of their (epsilon, delta)-DP bound (exact for pure DP: Kairouz, Oh and
         Viswanath 2015); zCDP-only spends then add by basic composition at a few splits of
         ``delta`` (``"pld+zcdp"``); (3) ``"rdp"``, every spend as its tightest Renyi-DP curve (exact
         Laplace/Gaussian/subsampled curves of its event, the exact curve of range-bounded spends,
         below ``alpha epsilon^2/8``, Cesar and Rogers 2021, Lemma 3.4, and ``alpha rho`` for zCDP),
-        added order by order and converted by dp_accounting (:mod:`dpjax.accounting.tightest`).
+        added order by order and converted by dp_accounting (:mod:`dpjax._src.accounting.tightest`).
         Budget checks use the own rule.
 
         Example:
@@ -187,7 +187,7 @@ class Accountant(Ledger):
 
         Use the returned reservation as a context manager and ``settle`` it with the guarantee
         actually spent (which must not exceed ``worst_case``) after the release; leaving the block
-        unsettled charges ``worst_case`` (see :mod:`dpjax.accounting.ledger`).
+        unsettled charges ``worst_case`` (see :mod:`dpjax._src.accounting.ledger`).
 
         Example:
           >>> acct = Accountant(PureDP(1.0))

@@ -10,7 +10,7 @@ nonadaptive ``epsilon_0``-BR mechanisms are ``(epsilon, delta_k(epsilon_0; epsil
 ``(epsilon, delta)``); :func:`composition_epsilon` does so in the graph, so epsilon and delta may be
 traced (used by :func:`dpjax.quantiles.app_ind_exp`). Gillenwater, Joseph and Kulesza's code (ICML
 2021) searches a grid of step 0.01; the bisection here (``delta_k`` is nondecreasing in
-``epsilon_0``) is :func:`dpjax.numerics.bisect`, and the grid search is kept for parity. Everything is
+``epsilon_0``) is :func:`dpjax._src.numerics.bisect`, and the grid search is kept for parity. Everything is
 in log space (``lgamma`` binomials), so large ``k`` is fine.
 """
 
@@ -83,7 +83,7 @@ def optimal_composition_epsilon(epsilon: float, delta: float, k: int, *, grid: b
       epsilon, delta: the target guarantee.
       k: number of composed mechanisms, >= 1.
       grid: reproduce the authors' grid search (``epsilon/k - 0.01`` upward in steps of 0.01)
-        instead of bisection (:func:`dpjax.numerics.bisect` to float64 resolution, rounded down).
+        instead of bisection (:func:`dpjax._src.numerics.bisect` to float64 resolution, rounded down).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_probability(delta, "delta")
@@ -111,10 +111,10 @@ def composition_epsilon(epsilon: ArrayLike, delta: ArrayLike, k: int, dtype: DTy
 
     ``epsilon`` and ``delta`` may be traced; ``k`` and ``dtype`` are static. The bisection of
     :func:`optimal_composition_epsilon` in ``dtype``, run to the dtype's resolution
-    (:func:`dpjax.numerics.resolution_steps` halvings), with a conservative test: ``epsilon_0`` is kept only
-    if ``log delta_k(epsilon_0) <= log delta - 16 (k + 1) u (1 + |log delta| + epsilon)``, ``u`` the
-    unit roundoff (``epsilon / k`` when ``delta = 0``). The margin is 16 times the largest rounding error of
-    :func:`log_composition_delta` measured against float64 (``k <= 600``, ``epsilon`` in
+    (:func:`dpjax._src.numerics.resolution_steps` halvings), with a conservative test: ``epsilon_0``
+    is kept only if ``log delta_k(epsilon_0) <= log delta - 16 (k + 1) u (1 + |log delta| + epsilon)``,
+    ``u`` the unit roundoff (``epsilon / k`` when ``delta = 0``). The margin is 16 times the largest
+    rounding error of :func:`_log_composition_delta` measured against float64 (``k <= 600``, ``epsilon`` in
     ``[0.01, 30]``), so rounding never makes the composition exceed ``delta``; in float32 it costs a
     relative ``~1e-4`` of ``delta``.
     """

@@ -36,7 +36,7 @@ _T_TOLERANCE = 1e-12
 
 
 def _minimize(objective, t_grid=_T_GRID) -> float:
-    import scipy.optimize  # here, not at import: scipy.optimize takes ~0.5 s to load
+    import scipy.optimize  # here, not at import: scipy.optimize is slow to load
 
     values = objective(t_grid)
     i = int(np.nanargmin(values))

@@ -2,7 +2,7 @@
 
 A mechanism's companion function returns one of these frozen dataclasses; the accountant composes
 and converts them. They carry no behaviour beyond validation and their standard conversions, in the
-spirit of ``dp_accounting.dp_event``: the math lives in :mod:`dpjax.accounting.conversions`.
+spirit of ``dp_accounting.dp_event``: the math lives in :mod:`dpjax._src.accounting.conversions`.
 
 * ``PureDP(epsilon)``: epsilon-differential privacy (Dwork, McSherry, Nissim, Smith 2006).
 * ``ApproxDP(epsilon, delta)``: (epsilon, delta)-DP.

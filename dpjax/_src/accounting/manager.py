@@ -1,6 +1,6 @@
 """One ledger for several processes: a ``multiprocessing`` manager that serves the ledgers.
 
-A ledger cannot be copied, pickled or used from a forked child (:mod:`dpjax.accounting.ledger`): two
+A ledger cannot be copied, pickled or used from a forked child (:mod:`dpjax._src.accounting.ledger`): two
 copies of a budget could each be spent in full. When several processes release, one process owns
 each ledger and the others ask it. :class:`LedgerManager` is that owner: a
 ``multiprocessing.managers.BaseManager`` whose server process holds the ledgers, and whose proxies

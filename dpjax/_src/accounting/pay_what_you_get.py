@@ -207,7 +207,7 @@ class PayWhatYouGet(Ledger):
     kbar (Algorithm 6). A call is admitted only if its worst case (``k`` outcomes, ``k + 1`` with
     Algorithm 6) still fits, so the caps are never exceeded; :meth:`reserve` raises
     ``BudgetExceededError`` *before* any noise is drawn (the reserve/settle protocol of
-    :mod:`dpjax.accounting.ledger`). The guarantee (:attr:`guarantee`) depends
+    :mod:`dpjax._src.accounting.ledger`). The guarantee (:attr:`guarantee`) depends
     on the caps only.
 
     Example:
@@ -282,7 +282,7 @@ class PayWhatYouGet(Ledger):
 
         Returns:
           A :class:`Ticket` to settle with what the calls returned; as a context manager, leaving
-          its block unsettled charges the worst case (see :mod:`dpjax.accounting.ledger`).
+          its block unsettled charges the worst case (see :mod:`dpjax._src.accounting.ledger`).
 
         Raises:
           BudgetExceededError: if the worst case ``queries * (k + private_kbar)`` outcomes or the

@@ -15,7 +15,7 @@ Units of the budgets and charges (one ledger, no notion switch):
   cumulative rho, the filter equals ``spent_i + request_i <= rho*(B_i)`` (:func:`approx_gp_rho_star`),
   which is the capacity the ledger uses (Thm 4.5: (B_i, delta, Lambda)-GP per user).
 
-Protocol (Liang and Yi, Algorithm 1, as the reserve/settle protocol of :mod:`dpjax.accounting.ledger`):
+Protocol (Liang and Yi, Algorithm 1, as the reserve/settle protocol of :mod:`dpjax._src.accounting.ledger`):
 ``grant = ledger.reserve(r)`` before a query checks the worst case ``r_i`` of every participating user
 against its filter and raises before any noise is drawn (or, with ``strict=False``, halts the users that
 do not fit, Algorithm 1 line 13); after the query, ``grant.settle(rounds, cumfrac)`` debits exactly what
@@ -227,7 +227,7 @@ class PerUserLedger(Ledger):
 
         Returns:
           A :class:`Grant` to settle with ``(rounds, cumfrac)``; as a context manager, leaving its
-          block unsettled charges every allotment in full (see :mod:`dpjax.accounting.ledger`).
+          block unsettled charges every allotment in full (see :mod:`dpjax._src.accounting.ledger`).
 
         Raises:
           BudgetExceededError: (``strict=True``) some user's request does not fit; nothing is
@@ -277,7 +277,7 @@ class PerUserLedger(Ledger):
           rounds: (n,) integers in ``0..c``, the number of rounds each user released in (``0``:
             not queried).
           cumfrac: (c + 1,) cumulative split fractions with ``cumfrac[0] = 0`` and
-            ``cumfrac[c] = 1`` (see :func:`dpjax.budgeting.splits.split_schedule`).
+            ``cumfrac[c] = 1`` (see :func:`dpjax.budgeting.split_schedule`).
         """
         rounds = np.asarray(rounds)
         cumfrac = np.asarray(cumfrac, dtype=np.float64)

@@ -6,10 +6,10 @@ Clopper and Pearson (1934): with ``k`` successes in ``n`` trials, the one-sided 
 least ``1 - a`` whatever the true proportion, which is what makes an audit's false-alarm rate a
 guarantee rather than an approximation.
 
-The Beta quantiles are found by :func:`dpjax.numerics.bisect` on ``jax.scipy.special.betainc`` (the
+The Beta quantiles are found by :func:`dpjax._src.numerics.bisect` on ``jax.scipy.special.betainc`` (the
 regularized incomplete beta function) in float64, whatever the global ``jax_enable_x64`` setting:
 80 halvings of [0, 1] leave an error below 1e-24, far under the statistical width, and a relative
-error below 1e-8 for quantiles down to 1e-16 (more than :func:`~dpjax.numerics._resolution_steps`,
+error below 1e-8 for quantiles down to 1e-16 (more than :func:`~dpjax._src.numerics.resolution_steps`,
 since the roots span many binades of the bracket). These are
 host-side statistics of a few numbers, so they run on the CPU device whatever the default backend
 (TPUs emulate float64 slowly, and GPUs would only add transfers).

@@ -4,7 +4,7 @@ Procedure (after StatDP, Ding et al. CCS 2018, and dp_auditorium's event-based t
 
 1. Run ``mechanism(key_i, x)`` and ``mechanism(key_i', x_prime)`` ``trials`` times each, ``vmap``-ed
    under ``jit`` in chunks (trial ``i`` uses ``fold_in(key_side, i)``, as :mod:`dpjax.studies` does).
-2. *Selection* (first half of each sample): build the candidate events (:mod:`dpjax.audit.events`,
+2. *Selection* (first half of each sample): build the candidate events (:mod:`dpjax._src.audit.events`,
    or the user's ``events``), in both directions, and score each by an approximate lower bound on
    its privacy loss; keep the ``candidates`` best.
 3. *Test* (second half, untouched by step 2): for each kept event ``E`` compute the Clopper–Pearson
@@ -24,7 +24,7 @@ directions, on all samples, with the Bonferroni factor ``2 * len(events)``.
 
 An audit can only *refute* a claim: passing means no violation was found for these neighbors,
 events and sample size. Its power depends on the neighbors: use the worst-case pairs of
-:mod:`dpjax.audit.neighbors`.
+:mod:`dpjax._src.audit.neighbors`.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class AuditResult:
 
 def _approximate_bound(k_p, k_q, n, level, delta):
     """Cheap Wilson-score version of the loss bound, used only to rank candidate events."""
-    import scipy.special  # here, not at import: loading scipy takes ~0.3 s
+    import scipy.special  # here, not at import: loading scipy is slow
 
     z = math.sqrt(2.0) * float(scipy.special.erfcinv(2.0 * level))
 
@@ -221,7 +221,7 @@ def audit(
       epsilon: the claimed epsilon, >= 0.
       delta: the claimed delta, in [0, 1).
       events: optional events (each an :class:`Event` or a callable ``outputs -> bool[trials]``);
-        by default the automatic families of :mod:`dpjax.audit.events`.
+        by default the automatic families of :mod:`dpjax._src.audit.events`.
       trials: runs per input (half for selection, half for the test), >= 200.
       key: a ``jax.random`` key (default ``jax.random.key(0)``, so audits are reproducible).
       alpha: false-alarm probability bound, in (0, 1).

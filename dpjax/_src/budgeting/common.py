@@ -52,9 +52,9 @@ def query_point(checks: Checks, x: jax.Array, p) -> jax.Array:
 def on_users(body, layout, key, x, r, *rest):
     """``body(key, x, r, *rest, layout=layout)`` inside an application's jit-compiled kernel.
 
-    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of ``x``):
+    Users sharded evenly over mesh axes (``layout``, :func:`dpjax._src.sharded.leading_axes` of ``x``):
     ``x`` and the allotments ``r`` are laid out along them and ``body`` passes ``layout`` to
-    :func:`dpjax.budgeting.pie._pie_kernel`, which runs the rounds per device (per-user state split);
+    :func:`dpjax._src.budgeting.pie.pie_kernel`, which runs the rounds per device (per-user state split);
     the answer is then a reduction over the sharded per-user outputs. Otherwise (``layout=None``)
     ``body`` runs under :func:`dpjax.sharded.auto_axes` (XLA partitions it)."""
     if layout is None:

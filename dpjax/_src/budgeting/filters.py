@@ -13,7 +13,7 @@ any analyst-chosen stopping time (Thm 4.4); with pure-GP costs (eq. 8) (B, 0, La
 approximate-GP filter of eq. (10) is the same rule against the capacity ``rho*(B, delta, Lambda)``
 (:func:`approx_gp_capacity`), which gives (B, delta, Lambda)-GP (Thm 4.5).
 
-The host-side :class:`dpjax.accounting.per_user.PerUserLedger` applies the same rule in float64 to
+The host-side :class:`dpjax.accounting.PerUserLedger` applies the same rule in float64 to
 whole queries; these array versions run inside kernels and simulations, where budgets and requests
 may be traced. Invalid traced input never lets a user release more: a traced budget that is not
 > 0 (or NaN) and a traced request that is negative or NaN make the state's float fields NaN, and a

@@ -8,7 +8,7 @@
 * :func:`eta_shift`: the distance-privatization threshold shift ``eta = -a gamma`` of Appendix B.
 
 Every score has the signature ``score(points (m, d), params) -> (m,)`` used by
-:func:`dpjax.budgeting.pie.pie_ni` in point mode (params is a pytree of arrays, so it can be
+:func:`dpjax.budgeting.pie_ni` in point mode (params is a pytree of arrays, so it can be
 ``vmap``-ed over queries).
 """
 

@@ -56,7 +56,7 @@ def _kernel(dist, b):
 @functools.partial(jax.jit, static_argnames=("point", "plan", "layout"))
 def _kde_kernel(key, x, r, p, b, beta0, *, point, plan, layout):
     """Users sharded evenly over mesh axes (``layout``): PIE runs per shard and the estimate is a
-    sum over the sharded per-user kernel values (:func:`dpjax.budgeting._common.on_users`; per-device
+    sum over the sharded per-user kernel values (:func:`dpjax._src.budgeting.common.on_users`; per-device
     partial sums: another order of summation than on one device)."""
     return on_users(functools.partial(_kde, point=point, plan=plan), layout, key, x, r, p, b, beta0)
 
@@ -103,7 +103,7 @@ def kde(
 
     ``rho``, ``p``, ``bandwidth`` and ``beta0`` may be traced; ``c``, ``mode``, ``split``,
     ``chunk_size`` and ``noise_mode`` are static. Concrete values are validated eagerly; an invalid
-    traced value (see :func:`dpjax.budgeting.pie.pie_ni`; ``bandwidth`` not > 0, a non-finite
+    traced value (see :func:`dpjax.budgeting.pie_ni`; ``bandwidth`` not > 0, a non-finite
     ``p``) or non-finite traced ``x`` makes the estimate NaN and the result's fields NaN / ``-1``.
 
     Args:
@@ -111,7 +111,7 @@ def kde(
       x: (n, d) user points; p: (d,) query point (may be traced).
       rho: per-user allotment, scalar > 0 or (n,) >= 0 (may be traced).
       bandwidth: the kernel bandwidth b > 0 (elimination threshold 6b) (may be traced).
-      c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie.pie_ni`.
+      c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie_ni`.
       mode: "point" (PM0) or "distance" (PM1) (static).
 
     Returns:
@@ -160,6 +160,6 @@ def kde_guarantee(rho: ArrayLike) -> ZCDP | np.ndarray:
     """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
 
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
-    Host side, as :func:`dpjax.budgeting.pie.pie_guarantee`.
+    Host side, as :func:`dpjax.budgeting.pie_guarantee`.
     """
     return pie.pie_guarantee(rho)

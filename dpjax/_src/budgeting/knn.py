@@ -48,7 +48,7 @@ def _smallest(scores, eligible, k):
 def _knn_kernel(key, x, r, p, beta0, *, point, k, plan, layout):
     """Users sharded evenly over mesh axes (``layout``): PIE-k runs per shard and the answer is an
     exact top-k over the sharded estimates (:func:`dpjax.sharded.top_k`,
-    :func:`dpjax.budgeting._common.on_users`)."""
+    :func:`dpjax._src.budgeting.common.on_users`)."""
     return on_users(functools.partial(_knn, point=point, k=k, plan=plan), layout, key, x, r, p, beta0)
 
 
@@ -88,7 +88,7 @@ def knn(
 
     ``rho``, ``p`` and ``beta0`` may be traced; ``k``, ``c``, ``mode``, ``split``, ``chunk_size`` and
     ``noise_mode`` are static. Concrete values are validated eagerly; an invalid traced value (see
-    :func:`dpjax.budgeting.pie.pie_k`; a non-finite ``p``) or non-finite traced ``x`` makes every
+    :func:`dpjax.budgeting.pie_k`; a non-finite ``p``) or non-finite traced ``x`` makes every
     index ``-1`` and the result's fields NaN / ``-1``.
 
     Args:
@@ -96,13 +96,13 @@ def knn(
       x: (n, d) user points; p: (d,) query point (may be traced).
       rho: per-user allotment, scalar > 0 or (n,) >= 0 (may be traced).
       k: number of neighbors, 1 <= k <= n (static).
-      c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie.pie_k`.
+      c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie_k`.
       mode: "distance" (PM1, default) or "point" (PM0) (static).
 
     Returns:
       ``(indices, result)``: (k,) int32 user indices ordered by estimated distance (-1 padding when
       fewer than k users take part; all -1 on invalid traced input), and the
-      :class:`~dpjax.budgeting.pie.PIEResult`.
+      :class:`~dpjax.budgeting.PIEResult`.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -152,6 +152,6 @@ def knn_guarantee(rho: ArrayLike) -> ZCDP | np.ndarray:
     """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
 
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
-    Host side, as :func:`dpjax.budgeting.pie.pie_guarantee`.
+    Host side, as :func:`dpjax.budgeting.pie_guarantee`.
     """
     return pie.pie_guarantee(rho)

@@ -7,7 +7,7 @@ is allotted
 
 i.e. ``B/m`` plus a share ``gamma_l`` of its accumulated savings (implemented as printed;
 the text's "3/4 for the second query" differs from the formula; ``m = 1`` gives ``r_i = B``). Then a
-privacy-saving algorithm ``PSA_l`` (e.g. :func:`dpjax.budgeting.range_count.range_count`) runs with
+privacy-saving algorithm ``PSA_l`` (e.g. :func:`dpjax.budgeting.range_count`) runs with
 the allotments and each user is debited what it actually used (the paper prints ``Psi_s`` for
 ``Psi_l``, an erratum).
 
@@ -17,7 +17,7 @@ exceeds B. If the PSA never saves, every ``r_i = B/m``: the uniform non-adaptive
 
 :func:`run_multi_query` is a host-side driver (a Python loop over the m queries), not a
 kernel: the allotments and debits are float64 on the host through a
-:class:`~dpjax.accounting.per_user.PerUserLedger`, which must authorize every query's worst case
+:class:`~dpjax.accounting.PerUserLedger`, which must authorize every query's worst case
 before it runs and settle what it actually used before the next allotment is computed. That
 authorization is a host decision on concrete numbers, so the driver cannot run under ``jit`` or
 ``vmap`` and takes no traced parameters; the queries it calls are jit-compiled kernels (whose own
@@ -94,7 +94,7 @@ def run_multi_query(
       psa: ``psa(key, l, r) -> (answer, rounds, cumfrac)`` for query ``l`` (1-based) with (n,)
         allotments ``r`` (kernel dtype); ``rounds`` (n,) are the rounds each user released in and
         ``cumfrac`` the (c + 1,) cumulative split, so user i is debited ``r_i cumfrac[rounds_i]``.
-      ledger: a :class:`~dpjax.accounting.per_user.PerUserLedger` (its budgets are ``B``).
+      ledger: a :class:`~dpjax.accounting.PerUserLedger` (its budgets are ``B``).
       m: number of queries, >= 1.
       adaptive: True for Algorithm 3; False for the non-adaptive uniform ``B/m`` baseline (savings
         are then never spent).

@@ -1,7 +1,7 @@
 """Private iterative elimination: PIE-NI (Algorithm 4) and PIE-k (Algorithm 5) of Liang and Yi.
 
 Every user ``i`` in ``G_0 = {i : r_i > 0}`` splits its per-query allotment ``r_i`` into ``c`` rounds
-(``r_{i,j} = r_i frac_j``, :mod:`dpjax.budgeting.splits`). In round ``j`` each still-active user
+(``r_{i,j} = r_i frac_j``, :mod:`dpjax._src.budgeting.splits`). In round ``j`` each still-active user
 releases a fresh Gaussian value ``v = u + Z / sqrt(2 r_{i,j})`` (the CGP mechanism of Lemma 3.4 with
 K = 1, cost ``r_{i,j}``); the analyst keeps the inverse-variance running mean of the releases
 (Fact 6.2: it has the noise of one release at the cumulative budget), a running estimate ``g`` of
@@ -158,7 +158,7 @@ def pie_ni(
     Local model; neighboring relation: one user's datum moves by ``dist`` in its metric. Privacy:
     user ``i`` is ``rho_i``-CGP (see :func:`pie_guarantee`) and is charged only
     ``rho_i * cumfrac[result.rounds[i]]`` (settle with
-    :meth:`dpjax.accounting.per_user.PerUserLedger.settle`).
+    :meth:`dpjax._src.accounting.ledger.Reservation.settle`).
 
     Traced parameters: ``rho`` (a scalar or a per-user array), ``beta0``, ``nu_low``, ``nu_high``
     and ``score_params`` may be traced (``jax.vmap`` over any of them gives, for the same key, what
@@ -180,10 +180,10 @@ def pie_ni(
       beta0: total failure probability of the elimination decisions, in (0, 1) (may be traced).
       nu_low, nu_high: thresholds, ``nu_low <= nu_high`` (may be -inf / +inf; scalars, may be traced).
       score_fn: point mode only: a 1-Lipschitz ``score_fn(points (m, d), score_params) -> (m,)``
-        (e.g. :func:`dpjax.budgeting.geometry.box_signed_distance`); hashable (static).
+        (e.g. :func:`dpjax.budgeting.box_signed_distance`); hashable (static).
       score_params: pytree of arrays passed to ``score_fn``, without NaN (may be traced, e.g. vmap
         over queries).
-      split: "even" or "doubling" (:func:`dpjax.budgeting.splits.split_schedule`) (static).
+      split: "even" or "doubling" (:func:`dpjax.budgeting.split_schedule`) (static).
       chunk_size: users per chunk of the round loop; bounds working memory and never changes the
         result (static).
       noise_mode: "high" (tail-exact, default) or "low" (plain ``jax.random``, faster) (static).

@@ -1,6 +1,6 @@
 """PIE's rounds (Liang and Yi, Algorithms 4 and 5): the analyst's side of a round, the round loop
 over compacted working sets, and the jit-compiled kernel the applications call (see
-:mod:`dpjax.budgeting.pie`)."""
+:mod:`dpjax._src.budgeting.pie`)."""
 
 from __future__ import annotations
 
@@ -253,7 +253,7 @@ def pie_kernel(
     jit-compiled kernels, so that a call with concrete parameters runs the same compiled code as a
     call under ``vmap`` (bit-identical results).
 
-    Users sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of the data,
+    Users sharded evenly over mesh axes (``layout``, :func:`dpjax._src.sharded.leading_axes` of the data,
     also read from explicit-axis types under ``jit``): each device runs the rounds on its own users
     (``shard_map``), so the per-user state, noise and compaction are split over the devices, and the
     per-user outputs stay sharded. Otherwise XLA partitions the kernel (:func:`dpjax.sharded.auto_axes`).

@@ -1,5 +1,5 @@
 """PIE's user side (Liang and Yi, Algorithms 4 and 5): each user's Gaussian noise, a stream of its
-own per round, and its release ``x + Z / sqrt(2 r)`` (see :mod:`dpjax.budgeting.pie`)."""
+own per round, and its release ``x + Z / sqrt(2 r)`` (see :mod:`dpjax._src.budgeting.pie`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Private range counting in the local model (Liang and Yi, Sec. 6.2, Algorithm 6, Appendices A, B).
 
 Query: ``C = sum_i 1{x_i in Gamma}`` for an axis-aligned box ``Gamma`` (centre, half-widths). The
-score is ``Proj_Gamma`` (:func:`~dpjax.budgeting.geometry.box_signed_distance`), 1-Lipschitz and
+score is ``Proj_Gamma`` (:func:`~dpjax.budgeting.box_signed_distance`), 1-Lipschitz and
 negative exactly inside ``Gamma``.
 
 * :func:`range_count` (PM0 / PM1): PIE-NI with ``nu_low = nu_high = 0``; the answer is ``|S_1|``
@@ -63,8 +63,8 @@ def _eta(r, box, shift: bool):
 @functools.partial(jax.jit, static_argnames=("point", "shift", "plan", "layout"))
 def _count_kernel(key, x, r, box, beta0, *, point, shift, plan, layout):
     """Users sharded evenly over mesh axes (``layout``): PIE runs per shard (see
-    :func:`dpjax.budgeting.pie.pie_kernel`) and the count is a sum over shards; otherwise XLA
-    partitions the kernel (:func:`dpjax.budgeting._common.on_users`)."""
+    :func:`dpjax._src.budgeting.pie.pie_kernel`) and the count is a sum over shards; otherwise XLA
+    partitions the kernel (:func:`dpjax._src.budgeting.common.on_users`)."""
     body = functools.partial(_count, point=point, shift=shift, plan=plan)
     return on_users(body, layout, key, x, r, box, beta0)
 
@@ -115,7 +115,7 @@ def range_count(
     ``rho``, ``center``, ``half_widths`` and ``beta0`` may be traced (e.g. ``jax.vmap`` over
     ranges); ``c``, ``mode``, ``shift``, ``split``, ``chunk_size`` and ``noise_mode`` are static.
     Concrete values are validated eagerly; an invalid traced value (see
-    :func:`dpjax.budgeting.pie.pie_ni`; NaN or infinite box, negative half-widths) or non-finite
+    :func:`dpjax.budgeting.pie_ni`; NaN or infinite box, negative half-widths) or non-finite
     traced ``x`` makes the count ``-1`` and the result's fields NaN / ``-1``.
 
     Args:
@@ -123,14 +123,14 @@ def range_count(
       x: (n, d) user locations (finite).
       rho: per-user allotment, a scalar > 0 or (n,) >= 0 (may be traced).
       center, half_widths: (d,) box (may be traced).
-      c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie.pie_ni`; Remark 6 uses
+      c, beta0, split, chunk_size, noise_mode: as :func:`dpjax.budgeting.pie_ni`; Remark 6 uses
         ``beta0 = beta/4`` of an overall failure probability ``beta``.
       mode: "point" (PM0) or "distance" (PM1) (static).
       shift: PM1 only: the Appendix B threshold shift (2-D boxes) (static).
 
     Returns:
       ``(count, result)``: the int32 count (``-1`` on invalid traced input) and the
-      :class:`~dpjax.budgeting.pie.PIEResult` (charge user i ``rho_i cumfrac[result.rounds[i]]``).
+      :class:`~dpjax.budgeting.PIEResult` (charge user i ``rho_i cumfrac[result.rounds[i]]``).
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -178,6 +178,6 @@ def range_count_guarantee(rho: ArrayLike) -> ZCDP | np.ndarray:
     """Per-user worst case of one query: ``max_i rho_i``-CGP (Euclidean metric), as ``ZCDP(rho)``.
 
     Eliminated users are charged less (``rho_i cumfrac[e_i]``); the ledger settles the actual cost.
-    Host side, as :func:`dpjax.budgeting.pie.pie_guarantee`.
+    Host side, as :func:`dpjax.budgeting.pie_guarantee`.
     """
     return pie.pie_guarantee(rho)

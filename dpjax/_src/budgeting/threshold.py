@@ -93,11 +93,11 @@ def threshold_query(
       rho: the zCDP allotment, > 0 (may be traced).
       q: in (0, 1) (may be traced); n_records: N, the public number of records, an integer >= 1
         (may be traced).
-      c, beta0, split, noise_mode: as :func:`dpjax.budgeting.pie.pie_ni`.
+      c, beta0, split, noise_mode: as :func:`dpjax.budgeting.pie_ni`.
 
     Returns:
       ``(answer, result)``: an int32 scalar (1: yes, 0: no, -1: invalid traced input) and the
-      one-user :class:`~dpjax.budgeting.pie.PIEResult`.
+      one-user :class:`~dpjax.budgeting.PIEResult`.
 
     Example:
       >>> import jax

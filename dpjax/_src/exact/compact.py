@@ -1,10 +1,10 @@
 """The first ``size`` positions where a 1-D mask is set, as ``jnp.nonzero(mask, size=size, fill_value=fill)``.
 
-XLA's CPU backend runs ``jnp.nonzero`` as a cumulative sum and a scatter over the whole mask, about
-8 ns per position at 10^5 (1.1 ms), which the exact samplers' gathers of a few rare lanes pay at every
-round. Here the mask is packed 32 positions to a word, the prefix sum runs over the words' population
-counts only, and each output finds its word by binary search and its bit by a five-step select
-within the word: the same indices, in order, 2x to 6x faster at 10^5 positions.
+XLA's CPU backend runs ``jnp.nonzero`` as a cumulative sum and a scatter over the whole mask, which
+the exact samplers' gathers of a few rare lanes pay at every round. Here the mask is packed 32
+positions to a word, the prefix sum runs over the words' population counts only (``n / 32`` of
+them), and each output finds its word by binary search and its bit by a five-step select within the
+word: the same indices, in order (timings in benchmarks/README.md).
 """
 
 from __future__ import annotations

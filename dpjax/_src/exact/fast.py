@@ -4,7 +4,7 @@ Canonne, Kamath and Steinke (2020), Algorithm 2 (discrete Laplace of scale ``t/s
 [0, t) accepted with probability exp(-U/t), ``V`` the number of Bernoulli(exp(-1)) successes before
 the first failure, a sign ``B``, ``Y = floor((U + t V)/s)``, and ``B = 1, Y = 0`` rejected (start
 over); the output is ``(1 - 2B) Y``. Each trial of Algorithm 1 is read from one 16-bit digit of a
-uniform (:mod:`dpjax._exact_tables`), so every lane does the same fixed work on six 32-bit words
+uniform (:mod:`dpjax._src.exact.tables`), so every lane does the same fixed work on six 32-bit words
 (three threefry hashes):
 
 * two words give the first four trials of ``V``, one digit each;
@@ -21,7 +21,7 @@ four successes, or a pending digit) keep their state in one packed word; they ar
 settled, one fresh word pair per step, exactly:
 
 * a pending digit (a tie with a threshold, or every tabled trial passed) is decided by
-  :func:`dpjax._exact_tables.resolve`; a ``U`` it rejects is dropped (the next attempt follows);
+  :func:`dpjax._src.exact.tables.resolve`; a ``U`` it rejects is dropped (the next attempt follows);
 * ``V``'s run still open (four successes, or a pending trial resolved as a success) goes on with fresh
   trials: they are i.i.d., so reading them later changes nothing;
 * no attempt kept: more attempts; attempts are i.i.d. and ``V`` is independent of them, so the first
@@ -29,7 +29,7 @@ settled, one fresh word pair per step, exactly:
 * ``B = 1, Y = 0``: Algorithm 2 starts over, from fresh words.
 
 :func:`sample` draws rounds of a few percent more candidates than values and fills the output with
-the kept ones in stream order (:func:`dpjax._compact.stream`): kept candidates are i.i.d. discrete
+the kept ones in stream order (:func:`dpjax._src.exact.compact.stream`): kept candidates are i.i.d. discrete
 Laplace samples, so the first ``n`` of them are too. A round falls short of ``n`` with probability
 about 3e-5 and the stream goes on with the next round.
 
@@ -57,10 +57,8 @@ MAX_T = 64
 MAX_S = 2**31
 """Scale denominators ``s`` of the fast pass stay below this (its words are uint32)."""
 MIN_LANES = 256
-"""Calls of at most this many values take the state machine, which compiles in 1-2 s against 4-5 s.
-Measured at scale 10 (ns per sample): the machine was faster at 128 values (1372 against 2417) and
-vmapped over 2000 keys of 64 (439 against 826); the pass at 256 values (921 against 1493), vmapped
-over 2000 keys of 256 (234 against 588) and of 512 (135 against 210)."""
+"""Calls of at most this many values take the state machine, which compiles sooner and is faster on
+small calls; the pass wins from here on (the measurements are in benchmarks/README.md)."""
 _UNIFORM_BITS = 15
 _ATTEMPTS = 4
 _U32 = jnp.uint32
@@ -72,8 +70,8 @@ class Constants(NamedTuple):
     Attributes:
       t, s: the scale's numerator and denominator.
       lemire_floor: ``2^15 mod t``: 15-bit products with a lower part below it are rejected.
-      packed: :func:`dpjax._exact_tables.packed_thresholds` of ``gamma = U/t``, one row per ``U``.
-      residual, denominator: the tie resolver's fractions (:class:`dpjax._exact_tables.Thresholds`).
+      packed: :func:`dpjax._src.exact.tables.packed_thresholds` of ``gamma = U/t``, one row per ``U``.
+      residual, denominator: the tie resolver's fractions (:class:`dpjax._src.exact.tables.Thresholds`).
     """
 
     t: jax.Array
@@ -115,7 +113,7 @@ def v_digit(x) -> tables.Digit:
 
 def _chain(u, packed):
     """The packed threshold row of ``U`` for every lane, by a chain of selects over the rows: no
-    gather, so the whole pass fuses into a few loops (a gather measured 8x slower per lane)."""
+    gather, so the whole pass fuses into a few loops (a gather is slower per lane: benchmarks/README.md)."""
     rows = [jnp.zeros_like(u) for _ in range(packed.shape[1])]
     for value in range(packed.shape[0]):
         hit = u == value
@@ -218,7 +216,7 @@ def _final(lanes: Lanes, c: Constants):
 
 def _decide(key, lanes: Lanes, live, c: Constants) -> Lanes:
     """Decides the pending digits of the ``live`` lanes exactly, in one run of
-    :func:`dpjax._exact_tables.resolve` over both: ``U`` accepted or dropped, ``V``'s trial a success
+    :func:`dpjax._src.exact.tables.resolve` over both: ``U`` accepted or dropped, ``V``'s trial a success
     (its run goes on, unread) or a failure (it stops)."""
     u_pending = live & lanes.found & lanes.digit.pending
     v_pending = live & lanes.v_open & lanes.v_digit.pending

@@ -2,14 +2,14 @@
 
 Canonne, Kamath and Steinke (2020), Algorithm 3 (discrete Gaussian, sigma^2 = p/q): a discrete Laplace
 proposal ``Y`` accepted with probability exp(-gamma), ``gamma = w (r|Y| - c)^2 / D``
-(``dpjax.exact_noise._gaussian_params``), else start over. A *round* gives every lane of a buffer one
+(``dpjax._src.exact.noise.gaussian_params``), else start over. A *round* gives every lane of a buffer one
 candidate and decides most acceptances with fixed work:
 
-* the candidate is one of :func:`dpjax._exact_fast.candidates`, one call per buffer (a void one is
+* the candidate is one of :func:`dpjax._src.exact.fast.candidates`, one call per buffer (a void one is
   rejected);
 * with ``g = floor(gamma)`` and ``a/D`` its fraction, exp(-gamma) is the probability that ``g``
   Bernoulli(exp(-1)) trials and one Bernoulli(exp(-a/D)) (Algorithm 1) all succeed, independent
-  trials; each is read from one 16-bit digit of one fresh word pair (:mod:`dpjax._exact_tables`): the
+  trials; each is read from one 16-bit digit of one fresh word pair (:mod:`dpjax._src.exact.tables`): the
   first three exp(-1) trials against V's table, the fraction against a table row per value of
   ``|Y| < L``, gathered (``L`` covers six proposal scales; past it ``g > 3``, which :func:`applies`
   checks);
@@ -22,17 +22,17 @@ candidate and decides most acceptances with fixed work:
 
 The candidates are a stream: a round draws a buffer of them, about 1.4 per value at sigma 10
 (:func:`plan`), and the output takes those not rejected, in stream order
-(:func:`dpjax._compact.stream`). Of a round's candidates, 6% are void in the Laplace pass (rejected,
-:func:`dpjax._exact_fast.candidates`), and about 76% of the others are accepted from their digits
+(:func:`dpjax._src.exact.compact.stream`). Of a round's candidates, 6% are void in the Laplace pass (rejected,
+:func:`dpjax._src.exact.fast.candidates`), and about 76% of the others are accepted from their digits
 alone; about 0.1% are settled exactly, from the state they are in:
 
 * a needed digit pending (a tie with a threshold, or the fraction's trials past the table) and none
-  failed: :func:`dpjax._exact_tables.resolve` decides each pending trial with its exact conditional law
-  given the digit, as in :mod:`dpjax._exact_fast` (the lane's digits are read again from its words);
+  failed: :func:`dpjax._src.exact.tables.resolve` decides each pending trial with its exact conditional law
+  given the digit, as in :mod:`dpjax._src.exact.fast` (the lane's digits are read again from its words);
 * every read trial succeeded but ``g > 3`` (0.1% of the lanes at sigma 10): the other ``g - 3``
-  exp(-1) trials are fresh and independent of what was read, so :mod:`dpjax._exact_machine` decides
+  exp(-1) trials are fresh and independent of what was read, so :mod:`dpjax._src.exact.machine` decides
   them, with the fraction's test passed (``gamma``'s fraction set to 0) or, for ``|Y| >= L``, still to
-  do, and stops at the first failure (:func:`dpjax._exact_machine.accepts`).
+  do, and stops at the first failure (:func:`dpjax._src.exact.machine.accepts`).
 
 Exactness: a conjunction of independent trials is decided false by any failed one, whatever the
 others; a pending trial's resolution and the machine's trials have the conditional laws of the
@@ -62,11 +62,8 @@ MAX_ROWS = 128
 """The acceptance table covers ``|Y| < L``, ``L`` a power of two up to this: proposal scales up to
 about 21, as far as the tests go."""
 MIN_LANES = 512
-"""Calls of at most this many values take the state machine, which compiles in 1-6 s against 11-15 s.
-Measured at sigma 10 (ns per sample): the machine was as fast at 128 values (3946 against 3927) and
-vmapped over 2000 keys of 64 (2613 against 2436); the rounds were 2.2x faster at 512 values (812
-against 1757) and vmapped over 1000 keys of 512 (315 against 664), 1.8x at 1000 values and 3.4x at
-2048."""
+"""Calls of at most this many values take the state machine, which compiles sooner and is as fast
+on small calls; the rounds win from here on (the measurements are in benchmarks/README.md)."""
 MAX_D = 2**13
 """``gamma``'s denominator ``D`` stays at most this: the resolver forms ``D k`` for trials ``k < 2^18``."""
 _WHOLE_READ = 3  # exp(-1) trials read per candidate: two digits of one word and half of another
@@ -79,10 +76,10 @@ class Constants(NamedTuple):
     """The round's arguments for one sigma.
 
     Attributes:
-      laplace: the proposal's :class:`dpjax._exact_fast.Constants`.
+      laplace: the proposal's :class:`dpjax._src.exact.fast.Constants`.
       r, c, w, d: ``gamma = w (r|Y| - c)^2 / D`` as uint32 words.
       whole: ``g >= j`` iff ``|r|Y| - c| >= whole[j - 1]``, j = 1, ..., 4 (``g`` is counted up to 4).
-      packed: :func:`dpjax._exact_tables.packed_thresholds` of the fraction ``a_y / D`` per ``|Y| < L``,
+      packed: :func:`dpjax._src.exact.tables.packed_thresholds` of the fraction ``a_y / D`` per ``|Y| < L``,
         then two words of :func:`fresh_thresholds`.
       residual, denominator: the resolver's fractions of those rows.
     """
@@ -217,7 +214,7 @@ def _read_outcomes(reading: _Reading):
 
 
 def _resolved(key, reading: _Reading, live, c: Constants):
-    """The status of the ``live`` lanes once :func:`dpjax._exact_tables.resolve` has decided every
+    """The status of the ``live`` lanes once :func:`dpjax._src.exact.tables.resolve` has decided every
     pending trial of theirs (one run over the three trials)."""
     one = jnp.ones_like(reading.v)
     digits = [digit for _, digit in reading.trials]

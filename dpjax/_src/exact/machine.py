@@ -7,7 +7,7 @@ advances by one step per round on one fresh uniform machine word from ``jax.rand
 ``while_loop`` runs rounds until every lane has accepted. Only integer operations (additions,
 multiplications, shifts, comparisons and one division by a constant per candidate) touch the
 random bits. It serves the discrete Gaussian, and the discrete Laplace wherever
-:mod:`dpjax._exact_fast` does not apply (scale numerators above 64, calls of at most 256 values).
+:mod:`dpjax._src.exact.fast` does not apply (scale numerators above 64, calls of at most 256 values).
 
 **How a Bernoulli(num/den) is decided exactly.** The top ``c`` bits of the step's word (``c`` = 8
 for uint32, 16 for uint64) are the first digits ``x`` of a uniform W on [0, 1): the trial succeeds

@@ -7,19 +7,19 @@ Algorithm 3 (discrete Gaussian), on uniform integer bits from the key. Only inte
 the law of the output is exactly the stated one: no floating-point value is ever computed on the
 sampling path (a test checks the jaxpr). Two exact paths:
 
-* **The fast pass** (:mod:`dpjax._exact_fast`; discrete Laplace with scale ``t/s``, ``t <= 64`` and
+* **The fast pass** (:mod:`dpjax._src.exact.fast`; discrete Laplace with scale ``t/s``, ``t <= 64`` and
   ``s < 2^31``, for more than 256 values per call): every lane does the same fixed work on three
   threefry hashes, each trial of Algorithm 1 decided by one 16-bit digit against exactly tabled
-  thresholds (:mod:`dpjax._exact_tables`). The lanes are a stream of candidates: the 6% the pass
+  thresholds (:mod:`dpjax._src.exact.tables`). The lanes are a stream of candidates: the 6% the pass
   leaves rejected (scale 10) are dropped, the 2% it leaves open are settled exactly, and the output
-  takes the kept ones in order. About 5x faster than the state machine at 10^5 lanes.
-* **The Gaussian's fast rounds** (:mod:`dpjax._exact_gauss_fast`; discrete Gaussian whose proposal
+  takes the kept ones in order. Faster than the state machine on large calls (benchmarks/README.md).
+* **The Gaussian's fast rounds** (:mod:`dpjax._src.exact.gauss_fast`; discrete Gaussian whose proposal
   scale qualifies for the fast pass and stays below about 21, e.g. integer sigma up to 21, for more
   than 512 values): Algorithm 3's candidates drawn by the fast pass, about 1.4 per value (sigma 10),
   each acceptance read from three digits (exp(-1) trials and an exactly tabled row per ``|Y|``), the
-  rare undecided ones decided exactly; the output takes the accepted candidates in order. About 8x
-  faster than the state machine at 10^5 lanes, sigma 10.
-* **The state machine** (:mod:`dpjax._exact_machine`; every other case):
+  rare undecided ones decided exactly; the output takes the accepted candidates in order. Faster
+  than the state machine on large calls (benchmarks/README.md).
+* **The state machine** (:mod:`dpjax._src.exact.machine`; every other case):
   one step of Algorithms 1-3 per lane and 32-bit word, comparing W's binary expansion with each
   Bernoulli probability lazily, until every lane has accepted.
 
@@ -164,10 +164,10 @@ def discrete_laplace(
       Integer noise of ``shape``. For ``t <= 64`` (and ``s < 2^31``) and more than 256 values the
       fast pass: fixed work per lane on three threefry hashes, a few percent more candidates than
       values, of which it drops the 6% it leaves rejected and loops settle the 2% it leaves open, at
-      scale 10 (:mod:`dpjax._exact_fast`). Otherwise the state machine (faster and quicker to
+      scale 10 (:mod:`dpjax._src.exact.fast`). Otherwise the state machine (faster and quicker to
       compile for a few values per key under ``vmap``): about 7 steps per lane on average, a
       geometric tail (1e-3 of the lanes need more than 30), the slow lanes gathered into smaller
-      buffers (:mod:`dpjax._exact_machine`). Both loop until every lane has an accepted sample.
+      buffers (:mod:`dpjax._src.exact.machine`). Both loop until every lane has an accepted sample.
 
     Example:
       >>> import jax
@@ -202,14 +202,14 @@ def discrete_gaussian(
     Returns:
       Integer noise of ``shape``. For more than 512 values and a proposal scale the fast pass serves
       (``t/s`` with ``t <= 64``, at most about 21, and ``gamma``'s denominator ``D <= 2^13``: e.g.
-      integer sigma up to 21), the fast rounds (:mod:`dpjax._exact_gauss_fast`): a round draws about
+      integer sigma up to 21), the fast rounds (:mod:`dpjax._src.exact.gauss_fast`): a round draws about
       1.4 candidates per value (sigma 10) from the discrete Laplace fast pass and reads each
       acceptance from three 16-bit digits, settles the 0.1% left undecided exactly from their state,
       and the output takes the accepted candidates in order (a second round with probability about
-      3e-5). They compile in 11-15 s against 1-6 s for the state machine. Otherwise the state
+      3e-5). They take longer to compile than the state machine. Otherwise the state
       machine: about 11 to 14 steps per lane on average (the proposal is accepted with probability
       about 0.76, and its test takes a few trials), 4% of the lanes need more than 30
-      (:mod:`dpjax._exact_machine`). Both loop until every lane has accepted.
+      (:mod:`dpjax._src.exact.machine`). Both loop until every lane has accepted.
 
     Example:
       >>> import jax

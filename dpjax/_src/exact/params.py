@@ -35,7 +35,7 @@ def _sigma_fits(sigma: Fraction, word) -> bool:
     return True
 
 
-_MAX_DENOMINATORS = 2**16  # bounds the search below for tiny sigmas (about 5 ms at most)
+_MAX_DENOMINATORS = 2**16  # bounds the search below for tiny sigmas: at most 2^16 candidates
 
 
 def sigma_at_least(sigma: Fraction, word) -> Fraction:

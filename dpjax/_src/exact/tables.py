@@ -22,7 +22,7 @@ arithmetic for each ``gamma = U/t``, ``U`` in [0, t):
   a tie at ``k < k_1`` that resolves to ``W < T_k`` gives ``K = k + 1`` (``x >= theta_{k+1}``).
 
 Only integer operations touch the random bits; the tables are integers computed with Python's exact
-integers. :mod:`dpjax._exact_fast` reads Algorithm 2's trials this way; :func:`resolve` finishes the
+integers. :mod:`dpjax._src.exact.fast` reads Algorithm 2's trials this way; :func:`resolve` finishes the
 few that one digit leaves open.
 """
 

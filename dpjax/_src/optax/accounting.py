@@ -12,7 +12,7 @@ before it, is dominated by one Gaussian of noise multiplier ``sigma_t`` (the str
 * geometric clip (Andrew et al. 2021): the sum and the noised centred count form one Gaussian
   mechanism, ``sigma_t = (sigma^-2 + z_b^-2)^-1/2`` exactly;
 * quantile clip: at estimation steps the UQE estimate is ``epsilon``-DP (Durfee 2023, Lemma B.2),
-  hence ``mu``-GDP with ``mu = 2 Phi^-1(e^eps/(1 + e^eps))`` (:func:`dpjax.optax.gdp.pure_dp_to_gdp`),
+  hence ``mu``-GDP with ``mu = 2 Phi^-1(e^eps/(1 + e^eps))`` (:func:`dpjax.optax.pure_dp_to_gdp`),
   and the step is dominated by the Gaussian with ``sigma_t = (sigma^-2 + mu^2)^-1/2`` (GDP
   composition); other steps have ``sigma_t = sigma``.
 
@@ -27,7 +27,7 @@ Truncated Poisson sampling (a fixed-shape sample of ``padded_size`` slots,
 :func:`dpjax.optax.poisson_sample`): given ``padded_size`` and ``dataset_size``,
 :func:`training_epsilon` and :func:`noise_multiplier_for_epsilon` charge the truncation probability
 ``eta`` (:func:`dpjax.optax.truncation_probability`) to delta: the run is ``(epsilon, delta_P + eta (1 +
-e^epsilon))``-DP when the Poisson run is ``(epsilon, delta_P)``-DP (:mod:`dpjax.optax.sampling`).
+e^epsilon))``-DP when the Poisson run is ``(epsilon, delta_P)``-DP (:mod:`dpjax._src.optax.sampling`).
 
 Not claimed: anything about batches drawn other than by Poisson sampling (e.g. shuffling into
 fixed-size batches), or about a padded run accounted without its ``padded_size``.
@@ -252,7 +252,7 @@ def noise_multiplier_for_epsilon(
 ) -> float:
     """The smallest noise multiplier sigma whose run has ``training_epsilon <= epsilon`` at ``delta``.
 
-    With ``padded_size`` and ``dataset_size`` (a truncated Poisson sample, :mod:`dpjax.optax.sampling`)
+    With ``padded_size`` and ``dataset_size`` (a truncated Poisson sample, :mod:`dpjax._src.optax.sampling`)
     the Poisson run is calibrated at ``delta - eta (1 + e^epsilon)``, so the truncated run is
     ``(epsilon, delta)``-DP; ``ValueError`` if the truncation alone spends delta.
 

@@ -17,7 +17,7 @@ strategy computes ``C_{t+1}`` from step t's per-example norms (on the same Poiss
 Neighboring relation: add/remove one example (the DP-SGD relation under Poisson sampling). Padding
 examples (``example_mask`` False) count as absent. The privacy of what each strategy releases is
 described to the accountant by :meth:`accounting_steps` as an equivalent Gaussian noise multiplier
-per step; :mod:`dpjax.optax.accounting` states and composes it.
+per step; :mod:`dpjax._src.optax.accounting` states and composes it.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ class QuantileClip:
         calls, each with increasing candidates and a fixed threshold, so ``epsilon/2``-DP by Lemma
         B.2 of Durfee (2023) (``max{epsilon1, epsilon2}`` with ``epsilon1 = epsilon2 = epsilon/2``).
         A pure epsilon-DP mechanism is mu-GDP with
-        ``mu = 2 Phi^-1(e^eps / (1 + e^eps))`` (see :func:`dpjax.optax.gdp.pure_dp_to_gdp`),
+        ``mu = 2 Phi^-1(e^eps / (1 + e^eps))`` (see :func:`dpjax.optax.pure_dp_to_gdp`),
         i.e. dominated by a Gaussian of noise multiplier ``1/mu``; with the sum (noise multiplier
         sigma) on the same batch the step is dominated by one Gaussian of noise multiplier
         ``(sigma^-2 + mu^2)^-1/2`` (GDP composition), which the accountant then subsamples.

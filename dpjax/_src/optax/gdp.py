@@ -1,6 +1,6 @@
 """Pure differential privacy as Gaussian differential privacy (Dong, Roth, Su 2022): the conversion
 that the quantile clip's accounting (:meth:`dpjax.optax.QuantileClip.accounting_steps`) and the run's
-accounting (:mod:`dpjax.optax.accounting`) share. Host-side."""
+accounting (:mod:`dpjax._src.optax.accounting`) share. Host-side."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ gradients of the layers' ``W`` are not formed. Then
   operations, ``||x_i||^2 ||dy_i||^2`` for T = 1), or ``||x_i^T dy_i||^2`` directly (``T K N``);
   for an embedding ``sum_{t,s} [id_t = id_s] dy_t . dy_s`` (``T^2 N``), or the squares of the
   example's gradient table (``V N``, for a table of V rows read more than V times). Each layer
-  takes the form of least cost by the static model of :mod:`dpjax.optax._ghost_cost` (floating-point
+  takes the form of least cost by the static model of :mod:`dpjax._src.optax.ghost_cost` (floating-point
   operations and floats moved, from the shapes of the jaxpr alone). With ``per_example=True``
   (``dp_gradients(method="auto")``) the model also weighs the layer's per-example gradient
   materialized (``T K N`` once, then its norm and weighted sum from it): a layer for which that
@@ -83,7 +83,7 @@ class _Layer(NamedTuple):
     eqn: int  # index of the layer's equation
     position: int  # operand position of the parameter in it
     chain: tuple  # the alias equations from the leaf to that operand
-    form: str = "gram"  # how its norm is computed (a ghost form of dpjax.optax._ghost_cost)
+    form: str = "gram"  # how its norm is computed (a ghost form of dpjax._src.optax.ghost_cost)
 
 
 class Analysis(NamedTuple):
@@ -178,7 +178,7 @@ def _layer_of(leaf: int, start, eqns, uses, outputs, taken) -> _Layer | None:
 
 def analyze(loss_fn, params, example, *, per_example: bool = False) -> Analysis:
     """Traces ``loss_fn(params, *example)`` (one example, a scalar loss) and finds its layers, each
-    with the ghost form of least cost (:mod:`dpjax.optax._ghost_cost`); with ``per_example``, a
+    with the ghost form of least cost (:mod:`dpjax._src.optax.ghost_cost`); with ``per_example``, a
     layer whose per-example gradient costs less than every ghost form is materialized instead."""
     closed = jax.make_jaxpr(loss_fn)(params, *example)
     if len(closed.out_avals) != 1 or closed.out_avals[0].shape != ():

@@ -1,4 +1,4 @@
-"""The static cost model of :mod:`dpjax.optax.ghost`: for each layer, the exact form of its norm and
+"""The static cost model of :mod:`dpjax._src.optax.ghost`: for each layer, the exact form of its norm and
 clipped sum that costs least, from the shapes of one example's jaxpr alone (no timing, no backend).
 
 A layer ``y = op(x, W)`` of one example has ``b`` independent blocks (a ``dot_general``'s own batch

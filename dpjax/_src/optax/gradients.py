@@ -1,5 +1,5 @@
 """``dp_gradients``: the privatized DP-SGD gradient of a batch straight from the one-example loss, with
-ghost clipping (:mod:`dpjax.optax.ghost`) where the loss allows it, ready for any optax optimizer."""
+ghost clipping (:mod:`dpjax._src.optax.ghost`) where the loss allows it, ready for any optax optimizer."""
 
 from __future__ import annotations
 
@@ -81,11 +81,11 @@ def dp_gradients(
     ``method``: ``"ghost"`` computes the norms and the clipped sum without per-example gradients for
     every parameter used once by a dense (``dot_general``), convolution or embedding (``gather``)
     operation, found in the jaxpr of the loss (nothing to annotate), and per-example gradients for
-    the others, in the same backward pass (:mod:`dpjax.optax.ghost`: Li et al. 2022's ghost norm with
+    the others, in the same backward pass (:mod:`dpjax._src.optax.ghost`: Li et al. 2022's ghost norm with
     Bu et al. 2023's book-keeping), each layer in its cheapest ghost form (Gram, direct, or the
     product of norms for one row); ``"vmap"`` is ``dp_aggregate`` on ``per_example_grads``.
     ``"auto"`` (default) decides per layer by a static cost model of the shapes of one example
-    (:mod:`dpjax.optax._ghost_cost`: floating-point operations plus 16 per float moved to or from
+    (:mod:`dpjax._src.optax.ghost_cost`: floating-point operations plus 16 per float moved to or from
     memory; no timing, no backend): a layer takes the least costly of its ghost forms and its
     per-example gradient materialized (``T K N`` operations for the gradient of ``T`` rows of ``K``
     inputs and ``N`` outputs, then ``2 K N`` for its norm and weighted sum, and ``3 K N`` floats

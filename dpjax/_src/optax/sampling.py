@@ -1,7 +1,7 @@
 """Poisson sampling for DP-SGD in fixed shapes: a sample padded to a static size, and that size chosen
 so that the chance of truncating a sample is a known, small part of delta.
 
-DP-SGD's accounting (:mod:`dpjax.optax.accounting`) assumes Poisson sampling: every example joins each
+DP-SGD's accounting (:mod:`dpjax._src.optax.accounting`) assumes Poisson sampling: every example joins each
 step's batch independently with probability ``sampling_rate``. A ``jit``-compiled step needs a static
 batch shape, so the sample is drawn into ``padded_size`` slots with a mask, and a sample larger than
 that is truncated (its first ``padded_size`` examples kept): "truncated Poisson subsampling" (Chua,

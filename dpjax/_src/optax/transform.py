@@ -1,5 +1,5 @@
 """``dp_aggregate``: the DP-SGD aggregation step (Abadi et al. 2016) as an optax transform, with a
-clip norm that a clip strategy (:mod:`dpjax.optax.clip`) may move privately between steps.
+clip norm that a clip strategy (:mod:`dpjax._src.optax.clip`) may move privately between steps.
 
 One step, on per-example gradients ``g_j`` (leaves with a leading example axis) of a Poisson-sampled
 batch padded to a fixed size:
@@ -11,7 +11,7 @@ batch padded to a fixed size:
 
 Guarantee (add/remove one example): step 2 is the Gaussian mechanism with L2 sensitivity ``C_t`` and
 noise multiplier sigma; with step 3 the step is accounted by :func:`dpjax.optax.training_epsilon`
-(see :mod:`dpjax.optax.accounting` for exactly what is claimed). The denominator is the public
+(see :mod:`dpjax._src.optax.accounting` for exactly what is claimed). The denominator is the public
 expected batch size, not the sampled one.
 """
 

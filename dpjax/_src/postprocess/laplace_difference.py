@@ -40,12 +40,13 @@ def laplace_difference_tail(t: ArrayLike, a: ArrayLike, b: ArrayLike) -> jax.Arr
 def laplace_difference_quantile(
     p: ArrayLike, a: ArrayLike, b: ArrayLike, steps: int | None = None
 ) -> jax.Array:
-    """The ``t >= 0`` with ``P(X - Y >= t) = p`` for ``p`` in ``(0, 1/2]``, by :func:`dpjax.numerics.bisect`.
+    """The ``t >= 0`` with ``P(X - Y >= t) = p`` for ``p`` in ``(0, 1/2]``, by
+    :func:`dpjax._src.numerics.bisect`.
 
     The bracket is ``[0, min(sqrt(Var Z/(2 p)), 2 log(1/p)/min(a, b))]``: Chebyshev with the symmetry
     of ``Z``, and ``P(Z >= t) <= P(X >= t/2) + P(-Y >= t/2) <= e^{-min(a, b) t/2}``. The upper end is
     within a factor of about 2 of the root once ``p <= 1/4``, so the default ``steps``,
-    :func:`~dpjax.numerics.resolution_steps` of the dtype (static), gives the root to the dtype's
+    :func:`~dpjax._src.numerics.resolution_steps` of the dtype (static), gives the root to the dtype's
     relative precision there (an absolute ``2^-steps`` of the bracket for ``p`` near 1/2, where the root is
     near 0). Returns the bracket's midpoint, in the dtype of the (JAX) arguments, which may be traced.
     """

@@ -17,7 +17,7 @@ and gaps of one run share ``eta`` (covariance ``2*b_T^2``), so sums of the estim
 Post-processing of released values costs no privacy.
 
 Parameters. Every numeric parameter (the threshold, the variances, the Laplace rates, the fields of
-the :class:`~dpjax.svt.gap.GapBudget`, ``confidence``) may be traced, e.g. under a ``jax.vmap`` over
+the :class:`~dpjax.svt.GapBudget`, ``confidence``) may be traced, e.g. under a ``jax.vmap`` over
 the run's epsilon; only ``k`` and ``iterations`` are static. The computations are in JAX, in the
 working dtype (that of the inputs, at least float32). Concrete rates and confidences are checked
 eagerly (a ``ValueError`` naming the argument); invalid traced ones make the result NaN.
@@ -133,7 +133,7 @@ def gap_tail_probability(t: ArrayLike, threshold_rate: ArrayLike, query_rate: Ar
 
 def gap_confidence_margin(threshold_rate: ArrayLike, query_rate: ArrayLike, confidence: ArrayLike = 0.95):
     """The ``t`` of Lemma 5 with ``P(nu - eta >= -t) = confidence``: the
-    :func:`~dpjax.postprocess.laplace_difference.laplace_difference_quantile` at ``1 - confidence``,
+    :func:`~dpjax._src.postprocess.laplace_difference.laplace_difference_quantile` at ``1 - confidence``,
     by bisection to the working dtype's resolution. E.g. ``t = 16.359`` for rates 0.2 and 0.2 at 95%.
 
     The rates (> 0, broadcast) and ``confidence`` (in (1/2, 1)) may be traced; the margin is NaN

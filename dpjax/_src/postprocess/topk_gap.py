@@ -141,7 +141,7 @@ def gap_confidence_radius(
 
     Laplace (``noise="laplace"``, the default): solves the closed-form tail
     ``(2 + t/b)/4 * exp(-t/b) = 1 - confidence``
-    (:func:`~dpjax.postprocess.laplace_difference.laplace_difference_quantile` with equal rates) to
+    (:func:`~dpjax._src.postprocess.laplace_difference.laplace_difference_quantile` with equal rates) to
     the precision of the working dtype (that of ``scale``, at least float32). Gumbel
     (``noise="gumbel"``): the difference is Logistic(b), ``t = b (log c - log(1 - c))``. Negative
     when ``confidence < 1/2``. ``scale`` (> 0) and ``confidence`` (in (0, 1)) may be traced,

@@ -9,8 +9,8 @@ mechanisms are ``(epsilon, delta_k(epsilon_0; epsilon))``-DP with
     delta_k = max_l sum_{i=0}^{k} C(k, i) p^{k-i} (1 - p)^i max(e^{k t_l - i eps_0} - e^epsilon, 0),
     p = (e^{-t} - e^{-eps_0}) / (1 - e^{-eps_0}),  t_l = clip((epsilon + (l+1) eps_0)/(k+1), 0, eps_0).
 
-The composition theorem lives in :mod:`dpjax.accounting.bounded_range`; the mechanism computes
-``epsilon_0`` in the graph there (:func:`~dpjax.accounting.bounded_range.composition_epsilon`), so
+The composition theorem lives in :mod:`dpjax._src.accounting.bounded_range`; the mechanism computes
+``epsilon_0`` in the graph there (:func:`~dpjax.accounting.composition_epsilon`), so
 epsilon and delta may be traced.
 """
 
@@ -44,7 +44,7 @@ def app_ind_exp(
     :func:`dpjax.quantiles.emq`), each with the largest ``epsilon_0`` whose ``m``-fold composition
     is ``(epsilon, delta)``-DP (:func:`composition_epsilon`, computed in the graph in the working
     dtype, conservatively; within ``~1e-4`` relative of
-    :func:`~dpjax.accounting.bounded_range.optimal_composition_epsilon`),
+    :func:`~dpjax.accounting.optimal_composition_epsilon`),
     sorted. Neighboring relation: ``"swap"`` (default) or ``"add_remove"``. Guarantee:
     ``(epsilon, delta)``-DP and range-bounded (:func:`app_ind_exp_guarantee`).
 
@@ -80,7 +80,7 @@ def app_ind_exp_guarantee(
 
     ``RangeBounded(m epsilon_0, rho=m epsilon_0^2/8, approx=ApproxDP(epsilon, delta))`` under
     ``neighbors``, with ``m = len(qs)`` and ``epsilon_0`` the per-release budget of the optimal
-    composition theorem (:func:`~dpjax.accounting.bounded_range.optimal_composition_epsilon`; the
+    composition theorem (:func:`~dpjax.accounting.optimal_composition_epsilon`; the
     mechanism's in-graph value never exceeds it): ``m epsilon_0``-range-bounded by composition
     (Durfee and Rogers 2019, Lemma 3.2), ``m epsilon_0^2/8``-zCDP (Cesar and Rogers 2021,
     Lemma 3.4), and ``(epsilon, delta)``-DP (Dong, Durfee and Rogers 2020, Thm. 3), each accountant

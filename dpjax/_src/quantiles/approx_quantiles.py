@@ -17,10 +17,10 @@ under swap a record may leave one node and enter another, so each node gets
 per-node budget).
 
 Each record belongs to exactly one node per level: a released value ``v`` is drawn in a gap
-``g`` of the clamped sorted data (see :mod:`dpjax.quantiles.intervals`), and its two children
+``g`` of the clamped sorted data (see :mod:`dpjax._src.quantiles.intervals`), and its two children
 share that gap, cut at ``v`` (widths ``v - x_g`` and ``x_{g+1} - v``), the points left of the gap
 going left and the others right. Every node's EM is one exact draw over the global gaps masked to
-its range (:mod:`dpjax.quantiles.range_em`: by default three stages over superblocks, blocks of
+its range (:mod:`dpjax._src.quantiles.range_em`: by default three stages over superblocks, blocks of
 ``~n^(1/3)`` gaps and one block's gaps, from tilted block sums of all nodes prepared together, each
 stage drawn by the top-down Gumbel process over a log-mass heap of its units); the
 sort, the log widths and the tables depend on the data, the levels and epsilon only, so under
@@ -162,7 +162,7 @@ def approx_quantiles(
       bounds: ``(a, b)`` with ``a < b``, data independent (may be traced).
       neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
       method: how each node's exponential mechanism is drawn (static; the same law, different random
-        streams; :mod:`dpjax.quantiles.range_em`): ``"superblocks"`` (every node's tilted block
+        streams; :mod:`dpjax._src.quantiles.range_em`): ``"superblocks"`` (every node's tilted block
         sums prepared together, key independent, then three Gumbel-max stages of ``~n^(1/3)``
         units per node and key), ``"tree"`` (the same stages, each drawn by the top-down Gumbel
         process over a log-mass heap of its units: ``~log2(n^(1/3))`` variates per stage instead

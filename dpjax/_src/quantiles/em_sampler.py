@@ -5,7 +5,7 @@ probability proportional to ``exp(l_i)``, ``l_i = log width_i - epsilon / (2 Del
 literal kernel draws it by Gumbel-max: n + 1 Gumbel variates per release. Under ``vmap`` over keys
 with the data fixed the log-weights do not depend on the key, so they can be prepared once and each
 release made by one walk down a log-mass heap: the top-down Gumbel process of
-:mod:`dpjax.gumbel_process` with k = 1 (Maddison, Tarlow and Minka 2014, Sec. 3), the sampler
+:mod:`dpjax._src.gumbel_process` with k = 1 (Maddison, Tarlow and Minka 2014, Sec. 3), the sampler
 :func:`dpjax.selection.exponential_mechanism` uses for the same purpose. It is the inverse CDF of the
 log-weights, read in log space: each level of the heap goes left with probability ``P(left)``,
 computed as a difference of log-masses, so zero-width gaps (``-inf`` log-weights, ties and points
@@ -14,7 +14,7 @@ clamped onto a bound) are never drawn and split probabilities stay relative down
 Exactness: the same law as the Gumbel-max, up to the rounding of the heap's log-sums (relative
 errors of the split probabilities of about ``2 L eps (M + 1)``, ``L = ceil(log2(n + 1))``, ``M`` the
 largest ``|l|`` of a candidate with non-negligible mass after the shift by the maximum; see
-:mod:`dpjax.gumbel_process`), where the literal kernel's relative error is about ``eps (|l| + 1)``
+:mod:`dpjax._src.gumbel_process`), where the literal kernel's relative error is about ``eps (|l| + 1)``
 per candidate. That is why one release takes the literal kernel (it also has no preparation to
 amortize) and ``method="auto"`` takes this sampler only when releases share the preparation.
 
@@ -43,7 +43,7 @@ def em_tree(log_weights: jax.Array) -> _gumbel_process.LogMassTree:
         invalid).
 
     Returns:
-      The log-mass heap of :mod:`dpjax.gumbel_process`, in the dtype of ``log_weights``.
+      The log-mass heap of :mod:`dpjax._src.gumbel_process`, in the dtype of ``log_weights``.
     """
     top = jnp.max(log_weights)
     top = jnp.where(jnp.isfinite(top), top, jnp.zeros((), log_weights.dtype))

@@ -2,7 +2,7 @@
 
 Smith (2011), "Privacy-preserving statistical estimation with optimal convergence rates", Alg. 2;
 in the form of Gillenwater, Joseph, Kulesza (ICML 2021), Sec. 5.1 ("IndExp"). The output is in gap
-``i`` of the clamped sorted data (see :mod:`dpjax.quantiles.intervals`) with probability
+``i`` of the clamped sorted data (see :mod:`dpjax._src.quantiles.intervals`) with probability
 
     P[i] ∝ (x_{i+1} - x_i) * exp(-(epsilon / (2 Delta)) * |i - q n|),
 
@@ -11,7 +11,7 @@ sensitivity is ``Delta = 1`` under swap and ``max(q, 1 - q)`` under add/remove (
 moves by ``q`` when a record is added). Everything is in log space (zero-width gaps get weight
 exactly 0). One release draws the gap by Gumbel-max (``method="literal"``); under ``vmap`` over keys
 with the data fixed ``method="auto"`` (the default) draws it from a log-mass heap of the same
-log-weights, built once (:mod:`dpjax.quantiles.em_sampler`, O(log n) per release, the same law), and
+log-weights, built once (:mod:`dpjax._src.quantiles.em_sampler`, O(log n) per release, the same law), and
 the sort and the scores are computed once. The levels, epsilon and the bounds may be traced (only
 the number of levels is static): an invalid traced value, or NaN data under ``jit``, makes the output NaN.
 """
@@ -87,7 +87,7 @@ def _literal_releases(key, x, levels, epsilon_each, lower, upper, neighbors: Nei
 
 
 def _tree_draw(key, logits) -> jax.Array:
-    """One gap per row of ``logits`` from its log-mass heap (:mod:`dpjax.quantiles.em_sampler`); the
+    """One gap per row of ``logits`` from its log-mass heap (:mod:`dpjax._src.quantiles.em_sampler`); the
     heaps are key independent, so under ``vmap`` over keys they are built once."""
     keys = jax.random.split(key, logits.shape[0])
     return jax.vmap(lambda k, row: _em_sampler.em_index(k, _em_sampler.em_tree(row)))(keys, logits)
@@ -105,7 +105,7 @@ def _independent_releases(
 ) -> jax.Array:
     """The shared body of EMQ, IndExp and AppIndExp (they differ only in how the budget is split):
     one EMQ release per level, sorted, by ``method`` (validated by the callers; ``"auto"``: the rule
-    of :mod:`dpjax._auto`). The levels, budget and bounds may be traced."""
+    of :mod:`dpjax._src.auto`). The levels, budget and bounds may be traced."""
     paths = {
         "literal": functools.partial(_literal_releases, neighbors=neighbors),
         "tree": functools.partial(_tree_releases, neighbors=neighbors),
@@ -139,9 +139,9 @@ def emq(
       neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
       method: how the gap is drawn (static), the same law each way: ``"literal"``, Gumbel-max over
         the n + 1 gap log-weights (n + 1 variates per release); ``"tree"``, the top-down Gumbel
-        process over a log-mass heap of the log-weights (:mod:`dpjax.quantiles.em_sampler`: O(n)
+        process over a log-mass heap of the log-weights (:mod:`dpjax._src.quantiles.em_sampler`: O(n)
         preparation, key independent, then O(log n) per release); ``"auto"`` (default), the rule of
-        :mod:`dpjax._auto`: ``"literal"`` for one release, ``"tree"`` under ``vmap`` over keys with
+        :mod:`dpjax._src.auto`: ``"literal"`` for one release, ``"tree"`` under ``vmap`` over keys with
         the data fixed (the heap is then built once per data and level). With ``"auto"`` the random
         stream depends on the batching; name the method to fix it.
 
@@ -173,7 +173,7 @@ def emq_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) 
 
     EMQ is the exponential mechanism (Smith 2011) with weights ``exp(epsilon u / (2 Delta))`` over a
     data-independent base measure, ``Delta`` the utility's sensitivity under the relation
-    (:func:`emq_sensitivity`): the privacy loss at every output lies in an interval of width
+    (:func:`_emq_sensitivity`): the privacy loss at every output lies in an interval of width
     ``epsilon``, so it is epsilon-range-bounded (Durfee and Rogers 2019, Lemma 3.1), hence epsilon-DP
     and epsilon^2/8-zCDP (Cesar and Rogers 2021, Lemma 3.4), which is what OpenDP charges for its
     private quantile.

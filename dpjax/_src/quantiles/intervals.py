@@ -129,8 +129,8 @@ def _sort_floats(x) -> jax.Array:
     integers, increase with the value; the map is exact, so the result is the same on every backend.
     It is also the faster form on every backend, so no backend check is needed: ``jnp.sort`` of
     floats compares with a total-order comparator (zeros and NaNs canonicalized inside it), while the
-    integer sort's comparator is a single ``compare LT`` of its two operands. XLA CPU sorts that
-    about 4x faster (0.12 s vs 0.52 s for 10^6 float32 on the reference machine); XLA GPU rewrites
+    integer sort's comparator is a single ``compare LT`` of its two operands, which XLA CPU sorts
+    faster (figures in benchmarks/README.md); XLA GPU rewrites
     only such single-compare sorts into CUB's radix sort (``SortRewriter``; the float comparator
     keeps the generic sort kernel); TPU's comparison sort does less work per comparison.
     ``tests/cross/test_backends.py`` checks the lowered comparator.

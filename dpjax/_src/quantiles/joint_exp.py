@@ -12,14 +12,14 @@ typos of its printed listing fixed). The output ``o_1 <= ... <= o_m`` in ``[a, b
 is drawn with weight ``exp(c u) prod tau(i_j) / prod_runs k!`` by a forward pass
 (:mod:`dpjax.quantiles.joint_exp_tables`; its Toeplitz convolutions by linear-space block matrix
 products, certified exact or else redone by log-space recurrences:
-:mod:`dpjax.quantiles.joint_exp_linear`, :mod:`dpjax.quantiles.joint_exp_toeplitz`) and an exact
+:mod:`dpjax._src.quantiles.joint_exp_linear`, :mod:`dpjax._src.quantiles.joint_exp_toeplitz`) and an exact
 two-stage backward pass (gap, then run length, each by Gumbel-max); each ``o_j`` is then uniform
 in its gap, and the output is sorted.
 Zero-width gaps (duplicates) have probability exactly 0. Runs of several quantiles in one gap whose
 weight is provably negligible, and at large ``n`` the gaps of a forward row outside a window around
 its mass, are left out of the forward pass, under a per-dataset certificate that the sequences
 using them carry at most ``OMITTED_MASS = 2^-64`` of the probability (otherwise the pass restarts
-with nothing left out; :func:`~dpjax.quantiles.joint_exp_tables.forward_tables`).
+with nothing left out; :func:`~dpjax._src.quantiles.joint_exp_tables.forward_tables`).
 That is the resolution of the library's tail-exact Gumbel sampler (``e^-44``), below which no
 racing draw resolves probabilities anyway.
 
@@ -30,7 +30,7 @@ traced value, or NaN data under ``jit``, makes the output NaN).
 Under ``vmap`` over keys the forward tables (sorting, ``O(m n)`` memory; ``O(n log n + m n)`` time
 when ``n / m >> 1 / c``, up to ``O(m^2 n)`` when runs cannot be left out) are computed once; each key
 costs one backward pass, ``O(m (sqrt(n) + m))``. That pass has no ``O(log n)`` path (unlike
-EMQ/IndExp's ``method="auto"``, :mod:`dpjax.quantiles.em_sampler`): each step draws from a row of the
+EMQ/IndExp's ``method="auto"``, :mod:`dpjax._src.quantiles.em_sampler`): each step draws from a row of the
 forward table times a kernel ``exp(-c |hi - i - nu|)`` that moves with the gap ``hi`` drawn before
 it, so there is no single weight vector to prepare once; the per-key cost is the same with or
 without ``vmap`` (the measured rates are in ``benchmarks/README.md``).
@@ -104,7 +104,7 @@ def joint_exp_tables(
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: JointExpMethod = _DEFAULT_METHOD,
 ) -> Tables:
-    """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.joint_exp_tables.Tables`).
+    """The forward tables of JointExp for ``x`` (see :class:`~dpjax.quantiles.JointExpTables`).
 
     Arguments as in :func:`joint_exp`, except that ``epsilon = 0`` is allowed here (the tables of
     the uniform law on sorted vectors, used to check the run factors). Every float table is NaN when
@@ -246,7 +246,7 @@ def joint_exp(
 
     The forward pass's Toeplitz step is ``method="linear"`` (default: linear-space block matrix
     products, every entry certified accurate relative to itself, else redone by the scan),
-    ``"scan"`` (exact log-space recurrences; as accurate in float32, about 3x slower) or ``"fft"``
+    ``"scan"`` (exact log-space recurrences; as accurate in float32, slower) or ``"fft"``
     (the paper's max-shifted FFT; needs float64 data under ``jax_enable_x64`` to be accurate). See
     ``benchmarks/README.md`` for the measurements behind the default. ``qs``, ``epsilon`` and
     ``bounds`` may be traced (``jax.vmap`` over any of them gives what separate calls give); the

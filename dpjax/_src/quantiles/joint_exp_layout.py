@@ -25,9 +25,9 @@ __all__ = [
 
 def sampling_block(size: int) -> int:
     """Gaps per block of the backward sampler: about ``sqrt(n)``, so a step costs ``O(sqrt(n))``;
-    a multiple of every :data:`~dpjax.quantiles.joint_exp_linear.LINEAR_BLOCKS` size (so the block
+    a multiple of every :data:`~dpjax._src.quantiles.joint_exp_linear.LINEAR_BLOCKS` size (so the block
     masses follow from the linear step's block summaries, and their loops vectorize: see
-    ``BLOCK_ALIGN``)."""
+    :func:`~dpjax._src.quantiles.joint_exp_toeplitz.aligned_length`)."""
     unit = LINEAR_BLOCKS[0]
     return ceil_div(max(unit, math.isqrt(max(size - 1, 0)) + 1), unit) * unit
 

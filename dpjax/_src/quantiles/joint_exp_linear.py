@@ -2,7 +2,7 @@
 
 The step (Gillenwater, Joseph, Kulesza, ICML 2021, Alg. 1 lines 8-10) is the strictly causal
 convolution ``y[i] = LSE_{i' < i} (x[i'] - c |i - i' - nu|)`` of a log vector (see
-:mod:`dpjax.quantiles.joint_exp_toeplitz`). Here the sequence is cut into blocks of
+:mod:`dpjax._src.quantiles.joint_exp_toeplitz`). Here the sequence is cut into blocks of
 ``B`` gaps (:data:`LINEAR_BLOCKS`), each moved to linear space once, relative to its maximum ``S_b``
 (``v = exp(x - S_b)``, one ``exp`` per element). For output block ``b`` and input block ``b - d``
 the gaps are ``g = d B + t - t'``; with ``L = floor(nu)`` and ``D = max(floor((L + 1) / B) - 1, 0)``:
@@ -16,7 +16,7 @@ the gaps are ``g = d B + t - t'``; with ``L = floor(nu)`` and ``D = max(floor((L
   and a causal decaying filter over blocks.
 
 The two block-level sums (``O(n / B)`` entries) run through the exact log-space filters of the scan
-method (:func:`~dpjax.quantiles.joint_exp_toeplitz.far_and_window_filters`, with ``c B``). Each
+method (:func:`~dpjax._src.quantiles.joint_exp_toeplitz.far_and_window_filters`, with ``c B``). Each
 output block is then the sum, with one scale per block, of three ``B x B`` kernel products (the
 explicit blocks) and the near and far terms (the block-level sums times ``e^{+-c t}``), and one
 ``log`` per element. No subtraction is formed anywhere, so the only loss is underflow: every scaled
@@ -26,7 +26,7 @@ an underflowed term is below ``tiny``. So every entry whose linear value in its 
 entries are; the step checks this for every entry that is not exactly zero (exact zeros are the
 gaps at or before the first finite input) and for the block summaries, and when any check fails it
 returns the exact log-space scan instead
-(:func:`~dpjax.quantiles.joint_exp_toeplitz.toeplitz_scan`, by ``lax.cond``; under ``vmap`` over
+(:func:`~dpjax._src.quantiles.joint_exp_toeplitz.toeplitz_scan`, by ``lax.cond``; under ``vmap`` over
 ``c`` or ``nu`` every attempt and the scan are computed and selected). In float32 the threshold is
 ``2^-96`` of the frame (~66 nats): a row whose entries within one block span more than that is not
 certified. The kernel alone spans up to ``c (2B - 2)`` nats in an explicit block, so the step is
@@ -132,7 +132,7 @@ class _Frames(NamedTuple):
 
 
 def block_frames(x, start, length: int, c, nu, block: int) -> _Frames:
-    """The :class:`Frames` of the step for an input row of ``length`` gaps that is ``x`` (shape
+    """The :class:`_Frames` of the step for an input row of ``length`` gaps that is ``x`` (shape
     ``(w,)``, ``w`` a multiple of ``block``) at gaps ``[start B, start B + w)`` and ``-inf``
     elsewhere. ``start``, ``c`` and ``nu`` may be traced."""
     dtype = x.dtype
@@ -248,7 +248,7 @@ def _input_blocks(frames: _Frames, start, rows: int, distance):
 
 
 def _linear_step(x, c, nu, block: int):
-    """``(y, certified, left, right)``: :func:`toeplitz_linear_certified`'s pair and the input's
+    """``(y, certified, left, right)``: :func:`_toeplitz_linear_certified`'s pair and the input's
     block summaries ``left = F_u = LSE_t x[u, t] + c t`` and ``right = R_u = LSE_t x[u, t] - c t``
     (shape ``(aligned_length(n) / B,)``), which the certificate covers too."""
     size = x.shape[0]
@@ -277,7 +277,7 @@ def toeplitz_linear(x, c, nu):
     the linear-space block step with the first block size that certifies, else :func:`toeplitz_scan`."""
     size = x.shape[0]
     # Flattened inside the branch, where ``y`` is materialised: fused into the producer, the
-    # flattening makes XLA CPU compile the blocked arithmetic to scalar code (3x the whole step).
+    # flattening makes XLA CPU compile the blocked arithmetic to scalar code (benchmarks/README.md).
     return _first_certified(
         x, c, nu, lambda block, y, left, right: y.reshape(-1)[:size], lambda: toeplitz_scan(x, c, nu)
     )

@@ -151,7 +151,7 @@ def _logsumexp_recent_rows(first, first_max, firsts, weight, log_width, j, m: in
     ``total = LSE(first, firsts[l] + weight[l] + (j - l) log_width)`` over rows ``l < j``
     (``first_max = max(first)``, which is the maximum when no row is live).
 
-    Rows are visited backwards from ``l = j - 1`` in chunks of :data:`ROW_CHUNK` (offsets
+    Rows are visited backwards from ``l = j - 1`` in chunks of :data:`_ROW_CHUNK` (offsets
     ``t = j - 1 - l`` are static, so each chunk is an unrolled elementwise max and exp-sum chain that
     XLA CPU fuses into one pass); a chunk whose rows all have ``-inf`` weight (omitted, or before
     row 0) is skipped by ``lax.cond``, and so is the whole pass when every row is."""

@@ -59,8 +59,8 @@ JointExpMethod: TypeAlias = Literal["linear", "scan", "fft"]
 """How JointExp's forward pass is computed (static)."""
 METHODS: tuple[JointExpMethod, ...] = get_args(JointExpMethod)
 """The Toeplitz steps of the forward pass: linear-space block products with a certified exact
-fallback (:mod:`dpjax.quantiles.joint_exp_linear`), exact log-space recurrences, and the paper's
-max-shifted FFT (:mod:`dpjax.quantiles.joint_exp_toeplitz`)."""
+fallback (:mod:`dpjax._src.quantiles.joint_exp_linear`), exact log-space recurrences, and the paper's
+max-shifted FFT (:mod:`dpjax._src.quantiles.joint_exp_toeplitz`)."""
 
 
 class Tables(NamedTuple):
@@ -131,8 +131,8 @@ def forward_tables(
     :func:`window_span`, about a sixteenth of the row from ``2^15`` gaps on; 0 for none), the rest of
     the row ``-inf``: row 0 when its mass outside the window is below ``max - margin_0``, and row
     ``j`` from a windowed row ``j - 1`` when the same holds for a bound on it. The step then runs on
-    the window alone (:func:`~dpjax.quantiles.joint_exp_linear.block_frames` and
-    :func:`~dpjax.quantiles.joint_exp_linear.window_values`: ``O(span + n / 32)`` instead of
+    the window alone (:func:`~dpjax._src.quantiles.joint_exp_linear.block_frames` and
+    :func:`~dpjax._src.quantiles.joint_exp_linear.window_values`: ``O(span + n / 32)`` instead of
     ``O(n)``), and every new run in block ``b`` of 32 gaps is at most the block's frame
     ``+ log(98)`` plus its largest log width (plus a nat for rounding), which bounds the mass left
     out; the window is centred on the blocks whose bound is within ``margin_j`` of the largest. It

@@ -24,9 +24,9 @@ of the log vector ``x`` (length ``n + 1``) with a two-sided exponential kernel.
     ``c``, restarting at block starts) of the next block.
 
   The three filters run together as one batched first-order log-space recurrence
-  (:func:`log_filter`), and ``L`` may be a traced value, so the steps of the ``lax.scan`` over
+  (:func:`_log_filter`), and ``L`` may be a traced value, so the steps of the ``lax.scan`` over
   quantiles share one body. The same filters run at the block level of the default ``"linear"``
-  step (:mod:`dpjax.quantiles.joint_exp_linear`), which falls back to ``"scan"`` when it cannot
+  step (:mod:`dpjax._src.quantiles.joint_exp_linear`), which falls back to ``"scan"`` when it cannot
   certify an entry.
 """
 
@@ -41,14 +41,14 @@ __all__: list[str] = []
 
 _FILTER_BLOCK = 16
 _BLOCK_ALIGN = 8
-"""Rows are padded to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN`` (:func:`aligned_length`), so that
+"""Rows are padded to a multiple of ``_FILTER_BLOCK * _BLOCK_ALIGN`` (:func:`aligned_length`), so that
 loops over a row or a block column have even lengths: XLA CPU compiles an elementwise loop of odd
-length to scalar code, 2x slower, and up to 30x slower when the loop also reads a runtime scalar
-(``nu``, or ``c``, when they are not compile-time constants; measured at ``10^6`` elements)."""
+length to scalar code, slower still when the loop also reads a runtime scalar (``nu``, or ``c``,
+when they are not compile-time constants; figures in benchmarks/README.md)."""
 
 
 def aligned_length(size: int) -> int:
-    """``size`` rounded up to a multiple of ``FILTER_BLOCK * BLOCK_ALIGN``: the row length of the
+    """``size`` rounded up to a multiple of ``_FILTER_BLOCK * _BLOCK_ALIGN``: the row length of the
     Toeplitz step (and of the forward pass's rows), even so that XLA CPU vectorizes its loops."""
     step = _FILTER_BLOCK * _BLOCK_ALIGN
     return ceil_div(size, step) * step
@@ -90,7 +90,7 @@ def _from_blocks(v, size: int):
 
 
 def _filter_blocks(decay, values):
-    """:func:`log_filter` on the block layout of :func:`_to_blocks` (padding: decay 0, value -inf).
+    """:func:`_log_filter` on the block layout of :func:`_to_blocks` (padding: decay 0, value -inf).
 
     Both passes are ``lax.scan`` over the position in the block rather than whole-array
     expressions: XLA would otherwise fuse the layout transposes into the elementwise work and read
@@ -124,10 +124,10 @@ def _log_filter(decay, values):
     """Row-wise ``z[k] = logaddexp(z[k-1] + decay[k], values[k])``, ``z[-1] = -inf``.
 
     ``decay = -inf`` restarts the recurrence. Shapes ``(rows, size)``. The sequence is cut into
-    blocks of ``FILTER_BLOCK``: a ``lax.scan`` over the position in the block runs the recurrence
+    blocks of ``_FILTER_BLOCK``: a ``lax.scan`` over the position in the block runs the recurrence
     inside every block at once, the block ends are filtered recursively, and a second scan adds each
     block's incoming value. Only sums of positive terms are formed (no subtraction), so every output
-    is accurate relative to itself; ``O(size)`` work, ``O(FILTER_BLOCK log size)`` sequential steps.
+    is accurate relative to itself; ``O(size)`` work, ``O(_FILTER_BLOCK log size)`` sequential steps.
     """
     size = values.shape[1]
     blocked = _filter_blocks(_to_blocks(decay, _FILTER_BLOCK, 0), _to_blocks(values, _FILTER_BLOCK, -jnp.inf))
@@ -202,7 +202,7 @@ def toeplitz_scan(x, c, nu):
     window = jnp.floor(nu).astype(jnp.int32)
     frac = (nu - window).astype(dtype)
     length = jnp.maximum(window, 1)
-    # Everything runs at the length of the block layout (even: see BLOCK_ALIGN), with the data at
+    # Everything runs at the length of the block layout (even: see _BLOCK_ALIGN), with the data at
     # [0, size) in every row, the reversed one included; an output below size reads only inputs
     # below size, so the padding (-inf) changes nothing.
     padded = aligned_length(size)
@@ -220,8 +220,8 @@ def toeplitz_scan(x, c, nu):
 
 
 def _log_sum_exp3(a, b, d):
-    """Elementwise ``log(e^a + e^b + e^d)`` with one log (vs two ``logaddexp``: 2.5x faster on XLA
-    CPU); exact up to rounding since the shifted sum lies in ``[1, 3]``, ``-inf`` if all are."""
+    """Elementwise ``log(e^a + e^b + e^d)`` with one log (vs two ``logaddexp``: fewer transcendentals
+    per entry); exact up to rounding since the shifted sum lies in ``[1, 3]``, ``-inf`` if all are."""
     top = jnp.maximum(jnp.maximum(a, b), d)
     top = jnp.where(jnp.isfinite(top), top, 0)
     return top + jnp.log(jnp.exp(a - top) + jnp.exp(b - top) + jnp.exp(d - top))

@@ -2,7 +2,7 @@
 
 Kaplan, Schnapp and Stemmer (ICML 2022, Alg. 1) run, at every node of the recursion, the
 single-quantile exponential mechanism (Smith 2011, Alg. 2) on the data between the two outputs that
-bound the node. With the sorted data's ``n + 1`` gaps (:func:`dpjax.quantiles.intervals._gaps`), a
+bound the node. With the sorted data's ``n + 1`` gaps (:func:`dpjax._src.quantiles.intervals.sorted_gaps`), a
 node owns the gaps ``gap_lo..gap_hi`` (the end gaps cut at its bounds ``lo`` and ``hi``), and gap
 ``g`` has weight ``width_g exp(-c |g - T|)``, ``T = gap_lo + q (gap_hi - gap_lo)``. The gaps strictly
 left of ``T`` carry ``exp(-c T) sum width_g e^{c g}`` and those right of it ``exp(c T) sum width_g
@@ -26,12 +26,12 @@ gap by gap:
   log-sum-exps instead (a ``lax.cond`` on the key-independent ``c``, so under ``vmap`` over keys only
   one branch runs).
 * ``"tree"``: the superblock layout and tables, each of the three stages drawn by the top-down
-  Gumbel process over a log-mass heap of that stage's log-masses (:mod:`dpjax.quantiles.em_sampler`,
+  Gumbel process over a log-mass heap of that stage's log-masses (:mod:`dpjax._src.quantiles.em_sampler`,
   Maddison, Tarlow and Minka 2014, Sec. 3) instead of Gumbel-max: ``~log2(n^(1/3))`` exponential
   variates per stage where Gumbel-max takes one per unit. Under ``vmap`` over keys the random
   variates are most of the superblock sampler's cost, so this is the fast path; its law is the
   same up to the rounding of each heap's log-sums (relative ``2 L eps (M + 1)`` per split, ``L =
-  ceil(log2 B)``, see :mod:`dpjax.gumbel_process`).
+  ceil(log2 B)``, see :mod:`dpjax._src.gumbel_process`).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def node_em_superblocks(key, edges, log_width, node: Node, tables: Tables, draw=
     wholly inside the range on one side of ``T``, gap by gap for the <= 3 blocks holding
     ``gap_lo``, ``gap_hi`` or ``T``, and the superblocks holding those from their blocks).
     ``O(n^(1/3))`` per node and key. ``draw(key, logits)`` draws each stage (``"tree"``:
-    :func:`_heap_draw`)."""
+    :func:`heap_draw`)."""
     dtype = log_width.dtype
     size, supers = _layout(log_width.shape[0])
     target = node.q * (node.gap_hi - node.gap_lo).astype(dtype)  # T - gap_lo

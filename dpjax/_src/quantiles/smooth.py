@@ -101,7 +101,7 @@ def _ranks(n: int, levels) -> jax.Array:
 @functools.partial(jax.jit, static_argnames=("n", "dtype"))
 def _tuning_log_sensitivity(n: int, levels, lower, upper, dtype) -> jax.Array:
     """``log S_t`` on the synthetic N(0, 1) datasets for every level and grid ``t``: shape
-    ``(TUNING_DATASETS, m, len(T_GRID))``."""
+    ``(_TUNING_DATASETS, m, len(_T_GRID))``."""
     rng = np.random.default_rng(0)
     grid = jnp.asarray(_T_GRID, dtype)
     ranks = _ranks(n, jnp.asarray(levels, dtype))

@@ -7,9 +7,9 @@ is the first query whose noisy count reaches the noisy threshold. No upper bound
 
 Kernel design (Durfee 2023, §4.2 "simple and scalable implementation", vectorised): one O(n)
 pass bins the data on the geometric grid exactly
-(:mod:`dpjax.quantiles.unbounded_bins`); each trial then samples the halting query exactly in
+(:mod:`dpjax._src.quantiles.unbounded_bins`); each trial then samples the halting query exactly in
 O(log bins) expected time (thinning far below the threshold, literal draws near it, and the constant
-stretch beyond the data maximum in closed form; :mod:`dpjax.svt.monotone_halting`), so no
+stretch beyond the data maximum in closed form; :mod:`dpjax._src.svt.monotone_halting`), so no
 trial runs long. Under ``vmap`` over keys the binning and that sampler's preparation are done once;
 one release takes the sampler without preparation (``"blocks"``, same law; :func:`halting`).
 
@@ -237,9 +237,9 @@ def _checked_inputs(checks: Checks, x, q, epsilon, split, beta, noise: str, max_
 @functools.partial(jax.jit, static_argnames=("noise", "dtype", "first", "method"))
 def halting(key, counts, q, n, epsilon1, epsilon2, cap, *, noise, dtype, first, method=_auto.AUTO):
     """AboveThreshold's halting index over ``counts`` with ``T = q*n`` computed in ``dtype``:
-    ``(k, truncated)`` (see :func:`~dpjax.svt.monotone_halting.halting_index`).
+    ``(k, truncated)`` (see :func:`~dpjax._src.svt.monotone_halting.halting_index`).
 
-    ``method="auto"`` (the rule of :mod:`dpjax._auto`): ``"fast"`` under ``vmap`` over keys with the
+    ``method="auto"`` (the rule of :mod:`dpjax._src.auto`): ``"fast"`` under ``vmap`` over keys with the
     counts fixed (its key-independent prefix log-masses of the table are then built once), and
     ``"blocks"`` for one release, which has no preparation to amortize (at a table of 16,384
     counts the fast sampler's preparation alone costs several times a whole blocks release). Same

@@ -83,7 +83,7 @@ def bin_index(z, log_b, cap) -> jax.Array:
     The guess ``g = floor(log1p(z) / log_beta)`` is off by at most one; ``b = g + [z >= edge(g+1)]
     - [z < edge(g)]`` corrects it (at most one term holds, the edges increase). The guess and the
     two comparisons are computed in separate loops (``optimization_barrier``): fused into one, with
-    integer conversions, XLA's CPU loop is not vectorised (4x slower at 10^6 points); the indices
+    integer conversions, XLA's CPU loop is not vectorised (benchmarks/README.md); the indices
     are exact floats below 2**24 (``INDEX_LIMIT``).
     """
     dtype = z.dtype
@@ -145,7 +145,7 @@ def cumulative_counts(
     computed in ``dtype``; one compiled O(n) pass.
 
     ``size`` must exceed every counted point's bin + 1 or equal ``cap + 1`` (see :func:`static_size`).
-    Points sharded evenly over mesh axes (``layout``, :func:`dpjax.sharded.leading_axes` of ``x``,
+    Points sharded evenly over mesh axes (``layout``, :func:`dpjax._src.sharded.leading_axes` of ``x``,
     also read from explicit-axis types under ``jit``) are binned by their device into a local
     histogram, and the histograms are summed (``psum``, exact in int32); otherwise XLA partitions
     the binning.

@@ -144,7 +144,7 @@ def fingerprint(*, settings: dict, mechanism, truth, metrics, data, seed: int) -
     Args:
       settings: the run's settings of the step (trials, replicates, confidence, grid points, ...).
       mechanism: the mechanism's function; truth: the truth function (or ``None``).
-      metrics: the study's :class:`~dpjax.studies.metrics.Metric` objects.
+      metrics: the study's :class:`~dpjax._src.studies.metrics.Metric` objects.
       data: the step's dataset (host arrays) and fixed parameters.
       seed: the run's seed.
     """

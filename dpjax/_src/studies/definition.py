@@ -26,7 +26,7 @@ class Mechanism:
         mechanism of its own in the table, all from one compiled call.
       theory: per metric name (or ``(variant, metric name)``), ``theory(data, **params)`` with
         concrete parameters, returning a law or ``{statistic: value}`` (see
-        :mod:`dpjax.studies.theory`).
+        :mod:`dpjax._src.studies.theory`).
       description: one line for listings.
     """
 
@@ -54,10 +54,10 @@ class Study:
       name: the study's name (file names, the ``study`` column).
       mechanisms: :class:`Mechanism` objects, or a mapping ``{name: fn}``.
       datasets: ``{name: data}`` where data is an array or pytree of arrays, a :class:`Dataset`, or
-        the name of a built-in dataset (see :mod:`dpjax.datasets.builtin`); or ``{name: (data,
+        the name of a built-in dataset (see :mod:`dpjax._src.datasets.builtin`); or ``{name: (data,
         params)}`` with per-dataset fixed parameters (static) for ``fn``, ``truth`` and theory; a
         parameter given as a function is called with the (host) data, e.g. a threshold at a rank.
-      metrics: what to measure (see :mod:`dpjax.studies.metrics`).
+      metrics: what to measure (see :mod:`dpjax._src.studies.metrics`).
       grid: ``{parameter: values}``; the study runs on their product. Values may be traced.
       truth: ``truth(data, **params) -> pytree`` in JAX, what the metrics compare releases with
         (``None`` when no metric needs one). For mechanisms with variants, a truth dict with a key

@@ -41,7 +41,7 @@ class Metric:
       fn: ``fn(release, truth) -> scalar`` in JAX (traced); NaN marks a failed trial.
       description: what one trial's number is, e.g. "absolute error |release - truth|".
       unit: its unit, e.g. "data units", "fraction of the true top-k", "items".
-      statistics: summaries over the trials (see :mod:`dpjax.studies.statistics`).
+      statistics: summaries over the trials (see :mod:`dpjax._src.studies.statistics`).
       scale: y-axis scale of its plots, "log" or "linear".
       output: key of the release entry it reads (``None``: the whole release).
       truth: key of the truth entry it compares with (``None``: the whole truth).

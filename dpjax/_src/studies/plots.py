@@ -37,7 +37,7 @@ def x_parameter(table, grid: dict) -> str | None:
 
 
 def study_figure(result, *, columns: int = 3):
-    """The small-multiples figure of a :class:`~dpjax.studies.study.StudyResult`."""
+    """The small-multiples figure of a :class:`~dpjax.studies.StudyResult`."""
     import matplotlib.pyplot as plt
 
     study, table = result.study, result.table

@@ -1,12 +1,12 @@
 """The registry of the studies that ``dpjax study`` runs.
 
-A mechanism family declares its studies in a module of :mod:`dpjax.studies.catalog` (one module per
-family, so families never edit a shared file; :func:`dpjax.studies.catalog.studies` imports them all)
+A mechanism family declares its studies in a module of :mod:`dpjax._src.studies.catalog` (one module per
+family, so families never edit a shared file; :func:`dpjax.studies.studies` imports them all)
 and registers each :class:`~dpjax.studies.Study`::
 
     register(Study("laplace_clipped_mean", mechanisms=[...], datasets={"normal": "normal"}, ...))
 
-Datasets given by name are the built-in ones (:mod:`dpjax.datasets.builtin`), generated from the
+Datasets given by name are the built-in ones (:mod:`dpjax._src.datasets.builtin`), generated from the
 run's seed.
 """
 

@@ -100,7 +100,7 @@ def _grid(header: list[str], rows: list[list[str]], labels: int, width: int) -> 
 
 
 def format_result(result, *, width: int = _WIDTH, seconds: float | None = None) -> str:
-    """The terminal block of one :class:`~dpjax.studies.study.StudyResult`."""
+    """The terminal block of one :class:`~dpjax.studies.StudyResult`."""
     study, table, record = result.study, result.table, result.record
     if "replicate" in table.columns:
         table = table[table["replicate"] == 0]

@@ -34,7 +34,7 @@ class StudyResult:
     record: dict
 
     def figure(self) -> Figure:
-        """The study's small-multiples figure (see :func:`dpjax.studies.plots.study_figure`)."""
+        """The study's small-multiples figure (see :func:`dpjax._src.studies.plots.study_figure`)."""
         from dpjax._src.studies.plots import study_figure
 
         return study_figure(self)

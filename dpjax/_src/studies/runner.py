@@ -9,7 +9,7 @@ key, the first trial and ``args`` (and any array ``f`` closes over) as arguments
 calling ``monte_carlo`` again with the same ``f`` (another key, other data of the same shapes)
 compiles nothing.
 
-Between chunks the runner checks :data:`dpjax.interrupt.STOP` (set by the first SIGINT or SIGTERM
+Between chunks the runner checks :data:`dpjax._src.interrupt.STOP` (set by the first SIGINT or SIGTERM
 of a ``dpjax`` command), so a stopped run ends within one chunk.
 
 With a ``mesh``, each chunk's trials are split over the mesh's devices with ``shard_map`` (every

@@ -1,6 +1,6 @@
 """Statistics of Monte Carlo trials, each with a standard error and a confidence interval.
 
-A study measures one number per trial (a :class:`~dpjax.studies.metrics.Metric`) and summarizes the
+A study measures one number per trial (a :class:`~dpjax._src.studies.metrics.Metric`) and summarizes the
 ``T`` trials of each cell by one or more statistics:
 
 * ``"mean"``: the sample mean. Interval: the normal (CLT) interval ``mean ± z SE`` with

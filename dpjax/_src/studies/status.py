@@ -1,7 +1,7 @@
 """What a running Monte Carlo says: what is compiling, then releases done, releases/s and ETA per chunk.
 
 A :class:`ChunkStatus` turns the runner's events (compiling, a chunk done) into one line of text and
-hands it to a sink: a :class:`~dpjax.studies.progress.Progress` (``run_study``, ``dpjax study``), or
+hands it to a sink: a :class:`~dpjax._src.studies.progress.Progress` (``run_study``, ``dpjax study``), or
 standard error (a line rewritten in place on a terminal). While a compile or a chunk runs, a
 background thread repeats the line with the time elapsed every :data:`_EVERY` seconds, so the run is
 never silent for more than that (a 40-second compile says so while it runs).

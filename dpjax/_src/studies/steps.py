@@ -111,7 +111,8 @@ def _run_step(plan: Plan, cell: Cell, functions, key, sink):
 
 
 def _sampled(f, key, plan, args, chunk_size, sink, per_trial):
-    """:func:`~dpjax.studies.runner.monte_carlo`'s outputs (or ``_streaming`` summaries) and chunk record."""
+    """:func:`~dpjax.studies.monte_carlo`'s outputs (or :mod:`dpjax._src.studies.streaming`
+    summaries) and chunk record."""
     status = ChunkStatus(sink, total := plan.trials * plan.replicates, per_trial)
     try:
         return run(f, key, total, args, chunk_size, None, status,

@@ -26,7 +26,7 @@ Example (a mechanism of your own, three epsilons, 2,000 trials per cell)::
 
 How it runs. For each mechanism and dataset, the whole grid is **one compiled call**: ``vmap`` over
 the grid's parameter values inside ``vmap`` over the trial keys, chunked over trials by
-:func:`~dpjax.studies.runner.monte_carlo` to bound memory. Trial ``i`` of every cell uses
+:func:`~dpjax.studies.monte_carlo` to bound memory. Trial ``i`` of every cell uses
 ``fold_in(key, i)`` with one key per (study, mechanism, dataset), so:
 
 * results are reproducible per seed and do not depend on the chunk size;
@@ -105,7 +105,7 @@ def run_study(
         no code) with a fingerprint of what made each step (settings, seed, the source files of
         the mechanism, truth and metrics, the data, dpjax's code and the library versions, the
         backend, ``jax_enable_x64``): a step made otherwise raises
-        :class:`~dpjax.studies.checkpoint.CheckpointMismatch` naming what differs, and a file that
+        :class:`~dpjax.studies.CheckpointMismatch` naming what differs, and a file that
         cannot be trusted (corrupt, truncated, another step's) is computed again, with a note.
       on_error: ``"raise"``: an exception of a step ends the run; ``"record"``: the step is left
         out, the run goes on with the other mechanisms and ``record["failures"]`` lists each
@@ -116,7 +116,7 @@ def run_study(
       A :class:`StudyResult`.
 
     Raises:
-      dpjax.interrupt.Interrupted: the run was stopped by a signal (in ``dpjax study``); its
+      dpjax._src.interrupt.Interrupted: the run was stopped by a signal (in ``dpjax study``); its
         ``result`` attribute holds the :class:`StudyResult` of the finished steps.
     """
     if on_error not in ("raise", "record"):

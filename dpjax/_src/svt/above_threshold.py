@@ -163,12 +163,12 @@ def above_threshold(
         searches in heaps of the log-masses and maxima of ``(q - T)/b2`` (key independent, so
         built once under ``vmap`` over keys), O(log n) per search: one search for Gumbel noise,
         ``1 + Geometric(1/2)`` on average for Laplace and Exponential (envelope and thinning,
-        :mod:`dpjax.svt.first_passage`, which states its float error). Cost (jit, 2 loaded CPU
-        cores): under ``vmap`` over 10^4 keys at 10^4 queries 0.5-6 us per release against about
-        500 us; one release costs 0.6-1.7x the literal kernel at 10^2-10^5 queries
-        (benchmarks/README.md, "SVT: one release"). ``"auto"`` runs ``"literal"`` for one release
+        :mod:`dpjax._src.svt.first_passage`, which states its float error). Under ``vmap`` over keys
+        the heaps are built once and a release costs O(log n) searches against the literal
+        kernel's O(n) pass; one release costs about what the literal kernel costs (timings:
+        benchmarks/README.md, "SVT: one release"). ``"auto"`` runs ``"literal"`` for one release
         and ``"first_passage"`` under ``vmap`` over keys with the queries and budgets fixed (the
-        rule of :mod:`dpjax._auto`). Same law, different random streams.
+        rule of :mod:`dpjax._src.auto`). Same law, different random streams.
 
     The noise scales are computed in the working dtype (:func:`~dpjax.validation.float_dtype` of
     ``queries`` and ``threshold``), the same way for concrete and traced parameters.
@@ -322,7 +322,7 @@ def above_threshold_guarantee(
     """The guarantee of one AboveThreshold run (Durfee 2023, Lemmas 3.1, 3.2, Cor. 3.1, Theorem 1).
 
     Host-side, for the accountant: the budgets must be concrete numbers, or arrays of them for a
-    grid (an object array of guarantees, see :func:`~dpjax.accounting.elementwise.elementwise`).
+    grid (an object array of guarantees, see :func:`~dpjax._src.accounting.elementwise.elementwise`).
 
     Args:
       epsilon1: threshold budget; epsilon2: query budget (both > 0).

@@ -17,7 +17,7 @@ of ``b2`` write ``u_i = c_i / b2``, ``h = eta / b2`` and ``x_i = exp(u_i - h) = 
   1/2 + x/2``). Its rate is a sum of two Gumbel-form rates, ``C/2 w_i + C^2/4 w_i^2``, so the passage
   from ``s`` is the first ``i`` with ``log(S1(s..i)/2 + e^-h S2(s..i)/4) >= log E + h`` (``S1``, ``S2``
   the sums of ``w`` and ``w^2``: two log-mass heaps searched together node by node, as in
-  :mod:`dpjax.svt.gap_passage`). Each candidate is kept with probability ``p_i / r_i`` (thinning,
+  :mod:`dpjax._src.svt.gap_passage`). Each candidate is kept with probability ``p_i / r_i`` (thinning,
   Lewis and Shedler 1979), which is 1 - x/8 + O(x^2) for small ``x`` and at least 0.85 everywhere
   (its minimum, near ``x = 3``); after a rejection the passage restarts one past the candidate with a
   fresh exponential (the trials are independent). (The first-order envelope ``1 - exp(-x)`` keeps
@@ -35,7 +35,7 @@ Each candidate is kept with probability at least 1/2 (0.85 for Laplace noise), s
 which share the loop).
 
 The data structure (key independent, built once under ``vmap`` over keys): heaps over the
-queries padded to ``D = 2^L`` leaves, :func:`dpjax.gumbel_process.heap`, of the log-masses
+queries padded to ``D = 2^L`` leaves, :func:`dpjax._src.gumbel_process.heap`, of the log-masses
 ``logsumexp(u)``, for Laplace noise of ``logsumexp(2u)`` and, for Exponential noise, of the maxima
 of ``u``. The search from ``s`` climbs
 from leaf ``s`` accumulating the log-mass of the nodes to its right until one holds the passage,
@@ -74,7 +74,7 @@ _LOG2 = math.log(2.0)
 
 
 class PassageTree(NamedTuple):
-    """The heaps of :func:`passage_tree` (key independent)."""
+    """The heaps of :func:`_passage_tree` (key independent)."""
 
     log_mass: jax.Array  # [2D]: log of the sum of e^u under each node (leaves D .. 2D - 1: u itself)
     top: jax.Array | None  # [2D]: the largest u under each node (-inf on padding); Exponential only
@@ -95,7 +95,7 @@ def first_stop(tree: PassageTree, start, target, level=None, mass=None) -> jax.A
     """The first ``i >= start`` with ``log(sum_{start <= j <= i} e^{u_j}) >= target`` or
     ``u_i >= level`` (no such condition when ``level`` is None); ``n`` when there is none (or
     ``start >= n``). ``mass(node)`` gives a node's log-mass (default ``tree.log_mass[node]``; the
-    two-rate passage of :mod:`dpjax.svt.gap_passage` adds a second heap). ``2 L`` heap steps."""
+    two-rate passage of :mod:`dpjax._src.svt.gap_passage` adds a second heap). ``2 L`` heap steps."""
     leaves = tree.log_mass.shape[0] // 2
     depth = leaves.bit_length() - 1
     n = tree.size

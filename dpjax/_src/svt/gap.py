@@ -26,7 +26,7 @@ is offered. Neighboring relation: any under which each query changes by at most 
 ``monotonic=True`` additionally needs all queries to move in the same direction (counting queries
 under add/remove; *not* item counts under substitution).
 
-First passage (``method="first_passage"`` of both functions, :mod:`dpjax.svt.gap_passage`). Given
+First passage (``method="first_passage"`` of both functions, :mod:`dpjax._src.svt.gap_passage`). Given
 the one threshold noise the queries are independent, so the next ⊤ is a first passage with firing
 probability ``p_i = 1 - P(top misses) P(middle misses)``: a two-rate envelope (one log-mass heap
 per noise scale, built once per data, so once under ``vmap`` over keys) and thinning give its
@@ -37,7 +37,7 @@ as the literal kernel (answers, branches, gaps, units), different random stream;
 ``sigma = inf`` the adaptive version draws exactly what :func:`sparse_vector_with_gap` draws for the
 same key. Float precision: the sums from the search's start are off by a relative
 ``(4 L + 2) eps (M + 1)`` (``D = 2^L`` leaves, ``M`` the largest log-sum compared, as in
-:mod:`dpjax.svt.first_passage`), the acceptance and branch tests are exact to a few ulp (log space)
+:mod:`dpjax._src.svt.first_passage`), the acceptance and branch tests are exact to a few ulp (log space)
 and the overshoot is tail-exact to about 44 scales.
 
 Parameters: ``epsilon``, ``theta``, ``sigma``, ``sensitivity`` and the threshold may be traced (a
@@ -144,7 +144,7 @@ def sparse_vector_with_gap(
       monotonic: use the monotonic noise scales (static).
       sensitivity: per-query sensitivity, > 0, multiplies every noise scale (may be traced).
       method: ``"auto"`` (default: ``"literal"`` for one release, ``"first_passage"`` under
-        ``vmap`` over keys with the queries and parameters fixed, :mod:`dpjax._auto`),
+        ``vmap`` over keys with the queries and parameters fixed, :mod:`dpjax._src.auto`),
         ``"literal"`` (one Laplace variate per query) or ``"first_passage"``: the same law
         (answers and gaps) by ``c`` first passages with the one threshold noise and an exact draw of
         each gap given its answer (module docstring; heaps built once per data under ``vmap`` over

@@ -1,6 +1,6 @@
 """The compiled core of Sparse-Vector-with-Gap and its adaptive version (Ding, Wang, Zhang and Kifer
 2019, Algorithms 1 and 2): the branches over the queries from given noise, and the keyed runs (the
-literal draw or the first-passage sampler) (see :mod:`dpjax.svt.gap`)."""
+literal draw or the first-passage sampler) (see :mod:`dpjax._src.svt.gap`)."""
 
 from __future__ import annotations
 

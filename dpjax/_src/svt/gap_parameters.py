@@ -1,6 +1,6 @@
 """The parameters of Sparse-Vector-with-Gap and its adaptive version (Ding, Wang, Zhang and Kifer
 2019, Algorithms 1 and 2): their checks, the default ``theta`` and the split of epsilon between the
-threshold and the query noises (see :mod:`dpjax.svt.gap`)."""
+threshold and the query noises (see :mod:`dpjax._src.svt.gap`)."""
 
 from __future__ import annotations
 

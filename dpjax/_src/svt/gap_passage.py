@@ -8,7 +8,7 @@ trials of probability ``p_i = 1 - (1 - pt_i)(1 - pm_i)``, ``pt_i = S((eta + sigm
 ``pm_i = S((eta - c_i)/bm)`` (``S`` the Laplace(1) survival function).
 
 Two-rate envelope. With ``xt_i = exp((c_i - sigma - eta)/bt)`` and ``xm_i = exp((c_i - eta)/bm)``,
-each branch's Laplace envelope ``1 - exp(-x) >= S(-log x)`` (:mod:`dpjax.svt.first_passage`) gives
+each branch's Laplace envelope ``1 - exp(-x) >= S(-log x)`` (:mod:`dpjax._src.svt.first_passage`) gives
 ``r_i = 1 - exp(-(xt_i + xm_i)) >= p_i``: a Gumbel-form passage of rate ``xt_i + xm_i``, i.e. the first
 ``i`` with ``log(e^{hm - ht} St(s..i) + Sm(s..i)) >= log E + hm`` (``E ~ Exp(1)``, ``ht = eta/bt``,
 ``hm = eta/bm``, ``St``/``Sm`` the sums of ``e^{(c_j - sigma)/bt}`` and ``e^{c_j/bm}``: one log-mass
@@ -27,7 +27,7 @@ With ``sigma = inf`` (or without the top branch, ``adaptive=False``: Sparse-Vect
 heap holds ``-inf``, every mass and probability is the middle one exactly, and the same key gives
 the same draw either way.
 
-Float precision: as :mod:`dpjax.svt.first_passage` states for one heap (the sums from ``s`` relative
+Float precision: as :mod:`dpjax._src.svt.first_passage` states for one heap (the sums from ``s`` relative
 ``(3 L + 2) eps (M + 1)``), plus one rounding per node for the second heap (``(4 L + 2) eps (M + 1)``).
 The acceptance ``E' >= log r_i - log p_i`` and the branch ``E'' >= log p_i - log pt_i`` are formed
 in log space (``log1p``/``expm1`` of the per-branch ``log(1 - p)``), a few ulp. The overshoot is

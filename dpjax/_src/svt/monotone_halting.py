@@ -102,8 +102,8 @@ def _cumlogsumexp_nondecreasing(terms) -> jax.Array:
     by an associative scan of multiply-adds. Every factor is at most 1 and ``R_i >= 1`` for finite
     ``t_i``, so nothing overflows and a product that underflows is a contribution below the dtype's
     smallest number relative to ``R_i``. ``lax.cumlogsumexp`` evaluates a ``logaddexp`` per node of its
-    scan instead (an exponential and a logarithm each): about 30x slower on CPU at 131,073 entries,
-    the count table of traced data.
+    scan instead (an exponential and a logarithm each), much slower on the count table of traced
+    data (figures in benchmarks/README.md).
     """
     previous = jnp.concatenate([terms[:1], terms[:-1]])
     one = jnp.ones((), terms.dtype)
@@ -181,7 +181,7 @@ def halting_index(
     Args:
       key: a ``jax.random`` key.
       counts: the tabulated counts, any object with fields ``f`` (the int32 counts, non-decreasing),
-        ``n_counted`` and ``tail_start`` such as :class:`dpjax.quantiles.unbounded_bins._Counts`
+        ``n_counted`` and ``tail_start`` such as :class:`dpjax._src.quantiles.unbounded_bins._Counts`
         (required by ``method="fast"``); or ``None`` with ``count_at``, ``n_counted`` and
         ``tail_start`` given (counts computed on the fly, e.g. per recursion node).
       threshold: T = q*n as a pair ``(c, T - c)``: an int32 ``c = floor(T)`` and its float remainder

@@ -9,7 +9,7 @@ monotonic queries, ``c/2*(epsilon1/2 + epsilon2)^2``-zCDP (Theorem 1 composed in
 Vectorization: the ``j``-th run halts at the first query after the previous ⊤ whose noisy value
 reaches the ``j``-th noisy threshold; a ``fori_loop`` over the (static, small) ``c`` does one vector
 comparison and ``argmax`` per run. ``method="first_passage"`` draws each run as a first-passage time
-from one past the previous answer (:mod:`dpjax.svt.first_passage`): heaps built once per data, then
+from one past the previous answer (:mod:`dpjax._src.svt.first_passage`): heaps built once per data, then
 O(c log n) work per release with no per-query noise.
 """
 
@@ -150,17 +150,16 @@ def sparse_vector(
       c: maximum number of ⊤ answers, >= 1 (static: it fixes the shape of ``indices``).
       noise: as in :func:`~dpjax.svt.above_threshold` (static).
       method: ``"auto"`` (default: ``"literal"`` for one release, ``"first_passage"`` under
-        ``vmap`` over keys with the queries and budgets fixed, :mod:`dpjax._auto`), ``"literal"``
+        ``vmap`` over keys with the queries and budgets fixed, :mod:`dpjax._src.auto`), ``"literal"``
         (one noise variate per query, ``c`` comparisons and ``argmax``) or ``"first_passage"``:
         the same law, each run a first passage from one past the previous answer with a fresh
-        threshold noise (:mod:`dpjax.svt.first_passage`: heaps built once per
+        threshold noise (:mod:`dpjax._src.svt.first_passage`: heaps built once per
         data, key independent, so once under ``vmap`` over keys; O(log n) per search, ``c`` runs
         of ``1 + Geometric(1/2)`` searches on average for Laplace and Exponential noise, one for
-        Gumbel). Different random stream (static). Cost (jit, 2 loaded CPU cores, c = 10): under
-        ``vmap`` over 10^4 keys 4-11 us per release at 10^3 queries against about 60 us; one
-        release costs 1.0-2.1x the literal kernel at 10^2-10^4 queries (c sequential searches
-        against one vector pass) and 0.7-0.95x at 10^5 (benchmarks/README.md, "SVT: one
-        release"), hence ``"auto"``'s choice.
+        Gumbel). Different random stream (static). Under ``vmap`` over keys a release costs
+        O(c log n) searches against the literal kernel's O(n) pass; one release on its own is
+        ``c`` sequential searches against one vector pass, no cheaper than the literal kernel
+        (timings: benchmarks/README.md, "SVT: one release"), hence ``"auto"``'s choice.
 
     Returns:
       A :class:`SparseVectorResult` (indices ``(c,)`` padded with -1, mask ``(n,)``, count processed).

@@ -2,8 +2,8 @@
 
 Each subcommand is a module with ``add_parser(subparsers) -> ArgumentParser`` (it adds its parser
 to the ``argparse`` subparsers) and ``run(args) -> int`` (the exit status). Registering one is one
-line in ``SUBCOMMANDS``; the modules live in :mod:`dpjax.tools` and never import this one back
-(their shared ``argparse`` types are in :mod:`dpjax.tools.argtypes`). Only the module of the
+line in ``SUBCOMMANDS``; the modules live in :mod:`dpjax._src.tools` and never import this one back
+(their shared ``argparse`` types are in :mod:`dpjax._src.tools.argtypes`). Only the module of the
 command being run is imported (the others are listed by their one-line help), so ``dpjax --help``
 answers without loading JAX.
 """

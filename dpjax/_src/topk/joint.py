@@ -21,11 +21,11 @@ the sorted items, row ``i`` holds column ``j``). One entry is drawn with weight 
 the ``k d`` entries and the counts one cumulative sum, ``O(d k log(d k))`` time and ``O(d k^2)``
 memory (key independent: once per data under ``vmap`` over keys); each release draws the entry by
 Gumbel-max over blocks of ``~sqrt(d k)`` entries (block log-masses, then one block's entries) or,
-under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:`dpjax.gumbel_process`,
+under ``vmap`` over keys, by the top-down Gumbel process over the entries (:mod:`dpjax._src.gumbel_process`,
 ``O(log(d k))`` per release; the same law), and the sequence in ``O(k^2)``.
 
 These two ("blocks", "tree") are the literal sampler. The default samples the same law through the
-error threshold instead (:mod:`dpjax.topk.joint_head`): one partial top-k of ``max(64, 8k)`` items
+error threshold instead (:mod:`dpjax._src.topk.joint_head`): one partial top-k of ``max(64, 8k)`` items
 ``k`` binary searches per candidate difference of that head, and no sort of the ``d k``
 differences; where the rest could matter (scores crowded within about ``b k log d`` of the k-th
 largest), the literal sampler.
@@ -132,7 +132,7 @@ def _sequence(key, row_i, col_j, t_row, k: int) -> jax.Array:
 
 
 def _tree_entry(key, logits) -> jax.Array:
-    """The same law by the top-down Gumbel process (:mod:`dpjax.gumbel_process`): a log-mass tree
+    """The same law by the top-down Gumbel process (:mod:`dpjax._src.gumbel_process`): a log-mass tree
     over the entries, key independent, then ``O(log(d k))`` per draw."""
     tree = _gumbel_process.log_mass_tree(logits - jnp.max(logits))
     return _gumbel_process.top_k(key, tree, 1)[1][0]
@@ -189,7 +189,7 @@ def joint_top_k(
     paper's ``Delta = 1``) and ``2 sensitivity`` otherwise (swap). ``epsilon`` is the *total* budget
     of the k items (not per item, unlike :func:`~dpjax.selection.gumbel_top_k`). Guarantee:
     ``epsilon``-DP and ``epsilon``-range-bounded (:func:`joint_top_k_guarantee`). Sampled exactly as
-    in the paper's Sec. 3.2 (see :mod:`dpjax.topk.joint`).
+    in the paper's Sec. 3.2 (see :mod:`dpjax._src.topk.joint`).
 
     Args:
       key: a ``jax.random`` key.
@@ -201,11 +201,11 @@ def joint_top_k(
       monotonic: all scores move in the same direction between neighbors (static bool).
       method: the sampler (static; same law, different random streams): ``"threshold"`` (the
         error threshold's interval by Gumbel-max over a pruned head of ``max(64, 8k)`` items, then
-        a uniform sequence within it; :mod:`dpjax.topk.joint_head`), ``"threshold_tree"`` (the same
+        a uniform sequence within it; :mod:`dpjax._src.topk.joint_head`), ``"threshold_tree"`` (the same
         with the top-down Gumbel process, for many keys), the paper's worst-entry sampler over all
         ``d k`` sorted differences, ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries)
         or ``"tree"`` (the top-down Gumbel process over them), or ``"auto"`` (default,
-        :mod:`dpjax._auto`: ``"threshold"`` for one release, ``"threshold_tree"`` under ``vmap``
+        :mod:`dpjax._src.auto`: ``"threshold"`` for one release, ``"threshold_tree"`` under ``vmap``
         over keys with the scores fixed).
 
     Returns:

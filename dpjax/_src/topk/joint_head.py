@@ -25,7 +25,7 @@ an auxiliary threshold ``u`` (the counting of the paper's Lemma 3.7, used the ot
 So where the scores' gaps are wide against ``b k log d`` one release costs one partial top-k over
 ``d`` and ``O(k^2 w log w)`` key-independent work, and each further key under ``vmap``
 ``O(log(k w) + k^2)``. The law is that of the differences as computed in the scores' dtype, as in
-:mod:`dpjax.topk.joint`.
+:mod:`dpjax._src.topk.joint`.
 """
 
 from __future__ import annotations

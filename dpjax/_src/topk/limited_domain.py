@@ -217,7 +217,7 @@ def strictly_limited_domain(
 def limited_domain_guarantee(k: int, epsilon: float, delta: float, *, delta_prime: float = 0.0) -> ApproxDP:
     """Theorem 1: Algorithms 1 and 5 are ``(epsilon_star(k, epsilon, delta'), delta + delta')``-DP.
 
-    ``epsilon_star`` (:func:`dpjax.accounting.pay_what_you_get.epsilon_star`) is the min of
+    ``epsilon_star`` (:func:`dpjax.accounting.epsilon_star`) is the min of
     ``k epsilon``, advanced composition, and the range-bounded bound of Lemma 4.4; it depends on
     ``k``, not on kbar or Delta (they only move the threshold). Host side: ``epsilon``, ``delta``
     and ``delta_prime`` must be concrete numbers or arrays of them (an array gives an object array

@@ -11,7 +11,7 @@ Usage: ``python dpjax/datasets/adult/make_adult.py DIR`` where DIR holds the two
 * ``train``: bool [48842], True for the 32,561 rows of ``adult.data`` (the usual split);
 * ``categories_<column>``: the category names of each categorical column, in index order (sorted).
 
-Every row is kept; no value is edited. :func:`dpjax.datasets.training.load_adult` turns this into
+Every row is kept; no value is edited. :func:`dpjax.datasets.load_adult` turns this into
 one-hot and standardized features.
 """
 

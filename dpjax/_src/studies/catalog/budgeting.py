@@ -69,7 +69,7 @@ _Q_SHARE, _MARGIN = 0.2, 2  # is #(x < cut) below 20% of the records? It is, by 
 
 
 def _close_cut(x) -> float:
-    """The cut with exactly ``Q_SHARE N - MARGIN`` records below it (computed on the host from the
+    """The cut with exactly ``_Q_SHARE N - _MARGIN`` records below it (computed on the host from the
     data): a close call, so the answer's noise matters at small ε (the one-shot Gaussian's σ = 1/ε
     records) and PIE needs more rounds than on an easy query."""
     ordered = np.sort(np.asarray(x))

@@ -4,7 +4,7 @@
   JointExp and IndExp at m = 29 evenly spaced quantiles of 1000 points in [-100, 100] (swap
   neighbors, pure epsilon-DP for all three), the setting of KSS22's Fig. 2 on their normal data; the
   error is the number of points between release and true quantile, as in
-  :mod:`dpjax.studies.catalog.joint_exp`.
+  :mod:`dpjax._src.studies.catalog.joint_exp`.
 * ``top_k_joint``: the joint exponential mechanism (Gillenwater, Joseph, Munoz Medina and Ribero
   Diaz, ICML 2022, Alg. 1) against one-shot Gumbel top-k (peeling, k selections at epsilon/k) at the
   same total epsilon, recall of the true top-k on the Zipf sample (counts, add/remove, monotone).

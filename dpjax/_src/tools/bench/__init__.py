@@ -1,13 +1,14 @@
 """The benchmark harness behind ``dpjax bench``: one timing method for every benchmark.
 
-* :mod:`dpjax.tools.bench.harness`: timing (compile time apart, ``block_until_ready``, median and spread
-  of repeats), compiled memory, machine and device description.
-* :mod:`dpjax.tools.bench.floor`: the ``jax.random`` floor for a number of variates.
-* :mod:`dpjax.tools.bench.case` and :mod:`dpjax.tools.bench.cases`: the headline row of every
+* :mod:`dpjax._src.tools.bench.harness`: timing (compile time apart, ``block_until_ready``, median and
+  spread of repeats), compiled memory, machine and device description.
+* :mod:`dpjax._src.tools.bench.floor`: the ``jax.random`` floor for a number of variates.
+* :mod:`dpjax._src.tools.bench.case` and :mod:`dpjax._src.tools.bench.cases`: the headline row of every
   mechanism family.
-* :mod:`dpjax.tools.bench.peers`: OpenDP, diffprivlib and python-dp (the ``bench`` extra), imported on use.
-* :mod:`dpjax.tools.bench.run`, :mod:`dpjax.tools.bench.report`, :mod:`dpjax.tools.bench.cli`: the
-  ``dpjax bench`` command.
+* :mod:`dpjax._src.tools.bench.peers`: OpenDP, diffprivlib and python-dp (the ``bench`` extra),
+  imported on use.
+* :mod:`dpjax._src.tools.bench.run`, :mod:`dpjax._src.tools.bench.report`,
+  :mod:`dpjax._src.tools.bench.cli`: the ``dpjax bench`` command.
 """
 
 from dpjax._src.tools.bench.case import Case, Peer

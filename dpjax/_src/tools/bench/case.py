@@ -1,7 +1,7 @@
 """What a benchmark row is: a mechanism's release function on fixed data, its noise, and its peers.
 
-Each mechanism family's module in :mod:`dpjax.tools.bench.cases` returns :class:`Case` objects for a
-size scale; :mod:`dpjax.tools.bench.run` times them all the same way.
+Each mechanism family's module in :mod:`dpjax._src.tools.bench.cases` returns :class:`Case` objects for a
+size scale; :mod:`dpjax._src.tools.bench.run` times them all the same way.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class Case:
       releases: Monte Carlo releases per batched call at scale 1 (``jit(vmap(release))`` over keys);
         0 for a single-release-only row.
       bytes_per_release: working memory of one vmapped release, to cap the batch by device memory.
-      noise: the ``jax.random`` sampler of the RNG floor (see :mod:`dpjax.tools.bench.floor`).
+      noise: the ``jax.random`` sampler of the RNG floor (see :mod:`dpjax._src.tools.bench.floor`).
       variates: noise variates per release, or a function of the batched output (of the single
         output when ``releases == 0``) returning the mean variates per release.
       variates_note: what the variate count counts.
@@ -65,7 +65,7 @@ class Case:
       method: the ``method`` argument the release passes (``"auto"`` for the default, ``""`` for a
         mechanism with one kernel).
       methods: the kernel that runs for one release and for the Monte Carlo batch (what ``"auto"``
-        chooses there, :mod:`dpjax._auto`).
+        chooses there, :mod:`dpjax._src.auto`).
       model: the model whose gradients a training row aggregates (``""`` elsewhere).
       host_data: arrays the release reads that are not in ``args`` (data it closes over, e.g. the
         NumPy data an eager call bins), counted in the bytes of its limit.

@@ -2,9 +2,9 @@
 
 ``dpjax bench --out DIR`` saves its record after each case as ``record.json`` in the run's checkpoint
 directory (data only: reading it runs no code), with a fingerprint of what made it: the run's
-settings (scale, repeats, peers) and :func:`dpjax.studies.checkpoint.versions` (the digest of dpjax's
+settings (scale, repeats, peers) and :func:`dpjax._src.studies.checkpoint.versions` (the digest of dpjax's
 code, the library versions, the backend, ``jax_enable_x64``). :func:`load` refuses
-(:class:`~dpjax.studies.checkpoint.CheckpointMismatch`) a record made otherwise, naming what differs,
+(:class:`~dpjax.studies.CheckpointMismatch`) a record made otherwise, naming what differs,
 so a resumed run never mixes rows of two different runs; a file that is unreadable or not one of
 these is ignored (its cases are measured again).
 """
@@ -40,7 +40,7 @@ def save(path: Path, record: dict, made: dict) -> None:
 def load(path: Path, made: dict, say=print) -> list[dict]:
     """The finished rows saved in ``path`` by a run with the fingerprint ``made``; none when there is no
     file or it cannot be trusted (``say`` tells why). Raises
-    :class:`~dpjax.studies.checkpoint.CheckpointMismatch` when it was made otherwise."""
+    :class:`~dpjax.studies.CheckpointMismatch` when it was made otherwise."""
     if not path.is_file():
         return []
     try:

@@ -140,7 +140,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 def collect(args: argparse.Namespace, finished=(), on_row=None) -> dict:
     """Runs the selected families and returns the JSON record (``finished``, ``on_row``: see
-    :func:`~dpjax.tools.bench.run.run_cases`)."""
+    :func:`~dpjax._src.tools.bench.run.run_cases`)."""
     settings = _settings(args)
     return run_cases(
         (case for family in args.families or FAMILIES for case in cases(family, settings["scale"])),

@@ -48,7 +48,7 @@ def _nvidia_smi() -> str | None:
 
 
 def describe() -> dict:
-    """The machine (:func:`~dpjax.tools.bench.harness.machine_info`), every device, the versions,
+    """The machine (:func:`~dpjax._src.tools.bench.harness.machine_info`), every device, the versions,
     ``nvidia-smi``'s line and the load average."""
     return {
         "machine": machine_info(),

@@ -1,6 +1,6 @@
 """The ``jax.random`` floor of a release: ``jax.random`` drawing the same number of variates.
 
-A reference beside the limit (:mod:`dpjax.tools.bench.bound`), not a bound: a sampler that draws
+A reference beside the limit (:mod:`dpjax._src.tools.bench.bound`), not a bound: a sampler that draws
 fewer bits than ``jax.random`` would for the variates counted (two words per threefry hash, or an
 O(log n) sampler that never draws the n variates) is faster than it.
 
@@ -11,7 +11,7 @@ Every benchmark row reports ``time / floor`` measured in the same run, on the sa
   so about 2x the floor is the price of exact tails (the ``noise`` family of ``dpjax bench``
   measures it).
 
-The release's limit is in :mod:`dpjax.tools.bench.bound`.
+The release's limit is in :mod:`dpjax._src.tools.bench.bound`.
 """
 
 from __future__ import annotations

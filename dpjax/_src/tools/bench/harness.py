@@ -108,8 +108,8 @@ def _memory(compiled) -> int | None:
 
 def time_jitted(fn: Callable, *args, repeats: int = 5) -> tuple[Timing, object]:
     """Compiles ``jax.jit(fn)`` for ``args``, then times ``repeats`` calls of the jitted function,
-    as a user calls it (its dispatch reuses the executable compiled here and is 30-80 us faster per
-    call than calling the ``Compiled`` object on this CPU).
+    as a user calls it (its dispatch reuses the executable compiled here and is faster per call
+    than calling the ``Compiled`` object; benchmarks/README.md).
 
     Returns ``(timing, output)``, the output of the warm-up call (for checks and variate counts).
     """

@@ -1,8 +1,8 @@
 """Peer libraries (the ``bench`` extra: OpenDP, diffprivlib, python-dp), imported only when timed.
 
-Each constructor returns a :class:`~dpjax.tools.bench.case.Peer` that uses the library's fastest
+Each constructor returns a :class:`~dpjax._src.tools.bench.case.Peer` that uses the library's fastest
 documented input path: NumPy arrays (OpenDP converts a float64/int64 ndarray without a Python
-loop; a list is about 10x slower at 10^6), the domain that matches the data (sized vectors for
+loop; a list is converted element by element), the domain that matches the data (sized vectors for
 quantiles, integer counts for top-k), and, where the library has a reusable mechanism object,
 that object for repeated releases. Peers make one release per call (none has a batched path), so
 their Monte Carlo cost per release is their repeated-release cost.

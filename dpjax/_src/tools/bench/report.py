@@ -2,7 +2,7 @@
 
 The Markdown is what ``benchmarks/README.md`` shows between the ``<!-- dpjax-bench:begin -->`` and
 ``<!-- dpjax-bench:end -->`` markers (or ``<!-- dpjax-bench:begin NAME -->`` ... for a named region;
-:func:`dpjax.tools.readme.update_readme`), so every headline timing there comes from a JSON record of
+:func:`dpjax._src.tools.readme.update_readme`), so every headline timing there comes from a JSON record of
 this harness together with the command that produced it.
 """
 

@@ -1,4 +1,4 @@
-"""Times a :class:`~dpjax.tools.bench.case.Case`: single release, Monte Carlo batch, floors, peers.
+"""Times a :class:`~dpjax._src.tools.bench.case.Case`: single release, Monte Carlo batch, floors, peers.
 
 Every figure of a row is measured in the same process, on the same device, one after the other:
 the single release (``jax.jit(release)``, or the eager call for mechanisms that do host work per
@@ -114,7 +114,7 @@ def _peer_record(peer, single_seconds: float, mc_seconds: float | None, repeats:
 
 def _limit(part: dict, nbytes: int, hashes: tuple[float, int], limits: Limits, releases: int = 1) -> None:
     """Adds the limit of a timed part (its bound per release and ``limit_ratio``) to its record;
-    ``hashes``: (threefry hashes, loops left out) of :func:`~dpjax.tools.bench.bound.threefry_hashes`."""
+    ``hashes``: (threefry hashes, loops left out) of :func:`~dpjax._src.tools.bench.bound.threefry_hashes`."""
     part["bound"] = bound(nbytes, hashes[0], limits, releases, hashes[1])
     part["limit_ratio"] = part["seconds"] / part["bound"]["seconds"] if part["bound"]["seconds"] else None
 
@@ -171,7 +171,7 @@ def measure(
     log: Callable[[str], None] = print,
 ) -> dict:
     """All the timings of one case, as a JSON-ready dict (seconds are per release). ``limits``: the
-    device's measured rates (:func:`~dpjax.tools.bench.bound.measure_limits`) for the limit of
+    device's measured rates (:func:`~dpjax._src.tools.bench.bound.measure_limits`) for the limit of
     each part; ``None`` leaves the limits out."""
     row = {"family": case.family, "mechanism": case.mechanism, "setting": case.setting,
            "method": case.method or "(one kernel)", "model": case.model, "noise": case.noise,
@@ -253,7 +253,7 @@ def run_cases(
     """Measures every case (a failing case is recorded with its error) and returns the JSON record:
     the command, date, machine, load averages before and after, scale, repeats, the rows and the
     ``status``: ``"complete"``, or ``"interrupted"`` when a signal stopped the run (see
-    :mod:`dpjax.interrupt`; the rows are the cases finished before it).
+    :mod:`dpjax._src.interrupt`; the rows are the cases finished before it).
 
     ``finished`` rows (of an interrupted run: ``--resume``) are kept instead of measuring their cases
     again; ``on_row(record)`` is called after each row (to checkpoint the record)."""

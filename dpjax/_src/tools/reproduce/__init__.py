@@ -1,7 +1,7 @@
 """Reproductions of the numbers of the five papers dpjax implements (``dpjax reproduce``).
 
 Each module runs one paper's experiments with dpjax's mechanisms and returns a
-:class:`~dpjax.tools.reproduce.result.Reproduction`: every reproduced number beside the paper's
+:class:`~dpjax._src.tools.reproduce.result.Reproduction`: every reproduced number beside the paper's
 value (or claim), with its standard error and the ratio ours / paper.
 
 * ``uqe`` (seed 000): Durfee (2023), Table 1 and Figure 3.

@@ -283,7 +283,7 @@ def _error(message: str) -> int:
 def _checkpointed(out: RunDir, name: str, made: dict):
     """The reproduction ``name`` saved in the checkpoint by a run with the fingerprint ``made``, its PNG
     written again into the staging directory; ``None`` when there is none (or it cannot be trusted).
-    Raises :class:`~dpjax.studies.checkpoint.CheckpointMismatch` when it was made otherwise."""
+    Raises :class:`~dpjax.studies.CheckpointMismatch` when it was made otherwise."""
     found = saved.load(out.checkpoint, name, made, say=lambda text: print(text, file=sys.stderr, flush=True))
     if found is None:
         return None

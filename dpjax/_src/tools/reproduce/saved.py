@@ -4,8 +4,8 @@ A finished reproduction is saved in the run's checkpoint directory as ``NAME.jso
 and timings: data only, reading it runs no code) and ``NAME.png`` (its figure, whose sha256 the JSON
 holds), with a fingerprint of what made it: the reproduction, mode, seed and data directory, the
 digest of the data files, the source of the reproduction's module, dpjax's code and the library
-versions (:func:`dpjax.studies.checkpoint.versions`). :func:`load` refuses
-(:class:`~dpjax.studies.checkpoint.CheckpointMismatch`) a reproduction made otherwise, naming what
+versions (:func:`dpjax._src.studies.checkpoint.versions`). :func:`load` refuses
+(:class:`~dpjax.studies.CheckpointMismatch`) a reproduction made otherwise, naming what
 differs, and ignores (the reproduction runs again) a file that is unreadable or not one of these.
 """
 
@@ -94,7 +94,7 @@ def _decoded(payload, name: str, directory: Path):
 def load(directory: Path, name: str, made: dict, say=print):
     """``(reproduction, png)`` saved for ``name`` by a run with the fingerprint ``made``; ``None`` when
     there is none or it cannot be trusted (``say`` tells why). Raises
-    :class:`~dpjax.studies.checkpoint.CheckpointMismatch` when it was made otherwise."""
+    :class:`~dpjax.studies.CheckpointMismatch` when it was made otherwise."""
     path = directory / f"{name}.json"
     if not path.is_file():
         return None

@@ -65,7 +65,7 @@ Compilation cache: compiled studies are kept in JAX's persistent cache (--compil
 ~/.cache/dpjax/jax), so a second run loads them instead of compiling; the table headers say how
 many compiles came from the cache.
 
-Custom studies: --config FILE.toml (see dpjax.tools.study.config), or the Python API
+Custom studies: --config FILE.toml (see dpjax._src.tools.study.config), or the Python API
 dpjax.studies.run_study, which makes the same tables and figures. The Python files that the
 configuration names ("file.py:function") are executed when it is read, each once, --list
 included: use only files you trust. A mechanism that raises (or returns a release whose shape is
@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _out(args, options):
     """The checked output directory (``None`` without ``--out``); raises ``ValueError`` (an
-    :class:`~dpjax.outdir.OutputError`) at once when it cannot be used as asked."""
+    :class:`~dpjax._src.outdir.OutputError`) at once when it cannot be used as asked."""
     from dpjax._src.outdir import RunDir
 
     if options["out"] is None:

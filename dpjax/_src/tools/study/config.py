@@ -20,8 +20,8 @@ declare studies of its own under ``[studies.NAME]``::
 Functions are ``"module:name"`` (an importable module) or ``"file.py:name"`` (a path relative to
 the configuration file). **A named file is executed** when the configuration is read (by
 ``dpjax study --config``, ``--list`` included), once however many references name it, like an
-import: use only files you trust. A metric is the name of a constructor of :mod:`dpjax.studies.metrics`
-with its keyword arguments, or ``"module:name"`` of a :class:`~dpjax.studies.metrics.Metric`. With
+import: use only files you trust. A metric is the name of a constructor of :mod:`dpjax._src.studies.metrics`
+with its keyword arguments, or ``"module:name"`` of a :class:`~dpjax._src.studies.metrics.Metric`. With
 studies of its own and no ``study`` list, only those run.
 """
 

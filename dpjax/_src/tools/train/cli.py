@@ -1,5 +1,5 @@
 """The ``dpjax train`` command line: its parser, defaults and first line, without importing JAX (the
-training itself is :mod:`dpjax.tools.train.run`, imported once the command has printed its first line).
+training itself is :mod:`dpjax._src.tools.train.run`, imported once the command has printed its first line).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """``dpjax train``: prints its first line before importing JAX, then trains
-    (:func:`dpjax.tools.train.run.main`)."""
+    (:func:`dpjax._src.tools.train.run.main`)."""
     print(
         f"dpjax train: {args.dataset}, clip {args.clip}, epsilon {args.epsilon:g}, delta {args.delta:g}",
         flush=True,
@@ -100,5 +100,5 @@ def run(args: argparse.Namespace) -> int:
     from dpjax._src import interrupt
     from dpjax._src.tools.train import run
 
-    interrupt.check()  # a signal that came during the import (recorded there, see dpjax.interrupt)
+    interrupt.check()  # a signal that came during the import (recorded there, see dpjax._src.interrupt)
     return run.main(args)

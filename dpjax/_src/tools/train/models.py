@@ -1,4 +1,4 @@
-"""The models of ``dpjax train`` (:mod:`dpjax.tools.train.run`): a pure-JAX MLP and a small CNN, their
+"""The models of ``dpjax train`` (:mod:`dpjax._src.tools.train.run`): a pure-JAX MLP and a small CNN, their
 per-example loss and their accuracy."""
 
 from __future__ import annotations

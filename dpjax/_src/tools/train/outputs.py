@@ -1,4 +1,4 @@
-"""The files of ``dpjax train --out`` (:mod:`dpjax.tools.train.run`): the per-epoch metrics as CSV and
+"""The files of ``dpjax train --out`` (:mod:`dpjax._src.tools.train.run`): the per-epoch metrics as CSV and
 JSON, and their figure."""
 
 from __future__ import annotations

@@ -6,14 +6,14 @@ pads the sample to a fixed size, computes per-example gradients, and applies
 ``optax.chain(dp_aggregate(sigma, clip, key, expected_batch_size=batch_size), optax.adam(lr))``.
 sigma is calibrated so that the whole run is (epsilon, delta)-DP (:func:`training_epsilon`).
 
-Padding and truncation (:mod:`dpjax.optax.sampling`): the sample is drawn by
+Padding and truncation (:mod:`dpjax._src.optax.sampling`): the sample is drawn by
 :func:`dpjax.optax.poisson_sample` into the smallest padded size whose truncation costs at most 1% of
 delta (:func:`dpjax.optax.padded_batch_size`); sigma is calibrated at ``delta_acc = delta - eta (1 +
 e^epsilon)`` (:func:`dpjax.optax.truncation_delta`), which makes the truncated run (epsilon, delta)-DP.
 
 Everything per step, and a whole epoch of steps, runs in one ``jit``-compiled ``lax.fori_loop``;
 the functions here also ``vmap`` over seeds and clip strategies (the benchmarks do). The command
-line (parser, defaults, first line) is :mod:`dpjax.tools.train.cli`.
+line (parser, defaults, first line) is :mod:`dpjax._src.tools.train.cli`.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def load(name: str, path) -> data_lib.Dataset:
 
 
 def main(args) -> int:
-    """The body of ``dpjax train`` (after :func:`dpjax.tools.train.cli.run` printed its first line):
+    """The body of ``dpjax train`` (after :func:`dpjax._src.tools.train.cli.run` printed its first line):
     ``UsageError`` becomes one ``error:`` line and status 2."""
     try:
         return _run(args)
@@ -199,7 +199,7 @@ def main(args) -> int:
 
 
 def _out_dir(args):
-    """The checked ``--out`` (a :class:`~dpjax.outdir.RunDir`, like the other commands': refused when it
+    """The checked ``--out`` (a :class:`~dpjax._src.outdir.RunDir`, like the other commands': refused when it
     holds files, unless ``--overwrite`` and a ``dpjax train`` run wrote them), or ``None``."""
     if args.out is None:
         return None

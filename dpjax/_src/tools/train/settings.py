@@ -1,5 +1,6 @@
 """The defaults of ``dpjax train`` and its usage error, shared by its command line
-(:mod:`dpjax.tools.train.cli`) and its body (:mod:`dpjax.tools.train.run`); light to import: no JAX."""
+(:mod:`dpjax._src.tools.train.cli`) and its body (:mod:`dpjax._src.tools.train.run`); light to import:
+no JAX."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ FAMILIES = ("noise", "selection", "svt", "quantiles", "aggregates", "topk", "bud
 
 
 def cases(family: str, scale: float):
-    """The :class:`~dpjax.tools.bench.case.Case` rows of ``family`` at ``scale`` x the headline sizes."""
+    """The :class:`~dpjax._src.tools.bench.case.Case` rows of ``family`` at ``scale`` x the headline sizes."""
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
     return importlib.import_module(f"{__name__}.{family}").cases(scale)

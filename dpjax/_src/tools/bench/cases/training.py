@@ -5,8 +5,8 @@ The same work on both sides: clip each example's gradient to global L2 norm 1, s
 noise of standard deviation ``sigma * 1`` to every coordinate (sigma = 1.1), one release per call,
 jitted, with the gradients given (their computation is not timed). Two batches of 256 examples at
 scale 1: the per-example gradients of a 128-256-10 MLP (35,594 parameters) and of the small MNIST
-CNN of :func:`dpjax.tools.train.run.cnn` (9,098). dpjax also drops non-finite rows, moves the clip norm
-(fixed here) and draws tail-exact noise; optax returns NaN for a non-finite row. Floor: one
+CNN of :func:`dpjax._src.tools.train.models.cnn` (9,098). dpjax also drops non-finite rows, moves the
+clip norm (fixed here) and draws tail-exact noise; optax returns NaN for a non-finite row. Floor: one
 Gaussian per parameter.
 """
 
