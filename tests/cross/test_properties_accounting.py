@@ -229,7 +229,7 @@ def test_noise_multiplier_for_epsilon_inverts_training_epsilon(sigma, steps):
     (sampling rate 1: composed Gaussians, the cheapest PLDs, ~1 s per calibration)."""
     run = dict(steps=steps, sampling_rate=1.0, clip=1.0)
     rough = dpo.training_epsilon(1e-6, noise_multiplier=sigma, **run)
-    grid = dpo.accounting.calibration_discretization(rough)
+    grid = dpo.calibration_discretization(rough)
     target = dpo.training_epsilon(1e-6, noise_multiplier=sigma, pld_discretization=grid, **run)
     found = dpo.noise_multiplier_for_epsilon(target, 1e-6, pld_discretization=grid, **run)
     assert sigma * (1 - 1e-3) <= found <= sigma / (1 - 1e-3)
