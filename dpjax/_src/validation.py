@@ -1,23 +1,5 @@
-"""Input validation shared by every dpjax mechanism.
-
-Two contracts, one per side of the host/device line:
-
-* **Mechanisms** validate through a :class:`Checks` recorder. A concrete value (a Python or NumPy
-  number, a concrete ``jax.Array``) is checked eagerly and a bad one raises a ``ValueError`` naming
-  the argument before any randomness is used. A traced value (inside ``jit``, ``vmap``, ``scan``)
-  cannot be inspected on the host, so the check is recorded in the graph instead, and
-  :meth:`Checks.guard` makes the mechanism's output say "invalid": every floating output becomes
-  NaN and every integer output ``-1`` (the library's "no index" marker). A bad privacy parameter
-  (NaN, infinite, out of range) or NaN data therefore never yields a confident answer. Traced
-  inside :func:`checkify_checks`, the same recorded checks also raise under
-  :func:`jax.experimental.checkify.checkify`, naming the argument.
-  Only shape-fixing arguments (``k``, ``m``, ``c``, caps, sizes) must be concrete.
-* **Guarantee companions** run on the host for the accountant: they use the plain ``check_*``
-  functions below, which require concrete numbers and refuse tracers with a clear message.
-
-Every check raises a ``ValueError`` (``TypeError`` for a wrong kind of object, and
-:class:`TracedParameterError`, a ``TypeError``, for a traced value where a concrete one is needed).
-"""
+"""The implementation behind :mod:`dpjax.validation` (its docstring states the mechanisms, their papers and
+guarantees; this module's functions carry theirs)."""
 
 from __future__ import annotations
 
