@@ -109,7 +109,7 @@ def fakes(monkeypatch):
 
 
 def test_a_signal_after_the_last_write_exits_143_not_0(tmp_path, monkeypatch, fakes, capsys):
-    from dpjax._src.outdir import RunDir
+    from dpjax._src.tools.outdir import RunDir
 
     commit = RunDir.commit
 
@@ -232,7 +232,7 @@ def test_reproduce_checkpoints_are_checked(tmp_path, fakes, capsys):
 def test_odd_out_values_are_refused_before_any_work(tmp_path, monkeypatch, capsys):
     import tempfile
 
-    import dpjax._src.outdir
+    import dpjax._src.tools.outdir
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "real").mkdir()
@@ -252,7 +252,7 @@ def test_odd_out_values_are_refused_before_any_work(tmp_path, monkeypatch, capsy
             raise PermissionError(13, "Permission denied")
         return mkstemp(*args, dir=dir, **kwargs)
 
-    monkeypatch.setattr(dpjax._src.outdir.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(dpjax._src.tools.outdir.tempfile, "mkstemp", denied)
     for out, flags, message in (
         (".", ["--overwrite"], "is the current directory"),
         ("link", [], "is a symbolic link"),

@@ -141,7 +141,8 @@ def test_out_is_checked_before_computing(tmp_path, capsys):
 
 
 def test_run_dir_swaps_whole_runs_and_atomic_files_never_show_a_part(tmp_path):
-    from dpjax._src.outdir import OutputError, RunDir, atomic_path, write_text
+    from dpjax._src.atomic import atomic_path, write_text
+    from dpjax._src.tools.outdir import OutputError, RunDir
 
     out, own = tmp_path / "out", ("results.json", "figures")
     first = RunDir(out, own_files=own).prepare()

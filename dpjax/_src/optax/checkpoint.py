@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax._src.outdir import atomic_path
+from dpjax._src.atomic import atomic_path
 
 __all__ = [
     "CheckpointError",

@@ -224,7 +224,7 @@ class StepStore:
 
     def save(self, identity: dict, fingerprint: dict, step: dict, rows: list) -> None:
         """Writes the step's file atomically."""
-        from dpjax._src.outdir import write_text
+        from dpjax._src.atomic import write_text
 
         payload = {"format": FORMAT, "identity": identity, "fingerprint": fingerprint, "step": step,
                    "rows": rows}

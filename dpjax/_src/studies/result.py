@@ -54,7 +54,7 @@ class StudyResult:
         each atomically (a temporary file renamed into place)."""
         import json
 
-        from dpjax._src.outdir import atomic_path, write_text
+        from dpjax._src.atomic import atomic_path, write_text
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -74,7 +74,7 @@ def save_figure(fig, path, **options) -> None:
     """Saves a matplotlib figure as PNG atomically and closes it."""
     import matplotlib.pyplot as plt
 
-    from dpjax._src.outdir import atomic_path
+    from dpjax._src.atomic import atomic_path
 
     try:
         with atomic_path(path) as tmp:

@@ -27,7 +27,7 @@ def update_readme(path: Path, text: str, region: str | None = None) -> None:
         raise ValueError(f"{path} must contain one {begin} line followed by one {end} line.")
     head, rest = content.split(begin)
     _, tail = rest.split(end)
-    from dpjax._src.outdir import write_text
+    from dpjax._src.atomic import write_text
 
     write_text(path, f"{head}{begin}\n{text.strip()}\n{end}{tail}")  # atomic: never a half-written file
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dpjax._src.outdir import write_text
+from dpjax._src.atomic import write_text
 from dpjax._src.studies.checkpoint import CheckpointMismatch, versions
 
 __all__ = [

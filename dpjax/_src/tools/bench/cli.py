@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         return _error(problem)
     out = None
     if args.out is not None:
-        from dpjax._src.outdir import OutputError, RunDir
+        from dpjax._src.tools.outdir import OutputError, RunDir
 
         out = RunDir(args.out, overwrite=args.overwrite, resume=args.resume, own_files=FILES,
                      command="dpjax bench")

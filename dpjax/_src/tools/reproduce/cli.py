@@ -23,10 +23,11 @@ from pathlib import Path
 import jax
 
 from dpjax._src import interrupt
-from dpjax._src.outdir import OutputError, RunDir, write_bytes, write_text
+from dpjax._src.atomic import write_bytes, write_text
 from dpjax._src.studies.checkpoint import CheckpointMismatch
 from dpjax._src.studies.progress import heartbeat
 from dpjax._src.tools.data.catalog import default_data_dir
+from dpjax._src.tools.outdir import OutputError, RunDir
 from dpjax._src.tools.readme import readme_problem, update_readme
 from dpjax._src.tools.reproduce import REPRODUCTIONS, SEEDS, saved, writers
 from dpjax._src.tools.reproduce.result import FAILS, INCONCLUSIVE

@@ -16,7 +16,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from dpjax._src.outdir import write_bytes, write_text
+from dpjax._src.atomic import write_bytes, write_text
 from dpjax._src.studies.checkpoint import CheckpointMismatch, source_digest, versions
 from dpjax._src.tools.reproduce.result import Reproduction, Row, figure_written
 

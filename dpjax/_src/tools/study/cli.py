@@ -245,8 +245,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _out(args, options):
     """The checked output directory (``None`` without ``--out``); raises ``ValueError`` (an
-    :class:`~dpjax._src.outdir.OutputError`) at once when it cannot be used as asked."""
-    from dpjax._src.outdir import RunDir
+    :class:`~dpjax._src.tools.outdir.OutputError`) at once when it cannot be used as asked."""
+    from dpjax._src.tools.outdir import RunDir
 
     if options["out"] is None:
         if args.overwrite or args.resume:
@@ -377,10 +377,10 @@ def _write(results, unfinished, options, wall: float, out: Path, *, failures: li
     import pandas as pd
 
     from dpjax._src import interrupt
-    from dpjax._src.outdir import file_name
     from dpjax._src.studies.progress import heartbeat
     from dpjax._src.studies.record import run_record
     from dpjax._src.studies.result import save_figure
+    from dpjax._src.tools.outdir import file_name
 
     (out / "figures").mkdir(parents=True, exist_ok=True)
     figures, computing_stopped = [], interrupt.STOP.is_set()  # then the finished studies' figures are drawn

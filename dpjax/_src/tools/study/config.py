@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from dpjax._src.datasets.builtin import DATASET_NAMES
-from dpjax._src.outdir import file_name
 from dpjax._src.studies import metrics as builtin_metrics
 from dpjax._src.studies.definition import Mechanism, Study
+from dpjax._src.tools.outdir import file_name
 
 __all__ = [
     "OPTIONS",

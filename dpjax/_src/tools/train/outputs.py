@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from dpjax._src.outdir import atomic_path
+from dpjax._src.atomic import atomic_path
 from dpjax._src.studies.progress import heartbeat
 
 __all__ = ["COLUMNS", "OUT_FILES", "plot", "write_outputs"]

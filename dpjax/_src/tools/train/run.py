@@ -35,9 +35,9 @@ from dpjax._src.optax import accounting, sampling
 from dpjax._src.optax import clip as clip_lib
 from dpjax._src.optax.grads import per_example_grads
 from dpjax._src.optax.transform import dp_aggregate
-from dpjax._src.outdir import OutputError, RunDir
 from dpjax._src.studies.progress import heartbeat
 from dpjax._src.tools.data.catalog import cache_dir
+from dpjax._src.tools.outdir import OutputError, RunDir
 from dpjax._src.tools.train.models import Model, accuracy, example_loss, model_for
 from dpjax._src.tools.train.outputs import OUT_FILES, write_outputs
 from dpjax._src.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
@@ -199,8 +199,9 @@ def main(args) -> int:
 
 
 def _out_dir(args):
-    """The checked ``--out`` (a :class:`~dpjax._src.outdir.RunDir`, like the other commands': refused when it
-    holds files, unless ``--overwrite`` and a ``dpjax train`` run wrote them), or ``None``."""
+    """The checked ``--out`` (a :class:`~dpjax._src.tools.outdir.RunDir`, like the other commands':
+    refused when it holds files, unless ``--overwrite`` and a ``dpjax train`` run wrote them), or
+    ``None``."""
     if args.out is None:
         return None
     out = RunDir(args.out, overwrite=getattr(args, "overwrite", False), own_files=OUT_FILES,

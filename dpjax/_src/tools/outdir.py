@@ -20,19 +20,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from dpjax._src.atomic import write_text
+
 __all__ = [
     "OutputError",
     "RunDir",
-    "atomic_path",
     "file_name",
-    "write_bytes",
-    "write_text",
 ]
 
 _MARKER = ".dpjax-output"
 _CHECKPOINT = ".checkpoint"
-_UMASK = os.umask(0o022)  # read once (os.umask can only be read by setting it) and put back
-os.umask(_UMASK)
 
 
 def _link(source, target) -> None:
@@ -73,36 +70,6 @@ def file_name(name: str, what: str = "name") -> str:
         raise OutputError(f"{what} {name!r} cannot name a file: use letters, digits, '_', '-', spaces "
                           "(no '/', no leading '.')")
     return name
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """Yields a temporary path beside ``path``; when the block succeeds it is renamed to ``path``
-    (atomic on POSIX), otherwise removed: readers see the old file or the new one, never a part."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # the mode of a plainly created file, not mkstemp's 0600
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def write_text(path, text: str) -> None:
-    """Writes ``text`` to ``path`` atomically (see :func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
-
-
-def write_bytes(path, data: bytes) -> None:
-    """Writes ``data`` to ``path`` atomically (see :func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
 
 
 class RunDir:
