@@ -234,7 +234,7 @@ def test_bench_and_reproduce_refuse_foreign_input_files(tmp_path, capsys):
 def test_a_first_signal_asks_for_a_stop_and_a_second_one_exits_at_once():
     script = """
 import os, signal, time
-from dpjax import interrupt
+from dpjax._src import interrupt
 with interrupt.handled():
     os.kill(os.getpid(), signal.SIGTERM)  # outside raising(): only asks for a stop
     time.sleep(0.01)
