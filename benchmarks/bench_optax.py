@@ -227,7 +227,7 @@ def _row(dataset, aggregation, timing, reference, vs_reference):
 
 
 def speed_part(datasets, repeats: int):
-    """Every aggregation's step timed by the harness (``dpjax.tools.bench.harness.time_jitted``: compile
+    """Every aggregation's step timed by the harness (``dpjax._src.tools.bench.harness.time_jitted``: compile
     excluded, ``repeats`` calls or more); the minimum is the least disturbed figure on a shared machine."""
     rows = []
     for dataset in datasets:

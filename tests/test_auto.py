@@ -1,4 +1,4 @@
-"""``method="auto"`` (dpjax._auto): the rule, and that each mechanism's default runs the literal kernel
+"""``method="auto"`` (dpjax._src.auto): the rule, and that each mechanism's default runs the literal kernel
 for one release and the fast sampler under ``vmap`` over keys with the data fixed, bit for bit the
 named path under the same batching (so the law tests of each named path cover ``"auto"``), with
 nested batching (keys x epsilons, keys x datasets, ``jit`` inside ``vmap``)."""

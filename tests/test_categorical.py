@@ -1,4 +1,4 @@
-"""dpjax.categorical and ``method="inverse_cdf"`` of the exponential mechanism: the exact law by
+"""dpjax._src.categorical and ``method="inverse_cdf"`` of the exponential mechanism: the exact law by
 chi-square against the softmax probabilities, and the two-level table's probabilities against them."""
 
 import jax

@@ -1,4 +1,4 @@
-"""dpjax.gumbel_process and ``method="tree"`` of the selection kernels: the exact Plackett-Luce law of
+"""dpjax._src.gumbel_process and ``method="tree"`` of the selection kernels: the exact Plackett-Luce law of
 the ranked top-k (enumeration of every ordered k-tuple, chi-square), the softmax law of the winner,
 the law of the first two places at a medium size, and equality in law with the literal kernel."""
 

@@ -1,4 +1,4 @@
-"""dpjax.numerics.bisect: the switch point of a monotone predicate, to the stated tolerance, on the
+"""dpjax._src.numerics.bisect: the switch point of a monotone predicate, to the stated tolerance, on the
 host and in the graph; and the Laplace-difference quantile built on it."""
 
 import math

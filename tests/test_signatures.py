@@ -1,4 +1,4 @@
-"""`dpjax.signatures.arguments_of`: a derived release shows and accepts its full function's arguments."""
+"""`dpjax._src.signatures.arguments_of`: a derived release shows and accepts its full function's arguments."""
 
 import inspect
 

@@ -1,4 +1,4 @@
-"""dpjax.accounting.bounded_range: the DDR20 composition of bounded-range mechanisms, on the host
+"""dpjax._src.accounting.bounded_range: the DDR20 composition of bounded-range mechanisms, on the host
 against the paper's grid search, and in the graph against the host optimum."""
 
 import jax

@@ -1,4 +1,4 @@
-"""Accountant.epsilon's RDP route (dpjax.accounting.tightest): the mixed Laplace + range-bounded
+"""Accountant.epsilon's RDP route (dpjax._src.accounting.tightest): the mixed Laplace + range-bounded
 example, lower bounds by dp_accounting's optimistic PLD, and the curves against closed forms."""
 
 import math

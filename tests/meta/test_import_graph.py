@@ -1,5 +1,5 @@
 """The layers of ``dpjax/`` hold: no import cycle between its modules or between sibling packages, the
-library never imports the tools (:mod:`dpjax.tools`), and nothing imports the command line back.
+library never imports the tools (:mod:`dpjax._src.tools`), and nothing imports the command line back.
 
 The graph is read from the source with ``ast`` (nothing is imported): every ``import`` and ``from ...
 import`` anywhere in a module (inside functions too), absolute or relative, resolved to the dpjax

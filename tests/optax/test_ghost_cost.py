@@ -1,4 +1,4 @@
-"""dpjax.optax._ghost_cost: the static cost model behind ``dp_gradients(method="auto")``. The shapes it
+"""dpjax._src.optax.ghost_cost: the static cost model behind ``dp_gradients(method="auto")``. The shapes it
 reads from a jaxpr are the layers' (dense, convolution, embedding); the form it picks is the least
 costly by its formulas, checked against hand-computed costs on small synthetic shapes; ``analyze``
 follows it (a layer cheaper per example is materialized, a model with no cheaper ghost layer falls

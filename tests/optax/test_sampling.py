@@ -1,4 +1,4 @@
-"""dpjax.optax.sampling: the fixed-shape Poisson sample's law, the truncation bound and the padded size,
+"""dpjax._src.optax.sampling: the fixed-shape Poisson sample's law, the truncation bound and the padded size,
 and the accountant's charge for truncation (training_epsilon, noise_multiplier_for_epsilon)."""
 
 import math

@@ -1,5 +1,5 @@
-"""dpjax.postprocess.topk_gap: Theorem 3's BLUE against its matrix form, its invariants and its error ratio
-(Corollary 1) by Monte Carlo, and the gap confidence bound's radius and coverage."""
+"""dpjax._src.postprocess.topk_gap: Theorem 3's BLUE against its matrix form, its invariants and its
+error ratio (Corollary 1) by Monte Carlo, and the gap confidence bound's radius and coverage."""
 
 import jax
 import jax.numpy as jnp

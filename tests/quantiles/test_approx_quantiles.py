@@ -170,7 +170,7 @@ def test_more_accurate_than_ind_exp_at_many_quantiles():
 
 
 def test_node_tables_are_the_tilted_block_sums_in_both_branches():
-    """The superblock sampler's tables (:mod:`dpjax.quantiles.range_em`) against float64 sums, by the
+    """The superblock sampler's tables (:mod:`dpjax._src.quantiles.range_em`) against float64 sums, by the
     matrix product (small c) and by log-sum-exps (c beyond the product's underflow bound)."""
     rng = np.random.default_rng(2)
     log_width = np.log(rng.exponential(1.0, 1000)) * 8  # widths over ~50 orders of magnitude

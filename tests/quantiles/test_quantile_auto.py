@@ -1,5 +1,5 @@
 """``method="auto"`` in the bounded quantile mechanisms (EMQ, IndExp, AppIndExp) and the traced path of
-UQE: the heap sampler of the gap (:mod:`dpjax.quantiles.em_sampler`) has the literal Gumbel-max's law
+UQE: the heap sampler of the gap (:mod:`dpjax._src.quantiles.em_sampler`) has the literal Gumbel-max's law
 (exact enumeration of the heap on tiny inputs with ties and zero-width gaps, a chi-square at 10^6 draws
 on 10^5 values), ``"auto"`` picks it exactly when releases share the data, traced parameters and bad
 input behave, and UQE's prefix log-masses equal ``cumlogsumexp`` (traced data: the closed-over

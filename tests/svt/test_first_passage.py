@@ -364,7 +364,7 @@ def test_gap_first_passage_far_above_the_threshold_is_finite_and_exact_in_float3
 
 
 def test_inside_overshoot_is_finite_and_accurate_for_every_finite_threshold():
-    """:func:`dpjax.svt.gap_passage._inside_overshoot` in float32 against float64 ``log1p(u
+    """:func:`dpjax._src.svt.gap_passage._inside_overshoot` in float32 against float64 ``log1p(u
     expm1(s))`` (beyond ``s = 700``, ``logaddexp(log u + s, log1p(-u))``): relative error
     within ``8 eps (1 + s + |log u|)``, finite up to ``s = 10^30``, and in ``[0, s]``."""
     from dpjax._src.svt.gap_passage import _inside_overshoot

@@ -1,5 +1,5 @@
 """Sparse vector with gap and adaptive sparse vector with gap: invariants, integer accounting, the
-sigma = inf reduction, and the gap estimators of ``dpjax.postprocess.svt_gap`` (spec seed-002 §6)."""
+sigma = inf reduction, and the gap estimators of ``dpjax._src.postprocess.svt_gap`` (spec seed-002 §6)."""
 
 import math
 

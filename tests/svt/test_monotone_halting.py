@@ -1,4 +1,4 @@
-"""dpjax.svt.monotone_halting, the AboveThreshold engine of UQE (Durfee 2023): halting-index laws by
+"""dpjax._src.svt.monotone_halting, the AboveThreshold engine of UQE (Durfee 2023): halting-index laws by
 Lemma 3.3 (Gumbel) and by quadrature (Exponential and Laplace), the overshoot tail, agreement of the
 samplers and the exact privacy ratio on neighboring data."""
 

@@ -1,4 +1,5 @@
-"""``dpjax.tools.bench``: timing harness, RNG floor, batch sizing, reports and the ``dpjax bench`` command."""
+"""``dpjax._src.tools.bench``: timing harness, RNG floor, batch sizing, reports and the ``dpjax bench``
+command."""
 
 from __future__ import annotations
 

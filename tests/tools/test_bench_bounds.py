@@ -1,4 +1,4 @@
-"""The limits of ``dpjax bench`` (:mod:`dpjax.tools.bench.bound`): counts of bytes and random bits,
+"""The limits of ``dpjax bench`` (:mod:`dpjax._src.tools.bench.bound`): counts of bytes and random bits,
 the self-check, the record's schema (method, batch, bound, limit ratio, load), the quiet-run rule,
 the terminal's width and the accelerator script's dry run."""
 

@@ -1,4 +1,4 @@
-"""The reproductions' figure rule (dpjax.tools.reproduce.figures): no series hidden without a note."""
+"""The reproductions' figure rule (dpjax._src.tools.reproduce.figures): no series hidden without a note."""
 
 import matplotlib
 

@@ -1,4 +1,4 @@
-"""dpjax.tools.train.run: the plan's padded size, the shipped dataset and the ``dpjax train`` command
+"""dpjax._src.tools.train.run: the plan's padded size, the shipped dataset and the ``dpjax train`` command
 (the Poisson sampler's law: tests/optax/test_sampling.py)."""
 
 import csv
