@@ -188,8 +188,11 @@ def joint_top_k(
     when ``monotonic`` (all scores move the same way between neighbors: counts under add/remove, the
     paper's ``Delta = 1``) and ``2 sensitivity`` otherwise (swap). ``epsilon`` is the *total* budget
     of the k items (not per item, unlike :func:`~dpjax.selection.gumbel_top_k`). Guarantee:
-    ``epsilon``-DP and ``epsilon``-range-bounded (:func:`joint_top_k_guarantee`). Sampled exactly as
-    in the paper's Sec. 3.2 (see :mod:`dpjax._src.topk.joint`).
+    ``epsilon``-DP and ``epsilon``-range-bounded (:func:`joint_top_k_guarantee`) for the paper's law
+    (Sec. 3.2), which ``method="blocks"`` and ``"tree"`` draw exactly. The default threshold samplers
+    leave out outcomes whose total probability is bounded below ``1e-86`` (the tail bound of
+    :mod:`dpjax._src.topk.joint_head`), so each release is within that total variation of the exact
+    law, and its guarantee holds up to an additive delta of that order.
 
     Args:
       key: a ``jax.random`` key.
