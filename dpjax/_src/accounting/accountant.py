@@ -58,7 +58,7 @@ class Spend:
     label: str
 
 
-class Accountant(Ledger):
+class Accountant(Ledger[Reservation]):
     """Tracks spends against a fixed privacy budget.
 
     Example:
@@ -72,7 +72,7 @@ class Accountant(Ledger):
         if not isinstance(budget, PureDP | ZCDP | ApproxDP):
             raise TypeError(f"budget must be PureDP, ZCDP or ApproxDP, got {type(budget).__name__}.")
         super().__init__()
-        self._budget = budget
+        self._budget: PureDP | ZCDP | ApproxDP = budget
         self._history: list[Spend] = []
 
     @property
@@ -93,15 +93,18 @@ class Accountant(Ledger):
     @property
     def remaining(self) -> Guarantee:
         """What is left, in the budget's notion (outstanding reservations count as spent)."""
+        budget = self._budget
         with self._lock:
-            used = self._total(self._held())
-        if isinstance(self._budget, PureDP):
-            return PureDP(max(self._budget.epsilon - used.epsilon, 0.0))
-        if isinstance(self._budget, ZCDP):
-            return ZCDP(max(self._budget.rho - used.rho, 0.0))
+            held = self._held()
+            if isinstance(budget, PureDP):
+                return PureDP(max(budget.epsilon - _pure_total(held).epsilon, 0.0))
+            if isinstance(budget, ZCDP):
+                return ZCDP(max(budget.rho - _zcdp_total(held).rho, 0.0))
+            used = _approx_total(held, budget.delta)
+        assert isinstance(used, ApproxDP)  # every held spend was authorized: their composition fits
         return ApproxDP(
-            max(self._budget.epsilon - used.epsilon, 0.0),
-            max(self._budget.delta - used.delta, 0.0),
+            max(budget.epsilon - used.epsilon, 0.0),
+            max(budget.delta - used.delta, 0.0),
         )
 
     def dp_event(self) -> DpEvent:
@@ -232,29 +235,37 @@ class Accountant(Ledger):
 
     def _total(self, guarantees: list[Guarantee]) -> Guarantee:
         if isinstance(self._budget, PureDP):
-            return PureDP(sum(g.to_pure().epsilon for g in guarantees))
+            return _pure_total(guarantees)
         if isinstance(self._budget, ZCDP):
-            return ZCDP(sum(g.to_zcdp().rho for g in guarantees))
+            return _zcdp_total(guarantees)
         return _approx_total(guarantees, self._budget.delta)
 
     def _fits(self, guarantees: list[Guarantee]) -> bool:
-        total = self._total(guarantees)
+        budget = self._budget
+        if isinstance(budget, PureDP):
+            return _pure_total(guarantees).epsilon <= budget.epsilon * (1 + _SLACK)
+        if isinstance(budget, ZCDP):
+            return _zcdp_total(guarantees).rho <= budget.rho * (1 + _SLACK)
+        total = _approx_total(guarantees, budget.delta)
         if isinstance(total, _Infeasible):
             return False
-        if isinstance(total, PureDP):
-            return total.epsilon <= self._budget.epsilon * (1 + _SLACK)
-        if isinstance(total, ZCDP):
-            return total.rho <= self._budget.rho * (1 + _SLACK)
-        return total.epsilon <= self._budget.epsilon * (1 + _SLACK) and total.delta <= self._budget.delta * (
-            1 + _SLACK
-        )
+        return total.epsilon <= budget.epsilon * (1 + _SLACK) and total.delta <= budget.delta * (1 + _SLACK)
+
+
+def _pure_total(guarantees: list[Guarantee]) -> PureDP:
+    return PureDP(sum(g.to_pure().epsilon for g in guarantees))
+
+
+def _zcdp_total(guarantees: list[Guarantee]) -> ZCDP:
+    return ZCDP(sum(g.to_zcdp().rho for g in guarantees))
 
 
 def _grouped(events: list[DpEvent]) -> DpEvent:
     """``ComposedDpEvent`` of the distinct events, each self-composed its number of times."""
     from dp_accounting import dp_event
 
-    distinct, counts = [], []
+    distinct: list[DpEvent] = []
+    counts: list[int] = []
     for event in events:
         for i, seen in enumerate(distinct):
             if seen == event:
@@ -287,8 +298,9 @@ def _dp_bound(guarantee: Guarantee) -> ApproxDP:
     direct ``approx`` bound, or its pure epsilon."""
     if isinstance(guarantee, ApproxDP):
         return guarantee
-    if getattr(guarantee, "approx", None) is not None:
-        return guarantee.approx
+    approx = getattr(guarantee, "approx", None)
+    if approx is not None:
+        return approx
     return ApproxDP(guarantee.to_pure().epsilon, 0.0)
 
 
@@ -316,20 +328,26 @@ class _Infeasible(Guarantee):
     """Marks a composition that no (epsilon, delta) within the budget's delta can describe."""
 
 
-def _approx_total(guarantees: list[Guarantee], delta: float) -> Guarantee:
+def _approx_total(guarantees: list[Guarantee], delta: float) -> ApproxDP | _Infeasible:
     """The (epsilon, delta) composition within ``delta`` (see the module docstring), or
     ``_Infeasible``. A range-bounded part with a direct ``approx`` bound is composed both ways (by
     its range/zCDP bounds, and by ``approx`` with the (epsilon, delta) parts); the least epsilon
     within ``delta`` is kept."""
     totals = [_approx_split(guarantees, delta)]
     if any(getattr(g, "approx", None) is not None for g in guarantees):
-        direct = [g.approx if getattr(g, "approx", None) is not None else g for g in guarantees]
+        direct = [_direct_bound(g) for g in guarantees]
         totals.append(_approx_split(direct, delta))
     feasible = [t for t in totals if isinstance(t, ApproxDP) and t.delta <= delta * (1 + _SLACK)]
     return min(feasible, key=lambda t: t.epsilon) if feasible else totals[0]
 
 
-def _approx_split(guarantees: list[Guarantee], delta_budget: float) -> Guarantee:
+def _direct_bound(guarantee: Guarantee) -> Guarantee:
+    """The guarantee's direct ``approx`` bound where it has one, else the guarantee."""
+    approx = getattr(guarantee, "approx", None)
+    return guarantee if approx is None else approx
+
+
+def _approx_split(guarantees: list[Guarantee], delta_budget: float) -> ApproxDP | _Infeasible:
     approx = [g for g in guarantees if isinstance(g, ApproxDP)]
     rest = [g for g in guarantees if not isinstance(g, ApproxDP)]
     eps = sum(g.epsilon for g in approx)
@@ -362,9 +380,10 @@ def _dominated(actual: Guarantee, worst: Guarantee) -> bool:
     try:
         if not within(actual.to_zcdp().rho, worst.to_zcdp().rho):
             return False
-        if getattr(worst, "approx", None) is not None:
-            at = worst.approx.delta
-            if not within(actual.to_approx_dp(at).epsilon, worst.approx.epsilon):
+        approx = getattr(worst, "approx", None)
+        if approx is not None:
+            at = approx.delta
+            if not within(actual.to_approx_dp(at).epsilon, approx.epsilon):
                 return False
         return not isinstance(worst, PureDP | RangeBounded) or within(actual.to_pure().epsilon, worst.epsilon)
     except (TypeError, ValueError):

@@ -48,7 +48,7 @@ def compose(guarantees: Iterable[Guarantee], *, delta: float | None = None) -> G
     parts = list(guarantees)
     composed = _compose(parts, delta)
     events = [getattr(g, "event", None) for g in parts]
-    if parts and hasattr(composed, "event") and all(e is not None for e in events):
+    if parts and isinstance(composed, PureDP | ZCDP) and all(e is not None for e in events):
         from dp_accounting import dp_event
 
         return dataclasses.replace(composed, event=dp_event.ComposedDpEvent(events))
@@ -69,11 +69,13 @@ def _compose(parts: list[Guarantee], delta: float | None) -> Guarantee:
             raise TypeError(f"cannot compose {type(g).__name__}; expected a Guarantee.")
     if not parts:
         return PureDP(0.0)
-    if all(isinstance(g, PureDP | RangeBounded) for g in parts):
-        rho = sum(_zcdp_rho(g) for g in parts)  # infinite: no rho is kept
-        if all(isinstance(g, RangeBounded) for g in parts):
-            return RangeBounded(sum(g.epsilon for g in parts), rho, _basic_approx(parts))
-        return PureDP(sum(g.epsilon for g in parts), rho)
+    bounded = [g for g in parts if isinstance(g, PureDP | RangeBounded)]
+    if len(bounded) == len(parts):
+        rho = sum(_zcdp_rho(g) for g in bounded)  # infinite: no rho is kept
+        ranges = [g for g in bounded if isinstance(g, RangeBounded)]
+        if len(ranges) == len(parts):
+            return RangeBounded(sum(g.epsilon for g in ranges), rho, _basic_approx(ranges))
+        return PureDP(sum(g.epsilon for g in bounded), rho)
     if all(isinstance(g, PureDP | RangeBounded | ZCDP) for g in parts):
         return ZCDP(sum(g.to_zcdp().rho for g in parts))
     # Some part is (epsilon, delta)-DP only.

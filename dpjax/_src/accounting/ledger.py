@@ -55,7 +55,7 @@ from __future__ import annotations
 import abc
 import os
 import threading
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "BudgetExceededError",
@@ -79,7 +79,7 @@ class Reservation:
       label: free text recorded in the ledger's history.
     """
 
-    def __init__(self, ledger: Ledger, worst_case: Any, label: str = "") -> None:
+    def __init__(self, ledger: Ledger[Any], worst_case: Any, label: str = "") -> None:
         self._ledger = ledger
         self.worst_case = worst_case
         self.label = label
@@ -127,16 +127,20 @@ class Reservation:
         self._ledger._open.remove(self)
 
 
-class Ledger(abc.ABC):
+_R = TypeVar("_R", bound=Reservation)
+
+
+class Ledger(abc.ABC, Generic[_R]):
     """A budget keeper with the reserve/settle protocol (see the module docstring).
 
     Subclasses call ``super().__init__()``, take ``self._lock`` around every check-then-record
-    step, and register each reservation they grant with :meth:`_hold` (under the same lock).
+    step, and register each reservation they grant with :meth:`_hold` (under the same lock). The
+    type parameter is the kind of reservation the ledger grants.
     """
 
     def __init__(self) -> None:
         self._lock = _ProcessLock(type(self).__name__)
-        self._open: list[Reservation] = []
+        self._open: list[_R] = []
 
     def __reduce_ex__(self, protocol):
         raise _refuse_copy(self)
@@ -148,27 +152,28 @@ class Ledger(abc.ABC):
         raise _refuse_copy(self)
 
     @property
-    def open_reservations(self) -> tuple[Reservation, ...]:
+    def open_reservations(self) -> tuple[_R, ...]:
         """The reservations granted and not yet settled, charged or cancelled (their worst cases
         are held)."""
         with self._lock:
             return tuple(self._open)
 
-    def _hold(self, reservation: Reservation) -> Reservation:
+    def _hold(self, reservation: _R) -> _R:
         self._open.append(reservation)
         return reservation
 
     @abc.abstractmethod
-    def reserve(self, worst_case: Any, *, label: str = "") -> Reservation:
+    def reserve(self, worst_case: Any, *, label: str = "") -> _R:
         """Authorizes ``worst_case`` or raises :class:`BudgetExceededError` having recorded nothing."""
 
     @abc.abstractmethod
-    def _settle(self, reservation: Reservation, *used):
+    def _settle(self, reservation: _R, *used: Any, **_: Any) -> Any:
         """Charges what ``reservation`` used (called once, under the lock, by
-        :meth:`Reservation.settle`; the reservation is still in ``_open`` during the call)."""
+        :meth:`Reservation.settle`; the reservation is still in ``_open`` during the call). Each
+        ledger names its own ``used`` arguments (``**_`` lets mypy accept them as overrides)."""
 
     @abc.abstractmethod
-    def _worst_use(self, reservation: Reservation) -> tuple:
+    def _worst_use(self, reservation: _R) -> tuple:
         """The ``used`` arguments of :meth:`_settle` that charge ``reservation``'s worst case."""
 
     @property

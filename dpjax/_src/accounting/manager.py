@@ -124,4 +124,5 @@ LedgerManager.register("Accountant", Accountant, proxytype=_AccountantProxy)
 LedgerManager.register("PayWhatYouGet", PayWhatYouGet, proxytype=_PayWhatYouGetProxy)
 LedgerManager.register("PerUserLedger", PerUserLedger, proxytype=_PerUserLedgerProxy)
 LedgerManager.register("Reservation", proxytype=_ReservationProxy, create_method=False)
-_REGISTRY = types.SimpleNamespace(_registry=LedgerManager._registry, _state=None)
+# BaseManager.register keeps the typeids in the class attribute _registry, which typeshed omits.
+_REGISTRY = types.SimpleNamespace(_registry=LedgerManager._registry, _state=None)  # type: ignore[attr-defined]

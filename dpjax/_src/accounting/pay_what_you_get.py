@@ -197,7 +197,7 @@ class Charge:
     outcomes: int
 
 
-class PayWhatYouGet(Ledger):
+class PayWhatYouGet(Ledger["Ticket"]):
     """The pay-what-you-get accountant of Algorithm 2 (Theorem 2).
 
     A session fixes the per-step ``epsilon`` and per-call ``delta`` of every limited-domain call and

@@ -147,7 +147,7 @@ class LedgerEntry:
     maximum: float
 
 
-class PerUserLedger(Ledger):
+class PerUserLedger(Ledger[Grant]):
     """Per-user budgets and the filter rule, on the host in float64.
 
     Args:
