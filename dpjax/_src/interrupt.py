@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 
 __all__ = [
     "STOP",
@@ -43,7 +44,10 @@ _state = {"signal": None, "raising": False, "seen": None, "session": False}
 
 
 class Interrupted(KeyboardInterrupt):
-    """The run was stopped by a signal; ``signum`` names it."""
+    """The run was stopped by a signal; ``signum`` names it. A study run that stops sets ``result``
+    (the result of its finished steps) before the exception leaves it."""
+
+    result: Any  # only where a study run set it
 
     def __init__(self, signum: int = signal.SIGINT):
         super().__init__(signal.Signals(signum).name)

@@ -117,7 +117,7 @@ def versions() -> dict:
     JAX, jaxlib, NumPy and Python, the backend and ``jax_enable_x64``."""
     import jax
 
-    x64 = bool(jax.config.jax_enable_x64)
+    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]  # jax's Config stub lacks the options
     return {**_packages(), "backend": jax.default_backend(), "jax_enable_x64": x64}
 
 
@@ -190,7 +190,7 @@ class StepStore:
     steps share a name) and checked by its :func:`fingerprint`.
     """
 
-    def __init__(self, directory):
+    def __init__(self, directory: str | os.PathLike) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.unreadable: list[str] = []  # steps whose file was not trusted (computed again)

@@ -63,7 +63,8 @@ def signature(*trees) -> tuple:
     """What a compiled call depends on besides the function: the tree structure and each leaf's shape,
     dtype, weak type and sharding, and the precision mode."""
     leaves, treedef = jax.tree.flatten(trees)
-    return treedef, tuple(_leaf_signature(leaf) for leaf in leaves), bool(jax.config.jax_enable_x64)
+    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]  # jax's Config stub lacks the options
+    return treedef, tuple(_leaf_signature(leaf) for leaf in leaves), x64
 
 
 def _trials_function(f: Callable, trials: int, mesh):

@@ -30,10 +30,10 @@ class CompileCounter:
         self.cache_hits = 0
         self._thread = threading.get_ident()
 
-    def _listener(self, event: str, duration: float, **_) -> None:
+    def _listener(self, event: str, duration_secs: float, **_: str | int) -> None:
         if event == _BACKEND_COMPILE_EVENT and threading.get_ident() == self._thread:
             self.count += 1
-            self.seconds += duration
+            self.seconds += duration_secs
 
     def _hit_listener(self, event: str, **_) -> None:
         if event == _CACHE_HIT_EVENT and threading.get_ident() == self._thread:

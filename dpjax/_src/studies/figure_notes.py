@@ -67,7 +67,7 @@ def zero_width(rows) -> np.ndarray:
 class Coincidences:
     """Series equal at every point of a panel to a series drawn before them: ``{label: {others}}``."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.drawn: dict = {}
         self.same: dict[str, list[str]] = {}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import jax.numpy as jnp
 
@@ -26,7 +26,7 @@ class Plan(NamedTuple):
     """What :func:`run_study` runs: the study, its resolved grid and datasets, the Monte Carlo settings."""
 
     study: Study
-    grid: dict[str, tuple]
+    grid: dict[str, Sequence]
     datasets: list[str]
     static_points: list[dict]  # one compile each (parameters that fix a shape)
     grid_points: list[dict]  # traced: one compiled call covers them all
@@ -94,7 +94,8 @@ def step_count(study: Study, datasets: Sequence[str] | None = None) -> int:
 def cells(plan: Plan):
     """The steps of a run, in order; each dataset is loaded once, when first needed."""
     loaded: dict[str, Data] = {}
-    for mechanism in plan.study.mechanisms:
+    mechanisms = cast(tuple[Mechanism, ...], plan.study.mechanisms)  # a tuple once the Study is made
+    for mechanism in mechanisms:
         for static in plan.static_points:
             points = [{**pt, **{name: fn(**static, **pt) for name, fn in plan.study.derived.items()}}
                       for pt in plan.grid_points]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,8 @@ def study_figure(result, *, columns: int = 3):
     lines = list(dict.fromkeys(tuple(r) for r in table[line_keys].itertuples(index=False)))
     colour_keys = list(dict.fromkeys((line[0], *line[2:]) for line in lines))
     colours = {k: plt.get_cmap("tab10")(i % 10) for i, k in enumerate(colour_keys)}
-    handles, same = {}, figure_notes.Coincidences()
+    handles: dict[str, Any] = {}  # legend label: the artist drawn for it
+    same = figure_notes.Coincidences()
     for ax, (metric, statistic) in zip(axes.flat, panels, strict=False):
         cell = table[(table["metric"] == metric.name) & (table["statistic"] == statistic)]
         stuck, drawn = figure_notes.stuck_rate(metric, statistic, cell), {}

@@ -48,7 +48,8 @@ class Progress:
             self._bar = tqdm(total=total, file=self._stream, unit="step", leave=False,
                              bar_format="{desc} {bar} {n_fmt}/{total_fmt} steps [{elapsed}]")
             self._stop = threading.Event()
-            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker: threading.Thread | None = threading.Thread(
+                target=self._tick, args=(self._bar,), daemon=True)
             self._ticker.start()
         self._lines = lines and self._bar is None
         self._started_at: dict[str, float] = {}
@@ -59,9 +60,9 @@ class Progress:
             self._ticker = threading.Thread(target=self._heartbeat, daemon=True)
             self._ticker.start()
 
-    def _tick(self) -> None:
+    def _tick(self, bar: tqdm) -> None:
         while not self._stop.wait(0.5):
-            self._bar.refresh()
+            bar.refresh()
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(0.5):
@@ -74,8 +75,8 @@ class Progress:
                     print(f"  … still running: {still}", file=self._stream, flush=True)
                     self._last_line = now
 
-    def _describe(self) -> None:
-        self._bar.set_description_str(" | ".join(
+    def _describe(self, bar: tqdm) -> None:
+        bar.set_description_str(" | ".join(
             f"{label}: {self._status[label]}" if label in self._status else label for label in self._running),
             refresh=True)
 
@@ -87,7 +88,7 @@ class Progress:
             self._status[label] = text
             now = time.perf_counter()
             if self._bar is not None:
-                self._describe()
+                self._describe(self._bar)
             elif self._lines and now - self._last_line >= _STATUS_EVERY:
                 print(f"  {label}: {text}", file=self._stream, flush=True)
                 self._last_line = now
@@ -99,7 +100,7 @@ class Progress:
             self._running.append(label)
             self._started_at[label] = self._last_line = time.perf_counter()
             if self._bar is not None:
-                self._describe()
+                self._describe(self._bar)
             elif self._lines:
                 print(f"[{self._started}/{self._total}] {label}", file=self._stream, flush=True)
 
@@ -111,7 +112,7 @@ class Progress:
             self._status.pop(label, None)
             if self._bar is not None:
                 self._bar.update(1)
-                self._describe()
+                self._describe(self._bar)
 
     def write(self, text: str, file=None) -> None:
         """Prints ``text`` without breaking the bar."""
@@ -127,7 +128,7 @@ class Progress:
             self._stop.set()
             self._ticker.join()
             self._ticker = None
-        if self._bar is not None:
+        if self._bar is not None and self._ticker is not None:  # a bar always has its ticker
             self._stop.set()
             self._ticker.join()
             self._bar.close()

@@ -46,7 +46,8 @@ def run_record(*, seed: int, trials: int, replicates: int, confidence: float, ch
         "wall_seconds": round(wall_seconds, 3),
         "compiles": sum(s["compiles"] for s in steps),
         "cache_hits": sum(s.get("cache_hits", 0) for s in steps),
-        "compile_cache": jax.config.jax_compilation_cache_dir,
+        # jax's Config stub declares none of the options (they are added at run time):
+        "compile_cache": jax.config.jax_compilation_cache_dir,  # type: ignore[attr-defined]
         "steps": steps,
         "versions": {
             "dpjax": dpjax.__version__,
@@ -58,7 +59,7 @@ def run_record(*, seed: int, trials: int, replicates: int, confidence: float, ch
         },
         "backend": jax.default_backend(),
         "devices": sorted({d.device_kind for d in jax.devices()}),
-        "x64": bool(jax.config.jax_enable_x64),
+        "x64": bool(jax.config.jax_enable_x64),  # type: ignore[attr-defined]  # as "compile_cache"
         "platform": platform.platform(),
         "load": {"average": [round(v, 2) for v in os.getloadavg()], "cores": os.cpu_count()},
     }

@@ -25,7 +25,7 @@ _ZERO_WIDTH = ("°: interval of zero width: the trials that bound it gave the sa
                "mean; many tied trials, for a quantile of releases on a grid or of tied integer data)")
 
 
-def _number(value: float, digits: int = 3) -> str:
+def _number(value: float | None, digits: int = 3) -> str:
     if value is None or not math.isfinite(value):
         return "–"
     return f"{value:.{digits}g}"
@@ -107,7 +107,8 @@ def format_result(result, *, width: int = _WIDTH, seconds: float | None = None) 
     x_name = x_parameter(table, study.grid)
     others = [p for p in study.grid if p != x_name and p in table.columns and table[p].nunique() > 1]
     xs = list(dict.fromkeys(table[x_name])) if x_name else [None]
-    symbol = {"epsilon": "ε"}.get(x_name, x_name)
+    symbols: dict[str | None, str | None] = {"epsilon": "ε"}
+    symbol = symbols.get(x_name, x_name)
     heading = f"== {study.name}: {study.description}" if study.description else f"== {study.name}"
     lines = textwrap.wrap(heading, width, subsequent_indent="   ")
     seconds = record["wall_seconds"] if seconds is None else seconds

@@ -60,6 +60,8 @@ def describe(statistic: str) -> str:
         return "root mean square"
     if statistic == "median":
         return "median"
+    if level is None:  # was a TypeError of the product below
+        raise ValueError(f"unknown statistic {statistic!r}.")
     return f"{100 * level:g}% quantile"
 
 
@@ -98,7 +100,7 @@ def summarize(values, statistic: str, confidence: float = 0.95, *, rate: bool = 
         return wilson_interval(mean, n, z) if rate else moment_mean(mean, se, n, z)
 
 
-def _nan_mean_and_se(x, n):
+def _nan_mean_and_se(x: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     total = np.nansum(x, axis=-1)
     mean = np.where(n > 0, total / np.maximum(n, 1), np.nan)
     deviation = np.nansum((x - mean[..., None]) ** 2, axis=-1)

@@ -112,7 +112,7 @@ class Summary:
     @np.errstate(over="ignore", invalid="ignore")
     def add(self, start: int, values) -> None:
         """Folds in the values ``[c, points]`` (or ``[c]``) of trials ``start, ..., start + c - 1``."""
-        x = np.asarray(values, dtype=np.float64).reshape(len(values), self.points)
+        x: np.ndarray = np.asarray(values, dtype=np.float64).reshape(len(values), self.points)
         replicate = (start + np.arange(len(x))) // self.trials
         cell = (replicate[:, None] * self.points + np.arange(self.points)[None, :]).ravel()
         x = x.ravel()
@@ -175,7 +175,7 @@ class Summary:
                 "n": n, "method": method}
 
 
-def _moment_mean_and_se(moment, n):
+def _moment_mean_and_se(moment: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard error from a running mean and sum of squared deviations."""
     mean = np.where(n > 0, moment[0], np.nan)
     sd = np.sqrt(moment[1] / np.maximum(n - 1, 1))

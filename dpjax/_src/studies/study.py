@@ -125,12 +125,15 @@ def run_study(
                  confidence=confidence, chunk_size=chunk_size)
     store = None if checkpoint is None else StepStore(checkpoint)
     owned = not isinstance(progress, Progress)
-    bar = Progress(len(study.mechanisms) * len(plan.static_points) * len(plan.datasets), enabled=progress) \
-        if owned else progress
+    bar = progress if isinstance(progress, Progress) else \
+        Progress(len(study.mechanisms) * len(plan.static_points) * len(plan.datasets), enabled=progress)
     started, clock = time.time(), time.perf_counter()
     functions = TRIALS  # trial functions, shared by the datasets with the same fixed parameters and
     # kept across calls, so a second run of the same study compiles nothing
-    rows, steps, failures, errors = [], [], [], []
+    rows: list[dict] = []
+    steps: list[dict] = []
+    failures: list[dict] = []
+    errors: list[Exception] = []
 
     def result():
         import pandas as pd  # here, not at the top: the first step shows without waiting for pandas
@@ -145,8 +148,10 @@ def run_study(
     try:
         for cell in cells(plan):
             interrupt.check()
-            identity, made = (None, None) if store is None else step_identity(plan, cell)
-            saved = None if store is None else store.load(identity, made)
+            saved = None
+            if store is not None:
+                identity, made = step_identity(plan, cell)
+                saved = store.load(identity, made)
             if store is not None and store.unreadable:
                 bar.write(f"dpjax: checkpoint file {store.unreadable.pop()} is unreadable or not this "
                           f"step's: computing {study.name}: {cell.label} again")
