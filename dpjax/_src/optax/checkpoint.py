@@ -103,7 +103,7 @@ def save_checkpoint(path: str | os.PathLike, tree: Any, *, metadata: dict | None
         for i, leaf in enumerate(leaves)
     }
     with atomic_path(path / _ARRAYS) as tmp, open(tmp, "wb") as f:
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # no key is allow_pickle: they are leaf_<i>
     description = dict(
         format=_FORMAT,
         version=_VERSION,
@@ -129,7 +129,10 @@ def _restore_leaf(value: np.ndarray, saved: dict, template, index: int):
     if str(value.dtype) != saved["dtype"]:
         raise CheckpointError(f"leaf {index}'s array has dtype {value.dtype}, described as {saved['dtype']}.")
     out = (
-        jax.random.wrap_key_data(value, impl=saved["key"]) if saved["key"] is not None else jnp.asarray(value)
+        # wrap_key_data takes NumPy arrays too; its stub says jax.Array
+        jax.random.wrap_key_data(value, impl=saved["key"])  # type: ignore[arg-type]
+        if saved["key"] is not None
+        else jnp.asarray(value)
     )
     if isinstance(template, jax.Array) and template.committed:  # placed by the caller: place it alike
         out = jax.device_put(out, template.sharding)

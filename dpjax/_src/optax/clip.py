@@ -75,7 +75,7 @@ class FixedClip:
         mask: jax.Array,
         *,
         expected_batch_size: ArrayLike,
-        step: ArrayLike,
+        step: jax.Array,
     ) -> jax.Array:
         """The clip norm of the next step: unchanged."""
         del key, norms, mask, expected_batch_size, step
@@ -161,7 +161,7 @@ class QuantileClip:
         mask: jax.Array,
         *,
         expected_batch_size: ArrayLike,
-        step: ArrayLike,
+        step: jax.Array,
     ) -> jax.Array:
         """At steps with ``step % every == 0``: the fully unbounded quantile mechanism (Durfee 2023,
         Algorithm 4) on the log norms; at other steps the clip norm is kept.
@@ -202,10 +202,10 @@ class QuantileClip:
         sigma) on the same batch the step is dominated by one Gaussian of noise multiplier
         ``(sigma^-2 + mu^2)^-1/2`` (GDP composition), which the accountant then subsamples.
         """
-        every = np.asarray(self.every)  # a Python int, or an array after a jit round trip of the state
-        if every.ndim or every.dtype.kind not in "iu":
+        given = np.asarray(self.every)  # a Python int, or an array after a jit round trip of the state
+        if given.ndim or given.dtype.kind not in "iu":
             raise TypeError(f"every must be a scalar integer, got {self.every!r}.")
-        every = check_int(int(every), "every", minimum=1)
+        every = check_int(int(given), "every", minimum=1)
         estimates = ceil_div(steps, every)
         mu = pure_dp_to_gdp(float(self.epsilon))
         joint = (noise_multiplier**-2 + mu**2) ** -0.5
@@ -243,7 +243,7 @@ class GeometricClip:
         mask: jax.Array,
         *,
         expected_batch_size: ArrayLike,
-        step: ArrayLike,
+        step: jax.Array,
     ) -> jax.Array:
         """Andrew et al. (2021), Algorithm 1: ``C <- C exp(-eta (b - gamma))`` with
         ``b = (sum_j (1[norm_j <= C] - 1/2) + N(0, (z_b/2)^2)) / expected_batch_size + 1/2``.
@@ -297,7 +297,7 @@ class ClipStrategy(Protocol):
         mask: jax.Array,
         *,
         expected_batch_size: ArrayLike,
-        step: ArrayLike,
+        step: jax.Array,
     ) -> jax.Array:
         """The clip norm of the next step, from this step's per-example ``norms`` (``mask``: the real
         examples)."""
@@ -359,8 +359,10 @@ def quantile_clip(
       >>> strategy = quantile_clip()  # target 0.75, epsilon 0.1 per estimate, every 10 steps
     """
     checks = Checks()
+    max_queries = check_int(max_queries, "max_queries", minimum=1)
+    # the leaves as given (ArrayLike): validate() checks them into the fields' types
     strategy = QuantileClip(
-        initial_norm, quantile, epsilon, every, beta, check_int(max_queries, "max_queries", minimum=1)
+        initial_norm, quantile, epsilon, every, beta, max_queries  # type: ignore[arg-type]
     )
     return strategy.validate(checks)
 
@@ -392,7 +394,11 @@ def geometric_clip(
     Example:
       >>> strategy = geometric_clip(0.1, count_noise_multiplier=25.6)
     """
-    return GeometricClip(initial_norm, quantile, learning_rate, count_noise_multiplier).validate(Checks())
+    # the leaves as given (ArrayLike): validate() checks them into the fields' types
+    strategy = GeometricClip(
+        initial_norm, quantile, learning_rate, count_noise_multiplier  # type: ignore[arg-type]
+    )
+    return strategy.validate(Checks())
 
 
 _STRATEGIES = (FixedClip, QuantileClip, GeometricClip)  # what dp_aggregate accepts as a strategy
@@ -402,7 +408,7 @@ def as_strategy(clip: ClipStrategy | ArrayLike) -> ClipStrategy:
     """``clip`` if it is a strategy, else ``fixed_clip(clip)``."""
     if isinstance(clip, _STRATEGIES):
         return clip
-    return fixed_clip(clip)
+    return fixed_clip(clip)  # type: ignore[arg-type]  # another ClipStrategy: fixed_clip refuses it
 
 
 __all__ = [

@@ -68,8 +68,9 @@ def batch_size(per_example_grads) -> int:
     leaves = jax.tree.leaves(per_example_grads)
     if not leaves:
         raise ValueError("per_example_grads has no leaves.")
-    sizes = {jnp.shape(leaf)[0] if jnp.ndim(leaf) else None for leaf in leaves}
-    if None in sizes or len(sizes) != 1:
+    scalar = any(jnp.ndim(leaf) == 0 for leaf in leaves)
+    sizes = {jnp.shape(leaf)[0] for leaf in leaves if jnp.ndim(leaf)}
+    if scalar or len(sizes) != 1:
         shapes = [jnp.shape(leaf) for leaf in leaves]
         raise ValueError(
             f"every leaf of per_example_grads must have the same leading example axis, got shapes {shapes}."
