@@ -110,13 +110,15 @@ def check_rational(value: object, name: str) -> Fraction:
         fraction = Fraction(int(value[0]), int(value[1]))
     elif is_boolean(value) or not isinstance(value, numbers.Real | np.ndarray | jax.Array):
         raise TypeError(f"{name} must be a real number, a Fraction or a pair of ints, got {_kind(value)}.")
-    else:
-        if np.ndim(value) != 0:
-            raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}.")
+    else:  # the ignores: typeshed's numbers.Real has no __int__ and none of the protocols NumPy's stubs take
+        if np.ndim(value) != 0:  # type: ignore[arg-type]
+            shape = np.shape(value)  # type: ignore[arg-type]
+            raise ValueError(f"{name} must be a scalar, got shape {shape}.")
+        scalar: Fraction | int | float
         if isinstance(value, Fraction):
             scalar = value
         elif np.issubdtype(np.asarray(value).dtype, np.integer):
-            scalar = int(value)  # exact, also for NumPy integers and integer arrays
+            scalar = int(value)  # type: ignore[arg-type]  # exact, also for NumPy integer arrays
         else:
             scalar = float(value)
         if isinstance(scalar, float) and not math.isfinite(scalar):
@@ -266,7 +268,8 @@ def exact_integer_dtype(dtype: DTypeLike) -> np.dtype:
     ``jax_enable_x64`` for 64-bit data and for uint32 (whose range int32 cannot hold), else int32
     (without ``jax_enable_x64`` JAX has no 64-bit integers: such data must fit int32's release range)."""
     dtype = np.dtype(dtype)
-    wide = jax.config.jax_enable_x64 and (dtype.itemsize == 8 or dtype == np.uint32)
+    x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]  # jax's Config stub lacks the options
+    wide = x64 and (dtype.itemsize == 8 or dtype == np.uint32)
     return np.dtype(np.int64 if wide else np.int32)
 
 
@@ -277,12 +280,12 @@ def release_bound(dtype: DTypeLike) -> int:
     return (int(np.iinfo(dtype).max) - 1) // 2
 
 
-def _exact_extremes(value, host) -> tuple[int, int]:
+def _exact_extremes(data: np.ndarray | jax.Array) -> tuple[int, int]:
     """The exact minimum and maximum of concrete integer data, as Python ints (no overflow)."""
-    if host is not None:
-        return int(host.min()), int(host.max())
+    if isinstance(data, np.ndarray):
+        return int(data.min()), int(data.max())
     with jax.ensure_compile_time_eval():
-        return int(jnp.min(value)), int(jnp.max(value))
+        return int(jnp.min(data)), int(jnp.max(data))
 
 
 def check_exact_integers(value: ArrayLike, name: str) -> jax.Array:
@@ -296,15 +299,16 @@ def check_exact_integers(value: ArrayLike, name: str) -> jax.Array:
     wrapped. Traced data, whose values are unknown, is clamped to ``[-B, B]`` in its own dtype before
     the cast (1-Lipschitz per entry: sensitivities do not grow).
     """
-    host = None
     if isinstance(value, str | bytes) or value is None:
         raise TypeError(f"{name} must be an array of integers, got {type(value).__name__}.")
-    if not isinstance(value, jax.Array):
+    if isinstance(value, jax.Array):
+        data: np.ndarray | jax.Array = value
+    else:
         try:
-            host = np.asarray(value)
+            data = np.asarray(value)  # on the host
         except (OverflowError, TypeError, ValueError) as err:
             raise ValueError(f"{name} must be an array of integers: {err}") from None
-    dtype = np.dtype(value.dtype if host is None else host.dtype)
+    dtype = np.dtype(data.dtype)
     if dtype.kind not in "iu":
         raise ValueError(
             f"{name} must have an integer dtype (int8 to int64 or uint8 to uint64), got {dtype}: the exact "
@@ -314,7 +318,7 @@ def check_exact_integers(value: ArrayLike, name: str) -> jax.Array:
     work = exact_integer_dtype(dtype)
     bound = release_bound(work)
     if not is_traced(value) and np.size(value):
-        low, high = _exact_extremes(value, host)
+        low, high = _exact_extremes(data)
         if low < -bound or high > bound:
             wider = release_bound(np.int64)
             fits64 = work == np.int32 and -wider <= low and high <= wider
@@ -323,13 +327,13 @@ def check_exact_integers(value: ArrayLike, name: str) -> jax.Array:
                 f"{name} must lie in [-{bound}, {bound}] (half the range of {work.name}, so that value + "
                 f"noise cannot overflow), got values in [{low}, {high}]{hint}."
             )
-    if host is not None:
-        return jnp.asarray(host.astype(work))
+    if isinstance(data, np.ndarray):
+        return jnp.asarray(data.astype(work))
     info = np.iinfo(dtype)
     low, high = max(-bound, int(info.min)), min(bound, int(info.max))
-    if is_traced(value) and (low > info.min or high < info.max):
-        value = jnp.clip(value, np.asarray(low, dtype), np.asarray(high, dtype))
-    return value.astype(work)
+    if is_traced(data) and (low > info.min or high < info.max):
+        data = jnp.clip(data, np.asarray(low, dtype), np.asarray(high, dtype))
+    return data.astype(work)
 
 
 def check_same_shape(a: ArrayLike, a_name: str, b: ArrayLike, b_name: str) -> None:
