@@ -74,9 +74,10 @@ def leading_axes(x) -> tuple | None:
         sharding = jax.typeof(x).sharding
     else:
         sharding = getattr(x, "sharding", None)
-    spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+    spec = getattr(sharding, "spec", None)
     if not spec or spec[0] is None or jnp.ndim(x) == 0:
         return None
+    mesh = sharding.mesh  # a sharding with a partition spec has a mesh
     axes = spec[0] if isinstance(spec[0], tuple) else (spec[0],)
     devices = 1
     for axis in axes:

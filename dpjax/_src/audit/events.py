@@ -116,13 +116,13 @@ class _Layout:
 
 
 def _layout(y: np.ndarray, max_levels: int) -> _Layout:
-    discrete = []
+    columns = []
     for column in range(y.shape[1]):
         values = y[:, column]
         values = values[~np.isnan(values)]
         if np.unique(values[:200_000]).size <= max_levels:
-            discrete.append(column)
-    discrete = np.asarray(discrete, dtype=int)
+            columns.append(column)
+    discrete = np.asarray(columns, dtype=int)
     continuous = np.setdiff1d(np.arange(y.shape[1]), discrete)
     return _Layout(discrete, continuous)
 
@@ -253,19 +253,17 @@ def _outcome_blocks(layout, outcomes: _Outcomes) -> list:
     blocks = [_Block(cx, cxp, single)]
     for sign in (1.0, -1.0):
         ranked = np.argsort(-sign * (np.log(cx + 0.5) - np.log(cxp + 0.5)), kind="stable")
-        blocks.append(
-            _Block(
-                np.cumsum(cx[ranked])[1:-1],
-                np.cumsum(cxp[ranked])[1:-1],
-                lambda i, ranked=ranked: _outcome_event(
-                    layout,
-                    rows[ranked[: i + 2]],
-                    f"one of {i + 2} outcomes: "
-                    + ", ".join(layout.describe(r) for r in rows[ranked[: min(i + 2, 8)]])
-                    + (", ..." if i + 2 > 8 else ""),
-                ),
+
+        def union(i: int, ranked: np.ndarray = ranked) -> Event:
+            return _outcome_event(
+                layout,
+                rows[ranked[: i + 2]],
+                f"one of {i + 2} outcomes: "
+                + ", ".join(layout.describe(r) for r in rows[ranked[: min(i + 2, 8)]])
+                + (", ..." if i + 2 > 8 else ""),
             )
-        )
+
+        blocks.append(_Block(np.cumsum(cx[ranked])[1:-1], np.cumsum(cxp[ranked])[1:-1], union))
     return blocks
 
 

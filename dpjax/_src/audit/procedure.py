@@ -304,7 +304,8 @@ def _draw(mechanism, x, x_prime, key, trials, chunk_size) -> _Runs:
         _sample(batched, x_prime, jax.random.fold_in(key, 1), trials, chunk_size),
     )
     shapes = [jax.tree.map(lambda a: a.shape[1:], out) for out in runs]
-    if jax.tree.structure(runs.on_x) != jax.tree.structure(runs.on_x_prime) or shapes[0] != shapes[1]:
+    on_x, on_x_prime = jax.tree.structure(runs.on_x), jax.tree.structure(runs.on_x_prime)
+    if on_x != on_x_prime or shapes[0] != shapes[1]:  # type: ignore[operator]  # jaxlib: no PyTreeDef stub
         raise ValueError(
             "the mechanism's outputs on x and x_prime must have the same structure and shapes, got "
             f"{shapes[0]} and {shapes[1]}."

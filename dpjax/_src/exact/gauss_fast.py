@@ -130,7 +130,9 @@ def constants(t: int, s: int, gauss: dict) -> Constants:
     numerators = tuple(gauss["w"] * (gauss["r"] * v - gauss["c"]) ** 2 % D for v in range(length))
     whole = [math.isqrt(-(-j * D // gauss["w"]) - 1) + 1 for j in range(1, _WHOLE_READ + 2)]  # w d^2 >= j D
     words = functools.partial(jnp.asarray, dtype=_U32)
-    return Constants(fast.constants(t, s), *(words(gauss[k]) for k in ("r", "c", "w", "D")), words(whole),
+    laplace = fast.constants(t, s)
+    r, c, w, d = (words(gauss[k]) for k in ("r", "c", "w", "D"))
+    return Constants(laplace, r, c, w, d, words(whole),
                      words(np.concatenate([tables.packed_thresholds(numerators, D),
                                            fresh_thresholds(numerators, D)], axis=1)),
                      words(tables.thresholds(numerators, D).residual),

@@ -134,7 +134,7 @@ class Digit(NamedTuple):
       beyond: ``W < T_{k_1}``: the trials go on past the table.
     """
 
-    count: jax.Array
+    count: jax.Array  # type: ignore[assignment]  # the field shadows tuple.count, as meant
     tabled: jax.Array
     tie: jax.Array
     beyond: jax.Array

@@ -174,7 +174,9 @@ def _candidate(key, tree: PassageTree, start, shift, noise: noise_lib.Sampler):
 def _laplace_mass(tree: PassageTree, shift):
     """A node's log-mass for the Laplace envelope, ``log(S1/2 + e^-h S2/4)`` with ``h = shift``
     (module docstring): the passage target stays ``log E + h``."""
-    return lambda node: jnp.logaddexp(tree.log_mass[node] - _LOG2, tree.square[node] - shift - 2 * _LOG2)
+    square = tree.square
+    assert square is not None  # the tree of Laplace noise has it (_passage_tree)
+    return lambda node: jnp.logaddexp(tree.log_mass[node] - _LOG2, square[node] - shift - 2 * _LOG2)
 
 
 def _threshold_shift(key, noise: noise_lib.Sampler, scale1, scale2, dtype) -> jax.Array:

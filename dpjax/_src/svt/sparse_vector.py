@@ -228,4 +228,4 @@ def sparse_vector_guarantee(
     c = check_int(c, "c", minimum=1)
     options = {"noise": noise, "sensitivity": sensitivity, "monotonic": monotonic}
     one = above_threshold_guarantee(epsilon1, epsilon2, **options)
-    return compose([one] * c)
+    return compose([one] * c).to_pure()  # pure parts compose to a PureDP, which to_pure() returns as is
