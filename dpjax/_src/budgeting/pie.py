@@ -108,7 +108,9 @@ def check_beta0(checks: Checks, beta0, dtype) -> jax.Array:
     return jnp.asarray(checks.probability(beta0, "beta0", open_low=True, open_high=True), dtype)
 
 
-def _prepare(checks: Checks, data, rho, beta0, *, point: bool, score_params):
+def _prepare(
+    checks: Checks, data, rho, beta0, *, point: bool, score_params
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Validates PIE's own inputs (before any randomness): (data, r, beta0) in the data's dtype."""
     data = checks.array(data, "data", ndim=2 if point else 1)
     dtype = float_dtype(data)
@@ -202,9 +204,9 @@ def pie_ni(
     nu_low, nu_high = _thresholds(checks, nu_low, nu_high)
     static = check_plan(c, split, chunk_size, noise_mode)
     point = score_fn is not None
-    data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
+    data, r, beta = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     nu = jnp.stack([jnp.asarray(nu_low, data.dtype), jnp.asarray(nu_high, data.dtype)])
-    result = pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, plan=static)
+    result = pie_kernel(key, data, r, nu, beta, score_params, score_fn=score_fn, plan=static)
     return checks.guard(result)
 
 
@@ -244,10 +246,10 @@ def pie_k(
     checks = Checks()
     static = check_plan(c, split, chunk_size, noise_mode)
     point = score_fn is not None
-    data, r, beta0 = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
+    data, r, beta = _prepare(checks, data, rho, beta0, point=point, score_params=score_params)
     k = check_int(k, "k", minimum=1, maximum=data.shape[0])
     nu = jnp.zeros(2, data.dtype)
-    result = pie_kernel(key, data, r, nu, beta0, score_params, score_fn=score_fn, k=k, plan=static)
+    result = pie_kernel(key, data, r, nu, beta, score_params, score_fn=score_fn, k=k, plan=static)
     return checks.guard(result)
 
 

@@ -258,19 +258,19 @@ def pie_kernel(
     (``shard_map``), so the per-user state, noise and compaction are split over the devices, and the
     per-user outputs stay sharded. Otherwise XLA partitions the kernel (:func:`dpjax.sharded.auto_axes`).
     """
-    options = dict(score_fn=score_fn, k=k, plan=plan)
+    rounds = functools.partial(_pie_rounds, score_fn=score_fn, k=k, plan=plan)
     layout = layout or sharded.leading_axes(data)
     if layout is None:
-        run = sharded.auto_axes(functools.partial(_pie_rounds, axes=None, devices=1, **options))
+        run = sharded.auto_axes(functools.partial(rounds, axes=None, devices=1))
         return run(key, data, r, nu, beta0, score_params)
     mesh, axes = layout
     devices = int(np.prod([mesh.shape[a] for a in axes]))
     users = PartitionSpec(axes)
     run = jax.shard_map(
-        functools.partial(_pie_rounds, axes=axes, devices=devices, **options),
+        functools.partial(rounds, axes=axes, devices=devices),
         mesh=mesh,
         in_specs=(PartitionSpec(), users, users, PartitionSpec(), PartitionSpec(), PartitionSpec()),
-        out_specs=PIEResult(users, users, users, users, users, PartitionSpec(), PartitionSpec()),
+        out_specs=PIEResult._make([users, users, users, users, users, PartitionSpec(), PartitionSpec()]),
         axis_names=set(axes),
     )
     data, r = sharded.constrain_leading(data, layout), sharded.constrain_leading(r, layout)

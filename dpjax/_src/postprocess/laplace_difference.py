@@ -31,10 +31,12 @@ def laplace_difference_tail(t: ArrayLike, a: ArrayLike, b: ArrayLike) -> jax.Arr
     ``e^{-a t}/2 + a^2 t/(2 (a + b)) e^{-min(a, b) t} r(-|a - b| t)``, ``r(z) = expm1(z)/z``.
     Broadcasts; in the dtype of the (JAX) arguments; every argument may be traced.
     """
-    z = -jnp.abs(a - b) * t
+    # The ignores: ArrayLike admits NumPy bools, which NumPy's stubs (rightly) give no - (rates are reals).
+    z = -jnp.abs(a - b) * t  # type: ignore[operator]
     safe_z = jnp.where(z == 0, -1, z)
     r = jnp.where(z == 0, 1, jnp.expm1(safe_z) / safe_z)
-    return jnp.exp(-a * t) / 2 + a**2 * t / (2 * (a + b)) * jnp.exp(-jnp.minimum(a, b) * t) * r
+    head = jnp.exp(-a * t) / 2  # type: ignore[operator]
+    return head + a**2 * t / (2 * (a + b)) * jnp.exp(-jnp.minimum(a, b) * t) * r
 
 
 def laplace_difference_quantile(

@@ -84,7 +84,8 @@ def sparse_vector_with_gap_from_noise(
     ``Lap(1/eps0)``) and ``middle_noise`` (shape ``(n,)``). For exact tests against a reference.
     Parameters may be traced as in :func:`sparse_vector_with_gap` (``c``, ``monotonic`` static)."""
     noises = (("top_noise", None), ("middle_noise", middle_noise))
-    params = GapParameters(epsilon, theta, None, sensitivity)
+    # the parameters as given (ArrayLike): run_from_noise checks them into the fields' types
+    params = GapParameters(epsilon, theta, None, sensitivity)  # type: ignore[arg-type]
     return run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
 
 
@@ -107,7 +108,8 @@ def adaptive_sparse_vector_with_gap_from_noise(
     Parameters may be traced as in :func:`adaptive_sparse_vector_with_gap` (``c``, ``monotonic``
     static)."""
     noises = (("top_noise", top_noise), ("middle_noise", middle_noise))
-    params = GapParameters(epsilon, theta, sigma, sensitivity)
+    # the parameters as given (ArrayLike): run_from_noise checks them into the fields' types
+    params = GapParameters(epsilon, theta, sigma, sensitivity)  # type: ignore[arg-type]
     return run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
 
 

@@ -23,15 +23,15 @@ class GapBudget(NamedTuple):
     Python floats for concrete parameters; scalars of the parameters' dtype when any is traced.
     """
 
-    epsilon: float
+    epsilon: float | jax.Array
     c: int
-    eps0: float
-    eps1: float
-    eps2: float
-    threshold_scale: float
-    middle_scale: float
-    top_scale: float
-    sigma: float
+    eps0: float | jax.Array
+    eps1: float | jax.Array
+    eps2: float | jax.Array
+    threshold_scale: float | jax.Array
+    middle_scale: float | jax.Array
+    top_scale: float | jax.Array
+    sigma: float | jax.Array
 
 
 class GapParameters(NamedTuple):
@@ -49,10 +49,10 @@ class GapParameters(NamedTuple):
     Python numbers when concrete; any of them may be traced.
     """
 
-    epsilon: float
-    theta: float | None
-    sigma: float | None
-    sensitivity: float
+    epsilon: float | jax.Array
+    theta: float | jax.Array | None
+    sigma: float | jax.Array | None
+    sensitivity: float | jax.Array
 
 
 def default_theta(c: int, *, monotonic: bool) -> float:
@@ -74,7 +74,10 @@ def _check_sigma(checks: Checks, sigma):
             sigma = sigma.astype(float_dtype())
         checks.record(sigma >= 0, "sigma must be >= 0 (math.inf disables the top branch).")
         return sigma
-    scalar = isinstance(sigma, numbers.Real | np.ndarray | jax.Array) and np.shape(sigma) == ()
+    # numbers.Real: typeshed's stub has none of the protocols NumPy's stubs take
+    scalar = isinstance(sigma, numbers.Real | np.ndarray | jax.Array) and (
+        np.shape(sigma) == ()  # type: ignore[arg-type]
+    )
     if scalar and sigma == math.inf:
         return math.inf
     return check_epsilon(sigma, "sigma", allow_zero=True)
@@ -97,6 +100,7 @@ def _split(params: GapParameters, c: int, monotonic: bool) -> GapBudget:
     """Algorithm 2, line 2, in the arithmetic of the checked parameters (Python floats, or jnp
     scalars of one dtype): the one formula behind :func:`gap_budget` and the kernels."""
     epsilon, theta, sigma, sensitivity = params
+    assert theta is not None  # filled in by check_parameters
     eps0 = theta * epsilon
     eps1 = (1.0 - theta) * epsilon / c
     eps2 = eps1 / 2.0
@@ -108,7 +112,7 @@ def _split(params: GapParameters, c: int, monotonic: bool) -> GapBudget:
 
 def working_budget(dtype, params: GapParameters, c: int, monotonic: bool) -> GapBudget:
     """The budget of the checked ``params`` in the kernel's dtype."""
-    params = GapParameters(*(None if v is None else jnp.asarray(v, dtype) for v in params))
+    params = GapParameters._make(None if v is None else jnp.asarray(v, dtype) for v in params)
     return _split(params, c, monotonic)
 
 
@@ -137,4 +141,5 @@ def gap_budget(
     budget = _split(params, c, monotonic)
     if not checks.traced:
         return budget._replace(sigma=float(budget.sigma))
-    return checks.guard(budget._replace(c=None))._replace(c=c)
+    # c (static) out of the guard's reach: None only inside this expression
+    return checks.guard(budget._replace(c=None))._replace(c=c)  # type: ignore[arg-type]

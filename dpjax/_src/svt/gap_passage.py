@@ -112,7 +112,7 @@ def gap_passages(key, centered, budget, *, adaptive: bool) -> _GapPassages:
     middle_units = centered * per_middle
     top_units = (centered - budget.sigma) * per_top if adaptive else None
     tree = PassageTree(heap(middle_units, jnp.logaddexp, -jnp.inf), None, n)
-    top_heap = heap(top_units, jnp.logaddexp, -jnp.inf) if adaptive else None
+    top_heap = None if top_units is None else heap(top_units, jnp.logaddexp, -jnp.inf)  # None: not adaptive
     threshold_key, passage_key, gap_key = jax.random.split(key, 3)
     eta = noise_lib.laplace(threshold_key, (), budget.threshold_scale, dtype)
     middle_shift, top_shift = eta * per_middle, eta * per_top
@@ -129,7 +129,7 @@ def gap_passages(key, centered, budget, *, adaptive: bool) -> _GapPassages:
         index = first_stop(tree, state.start, jnp.log(stop_exp) + middle_shift, mass=mass)
         leaf = jnp.minimum(index, n - 1)
         log_xm = middle_units[leaf] - middle_shift
-        log_xt = top_units[leaf] - top_shift if adaptive else jnp.asarray(-jnp.inf, dtype)
+        log_xt = jnp.asarray(-jnp.inf, dtype) if top_units is None else top_units[leaf] - top_shift
         log_p = jnp.log(-jnp.expm1(laplace_log_miss(log_xm) + laplace_log_miss(log_xt)))
         log_r = jnp.log(-jnp.expm1(-(jnp.exp(log_xm) + jnp.exp(log_xt))))
         fire = (index < n) & (keep_exp >= log_r - log_p)

@@ -64,12 +64,12 @@ def read(path: Path, skip_header: bool) -> list[list[str]]:
 
 
 def main(source: str) -> None:
-    source = Path(source)
-    train_rows = read(source / "adult.data", skip_header=False)
-    test_rows = read(source / "adult.test", skip_header=True)
+    directory = Path(source)
+    train_rows = read(directory / "adult.data", skip_header=False)
+    test_rows = read(directory / "adult.test", skip_header=True)
     rows = train_rows + test_rows
     index = {name: i for i, name in enumerate(COLUMNS)}
-    out = {}
+    out: dict[str, np.ndarray] = {}
     codes = []
     for name in CATEGORICAL:
         values = [row[index[name]] for row in rows]
@@ -82,7 +82,7 @@ def main(source: str) -> None:
     out["label"] = np.array([row[index["income"]].rstrip(".") == ">50K" for row in rows], dtype=np.uint8)
     out["train"] = np.arange(len(rows)) < len(train_rows)
     target = Path(__file__).with_name("adult.npz")
-    np.savez_compressed(target, **out)
+    np.savez_compressed(target, **out)  # type: ignore[arg-type]  # no key of out is allow_pickle
     print(f"wrote {target}: {len(rows)} rows ({len(train_rows)} train), {target.stat().st_size} bytes")
 
 
