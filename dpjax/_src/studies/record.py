@@ -20,8 +20,8 @@ def _version(package: str) -> str:
         return "not installed"
 
 
-def run_record(*, seed: int, trials: int, replicates: int, confidence: float, chunk_size: int, grid: dict,
-               datasets: list, started: float, wall_seconds: float, steps: list[dict]) -> dict:
+def run_record(*, seed: int, trials: int, replicates: int, confidence: float, chunk_size: int | None,
+               grid: dict, datasets: list, started: float, wall_seconds: float, steps: list[dict]) -> dict:
     """The record of one study run.
 
     ``steps`` holds, per mechanism and dataset, how the grid ran (one compiled call over the grid,
