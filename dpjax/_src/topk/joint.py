@@ -39,6 +39,7 @@ from typing import Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
@@ -47,9 +48,17 @@ from dpjax._src import gumbel_process as _gumbel_process
 from dpjax._src import noise, sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
-from dpjax._src.topk import joint_head
+from dpjax._src.topk import joint_head, joint_histogram
 from dpjax._src.topk.joint_head import nth_free
-from dpjax._src.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
+from dpjax._src.validation import (
+    Checks,
+    check_choice,
+    check_epsilon,
+    check_int,
+    check_positive,
+    float_dtype,
+    is_traced,
+)
 
 __all__ = [
     "JointMethod",
@@ -58,7 +67,9 @@ __all__ = [
 ]
 
 
-JointMethod: TypeAlias = Literal["auto", "threshold", "threshold_tree", "blocks", "tree"]
+JointMethod: TypeAlias = Literal[
+    "auto", "histogram", "histogram_tree", "threshold", "threshold_tree", "blocks", "tree"
+]
 """How :func:`joint_top_k` samples (static; every method samples the same law)."""
 
 
@@ -153,9 +164,11 @@ def _tree_pick(key, tree) -> jax.Array:
     return _gumbel_process.top_k(key, tree, 1)[1][0]
 
 
-@functools.partial(jax.jit, static_argnames=("k", "method", "width"))
+@functools.partial(jax.jit, static_argnames=("k", "method", "width", "window"))
 @sharded.auto_axes
-def _joint_top_k(key, scores, scale, *, k: int, method: str, width: int | None = None) -> jax.Array:
+def _joint_top_k(
+    key, scores, scale, *, k: int, method: str, width: int | None = None, window: int | None = None
+) -> jax.Array:
     width = joint_head.default_width(scores.shape[0], k) if width is None else width
     threshold = functools.partial(joint_head.sample, k=k, width=width)
     paths = {
@@ -168,7 +181,28 @@ def _joint_top_k(key, scores, scale, *, k: int, method: str, width: int | None =
     paths["threshold_tree"] = functools.partial(
         threshold, draw=(_tree_draw, _tree_pick), literal=paths["tree"]
     )
+    # A window that holds the law for this (concrete) scale needs no fallback (joint_histogram).
+    histogram = functools.partial(joint_histogram.sample, k=k, window=window or joint_histogram.DEFAULT_WINDOW)
+    single, many = (None, None) if window else (paths["blocks"], paths["tree"])
+    paths["histogram"] = functools.partial(
+        threshold,
+        draw=(lambda x: x, _gumbel_argmax),
+        literal=functools.partial(histogram, draw=(lambda x: x, _draw_entry), fallback=single),
+    )
+    paths["histogram_tree"] = functools.partial(
+        threshold,
+        draw=(_tree_draw, _tree_pick),
+        literal=functools.partial(histogram, draw=(_tree_draw, _tree_pick), fallback=many, sort=True),
+    )
+    if method in ("histogram", "histogram_tree") and not _integer(scores):
+        raise ValueError(f"method={method!r} needs integer counts, got dtype {scores.dtype}.")
+    if _integer(scores):
+        return _auto.run(method, paths, key, scores, scale, fast="histogram_tree", single="histogram")
     return _auto.run(method, paths, key, scores, scale, fast="threshold_tree", single="threshold")
+
+
+def _integer(scores) -> bool:
+    return jnp.issubdtype(scores.dtype, jnp.integer) or scores.dtype == jnp.bool_
 
 
 def joint_top_k(
@@ -231,7 +265,12 @@ def joint_top_k(
     dtype = float_dtype(scores)
     scale = jnp.asarray(4 if not monotonic else 2, dtype) * jnp.asarray(sensitivity, dtype)
     scale = scale / jnp.asarray(epsilon, dtype)
-    return checks.guard(_joint_top_k(key, scores, scale, k=k, method=method))
+    window = None
+    if _integer(scores) and not (is_traced(epsilon) or is_traced(sensitivity)):
+        factor = 4.0 if not monotonic else 2.0
+        b = factor * float(np.asarray(sensitivity)) / float(np.asarray(epsilon))
+        window = joint_histogram.window_for(scores.shape[0], k, b)
+    return checks.guard(_joint_top_k(key, scores, scale, k=k, method=method, window=window))
 
 
 @elementwise("epsilon", "sensitivity")
