@@ -182,7 +182,9 @@ def _joint_top_k(
         threshold, draw=(_tree_draw, _tree_pick), literal=paths["tree"]
     )
     # A window that holds the law for this (concrete) scale needs no fallback (joint_histogram).
-    histogram = functools.partial(joint_histogram.sample, k=k, window=window or joint_histogram.DEFAULT_WINDOW)
+    histogram = functools.partial(
+        joint_histogram.sample, k=k, window=window or joint_histogram.DEFAULT_WINDOW
+    )
     single, many = (None, None) if window else (paths["blocks"], paths["tree"])
     paths["histogram"] = functools.partial(
         threshold,
