@@ -43,7 +43,7 @@ def _pairs(keys: int, family: str):
     levels = jnp.asarray(np.arange(1, 30) / 30)
     counts = jnp.asarray(np.floor(1e6 / np.arange(1, 10**5 + 1) ** 1.1).astype(np.int32))
     # Zipf counts 1000x smaller: the top scores crowd within b k log d, the threshold sampler's
-    # head does not suffice and the literal sampler runs.
+    # head does not suffice and the histogram of the errors runs (integer counts).
     crowded = jnp.asarray(np.floor(1e3 / np.arange(1, 10**5 + 1) ** 1.1).astype(np.int32))
     key = jax.random.key(0)
     many = jax.random.split(key, keys)
@@ -106,6 +106,10 @@ def _pairs(keys: int, family: str):
         "top-k one release, crowded counts": (
             ("joint_top_k", _timer(jax.jit(jt), key, crowded), 1),
             ("gumbel_top_k", _timer(jax.jit(gt), key, crowded), 1),
+        ),
+        f"top-k vmap over {keys} keys, crowded counts": (
+            ("joint_top_k", _timer(mc(jt), many, crowded), keys),
+            ("gumbel_top_k", _timer(mc(gt), many, crowded), keys),
         ),
         "top-k one release, sampler": (
             ("threshold", _timer(jax.jit(jt), key, counts), 1),

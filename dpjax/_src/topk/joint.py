@@ -28,7 +28,14 @@ These two ("blocks", "tree") are the literal sampler. The default samples the sa
 error threshold instead (:mod:`dpjax._src.topk.joint_head`): one partial top-k of ``max(64, 8k)`` items
 ``k`` binary searches per candidate difference of that head, and no sort of the ``d k``
 differences; where the rest could matter (scores crowded within about ``b k log d`` of the k-th
-largest), the literal sampler.
+largest), integer counts go to the histogram of their errors
+(:mod:`dpjax._src.topk.joint_histogram`: one scatter-add over the ``d`` counts, a ``[W, k]`` table
+of error values, no sort for one release) and real scores to the literal sampler.
+
+Wu and Zhang (NeurIPS 2024, "Faster Differentially Private Top-k Selection: A Joint Exponential
+Mechanism with Pruning") run in ``O(d + k^2 / epsilon ln d)`` but sample a pruned variant of this
+mechanism (a different law, with similar reported accuracy), so it is not a ``method`` here: every
+method samples the law above. The histogram path has their complexity for integer counts.
 """
 
 from __future__ import annotations
@@ -225,10 +232,11 @@ def joint_top_k(
     paper's ``Delta = 1``) and ``2 sensitivity`` otherwise (swap). ``epsilon`` is the *total* budget
     of the k items (not per item, unlike :func:`~dpjax.selection.gumbel_top_k`). Guarantee:
     ``epsilon``-DP and ``epsilon``-range-bounded (:func:`joint_top_k_guarantee`) for the paper's law
-    (Sec. 3.2), which ``method="blocks"`` and ``"tree"`` draw exactly. The default threshold samplers
-    leave out outcomes whose total probability is bounded below ``1e-86`` (the tail bound of
-    :mod:`dpjax._src.topk.joint_head`), so each release is within that total variation of the exact
-    law, and its guarantee holds up to an additive delta of that order.
+    (Sec. 3.2), which ``method="blocks"`` and ``"tree"`` draw exactly. The default threshold and
+    histogram samplers leave out outcomes whose total probability is bounded below ``1e-86`` (the
+    tail bounds of :mod:`dpjax._src.topk.joint_head` and :mod:`dpjax._src.topk.joint_histogram`), so
+    each release is within that total variation of the exact law, and its guarantee holds up to an
+    additive delta of that order.
 
     Args:
       key: a ``jax.random`` key.
@@ -238,14 +246,19 @@ def joint_top_k(
       epsilon: total privacy parameter, > 0 (may be traced).
       sensitivity: per-score sensitivity (L-infinity), > 0 (may be traced).
       monotonic: all scores move in the same direction between neighbors (static bool).
-      method: the sampler (static; same law, different random streams): ``"threshold"`` (the
+      method: the sampler (static; same law, different random streams): ``"histogram"`` (integer
+        counts only: the threshold sampler below, and where its head does not suffice the exact
+        histogram of the errors, :mod:`dpjax._src.topk.joint_histogram`, instead of the literal
+        sampler), ``"histogram_tree"`` (the same with the top-down Gumbel process, for many
+        keys), ``"threshold"`` (the
         error threshold's interval by Gumbel-max over a pruned head of ``max(64, 8k)`` items, then
         a uniform sequence within it; :mod:`dpjax._src.topk.joint_head`), ``"threshold_tree"`` (the same
         with the top-down Gumbel process, for many keys), the paper's worst-entry sampler over all
         ``d k`` sorted differences, ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries)
         or ``"tree"`` (the top-down Gumbel process over them), or ``"auto"`` (default,
-        :mod:`dpjax._src.auto`: ``"threshold"`` for one release, ``"threshold_tree"`` under ``vmap``
-        over keys with the scores fixed).
+        :mod:`dpjax._src.auto`: for integer (or boolean) scores ``"histogram"`` for one release and
+        ``"histogram_tree"`` under ``vmap`` over keys with the scores fixed; for real scores
+        ``"threshold"`` and ``"threshold_tree"``).
 
     Returns:
       int32 item indices of shape ``[k]``, distinct, the estimate of the top item first; all ``-1``

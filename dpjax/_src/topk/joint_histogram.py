@@ -14,28 +14,31 @@ Private Top-k", ICML 2022, Alg. 1: with ``c_(1) >= ... >= c_(d)`` the sorted cou
   ``prod_{i < i*} (n_i(e-1) - i) (n_{i*}(e) - n_{i*}(e-1)) prod_{i > i*} (n_i(e) - i)`` sequences
   (nesting makes each factor exact), which telescope to ``N(e) - N(e - 1)`` with no cancellation.
   So ``(e, i*)`` is drawn with weight (that count) x ``exp(-e / b)`` from a ``[W, k]`` table of
-  log-weights, then a uniform sequence in it row by row (``O(k^2)``).
-* Every ``n_i(e)`` is a cumulative sum of the histogram of ``c_(1) - c_j`` over a static window
-  ``[0, W)`` (one scatter-add over the ``d`` items): no sort. A sorted position maps to its count
-  value by the cumulative histogram and to its item, the ``r``-th of that value in index order
-  (the order of a stable sort), through a key-independent table of per-block counts: one
-  search over the ``~d / W`` blocks and one count within a block of ``W`` items.
+  log-weights, then a uniform sequence in it row by row (``O(k^3)`` at most).
+* Every ``n_i(e)`` comes from the top ``k`` counts where ``c_(i) - e > c_(k)`` (fewer than ``k``
+  items are above ``c_(k)``) and else from the cumulative histogram of ``c_(k) - c_j`` over a
+  static window ``[0, W)`` (one scatter-add over the ``d`` items): no sort. A sorted position maps
+  to its count value by the cumulative histogram and to its item, the ``r``-th of that value in
+  index order (the order of a stable sort), through key-independent per-block counts (blocks of
+  ``max(1024, W)`` items: one search over the blocks and one count within a block) for one
+  release, or through one stable sort of the counts (key independent) for many keys.
 
-Truncation and fallback. Errors with ``c_(1) - c_(k) + e >= W`` are out of the window. Where every
-count lies in the window (``c_(1) - c_(d) < W``), nothing is left out and the draw is exact. Else
-the left-out mass is at most ``prod_i (d - i) exp(-(E + 1) / b)``, ``E`` the largest error in the
-window, and it is dropped when that bound is below ``exp(-200)`` times the likeliest ``(e, i*)``
-entry's mass: the rule of :mod:`dpjax._src.topk.joint_head`, a total variation below ``1e-86``.
-Otherwise (counts spread wider than the window, or a traced small ``epsilon``) the caller's
-``fallback`` sampler runs, chosen by a key-independent ``lax.cond`` (under ``vmap`` over keys a
-real branch, taken once); when ``c_(k)`` is itself out of the window the histogram is not built.
+Truncation and fallback. Errors ``e >= W`` are out of the window. Where every count lies within
+``W`` of ``c_(k)`` nothing is left out and the draw is exact. Else the left-out mass is at most
+``prod_i (d - i) exp(-W / b)`` and is dropped when that bound is below ``exp(-200)`` times the
+likeliest ``(e, i*)`` entry's mass: the rule of :mod:`dpjax._src.topk.joint_head`, a total
+variation below ``1e-86``. For a concrete ``b`` the window is chosen static and wide enough for
+that rule to hold whatever the counts (:func:`window_for`, ``W ~ b (k ln d + 201)``, at most
+:data:`MAX_WINDOW`); for a traced ``epsilon`` (or a wider need) the window is
+:data:`DEFAULT_WINDOW` and where the rule fails the caller's ``fallback`` sampler runs, chosen by a
+key-independent ``lax.cond`` (under ``vmap`` over keys a real branch, taken once).
 
-So one release costs a partial top-k and one scatter-add over the ``d`` counts, ``O(k W)`` table
-work and ``O(k (k^2 + d / W + W))`` for the sequence, and each further key under ``vmap``
-``O(log(k W) + k (k^2 + d / W + W))``: Wu and Zhang's (NeurIPS 2024) ``O(d + k^2 / epsilon ln d)``
-in its terms. Their sampler is not offered as a method: it draws from a pruned variant of the
-joint mechanism (a different law with its own privacy proof, reported with similar accuracy), and
-every method of :func:`dpjax.selection.joint_top_k` samples the law above.
+So one release costs a partial top-k and one scatter-add over the ``d`` counts, the ``O(k W) =
+O(k^2 / epsilon ln d)`` table and ``O(k (k^2 + d / W + W))`` for the sequence, and each further key
+under ``vmap`` ``O(log(k W) + k^3)`` after one sort: the complexity of Wu and Zhang (NeurIPS 2024,
+``O(d + k^2 / epsilon ln d)``). Their sampler is not offered as a method: it draws from a pruned
+variant of the joint mechanism (a different law with its own privacy proof, reported with similar
+accuracy), and every method of :func:`dpjax.selection.joint_top_k` samples the law above.
 """
 
 from __future__ import annotations
