@@ -236,7 +236,9 @@ def joint_top_k(
     histogram samplers leave out outcomes whose total probability is bounded below ``1e-86`` (the
     tail bounds of :mod:`dpjax._src.topk.joint_head` and :mod:`dpjax._src.topk.joint_histogram`), so
     each release is within that total variation of the exact law, and its guarantee holds up to an
-    additive delta of that order.
+    additive delta of that order. For integer scores and a concrete ``epsilon`` the histogram's
+    window is fixed from ``epsilon`` (a traced one takes a default window with the literal
+    fallback), so, like the batching, it picks the random stream, not the law.
 
     Args:
       key: a ``jax.random`` key.
