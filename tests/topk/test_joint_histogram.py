@@ -78,12 +78,19 @@ def _histogram_method(key, scores, *, k, epsilon, monotonic, method, window):
     return joint._joint_top_k(key, scores, scale, k=k, method=method, width=2, window=window)
 
 
-@pytest.mark.parametrize(("case", "method", "window"), [(0, "histogram", None), (3, "histogram_tree", 512)])
-def test_law_over_all_k_sequences(case, method, window):
-    counts, k = CASES[case]
-    sequences, _, _, law = enumerated(counts, k, 1.0)
-    options = {"k": k, "epsilon": 2.0, "monotonic": True, "method": method, "window": window}
-    out = sample(_histogram_method, jnp.asarray(counts), 60_000, seed=20 + case, **options)
+@pytest.mark.parametrize(
+    ("counts", "k", "method", "window", "epsilon"),
+    [
+        (*CASES[0], "histogram", None, 2.0),  # the default window, the literal fallback compiled in
+        (*CASES[3], "histogram", 512, 2.0),
+        # a wide window (scale 100): the first, of 1024 values, does not hold the law, the second does
+        (np.array([3000, 0, 1, 2, 2990], np.int32), 2, "histogram_tree", 32768, 0.02),
+    ],
+)
+def test_law_over_all_k_sequences(counts, k, method, window, epsilon):
+    sequences, _, _, law = enumerated(counts, k, 2.0 / epsilon)
+    options = {"k": k, "epsilon": epsilon, "monotonic": True, "method": method, "window": window}
+    out = sample(_histogram_method, jnp.asarray(counts), 60_000, seed=20 + k, **options)
     index = {s: i for i, s in enumerate(sequences)}
     observed = np.bincount([index[tuple(row)] for row in out], minlength=len(sequences))
     assert chi_square_pvalue(observed, law) > P_MIN
@@ -137,7 +144,7 @@ def test_static_window():
     need = b * (sum(math.log(d - i) for i in range(k)) + 201)
     window = joint_histogram.window_for(d, k, b)
     assert window >= need and window & (window - 1) == 0 and window < 2 * need
-    assert joint_histogram.window_for(d, k, 100.0) is None
+    assert joint_histogram.window_for(d, k, 200.0) is None
 
 
 @pytest.mark.parametrize("method", ["histogram", "histogram_tree"])

@@ -188,20 +188,19 @@ def _joint_top_k(
     paths["threshold_tree"] = functools.partial(
         threshold, draw=(_tree_draw, _tree_pick), literal=paths["tree"]
     )
-    # A window that holds the law for this (concrete) scale needs no fallback (joint_histogram).
-    histogram = functools.partial(
-        joint_histogram.sample, k=k, window=window or joint_histogram.DEFAULT_WINDOW
-    )
-    single, many = (None, None) if window else (paths["blocks"], paths["tree"])
     paths["histogram"] = functools.partial(
         threshold,
         draw=(lambda x: x, _gumbel_argmax),
-        literal=functools.partial(histogram, draw=(lambda x: x, _draw_entry), fallback=single),
+        literal=joint_histogram.sampler(
+            k=k, window=window, draw=(lambda x: x, _draw_entry), fallback=paths["blocks"]
+        ),
     )
     paths["histogram_tree"] = functools.partial(
         threshold,
         draw=(_tree_draw, _tree_pick),
-        literal=functools.partial(histogram, draw=(_tree_draw, _tree_pick), fallback=many, sort=True),
+        literal=joint_histogram.sampler(
+            k=k, window=window, draw=(_tree_draw, _tree_pick), fallback=paths["tree"], sort=True
+        ),
     )
     if method in ("histogram", "histogram_tree") and not _integer(scores):
         raise ValueError(f"method={method!r} needs integer counts, got dtype {scores.dtype}.")

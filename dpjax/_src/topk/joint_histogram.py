@@ -43,6 +43,7 @@ accuracy), and every method of :func:`dpjax.selection.joint_top_k` samples the l
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -55,8 +56,9 @@ from dpjax._src.topk.joint_head import NEGLIGIBLE, nth_free
 
 __all__: list[str] = []
 
-DEFAULT_WINDOW = 2048  # count values c_(k) - c_j in [0, W) are histogrammed (traced epsilon)
-MAX_WINDOW = 8192  # the widest window :func:`window_for` gives
+SMALL_WINDOW = 1024  # count values c_(k) - c_j in [0, W) are histogrammed: tried first
+DEFAULT_WINDOW = 2048  # the window for a traced epsilon
+MAX_WINDOW = 32768  # the widest window :func:`window_for` gives
 BLOCK = 1024  # at least this many items per block of the per-block counts (single release)
 
 
@@ -204,3 +206,17 @@ def sample(key, scores, scale, *, k: int, window: int, draw, fallback, sort: boo
         return release()
     # Key independent: under vmap over keys a real branch, each key drawn by the one chosen.
     return lax.cond(negligible, release, lambda: fallback(key, scores, scale))
+
+
+def sampler(*, k: int, window: int | None, draw, fallback, sort: bool = False):
+    """:func:`sample` as ``f(key, scores, scale)`` for a static ``window`` from :func:`window_for`
+    (no fallback needed) or None (a traced scale: :data:`DEFAULT_WINDOW`, then ``fallback``); a
+    window wider than :data:`SMALL_WINDOW` is tried only where that one does not hold the law
+    (counts crowded within it need no more)."""
+    wide = window or DEFAULT_WINDOW
+    last = functools.partial(
+        sample, k=k, window=wide, draw=draw, fallback=None if window else fallback, sort=sort
+    )
+    if wide <= SMALL_WINDOW:
+        return last
+    return functools.partial(sample, k=k, window=SMALL_WINDOW, draw=draw, fallback=last, sort=sort)
