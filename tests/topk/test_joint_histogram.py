@@ -90,7 +90,7 @@ def _histogram_method(key, scores, *, k, epsilon, monotonic, method, window):
 def test_law_over_all_k_sequences(counts, k, method, window, epsilon):
     sequences, _, _, law = enumerated(counts, k, 2.0 / epsilon)
     options = {"k": k, "epsilon": epsilon, "monotonic": True, "method": method, "window": window}
-    out = sample(_histogram_method, jnp.asarray(counts), 60_000, seed=20 + k, **options)
+    out = sample(_histogram_method, jnp.asarray(counts), 40_000, seed=20 + k, **options)
     index = {s: i for i, s in enumerate(sequences)}
     observed = np.bincount([index[tuple(row)] for row in out], minlength=len(sequences))
     assert chi_square_pvalue(observed, law) > P_MIN

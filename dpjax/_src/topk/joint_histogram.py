@@ -184,10 +184,10 @@ def _item(hist: _Histogram, position, block: int | None) -> jax.Array:
 def sample(key, scores, scale, *, k: int, window: int, draw, fallback, sort: bool = False) -> jax.Array:
     """One draw of the joint mechanism for integer ``scores`` (module docstring), or of
     ``fallback(key, scores, scale)`` where the window does not hold the law (None: the window is
-    known to hold it, :func:`window_for`). ``draw = (prepare,
-    pick)``: ``pick(key, prepare(logits))`` is an exact draw of an index with probability
-    ``softmax(logits)``; ``sort``: items are looked up in one stable sort of the counts (for many
-    keys) instead of the per-block counts."""
+    known to hold it, :func:`window_for`). ``draw = (prepare, pick)``: ``pick(key,
+    prepare(logits))`` is an exact draw of an index with probability ``softmax(logits)``;
+    ``sort``: items are looked up in one stable sort of the counts (for many keys) instead of the
+    per-block counts."""
     if scores.dtype.itemsize < 4 or scores.dtype == jnp.bool_:
         scores = scores.astype(jnp.int32)
     d = scores.shape[0]
