@@ -43,8 +43,10 @@ def _pairs(keys: int, family: str):
     levels = jnp.asarray(np.arange(1, 30) / 30)
     counts = jnp.asarray(np.floor(1e6 / np.arange(1, 10**5 + 1) ** 1.1).astype(np.int32))
     # Zipf counts 1000x smaller: the top scores crowd within b k log d, the threshold sampler's
-    # head does not suffice and the literal sampler runs.
+    # head does not suffice and the histogram of the errors runs (integer counts).
     crowded = jnp.asarray(np.floor(1e3 / np.arange(1, 10**5 + 1) ** 1.1).astype(np.int32))
+    # Zipf counts 33x smaller than the spread ones: crowded near the k-th largest at small epsilon.
+    middle = jnp.asarray(np.floor(3e4 / np.arange(1, 10**5 + 1) ** 1.1).astype(np.int32))
     key = jax.random.key(0)
     many = jax.random.split(key, keys)
 
@@ -68,6 +70,9 @@ def _pairs(keys: int, family: str):
 
     def gt(k, c):
         return selection.gumbel_top_k(k, c, 10, 0.1, monotonic=True)
+
+    def jt_at(epsilon):
+        return jax.jit(lambda k, c: selection.joint_top_k(k, c, 10, epsilon, monotonic=True))
 
     def mc(f):
         return jax.jit(jax.vmap(f, in_axes=(0, None)))
@@ -107,6 +112,22 @@ def _pairs(keys: int, family: str):
             ("joint_top_k", _timer(jax.jit(jt), key, crowded), 1),
             ("gumbel_top_k", _timer(jax.jit(gt), key, crowded), 1),
         ),
+        f"top-k vmap over {keys} keys, crowded counts": (
+            ("joint_top_k", _timer(mc(jt), many, crowded), keys),
+            ("gumbel_top_k", _timer(mc(gt), many, crowded), keys),
+        ),
+        **{
+            f"top-k one release, {name}, epsilon {epsilon}": (
+                ("joint_top_k", _timer(jt_at(epsilon), key, data), 1),
+                ("gumbel_top_k", _timer(jax.jit(gt), key, data), 1),
+            )
+            for name, data, epsilon in (
+                ("crowded counts", crowded, 0.1),
+                ("middle counts", middle, 1.0),
+                ("middle counts", middle, 0.1),
+                ("middle counts", middle, 0.02),
+            )
+        },
         "top-k one release, sampler": (
             ("threshold", _timer(jax.jit(jt), key, counts), 1),
             ("blocks (literal)", _timer(jax.jit(jt_literal), key, counts), 1),

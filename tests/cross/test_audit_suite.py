@@ -43,6 +43,8 @@ EPS = 1.0
 NMAX = neighbors.noisy_max_worst_case()
 NMAX_MONO = neighbors.noisy_max_worst_case(monotonic=True)
 TOP2 = (np.zeros(4), np.array([1.0, 1.0, -1.0, -1.0]))
+# The same neighbors among 100 integer counts: the joint top-k's histogram path (the head does not suffice).
+TOP2_COUNTS = tuple(np.pad(x, (0, 96)).astype(np.int32) for x in TOP2)
 SVT = neighbors.svt_worst_case(8)
 SVT_MONO = neighbors.svt_worst_case(8, monotonic=True)
 QUANT = neighbors.quantile_worst_case(8, 0.0, 1.0)
@@ -127,6 +129,11 @@ POSITIVE = {
     "joint_top_k": (
         lambda k, v: selection.joint_top_k(k, v, 2, EPS),
         *TOP2,
+        selection.joint_top_k_guarantee(2, EPS),
+    ),
+    "joint_top_k_integer_counts": (
+        lambda k, v: selection.joint_top_k(k, v, 2, EPS),
+        *TOP2_COUNTS,
         selection.joint_top_k_guarantee(2, EPS),
     ),
     "noisy_top_k_with_gap": (
@@ -250,6 +257,7 @@ POSITIVE = {
 # The slowest kernels per run get fewer runs, to keep the suite in its CI budget.
 TRIALS = {
     "joint_exp": 50_000,
+    "joint_top_k_integer_counts": 100_000,
     "approx_quantiles": 50_000,
     "pie_ni": 100_000,
     "fully_unbounded_quantile": 100_000,

@@ -28,7 +28,14 @@ These two ("blocks", "tree") are the literal sampler. The default samples the sa
 error threshold instead (:mod:`dpjax._src.topk.joint_head`): one partial top-k of ``max(64, 8k)`` items
 ``k`` binary searches per candidate difference of that head, and no sort of the ``d k``
 differences; where the rest could matter (scores crowded within about ``b k log d`` of the k-th
-largest), the literal sampler.
+largest), integer counts go to the histogram of their errors
+(:mod:`dpjax._src.topk.joint_histogram`: one scatter-add over the ``d`` counts, a ``[W, k]`` table
+of error values, no sort for one release) and real scores to the literal sampler.
+
+Wu and Zhang (NeurIPS 2024, "Faster Differentially Private Top-k Selection: A Joint Exponential
+Mechanism with Pruning") run in ``O(d + k^2 / epsilon ln d)`` but sample a pruned variant of this
+mechanism (a different law, with similar reported accuracy), so it is not a ``method`` here: every
+method samples the law above. The histogram path has their complexity for integer counts.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from typing import Literal, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
@@ -47,9 +55,17 @@ from dpjax._src import gumbel_process as _gumbel_process
 from dpjax._src import noise, sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
-from dpjax._src.topk import joint_head
+from dpjax._src.topk import joint_head, joint_histogram
 from dpjax._src.topk.joint_head import nth_free
-from dpjax._src.validation import Checks, check_choice, check_epsilon, check_int, check_positive, float_dtype
+from dpjax._src.validation import (
+    Checks,
+    check_choice,
+    check_epsilon,
+    check_int,
+    check_positive,
+    float_dtype,
+    is_traced,
+)
 
 __all__ = [
     "JointMethod",
@@ -58,7 +74,9 @@ __all__ = [
 ]
 
 
-JointMethod: TypeAlias = Literal["auto", "threshold", "threshold_tree", "blocks", "tree"]
+JointMethod: TypeAlias = Literal[
+    "auto", "histogram", "histogram_tree", "threshold", "threshold_tree", "blocks", "tree"
+]
 """How :func:`joint_top_k` samples (static; every method samples the same law)."""
 
 
@@ -153,9 +171,11 @@ def _tree_pick(key, tree) -> jax.Array:
     return _gumbel_process.top_k(key, tree, 1)[1][0]
 
 
-@functools.partial(jax.jit, static_argnames=("k", "method", "width"))
+@functools.partial(jax.jit, static_argnames=("k", "method", "width", "window"))
 @sharded.auto_axes
-def _joint_top_k(key, scores, scale, *, k: int, method: str, width: int | None = None) -> jax.Array:
+def _joint_top_k(
+    key, scores, scale, *, k: int, method: str, width: int | None = None, window: int | None = None
+) -> jax.Array:
     width = joint_head.default_width(scores.shape[0], k) if width is None else width
     threshold = functools.partial(joint_head.sample, k=k, width=width)
     paths = {
@@ -168,7 +188,29 @@ def _joint_top_k(key, scores, scale, *, k: int, method: str, width: int | None =
     paths["threshold_tree"] = functools.partial(
         threshold, draw=(_tree_draw, _tree_pick), literal=paths["tree"]
     )
+    paths["histogram"] = functools.partial(
+        threshold,
+        draw=(lambda x: x, _gumbel_argmax),
+        literal=joint_histogram.sampler(
+            k=k, window=window, draw=(lambda x: x, _draw_entry), fallback=paths["blocks"]
+        ),
+    )
+    paths["histogram_tree"] = functools.partial(
+        threshold,
+        draw=(_tree_draw, _tree_pick),
+        literal=joint_histogram.sampler(
+            k=k, window=window, draw=(_tree_draw, _tree_pick), fallback=paths["tree"], sort=True
+        ),
+    )
+    if method in ("histogram", "histogram_tree") and not _integer(scores):
+        raise ValueError(f"method={method!r} needs integer counts, got dtype {scores.dtype}.")
+    if _integer(scores):
+        return _auto.run(method, paths, key, scores, scale, fast="histogram_tree", single="histogram")
     return _auto.run(method, paths, key, scores, scale, fast="threshold_tree", single="threshold")
+
+
+def _integer(scores) -> bool:
+    return jnp.issubdtype(scores.dtype, jnp.integer) or scores.dtype == jnp.bool_
 
 
 def joint_top_k(
@@ -189,10 +231,13 @@ def joint_top_k(
     paper's ``Delta = 1``) and ``2 sensitivity`` otherwise (swap). ``epsilon`` is the *total* budget
     of the k items (not per item, unlike :func:`~dpjax.selection.gumbel_top_k`). Guarantee:
     ``epsilon``-DP and ``epsilon``-range-bounded (:func:`joint_top_k_guarantee`) for the paper's law
-    (Sec. 3.2), which ``method="blocks"`` and ``"tree"`` draw exactly. The default threshold samplers
-    leave out outcomes whose total probability is bounded below ``1e-86`` (the tail bound of
-    :mod:`dpjax._src.topk.joint_head`), so each release is within that total variation of the exact
-    law, and its guarantee holds up to an additive delta of that order.
+    (Sec. 3.2), which ``method="blocks"`` and ``"tree"`` draw exactly. The default threshold and
+    histogram samplers leave out outcomes whose total probability is bounded below ``1e-86`` (the
+    tail bounds of :mod:`dpjax._src.topk.joint_head` and :mod:`dpjax._src.topk.joint_histogram`), so
+    each release is within that total variation of the exact law, and its guarantee holds up to an
+    additive delta of that order. For integer scores and a concrete ``epsilon`` the histogram's
+    window is fixed from ``epsilon`` (a traced one takes a default window with the literal
+    fallback), so, like the batching, it picks the random stream, not the law.
 
     Args:
       key: a ``jax.random`` key.
@@ -202,14 +247,19 @@ def joint_top_k(
       epsilon: total privacy parameter, > 0 (may be traced).
       sensitivity: per-score sensitivity (L-infinity), > 0 (may be traced).
       monotonic: all scores move in the same direction between neighbors (static bool).
-      method: the sampler (static; same law, different random streams): ``"threshold"`` (the
+      method: the sampler (static; same law, different random streams): ``"histogram"`` (integer
+        counts only: the threshold sampler below, and where its head does not suffice the exact
+        histogram of the errors, :mod:`dpjax._src.topk.joint_histogram`, instead of the literal
+        sampler), ``"histogram_tree"`` (the same with the top-down Gumbel process, for many
+        keys), ``"threshold"`` (the
         error threshold's interval by Gumbel-max over a pruned head of ``max(64, 8k)`` items, then
         a uniform sequence within it; :mod:`dpjax._src.topk.joint_head`), ``"threshold_tree"`` (the same
         with the top-down Gumbel process, for many keys), the paper's worst-entry sampler over all
         ``d k`` sorted differences, ``"blocks"`` (Gumbel-max over blocks of ``~sqrt(d k)`` entries)
         or ``"tree"`` (the top-down Gumbel process over them), or ``"auto"`` (default,
-        :mod:`dpjax._src.auto`: ``"threshold"`` for one release, ``"threshold_tree"`` under ``vmap``
-        over keys with the scores fixed).
+        :mod:`dpjax._src.auto`: for integer (or boolean) scores ``"histogram"`` for one release and
+        ``"histogram_tree"`` under ``vmap`` over keys with the scores fixed; for real scores
+        ``"threshold"`` and ``"threshold_tree"``).
 
     Returns:
       int32 item indices of shape ``[k]``, distinct, the estimate of the top item first; all ``-1``
@@ -231,7 +281,12 @@ def joint_top_k(
     dtype = float_dtype(scores)
     scale = jnp.asarray(4 if not monotonic else 2, dtype) * jnp.asarray(sensitivity, dtype)
     scale = scale / jnp.asarray(epsilon, dtype)
-    return checks.guard(_joint_top_k(key, scores, scale, k=k, method=method))
+    window = None
+    if _integer(scores) and not (is_traced(epsilon) or is_traced(sensitivity)):
+        factor = 4.0 if not monotonic else 2.0
+        b = factor * float(np.asarray(sensitivity)) / float(np.asarray(epsilon))
+        window = joint_histogram.window_for(scores.shape[0], k, b)
+    return checks.guard(_joint_top_k(key, scores, scale, k=k, method=method, window=window))
 
 
 @elementwise("epsilon", "sensitivity")

@@ -65,7 +65,7 @@ def _log_count(m, k: int, dtype) -> jax.Array:
     return jnp.where(jnp.all(free > 0, axis=-1), jnp.sum(log_free, axis=-1), -jnp.inf)
 
 
-_NEGLIGIBLE = 200.0  # a tail bound below exp(-200) times the likeliest interval's mass is dropped
+NEGLIGIBLE = 200.0  # a tail bound below exp(-200) times the likeliest interval's mass is dropped
 
 
 class _Head(NamedTuple):
@@ -97,7 +97,7 @@ def _head(scores, k: int, width: int, scale) -> _Head:
     tail_start = jnp.asarray(jnp.inf, dtype) if whole else diff[k - 1, width].astype(dtype)
     logits = jnp.where(first & ~jnp.any(seen, axis=1) & (t.astype(dtype) < tail_start), log_mass, -jnp.inf)
     log_max = jnp.sum(jnp.log(jnp.asarray(d, dtype) - ranks.astype(dtype)))
-    complete = whole or (log_max - tail_start / scale < jnp.max(logits) - _NEGLIGIBLE)
+    complete = whole or (log_max - tail_start / scale < jnp.max(logits) - NEGLIGIBLE)
     return _Head(ids[:cols], m, logits, jnp.asarray(complete))
 
 
