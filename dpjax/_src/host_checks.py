@@ -117,8 +117,9 @@ def check_rational(value: object, name: str) -> Fraction:
         scalar: Fraction | int | float
         if isinstance(value, Fraction):
             scalar = value
-        elif np.issubdtype(np.asarray(value).dtype, np.integer):
-            scalar = int(value)  # type: ignore[arg-type]  # exact, also for NumPy integer arrays
+        elif isinstance(value, numbers.Integral) or np.issubdtype(np.asarray(value).dtype, np.integer):
+            # exact, also for NumPy integer arrays and Python ints beyond int64 (an object array)
+            scalar = int(value)  # type: ignore[arg-type]
         else:
             scalar = float(value)
         if isinstance(scalar, float) and not math.isfinite(scalar):

@@ -37,6 +37,7 @@ from dpjax._src.selection import (
     discrete_report_noisy_max_guarantee,
 )
 from dpjax.svt import discrete_above_threshold, discrete_above_threshold_guarantee
+from dpjax.validation import check_rational
 
 KEY = jax.random.key(45)
 DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -200,3 +201,13 @@ def test_a_traced_boolean_parameter_is_refused_while_tracing():
         jax.jit(lambda e: laplace_mechanism(KEY, 1.0, e))(True)
     with pytest.raises(TypeError, match="epsilon must be a real number, got a boolean"):
         laplace_mechanism(KEY, 1.0, np.array(True))
+
+
+@pytest.mark.parametrize("value", [3**70, -(3**70), 2**64 + 1])
+def test_python_integers_beyond_int64_are_taken_exactly(value):
+    """A Python int of any size is an exact rational (NumPy holds it only as an object array)."""
+    if value <= 0:
+        with pytest.raises(ValueError, match="> 0"):
+            check_rational(value, "epsilon")
+    else:
+        assert check_rational(value, "epsilon") == Fraction(value)

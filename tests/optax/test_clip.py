@@ -12,6 +12,7 @@ keys, see each test).
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from scipy import stats
 
 from dpjax import optax as dpo
@@ -124,3 +125,23 @@ def test_clip_strategy_is_documented_and_checks_instances():
     assert all(isinstance(s, dpo.ClipStrategy) and as_strategy(s) is s for s in strategies)
     assert not isinstance(1.0, dpo.ClipStrategy) and isinstance(as_strategy(1.0), dpo.FixedClip)
     assert float | dpo.ClipStrategy == dpo.ClipStrategy | float  # an annotation like any class
+
+
+def test_a_user_written_strategy_is_refused_by_name():
+    """An object with ClipStrategy's methods that is none of the three is refused with a TypeError that
+    names the three, not fixed_clip's complaint about a number."""
+    from dpjax._src.optax.clip import as_strategy
+
+    class Halving:
+        def validate(self, checks):
+            return self
+
+        def next_norm(self, key, clip_norm, norms, mask, *, expected_batch_size, step):
+            return clip_norm / 2
+
+        def accounting_steps(self, noise_multiplier, steps):
+            return ((steps, noise_multiplier),)
+
+    assert isinstance(Halving(), dpo.ClipStrategy)
+    with pytest.raises(TypeError, match=r"fixed_clip\(\.\.\.\), quantile_clip.*Halving"):
+        as_strategy(Halving())

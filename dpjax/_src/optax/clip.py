@@ -405,10 +405,19 @@ _STRATEGIES = (FixedClip, QuantileClip, GeometricClip)  # what dp_aggregate acce
 
 
 def as_strategy(clip: ClipStrategy | ArrayLike) -> ClipStrategy:
-    """``clip`` if it is a strategy, else ``fixed_clip(clip)``."""
+    """``clip`` if it is one of the three strategies, else ``fixed_clip(clip)``.
+
+    Another object with :class:`ClipStrategy`'s methods is refused (``TypeError``): the accounting
+    and the clip state of :func:`dpjax.optax.dp_aggregate` are proved for the three only.
+    """
     if isinstance(clip, _STRATEGIES):
         return clip
-    return fixed_clip(clip)  # type: ignore[arg-type]  # another ClipStrategy: fixed_clip refuses it
+    if isinstance(clip, ClipStrategy):
+        raise TypeError(
+            f"clip must be fixed_clip(...), quantile_clip(...), geometric_clip(...) or a number, got a "
+            f"user-written {type(clip).__name__}: dp_aggregate's accounting covers these three only."
+        )
+    return fixed_clip(clip)
 
 
 __all__ = [
