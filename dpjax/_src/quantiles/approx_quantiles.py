@@ -43,7 +43,8 @@ from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.quantiles.exp_mech import number_of_levels
 from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps
-from dpjax._src.quantiles.range_em import Node, Tables, build_tables, heap_draw, node_em, node_em_superblocks
+from dpjax._src.quantiles.range_em import Node, build_tables, heap_draw, node_em, node_em_superblocks
+from dpjax._src.quantiles.range_tree import build_trees, node_em_trees
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
 __all__ = [
@@ -52,7 +53,7 @@ __all__ = [
     "approx_quantiles_guarantee",
 ]
 
-ApproxQuantilesMethod: TypeAlias = Literal["auto", "tree", "superblocks", "blocks"]
+ApproxQuantilesMethod: TypeAlias = Literal["auto", "segments", "tree", "superblocks", "blocks"]
 """How each node's exponential mechanism is drawn (static): ``"auto"`` (default, ``"tree"``),
 ``"tree"``, ``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
 
@@ -105,7 +106,10 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
     edges, log_width = sorted_gaps(x, lower, upper)
     n = log_width.shape[0] - 1
     parameters = _node_parameters(levels, _node_epsilon(jnp.asarray(epsilon, dtype), m, neighbors), m)
-    if method != "blocks":
+    if method == "segments":
+        tables = build_trees(log_width, jnp.concatenate([c for _, c in parameters]))
+        em = jax.vmap(node_em_trees, in_axes=(0, None, None, 0, 0))
+    elif method != "blocks":
         tables = build_tables(log_width, jnp.concatenate([c for _, c in parameters]))
         draw = heap_draw if method == "tree" else gumbel_argmax
         em = jax.vmap(functools.partial(node_em_superblocks, draw=draw), in_axes=(0, None, None, 0, 0))
@@ -124,7 +128,7 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
         node = Node(gap_lo, gap_hi, lo, hi, *parameters[depth])
         keys = jax.random.split(jax.random.fold_in(key, depth), len(nodes))
         if method != "blocks":
-            rows = Tables(*(t[first : first + len(nodes)] for t in tables))
+            rows = type(tables)(*(t[first : first + len(nodes)] for t in tables))
             chosen, released = em(keys, edges, log_width, node, rows)
         else:
             chosen, released = em(keys, edges, log_width, node)
@@ -183,7 +187,7 @@ def approx_quantiles(
     x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
     check_choice(method, "method", get_args(ApproxQuantilesMethod))
-    method = "tree" if method == "auto" else method
+    method = "segments" if method == "auto" else method
     levels = jnp.asarray(levels, float_dtype(x))
     return checks.guard(_approx_quantiles(key, x, levels, epsilon, lower, upper, str(neighbors), method))
 
