@@ -20,9 +20,10 @@ Each record belongs to exactly one node per level: a released value ``v`` is dra
 ``g`` of the clamped sorted data (see :mod:`dpjax._src.quantiles.intervals`), and its two children
 share that gap, cut at ``v`` (widths ``v - x_g`` and ``x_{g+1} - v``), the points left of the gap
 going left and the others right. Every node's EM is one exact draw over the global gaps masked to
-its range (:mod:`dpjax._src.quantiles.range_em`: by default three stages over superblocks, blocks of
-``~n^(1/3)`` gaps and one block's gaps, from tilted block sums of all nodes prepared together, each
-stage drawn by the top-down Gumbel process over a log-mass heap of its units); the
+its range, by default through tilted segment trees over blocks of the gaps
+(:mod:`dpjax._src.quantiles.range_tree`: ``O(log n)`` variates and gathers per node and key), else
+in three stages over superblocks, blocks of ``~n^(1/3)`` gaps and one block's gaps
+(:mod:`dpjax._src.quantiles.range_em`); the
 sort, the log widths and the tables depend on the data, the levels and epsilon only, so under
 ``vmap`` over keys with the data fixed they are computed once.
 """
@@ -54,8 +55,8 @@ __all__ = [
 ]
 
 ApproxQuantilesMethod: TypeAlias = Literal["auto", "segments", "tree", "superblocks", "blocks"]
-"""How each node's exponential mechanism is drawn (static): ``"auto"`` (default, ``"tree"``),
-``"tree"``, ``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
+"""How each node's exponential mechanism is drawn (static): ``"auto"`` (default, ``"segments"``),
+``"segments"``, ``"tree"``, ``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
 
 
 def _recursion_levels(m: int) -> list[list[tuple[int, int, int]]]:
@@ -166,12 +167,15 @@ def approx_quantiles(
       bounds: ``(a, b)`` with ``a < b``, data independent (may be traced).
       neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
       method: how each node's exponential mechanism is drawn (static; the same law, different random
-        streams; :mod:`dpjax._src.quantiles.range_em`): ``"superblocks"`` (every node's tilted block
-        sums prepared together, key independent, then three Gumbel-max stages of ``~n^(1/3)``
-        units per node and key), ``"tree"`` (the same stages, each drawn by the top-down Gumbel
-        process over a log-mass heap of its units: ``~log2(n^(1/3))`` variates per stage instead
-        of one per unit), ``"blocks"`` (two Gumbel-max stages of ``~sqrt(n)`` units) or ``"auto"``
-        (default): ``"tree"``, the fastest both for one release and under ``vmap`` over keys.
+        streams): ``"segments"`` (:mod:`dpjax._src.quantiles.range_tree`: per node two heaps of
+        tilted block sums, key independent; per key the node's range is covered by ``O(log n)``
+        heap nodes and three gap-sized blocks, and three walks of the top-down Gumbel process pick
+        a unit, its block and the gap: ``O(log n)`` variates and gathers), ``"superblocks"``
+        (:mod:`dpjax._src.quantiles.range_em`: every node's tilted block sums prepared together,
+        then three Gumbel-max stages of ``~n^(1/3)`` units per node and key), ``"tree"`` (the same
+        stages, each drawn by the top-down Gumbel process over a log-mass heap of its units),
+        ``"blocks"`` (two Gumbel-max stages of ``~sqrt(n)`` units) or ``"auto"`` (default):
+        ``"segments"``, the fastest under ``vmap`` over keys.
 
     Returns:
       Shape ``(m,)``, nondecreasing, in ``[a, b]``, in ``x``'s float dtype (at least float32);

@@ -21,14 +21,17 @@ One draw (per node and key): the blocks holding ``gap_lo``, ``k`` and ``gap_hi``
 gap (exact logits, the end gaps cut at the node's bounds); the full blocks between them, left and
 right of ``T``, are covered by at most ``2 (L + 1)`` canonical heap nodes each (the bottom-up
 segment-tree decomposition), whose exact masses are their tilted sums times the tilt to ``T``.
-One Gumbel-max over these ``<= 3 + 4 (L + 1)`` masses picks a unit; a heap node is walked down to a
-block by the top-down Gumbel process (Maddison, Tarlow and Minka 2014, Sec. 3: go left iff an
-Exp(1) variate exceeds ``-log P(left)``, as in :mod:`dpjax._src.gumbel_process`); one Gumbel-max
-over the block's ``B`` exact logits picks the gap, and the value is uniform in it. Every stage draws
-from the exact conditional law, so the gap has the law of the literal Gumbel-max over all the
-node's gaps, up to the float rounding of the log-sums (relative ``2 L eps (M + 1)`` per split, as
-in :mod:`dpjax._src.gumbel_process`). Per key: ``O(log n + B)`` variates and gathers, no pass over
-the range.
+Three walks of the top-down Gumbel process (Maddison, Tarlow and Minka 2014, Sec. 3; go to the
+first child iff an Exp(1) variate exceeds ``-log P(first child)``, one variate a level, as in
+:mod:`dpjax._src.gumbel_process`) then pick one of these ``<= 3 + 4 (L + 1)`` units (over their
+log-mass heap, :func:`dpjax._src.quantiles.em_sampler.em_tree`), walk a chosen heap node down to
+its block (over the prepared splits) and pick the block's gap (over the heap of its ``B`` exact
+logits); the value is uniform in the gap, cut at the node's bounds. Every stage draws from the
+exact conditional law, so the gap has the law of the literal Gumbel-max over all the node's gaps
+(:func:`dpjax._src.quantiles.range_em.node_em`), up to the float rounding of the log-sums
+(relative ``2 L eps (M + 1)`` per split, as in :mod:`dpjax._src.gumbel_process`). Per key:
+``ceil(log2(7 + 4 L)) + L + ceil(log2 B)`` exponential variates, ``O(L + B)`` gathers and
+log-sums, no pass over the range (``B = 16``, ``L = 13`` at ``n = 10^5``: 23 variates).
 """
 
 from __future__ import annotations
@@ -58,9 +61,9 @@ class RangeTrees(NamedTuple):
 
 
 def layout(gaps: int) -> tuple[int, int]:
-    """``(B, L)``: blocks of ``B = min(16, floor(log2 gaps))`` gaps (at least 1) under a heap of
-    ``2^L`` leaves."""
-    size = min(16, max(1, gaps.bit_length() - 1))
+    """``(B, L)``: blocks of ``B = min(16, max(1, gaps // 8))`` gaps under a heap of ``2^L``
+    leaves (``B = 1`` on tiny data, so that every stage of the draw runs there too)."""
+    size = min(16, max(1, gaps // 8))
     blocks = -(-gaps // size)
     return size, max(0, math.ceil(math.log2(blocks)))
 
@@ -124,7 +127,7 @@ def _walk(walk, v, split, depth: int):
         go_second = walk[i] <= split(parent)
         return jnp.where(internal, 2 * parent + go_second.astype(jnp.int32), v)
 
-    return lax.fori_loop(0, depth, step, v)
+    return lax.fori_loop(0, depth, step, v) if depth else v
 
 
 def _heap_draw(walk, logits):
