@@ -210,9 +210,9 @@ def node_em_superblocks(key, edges, log_width, node: Node, tables: Tables, draw=
     target = node.q * (node.gap_hi - node.gap_lo).astype(dtype)  # T - gap_lo
     kink = node.gap_lo + jnp.floor(target).astype(jnp.int32)
     special = jnp.stack([node.gap_lo, node.gap_hi, kink]) // size  # the blocks summed gap by gap
-    special_mass = jax.vmap(
-        lambda b: jax.nn.logsumexp(block_logits(edges, log_width, node, b * size, size))
-    )(special)
+    special_mass = jax.vmap(lambda b: jax.nn.logsumexp(block_logits(edges, log_width, node, b * size, size)))(
+        special
+    )
 
     def block_masses(sb):
         index = sb * size + jnp.arange(size, dtype=jnp.int32)

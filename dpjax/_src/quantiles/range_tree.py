@@ -96,8 +96,10 @@ def build_trees(log_width, cs) -> RangeTrees:
         masses.append(level)
         splits.append(jnp.stack([left_split, right_split], axis=1))
     unused = jnp.zeros((cs.shape[0], 2, 1), dtype)
-    return RangeTrees(jnp.concatenate([unused, *reversed(masses)], axis=2),
-                      jnp.concatenate([unused, *reversed(splits)], axis=2))
+    return RangeTrees(
+        jnp.concatenate([unused, *reversed(masses)], axis=2),
+        jnp.concatenate([unused, *reversed(splits)], axis=2),
+    )
 
 
 def _canonical(first, stop, depth: int):
