@@ -175,7 +175,8 @@ def approx_quantiles(
         then three Gumbel-max stages of ``~n^(1/3)`` units per node and key), ``"tree"`` (the same
         stages, each drawn by the top-down Gumbel process over a log-mass heap of its units),
         ``"blocks"`` (two Gumbel-max stages of ``~sqrt(n)`` units) or ``"auto"`` (default):
-        ``"segments"``, the fastest under ``vmap`` over keys.
+        ``"segments"``, the fastest under ``vmap`` over keys (for one release without ``vmap``
+        ``"tree"`` prepares less: its tables are smaller than the segment heaps).
 
     Returns:
       Shape ``(m,)``, nondecreasing, in ``[a, b]``, in ``x``'s float dtype (at least float32);
