@@ -53,8 +53,8 @@ def _pairs(keys: int, family: str):
     def aq(k, d, method="auto"):
         return quantiles.approx_quantiles(k, d, levels, 1.0, bounds=(-100.0, 100.0), method=method)
 
-    def aq_superblocks(k, d):
-        return aq(k, d, "superblocks")
+    def aq_tree(k, d):
+        return aq(k, d, "tree")
 
     def je(k, d):
         return quantiles.joint_exp(k, d, levels, 1.0, bounds=(-100.0, 100.0))
@@ -91,12 +91,12 @@ def _pairs(keys: int, family: str):
             ("approx_quantiles", _timer(jax.jit(aq), key, x), 1),
         ),
         "quantiles one release, sampler": (
-            ("tree", _timer(jax.jit(aq), key, x), 1),
-            ("superblocks", _timer(jax.jit(aq_superblocks), key, x), 1),
+            ("segments", _timer(jax.jit(aq), key, x), 1),
+            ("tree", _timer(jax.jit(aq_tree), key, x), 1),
         ),
         f"quantiles vmap over {keys} keys, sampler": (
-            ("tree", _timer(mc(aq), many, x), keys),
-            ("superblocks", _timer(mc(aq_superblocks), many, x), keys),
+            ("segments", _timer(mc(aq), many, x), keys),
+            ("tree", _timer(mc(aq_tree), many, x), keys),
         ),
     }
     pairs |= {

@@ -13,6 +13,7 @@ from laws import P_MIN, chi_square_pvalue
 from dpjax import quantiles
 from dpjax._src.quantiles.approx_quantiles import _recursion_levels
 from dpjax._src.quantiles.range_em import _layout, build_tables
+from dpjax._src.quantiles.range_tree import _canonical, build_trees, layout
 from dpjax.accounting import RangeBounded
 
 GRID_X = np.array([0.5, 2.0, 2.5, 4.0, 5.5])  # 6 gaps of [0, 6]
@@ -111,14 +112,17 @@ def test_law_on_a_six_gap_grid_matches_the_exact_law(qs, neighbors, trials, meth
 
 
 @pytest.mark.optimized
-@pytest.mark.parametrize("method", ["superblocks", "tree"])
-def test_marginal_laws_at_a_million_draws_on_realistic_data(method):
-    """Each output's gap on 40 normal points at 10^6 draws (one compiled call) against its exact
-    marginal (the root's EM, and each child's law integrated over the root value)."""
+@pytest.mark.parametrize(
+    ("method", "draws"), [("superblocks", 10**6), ("tree", 10**6), ("segments", 250_000)]
+)
+def test_marginal_laws_at_a_million_draws_on_realistic_data(method, draws):
+    """Each output's gap on 40 normal points at 10^6 draws (one compiled call; ``"segments"``:
+    2.5 10^5, blocks of 5 gaps under a heap of 16 leaves) against its exact marginal (the root's EM,
+    and each child's law integrated over the root value)."""
     x = np.random.default_rng(3).normal(0.0, 1.0, 40)
     qs, bounds, epsilon = (0.1, 0.5, 0.75), (-4.0, 4.0), 8.0
     law = exact_law(x, bounds, qs, epsilon, "swap")
-    keys = jax.random.split(jax.random.key(5), 1_000_000)
+    keys = jax.random.split(jax.random.key(5), draws)
     out = np.asarray(_sampler(qs, epsilon, bounds, "swap", method)(keys, jnp.asarray(x, jnp.float32)))
     gaps = _gaps_of(out, x, bounds)
     for j in range(3):
@@ -130,9 +134,12 @@ def test_marginal_laws_at_a_million_draws_on_realistic_data(method):
 TIED_X = np.array([0.5, 2.0, 2.0, 2.0, 4.0, 6.0])  # two zero-width gaps and one onto the bound
 
 
-@pytest.mark.parametrize(("dtype", "method"), [("float32", "auto"), ("float64", "tree")])
+@pytest.mark.parametrize(
+    ("dtype", "method"), [("float32", "auto"), ("float64", "tree"), ("float64", "segments")]
+)
 def test_tree_law_with_ties_and_traced_epsilon(dtype, method, request):
-    """``"tree"`` (heap-drawn stages; ``"auto"`` picks it) against the exact joint law on a grid with
+    """``"tree"`` (heap-drawn stages) and ``"segments"`` (``"auto"`` picks it; blocks of one gap on
+    this grid, so every stage of its draw runs) against the exact joint law on a grid with
     zero-width gaps, epsilon traced, in float32 and with x64 (100k draws each)."""
     if dtype == "float64":
         request.getfixturevalue("x64")
@@ -193,6 +200,54 @@ def test_node_tables_are_the_tilted_block_sums_in_both_branches():
                 np.testing.assert_allclose(right[i], want_right, rtol=2e-5, atol=2e-5)
 
 
+def test_segment_trees_hold_the_tilted_sums_and_splits():
+    """:func:`build_trees` against float64 sums: heap node ``v`` over the blocks ``[s, s + 2^h)``
+    holds ``log sum width_g e^{-c (e - g)}`` (side 0, ``e`` its last gap) and ``log sum width_g
+    e^{-c (g - s B)}`` (side 1), and ``-log P(first child)``; ties give ``-inf`` widths."""
+    rng = np.random.default_rng(4)
+    log_width = np.log(rng.exponential(1.0, 300)) * 6
+    log_width[rng.integers(0, 300, 40)] = -np.inf
+    log_width[96:128] = -np.inf  # a whole heap node of empty blocks
+    size, depth = layout(300)
+    cs = [0.02, 0.5, 9.0]  # 9 (B - 1) > 43: the tables' log-sum-exp branch
+    trees = build_trees(jnp.asarray(log_width, jnp.float32), jnp.asarray(cs, jnp.float32))
+    padded = np.full(size << depth, -np.inf)
+    padded[:300] = log_width
+    for i, c in enumerate(cs):
+        for v in range(1, 2 << depth):
+            h = depth - (v.bit_length() - 1)
+            first = (v << h) - (1 << depth)
+            gaps = np.arange(first * size, (first + (1 << h)) * size)
+            want = [
+                np.logaddexp.reduce(padded[gaps] - c * (gaps[-1] - gaps)),
+                np.logaddexp.reduce(padded[gaps] - c * (gaps - gaps[0])),
+            ]
+            np.testing.assert_allclose(trees.mass[i, :, v], want, rtol=1e-5, atol=1e-4)
+            if h and np.isfinite(max(want)):
+                half = len(gaps) // 2
+                first_mass = [
+                    np.logaddexp.reduce(padded[gaps[:half]] - c * (gaps[-1] - gaps[:half])),
+                    np.logaddexp.reduce(padded[gaps[:half]] - c * (gaps[:half] - gaps[0])),
+                ]
+                np.testing.assert_allclose(
+                    trees.split[i, :, v], np.subtract(want, first_mass), rtol=1e-4, atol=1e-5
+                )
+
+
+def test_canonical_cover_is_the_block_range():
+    depth = 4
+    first, stop = np.meshgrid(np.arange(17), np.arange(17), indexing="ij")
+    nodes, heights, valid = (np.asarray(a) for a in _canonical(jnp.asarray(first), jnp.asarray(stop), depth))
+    for i in range(17):
+        for j in range(17):
+            covered = []
+            for v, h in zip(nodes[i, j][valid[i, j]], heights[i, j][valid[i, j]], strict=True):
+                assert v >> (depth - h) == 1  # a heap node at height h
+                covered += range((v << h) - 16, ((v + 1) << h) - 16)
+            assert sorted(covered) == list(range(i, max(i, j)))
+            assert valid[i, j].sum() <= 2 * depth
+
+
 def _operand_shapes(jaxpr, primitive):
     shapes = []
     for eqn in jaxpr.eqns:
@@ -211,8 +266,8 @@ def test_vmap_over_keys_sorts_the_data_and_builds_the_tables_once():
     )(keys)
     shapes = _operand_shapes(jaxpr.jaxpr, "sort")
     assert shapes and all(shape == (50,) for shape in shapes), shapes
-    size, supers = _layout(51)  # the tables' product: [blocks, B] @ [B, 2 nodes], no key axis
-    assert _operand_shapes(jaxpr.jaxpr, "dot_general") == [(size * supers, size), (size, 6)]
+    size, _ = layout(51)  # the tables' product: [blocks, B] @ [B, 2 nodes], no key axis
+    assert _operand_shapes(jaxpr.jaxpr, "dot_general") == [(-(-51 // size), size), (size, 6)]
 
 
 def test_float64_output_and_order(x64):

@@ -20,9 +20,10 @@ Each record belongs to exactly one node per level: a released value ``v`` is dra
 ``g`` of the clamped sorted data (see :mod:`dpjax._src.quantiles.intervals`), and its two children
 share that gap, cut at ``v`` (widths ``v - x_g`` and ``x_{g+1} - v``), the points left of the gap
 going left and the others right. Every node's EM is one exact draw over the global gaps masked to
-its range (:mod:`dpjax._src.quantiles.range_em`: by default three stages over superblocks, blocks of
-``~n^(1/3)`` gaps and one block's gaps, from tilted block sums of all nodes prepared together, each
-stage drawn by the top-down Gumbel process over a log-mass heap of its units); the
+its range, by default through tilted segment trees over blocks of the gaps
+(:mod:`dpjax._src.quantiles.range_tree`: ``O(log n)`` variates and gathers per node and key), else
+in three stages over superblocks, blocks of ``~n^(1/3)`` gaps and one block's gaps
+(:mod:`dpjax._src.quantiles.range_em`); the
 sort, the log widths and the tables depend on the data, the levels and epsilon only, so under
 ``vmap`` over keys with the data fixed they are computed once.
 """
@@ -43,7 +44,8 @@ from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.quantiles.exp_mech import number_of_levels
 from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps
-from dpjax._src.quantiles.range_em import Node, Tables, build_tables, heap_draw, node_em, node_em_superblocks
+from dpjax._src.quantiles.range_em import Node, build_tables, heap_draw, node_em, node_em_superblocks
+from dpjax._src.quantiles.range_tree import build_trees, node_em_trees
 from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
 
 __all__ = [
@@ -52,9 +54,9 @@ __all__ = [
     "approx_quantiles_guarantee",
 ]
 
-ApproxQuantilesMethod: TypeAlias = Literal["auto", "tree", "superblocks", "blocks"]
-"""How each node's exponential mechanism is drawn (static): ``"auto"`` (default, ``"tree"``),
-``"tree"``, ``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
+ApproxQuantilesMethod: TypeAlias = Literal["auto", "segments", "tree", "superblocks", "blocks"]
+"""How each node's exponential mechanism is drawn (static): ``"auto"`` (default, ``"segments"``),
+``"segments"``, ``"tree"``, ``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
 
 
 def _recursion_levels(m: int) -> list[list[tuple[int, int, int]]]:
@@ -105,7 +107,10 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
     edges, log_width = sorted_gaps(x, lower, upper)
     n = log_width.shape[0] - 1
     parameters = _node_parameters(levels, _node_epsilon(jnp.asarray(epsilon, dtype), m, neighbors), m)
-    if method != "blocks":
+    if method == "segments":
+        tables = build_trees(log_width, jnp.concatenate([c for _, c in parameters]))
+        em = jax.vmap(node_em_trees, in_axes=(0, None, None, 0, 0))
+    elif method != "blocks":
         tables = build_tables(log_width, jnp.concatenate([c for _, c in parameters]))
         draw = heap_draw if method == "tree" else gumbel_argmax
         em = jax.vmap(functools.partial(node_em_superblocks, draw=draw), in_axes=(0, None, None, 0, 0))
@@ -124,7 +129,7 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
         node = Node(gap_lo, gap_hi, lo, hi, *parameters[depth])
         keys = jax.random.split(jax.random.fold_in(key, depth), len(nodes))
         if method != "blocks":
-            rows = Tables(*(t[first : first + len(nodes)] for t in tables))
+            rows = type(tables)(*(t[first : first + len(nodes)] for t in tables))
             chosen, released = em(keys, edges, log_width, node, rows)
         else:
             chosen, released = em(keys, edges, log_width, node)
@@ -162,12 +167,16 @@ def approx_quantiles(
       bounds: ``(a, b)`` with ``a < b``, data independent (may be traced).
       neighbors: a :class:`~dpjax.accounting.Neighbors` or its value, "swap" or "add_remove" (static).
       method: how each node's exponential mechanism is drawn (static; the same law, different random
-        streams; :mod:`dpjax._src.quantiles.range_em`): ``"superblocks"`` (every node's tilted block
-        sums prepared together, key independent, then three Gumbel-max stages of ``~n^(1/3)``
-        units per node and key), ``"tree"`` (the same stages, each drawn by the top-down Gumbel
-        process over a log-mass heap of its units: ``~log2(n^(1/3))`` variates per stage instead
-        of one per unit), ``"blocks"`` (two Gumbel-max stages of ``~sqrt(n)`` units) or ``"auto"``
-        (default): ``"tree"``, the fastest both for one release and under ``vmap`` over keys.
+        streams): ``"segments"`` (:mod:`dpjax._src.quantiles.range_tree`: per node two heaps of
+        tilted block sums, key independent; per key the node's range is covered by ``O(log n)``
+        heap nodes and three gap-sized blocks, and three walks of the top-down Gumbel process pick
+        a unit, its block and the gap: ``O(log n)`` variates and gathers), ``"superblocks"``
+        (:mod:`dpjax._src.quantiles.range_em`: every node's tilted block sums prepared together,
+        then three Gumbel-max stages of ``~n^(1/3)`` units per node and key), ``"tree"`` (the same
+        stages, each drawn by the top-down Gumbel process over a log-mass heap of its units),
+        ``"blocks"`` (two Gumbel-max stages of ``~sqrt(n)`` units) or ``"auto"`` (default):
+        ``"segments"``, the fastest under ``vmap`` over keys (for one release without ``vmap``
+        ``"tree"`` prepares less: its tables are smaller than the segment heaps).
 
     Returns:
       Shape ``(m,)``, nondecreasing, in ``[a, b]``, in ``x``'s float dtype (at least float32);
@@ -183,7 +192,7 @@ def approx_quantiles(
     x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
     check_choice(method, "method", get_args(ApproxQuantilesMethod))
-    method = "tree" if method == "auto" else method
+    method = "segments" if method == "auto" else method
     levels = jnp.asarray(levels, float_dtype(x))
     return checks.guard(_approx_quantiles(key, x, levels, epsilon, lower, upper, str(neighbors), method))
 

@@ -72,7 +72,7 @@ class Tables(NamedTuple):
     super_right: jax.Array
 
 
-def _block_logits(edges, log_width, node: Node, start, size: int):
+def block_logits(edges, log_width, node: Node, start, size: int):
     """The exact log-weights of the node's gaps ``start..start+size-1`` (``-inf`` outside its range):
     ``log(cut width) - c |g - gap_lo - q (gap_hi - gap_lo)|``."""
     dtype = log_width.dtype
@@ -130,14 +130,16 @@ def node_em(key, edges, log_width, node: Node):
     kink = node.gap_lo + jnp.floor(target).astype(jnp.int32)
     for special in (node.gap_lo, node.gap_hi, kink):
         b = special // size
-        masses = masses.at[b].set(jax.nn.logsumexp(_block_logits(edges, log_width, node, b * size, size)))
+        masses = masses.at[b].set(jax.nn.logsumexp(block_logits(edges, log_width, node, b * size, size)))
     block_key, gap_key, uniform_key = jax.random.split(key, 3)
     chosen_block = gumbel_argmax(block_key, masses).astype(jnp.int32)
-    inside = gumbel_argmax(gap_key, _block_logits(edges, log_width, node, chosen_block * size, size))
-    return _release(uniform_key, edges, node, chosen_block * size + inside.astype(jnp.int32))
+    inside = gumbel_argmax(gap_key, block_logits(edges, log_width, node, chosen_block * size, size))
+    return release(uniform_key, edges, node, chosen_block * size + inside.astype(jnp.int32))
 
 
-def _release(key, edges, node: Node, chosen):
+def release(key, edges, node: Node, chosen):
+    """``(gap, value)``: the chosen gap (clipped to the node's range) and a value uniform in it, cut
+    at the node's bounds ``lo`` and ``hi``."""
     chosen = jnp.clip(chosen, node.gap_lo, node.gap_hi)
     u = jax.random.uniform(key, (), edges.dtype)
     a = jnp.maximum(edges[chosen], node.lo)
@@ -153,13 +155,12 @@ def _layout(gaps: int) -> tuple[int, int]:
     return size, -(-gaps // (size * size))
 
 
-def build_tables(log_width, cs) -> Tables:
-    """Every node's :class:`Tables` (leading axis: the nodes, EM parameters ``cs``), key independent:
-    one matrix product over the rescaled widths when ``max(cs) (B - 1) <= -log(tiny) / 2``, exact
-    log-sum-exps otherwise (see the module docstring)."""
+def block_tables(log_width, cs, size: int, blocks: int):
+    """Every node's per-block tilted sums ``(left, right)``, shape ``[nodes, blocks]`` (EM parameters
+    ``cs``, blocks of ``size`` gaps), key independent: one matrix product over the rescaled widths
+    when ``max(cs) (size - 1) <= -log(tiny) / 2``, exact log-sum-exps otherwise (see the module
+    docstring)."""
     dtype = log_width.dtype
-    size, supers = _layout(log_width.shape[0])
-    blocks = size * supers
     limit = -math.log(float(jnp.finfo(dtype).tiny)) / 2
 
     def product(cs):
@@ -177,8 +178,15 @@ def build_tables(log_width, cs) -> Tables:
     def exact(cs):
         return jax.vmap(lambda c: _block_tables(log_width, c, size, blocks))(cs)
 
-    left, right = lax.cond(jnp.all(cs * (size - 1) <= limit), product, exact, cs)
-    shift = cs[:, None, None] * size * jnp.arange(size, dtype=dtype)[None, None, :]  # [nodes, 1, B]
+    return lax.cond(jnp.all(cs * (size - 1) <= limit), product, exact, cs)
+
+
+def build_tables(log_width, cs) -> Tables:
+    """Every node's :class:`Tables` (leading axis: the nodes, EM parameters ``cs``), key independent
+    (:func:`block_tables`, then the superblocks' sums of their blocks)."""
+    size, supers = _layout(log_width.shape[0])
+    left, right = block_tables(log_width, cs, size, size * supers)
+    shift = cs[:, None, None] * size * jnp.arange(size, dtype=log_width.dtype)[None, None, :]  # [nodes, 1, B]
     super_left = jax.nn.logsumexp(left.reshape(-1, supers, size) - shift[..., ::-1], axis=2)
     super_right = jax.nn.logsumexp(right.reshape(-1, supers, size) - shift, axis=2)
     return Tables(left, right, super_left, super_right)
@@ -202,9 +210,9 @@ def node_em_superblocks(key, edges, log_width, node: Node, tables: Tables, draw=
     target = node.q * (node.gap_hi - node.gap_lo).astype(dtype)  # T - gap_lo
     kink = node.gap_lo + jnp.floor(target).astype(jnp.int32)
     special = jnp.stack([node.gap_lo, node.gap_hi, kink]) // size  # the blocks summed gap by gap
-    special_mass = jax.vmap(
-        lambda b: jax.nn.logsumexp(_block_logits(edges, log_width, node, b * size, size))
-    )(special)
+    special_mass = jax.vmap(lambda b: jax.nn.logsumexp(block_logits(edges, log_width, node, b * size, size)))(
+        special
+    )
 
     def block_masses(sb):
         index = sb * size + jnp.arange(size, dtype=jnp.int32)
@@ -220,5 +228,5 @@ def node_em_superblocks(key, edges, log_width, node: Node, tables: Tables, draw=
     super_key, block_key, gap_key, uniform_key = jax.random.split(key, 4)
     chosen_super = draw(super_key, masses).astype(jnp.int32)
     block = chosen_super * size + draw(block_key, block_masses(chosen_super)).astype(jnp.int32)
-    inside = draw(gap_key, _block_logits(edges, log_width, node, block * size, size))
-    return _release(uniform_key, edges, node, block * size + inside.astype(jnp.int32))
+    inside = draw(gap_key, block_logits(edges, log_width, node, block * size, size))
+    return release(uniform_key, edges, node, block * size + inside.astype(jnp.int32))
