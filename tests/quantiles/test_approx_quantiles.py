@@ -305,3 +305,20 @@ def test_guarantee_splits_epsilon_over_the_levels():
     assert [g.epsilon for g in grid] == [0.5, 1.0]
     with pytest.raises(ValueError):
         quantiles.approx_quantiles_guarantee((), 1.0)
+
+
+def test_auto_is_tree_for_one_release_and_segments_over_keys_bit_for_bit():
+    """``"auto"`` runs the ``"tree"`` kernel for one release (under ``jit``: staged) and the
+    ``"segments"`` one under ``vmap`` over keys with the data fixed (dpjax._src.auto's rule), so the
+    law tests of those two methods cover the default."""
+    x = jnp.asarray(np.random.default_rng(4).normal(0.0, 1.0, 40), jnp.float32)
+    qs = jnp.asarray([0.25, 0.5, 0.75])
+    keys = jax.random.split(jax.random.key(8), 3)
+
+    def release(key, data, method):
+        return quantiles.approx_quantiles(key, data, qs, 1.0, bounds=(-4.0, 4.0), method=method)
+
+    one = jax.jit(release, static_argnames="method")
+    np.testing.assert_array_equal(one(keys[1], x, "auto"), one(keys[1], x, "tree"))
+    over_keys = jax.jit(jax.vmap(release, in_axes=(0, None, None)), static_argnames="method")
+    np.testing.assert_array_equal(over_keys(keys, x, "auto"), over_keys(keys, x, "segments"))

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from dpjax._src import auto as _auto
 from dpjax._src import sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
@@ -55,8 +56,8 @@ __all__ = [
 ]
 
 ApproxQuantilesMethod: TypeAlias = Literal["auto", "segments", "tree", "superblocks", "blocks"]
-"""How each node's exponential mechanism is drawn (static): ``"auto"`` (default, ``"segments"``),
-``"segments"``, ``"tree"``, ``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
+"""How each node's exponential mechanism is drawn (static): ``"auto"`` (default:
+``"segments"`` under ``vmap`` over keys, ``"tree"`` for one release), ``"segments"``, ``"tree"``, ``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
 
 
 def _recursion_levels(m: int) -> list[list[tuple[int, int, int]]]:
@@ -174,9 +175,10 @@ def approx_quantiles(
         (:mod:`dpjax._src.quantiles.range_em`: every node's tilted block sums prepared together,
         then three Gumbel-max stages of ``~n^(1/3)`` units per node and key), ``"tree"`` (the same
         stages, each drawn by the top-down Gumbel process over a log-mass heap of its units),
-        ``"blocks"`` (two Gumbel-max stages of ``~sqrt(n)`` units) or ``"auto"`` (default):
-        ``"segments"``, the fastest under ``vmap`` over keys (for one release without ``vmap``
-        ``"tree"`` prepares less: its tables are smaller than the segment heaps).
+        ``"blocks"`` (two Gumbel-max stages of ``~sqrt(n)`` units) or ``"auto"`` (default): by the
+        rule of :mod:`dpjax._src.auto`, ``"segments"`` under ``vmap`` over keys with the data
+        shared (the fastest per release there: its heaps are built once) and ``"tree"`` for one
+        release (it prepares less: its tables are smaller than the segment heaps).
 
     Returns:
       Shape ``(m,)``, nondecreasing, in ``[a, b]``, in ``x``'s float dtype (at least float32);
@@ -192,9 +194,14 @@ def approx_quantiles(
     x, levels, epsilon, lower, upper = check_inputs(checks, x, qs, epsilon, bounds)
     neighbors = Neighbors.check(neighbors)
     check_choice(method, "method", get_args(ApproxQuantilesMethod))
-    method = "segments" if method == "auto" else method
     levels = jnp.asarray(levels, float_dtype(x))
-    return checks.guard(_approx_quantiles(key, x, levels, epsilon, lower, upper, str(neighbors), method))
+    paths = {
+        name: functools.partial(_approx_quantiles, neighbors=str(neighbors), method=name)
+        for name in get_args(ApproxQuantilesMethod)
+        if name != _auto.AUTO
+    }
+    released = _auto.run(method, paths, key, x, levels, epsilon, lower, upper, fast="segments", single="tree")
+    return checks.guard(released)
 
 
 @elementwise("epsilon")
