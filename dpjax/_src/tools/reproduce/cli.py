@@ -29,7 +29,7 @@ from dpjax._src.studies.progress import heartbeat
 from dpjax._src.tools.data.catalog import default_data_dir
 from dpjax._src.tools.outdir import OutputError, RunDir
 from dpjax._src.tools.readme import readme_problem, update_readme
-from dpjax._src.tools.reproduce import REPRODUCTIONS, SEEDS, saved, writers
+from dpjax._src.tools.reproduce import BESIDE, REPRODUCTIONS, SEEDS, saved, writers
 from dpjax._src.tools.reproduce.result import FAILS, INCONCLUSIVE
 
 __all__ = [
@@ -232,10 +232,10 @@ def _from_csv(args) -> int:
 def run(args: argparse.Namespace) -> int:
     """Runs the selected reproductions and writes the CSV, Markdown and PNG files."""
     if args.list:
-        seeds = {name: seed for seed, name in SEEDS.items()}
+        seeds = {name: f"seed {seed}" for seed, name in SEEDS.items()}
         for name, module in REPRODUCTIONS.items():
-            print(textwrap.fill(f"{name:10s} (seed {seeds[name]}) {module.TITLE}", _width(),
-                                subsequent_indent=" " * 22))
+            head = f"{name:15s} ({seeds.get(name) or BESIDE[name]}) "
+            print(textwrap.fill(head + module.TITLE, _width(), subsequent_indent=" " * 16))
         return 0
     if args.from_csv is not None:
         missing = [path for path in args.from_csv if not path.is_file()]
