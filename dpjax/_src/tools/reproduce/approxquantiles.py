@@ -5,7 +5,7 @@ the running times (the accuracy and the running-time figures of its experiments 
 Beside the seeds: this paper is not one of the five seed papers; dpjax implements its Algorithm 1 as
 :func:`dpjax.quantiles.approx_quantiles`.
 
-Protocol (the authors' public experiment code, ``ShacharSchnapp/DP_AQ``): a population of 10,000
+Protocol (the authors' public experiment code, ShacharSchnapp/DP_AQ on GitHub): a population of 10,000
 points drawn once from U(-5, 5) or N(0, 5^2); a trial draws n = 1,000 of them with replacement;
 bounds [-100, 100], epsilon = 1, ``q_j = j/(m+1)``; every method under add/remove neighbours (the
 code's default, ``swap=False``); error = the number of data points strictly between each release
