@@ -45,7 +45,7 @@ def test_approxquantiles_claim_rows_and_their_why():
     assert [(r.setting, r.quantity.split(" (")[0]) for r in rows] == [
         ("d, m=30", "AQ error / JointExp error"),
         ("d, m=30", "AQ error / AggTree error"),
-    ]  # judged from m = 10 and 30: m = 1 is one exponential mechanism for both
+    ]  # judged from m = 10 and 30 (JointExp has its own row; the closest of the others: AggTree)
     against_joint, against_tree = rows
     assert against_joint.ours == pytest.approx(0.5) and against_joint.verdict == HOLDS
     assert against_tree.ours == pytest.approx(1.25) and against_tree.verdict == FAILS

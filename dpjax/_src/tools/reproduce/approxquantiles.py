@@ -19,7 +19,8 @@ trials are 100 samples of one release each.
 
 Claims (the abstract and the experiments' text, which print no values): AQ's error is "much lower
 than of previous implementations on several different datasets" (rows: AQ error / JointExp error
-< 1 at every m >= 10 of the run, and AQ / the closest competitor < 1 at m >= 30), "while running
+< 1 at every m >= 10 of the run, and AQ / the closest of AppIndExp and AggTree < 1 at m >= 30),
+"while running
 time two orders of magnitude faster than the best previous implementation" (rows: JointExp seconds
 / AQ seconds per release at each timed m, reported beside the paper's 100, not judged: the paper
 timed NumPy code on its machine, ours are compiled releases batched over keys).
@@ -48,6 +49,7 @@ __all__ = [
     "BOUNDS",
     "EPSILON",
     "FAST",
+    "FEW",
     "METHODS",
     "MS",
     "NEIGHBORS",
@@ -62,7 +64,7 @@ TITLE = 'Kaplan, Schnapp, Stemmer (ICML 2022), "Differentially Private Approxima
 METHODS = {"AQ": approx_quantiles, "JointExp": joint_exp, "AppIndExp": app_ind_exp, "AggTree": agg_tree}
 N, POPULATION, BOUNDS, EPSILON, NEIGHBORS = 1000, 10_000, (-100.0, 100.0), 1.0, "add_remove"
 MS = (1, 2, 5, 10, 15, 20, 30, 40, 60, 80, 100, 120)  # --full; --quick runs MS_QUICK
-MS_QUICK = (1, 10, 30, 60, 120)
+MS_QUICK = (1, 10, 30, 120)
 FAST = 100.0  # "two orders of magnitude faster"
 # The m from which "AQ's error is lower than JointExp's" is judged (at m = 1 both are one exponential
 # mechanism), and from which "lower than every previous implementation" is.
@@ -144,7 +146,7 @@ def _ratio_row(dataset, m, errs, other, claim, from_m):
 
 
 def _accuracy_rows(curves, ms):
-    """AQ against JointExp at each judged m, and against the closest competitor where all four ran."""
+    """AQ against JointExp at each judged m, and against the closest of the other methods."""
     rows = []
     judged = [m for m in ms if m >= JOINT_FROM] or ms  # --smoke: its only m
     everyone = [m for m in ms if m >= ALL_FROM] or ms
@@ -153,8 +155,8 @@ def _accuracy_rows(curves, ms):
             rows.append(
                 _ratio_row(dataset, m, by_m[m], "JointExp", "AQ's error is lower than JointExp's", judged[0])
             )
-        for m in everyone:
-            others = [name for name in by_m[m] if name != "AQ"]
+        for m in everyone:  # JointExp has its own rows: the closest of the others
+            others = [name for name in by_m[m] if name not in ("AQ", "JointExp")]
             closest = min(others, key=lambda name: by_m[m][name].mean())
             rows.append(
                 _ratio_row(
@@ -267,10 +269,21 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     )
 
 
+FEW = (
+    "at m = 10 the two are close: JointExp spends all of epsilon on one joint mechanism while AQ splits "
+    "it over its floor(log2 m) + 1 = 4 levels, and AQ's advantage (error growing like log^2 m where "
+    "JointExp's gap between consecutive quantiles fills up) shows from about m = 30 on in every dataset "
+    "here; the paper's figures (and the authors' code, which also draws a zoom-in to m <= 35) compare "
+    "the whole range 1..120, and the claim is about many quantiles"
+)
+
+
 def explain(row: Row) -> str:
     """Why an accuracy claim does not hold (or is inconclusive) here; empty when there is nothing to add."""
     if row.experiment != "Fig. (error vs m)":
         return ""
     if "/ AggTree error" in row.quantity:
         return AGGTREE
+    if "/ JointExp error" in row.quantity and row.setting.endswith(f"m={JOINT_FROM}"):
+        return FEW
     return ""
