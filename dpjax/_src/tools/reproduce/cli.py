@@ -43,7 +43,8 @@ MODE_LINES = {
     "smoke": "Mode `--smoke`: a handful of trials per experiment, to test that every reproduction "
     "runs; the numbers are not meaningful.",
     "quick": "Mode `--quick` (the default): fewer trials than the papers (each section says how many) "
-    "so that all five reproductions take about 13 minutes of CPU time on 2 cores; standard errors are "
+    "so that the five seed reproductions take about 13 minutes of CPU time on 2 cores (the two beside "
+    "the seeds about 6 more); standard errors are "
     "larger accordingly. `--full` runs the papers' trial counts.",
     "full": "Mode `--full`: the papers' trial counts (hours on 2 CPU cores).",
 }
@@ -66,7 +67,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     size = parser.add_mutually_exclusive_group()
     for flag, text in (
-        ("--quick", "fewer trials: all five in about 13 CPU-minutes on 2 cores (default)"),
+        ("--quick", "fewer trials: the five seeds in about 13 CPU-minutes on 2 cores, 6 more beside them "
+         "(default)"),
         ("--full", "the papers' trial counts"),
         ("--smoke", "a few trials each, for tests"),
     ):
