@@ -20,10 +20,14 @@ trials are 100 samples of one release each.
 Claims (the abstract and the experiments' text, which print no values): AQ's error is "much lower
 than of previous implementations on several different datasets" (rows: AQ error / JointExp error
 < 1 at every m >= 10 of the run, and AQ / the closest of AppIndExp and AggTree < 1 at m >= 30),
-"while running
-time two orders of magnitude faster than the best previous implementation" (rows: JointExp seconds
-/ AQ seconds per release at each timed m, reported beside the paper's 100, not judged: the paper
-timed NumPy code on its machine, ours are compiled releases batched over keys).
+"while running time two orders of magnitude faster than the best previous implementation" (rows:
+JointExp seconds / AQ seconds per release at m = 30 and 120 (and the run's largest m), reported
+beside the paper's 100, not judged: the paper timed NumPy code on its machine, ours are compiled
+releases batched over keys).
+
+Sizes: ``--full`` the m of :data:`MS` with 10 samples x 10 releases per cell (the paper's 100
+trials per cell); ``--quick`` m = 1, 10, 30, 120 with 4 x 25; ``--smoke`` m = 1 with AQ, JointExp
+and AppIndExp only, 1 x 20.
 """
 
 from __future__ import annotations
