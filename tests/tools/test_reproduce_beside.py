@@ -50,6 +50,8 @@ def test_approxquantiles_claim_rows_and_their_why():
     assert against_joint.ours == pytest.approx(0.5) and against_joint.verdict == HOLDS
     assert against_tree.ours == pytest.approx(1.25) and against_tree.verdict == FAILS
     assert approxquantiles.explain(against_tree) == AGGTREE and approxquantiles.explain(against_joint) == ""
+    few = approxquantiles._accuracy_rows({"d": {10: {**by_m[30], "JointExp": const(4)}}}, [10])[0]
+    assert few.verdict == FAILS and approxquantiles.explain(few) == approxquantiles.FEW
 
 
 def test_jointtopk_claims_judge_pure_peeling_at_every_k_and_cdp_peeling_at_moderate_k():
