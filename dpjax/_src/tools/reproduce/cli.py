@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         seeds = {name: f"seed {seed}" for seed, name in SEEDS.items()}
         for name, module in REPRODUCTIONS.items():
-            head = f"{name:15s} ({seeds.get(name) or BESIDE[name]}) "
+            head = f"{name:15s} ({seeds.get(name) or BESIDE.get(name, 'beside the seeds')}) "
             print(textwrap.fill(head + module.TITLE, _width(), subsequent_indent=" " * 16))
         return 0
     if args.from_csv is not None:
