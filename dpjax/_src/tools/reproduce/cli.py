@@ -29,7 +29,7 @@ from dpjax._src.studies.progress import heartbeat
 from dpjax._src.tools.data.catalog import default_data_dir
 from dpjax._src.tools.outdir import OutputError, RunDir
 from dpjax._src.tools.readme import readme_problem, update_readme
-from dpjax._src.tools.reproduce import REPRODUCTIONS, SEEDS, saved, writers
+from dpjax._src.tools.reproduce import BESIDE, REPRODUCTIONS, SEEDS, saved, writers
 from dpjax._src.tools.reproduce.result import FAILS, INCONCLUSIVE
 
 __all__ = [
@@ -43,7 +43,8 @@ MODE_LINES = {
     "smoke": "Mode `--smoke`: a handful of trials per experiment, to test that every reproduction "
     "runs; the numbers are not meaningful.",
     "quick": "Mode `--quick` (the default): fewer trials than the papers (each section says how many) "
-    "so that all five reproductions take about 13 minutes of CPU time on 2 cores; standard errors are "
+    "so that the five seed reproductions take about 13 minutes of CPU time on 2 cores (the two beside "
+    "the seeds about 6 more); standard errors are "
     "larger accordingly. `--full` runs the papers' trial counts.",
     "full": "Mode `--full`: the papers' trial counts (hours on 2 CPU cores).",
 }
@@ -66,7 +67,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     size = parser.add_mutually_exclusive_group()
     for flag, text in (
-        ("--quick", "fewer trials: all five in about 13 CPU-minutes on 2 cores (default)"),
+        ("--quick", "fewer trials: the five seeds in about 13 CPU-minutes on 2 cores, 6 more beside them "
+         "(default)"),
         ("--full", "the papers' trial counts"),
         ("--smoke", "a few trials each, for tests"),
     ):
@@ -232,10 +234,10 @@ def _from_csv(args) -> int:
 def run(args: argparse.Namespace) -> int:
     """Runs the selected reproductions and writes the CSV, Markdown and PNG files."""
     if args.list:
-        seeds = {name: seed for seed, name in SEEDS.items()}
+        seeds = {name: f"seed {seed}" for seed, name in SEEDS.items()}
         for name, module in REPRODUCTIONS.items():
-            print(textwrap.fill(f"{name:10s} (seed {seeds[name]}) {module.TITLE}", _width(),
-                                subsequent_indent=" " * 22))
+            head = f"{name:15s} ({seeds.get(name) or BESIDE.get(name, 'beside the seeds')}) "
+            print(textwrap.fill(head + module.TITLE, _width(), subsequent_indent=" " * 16))
         return 0
     if args.from_csv is not None:
         missing = [path for path in args.from_csv if not path.is_file()]
