@@ -19,8 +19,7 @@ Every check raises a ``ValueError`` (``TypeError`` for a wrong kind of object, a
 :class:`TracedParameterError`, a ``TypeError``, for a traced value where a concrete one is needed).
 """
 
-from dpjax._src.validation import (
-    Checks,
+from dpjax._src.host_checks import (
     TracedParameterError,
     check_array,
     check_choice,
@@ -33,13 +32,13 @@ from dpjax._src.validation import (
     check_rational,
     check_real,
     check_same_shape,
-    checkify_checks,
     exact_integer_dtype,
     float_dtype,
     is_traced,
     refuse_values,
     release_bound,
 )
+from dpjax._src.validation import Checks, checkify_checks
 
 __all__ = [
     "Checks",

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 
 from dpjax import noise
 from dpjax._src.audit.reference import gap_max, limit_domain_core, svt_outputs
-from dpjax._src.validation import check_array, check_epsilon, check_int
+from dpjax._src.host_checks import check_array, check_epsilon, check_int
 
 
 def _svt_checks(queries, epsilon, c):

@@ -14,8 +14,7 @@ from jax.typing import ArrayLike
 from dpjax._src import exact, noise
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ZCDP, ApproxDP, PureDP
-from dpjax._src.validation import (
-    Checks,
+from dpjax._src.host_checks import (
     check_epsilon,
     check_exact_integers,
     check_int,
@@ -25,6 +24,7 @@ from dpjax._src.validation import (
     float_dtype,
     release_bound,
 )
+from dpjax._src.validation import Checks
 
 __all__ = [
     "discrete_gaussian_approx_dp",

@@ -14,6 +14,7 @@ from dpjax._src import noise as noise_lib
 from dpjax._src.accounting.composition import compose
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import Guarantee, PureDP
+from dpjax._src.host_checks import check_choice, check_epsilon, check_probability, float_dtype
 from dpjax._src.quantiles.unbounded import (
     DEFAULT_MAX_QUERIES,
     NOISES,
@@ -28,7 +29,7 @@ from dpjax._src.quantiles.unbounded import (
 )
 from dpjax._src.quantiles.unbounded_bins import grid_edges
 from dpjax._src.signatures import arguments_of
-from dpjax._src.validation import Checks, check_choice, check_epsilon, check_probability, float_dtype
+from dpjax._src.validation import Checks
 
 __all__ = [
     "ClippedSum",

@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping
 import jax
 from jax.custom_batching import custom_vmap
 
-from dpjax._src.validation import is_traced
+from dpjax._src.host_checks import is_traced
 
 AUTO = "auto"
 MIN_SHARED = 2  # fast when at least this many releases share one preparation (it costs ~1 release)

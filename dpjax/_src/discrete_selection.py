@@ -28,7 +28,7 @@ from jax.typing import ArrayLike
 
 from dpjax._src import additive, exact, noise
 from dpjax._src.accounting.guarantees import PureDP
-from dpjax._src.validation import check_exact_integers, check_flag, check_int, check_rational
+from dpjax._src.host_checks import check_exact_integers, check_flag, check_int, check_rational
 
 __all__ = [
     "discrete_peeling_top_k",

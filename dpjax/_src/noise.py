@@ -14,8 +14,8 @@ from jax import lax
 from jax.typing import ArrayLike, DTypeLike
 
 from dpjax._src.exact import discrete_gaussian, discrete_laplace, random_word_pairs, release_key
+from dpjax._src.host_checks import check_choice
 from dpjax._src.numerics import ceil_div
-from dpjax._src.validation import check_choice
 
 __all__ = [
     "SAMPLERS",

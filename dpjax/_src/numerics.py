@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dpjax._src.validation import float_dtype
+from dpjax._src.host_checks import float_dtype
 
 __all__: list[str] = []
 

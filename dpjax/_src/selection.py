@@ -9,6 +9,7 @@ from jax.typing import ArrayLike
 from dpjax._src import auto as _auto
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP, RangeBounded
+from dpjax._src.host_checks import check_choice, check_int
 from dpjax._src.selection_draws import (
     NOISES,
     TOP_K_METHODS,
@@ -22,7 +23,7 @@ from dpjax._src.selection_draws import (
     tree_top,
 )
 from dpjax._src.topk.joint import joint_top_k, joint_top_k_guarantee
-from dpjax._src.validation import Checks, check_choice, check_int
+from dpjax._src.validation import Checks
 
 __all__ = [
     "discrete_peeling_top_k",

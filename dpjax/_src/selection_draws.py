@@ -16,8 +16,7 @@ from dpjax._src import categorical as _categorical
 from dpjax._src import gumbel_process as _gumbel_process
 from dpjax._src import noise as _noise
 from dpjax._src import sharded
-from dpjax._src.validation import (
-    Checks,
+from dpjax._src.host_checks import (
     check_choice,
     check_epsilon,
     check_flag,
@@ -25,6 +24,7 @@ from dpjax._src.validation import (
     check_positive,
     float_dtype,
 )
+from dpjax._src.validation import Checks
 
 __all__ = [
     "NOISES",

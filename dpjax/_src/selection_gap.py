@@ -13,6 +13,7 @@ from jax.typing import ArrayLike
 from dpjax._src import auto as _auto
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
+from dpjax._src.host_checks import check_choice, check_int, float_dtype
 from dpjax._src.selection_draws import (
     TOP_K_METHODS,
     TopKMethod,
@@ -22,7 +23,7 @@ from dpjax._src.selection_draws import (
     prepare_scores,
     tree_top,
 )
-from dpjax._src.validation import Checks, check_choice, check_int, float_dtype
+from dpjax._src.validation import Checks
 
 __all__ = [
     "GAP_NOISES",

@@ -1,5 +1,6 @@
-"""The implementation behind :mod:`dpjax.validation` (its docstring states the mechanisms, their papers and
-guarantees; this module's functions carry theirs)."""
+"""The traced half of :mod:`dpjax.validation` (its docstring states the contract): :class:`Checks`, which
+records checks on traced values, and :func:`checkify_checks`. The host-side checks are in
+:mod:`dpjax._src.host_checks`."""
 
 from __future__ import annotations
 
@@ -13,47 +14,21 @@ import jax.numpy as jnp
 from jax.experimental import checkify
 from jax.typing import ArrayLike, DTypeLike
 
-from dpjax._src.host_checks import (  # the host-side checks, for the mechanisms in one import
-    TracedParameterError,
+from dpjax._src.host_checks import (
     check_array,
-    check_choice,
     check_epsilon,
-    check_exact_integers,
-    check_flag,
     check_int,
-    check_positive,
     check_probability,
-    check_rational,
     check_real,
-    check_same_shape,
-    exact_integer_dtype,
     float_dtype,
     is_boolean,
     is_traced,
     refuse_values,
-    release_bound,
 )
 
 __all__ = [
     "Checks",
-    "TracedParameterError",
-    "check_array",
-    "check_choice",
-    "check_epsilon",
-    "check_exact_integers",
-    "check_flag",
-    "check_int",
-    "check_positive",
-    "check_probability",
-    "check_rational",
-    "check_real",
-    "check_same_shape",
     "checkify_checks",
-    "exact_integer_dtype",
-    "float_dtype",
-    "is_traced",
-    "refuse_values",
-    "release_bound",
 ]
 
 

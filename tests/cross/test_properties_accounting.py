@@ -22,7 +22,7 @@ from dpjax._src.accounting.pay_what_you_get import (
     epsilon_star,
 )
 from dpjax._src.additive import gaussian_guarantee, gaussian_sigma_for_zcdp
-from dpjax._src.validation import check_epsilon, check_probability
+from dpjax._src.host_checks import check_epsilon, check_probability
 from dpjax.accounting import ZCDP, ApproxDP, PureDP, RangeBounded, compose
 
 CHEAP = settings(max_examples=60, deadline=None, derandomize=True)

@@ -11,10 +11,10 @@ from scipy import stats
 
 from dpjax import noise
 from dpjax._src.additive import laplace_mechanism
+from dpjax._src.host_checks import check_epsilon
 from dpjax._src.studies.compiles import CompileCounter
 from dpjax._src.studies.statistics import summarize
 from dpjax._src.studies.theory import Exponential, HalfNormal, theory_value
-from dpjax._src.validation import check_epsilon
 from dpjax.studies import Mechanism, Study, metrics, monte_carlo, run_study
 
 

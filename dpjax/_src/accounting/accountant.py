@@ -37,7 +37,7 @@ from dpjax._src.accounting.conversions import zcdp_epsilon
 from dpjax._src.accounting.guarantees import ZCDP, ApproxDP, DpEvent, Guarantee, PureDP, RangeBounded
 from dpjax._src.accounting.ledger import BudgetExceededError, Ledger, Reservation
 from dpjax._src.accounting.tightest import rdp_epsilon
-from dpjax._src.validation import check_probability
+from dpjax._src.host_checks import check_probability
 
 __all__ = [
     "Accountant",

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
+from dpjax._src.host_checks import check_epsilon, check_int, check_probability
 from dpjax._src.numerics import bisect, resolution_steps
-from dpjax._src.validation import check_epsilon, check_int, check_probability
 
 __all__ = [
     "composition_delta",

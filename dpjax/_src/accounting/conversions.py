@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from dpjax._src.validation import check_epsilon, check_probability
+from dpjax._src.host_checks import check_epsilon, check_probability
 
 __all__ = [
     "bun_steinke_epsilon",

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpjax._src.validation import TracedParameterError, is_traced
+from dpjax._src.host_checks import TracedParameterError, is_traced
 
 __all__: list[str] = []
 

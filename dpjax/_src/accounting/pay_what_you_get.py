@@ -37,8 +37,8 @@ from numpy.typing import ArrayLike
 
 from dpjax._src.accounting.guarantees import ApproxDP
 from dpjax._src.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax._src.host_checks import check_epsilon, check_int, check_probability
 from dpjax._src.numerics import bisect
-from dpjax._src.validation import check_epsilon, check_int, check_probability
 
 __all__ = [
     "Charge",

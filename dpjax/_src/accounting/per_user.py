@@ -36,8 +36,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from dpjax._src.accounting.ledger import BudgetExceededError, Ledger, Reservation
+from dpjax._src.host_checks import check_positive, check_probability
 from dpjax._src.numerics import bisect
-from dpjax._src.validation import check_positive, check_probability
 
 __all__ = [
     "Grant",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpjax._src.validation import check_array, check_int
+from dpjax._src.host_checks import check_array, check_int
 
 __all__ = [
     "add",

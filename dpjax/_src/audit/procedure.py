@@ -42,7 +42,7 @@ import numpy as np
 
 from dpjax._src.audit.binomial import loss_statistics
 from dpjax._src.audit.events import Event, candidate_events, features
-from dpjax._src.validation import check_epsilon, check_int, check_probability
+from dpjax._src.host_checks import check_epsilon, check_int, check_probability
 
 __all__ = [
     "DEFAULT_ALPHA",

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from dpjax._src import noise
 from dpjax._src.accounting.guarantees import PureDP
-from dpjax._src.validation import check_array, check_epsilon, check_int
+from dpjax._src.host_checks import check_array, check_epsilon, check_int
 
 __all__ = [
     "gap_max",

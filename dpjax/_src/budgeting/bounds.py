@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from dpjax._src.validation import check_int
+from dpjax._src.host_checks import check_int
 
 __all__ = [
     "tail_radius",

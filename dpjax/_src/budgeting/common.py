@@ -11,8 +11,9 @@ from jax import lax
 
 from dpjax._src import sharded
 from dpjax._src.budgeting.pie_noise import user_noise, user_release
+from dpjax._src.host_checks import check_choice, float_dtype
 from dpjax._src.noise import NoiseMode
-from dpjax._src.validation import Checks, check_choice, float_dtype
+from dpjax._src.validation import Checks
 
 Mode = Literal["point", "distance"]
 """What each user releases (static): a noisy point (PM0/BM0) or a noisy distance (PM1/BM1)."""

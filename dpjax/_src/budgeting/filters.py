@@ -30,7 +30,8 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from dpjax._src.accounting.per_user import approx_gp_epsilon, approx_gp_rho_star
-from dpjax._src.validation import Checks, TracedParameterError, check_same_shape, float_dtype, is_traced
+from dpjax._src.host_checks import TracedParameterError, check_same_shape, float_dtype, is_traced
+from dpjax._src.validation import Checks
 
 
 class FilterState(NamedTuple):

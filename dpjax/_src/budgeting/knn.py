@@ -28,8 +28,9 @@ from dpjax._src.budgeting.common import Mode, baseline_release, check_mode, on_u
 from dpjax._src.budgeting.geometry import distance_to
 from dpjax._src.budgeting.pie_kernel import ACTIVE, PIEResult, check_plan, pie_kernel
 from dpjax._src.budgeting.splits import Split
+from dpjax._src.host_checks import check_int
 from dpjax._src.noise import NoiseMode
-from dpjax._src.validation import Checks, check_int
+from dpjax._src.validation import Checks
 
 __all__ = [
     "knn",

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from dpjax._src.accounting.per_user import PerUserLedger
-from dpjax._src.validation import check_int
+from dpjax._src.host_checks import check_int
 
 __all__ = [
     "allotment",

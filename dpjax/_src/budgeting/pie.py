@@ -78,14 +78,9 @@ from jax.typing import ArrayLike
 from dpjax._src.accounting.guarantees import ZCDP
 from dpjax._src.budgeting.pie_kernel import PIEResult, check_plan, pie_kernel
 from dpjax._src.budgeting.splits import Split, split_schedule
+from dpjax._src.host_checks import TracedParameterError, check_int, float_dtype, is_traced
 from dpjax._src.noise import NoiseMode
-from dpjax._src.validation import (
-    Checks,
-    TracedParameterError,
-    check_int,
-    float_dtype,
-    is_traced,
-)
+from dpjax._src.validation import Checks
 
 __all__ = ["charged", "pie_guarantee", "pie_k", "pie_ni"]
 

@@ -17,9 +17,9 @@ from dpjax._src import sharded
 from dpjax._src.budgeting.bounds import tail_radius_from_log
 from dpjax._src.budgeting.pie_noise import chunked, user_gaussians, user_release
 from dpjax._src.budgeting.splits import Split, running_mean_weights, split_schedule
+from dpjax._src.host_checks import check_choice, check_int
 from dpjax._src.noise import NoiseMode
 from dpjax._src.numerics import ceil_div
-from dpjax._src.validation import check_choice, check_int
 
 __all__ = ["ACTIVE", "S0", "S1", "PIEResult", "check_plan", "pie_kernel"]
 _DEFAULT_CHUNK = 1 << 16  # users processed at once within a round (bounds the noise temporaries)

@@ -16,7 +16,7 @@ from typing import Literal, NamedTuple, TypeAlias, get_args
 
 import numpy as np
 
-from dpjax._src.validation import check_choice, check_int
+from dpjax._src.host_checks import check_choice, check_int
 
 __all__ = [
     "Split",

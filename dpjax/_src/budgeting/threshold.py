@@ -32,8 +32,9 @@ from dpjax._src.budgeting.common import baseline_release
 from dpjax._src.budgeting.pie import check_beta0
 from dpjax._src.budgeting.pie_kernel import ACTIVE, S1, PIEResult, check_plan, pie_kernel
 from dpjax._src.budgeting.splits import Split
+from dpjax._src.host_checks import check_epsilon, float_dtype
 from dpjax._src.noise import NoiseMode
-from dpjax._src.validation import Checks, check_epsilon, float_dtype
+from dpjax._src.validation import Checks
 
 __all__ = [
     "threshold_baseline",

@@ -15,7 +15,7 @@ from jax.typing import DTypeLike
 from dpjax._src.exact import fast as _exact_fast
 from dpjax._src.exact import gauss_fast as _exact_gauss_fast
 from dpjax._src.exact import machine as _exact_machine
-from dpjax._src.validation import check_rational
+from dpjax._src.host_checks import check_rational
 
 __all__ = [
     "LIMITS",

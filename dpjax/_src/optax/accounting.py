@@ -43,10 +43,10 @@ from typing import Literal, TypeAlias, get_args
 from jax.typing import ArrayLike
 
 from dpjax._src.accounting.guarantees import ZCDP, DpEvent
+from dpjax._src.host_checks import check_choice, check_epsilon, check_int, check_positive, check_probability
 from dpjax._src.optax.clip import ClipStrategy, as_strategy
 from dpjax._src.optax.sampling import truncation_delta
 from dpjax._src.optax.transform import DPAggregateState
-from dpjax._src.validation import check_choice, check_epsilon, check_int, check_positive, check_probability
 
 __all__ = [
     "AccountantName",

@@ -33,12 +33,13 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax._src import noise
+from dpjax._src.host_checks import check_int, check_positive, is_traced
 from dpjax._src.numerics import ceil_div
 from dpjax._src.optax import defaults
 from dpjax._src.optax.gdp import pure_dp_to_gdp
 from dpjax._src.quantiles.unbounded import halting, query_grid, tabulate
 from dpjax._src.quantiles.unbounded_bins import grid_edges
-from dpjax._src.validation import Checks, check_int, check_positive, is_traced
+from dpjax._src.validation import Checks
 
 _DEFAULT_QUANTILE, _DEFAULT_CLIP_EPSILON, _DEFAULT_EVERY = (
     defaults.QUANTILE,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from dpjax._src.validation import check_epsilon
+from dpjax._src.host_checks import check_epsilon
 
 __all__ = [
     "pure_dp_to_gdp",

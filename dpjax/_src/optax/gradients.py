@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
+from dpjax._src.host_checks import check_choice, check_int, float_dtype
 from dpjax._src.optax import ghost
 from dpjax._src.optax.clip import ClipStrategy
 from dpjax._src.optax.grads import per_example_grads
@@ -22,7 +23,6 @@ from dpjax._src.optax.transform import (
     clip_weights,
     private_step,
 )
-from dpjax._src.validation import check_choice, check_int, float_dtype
 
 __all__ = [
     "DPGradients",

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import jax
 
+from dpjax._src.host_checks import check_int
 from dpjax._src.optax.transform import batch_size
-from dpjax._src.validation import check_int
 
 __all__ = [
     "per_example_grads",

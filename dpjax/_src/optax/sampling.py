@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from dpjax._src.validation import check_epsilon, check_int, check_probability
+from dpjax._src.host_checks import check_epsilon, check_int, check_probability
 
 __all__ = [
     "padded_batch_size",

@@ -26,8 +26,9 @@ import optax
 from jax.typing import ArrayLike
 
 from dpjax._src import noise
+from dpjax._src.host_checks import float_dtype
 from dpjax._src.optax.clip import ClipStrategy, as_strategy
-from dpjax._src.validation import Checks, float_dtype
+from dpjax._src.validation import Checks
 
 __all__ = [
     "DPAggregateState",

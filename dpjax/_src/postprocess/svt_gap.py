@@ -29,10 +29,11 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from dpjax._src.host_checks import check_int, float_dtype, is_traced
 from dpjax._src.postprocess.laplace_difference import laplace_difference_quantile, laplace_difference_tail
 from dpjax._src.svt.gap_core import BRANCH_MIDDLE, BRANCH_TOP
 from dpjax._src.svt.gap_parameters import GapBudget
-from dpjax._src.validation import Checks, check_int, float_dtype, is_traced
+from dpjax._src.validation import Checks
 
 __all__ = [
     "combine_gap_and_measurement",

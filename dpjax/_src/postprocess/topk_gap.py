@@ -40,9 +40,10 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from dpjax._src.host_checks import check_choice, check_int, float_dtype
 from dpjax._src.postprocess.laplace_difference import laplace_difference_quantile
 from dpjax._src.selection_gap import GAP_NOISES, GapNoise
-from dpjax._src.validation import Checks, check_choice, check_int, float_dtype
+from dpjax._src.validation import Checks
 
 __all__ = [
     "blue_estimate",

@@ -38,8 +38,9 @@ from dpjax._src import noise, sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
+from dpjax._src.host_checks import check_epsilon, check_int, float_dtype
 from dpjax._src.quantiles.intervals import check_inputs
-from dpjax._src.validation import Checks, check_epsilon, check_int, float_dtype
+from dpjax._src.validation import Checks
 
 _DEFAULT_BRANCHING = 8
 _DEFAULT_HEIGHT = 3

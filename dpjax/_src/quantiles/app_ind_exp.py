@@ -23,8 +23,9 @@ from dpjax._src.accounting.bounded_range import composition_epsilon, optimal_com
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ApproxDP, RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
+from dpjax._src.host_checks import check_epsilon, check_probability
 from dpjax._src.quantiles.exp_mech import QuantileMethod, independent_quantiles, number_of_levels
-from dpjax._src.validation import Checks, check_epsilon, check_probability
+from dpjax._src.validation import Checks
 
 
 def app_ind_exp(

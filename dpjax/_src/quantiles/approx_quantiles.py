@@ -43,11 +43,12 @@ from dpjax._src import sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
+from dpjax._src.host_checks import check_choice, check_epsilon, float_dtype
 from dpjax._src.quantiles.exp_mech import number_of_levels
 from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps
 from dpjax._src.quantiles.range_em import Node, build_tables, heap_draw, node_em, node_em_superblocks
 from dpjax._src.quantiles.range_tree import build_trees, node_em_trees
-from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
+from dpjax._src.validation import Checks
 
 __all__ = [
     "ApproxQuantilesMethod",
@@ -57,7 +58,8 @@ __all__ = [
 
 ApproxQuantilesMethod: TypeAlias = Literal["auto", "segments", "tree", "superblocks", "blocks"]
 """How each node's exponential mechanism is drawn (static): ``"auto"`` (default:
-``"segments"`` under ``vmap`` over keys, ``"tree"`` for one release), ``"segments"``, ``"tree"``, ``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
+``"segments"`` under ``vmap`` over keys, ``"tree"`` for one release), ``"segments"``, ``"tree"``,
+``"superblocks"`` or ``"blocks"`` (see :func:`approx_quantiles`)."""
 
 
 def _recursion_levels(m: int) -> list[list[tuple[int, int, int]]]:

@@ -31,6 +31,7 @@ from dpjax._src import sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
+from dpjax._src.host_checks import check_choice, check_epsilon, float_dtype
 from dpjax._src.quantiles import em_sampler as _em_sampler
 from dpjax._src.quantiles.intervals import (
     check_bounds,
@@ -39,7 +40,7 @@ from dpjax._src.quantiles.intervals import (
     sorted_gaps,
     uniform_in_gaps,
 )
-from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
+from dpjax._src.validation import Checks
 
 QuantileMethod: TypeAlias = Literal["auto", "literal", "tree"]
 """How the gap is drawn (static): ``"auto"`` (default), ``"literal"`` or ``"tree"`` (see :func:`emq`)."""

@@ -24,7 +24,8 @@ import numpy as np
 from jax import lax
 
 from dpjax._src import noise
-from dpjax._src.validation import Checks, float_dtype, is_traced
+from dpjax._src.host_checks import float_dtype, is_traced
+from dpjax._src.validation import Checks
 
 __all__: list[str] = []
 

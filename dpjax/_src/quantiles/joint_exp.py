@@ -49,6 +49,7 @@ from dpjax._src import sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
+from dpjax._src.host_checks import check_choice, check_epsilon, float_dtype
 from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps, uniform_in_gaps
 from dpjax._src.quantiles.joint_exp_tables import (
     METHODS,
@@ -58,7 +59,7 @@ from dpjax._src.quantiles.joint_exp_tables import (
     log_normalizer,
 )
 from dpjax._src.quantiles.joint_exp_weights import log_factorials, log_phi
-from dpjax._src.validation import Checks, check_choice, check_epsilon, float_dtype
+from dpjax._src.validation import Checks
 
 _DEFAULT_METHOD: JointExpMethod = "linear"
 

@@ -43,8 +43,9 @@ from jax.typing import ArrayLike, DTypeLike
 from dpjax._src import noise, sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ZCDP
+from dpjax._src.host_checks import check_epsilon, float_dtype, is_traced
 from dpjax._src.quantiles.intervals import check_inputs, sorted_gaps
-from dpjax._src.validation import Checks, check_epsilon, float_dtype, is_traced
+from dpjax._src.validation import Checks
 
 _T_GRID = np.logspace(-2, 0, 50)
 _TUNING_DATASETS = 2

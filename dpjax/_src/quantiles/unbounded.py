@@ -49,6 +49,14 @@ from dpjax._src.accounting.composition import compose
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import Guarantee, PureDP
 from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
+from dpjax._src.host_checks import (
+    check_choice,
+    check_epsilon,
+    check_int,
+    check_probability,
+    float_dtype,
+    is_traced,
+)
 from dpjax._src.quantiles.unbounded_bins import (
     INDEX_LIMIT,
     cumulative_counts,
@@ -62,15 +70,7 @@ from dpjax._src.signatures import arguments_of
 from dpjax._src.svt.above_threshold import above_threshold_guarantee
 from dpjax._src.svt.monotone_halting import METHODS as HALTING_METHODS
 from dpjax._src.svt.monotone_halting import halting_index, split_threshold
-from dpjax._src.validation import (
-    Checks,
-    check_choice,
-    check_epsilon,
-    check_int,
-    check_probability,
-    float_dtype,
-    is_traced,
-)
+from dpjax._src.validation import Checks
 
 __all__ = [
     "UnboundedNoise",

@@ -36,6 +36,7 @@ from jax.typing import ArrayLike
 from dpjax._src import sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
+from dpjax._src.host_checks import check_epsilon, check_int, check_probability, float_dtype, is_traced
 from dpjax._src.quantiles.unbounded import (
     DEFAULT_MAX_QUERIES,
     UnboundedNoise,
@@ -48,7 +49,7 @@ from dpjax._src.quantiles.unbounded import (
 )
 from dpjax._src.quantiles.unbounded_bins import bin_index, grid_edges
 from dpjax._src.svt.monotone_halting import halting_index, split_threshold
-from dpjax._src.validation import Checks, check_epsilon, check_int, check_probability, float_dtype, is_traced
+from dpjax._src.validation import Checks
 
 __all__ = [
     "unbounded_many",

@@ -9,9 +9,9 @@ from typing import NamedTuple, cast
 
 import jax.numpy as jnp
 
+from dpjax._src.host_checks import check_int
 from dpjax._src.studies.definition import Mechanism, Study, check_grid
 from dpjax._src.studies.trials import Data, load_dataset
-from dpjax._src.validation import check_int
 
 __all__ = ["Cell", "Plan", "cells", "make_plan", "per_chunk", "step_count"]
 

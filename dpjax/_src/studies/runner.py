@@ -30,10 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax._src import interrupt
+from dpjax._src.host_checks import check_int
 from dpjax._src.studies import chunking
 from dpjax._src.studies.compiled import compiled_chunk
 from dpjax._src.studies.status import ChunkStatus, terminal_sink
-from dpjax._src.validation import check_int
 
 __all__ = [
     "monte_carlo",

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import jax
 
+from dpjax._src.host_checks import TracedParameterError
 from dpjax._src.studies import streaming
 from dpjax._src.studies.checkpoint import fingerprint
 from dpjax._src.studies.compiles import CompileCounter
@@ -18,7 +19,6 @@ from dpjax._src.studies.runner import run
 from dpjax._src.studies.status import ChunkStatus
 from dpjax._src.studies.trial_cache import content_key
 from dpjax._src.studies.trials import trial_function
-from dpjax._src.validation import TracedParameterError
 
 __all__ = ["compute_step", "step_identity", "trial_key"]
 

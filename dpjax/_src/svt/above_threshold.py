@@ -30,10 +30,7 @@ from dpjax._src import noise as noise_lib
 from dpjax._src import sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
-from dpjax._src.numerics import ceil_div
-from dpjax._src.svt.first_passage import halting_indices
-from dpjax._src.validation import (
-    Checks,
+from dpjax._src.host_checks import (
     check_choice,
     check_epsilon,
     check_int,
@@ -41,6 +38,9 @@ from dpjax._src.validation import (
     float_dtype,
     is_traced,
 )
+from dpjax._src.numerics import ceil_div
+from dpjax._src.svt.first_passage import halting_indices
+from dpjax._src.validation import Checks
 
 __all__ = [
     "NOISES",

@@ -28,7 +28,7 @@ from jax.typing import ArrayLike
 
 from dpjax._src import exact, noise
 from dpjax._src.accounting.guarantees import PureDP
-from dpjax._src.validation import check_exact_integers, check_flag, check_rational, is_traced, release_bound
+from dpjax._src.host_checks import check_exact_integers, check_flag, check_rational, is_traced, release_bound
 
 __all__ = [
     "discrete_above_threshold",

@@ -53,10 +53,11 @@ from jax.typing import ArrayLike
 
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
+from dpjax._src.host_checks import check_choice
 from dpjax._src.svt.above_threshold import METHODS, AboveThresholdMethod
 from dpjax._src.svt.gap_core import GapResult, run_from_noise, run_keyed
 from dpjax._src.svt.gap_parameters import GapParameters, check_parameters
-from dpjax._src.validation import Checks, check_choice
+from dpjax._src.validation import Checks
 
 __all__ = [
     "adaptive_sparse_vector_with_gap",

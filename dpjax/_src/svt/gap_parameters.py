@@ -12,7 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax._src.validation import Checks, check_epsilon, check_int, float_dtype, is_traced
+from dpjax._src.host_checks import check_epsilon, check_int, float_dtype, is_traced
+from dpjax._src.validation import Checks
 
 __all__ = ["GapBudget", "GapParameters", "check_parameters", "default_theta", "gap_budget", "working_budget"]
 

@@ -29,6 +29,7 @@ from dpjax._src import sharded
 from dpjax._src.accounting.composition import compose
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import PureDP
+from dpjax._src.host_checks import check_choice, check_int
 from dpjax._src.svt.above_threshold import (
     METHODS,
     AboveThresholdMethod,
@@ -42,7 +43,7 @@ from dpjax._src.svt.above_threshold import (
     noise_scales,
 )
 from dpjax._src.svt.first_passage import halting_indices
-from dpjax._src.validation import Checks, check_choice, check_int
+from dpjax._src.validation import Checks
 
 __all__ = [
     "SparseVectorResult",

@@ -17,7 +17,8 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from dpjax._src import sharded
-from dpjax._src.validation import Checks, check_epsilon, check_int, check_probability, is_traced
+from dpjax._src.host_checks import check_epsilon, check_int, check_probability, is_traced
+from dpjax._src.validation import Checks
 
 __all__: list[str] = []
 

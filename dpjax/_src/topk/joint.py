@@ -55,10 +55,7 @@ from dpjax._src import gumbel_process as _gumbel_process
 from dpjax._src import noise, sharded
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import RangeBounded
-from dpjax._src.topk import joint_head, joint_histogram
-from dpjax._src.topk.joint_head import nth_free
-from dpjax._src.validation import (
-    Checks,
+from dpjax._src.host_checks import (
     check_choice,
     check_epsilon,
     check_int,
@@ -66,6 +63,9 @@ from dpjax._src.validation import (
     float_dtype,
     is_traced,
 )
+from dpjax._src.topk import joint_head, joint_histogram
+from dpjax._src.topk.joint_head import nth_free
+from dpjax._src.validation import Checks
 
 __all__ = [
     "JointMethod",

@@ -24,9 +24,10 @@ from jax.typing import ArrayLike
 from dpjax._src import noise
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ApproxDP
+from dpjax._src.host_checks import check_int, float_dtype, is_traced
 from dpjax._src.topk import histogram
 from dpjax._src.topk.limited_domain import TopKResult
-from dpjax._src.validation import Checks, check_int, float_dtype, is_traced
+from dpjax._src.validation import Checks
 
 __all__ = [
     "laplace_limited_domain",

@@ -35,8 +35,9 @@ from dpjax._src import noise
 from dpjax._src.accounting.elementwise import elementwise
 from dpjax._src.accounting.guarantees import ApproxDP
 from dpjax._src.accounting.pay_what_you_get import epsilon_star
+from dpjax._src.host_checks import check_int, check_probability, float_dtype
 from dpjax._src.topk import histogram
-from dpjax._src.validation import Checks, check_int, check_probability, float_dtype
+from dpjax._src.validation import Checks
 
 __all__ = [
     "TopKResult",

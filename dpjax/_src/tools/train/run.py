@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import optax
 
 from dpjax._src.datasets import training as data_lib
+from dpjax._src.host_checks import check_epsilon, check_int, check_positive, check_probability
 from dpjax._src.optax import accounting, sampling
 from dpjax._src.optax import clip as clip_lib
 from dpjax._src.optax.grads import per_example_grads
@@ -41,7 +42,6 @@ from dpjax._src.tools.outdir import OutputError, RunDir
 from dpjax._src.tools.train.models import Model, accuracy, example_loss, model_for
 from dpjax._src.tools.train.outputs import OUT_FILES, write_outputs
 from dpjax._src.tools.train.settings import DEFAULT_EPOCHS, DEFAULT_MODEL, UsageError
-from dpjax._src.validation import check_epsilon, check_int, check_positive, check_probability
 
 __all__ = [
     "TRUNCATION_SHARE",
