@@ -42,10 +42,9 @@ __all__ = [
 MODE_LINES = {
     "smoke": "Mode `--smoke`: a handful of trials per experiment, to test that every reproduction "
     "runs; the numbers are not meaningful.",
-    "quick": "Mode `--quick` (the default): fewer trials than the papers (each section says how many) "
-    "so that the five seed reproductions take about 13 minutes of CPU time on 2 cores (the two beside "
-    "the seeds about 6 more); standard errors are "
-    "larger accordingly. `--full` runs the papers' trial counts.",
+    "quick": "Mode `--quick` (the default): fewer trials than the papers (each section says how many; "
+    "the sections' timings say what they cost here); standard errors are larger accordingly. `--full` "
+    "runs the papers' trial counts.",
     "full": "Mode `--full`: the papers' trial counts (hours on 2 CPU cores).",
 }
 
@@ -67,8 +66,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     size = parser.add_mutually_exclusive_group()
     for flag, text in (
-        ("--quick", "fewer trials: the five seeds in about 13 CPU-minutes on 2 cores, 6 more beside them "
-         "(default)"),
+        ("--quick", "fewer trials than the papers (default)"),
         ("--full", "the papers' trial counts"),
         ("--smoke", "a few trials each, for tests"),
     ):
