@@ -7,10 +7,10 @@ import functools
 
 import chex
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxpr_walk import kernel_names
 
 from dpjax import selection, svt
 from dpjax._src import auto as _auto
@@ -60,17 +60,6 @@ def _over_keys(name, method):
     return jax.jit(jax.vmap(lambda k, x, e: release(k, x, e, method), in_axes=(0, None, None)))
 
 
-def _kernel_names(jaxpr) -> str:
-    return " ".join(str(eqn.params.get("name", "")) for eqn in _equations(jaxpr.jaxpr))
-
-
-def _equations(jaxpr):
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            yield from _equations(sub)
-
-
 def test_the_rule():
     key_only, data_only, zipped = (5, (True, False)), (3, (False, True)), (5, (True, True))
     assert _auto.choose((), "fast", "literal") == "literal"
@@ -91,7 +80,7 @@ LITERAL_KERNELS = ("noisy_top", "_keyed")
 def _path(fn, *args) -> str:
     """Which kernel the traced ``fn(*args)`` runs (by the jitted kernels' names in its jaxpr);
     tracing only, nothing is compiled."""
-    names = _kernel_names(jax.make_jaxpr(fn)(*args))
+    names = kernel_names(jax.make_jaxpr(fn)(*args))
     fast = [path for path, kernel in FAST_KERNELS.items() if kernel in names]
     literal = any(kernel in names for kernel in LITERAL_KERNELS)
     assert len(fast) + literal == 1, names
@@ -182,7 +171,7 @@ def test_unbounded_halting_takes_blocks_alone_and_the_fast_sampler_over_keys():
         )
 
     def prepares(fn, *args) -> bool:  # the fast sampler's key-independent preparation is traced
-        return "_cumlogsumexp_nondecreasing" in _kernel_names(jax.make_jaxpr(fn)(*args))
+        return "_cumlogsumexp_nondecreasing" in kernel_names(jax.make_jaxpr(fn)(*args))
 
     assert not prepares(run, KEYS[0])
     assert prepares(jax.vmap(run), KEYS)

@@ -6,10 +6,10 @@ import math
 from fractions import Fraction
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxpr_walk import equations
 from scipy import stats
 
 from dpjax import noise
@@ -68,16 +68,13 @@ def _binomial_ok(count, n, p):
 
 
 def _no_float_in_jaxpr(jaxpr) -> list[str]:
-    bad = []
-    for eqn in jaxpr.eqns:
-        for var in (*eqn.invars, *eqn.outvars):
-            aval = getattr(var, "aval", None)
-            dtype = getattr(aval, "dtype", None)
-            if dtype is not None and jnp.issubdtype(dtype, jnp.inexact):
-                bad.append(f"{eqn.primitive}: {dtype}")
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            bad += _no_float_in_jaxpr(sub)
-    return bad
+    variables = ((eqn, var) for eqn in equations(jaxpr) for var in (*eqn.invars, *eqn.outvars))
+    avals = ((eqn, getattr(var, "aval", None)) for eqn, var in variables)
+    return [
+        f"{eqn.primitive}: {aval.dtype}"
+        for eqn, aval in avals
+        if getattr(aval, "dtype", None) is not None and jnp.issubdtype(aval.dtype, jnp.inexact)
+    ]
 
 
 @pytest.mark.parametrize(

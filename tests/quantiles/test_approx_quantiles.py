@@ -4,10 +4,10 @@ inputs and on realistic data, its guarantee, bad input, dtypes, and the data wor
 import functools
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxpr_walk import operand_shapes
 from laws import P_MIN, chi_square_pvalue
 
 from dpjax import quantiles
@@ -248,26 +248,16 @@ def test_canonical_cover_is_the_block_range():
             assert valid[i, j].sum() <= 2 * depth
 
 
-def _operand_shapes(jaxpr, primitive):
-    shapes = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == primitive:
-            shapes += [v.aval.shape for v in eqn.invars]
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            shapes += _operand_shapes(sub, primitive)
-    return shapes
-
-
 def test_vmap_over_keys_sorts_the_data_and_builds_the_tables_once():
     x = jnp.linspace(-1.0, 1.0, 50)
     keys = jax.random.split(jax.random.key(0), 7)
     jaxpr = jax.make_jaxpr(
         jax.vmap(lambda k: quantiles.approx_quantiles(k, x, (0.25, 0.5, 0.75), 1.0, bounds=(-2.0, 2.0)))
     )(keys)
-    shapes = _operand_shapes(jaxpr.jaxpr, "sort")
+    shapes = operand_shapes(jaxpr.jaxpr, ("sort",))
     assert shapes and all(shape == (50,) for shape in shapes), shapes
     size, _ = layout(51)  # the tables' product: [blocks, B] @ [B, 2 nodes], no key axis
-    assert _operand_shapes(jaxpr.jaxpr, "dot_general") == [(-(-51 // size), size), (size, 6)]
+    assert operand_shapes(jaxpr.jaxpr, ("dot_general",)) == [(-(-51 // size), size), (size, 6)]
 
 
 def test_float64_output_and_order(x64):

@@ -9,10 +9,10 @@ import functools
 
 import chex
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxpr_walk import kernel_names
 from scipy import special, stats
 
 from dpjax import quantiles
@@ -24,17 +24,6 @@ from dpjax._src.svt.monotone_halting import _cumlogsumexp_nondecreasing
 KEYS = jax.random.split(jax.random.key(7), 4)
 TINY = np.asarray([0.3, -1.2, 0.7, 0.7, 2.0, -0.1], np.float32)  # a tie: a zero-width gap
 CLAMPED = np.asarray([-3.0, -2.0, 0.5, 0.5, 0.5, 2.0, 5.0], np.float32)  # onto both bounds, a triple tie
-
-
-def _kernel_names(jaxpr) -> str:
-    """The names of the jitted kernels a traced call runs (nested jaxprs included)."""
-    def equations(jaxpr):
-        for eqn in jaxpr.eqns:
-            yield eqn
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-                yield from equations(sub)
-
-    return " ".join(str(eqn.params.get("name", "")) for eqn in equations(jaxpr.jaxpr))
 
 
 def _heap_pmf(tree) -> np.ndarray:
@@ -137,7 +126,7 @@ def _over_keys(name: str, method: str):
 @pytest.mark.parametrize("name", ["emq", "ind_exp", "app_ind_exp"])
 def test_auto_is_literal_alone_and_the_heap_over_keys_bit_for_bit(name):
     release = _over_keys(name, "auto")
-    names = _kernel_names(jax.make_jaxpr(release)(KEYS, TINY, 1.0))
+    names = kernel_names(jax.make_jaxpr(release)(KEYS, TINY, 1.0))
     assert "_tree_releases" in names and "_literal_releases" not in names
     chex.assert_trees_all_equal(release(KEYS, TINY, 1.0), _over_keys(name, "tree")(KEYS, TINY, 1.0))
     one = getattr(quantiles, name)
@@ -146,7 +135,7 @@ def test_auto_is_literal_alone_and_the_heap_over_keys_bit_for_bit(name):
     literal = one(KEYS[0], TINY, epsilon=1.0, bounds=(-2, 2), method="literal", **kwargs)
     chex.assert_trees_all_equal(eager, literal)
     alone = jax.make_jaxpr(lambda k: one(k, TINY, epsilon=1.0, bounds=(-2, 2), **kwargs))(KEYS[0])
-    names = _kernel_names(alone)
+    names = kernel_names(alone)
     assert "_literal_releases" in names and "_tree_releases" not in names  # one release, under jit
 
 
@@ -158,7 +147,7 @@ def test_auto_follows_what_is_shared_and_traced_parameters():
     at = lambda k, x, e, q, lo: quantiles.emq(k, x, q, e, bounds=jnp.stack([lo, 2.0]))  # noqa: E731
     runner = jax.jit(jax.vmap(lambda e: jax.vmap(lambda k: at(k, TINY, e, 0.4, -2.0))(KEYS)))
     epsilons = jnp.asarray([0.5, -1.0, 2.0])
-    assert "_tree_releases" in _kernel_names(jax.make_jaxpr(runner)(epsilons))
+    assert "_tree_releases" in kernel_names(jax.make_jaxpr(runner)(epsilons))
     grid = np.asarray(runner(epsilons))
     assert np.isnan(grid[1]).all() and np.isfinite(grid[[0, 2]]).all()
     named = jax.jit(jax.vmap(
@@ -172,7 +161,7 @@ def test_auto_follows_what_is_shared_and_traced_parameters():
     assert np.isnan(np.asarray(traced(KEYS, np.where(TINY > 1, np.nan, TINY), 1.0, 0.4, -2.0))).all()
     assert np.isfinite(np.asarray(traced(KEYS, TINY, 1.0, 0.4, -2.0))).all()
     zipped = jax.vmap(lambda k, x: at(k, x, 1.0, 0.4, -2.0))
-    names = _kernel_names(jax.make_jaxpr(zipped)(KEYS, jnp.stack([TINY] * 4)))
+    names = kernel_names(jax.make_jaxpr(zipped)(KEYS, jnp.stack([TINY] * 4)))
     assert "_literal_releases" in names and "_tree_releases" not in names
 
 

@@ -5,10 +5,10 @@ counts, k = 1 as the exponential mechanism, guarantee, bad input, dtypes, data w
 import itertools
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxpr_walk import operand_shapes
 from laws import P_MIN, chi_square_pvalue, sample
 
 from dpjax import selection
@@ -135,21 +135,11 @@ def test_utility_law_at_a_million_draws_on_realistic_counts():
     assert chi_square_pvalue(observed, law) > P_MIN
 
 
-def _sort_operand_shapes(jaxpr, primitives=("sort",)):
-    shapes = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in primitives:
-            shapes += [v.aval.shape for v in eqn.invars]
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            shapes += _sort_operand_shapes(sub, primitives)
-    return shapes
-
-
 def test_vmap_over_keys_builds_the_entry_table_once():
     scores = jnp.arange(30)
     keys = jax.random.split(jax.random.key(0), 7)
     jaxpr = jax.make_jaxpr(jax.vmap(lambda k: selection.joint_top_k(k, scores, 3, 1.0, method="tree")))(keys)
-    shapes = _sort_operand_shapes(jaxpr.jaxpr)
+    shapes = operand_shapes(jaxpr.jaxpr, ("sort",))
     assert shapes and all(shape in ((30,), (90,)) for shape in shapes), shapes
 
 
@@ -159,7 +149,7 @@ def test_vmap_over_keys_ranks_and_sorts_once():
     scores = jnp.arange(300)
     keys = jax.random.split(jax.random.key(0), 7)
     jaxpr = jax.make_jaxpr(jax.vmap(lambda k: selection.joint_top_k(k, scores, 3, 1.0)))(keys)
-    shapes = _sort_operand_shapes(jaxpr.jaxpr, ("sort", "top_k"))
+    shapes = operand_shapes(jaxpr.jaxpr, ("sort", "top_k"))
     assert (300,) in shapes and all(7 not in shape for shape in shapes), shapes
 
 

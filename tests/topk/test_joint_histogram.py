@@ -8,10 +8,10 @@ import itertools
 import math
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxpr_walk import operand_shapes
 from laws import P_MIN, chi_square_pvalue, sample
 from scipy import stats
 
@@ -159,22 +159,12 @@ def test_traced_epsilon_and_float_scores(method):
         selection.joint_top_k(jax.random.key(0), counts.astype(jnp.float32), 2, 1.0, method=method)
 
 
-def _operand_shapes(jaxpr, primitives):
-    shapes = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in primitives:
-            shapes += [v.aval.shape for v in eqn.invars]
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            shapes += _operand_shapes(sub, primitives)
-    return shapes
-
-
 def test_vmap_over_keys_builds_the_histogram_once():
     """``auto`` under vmap over 7 keys: the histogram's scatter-add, the sort and the top-k see
     the unbatched counts."""
     counts = jnp.asarray(np.floor(40.0 / np.arange(1, 301) ** 1.1).astype(np.int32))
     keys = jax.random.split(jax.random.key(0), 7)
     jaxpr = jax.make_jaxpr(jax.vmap(lambda key: selection.joint_top_k(key, counts, 3, 1.0)))(keys)
-    scatters = _operand_shapes(jaxpr.jaxpr, ("scatter-add",))
-    shapes = _operand_shapes(jaxpr.jaxpr, ("sort", "top_k", "scatter-add"))
+    scatters = operand_shapes(jaxpr.jaxpr, ("scatter-add",))
+    shapes = operand_shapes(jaxpr.jaxpr, ("sort", "top_k", "scatter-add"))
     assert scatters and (300,) in shapes and all(7 not in shape for shape in shapes), shapes
