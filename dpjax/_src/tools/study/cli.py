@@ -9,7 +9,7 @@ import shutil
 import sys
 import textwrap
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from dpjax._src.datasets import builtin as datasets
@@ -320,6 +320,11 @@ def _run(selected, options, start, out) -> int:
         # Studies run in threads: XLA compiles without holding the GIL, so two compile at once.
         with ThreadPoolExecutor(max_workers=options["jobs"]) as pool:
             futures = [pool.submit(one, study, progress) for study in selected]
+            # The main thread wakes every 0.1 s: a signal the kernel hands to a worker thread runs
+            # Python's handler only when the main thread runs, and a plain wait would sleep through
+            # it until every study had finished.
+            while wait(futures, timeout=0.1).not_done:
+                pass
             for future in futures:
                 future.result()
     stopped = interrupt.received()
