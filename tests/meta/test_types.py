@@ -38,6 +38,8 @@ ACCEPTED = """\
 import jax
 import jax.numpy as jnp
 from dpjax.budgeting import pie_k, pie_ni
+from dpjax.quantiles import csmooth, emq, joint_exp
+from dpjax.selection import noisy_top_k_with_gap_scale
 from dpjax.svt import adaptive_sparse_vector_with_gap, gap_budget, sparse_vector_with_gap
 
 key, scores, traced = jax.random.key(0), jnp.array([-50.0, 3.0, 80.0]), jnp.asarray(0.5)
@@ -46,6 +48,11 @@ pie_k(key, scores, traced, k=2, c=8, beta0=traced)
 sparse_vector_with_gap(key, scores, traced, traced, c=1, theta=traced, sensitivity=traced)
 adaptive_sparse_vector_with_gap(key, scores, traced, traced, c=1, theta=traced, sigma=traced)
 gap_budget(traced, 2, theta=traced, sigma=traced, sensitivity=traced)
+scale: jax.Array = noisy_top_k_with_gap_scale(2, traced)
+# the quantiles' docstring examples: levels as a list, bounds as a pair or an array of shape (2,)
+joint_exp(key, scores, [0.25, 0.75], 1.0, bounds=(-100, 100))
+emq(key, scores, 0.5, 1.0, bounds=(traced, 2.0))
+csmooth(key, scores, [0.25, 0.5], 0.5, bounds=jnp.array([-10.0, 10.0]))
 """
 
 
