@@ -1,7 +1,9 @@
-"""The public faces type-check clean under mypy (issue 48.6), and so do the README's examples.
+"""The public faces type-check clean under mypy (issue 48.6), and so do the README's examples and
+the command-line apps.
 
 One mypy run (configuration: ``[tool.mypy]`` in pyproject.toml) over every face (each module of
-``dpjax`` outside ``dpjax/_src``), every ``python`` block of README.md (written to files) and a probe
+``dpjax`` outside ``dpjax/_src``), every module of ``dpjax/_src/tools`` (the apps, which no face
+imports), every ``python`` block of README.md (written to files) and a probe
 of three calls a checker must refuse, and calls it must accept (``ACCEPTED``, traced parameters): the
 check passes when the only findings are the probe's.
 Through the faces mypy reads the implementation's annotations, so the README's calls are checked
@@ -62,13 +64,18 @@ def face_files() -> list[Path]:
     return sorted(path for path in files if not path.relative_to(package).parts[0].startswith("_src"))
 
 
+def tool_files() -> list[Path]:
+    return sorted((ROOT / "dpjax/_src/tools").rglob("*.py"))
+
+
 def readme_blocks() -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(), flags=re.M | re.S)
 
 
 def test_the_faces_and_the_readme_examples_type_check(tmp_path):
-    faces = face_files()
+    faces, tools = face_files(), tool_files()
     assert len(faces) >= 19 and ROOT / "dpjax/quantiles/__init__.py" in faces, faces
+    assert ROOT / "dpjax/_src/tools/bench/run.py" in tools, tools
     blocks = readme_blocks()
     assert len(blocks) >= 5, "README.md's python examples not found"
     examples = []
@@ -81,12 +88,13 @@ def test_the_faces_and_the_readme_examples_type_check(tmp_path):
     command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
                "--cache-dir", str(tmp_path / "cache"), "--no-error-summary", "--show-error-codes"]
     done = subprocess.run(
-        [*command, *map(str, faces), *map(str, examples), str(probe), str(accepted)],
+        [*command, *map(str, faces), *map(str, tools), *map(str, examples), str(probe), str(accepted)],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     findings = re.findall(r"^(\S+?):(\d+): error: .*\[([a-z-]+)\]$", done.stdout, flags=re.M)
     assert done.returncode == 1 and not done.stderr.strip(), done.stdout + done.stderr
     probe_findings = {(int(line), code) for path, line, code in findings if Path(path).name == "probe.py"}
     others = [line for line in done.stdout.splitlines() if "probe.py" not in line]
-    assert not others, "mypy findings in the faces, the README's examples or ACCEPTED:\n" + "\n".join(others)
+    where = "the faces, the tools, the README's examples or ACCEPTED"
+    assert not others, f"mypy findings in {where}:\n" + "\n".join(others)
     assert probe_findings == PROBE_FINDINGS, done.stdout
