@@ -73,7 +73,7 @@ def noise_scale(checks: Checks, epsilon, sensitivity, monotonic, k: int, dtype) 
 
 
 @functools.partial(jax.jit, static_argnames=("noise", "k"))
-def noisy_top(key, units, *, noise: str, k: int | None):
+def noisy_top(key, units, *, noise: _noise.Sampler, k: int | None):
     """The argmax (``k=None``) or the top-k ``(values, indices)`` of ``units + noise(1)``.
 
     One compiled kernel for eager and traced calls alike, so that an eager call and the same call
@@ -146,5 +146,6 @@ def prepare_scores(
         raise ValueError("scores must have at least 2 entries: the gaps need k + 1 candidates.")
     if k is not None:
         k = check_int(k, "k", minimum=1, maximum=scores.shape[0] - (1 if gap else 0))
-    scale = noise_scale(checks, epsilon, sensitivity, monotonic, k if gap else 1, float_dtype(scores))
+    count = k if gap and k is not None else 1  # the noise scale's k (one winner without the gaps)
+    scale = noise_scale(checks, epsilon, sensitivity, monotonic, count, float_dtype(scores))
     return _units(scores, scale), scale, k

@@ -65,7 +65,7 @@ def noisy_top_k_with_gap_scale(
     noise: GapNoise = "laplace",
     sensitivity: ArrayLike = 1.0,
     monotonic: bool = False,
-) -> float:
+) -> jax.Array:
     """The noise scale of :func:`noisy_top_k_with_gap`: ``2k sensitivity/epsilon`` (``k ...`` monotone).
 
     The same for both noises (``noise``, static, is checked as the mechanism checks it). The gap

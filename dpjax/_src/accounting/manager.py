@@ -31,6 +31,9 @@ class _ServedProxy(BaseProxy):
     """A proxy that also works where it was unpickled (a worker process): there it has no manager,
     whose registry ``BaseProxy`` reads to build the proxy of a returned reservation."""
 
+    # set by BaseProxy.__init__ (typeshed omits it); in a worker, the stand-in registry _REGISTRY
+    _manager: BaseManager | types.SimpleNamespace | None
+
     def _callmethod(self, methodname, args=(), kwds={}):  # noqa: B006 (BaseProxy's signature)
         if self._manager is None:
             self._manager = _REGISTRY

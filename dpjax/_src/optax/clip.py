@@ -139,19 +139,8 @@ class QuantileClip:
 
     def validate(self, checks: Checks) -> QuantileClip:
         """This strategy with every leaf checked (eagerly if concrete, recorded if traced)."""
-        if is_traced(self.every):
-            checks.record(self.every >= 1, "every must be an integer >= 1.")
-            every = self.every
-        else:
-            every = check_int(self.every, "every", minimum=1)
-        beta = checks.real(self.beta, "beta", minimum=1.0, open_minimum=True)
-        return QuantileClip(
-            _validate_initial_norm(checks, self.initial_norm),
-            _validate_quantile(checks, self.quantile),
-            checks.epsilon(self.epsilon),
-            every,
-            beta,
-            self.max_queries,
+        return _checked_quantile_clip(
+            checks, self.initial_norm, self.quantile, self.epsilon, self.every, self.beta, self.max_queries
         )
 
     def next_norm(
@@ -213,6 +202,33 @@ class QuantileClip:
         return ((estimates, joint), (steps - estimates, noise_multiplier))
 
 
+def _checked_quantile_clip(
+    checks: Checks,
+    initial_norm: ArrayLike,
+    quantile: ArrayLike,
+    epsilon: ArrayLike,
+    every: ArrayLike,
+    beta: ArrayLike,
+    max_queries: int,
+) -> QuantileClip:
+    """A :class:`QuantileClip` of the given leaves, each checked (eagerly if concrete, recorded if
+    traced): the one check behind :func:`quantile_clip` and :meth:`QuantileClip.validate`."""
+    checked_every: int | jax.Array
+    if is_traced(every):
+        checked_every = jnp.asarray(every)
+        checks.record(checked_every >= 1, "every must be an integer >= 1.")
+    else:
+        checked_every = check_int(every, "every", minimum=1)
+    return QuantileClip(
+        _validate_initial_norm(checks, initial_norm),
+        _validate_quantile(checks, quantile),
+        checks.epsilon(epsilon),
+        checked_every,
+        checks.real(beta, "beta", minimum=1.0, open_minimum=True),
+        max_queries,
+    )
+
+
 @partial(
     jax.tree_util.register_dataclass,
     data_fields=["initial_norm", "quantile", "learning_rate", "count_noise_multiplier"],
@@ -229,11 +245,8 @@ class GeometricClip:
 
     def validate(self, checks: Checks) -> GeometricClip:
         """This strategy with every leaf checked (eagerly if concrete, recorded if traced)."""
-        return GeometricClip(
-            _validate_initial_norm(checks, self.initial_norm),
-            _validate_quantile(checks, self.quantile),
-            checks.positive(self.learning_rate, "learning_rate"),
-            checks.positive(self.count_noise_multiplier, "count_noise_multiplier"),
+        return _checked_geometric_clip(
+            checks, self.initial_norm, self.quantile, self.learning_rate, self.count_noise_multiplier
         )
 
     def next_norm(
@@ -274,6 +287,23 @@ class GeometricClip:
         ``(sigma^-2 + z_b^-2)^-1/2`` (Andrew et al. 2021, §3.1)."""
         z_b = check_positive(float(self.count_noise_multiplier), "count_noise_multiplier")
         return ((steps, (noise_multiplier**-2 + z_b**-2) ** -0.5),)
+
+
+def _checked_geometric_clip(
+    checks: Checks,
+    initial_norm: ArrayLike,
+    quantile: ArrayLike,
+    learning_rate: ArrayLike,
+    count_noise_multiplier: ArrayLike,
+) -> GeometricClip:
+    """A :class:`GeometricClip` of the given leaves, each checked (eagerly if concrete, recorded if
+    traced): the one check behind :func:`geometric_clip` and :meth:`GeometricClip.validate`."""
+    return GeometricClip(
+        _validate_initial_norm(checks, initial_norm),
+        _validate_quantile(checks, quantile),
+        checks.positive(learning_rate, "learning_rate"),
+        checks.positive(count_noise_multiplier, "count_noise_multiplier"),
+    )
 
 
 @runtime_checkable
@@ -359,13 +389,8 @@ def quantile_clip(
     Example:
       >>> strategy = quantile_clip()  # target 0.75, epsilon 0.1 per estimate, every 10 steps
     """
-    checks = Checks()
     max_queries = check_int(max_queries, "max_queries", minimum=1)
-    # the leaves as given (ArrayLike): validate() checks them into the fields' types
-    strategy = QuantileClip(
-        initial_norm, quantile, epsilon, every, beta, max_queries  # type: ignore[arg-type]
-    )
-    return strategy.validate(checks)
+    return _checked_quantile_clip(Checks(), initial_norm, quantile, epsilon, every, beta, max_queries)
 
 
 def geometric_clip(
@@ -395,11 +420,7 @@ def geometric_clip(
     Example:
       >>> strategy = geometric_clip(0.1, count_noise_multiplier=25.6)
     """
-    # the leaves as given (ArrayLike): validate() checks them into the fields' types
-    strategy = GeometricClip(
-        initial_norm, quantile, learning_rate, count_noise_multiplier  # type: ignore[arg-type]
-    )
-    return strategy.validate(Checks())
+    return _checked_geometric_clip(Checks(), initial_norm, quantile, learning_rate, count_noise_multiplier)
 
 
 _STRATEGIES = (FixedClip, QuantileClip, GeometricClip)  # what dp_aggregate accepts as a strategy

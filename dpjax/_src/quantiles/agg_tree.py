@@ -28,9 +28,11 @@ fix shapes); the levels, epsilon and the bounds may be traced.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
@@ -144,10 +146,10 @@ def _descend(levels, q, lower, upper, branching):
 def agg_tree(
     key: jax.Array,
     x: ArrayLike,
-    qs: ArrayLike,
+    qs: ArrayLike | Sequence[float],
     epsilon: ArrayLike,
     *,
-    bounds: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
     branching: int = _DEFAULT_BRANCHING,
     height: int = _DEFAULT_HEIGHT,
     neighbors: NeighborsLike = Neighbors.SWAP,

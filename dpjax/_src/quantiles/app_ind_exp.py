@@ -16,7 +16,10 @@ epsilon and delta may be traced.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jax
+import numpy as np
 from jax.typing import ArrayLike
 
 from dpjax._src.accounting.bounded_range import composition_epsilon, optimal_composition_epsilon
@@ -31,10 +34,10 @@ from dpjax._src.validation import Checks
 def app_ind_exp(
     key: jax.Array,
     x: ArrayLike,
-    qs: ArrayLike,
+    qs: ArrayLike | Sequence[float],
     epsilon: ArrayLike,
     *,
-    bounds: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
     delta: ArrayLike = 1e-6,
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: QuantileMethod = "auto",
@@ -75,7 +78,11 @@ def app_ind_exp(
 
 @elementwise("epsilon", "delta")
 def app_ind_exp_guarantee(
-    qs: ArrayLike, epsilon: float, *, delta: float = 1e-6, neighbors: NeighborsLike = Neighbors.SWAP
+    qs: ArrayLike | Sequence[float],
+    epsilon: float,
+    *,
+    delta: float = 1e-6,
+    neighbors: NeighborsLike = Neighbors.SWAP,
 ) -> RangeBounded:
     """AppIndExp's guarantee: ``m`` EMQ releases at ``epsilon_0``, each ``epsilon_0``-range-bounded.
 

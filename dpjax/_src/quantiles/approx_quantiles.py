@@ -31,6 +31,8 @@ sort, the log widths and the tables depend on the data, the levels and epsilon o
 from __future__ import annotations
 
 import functools
+import operator
+from collections.abc import Callable, Sequence
 from typing import Literal, TypeAlias, get_args
 
 import jax
@@ -46,8 +48,15 @@ from dpjax._src.accounting.neighbors import Neighbors, NeighborsLike
 from dpjax._src.host_checks import check_choice, check_epsilon, float_dtype
 from dpjax._src.quantiles.exp_mech import number_of_levels
 from dpjax._src.quantiles.intervals import check_inputs, gumbel_argmax, sorted_gaps
-from dpjax._src.quantiles.range_em import Node, build_tables, heap_draw, node_em, node_em_superblocks
-from dpjax._src.quantiles.range_tree import build_trees, node_em_trees
+from dpjax._src.quantiles.range_em import (
+    Node,
+    Tables,
+    build_tables,
+    heap_draw,
+    node_em,
+    node_em_superblocks,
+)
+from dpjax._src.quantiles.range_tree import RangeTrees, build_trees, node_em_trees
 from dpjax._src.validation import Checks
 
 __all__ = [
@@ -99,6 +108,17 @@ def _node_parameters(levels, epsilon_node, m: int):
     return parameters
 
 
+def _level_em(method: str) -> Callable[..., tuple[jax.Array, jax.Array]]:
+    """The node EM of ``method`` over one level's nodes (a ``vmap``): ``(keys, edges, log_width,
+    node)`` and, but for ``"blocks"``, the nodes' rows of the tables; returns (gaps, values)."""
+    if method == "segments":
+        return jax.vmap(node_em_trees, in_axes=(0, None, None, 0, 0))
+    if method == "blocks":
+        return jax.vmap(node_em, in_axes=(0, None, None, 0))
+    draw = heap_draw if method == "tree" else gumbel_argmax
+    return jax.vmap(functools.partial(node_em_superblocks, draw=draw), in_axes=(0, None, None, 0, 0))
+
+
 @functools.partial(jax.jit, static_argnames=("neighbors", "method"))
 @sharded.auto_axes
 def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, method: str) -> jax.Array:
@@ -110,15 +130,12 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
     edges, log_width = sorted_gaps(x, lower, upper)
     n = log_width.shape[0] - 1
     parameters = _node_parameters(levels, _node_epsilon(jnp.asarray(epsilon, dtype), m, neighbors), m)
+    tables: RangeTrees | Tables  # each node's key-independent rows (not for "blocks")
     if method == "segments":
         tables = build_trees(log_width, jnp.concatenate([c for _, c in parameters]))
-        em = jax.vmap(node_em_trees, in_axes=(0, None, None, 0, 0))
     elif method != "blocks":
         tables = build_tables(log_width, jnp.concatenate([c for _, c in parameters]))
-        draw = heap_draw if method == "tree" else gumbel_argmax
-        em = jax.vmap(functools.partial(node_em_superblocks, draw=draw), in_axes=(0, None, None, 0, 0))
-    else:
-        em = jax.vmap(node_em, in_axes=(0, None, None, 0))
+    em = _level_em(method)
     values = jnp.zeros(m, dtype)
     gaps = jnp.zeros(m, jnp.int32)
     first = 0
@@ -132,7 +149,7 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
         node = Node(gap_lo, gap_hi, lo, hi, *parameters[depth])
         keys = jax.random.split(jax.random.fold_in(key, depth), len(nodes))
         if method != "blocks":
-            rows = type(tables)(*(t[first : first + len(nodes)] for t in tables))
+            rows = jax.tree.map(operator.itemgetter(slice(first, first + len(nodes))), tables)
             chosen, released = em(keys, edges, log_width, node, rows)
         else:
             chosen, released = em(keys, edges, log_width, node)
@@ -145,10 +162,10 @@ def _approx_quantiles(key, x, levels, epsilon, lower, upper, neighbors: str, met
 def approx_quantiles(
     key: jax.Array,
     x: ArrayLike,
-    qs: ArrayLike,
+    qs: ArrayLike | Sequence[float],
     epsilon: ArrayLike,
     *,
-    bounds: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: ApproxQuantilesMethod = "auto",
 ) -> jax.Array:
@@ -208,7 +225,7 @@ def approx_quantiles(
 
 @elementwise("epsilon")
 def approx_quantiles_guarantee(
-    qs: ArrayLike, epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP
+    qs: ArrayLike | Sequence[float], epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP
 ) -> RangeBounded:
     """ApproxQuantiles' guarantee: ``RangeBounded(epsilon, rho=epsilon^2 / (8 depth))``.
 

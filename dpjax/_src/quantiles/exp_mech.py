@@ -19,6 +19,7 @@ the number of levels is static): an invalid traced value, or NaN data under ``ji
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Literal, TypeAlias, get_args
 
 import jax
@@ -120,7 +121,7 @@ def emq(
     q: ArrayLike,
     epsilon: ArrayLike,
     *,
-    bounds: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: QuantileMethod = "auto",
 ) -> jax.Array:
@@ -186,10 +187,10 @@ def emq_guarantee(epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP) 
 def ind_exp(
     key: jax.Array,
     x: ArrayLike,
-    qs: ArrayLike,
+    qs: ArrayLike | Sequence[float],
     epsilon: ArrayLike,
     *,
-    bounds: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: QuantileMethod = "auto",
 ) -> jax.Array:
@@ -244,7 +245,7 @@ def independent_quantiles(
 
 @elementwise("epsilon")
 def ind_exp_guarantee(
-    qs: ArrayLike, epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP
+    qs: ArrayLike | Sequence[float], epsilon: float, *, neighbors: NeighborsLike = Neighbors.SWAP
 ) -> RangeBounded:
     """IndExp's guarantee: ``RangeBounded(epsilon, rho=epsilon^2 / (8 m))`` under ``neighbors``.
 

@@ -42,6 +42,8 @@ def check_bounds(checks: Checks, bounds):
     (or ``bounds`` is a traced array of shape ``(2,)``) they are returned as traced scalars and the
     condition is recorded in ``checks``.
     """
+    lower: float | jax.Array  # two floats when concrete, two scalars when traced
+    upper: float | jax.Array
     if is_traced(bounds):
         if jnp.shape(bounds) != (2,):
             raise ValueError(f"bounds must be a pair (a, b) of numbers, got shape {jnp.shape(bounds)}.")
@@ -77,6 +79,7 @@ def _check_quantiles(checks: Checks, qs, name: str = "qs"):
     and returned as a float64 NumPy array; traced levels are returned as a traced array with the
     condition recorded in ``checks``.
     """
+    levels: jax.Array | np.ndarray
     if is_traced(qs):
         levels = _traced_scalar(qs)
         levels = levels[None] if levels.ndim == 0 else levels

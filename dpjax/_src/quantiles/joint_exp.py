@@ -39,9 +39,11 @@ without ``vmap`` (the measured rates are in ``benchmarks/README.md``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
@@ -98,10 +100,10 @@ def _forward(x, levels, epsilon, lower, upper, neighbors: Neighbors, method: Joi
 
 def joint_exp_tables(
     x: ArrayLike,
-    qs: ArrayLike,
+    qs: ArrayLike | Sequence[float],
     epsilon: ArrayLike,
     *,
-    bounds: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: JointExpMethod = _DEFAULT_METHOD,
 ) -> Tables:
@@ -117,10 +119,10 @@ def joint_exp_tables(
 
 def joint_exp_log_normalizer(
     x: ArrayLike,
-    qs: ArrayLike,
+    qs: ArrayLike | Sequence[float],
     epsilon: ArrayLike,
     *,
-    bounds: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: JointExpMethod = _DEFAULT_METHOD,
 ) -> jax.Array:
@@ -231,10 +233,10 @@ def _sample_outputs(key, tables: Tables) -> jax.Array:
 def joint_exp(
     key: jax.Array,
     x: ArrayLike,
-    qs: ArrayLike,
+    qs: ArrayLike | Sequence[float],
     epsilon: ArrayLike,
     *,
-    bounds: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
     neighbors: NeighborsLike = Neighbors.SWAP,
     method: JointExpMethod = _DEFAULT_METHOD,
 ) -> jax.Array:

@@ -118,7 +118,7 @@ class _Frames(NamedTuple):
 
     values: jax.Array
     start: jax.Array
-    scaled: jax.Array
+    scaled: tuple[jax.Array, jax.Array, jax.Array]
     kernels: jax.Array
     distances: jax.Array
     decay: jax.Array
@@ -171,9 +171,8 @@ def block_frames(x, start, length: int, c, nu, block: int) -> _Frames:
     level = aligned_length(blocks)
     big_c = c * block
     period = jnp.maximum(near_blocks, 1)
-    z, suffix, prefix = far_and_window_filters(
-        *(jnp.pad(v, (0, level - blocks), constant_values=-jnp.inf) for v in (left, right)), big_c, period
-    )
+    far_in, window_in = (jnp.pad(v, (0, level - blocks), constant_values=-jnp.inf) for v in (left, right))
+    z, suffix, prefix = far_and_window_filters(far_in, window_in, big_c, period)
     aligned = remainder(jnp.arange(level, dtype=jnp.int32), period) == 0
     head = jnp.where(near_blocks >= 1, shift_right(suffix, near_blocks), -jnp.inf)
     tail = shift_right(prefix, 1) - big_c * (near_blocks - 1)

@@ -108,6 +108,7 @@ def windowed_row(const: Constants, state: ForwardState) -> tuple[jax.Array, _Win
     blocks of ``UNIT`` is certified there, no run is kept and the bound on the row's mass
     outside is negligible (the test for runs), and ``window`` is the row there."""
     j, c, span, margin = state.row, const.c, const.span, const.margin
+    assert const.block_widths is not None  # kept whenever const.windows (forward_constants)
     previous = lax.dynamic_slice_in_dim(state.log_total[j - 1], state.window * UNIT, span)
     frames = block_frames(previous, state.window, const.length, c, const.nu[j], UNIT)
     # Every new run in block b is at most its frame + log(3 B + 2) + its largest width (plus one

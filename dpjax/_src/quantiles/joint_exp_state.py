@@ -150,10 +150,10 @@ def forward_constants(log_width, levels, c, method: str, margin_nats, span: int 
     rows = np.arange(m)
     # Run weights: run_gap[j, l] = N_j - N_l = n (q_j - q_l); run_len[j, l] = j - l = k - 1 (static).
     run_gap = (levels[:, None] - levels[None, :]) * n
-    run_len = rows[:, None] - rows[None, :]
-    log_fact = jnp.asarray(log_factorials(m + 1)[np.clip(run_len + 1, 0, m)], dtype)
+    lengths = rows[:, None] - rows[None, :]
+    log_fact = jnp.asarray(log_factorials(m + 1)[np.clip(lengths + 1, 0, m)], dtype)
     # Rows l >= j are masked by a -inf weight; a length of 1 there keeps 0 * -inf (NaN) out.
-    run_len = jnp.asarray(np.maximum(run_len, 1), dtype)
+    run_len = jnp.asarray(np.maximum(lengths, 1), dtype)
     c_arr = jnp.asarray(c, dtype)
     # Certificate terms: log(n + 1) + log of the completion volume (b - a)^r / r!, r = m - 1 - j.
     log_range = jax.nn.logsumexp(log_width)

@@ -48,6 +48,7 @@ from dpjax._src.quantiles.joint_exp_state import (
     OMITTED_MASS,
     Constants,
     ForwardState,
+    Row,
     forward_constants,
     initial_state,
 )
@@ -172,6 +173,7 @@ def _step(const: Constants, restart_above: float, state: ForwardState) -> Forwar
     if const.windows:
         windowed_row, no_window = (functools.partial(f, const) for f in (rows.windowed_row, rows.no_window))
         fits, window = lax.cond(state.windowed & (j > 0), windowed_row, no_window, state)
+        branches: tuple[functools.partial[Row], ...]
         branches = (first_row, full_row, functools.partial(rows.take_window, const))
         branch = jnp.where(j == 0, 0, jnp.where(fits, 2, 1))
     else:

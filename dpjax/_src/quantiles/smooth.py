@@ -33,6 +33,7 @@ over keys; fine for the paper's n = 1000 and up to a few 10^4.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -137,7 +138,11 @@ def _tuned_t(log_sens, epsilon_each) -> jax.Array:
 
 
 def csmooth_default_t(
-    n: int, levels: ArrayLike, epsilon_each: ArrayLike, bounds: ArrayLike, dtype: DTypeLike | None = None
+    n: int,
+    levels: ArrayLike | Sequence[float],
+    epsilon_each: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
+    dtype: DTypeLike | None = None,
 ) -> jax.Array:
     """Per-quantile ``t`` tuned on N(0, 1) data (data independent; see the module docstring).
 
@@ -146,7 +151,8 @@ def csmooth_default_t(
     in ``dtype`` (default: the default float). Returns shape ``(m,)``.
     """
     dtype = float_dtype() if dtype is None else np.dtype(dtype)
-    return _tuned_t(_tuning(n, levels, *bounds, dtype), epsilon_each)
+    lower, upper = bounds
+    return _tuned_t(_tuning(n, levels, lower, upper, dtype), epsilon_each)
 
 
 def _check_t(checks: Checks, t, m: int):
@@ -168,10 +174,10 @@ def _check_t(checks: Checks, t, m: int):
 def csmooth(
     key: jax.Array,
     x: ArrayLike,
-    qs: ArrayLike,
+    qs: ArrayLike | Sequence[float],
     rho: ArrayLike,
     *,
-    bounds: ArrayLike,
+    bounds: tuple[ArrayLike, ArrayLike] | jax.Array | np.ndarray,
     t: ArrayLike | None = None,
 ) -> jax.Array:
     """CSmooth quantiles (Gillenwater et al. 2021, Sec. 5.1; Bun and Steinke 2019, Sec. 3.1.1).

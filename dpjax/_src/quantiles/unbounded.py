@@ -103,7 +103,7 @@ class UnboundedResult(NamedTuple):
     """
 
     estimate: jax.Array
-    index: jax.Array
+    index: jax.Array  # type: ignore[assignment]  # the public field shadows tuple.index (a method)
     truncated: jax.Array
 
 
@@ -179,7 +179,8 @@ def query_grid(beta, max_queries: int, dtype) -> _Grid:
     so a concrete beta gives the same bits as a traced one); the table is at most ``max_queries + 1``
     long."""
     if is_traced(beta):
-        return _Grid(*_grid_values(beta, max_queries=max_queries, dtype=dtype), max_queries)
+        log_b, cap = _grid_values(beta, max_queries=max_queries, dtype=dtype)
+        return _Grid(log_b, cap, max_queries)
     with jax.ensure_compile_time_eval():
         log_b, cap = _grid_values(beta, max_queries=max_queries, dtype=dtype)
     return _Grid(log_b, cap, int(cap))

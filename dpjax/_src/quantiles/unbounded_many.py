@@ -26,6 +26,7 @@ import contextlib
 import functools
 import itertools
 import math
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -164,7 +165,7 @@ def _many(key, xs, qs, epsilon, split, lower, log_b, cap, *, noise):
 def unbounded_many(
     key: jax.Array,
     x: ArrayLike,
-    qs: ArrayLike,
+    qs: ArrayLike | Sequence[float],
     epsilon: ArrayLike,
     *,
     lower: ArrayLike = 0.0,
@@ -223,7 +224,11 @@ def unbounded_many(
 
 @elementwise("epsilon", "split")
 def unbounded_many_guarantee(
-    qs: ArrayLike, epsilon: float, *, noise: UnboundedNoise = "exponential", split: float = 0.5
+    qs: ArrayLike | Sequence[float],
+    epsilon: float,
+    *,
+    noise: UnboundedNoise = "exponential",
+    split: float = 0.5,
 ) -> PureDP:
     """Guarantee of :func:`unbounded_many` (swap; no ``neighbors`` argument: Lemma 4.1's swap
     monotonicity is what it uses): for ``m = len(qs)`` levels, ``ceil(log2(m+1))`` levels of the

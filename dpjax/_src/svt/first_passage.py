@@ -100,10 +100,14 @@ def first_stop(tree: PassageTree, start, target, level=None, mass=None) -> jax.A
     depth = leaves.bit_length() - 1
     n = tree.size
     mass = (lambda node: tree.log_mass[node]) if mass is None else mass
+    top = tree.top
 
     def stop(node, acc):
         reached = jnp.logaddexp(acc, mass(node)) >= target
-        return reached if level is None else reached | (tree.top[node] >= level)
+        if level is None:
+            return reached
+        assert top is not None  # a level comes with the maximum heap (Exponential noise: _candidate)
+        return reached | (top[node] >= level)
 
     node = leaves + jnp.minimum(start, n - 1)
     found = stop(node, -jnp.inf)

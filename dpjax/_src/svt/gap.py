@@ -85,8 +85,7 @@ def sparse_vector_with_gap_from_noise(
     ``Lap(1/eps0)``) and ``middle_noise`` (shape ``(n,)``). For exact tests against a reference.
     Parameters may be traced as in :func:`sparse_vector_with_gap` (``c``, ``monotonic`` static)."""
     noises = (("top_noise", None), ("middle_noise", middle_noise))
-    # the parameters as given (ArrayLike): run_from_noise checks them into the fields' types
-    params = GapParameters(epsilon, theta, None, sensitivity)  # type: ignore[arg-type]
+    params = GapParameters(epsilon, theta, None, sensitivity)
     return run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
 
 
@@ -109,8 +108,7 @@ def adaptive_sparse_vector_with_gap_from_noise(
     Parameters may be traced as in :func:`adaptive_sparse_vector_with_gap` (``c``, ``monotonic``
     static)."""
     noises = (("top_noise", top_noise), ("middle_noise", middle_noise))
-    # the parameters as given (ArrayLike): run_from_noise checks them into the fields' types
-    params = GapParameters(epsilon, theta, sigma, sensitivity)  # type: ignore[arg-type]
+    params = GapParameters(epsilon, theta, sigma, sensitivity)
     return run_from_noise(queries, threshold, threshold_noise, noises, params, c, monotonic)
 
 
@@ -118,12 +116,12 @@ def sparse_vector_with_gap(
     key: jax.Array,
     queries: ArrayLike,
     threshold: ArrayLike,
-    epsilon: float,
+    epsilon: ArrayLike,
     *,
     c: int,
-    theta: float | None = None,
+    theta: ArrayLike | None = None,
     monotonic: bool = False,
-    sensitivity: float = 1.0,
+    sensitivity: ArrayLike = 1.0,
     method: AboveThresholdMethod = "auto",
 ) -> GapResult:
     """Sparse-Vector-with-Gap (Wang et al. 2019; Ding et al. 2019, Algorithm 2 with ``sigma = inf``).
@@ -173,13 +171,13 @@ def adaptive_sparse_vector_with_gap(
     key: jax.Array,
     queries: ArrayLike,
     threshold: ArrayLike,
-    epsilon: float,
+    epsilon: ArrayLike,
     *,
     c: int,
-    theta: float | None = None,
-    sigma: float | None = None,
+    theta: ArrayLike | None = None,
+    sigma: ArrayLike | None = None,
     monotonic: bool = False,
-    sensitivity: float = 1.0,
+    sensitivity: ArrayLike = 1.0,
     method: AboveThresholdMethod = "auto",
 ) -> GapResult:
     """Adaptive-Sparse-Vector-with-Gap (Ding, Wang, Zhang, Kifer, PVLDB 2019, Algorithm 2).

@@ -117,7 +117,7 @@ def _from_noise(centered, threshold_noise, top_noise, middle_noise, params, *, c
 def run_from_noise(queries, threshold, threshold_noise, noises, params: GapParameters, c, monotonic):
     """Validates, then runs the core on given noise (``noises``: (name, array) for top and middle)."""
     checks = Checks()
-    params, c = check_parameters(checks, params, c, monotonic)
+    checked, c = check_parameters(checks, params, c, monotonic)
     centered = centered_queries(checks, queries, threshold)
     top, middle = (None if noise is None else _noise_like(noise, centered, name) for name, noise in noises)
     result = _from_noise(
@@ -125,7 +125,7 @@ def run_from_noise(queries, threshold, threshold_noise, noises, params: GapParam
         threshold_noise,
         top,
         middle,
-        params,
+        checked,
         c=c,
         adaptive=top is not None,
         monotonic=monotonic,
@@ -166,11 +166,11 @@ def _first_passage(key, queries, threshold, params, *, c, adaptive, monotonic, d
 
 def run_keyed(key, queries, threshold, params: GapParameters, c, monotonic, adaptive, method="auto"):
     checks = Checks()
-    params, c = check_parameters(checks, params, c, monotonic)
+    checked, c = check_parameters(checks, params, c, monotonic)
     queries, threshold, dtype = checked_queries(checks, queries, threshold)
     static = dict(c=c, adaptive=adaptive, monotonic=monotonic, dtype=dtype)
     paths = {
         "literal": functools.partial(_keyed, **static),
         "first_passage": functools.partial(_first_passage, **static),
     }
-    return checks.guard(_auto.run(method, paths, key, queries, threshold, params, fast="first_passage"))
+    return checks.guard(_auto.run(method, paths, key, queries, threshold, checked, fast="first_passage"))

@@ -11,11 +11,20 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from dpjax._src.host_checks import check_epsilon, check_int, float_dtype, is_traced
 from dpjax._src.validation import Checks
 
-__all__ = ["GapBudget", "GapParameters", "check_parameters", "default_theta", "gap_budget", "working_budget"]
+__all__ = [
+    "CheckedGapParameters",
+    "GapBudget",
+    "GapParameters",
+    "check_parameters",
+    "default_theta",
+    "gap_budget",
+    "working_budget",
+]
 
 
 class GapBudget(NamedTuple):
@@ -37,21 +46,32 @@ class GapBudget(NamedTuple):
 
 class GapParameters(NamedTuple):
     """Algorithm 2's privacy parameters as given (``c`` and ``monotonic``, static, travel apart):
-    checked by :func:`check_parameters`, then split by :func:`_split` into a :class:`GapBudget`.
+    checked by :func:`check_parameters` into :class:`CheckedGapParameters`, then split by
+    :func:`_split` into a :class:`GapBudget`.
 
     Attributes:
-      epsilon: the total budget, > 0.
-      theta: the threshold share in (0, 1) (``None`` before the check: :func:`default_theta`).
+      epsilon: the total budget (> 0 once checked).
+      theta: the threshold share in (0, 1), or ``None`` for :func:`default_theta`.
       sigma: the top-branch margin, >= 0 or ``math.inf``; ``None`` for the default,
         ``4 sqrt(2) / eps2`` times the sensitivity (:func:`sparse_vector_with_gap`, which has no top
         branch, passes ``None`` and never reads it).
-      sensitivity: the per-query sensitivity, > 0.
+      sensitivity: the per-query sensitivity (> 0 once checked).
 
-    Python numbers when concrete; any of them may be traced.
+    Any of them may be traced.
     """
 
+    epsilon: ArrayLike
+    theta: ArrayLike | None
+    sigma: ArrayLike | None
+    sensitivity: ArrayLike
+
+
+class CheckedGapParameters(NamedTuple):
+    """:class:`GapParameters` after :func:`check_parameters`: valid when concrete (traced ones are
+    recorded in the ``Checks``), ``theta`` filled in. Python numbers when concrete, else scalars."""
+
     epsilon: float | jax.Array
-    theta: float | jax.Array | None
+    theta: float | jax.Array
     sigma: float | jax.Array | None
     sensitivity: float | jax.Array
 
@@ -85,8 +105,8 @@ def _check_sigma(checks: Checks, sigma):
 
 
 def check_parameters(
-    checks: Checks, params: GapParameters, c, monotonic: bool
-) -> tuple[GapParameters, int]:
+    checks: Checks, params: GapParameters, c: int, monotonic: bool
+) -> tuple[CheckedGapParameters, int]:
     """Validates Algorithm 2's parameters (eagerly when concrete, in ``checks`` when traced) and
     ``c``; fills in the default ``theta``."""
     epsilon = checks.epsilon(params.epsilon)
@@ -94,14 +114,13 @@ def check_parameters(
     theta = default_theta(c, monotonic=monotonic) if params.theta is None else params.theta
     theta = checks.probability(theta, "theta", open_low=True, open_high=True)
     sensitivity = checks.positive(params.sensitivity, "sensitivity")
-    return GapParameters(epsilon, theta, _check_sigma(checks, params.sigma), sensitivity), c
+    return CheckedGapParameters(epsilon, theta, _check_sigma(checks, params.sigma), sensitivity), c
 
 
-def _split(params: GapParameters, c: int, monotonic: bool) -> GapBudget:
+def _split(params: CheckedGapParameters, c: int, monotonic: bool) -> GapBudget:
     """Algorithm 2, line 2, in the arithmetic of the checked parameters (Python floats, or jnp
     scalars of one dtype): the one formula behind :func:`gap_budget` and the kernels."""
     epsilon, theta, sigma, sensitivity = params
-    assert theta is not None  # filled in by check_parameters
     eps0 = theta * epsilon
     eps1 = (1.0 - theta) * epsilon / c
     eps2 = eps1 / 2.0
@@ -111,20 +130,20 @@ def _split(params: GapParameters, c: int, monotonic: bool) -> GapBudget:
     return GapBudget(epsilon, c, eps0, eps1, eps2, sensitivity / eps0, width / eps1, width / eps2, sigma)
 
 
-def working_budget(dtype, params: GapParameters, c: int, monotonic: bool) -> GapBudget:
+def working_budget(dtype, params: CheckedGapParameters, c: int, monotonic: bool) -> GapBudget:
     """The budget of the checked ``params`` in the kernel's dtype."""
-    params = GapParameters._make(None if v is None else jnp.asarray(v, dtype) for v in params)
-    return _split(params, c, monotonic)
+    working = CheckedGapParameters._make(None if v is None else jnp.asarray(v, dtype) for v in params)
+    return _split(working, c, monotonic)
 
 
 def gap_budget(
-    epsilon: float,
+    epsilon: ArrayLike,
     c: int,
     *,
-    theta: float | None = None,
+    theta: ArrayLike | None = None,
     monotonic: bool = False,
-    sigma: float | None = None,
-    sensitivity: float = 1.0,
+    sigma: ArrayLike | None = None,
+    sensitivity: ArrayLike = 1.0,
 ) -> GapBudget:
     """Validates the parameters of Algorithm 2 and returns its budgets, noise scales and ``sigma``.
 

@@ -118,7 +118,7 @@ def gap_passages(key, centered, budget, *, adaptive: bool) -> _GapPassages:
     middle_shift, top_shift = eta * per_middle, eta * per_top
 
     def mass(node):
-        if not adaptive:
+        if top_heap is None:  # not adaptive
             return tree.log_mass[node]
         return jnp.logaddexp(top_heap[node] + (middle_shift - top_shift), tree.log_mass[node])
 

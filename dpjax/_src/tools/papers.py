@@ -108,7 +108,8 @@ def real_columns(data_dir: Path | None, seed: int = 0) -> tuple[dict[str, np.nda
 
     Each column comes from ``data_dir`` when its file is there, else from its stand-in.
     """
-    columns, sources = {}, {}
+    columns: dict[str, np.ndarray] = {}
+    sources: dict[str, str] = {}
     if data_dir is not None and (data_dir / "books.csv").exists():
         columns.update(read_goodreads(data_dir))
         sources.update(ratings="books.csv", pages="books.csv")

@@ -36,6 +36,7 @@ import math
 import time
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -67,7 +68,7 @@ def _hashes_of_eqn(eqn) -> float:
     name = eqn.primitive.name
     out = eqn.outvars[0].aval
     if name == "random_bits":
-        if jax.config.jax_threefry_partitionable:
+        if jax.config.jax_threefry_partitionable:  # type: ignore[attr-defined]  # jax's Config stub lacks the options
             return out.size * math.ceil(eqn.params["bit_width"] / HASH_BITS)
         return math.ceil(out.size * eqn.params["bit_width"] / HASH_BITS)
     if name == "threefry2x32":

@@ -199,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
             try:
                 record = _measure(args, out)
             except CheckpointMismatch as err:  # --resume of a run made otherwise: refused before measuring
-                out.discard()
+                if out is not None:  # always: only a checkpoint (--out) can mismatch
+                    out.discard()
                 return _error(str(err))
         return _report(args, record, out)
 

@@ -26,8 +26,8 @@ __all__ = [
 PACKAGES = ("dpjax", "jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "libtpu", "numpy", "optax")
 
 
-def _versions() -> dict:
-    versions = {}
+def _versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             versions[name] = importlib.metadata.version(name)

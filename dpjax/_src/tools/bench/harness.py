@@ -83,7 +83,7 @@ def _repeat(call: Callable[[], object], repeats: int) -> tuple[float, ...]:
     spent: a short call timed only a few times on a busy machine can land on a scheduler stall."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}.")
-    times = []
+    times: list[float] = []
     while len(times) < repeats or (sum(times) < MIN_SECONDS and len(times) < MAX_REPEATS):
         start = time.perf_counter()
         jax.block_until_ready(call())
@@ -194,7 +194,7 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "jax": jax.__version__,
         "jaxlib": _jaxlib_version(),
-        "x64": bool(jax.config.jax_enable_x64),
+        "x64": bool(jax.config.jax_enable_x64),  # type: ignore[attr-defined]  # jax's Config stub lacks the options
     }
 
 

@@ -408,8 +408,8 @@ def plot(record: dict, path: Path) -> None:
         left.barh([i + j * height for i in range(len(rows))], median, height, label=name,
                   xerr=spread if spread.any() else None,
                   error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.25"})
-    for j, (name, values) in enumerate(ratios.items()):
-        right.barh([i + j * height for i in range(len(rows))], values, height, label=name)
+    for j, (name, factors) in enumerate(ratios.items()):
+        right.barh([i + j * height for i in range(len(rows))], factors, height, label=name)
     right.axvline(1.0, color="0.2", linewidth=1)
     left.set_yticks([i + 0.4 - height / 2 for i in range(len(rows))])
     left.set_yticklabels([_plot_label(r) for r in rows], fontsize=7)

@@ -14,6 +14,7 @@ import datetime
 import sys
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import jax
 
@@ -173,9 +174,11 @@ def measure(
     """All the timings of one case, as a JSON-ready dict (seconds are per release). ``limits``: the
     device's measured rates (:func:`~dpjax._src.tools.bench.bound.measure_limits`) for the limit of
     each part; ``None`` leaves the limits out."""
-    row = {"family": case.family, "mechanism": case.mechanism, "setting": case.setting,
-           "method": case.method or "(one kernel)", "model": case.model, "noise": case.noise,
-           "variates_note": case.variates_note}
+    row: dict[str, Any] = {  # a JSON record: values of every JSON type
+        "family": case.family, "mechanism": case.mechanism, "setting": case.setting,
+        "method": case.method or "(one kernel)", "model": case.model, "noise": case.noise,
+        "variates_note": case.variates_note,
+    }
     start = time.perf_counter()
     key = jax.random.key(0)
     timer = time_eager if case.eager_single else time_jitted
@@ -262,7 +265,7 @@ def run_cases(
     say(f"{command}: backend {jax.default_backend()}, scale {scale:g}, {repeats} repeats")
     with heartbeat("measuring the device's streaming bandwidth and RNG throughput"):
         limits = measure_limits(memory, repeats=repeats)
-    record = {
+    record: dict[str, Any] = {  # a JSON record: values of every JSON type
         "command": command,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine_info(),

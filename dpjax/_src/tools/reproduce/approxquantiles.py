@@ -224,7 +224,7 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     draws, keys = pick(mode, smoke=(1, 20), quick=(4, 25), full=(10, 10))
     names = pick(mode, smoke=("AQ", "JointExp", "AppIndExp"), quick=tuple(METHODS), full=tuple(METHODS))
     populations, sources = _populations(data_dir, 0)
-    curves = {dataset: {} for dataset in populations}
+    curves: dict[str, dict[int, dict[str, np.ndarray]]] = {dataset: {} for dataset in populations}
     timings = {}
     for m in ms:
         qs = np.arange(1, m + 1) / (m + 1)

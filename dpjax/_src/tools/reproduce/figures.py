@@ -27,7 +27,8 @@ def plot_series(ax, x, series, *, plot=None, span: float | None = None, **style)
     values = [np.asarray(y, np.float64) for _, y, _ in series]
     finite = np.concatenate([v[np.isfinite(v)] for v in values] or [np.zeros(1)])
     near = HIDDEN * (span if span is not None else finite.max() - finite.min())
-    drawn, labels = [], []
+    drawn: list[tuple[str, np.ndarray]] = []
+    labels: list[str] = []
     for (label, _, fmt), y in zip(series, values, strict=True):
         twin, same = None, False
         for name, seen in drawn:

@@ -257,7 +257,7 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
     repeats = pick(mode, smoke=1, quick=3, full=10)
     sizes = pick(mode, smoke=RUNTIMES[:1], quick=RUNTIMES, full=RUNTIMES)
     samplers, sources = _samplers(data_dir, 0)
-    curves = {dataset: {} for dataset in samplers}
+    curves: dict[str, dict[int, dict[str, np.ndarray]]] = {dataset: {} for dataset in samplers}
     for m in ms:
         qs = np.arange(1, m + 1) / (m + 1)
         releasers = _releasers(qs)
@@ -336,7 +336,9 @@ def explain(row: Row) -> str:
     if row.quantity.startswith("min(CSmooth, AggTree)"):
         if "(AggTree;" not in row.quantity:
             return CSMOOTH
-        csmooth = float(re.search(r"CSmooth: ([0-9.eE+-]+)", row.quantity).group(1))
+        found = re.search(r"CSmooth: ([0-9.eE+-]+)", row.quantity)
+        assert found is not None and row.accept is not None  # as _comparison_rows writes this claim
+        csmooth = float(found.group(1))
         if csmooth >= row.accept[0]:
             return AGGTREE
         return f"{AGGTREE}; CSmooth alone gives {csmooth:g}: {CSMOOTH}"

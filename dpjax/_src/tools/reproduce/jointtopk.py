@@ -183,7 +183,7 @@ def run(key, mode: str, data_dir=None) -> Reproduction:
         "Zipf(1.1), 10^6 records": zipf_histogram(rng, books.size, 1_000_000, 1.1),
         "Zipf(0.8), 10^6 records": zipf_histogram(rng, books.size, 1_000_000, 0.8),
     }
-    curves = {name: {} for name in datasets}
+    curves: dict[str, dict[int, dict[str, np.ndarray]]] = {name: {} for name in datasets}
     for k in ks:
         methods = _methods(k)
         for name, counts in datasets.items():

@@ -228,7 +228,7 @@ def explanation(row: Row) -> str:
     inconclusive one without its own, how much larger a run would decide it (if the interval
     shrinks as 1/sqrt(trials)); empty for a claim that holds or a row without a claim."""
     state = row.verdict
-    if state in ("", HOLDS):
+    if state in ("", HOLDS) or row.accept is None:  # no accept: no claim, state ""
         return ""
     if row.why or state == FAILS:
         return row.why

@@ -18,7 +18,7 @@ def empty_cells(result) -> list[dict]:
     if not len(table) or "failure_rate" not in table:
         return []
     empty = table[table["failure_rate"] >= 1]
-    found = {}
+    found: dict[tuple[str, str, str], list[str]] = {}  # (mechanism, dataset, where): metric names
     for row in empty.to_dict("records"):
         point = {k: v for k, v in row.items() if k not in _KEYS}
         where = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())

@@ -9,11 +9,13 @@ import shutil
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from dpjax._src.datasets import builtin as datasets
 from dpjax._src.studies.columns import COLUMNS, column_descriptions
+from dpjax._src.studies.definition import Study
 from dpjax._src.studies.study import run_study  # with JAX, as the command is imported (interrupt.check)
 from dpjax._src.tools.argtypes import positive_float, positive_int
 
@@ -143,8 +145,9 @@ def compile_cache(option: str | None) -> str | None:
     directory in use, or ``None``."""
     import jax
 
-    if jax.config.jax_compilation_cache_dir:
-        return jax.config.jax_compilation_cache_dir
+    given = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]  # jax's Config stub lacks the options
+    if given:
+        return given
     choice = option or os.environ.get(CACHE_ENV)
     if choice == "off":
         return None
@@ -163,8 +166,10 @@ def _error(message: str) -> int:
 
 def _checked(path, name: str, value):
     """A configuration file's option, checked like the same option on the command line."""
-    one = {"trials": positive_int, "seed": int, "confidence": _level, "jobs": positive_int}
-    many = {"epsilon": positive_float, "study": str, "dataset": str}
+    one: dict[str, Callable[[str], object]] = {
+        "trials": positive_int, "seed": int, "confidence": _level, "jobs": positive_int
+    }
+    many: dict[str, Callable[[str], object]] = {"epsilon": positive_float, "study": str, "dataset": str}
     try:
         if name in one and not isinstance(value, bool):
             return one[name](str(value))
@@ -180,13 +185,14 @@ def _checked(path, name: str, value):
     expected = {"epsilon": "a list of numbers > 0", "study": "a list of study names",
                 "dataset": f"a list of {', '.join(datasets.DATASET_NAMES)}", "trials": "an integer >= 1",
                 "jobs": "an integer >= 1", "seed": "an integer", "confidence": "a number in (0, 1)"}
-    expected = expected.get(name, "a non-empty string")
-    raise ValueError(f"{path}: option {name} must be {expected}, got {value!r}")
+    requirement = expected.get(name, "a non-empty string")
+    raise ValueError(f"{path}: option {name} must be {requirement}, got {value!r}")
 
 
-def _options(args) -> tuple[dict, list]:
+def _options(args) -> tuple[dict, list[Study]]:
     """Command line over configuration file over defaults."""
-    config, custom = {}, []
+    config: dict = {}
+    custom: list[Study] = []
     if args.config is not None:
         from dpjax._src.tools.study import config as config_file
 

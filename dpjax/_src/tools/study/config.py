@@ -66,7 +66,7 @@ def resolve(reference: str, base: Path, modules: dict | None = None):
         modules = {} if modules is None else modules
         if path not in modules:
             spec = importlib.util.spec_from_file_location(path.stem, path)
-            if spec is None or not path.exists():
+            if spec is None or spec.loader is None or not path.exists():
                 raise ValueError(f"no such file: {path}")
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)

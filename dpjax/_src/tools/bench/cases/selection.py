@@ -14,6 +14,8 @@ k + 1 largest values, O(k log d) per release) and ``exponential_mechanism`` with
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from dpjax._src import selection, selection_gap
@@ -61,7 +63,8 @@ def cases(scale: float) -> list[Case]:
     d = scaled(10**6, scale, 1_000)
     counts = zipf_scores(d)
     setting = f"d={power_label(d)} Zipf(1.3) counts, float32, epsilon={EPSILON:g}, monotonic"
-    common = dict(
+    common = functools.partial(  # a Case with the family's shared fields
+        Case,
         family="selection",
         args=(counts,),
         releases=scaled(100, scale, 8),
@@ -70,19 +73,22 @@ def cases(scale: float) -> list[Case]:
         variates=float(d),
         variates_note="one Gumbel per candidate",
     )
-    fast = dict(common, releases=scaled(10_000, scale, 100), bytes_per_release=4096)
-    fast_note = "floor: one Gumbel per candidate (the literal kernel's draw)"
+    fast = functools.partial(
+        common,
+        releases=scaled(10_000, scale, 100),
+        bytes_per_release=4096,
+        variates_note="floor: one Gumbel per candidate (the literal kernel's draw)",
+    )
     return [
-        Case(
+        common(
             mechanism="selection.gumbel_top_k",
             setting=f"{setting}, k={K}",
             method="auto",
             methods=("literal", "tree"),
             release=lambda key, c: selection.gumbel_top_k(key, c, k=K, epsilon=EPSILON, monotonic=True),
             peers=(_numpy_top_k(counts, K), peers.opendp_noisy_top_k(counts, K, 1.0 / EPSILON)),
-            **common,
         ),
-        Case(
+        common(
             mechanism="selection.exponential_mechanism",
             setting=setting,
             method="auto",
@@ -93,9 +99,8 @@ def cases(scale: float) -> list[Case]:
                 peers.opendp_noisy_max(counts, 1.0 / EPSILON),
                 peers.diffprivlib_exponential(counts, EPSILON),
             ),
-            **common,
         ),
-        Case(
+        fast(
             mechanism="selection.gumbel_top_k (method='tree')",
             setting=f"{setting}, k={K}",
             method="tree",
@@ -103,9 +108,8 @@ def cases(scale: float) -> list[Case]:
             release=lambda key, c: selection.gumbel_top_k(
                 key, c, k=K, epsilon=EPSILON, monotonic=True, method="tree"
             ),
-            **{**fast, "variates_note": fast_note},
         ),
-        Case(
+        fast(
             mechanism="selection.noisy_top_k_with_gap (noise='gumbel', method='tree')",
             setting=f"{setting}, k={K}",
             method="tree",
@@ -113,10 +117,9 @@ def cases(scale: float) -> list[Case]:
             release=lambda key, c: selection_gap.noisy_top_k_with_gap(
                 key, c, K, EPSILON, noise="gumbel", monotonic=True, method="tree"
             ),
-            **{**fast, "variates_note": fast_note},
         ),
         *(
-            Case(
+            fast(
                 mechanism=f"selection.exponential_mechanism (method='{method}')",
                 setting=setting,
                 method=method,
@@ -124,7 +127,6 @@ def cases(scale: float) -> list[Case]:
                 release=lambda key, c, method=method: selection.exponential_mechanism(
                     key, c, epsilon=EPSILON, monotonic=True, method=method
                 ),
-                **{**fast, "variates_note": fast_note},
             )
             for method in ("inverse_cdf", "tree")
         ),

@@ -15,6 +15,8 @@ releases per batch.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from dpjax._src.svt.above_threshold import above_threshold
@@ -69,10 +71,10 @@ def _first_passage_cases(scale: float) -> list[Case]:
     n, queries, setting = _queries(scale)
     long_n = scaled(10**5, scale, 1_000)
     long_queries = np.linspace(0.0, 100.0, long_n).astype(np.float32)
-    fast = dict(family="svt", releases=scaled(10_000, scale, 100), bytes_per_release=4096)
+    fast = functools.partial(Case, family="svt", releases=scaled(10_000, scale, 100), bytes_per_release=4096)
     return [
         *(
-            Case(
+            fast(
                 mechanism=f"svt.above_threshold (method='first_passage', noise='{noise}')",
                 setting=setting.replace("Laplace", noise.capitalize()),
                 method="first_passage",
@@ -90,11 +92,10 @@ def _first_passage_cases(scale: float) -> list[Case]:
                 noise=noise,
                 variates=float(n + 1),
                 variates_note="floor: the literal kernel's n + 1 draws",
-                **fast,
             )
             for noise in ("laplace", "gumbel", "exponential")
         ),
-        Case(
+        fast(
             mechanism="svt.sparse_vector (method='first_passage')",
             method="first_passage",
             methods=("first_passage", "first_passage"),
@@ -107,9 +108,8 @@ def _first_passage_cases(scale: float) -> list[Case]:
             noise="laplace",
             variates=float(long_n + C),
             variates_note="floor: the literal kernel's n + c draws",
-            **fast,
         ),
-        Case(
+        fast(
             mechanism="svt.adaptive_sparse_vector_with_gap (method='first_passage')",
             method="first_passage",
             methods=("first_passage", "first_passage"),
@@ -121,7 +121,6 @@ def _first_passage_cases(scale: float) -> list[Case]:
             noise="laplace",
             variates=float(2 * long_n + 1),
             variates_note="floor: the literal kernel's 2n + 1 draws",
-            **fast,
         ),
     ]
 
@@ -129,7 +128,8 @@ def _first_passage_cases(scale: float) -> list[Case]:
 def _literal_cases(scale: float) -> list[Case]:
     """The literal kernels (one noise per query), beside the NumPy loop of the algorithm."""
     n, queries, setting = _queries(scale)
-    common = dict(
+    common = functools.partial(  # a Case with the literal rows' shared fields
+        Case,
         family="svt",
         args=(queries,),
         releases=scaled(1_000, scale, 32),
@@ -139,7 +139,7 @@ def _literal_cases(scale: float) -> list[Case]:
         methods=("literal", "first_passage"),
     )
     return [
-        Case(
+        common(
             mechanism="svt.above_threshold",
             setting=setting,
             release=lambda key, q: above_threshold(
@@ -148,9 +148,8 @@ def _literal_cases(scale: float) -> list[Case]:
             variates=float(n + 1),
             variates_note="one Laplace per query and one for the threshold",
             peers=(_numpy_sparse_vector(queries, 1),),
-            **common,
         ),
-        Case(
+        common(
             mechanism="svt.sparse_vector",
             setting=f"{setting}, c={C}",
             release=lambda key, q: sparse_vector(
@@ -159,7 +158,6 @@ def _literal_cases(scale: float) -> list[Case]:
             variates=float(n + C),
             variates_note="one Laplace per query and c for the thresholds",
             peers=(_numpy_sparse_vector(queries, C),),
-            **common,
         ),
     ]
 
