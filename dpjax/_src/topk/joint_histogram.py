@@ -31,7 +31,8 @@ variation below ``1e-86``. For a concrete ``b`` the window is chosen static and 
 that rule to hold whatever the counts (:func:`window_for`, ``W ~ b (k ln d + 201)``, at most
 :data:`MAX_WINDOW`); for a traced ``epsilon`` (or a wider need) the window is
 :data:`DEFAULT_WINDOW` and where the rule fails the caller's ``fallback`` sampler runs, chosen by a
-key-independent ``lax.cond`` (under ``vmap`` over keys a real branch, taken once).
+key-independent branch (:func:`dpjax._src.lanes.cond`: under ``vmap`` over keys a real branch, taken
+once; under ``vmap`` over epsilon the fallback runs only where some lane needs it).
 
 So one release costs a partial top-k and one scatter-add over the ``d`` counts, the ``O(k W) =
 O(k^2 / epsilon ln d)`` table and ``O(k (k^2 + d / W + W))`` for the sequence, and each further key
@@ -51,7 +52,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax._src import sharded
+from dpjax._src import lanes, sharded
 from dpjax._src.topk.joint_head import NEGLIGIBLE, nth_free
 
 __all__: list[str] = []
@@ -204,8 +205,9 @@ def sample(key, scores, scale, *, k: int, window: int, draw, fallback, sort: boo
 
     if fallback is None:
         return release()
-    # Key independent: under vmap over keys a real branch, each key drawn by the one chosen.
-    return lax.cond(negligible, release, lambda: fallback(key, scores, scale))
+    # Key independent: a real branch under vmap over keys, and under a vmap that batches the scale
+    # the fallback runs only where some lane needs it (lanes.cond).
+    return lanes.cond(negligible, release, lambda: fallback(key, scores, scale))
 
 
 def sampler(*, k: int, window: int | None, draw, fallback, sort: bool = False):
