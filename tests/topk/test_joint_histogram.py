@@ -41,11 +41,12 @@ def enumerated(counts, k, scale):
 
 @functools.partial(jax.jit, static_argnames=("k", "block"))
 def _table(counts, scale, *, k, block):
-    """softmax of the ``[16, k]`` table over a window of 16 count values, and whether its tail is
-    negligible."""
+    """The ``[16, k]`` law of ``(e, i*)`` over a window of 16 count values (the law of ``e`` times that
+    of ``i*`` given ``e``), and whether its tail is negligible."""
     hist = joint_histogram._histogram(counts, k, 16, block)
-    logits, negligible = joint_histogram._log_weights(hist, counts.shape[0], k, scale)
-    return jax.nn.softmax(logits.ravel()).reshape(16, k), negligible
+    log_mass, weights, negligible = joint_histogram._log_weights(hist, counts.shape[0], k, scale)
+    given = weights.T / jnp.where(weights.sum(axis=0) > 0, weights.sum(axis=0), 1)[:, None]
+    return jax.nn.softmax(log_mass)[:, None] * given, negligible
 
 
 def _enumerated_table(counts, k, scale):
@@ -58,8 +59,8 @@ def _enumerated_table(counts, k, scale):
 @pytest.mark.parametrize(("counts", "k"), CASES)
 @pytest.mark.parametrize("block", [2, None])
 def test_error_table_is_the_enumerated_law(counts, k, block):
-    """softmax of the ``[W, k]`` table is the law of ``(E(S), first row at E(S))`` exactly (the
-    per-block counts and the sort build the same histogram)."""
+    """The ``[W, k]`` table is the law of ``(E(S), first row at E(S))`` exactly (the per-block
+    counts and the sort build the same histogram)."""
     table, negligible = _table(jnp.asarray(counts), jnp.float32(1.5), k=k, block=block)
     assert bool(negligible)  # every count is in the window
     np.testing.assert_allclose(np.asarray(table), _enumerated_table(counts, k, 1.5), atol=1e-6)

@@ -124,29 +124,69 @@ def _eligible(hist: _Histogram, e) -> jax.Array:
     return jnp.where(u < 0, top, hist.above + hist.cum[jnp.maximum(u + 1, 0)])
 
 
-def _log_weights(hist: _Histogram, d: int, k: int, scale) -> tuple[jax.Array, jax.Array]:
-    """The ``[W, k]`` log-weights of ``(e, i*)`` (module docstring) and whether the left-out tail
-    is negligible (every count in the window, or the tail bound below ``exp(-200)`` of the largest)."""
+def _log_weights(hist: _Histogram, d: int, k: int, scale) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The law of ``(e, i*)`` (module docstring) as ``(log_mass, weights, negligible)``: the ``[W]``
+    log-masses of the error values, each column of ``weights`` (``[k, W]``, linear) proportional to
+    the law of ``i*`` given ``e``, and whether the left-out tail is negligible (every count in the
+    window, or the tail bound below ``exp(-200)`` of the likeliest error value's mass).
+
+    Every ``n_i(e)``, ``-1 <= e < W``, is computed once (the ``e - 1`` factors are the table one
+    step back) and every factor is split exactly into a mantissa and a power of two, so the products
+    over rows are products of mantissas and sums of integer exponents: one ``log`` per error value,
+    not per entry. Within an error value the weights are scaled by its largest power of two; a
+    weight below ``2^-100`` of its error value's largest (float32; ``2^-1000`` in float64) is
+    rounded to 0, below the resolution of the uniform variates that draw ``i*``."""
     dtype = scale.dtype
     window = hist.cum.shape[0] - 1
-    e = jnp.arange(window, dtype=jnp.int32)
-    before, now = jax.vmap(lambda x: _eligible(hist, x))(e - 1), jax.vmap(lambda x: _eligible(hist, x))(e)
-    rows = jnp.arange(k, dtype=jnp.int32)
+    e = jnp.arange(-1, window, dtype=jnp.int32)
+    eligible = _eligible_all(hist, e)  # [k, W + 1]
+    free_m, free_p = _split(eligible - jnp.arange(k, dtype=jnp.int32)[:, None], dtype)
+    step_m, step_p = _split(eligible[:, 1:] - eligible[:, :-1], dtype)
 
-    def log_positive(x):
-        return jnp.where(x > 0, jnp.log(jnp.maximum(x, 1).astype(dtype)), -jnp.inf)
+    earlier = jnp.tril(jnp.ones((k, k), dtype), -1)
 
-    def exclusive(x):  # sums of the earlier rows, no inf - inf
-        return jnp.cumsum(jnp.concatenate([jnp.zeros((window, 1), dtype), x[:, :-1]], axis=1), axis=1)
+    def exclusive(m, p):  # products over the earlier rows (the exponents' sums exact: small integers)
+        m = jnp.cumprod(jnp.concatenate([jnp.ones((1, window), dtype), m[:-1]]), axis=0)
+        return m, jnp.matmul(earlier, p, precision=lax.Precision.HIGHEST)
 
-    log_before, log_now = log_positive(before - rows), log_positive(now - rows)
-    later = exclusive(log_now[:, ::-1])[:, ::-1]
-    logits = exclusive(log_before) + log_positive(now - before) + later
-    logits = logits - (e.astype(dtype) / scale)[:, None]
+    before_m, before_p = exclusive(free_m[:, :-1], free_p[:, :-1])
+    later_m, later_p = exclusive(free_m[::-1, 1:], free_p[::-1, 1:])
+    mantissa = before_m * step_m * later_m[::-1]  # in [2^-k, 1), or 0
+    power = before_p + step_p + later_p[::-1]
+    top = jnp.max(jnp.where(mantissa > 0, power, -(2.0**30)), axis=0)  # no entry: 0 weights
+    lowest = -100 if jnp.finfo(dtype).bits == 32 else -1000  # mantissa 2^lowest stays normal
+    weights = jnp.where(power - top >= lowest, mantissa * _power_of_two(power - top, lowest, dtype), 0)
+    total = jnp.sum(weights, axis=0)
+    with jax.numpy_dtype_promotion("standard"):
+        log_mass = jnp.log(total) + top.astype(dtype) * math.log(2.0) - e[1:].astype(dtype) / scale
+    log_mass = jnp.where(total > 0, log_mass, -jnp.inf)
     everything = hist.above + hist.cum[window] == d
-    log_total = jnp.sum(jnp.log(jnp.asarray(d, dtype) - rows.astype(dtype)))
-    negligible = everything | (log_total - window / scale < jnp.max(logits) - NEGLIGIBLE)
-    return logits, negligible
+    log_total = jnp.sum(jnp.log(jnp.asarray(d, dtype) - jnp.arange(k).astype(dtype)))
+    negligible = everything | (log_total - window / scale < jnp.max(log_mass) - NEGLIGIBLE)
+    return log_mass, weights, negligible
+
+
+def _split(x, dtype) -> tuple[jax.Array, jax.Array]:
+    """Nonnegative integers ``x`` as ``m 2^p`` exactly (``m`` in ``[1/2, 1)`` and the integer ``p``,
+    both of ``dtype``); 0 (and negative ``x``, a factor of no sequence) as ``m = 0``."""
+    m, p = jnp.frexp(jnp.maximum(x, 0).astype(dtype))
+    return m, p.astype(dtype)
+
+
+def _power_of_two(p, lowest: int, dtype) -> jax.Array:
+    """``2^p`` for integer-valued ``p`` of ``dtype`` clipped to ``[lowest, 0]`` (normal numbers), built
+    from its exponent bits."""
+    bits = jnp.finfo(dtype).nmant
+    integer = jnp.int32 if bits < 32 else jnp.int64
+    biased = (jnp.clip(p, lowest, 0).astype(integer) + jnp.finfo(dtype).maxexp - 1) << bits
+    return lax.bitcast_convert_type(biased, dtype)
+
+
+def _eligible_all(hist: _Histogram, e) -> jax.Array:
+    """:func:`_eligible` of every row at each of the ``e``, shape ``[k, len(e)]``."""
+    top = jnp.sum(hist.diffs[:, :, None] <= e[None, None, :], axis=1, dtype=jnp.int32)
+    u = e[None, :] - hist.diffs[:, -1:]
+    return jnp.where(u < 0, top, hist.above + hist.cum[jnp.maximum(u + 1, 0)])
 
 
 def _positions(key, hist: _Histogram, e, star, k: int) -> jax.Array:
@@ -178,7 +218,13 @@ def _item(hist: _Histogram, position, block: int | None) -> jax.Array:
     chosen = jnp.searchsorted(per_block, rank, side="right").astype(jnp.int32)
     rank = rank - jnp.where(chosen > 0, per_block[jnp.maximum(chosen - 1, 0)], 0)
     inside = lax.dynamic_slice(hist.values, (chosen * block,), (block,)) == value
-    item = chosen * block + jnp.sum(jnp.cumsum(inside.astype(jnp.int32)) <= rank).astype(jnp.int32)
+    # Within the block: the sub-block of BLOCK items holding the match (counts, no scan of the block),
+    # then the match's place in it.
+    per_sub = jnp.cumsum(jnp.sum(inside.reshape(-1, BLOCK), axis=1, dtype=jnp.int32))
+    sub = jnp.searchsorted(per_sub, rank, side="right").astype(jnp.int32)
+    rank = rank - jnp.where(sub > 0, per_sub[jnp.maximum(sub - 1, 0)], 0)
+    matches = lax.dynamic_slice(inside, (sub * BLOCK,), (BLOCK,)).astype(jnp.int32)
+    item = chosen * block + sub * BLOCK + jnp.sum(jnp.cumsum(matches) <= rank).astype(jnp.int32)
     return jnp.where(below < 0, hist.ids[jnp.clip(position, 0, hist.ids.shape[0] - 1)], item)
 
 
@@ -192,15 +238,17 @@ def sample(key, scores, scale, *, k: int, window: int, draw, fallback, sort: boo
     if scores.dtype.itemsize < 4 or scores.dtype == jnp.bool_:
         scores = scores.astype(jnp.int32)
     d = scores.shape[0]
-    block = None if sort else min(max(BLOCK, window), d)
+    block = None if sort else min(max(BLOCK, window), BLOCK * -(-d // BLOCK))  # a multiple of BLOCK
     hist = _histogram(scores, k, window, block)
-    logits, negligible = _log_weights(hist, d, k, scale)
+    log_mass, weights, negligible = _log_weights(hist, d, k, scale)
     prepare, pick = draw
-    entry_key, sequence_key = jax.random.split(key)
+    entry_key, row_key, sequence_key = jax.random.split(key, 3)
 
     def release() -> jax.Array:
-        s = pick(entry_key, prepare(logits.ravel()))
-        positions = _positions(sequence_key, hist, s // k, s % k, k)
+        e = pick(entry_key, prepare(log_mass))
+        with jax.numpy_dtype_promotion("standard"):
+            star = jax.random.categorical(row_key, jnp.log(weights[:, e])).astype(jnp.int32)
+        positions = _positions(sequence_key, hist, e, star, k)
         return jax.vmap(lambda p: _item(hist, p, block))(positions)
 
     if fallback is None:
