@@ -41,28 +41,31 @@ def enumerated(counts, k, scale):
 
 @functools.partial(jax.jit, static_argnames=("k", "block"))
 def _table(counts, scale, *, k, block):
-    """The ``[16, k]`` law of ``(e, i*)`` over a window of 16 count values (the law of ``e`` times that
-    of ``i*`` given ``e``), and whether its tail is negligible."""
+    """The law of the threshold's cell over a window of 16 count values (softmax of its 16
+    log-weights), and whether its tail is negligible."""
     hist = joint_histogram._histogram(counts, k, 16, block)
-    log_mass, weights, negligible = joint_histogram._log_weights(hist, counts.shape[0], k, scale)
-    given = weights.T / jnp.where(weights.sum(axis=0) > 0, weights.sum(axis=0), 1)[:, None]
-    return jax.nn.softmax(log_mass)[:, None] * given, negligible
+    logits, negligible = joint_histogram._log_weights(hist, counts.shape[0], k, scale)
+    return jax.nn.softmax(logits), negligible
 
 
 def _enumerated_table(counts, k, scale):
-    _, errors, first, p = enumerated(counts, k, scale)
-    law = np.zeros((16, k))
-    np.add.at(law, (errors, first), p)
-    return law
+    """``P(cell e) ∝ N(e) (exp(-e/b) - exp(-(e+1)/b))``, the last cell ``N(15) exp(-15/b)``, with
+    ``N(e)`` the number of k-sequences of error at most ``e``, enumerated."""
+    _, errors, _, _ = enumerated(counts, k, scale)
+    e = np.arange(16)
+    below = np.array([np.sum(errors <= x) for x in e])
+    width = np.where(e < 15, -np.expm1(-1.0 / scale), 1.0)
+    law = below * np.exp(-e / scale) * width
+    return law / law.sum()
 
 
 @pytest.mark.parametrize(("counts", "k"), CASES)
 @pytest.mark.parametrize("block", [2, None])
 def test_error_table_is_the_enumerated_law(counts, k, block):
-    """The ``[W, k]`` table is the law of ``(E(S), first row at E(S))`` exactly (the per-block
-    counts and the sort build the same histogram)."""
+    """The threshold's cells have the law of the joint mechanism's auxiliary threshold exactly (the
+    per-block counts and the sort build the same histogram)."""
     table, negligible = _table(jnp.asarray(counts), jnp.float32(1.5), k=k, block=block)
-    assert bool(negligible)  # every count is in the window
+    assert bool(negligible)  # every error is in the window
     np.testing.assert_allclose(np.asarray(table), _enumerated_table(counts, k, 1.5), atol=1e-6)
 
 
@@ -84,6 +87,9 @@ def _histogram_method(key, scores, *, k, epsilon, monotonic, method, window):
     [
         (*CASES[0], "histogram", None, 2.0),  # the default window, the literal fallback compiled in
         (*CASES[3], "histogram", 512, 2.0),
+        # every count within the window of c_(k) but not every error (c_(1) - c_(d) = 3000): the
+        # sequences without item 0 first (40% of the law) need the literal fallback
+        (np.array([3000, 0, 1, 2, 2], np.int32), 2, "histogram", None, 0.002),
         # a wide window (scale 100): the first, of 1024 values, does not hold the law, the second does
         (np.array([3000, 0, 1, 2, 2990], np.int32), 2, "histogram_tree", 32768, 0.02),
     ],

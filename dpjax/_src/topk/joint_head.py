@@ -47,7 +47,7 @@ def nth_free(n, taken, k: int):
     return lax.fori_loop(0, k, lambda _, y: n + jnp.sum(taken <= y).astype(jnp.int32), n)
 
 
-def _prefix_sequence(key, m, k: int) -> jax.Array:
+def prefix_sequence(key, m, k: int) -> jax.Array:
     """A uniform sequence of distinct positions with row ``r`` among the first ``m[r]`` (nested
     prefixes, ``m[r] - r >= 1``): row by row, a uniform position not taken by the rows before."""
     keys = jax.random.split(key, k)
@@ -115,7 +115,7 @@ def sample(key, scores, scale, *, k: int, width: int, draw, literal) -> jax.Arra
 
     def release(head: _Head) -> jax.Array:
         s = pick(entry_key, prepare(head.logits))
-        return head.ids[_prefix_sequence(sequence_key, head.m[s], k)]
+        return head.ids[prefix_sequence(sequence_key, head.m[s], k)]
 
     first = _head(scores, k, width, scale)
     if width >= d:

@@ -8,13 +8,13 @@ Private Top-k", ICML 2022, Alg. 1: with ``c_(1) >= ... >= c_(d)`` the sorted cou
 * With ``n_i(e) = #{j : c_j >= c_(i) - e}`` (0-based rows ``i``; nested in ``i`` and ``e``), the
   sequences with ``E(S) <= e`` are those with row ``i`` among the ``n_i(e)`` largest counts,
   ``N(e) = prod_i (n_i(e) - i)`` of them (the counting of the paper's Lemma 3.7).
-* Those with ``E(S) = e`` split by the first row ``i*`` above ``e - 1``: rows before it within
-  ``n_i(e - 1)``, row ``i*`` among the ``n_{i*}(e) - n_{i*}(e - 1)`` counts exactly
-  ``c_(i*) - e``, rows after it within ``n_i(e)``:
-  ``prod_{i < i*} (n_i(e-1) - i) (n_{i*}(e) - n_{i*}(e-1)) prod_{i > i*} (n_i(e) - i)`` sequences
-  (nesting makes each factor exact), which telescope to ``N(e) - N(e - 1)`` with no cancellation.
-  So ``(e, i*)`` is drawn with weight (that count) x ``exp(-e / b)`` from a ``[W, k]`` table of
-  log-weights, then a uniform sequence in it row by row (``O(k^3)`` at most).
+* Through the threshold of :mod:`dpjax._src.topk.joint_head`: ``(u, S)`` with density
+  ``exp(-u / b) 1[E(S) <= u]`` has ``S``-marginal ``b exp(-E(S) / b)``; ``N(u) = N(floor(u))``, so
+  ``u`` is drawn to its unit cell ``[e, e + 1)``, weight ``N(e) (exp(-e/b) - exp(-(e+1)/b))``
+  (the last cell ``[W - 1, inf)``: ``N(W - 1) exp(-(W - 1)/b)``), from ``W`` log-weights, one
+  ``log N(e)`` each (a sum over the rows of ``log (n_i(e) - i)``, no cancellation), and then a
+  uniform sequence among those with every row ``i`` within the ``n_i(e)`` largest, row by row
+  (``O(k^2)``).
 * Every ``n_i(e)`` comes from the top ``k`` counts where ``c_(i) - e > c_(k)`` (fewer than ``k``
   items are above ``c_(k)``) and else from the cumulative histogram of ``c_(k) - c_j`` over a
   static window ``[0, W)`` (one scatter-add over the ``d`` items): no sort. A sorted position maps
@@ -23,20 +23,22 @@ Private Top-k", ICML 2022, Alg. 1: with ``c_(1) >= ... >= c_(d)`` the sorted cou
   ``max(1024, W)`` items: one search over the blocks and one count within a block) for one
   release, or through one stable sort of the counts (key independent) for many keys.
 
-Truncation and fallback. Errors ``e >= W`` are out of the window. Where every count lies within
-``W`` of ``c_(k)`` nothing is left out and the draw is exact. Else the left-out mass is at most
-``prod_i (d - i) exp(-W / b)`` and is dropped when that bound is below ``exp(-200)`` times the
-likeliest ``(e, i*)`` entry's mass: the rule of :mod:`dpjax._src.topk.joint_head`, a total
+Truncation and fallback. Thresholds ``u >= W`` are out of the window (the last cell stands for them
+with ``N(W - 1)``). Where every error is below ``W`` (``c_(1) - c_(d) < W``: then ``N(W - 1)`` is
+every sequence) nothing is left out and the draw is exact. Else the left-out or misplaced mass is at
+most ``prod_i (d - i) exp(-W / b)`` (in units of ``b``) and is dropped when that bound is below
+``exp(-200)`` times the likeliest cell's mass: the rule of :mod:`dpjax._src.topk.joint_head`, a total
 variation below ``1e-86``. For a concrete ``b`` the window is chosen static and wide enough for
-that rule to hold whatever the counts (:func:`window_for`, ``W ~ b (k ln d + 201)``, at most
+that rule to hold whatever the counts (:func:`window_for`, ``W ~ b (k ln d + 201 + ln b)``, at most
 :data:`MAX_WINDOW`); for a traced ``epsilon`` (or a wider need) the window is
 :data:`DEFAULT_WINDOW` and where the rule fails the caller's ``fallback`` sampler runs, chosen by a
 key-independent branch (:func:`dpjax._src.lanes.cond`: under ``vmap`` over keys a real branch, taken
 once; under ``vmap`` over epsilon the fallback runs only where some lane needs it).
 
 So one release costs a partial top-k and one scatter-add over the ``d`` counts, the ``O(k W) =
-O(k^2 / epsilon ln d)`` table and ``O(k (k^2 + d / W + W))`` for the sequence, and each further key
-under ``vmap`` ``O(log(k W) + k^3)`` after one sort: the complexity of Wu and Zhang (NeurIPS 2024,
+O(k^2 / epsilon ln d)`` table of the ``n_i(e)`` (``k W`` logs) and ``O(k (k + d / W + W))`` for
+the sequence, and each further key under ``vmap`` ``O(log W + k^2)`` after one sort: the
+complexity of Wu and Zhang (NeurIPS 2024,
 ``O(d + k^2 / epsilon ln d)``). Their sampler is not offered as a method: it draws from a pruned
 variant of the joint mechanism (a different law with its own privacy proof, reported with similar
 accuracy), and every method of :func:`dpjax.selection.joint_top_k` samples the law above.
@@ -53,7 +55,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax._src import lanes, sharded
-from dpjax._src.topk.joint_head import NEGLIGIBLE, nth_free
+from dpjax._src.topk.joint_head import NEGLIGIBLE, prefix_sequence
 
 __all__: list[str] = []
 
@@ -65,11 +67,15 @@ BLOCK = 1024  # at least this many items per block of the per-block counts (sing
 
 def window_for(d: int, k: int, scale: float) -> int | None:
     """A static window that always holds the law for a concrete ``scale`` b (so no fallback): a
-    power of two ``W >= b (log prod_i (d - i) + 201)``, at least 512, where that is at most
-    :data:`MAX_WINDOW`; else None. (The ``e = 0`` entries hold ``N(0) >= 1`` sequences, so the
-    largest log-weight is at least 0, and the tail bound ``log prod_i (d - i) - W / b`` is below
-    ``-201``: negligible by the rule above, whatever the counts.)"""
-    need = scale * (sum(math.log(d - i) for i in range(k)) + NEGLIGIBLE + 1.0)
+    power of two ``W >= b (log prod_i (d - i) + 201 - log(1 - exp(-1/b)))``, at least 512, where
+    that is at most :data:`MAX_WINDOW`; else None. (The ``e = 0`` cell holds ``N(0) >= 1``
+    sequences, so the largest log-weight is at least ``log(1 - exp(-1/b))``, and the tail bound
+    ``log prod_i (d - i) - W / b`` is more than 201 below it: negligible by the rule above,
+    whatever the counts.)"""
+    if not scale > 0:
+        return None
+    cell = -math.log(-math.expm1(-1.0 / scale)) if math.isfinite(scale) else math.inf
+    need = scale * (sum(math.log(d - i) for i in range(k)) + NEGLIGIBLE + 1.0 + cell)
     if not math.isfinite(need) or need >= MAX_WINDOW:
         return None
     return max(512, 1 << max(0, math.ceil(need)).bit_length())
@@ -124,62 +130,28 @@ def _eligible(hist: _Histogram, e) -> jax.Array:
     return jnp.where(u < 0, top, hist.above + hist.cum[jnp.maximum(u + 1, 0)])
 
 
-def _log_weights(hist: _Histogram, d: int, k: int, scale) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The law of ``(e, i*)`` (module docstring) as ``(log_mass, weights, negligible)``: the ``[W]``
-    log-masses of the error values, each column of ``weights`` (``[k, W]``, linear) proportional to
-    the law of ``i*`` given ``e``, and whether the left-out tail is negligible (every count in the
-    window, or the tail bound below ``exp(-200)`` of the likeliest error value's mass).
-
-    Every ``n_i(e)``, ``-1 <= e < W``, is computed once (the ``e - 1`` factors are the table one
-    step back) and every factor is split exactly into a mantissa and a power of two, so the products
-    over rows are products of mantissas and sums of integer exponents: one ``log`` per error value,
-    not per entry. Within an error value the weights are scaled by its largest power of two; a
-    weight below ``2^-100`` of its error value's largest (float32; ``2^-1000`` in float64) is
-    rounded to 0, below the resolution of the uniform variates that draw ``i*``."""
+def _log_weights(hist: _Histogram, d: int, k: int, scale) -> tuple[jax.Array, jax.Array]:
+    """The ``[W]`` log-weights of the threshold's cells (module docstring) and whether the left-out
+    tail is negligible (every error below ``W``, or the tail bound below ``exp(-200)`` of the
+    likeliest cell's mass)."""
     dtype = scale.dtype
     window = hist.cum.shape[0] - 1
-    e = jnp.arange(-1, window, dtype=jnp.int32)
-    eligible = _eligible_all(hist, e)  # [k, W + 1]
-    free_m, free_p = _split(eligible - jnp.arange(k, dtype=jnp.int32)[:, None], dtype)
-    step_m, step_p = _split(eligible[:, 1:] - eligible[:, :-1], dtype)
-
-    earlier = jnp.tril(jnp.ones((k, k), dtype), -1)
-
-    def exclusive(m, p):  # products over the earlier rows (the exponents' sums exact: small integers)
-        m = jnp.cumprod(jnp.concatenate([jnp.ones((1, window), dtype), m[:-1]]), axis=0)
-        return m, jnp.matmul(earlier, p, precision=lax.Precision.HIGHEST)
-
-    before_m, before_p = exclusive(free_m[:, :-1], free_p[:, :-1])
-    later_m, later_p = exclusive(free_m[::-1, 1:], free_p[::-1, 1:])
-    mantissa = before_m * step_m * later_m[::-1]  # in [2^-k, 1), or 0
-    power = before_p + step_p + later_p[::-1]
-    top = jnp.max(jnp.where(mantissa > 0, power, -(2.0**30)), axis=0)  # no entry: 0 weights
-    lowest = -100 if jnp.finfo(dtype).bits == 32 else -1000  # mantissa 2^lowest stays normal
-    weights = jnp.where(power - top >= lowest, mantissa * _power_of_two(power - top, lowest, dtype), 0)
-    total = jnp.sum(weights, axis=0)
+    e = jnp.arange(window, dtype=jnp.int32)
+    free = _eligible_all(hist, e) - jnp.arange(k, dtype=jnp.int32)[:, None]  # [k, W]
     with jax.numpy_dtype_promotion("standard"):
-        log_mass = jnp.log(total) + top.astype(dtype) * math.log(2.0) - e[1:].astype(dtype) / scale
-    log_mass = jnp.where(total > 0, log_mass, -jnp.inf)
-    everything = hist.above + hist.cum[window] == d
+        log_free = jnp.log(jnp.maximum(free, 1).astype(dtype))
+        # The sum over the rows as a product with ones (XLA's CPU reduction over the leading axis
+        # is many times slower).
+        log_count = jnp.matmul(jnp.ones(k, dtype), log_free, precision=lax.Precision.HIGHEST)
+        log_count = jnp.where(jnp.all(free > 0, axis=0), log_count, -jnp.inf)
+        cell = jnp.where(e < window - 1, jnp.log(-jnp.expm1(-1 / scale)), jnp.zeros((), dtype))
+        logits = log_count - e.astype(dtype) / scale + cell
+    # Every error below W: c_(1) - c_j = diffs[0, -1] + (c_(k) - c_j) < W for every item.
+    span = jnp.maximum(window - hist.diffs[0, -1], 0)
+    everything = hist.above + hist.cum[span] == d
     log_total = jnp.sum(jnp.log(jnp.asarray(d, dtype) - jnp.arange(k).astype(dtype)))
-    negligible = everything | (log_total - window / scale < jnp.max(log_mass) - NEGLIGIBLE)
-    return log_mass, weights, negligible
-
-
-def _split(x, dtype) -> tuple[jax.Array, jax.Array]:
-    """Nonnegative integers ``x`` as ``m 2^p`` exactly (``m`` in ``[1/2, 1)`` and the integer ``p``,
-    both of ``dtype``); 0 (and negative ``x``, a factor of no sequence) as ``m = 0``."""
-    m, p = jnp.frexp(jnp.maximum(x, 0).astype(dtype))
-    return m, p.astype(dtype)
-
-
-def _power_of_two(p, lowest: int, dtype) -> jax.Array:
-    """``2^p`` for integer-valued ``p`` of ``dtype`` clipped to ``[lowest, 0]`` (normal numbers), built
-    from its exponent bits."""
-    bits = jnp.finfo(dtype).nmant
-    integer = jnp.int32 if bits < 32 else jnp.int64
-    biased = (jnp.clip(p, lowest, 0).astype(integer) + jnp.finfo(dtype).maxexp - 1) << bits
-    return lax.bitcast_convert_type(biased, dtype)
+    negligible = everything | (log_total - window / scale < jnp.max(logits) - NEGLIGIBLE)
+    return logits, negligible
 
 
 def _eligible_all(hist: _Histogram, e) -> jax.Array:
@@ -187,22 +159,6 @@ def _eligible_all(hist: _Histogram, e) -> jax.Array:
     top = jnp.sum(hist.diffs[:, :, None] <= e[None, None, :], axis=1, dtype=jnp.int32)
     u = e[None, :] - hist.diffs[:, -1:]
     return jnp.where(u < 0, top, hist.above + hist.cum[jnp.maximum(u + 1, 0)])
-
-
-def _positions(key, hist: _Histogram, e, star, k: int) -> jax.Array:
-    """A uniform sequence of sorted positions with error ``e`` whose first row at ``e`` is ``star``."""
-    before, now = _eligible(hist, e - 1), _eligible(hist, e)
-    rows = jnp.arange(k, dtype=jnp.int32)
-    high = jnp.where(rows < star, before, now)
-    keys = jax.random.split(key, k)
-
-    def body(r, taken):
-        available = jnp.where(r == star, high[r] - before[r], high[r] - r)
-        n = jax.random.randint(keys[r], (), 0, jnp.maximum(available, 1), jnp.int32)
-        pick = jnp.where(r == star, before[r] + n, nth_free(n, taken, k))
-        return taken.at[r].set(pick)
-
-    return lax.fori_loop(0, k, body, jnp.full(k, jnp.iinfo(jnp.int32).max, jnp.int32))
 
 
 def _item(hist: _Histogram, position, block: int | None) -> jax.Array:
@@ -240,15 +196,13 @@ def sample(key, scores, scale, *, k: int, window: int, draw, fallback, sort: boo
     d = scores.shape[0]
     block = None if sort else min(max(BLOCK, window), BLOCK * -(-d // BLOCK))  # a multiple of BLOCK
     hist = _histogram(scores, k, window, block)
-    log_mass, weights, negligible = _log_weights(hist, d, k, scale)
+    logits, negligible = _log_weights(hist, d, k, scale)
     prepare, pick = draw
-    entry_key, row_key, sequence_key = jax.random.split(key, 3)
+    entry_key, sequence_key = jax.random.split(key)
 
     def release() -> jax.Array:
-        e = pick(entry_key, prepare(log_mass))
-        with jax.numpy_dtype_promotion("standard"):
-            star = jax.random.categorical(row_key, jnp.log(weights[:, e])).astype(jnp.int32)
-        positions = _positions(sequence_key, hist, e, star, k)
+        e = pick(entry_key, prepare(logits))
+        positions = prefix_sequence(sequence_key, _eligible(hist, e), k)
         return jax.vmap(lambda p: _item(hist, p, block))(positions)
 
     if fallback is None:
