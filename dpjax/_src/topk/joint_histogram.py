@@ -184,43 +184,58 @@ def _item(hist: _Histogram, position, block: int | None) -> jax.Array:
     return jnp.where(below < 0, hist.ids[jnp.clip(position, 0, hist.ids.shape[0] - 1)], item)
 
 
-def sample(key, scores, scale, *, k: int, window: int, draw, fallback, sort: bool = False) -> jax.Array:
+def sample(
+    key, scores, scale, *, k: int, window: int, draw, fallback, sort: bool = False, first: int | None = None
+) -> jax.Array:
     """One draw of the joint mechanism for integer ``scores`` (module docstring), or of
     ``fallback(key, scores, scale)`` where the window does not hold the law (None: the window is
     known to hold it, :func:`window_for`). ``draw = (prepare, pick)``: ``pick(key,
     prepare(logits))`` is an exact draw of an index with probability ``softmax(logits)``;
     ``sort``: items are looked up in one stable sort of the counts (for many keys) instead of the
-    per-block counts."""
+    per-block counts; ``first``: a narrower window tried first, from the same histogram (its first
+    ``first`` values), the whole ``window`` only where it does not hold the law."""
     if scores.dtype.itemsize < 4 or scores.dtype == jnp.bool_:
         scores = scores.astype(jnp.int32)
     d = scores.shape[0]
     block = None if sort else min(max(BLOCK, window), BLOCK * -(-d // BLOCK))  # a multiple of BLOCK
     hist = _histogram(scores, k, window, block)
-    logits, negligible = _log_weights(hist, d, k, scale)
     prepare, pick = draw
     entry_key, sequence_key = jax.random.split(key)
 
-    def release() -> jax.Array:
-        e = pick(entry_key, prepare(logits))
-        positions = prefix_sequence(sequence_key, _eligible(hist, e), k)
-        return jax.vmap(lambda p: _item(hist, p, block))(positions)
+    def attempt(view: _Histogram, otherwise) -> jax.Array:
+        logits, negligible = _log_weights(view, d, k, scale)
 
-    if fallback is None:
-        return release()
-    # Key independent: a real branch under vmap over keys, and under a vmap that batches the scale
-    # the fallback runs only where some lane needs it (lanes.cond).
-    return lanes.cond(negligible, release, lambda: fallback(key, scores, scale))
+        def release() -> jax.Array:
+            e = pick(entry_key, prepare(logits))
+            positions = prefix_sequence(sequence_key, _eligible(view, e), k)
+            return jax.vmap(lambda p: _item(view, p, block))(positions)
+
+        if otherwise is None:
+            return release()
+        # Key independent: a real branch under vmap over keys, and under a vmap that batches the
+        # scale the next attempt runs only where some lane needs it (lanes.cond).
+        return lanes.cond(negligible, release, otherwise)
+
+    otherwise = None if fallback is None else lambda: fallback(key, scores, scale)
+    last = functools.partial(attempt, hist, otherwise)
+    if first is None or first >= window:
+        return last()
+    # The first values of the histogram are the narrower window's (the top counts' differences,
+    # clamped at the wider window, are beyond either alike).
+    return attempt(hist._replace(cum=hist.cum[: first + 1]), last)
 
 
 def sampler(*, k: int, window: int | None, draw, fallback, sort: bool = False):
     """:func:`sample` as ``f(key, scores, scale)`` for a static ``window`` from :func:`window_for`
     (no fallback needed) or None (a traced scale: :data:`DEFAULT_WINDOW`, then ``fallback``); a
     window wider than :data:`SMALL_WINDOW` is tried only where that one does not hold the law
-    (counts crowded within it need no more)."""
-    wide = window or DEFAULT_WINDOW
-    last = functools.partial(
-        sample, k=k, window=wide, draw=draw, fallback=None if window else fallback, sort=sort
+    (counts crowded within it need no more), both from one histogram."""
+    return functools.partial(
+        sample,
+        k=k,
+        window=window or DEFAULT_WINDOW,
+        draw=draw,
+        fallback=None if window else fallback,
+        sort=sort,
+        first=SMALL_WINDOW,
     )
-    if wide <= SMALL_WINDOW:
-        return last
-    return functools.partial(sample, k=k, window=SMALL_WINDOW, draw=draw, fallback=last, sort=sort)
