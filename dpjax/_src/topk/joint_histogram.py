@@ -20,8 +20,9 @@ Private Top-k", ICML 2022, Alg. 1: with ``c_(1) >= ... >= c_(d)`` the sorted cou
   static window ``[0, W)`` (one scatter-add over the ``d`` items): no sort. A sorted position maps
   to its count value by the cumulative histogram and to its item, the ``r``-th of that value in
   index order (the order of a stable sort), through key-independent per-block counts (blocks of
-  ``max(1024, W)`` items: one search over the blocks and one count within a block) for one
-  release, or through one stable sort of the counts (key independent) for many keys.
+  ``max(1024, W)`` items: one search over the blocks, one count per run of 1024 items of the block
+  and one scan of a run) for one release, or through one stable sort of the counts (key
+  independent) for many keys.
 
 Truncation and fallback. Thresholds ``u >= W`` are out of the window (the last cell stands for them
 with ``N(W - 1)``). Where every error is below ``W`` (``c_(1) - c_(d) < W``: then ``N(W - 1)`` is
