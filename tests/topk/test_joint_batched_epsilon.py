@@ -3,6 +3,8 @@
 and each epsilon lane draws exactly what the call at that epsilon alone draws, whichever of the four
 samplers (head, small and wide histogram, literal tree) its epsilon needs."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,8 +23,8 @@ EPSILONS = jnp.asarray([0.02, 0.25, 1.0, 50.0])
 KEYS = jax.random.split(jax.random.key(4), 16)
 
 
-def _release(key, counts, epsilon, method="auto"):
-    return selection.joint_top_k(key, counts, K, epsilon, monotonic=True, method=method)
+def _release(key, counts, epsilon):
+    return selection.joint_top_k(key, counts, K, epsilon, monotonic=True)
 
 
 def _runner_shaped(counts):
@@ -30,12 +32,17 @@ def _runner_shaped(counts):
     return jax.vmap(over_keys, in_axes=(None, None, 0))(KEYS, counts, EPSILONS)
 
 
+@functools.cache
+def _traced(dtype):
+    """The runner-shaped call traced once (its jaxpr, and its compiled form for the draws)."""
+    return jax.jit(_runner_shaped).trace(jnp.asarray(COUNTS, dtype))
+
+
 @pytest.mark.parametrize("dtype", [jnp.int32, jnp.float32])
 def test_the_literal_sort_runs_only_where_some_lane_needs_it(dtype):
     """The literal sampler's sort of the ``d k`` differences appears only inside the false branch of
     a ``cond`` on an unbatched predicate (not in a select that runs both branches for every lane)."""
-    counts = jnp.asarray(COUNTS, dtype)
-    jaxpr = jax.make_jaxpr(_runner_shaped)(counts).jaxpr
+    jaxpr = _traced(dtype).jaxpr.jaxpr
     sorts = [
         path
         for eqn, path in branches(jaxpr)
@@ -49,10 +56,9 @@ def test_the_literal_sort_runs_only_where_some_lane_needs_it(dtype):
 
 def test_each_lane_draws_what_its_epsilon_draws_alone():
     """Per lane, the runner-shaped draws equal ``jit(vmap over keys)`` at that epsilon alone (traced,
-    the same path), and the lane at epsilon 0.02 those of the literal ``method="tree"``."""
+    the same path: at epsilon 0.02 the literal tree's draws)."""
     counts = jnp.asarray(COUNTS, jnp.int32)
-    nested = np.asarray(jax.jit(_runner_shaped)(counts))
-    alone = jax.jit(jax.vmap(_release, in_axes=(0, None, None, None)), static_argnums=3)
+    nested = np.asarray(_traced(jnp.int32).lower().compile()(counts))
+    alone = jax.jit(jax.vmap(_release, in_axes=(0, None, None)))
     for lane, epsilon in enumerate(EPSILONS):
-        np.testing.assert_array_equal(nested[lane], alone(KEYS, counts, epsilon, "auto"))
-    np.testing.assert_array_equal(nested[0], alone(KEYS, counts, EPSILONS[0], "tree"))
+        np.testing.assert_array_equal(nested[lane], alone(KEYS, counts, epsilon))
