@@ -120,7 +120,13 @@ def _histogram(scores, k: int, window: int, block: int | None) -> _Histogram:
 
 
 def _cumulative(counts) -> jax.Array:
-    return jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(counts, dtype=jnp.int32)])
+    return jnp.concatenate([jnp.zeros(1, jnp.int32), _running_sum(counts.astype(jnp.int32))])
+
+
+def _running_sum(x) -> jax.Array:
+    """``jnp.cumsum`` of a 1-D array by :func:`jax.lax.associative_scan` (several times faster than
+    XLA's CPU cumulative sum at these sizes, the same integers)."""
+    return lax.associative_scan(jnp.add, x)
 
 
 def _eligible(hist: _Histogram, e) -> jax.Array:
@@ -171,17 +177,17 @@ def _item(hist: _Histogram, position, block: int | None) -> jax.Array:
     below = position - hist.above
     value = jnp.searchsorted(hist.cum[1:], below, side="right").astype(jnp.int32)
     rank = below - hist.cum[value]
-    per_block = jnp.cumsum(hist.lookup[:, value])
+    per_block = _running_sum(hist.lookup[:, value])
     chosen = jnp.searchsorted(per_block, rank, side="right").astype(jnp.int32)
     rank = rank - jnp.where(chosen > 0, per_block[jnp.maximum(chosen - 1, 0)], 0)
     inside = lax.dynamic_slice(hist.values, (chosen * block,), (block,)) == value
     # Within the block: the sub-block of BLOCK items holding the match (counts, no scan of the block),
     # then the match's place in it.
-    per_sub = jnp.cumsum(jnp.sum(inside.reshape(-1, BLOCK), axis=1, dtype=jnp.int32))
+    per_sub = _running_sum(jnp.sum(inside.reshape(-1, BLOCK), axis=1, dtype=jnp.int32))
     sub = jnp.searchsorted(per_sub, rank, side="right").astype(jnp.int32)
     rank = rank - jnp.where(sub > 0, per_sub[jnp.maximum(sub - 1, 0)], 0)
     matches = lax.dynamic_slice(inside, (sub * BLOCK,), (BLOCK,)).astype(jnp.int32)
-    item = chosen * block + sub * BLOCK + jnp.sum(jnp.cumsum(matches) <= rank).astype(jnp.int32)
+    item = chosen * block + sub * BLOCK + jnp.sum(_running_sum(matches) <= rank).astype(jnp.int32)
     return jnp.where(below < 0, hist.ids[jnp.clip(position, 0, hist.ids.shape[0] - 1)], item)
 
 
