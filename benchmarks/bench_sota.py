@@ -2,10 +2,12 @@
 against one-shot Gumbel top-k (d = 10^5, k = 10), interleaved in one process (issue 47).
 
 Two ways of calling each: one release (``jit``, the data an argument) and Monte Carlo (``jit(vmap)``
-over ``T`` keys with the data fixed, time divided by ``T``). Each figure is the median of ``--repeats``
+over ``T`` keys with the data fixed, time divided by ``T``); for the joint top-k also the study
+runner's shape, ``vmap`` over 3 epsilons of ``vmap`` over keys, against ``jit(vmap)`` over the keys
+called at each epsilon. Each figure is the median of ``--repeats``
 timings after a warm-up call; the pairs are timed alternately so that the machine's load hits both.
 
-    PYTHONPATH=. python benchmarks/bench_sota.py [--repeats 7] [--keys 64] [--family top-k]
+    PYTHONPATH=. python benchmarks/bench_sota.py [--repeats 7] [--keys 64] [--family top-k | "top-k epsilons"]
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def _pairs(keys: int, family: str):
     middle = jnp.asarray(np.floor(3e4 / np.arange(1, 10**5 + 1) ** 1.1).astype(np.int32))
     key = jax.random.key(0)
     many = jax.random.split(key, keys)
+    epsilons = jnp.asarray([0.5, 1.0, 2.0])
 
     def aq(k, d, method="auto"):
         return quantiles.approx_quantiles(k, d, levels, 1.0, bounds=(-100.0, 100.0), method=method)
@@ -76,6 +79,15 @@ def _pairs(keys: int, family: str):
 
     def mc(f):
         return jax.jit(jax.vmap(f, in_axes=(0, None)))
+
+    def jt_eps(k, c, epsilon):
+        return selection.joint_top_k(k, c, 10, epsilon, monotonic=True)
+
+    over_keys = jax.jit(jax.vmap(jt_eps, in_axes=(0, None, None)))  # epsilon traced: one compile
+    runner = jax.jit(jax.vmap(jax.vmap(jt_eps, in_axes=(0, None, None)), in_axes=(None, None, 0)))
+
+    def per_epsilon(k, c):
+        return [over_keys(k, c, epsilon) for epsilon in epsilons]
 
     pairs = {
         "quantiles one release": (
@@ -128,6 +140,13 @@ def _pairs(keys: int, family: str):
                 ("middle counts", middle, 0.02),
             )
         },
+        **{
+            f"top-k epsilons: vmap over 3 epsilons of vmap over {keys} keys, {name}": (
+                ("runner-shaped", _timer(lambda k, c: runner(k, c, epsilons), many, data), 3 * keys),
+                ("jit(vmap) per epsilon", _timer(per_epsilon, many, data), 3 * keys),
+            )
+            for name, data in (("spread counts", counts), ("crowded counts", crowded))
+        },
         "top-k one release, sampler": (
             ("threshold", _timer(jax.jit(jt), key, counts), 1),
             ("blocks (literal)", _timer(jax.jit(jt_literal), key, counts), 1),
@@ -144,7 +163,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--keys", type=int, default=64)
-    parser.add_argument("--family", choices=("quantiles", "top-k", ""), default="", help="one pair family")
+    families = ("quantiles", "top-k", "top-k epsilons", "")
+    parser.add_argument("--family", choices=families, default="", help="one pair family")
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; load {os.getloadavg()}")
     for setting, ((name_a, time_a, n_a), (name_b, time_b, n_b)) in _pairs(args.keys, args.family).items():

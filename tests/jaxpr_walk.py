@@ -22,3 +22,16 @@ def operand_shapes(jaxpr, primitives) -> list[tuple[int, ...]]:
 def kernel_names(closed_jaxpr) -> str:
     """The names of the jitted kernels a traced call runs (``jax.make_jaxpr``'s result), space-separated."""
     return " ".join(str(eqn.params.get("name", "")) for eqn in equations(closed_jaxpr.jaxpr))
+
+
+def branches(jaxpr, path: tuple = ()) -> Iterator:
+    """Every equation of ``jaxpr`` with the ``cond`` branches that enclose it: ``(eqn, path)``, ``path``
+    a tuple of ``(cond equation, branch index)`` pairs, outermost first (index 0 is the false branch)."""
+    for eqn in jaxpr.eqns:
+        yield eqn, path
+        if eqn.primitive.name == "cond":
+            for index, branch in enumerate(eqn.params["branches"]):
+                yield from branches(branch.jaxpr, (*path, (eqn, index)))
+            continue
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            yield from branches(sub, path)

@@ -41,28 +41,41 @@ def enumerated(counts, k, scale):
 
 @functools.partial(jax.jit, static_argnames=("k", "block"))
 def _table(counts, scale, *, k, block):
-    """softmax of the ``[16, k]`` table over a window of 16 count values, and whether its tail is
-    negligible."""
+    """The law of the threshold's cell over a window of 16 count values (softmax of its 16
+    log-weights), and whether its tail is negligible."""
     hist = joint_histogram._histogram(counts, k, 16, block)
     logits, negligible = joint_histogram._log_weights(hist, counts.shape[0], k, scale)
-    return jax.nn.softmax(logits.ravel()).reshape(16, k), negligible
+    return jax.nn.softmax(logits), negligible
 
 
 def _enumerated_table(counts, k, scale):
-    _, errors, first, p = enumerated(counts, k, scale)
-    law = np.zeros((16, k))
-    np.add.at(law, (errors, first), p)
-    return law
+    """``P(cell e) ∝ N(e) (exp(-e/b) - exp(-(e+1)/b))``, the last cell ``N(15) exp(-15/b)``, with
+    ``N(e)`` the number of k-sequences of error at most ``e``, enumerated."""
+    _, errors, _, _ = enumerated(counts, k, scale)
+    e = np.arange(16)
+    below = np.array([np.sum(errors <= x) for x in e])
+    width = np.where(e < 15, -np.expm1(-1.0 / scale), 1.0)
+    law = below * np.exp(-e / scale) * width
+    return law / law.sum()
 
 
 @pytest.mark.parametrize(("counts", "k"), CASES)
 @pytest.mark.parametrize("block", [2, None])
 def test_error_table_is_the_enumerated_law(counts, k, block):
-    """softmax of the ``[W, k]`` table is the law of ``(E(S), first row at E(S))`` exactly (the
+    """The threshold's cells have the law of the joint mechanism's auxiliary threshold exactly (the
     per-block counts and the sort build the same histogram)."""
     table, negligible = _table(jnp.asarray(counts), jnp.float32(1.5), k=k, block=block)
-    assert bool(negligible)  # every count is in the window
+    assert bool(negligible)  # every error is in the window
     np.testing.assert_allclose(np.asarray(table), _enumerated_table(counts, k, 1.5), atol=1e-6)
+
+
+def test_every_count_in_the_window_is_not_every_error():
+    """Every count lies within the 16 values below ``c_(k)`` but ``c_(1) - c_(d) = 3000``: at scale
+    1000 the sequences without item 0 first carry 40% of the law and lie beyond the window, so the
+    tail is not negligible (the fallback draws); at scale 0.05 it is."""
+    counts = jnp.asarray(np.array([3000, 0, 1, 2, 2], np.int32))
+    assert not bool(_table(counts, jnp.float32(1000.0), k=2, block=2)[1])
+    assert bool(_table(counts, jnp.float32(0.05), k=2, block=2)[1])
 
 
 def test_error_table_in_float64(x64):

@@ -27,7 +27,8 @@ entries are; the step checks this for every entry that is not exactly zero (exac
 gaps at or before the first finite input) and for the block summaries, and when any check fails it
 returns the exact log-space scan instead
 (:func:`~dpjax._src.quantiles.joint_exp_toeplitz.toeplitz_scan`, by ``lax.cond``; under ``vmap`` over
-``c`` or ``nu`` every attempt and the scan are computed and selected). In float32 the threshold is
+``c`` or ``nu`` by :func:`dpjax._src.lanes.cond`: an attempt or the scan runs only where some lane
+needs it). In float32 the threshold is
 ``2^-96`` of the frame (~66 nats): a row whose entries within one block span more than that is not
 certified. The kernel alone spans up to ``c (2B - 2)`` nats in an explicit block, so the step is
 tried with blocks of 32 gaps, then 16 (:data:`LINEAR_BLOCKS`), and only a row that neither
@@ -57,6 +58,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.nn import logsumexp
 
+from dpjax._src import lanes
 from dpjax._src.numerics import ceil_div
 from dpjax._src.quantiles.joint_exp_toeplitz import (
     aligned_length,
@@ -266,7 +268,7 @@ def _first_certified(x, c, nu, finish, fallback):
         if not sizes:
             return fallback()
         y, certified, left, right = _linear_step(x, c, nu, sizes[0])
-        return lax.cond(certified, lambda: finish(sizes[0], y, left, right), lambda: attempt(sizes[1:]))
+        return lanes.cond(certified, lambda: finish(sizes[0], y, left, right), lambda: attempt(sizes[1:]))
 
     return attempt(LINEAR_BLOCKS)
 

@@ -24,7 +24,8 @@ gap by gap:
   times it, so the tables' relative error is below ``e^{-L}`` when ``c (B - 1) <= L =
   -log(tiny) / 2`` (``L = 43`` in float32, 354 in float64); for larger ``c`` the tables are exact
   log-sum-exps instead (a ``lax.cond`` on the key-independent ``c``, so under ``vmap`` over keys only
-  one branch runs).
+  one branch runs; under a ``vmap`` that batches epsilon, :func:`dpjax._src.lanes.cond`, only the
+  branches some lane needs).
 * ``"tree"``: the superblock layout and tables, each of the three stages drawn by the top-down
   Gumbel process over a log-mass heap of that stage's log-masses (:mod:`dpjax._src.quantiles.em_sampler`,
   Maddison, Tarlow and Minka 2014, Sec. 3) instead of Gumbel-max: ``~log2(n^(1/3))`` exponential
@@ -43,6 +44,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dpjax._src import lanes
 from dpjax._src.quantiles import em_sampler
 from dpjax._src.quantiles.intervals import gumbel_argmax
 
@@ -178,7 +180,8 @@ def block_tables(log_width, cs, size: int, blocks: int):
     def exact(cs):
         return jax.vmap(lambda c: _block_tables(log_width, c, size, blocks))(cs)
 
-    return lax.cond(jnp.all(cs * (size - 1) <= limit), product, exact, cs)
+    # Under a vmap that batches epsilon, exact runs only where some lane needs it (lanes.cond).
+    return lanes.cond(jnp.all(cs * (size - 1) <= limit), product, exact, cs)
 
 
 def build_tables(log_width, cs) -> Tables:

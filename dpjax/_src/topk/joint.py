@@ -29,8 +29,8 @@ error threshold instead (:mod:`dpjax._src.topk.joint_head`): one partial top-k o
 ``k`` binary searches per candidate difference of that head, and no sort of the ``d k``
 differences; where the rest could matter (scores crowded within about ``b k log d`` of the k-th
 largest), integer counts go to the histogram of their errors
-(:mod:`dpjax._src.topk.joint_histogram`: one scatter-add over the ``d`` counts, a ``[W, k]`` table
-of error values, no sort for one release) and real scores to the literal sampler.
+(:mod:`dpjax._src.topk.joint_histogram`: one scatter-add over the ``d`` counts, the ``W`` unit
+cells of the error threshold, no sort for one release) and real scores to the literal sampler.
 
 Wu and Zhang (NeurIPS 2024, "Faster Differentially Private Top-k Selection: A Joint Exponential
 Mechanism with Pruning") run in ``O(d + k^2 / epsilon ln d)`` but sample a pruned variant of this

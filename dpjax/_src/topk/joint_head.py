@@ -20,7 +20,8 @@ an auxiliary threshold ``u`` (the counting of the paper's Lemma 3.7, used the ot
   ``1e-86`` (Gumbel-max in float64 could not pick such an outcome anyway: its noise spans less
   than 200 nats). Otherwise (scores crowded within about
   ``b k log d`` of ``c_(k)``) the paper's literal sampler runs. The choice is key independent, so
-  under ``vmap`` over keys it is a real branch, taken once.
+  under ``vmap`` over keys it is a real branch, taken once, and under a ``vmap`` that batches
+  epsilon (:func:`dpjax._src.lanes.cond`) the literal sampler runs only where some lane needs it.
 
 So where the scores' gaps are wide against ``b k log d`` one release costs one partial top-k over
 ``d`` and ``O(k^2 w log w)`` key-independent work, and each further key under ``vmap``
@@ -36,7 +37,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from dpjax._src import sharded
+from dpjax._src import lanes, sharded
 
 __all__: list[str] = []
 
@@ -46,7 +47,7 @@ def nth_free(n, taken, k: int):
     return lax.fori_loop(0, k, lambda _, y: n + jnp.sum(taken <= y).astype(jnp.int32), n)
 
 
-def _prefix_sequence(key, m, k: int) -> jax.Array:
+def prefix_sequence(key, m, k: int) -> jax.Array:
     """A uniform sequence of distinct positions with row ``r`` among the first ``m[r]`` (nested
     prefixes, ``m[r] - r >= 1``): row by row, a uniform position not taken by the rows before."""
     keys = jax.random.split(key, k)
@@ -114,13 +115,14 @@ def sample(key, scores, scale, *, k: int, width: int, draw, literal) -> jax.Arra
 
     def release(head: _Head) -> jax.Array:
         s = pick(entry_key, prepare(head.logits))
-        return head.ids[_prefix_sequence(sequence_key, head.m[s], k)]
+        return head.ids[prefix_sequence(sequence_key, head.m[s], k)]
 
     first = _head(scores, k, width, scale)
     if width >= d:
         return release(first)
-    # Key independent: under vmap over keys a real branch, each key drawn by the one chosen.
-    return lax.cond(first.complete, lambda: release(first), lambda: literal(key, scores, scale))
+    # Key independent: a real branch under vmap over keys, and under a vmap that batches the scale
+    # the literal sampler runs only where some lane needs it (lanes.cond).
+    return lanes.cond(first.complete, lambda: release(first), lambda: literal(key, scores, scale))
 
 
 def default_width(d: int, k: int) -> int:
