@@ -268,11 +268,11 @@ TRIALS = {
 
 
 # The audits whose CPU goes into running compiled code compile with every XLA pass (tests/conftest.py):
-# with the suite's fast compilation they took 1.2-3x the CPU (unbounded_many 35 s against 12 s).
-# The others are compile-bound: 7-12 compilations each, which every pass makes 2-4x slower, and
-# their runs take about as long either way (joint_exp 5.2 s of CPU against 9.9 s, emq 1.9 s against
-# 5.6 s; the positive audits together 108 s against 187 s; 2026-12-06, load ~3 on 2 cores). Either
-# way the same programs, keys, trials and threshold (each audit passes both ways).
+# with the suite's fast compilation they took up to 3x the CPU (unbounded_many 35 s against 12 s,
+# each alone from empty caches). The others are compile-bound: 7-12 compilations each, which every
+# pass makes 2-4x slower, and runs that take about as long either way (joint_exp 5.2 s against
+# 9.9 s alone; the positive audits in one run of this module: 80 s of CPU against 100 s; 2026-12-06,
+# load ~3 on 2 cores). Either way the same programs, keys, trials and threshold (each passes both ways).
 RUN_BOUND = {
     "above_threshold",
     "above_threshold_exponential_monotonic",

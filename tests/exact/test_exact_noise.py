@@ -106,9 +106,9 @@ def test_discrete_laplace_law(scale, width):
 
 
 # Only the state machine ("huge") is run-bound and compiles with every XLA pass (tests/conftest.py):
-# the fast rounds compile 2x faster without them and run about as long (tiny, 3 and 10: 9.8, 7.8 and
-# 8.2 s of CPU against 13.8, 16.7 and 15.5 s; huge: 9.0 s against 7.1 s; 2026-12-06, load ~3 on 2
-# cores). The same integer samplers, draws and thresholds either way.
+# the fast rounds compile 2x faster without them and run about as long (tiny, 3 and 10 in one run of
+# this test: 34 s of CPU against 42 s; huge 7.2 s against 6.6 s, 9 s alone without the passes;
+# 2026-12-06, load ~3 on 2 cores). The same integer samplers, draws and thresholds either way.
 @pytest.mark.parametrize(
     ("sigma", "width"),
     [
