@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dpjax._src.tools import readme as readme_region
+from dpjax._src.tools.bench import bound as bound_module
 from dpjax._src.tools.bench import harness, report
 from dpjax._src.tools.bench import run as bench_run
 from dpjax._src.tools.bench.case import Case, power_label, scaled
@@ -252,6 +253,12 @@ def test_dpjax_bench_command_end_to_end(tmp_path, capsys, monkeypatch):
     # Monte Carlo batches of 16: the 1,000-release rule is tested above (test_batch_size_...); here
     # it would only multiply the Monte Carlo work (PIE-NI alone: 10 s a call).
     monkeypatch.setattr(bench_run, "MIN_RELEASES", 16)
+    # The device's rates measured in short passes (every rung and both ways of hashing, 1 MiB and
+    # 2^14 hashes per call), as in test_record_schema_method_batch_bound_limit_ratio_and_load: their
+    # values are not tested, and the full passes (256 MiB per rung, 2^22 hashes) measured twice
+    # (before and after the rows) would add ~9 s of CPU.
+    monkeypatch.setattr(bound_module, "_PASS_BYTES", 2**20)
+    monkeypatch.setattr(bound_module, "_HASHES", 2**14)
     out = tmp_path / "out"
     status = main(["bench", "--size", "1e-6", "--repeats", "1", "--out", str(out)])
     record = json.loads((out / "results.json").read_text())
