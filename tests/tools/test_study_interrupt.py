@@ -60,9 +60,9 @@ def workdir(tmp_path_factory):
     return work
 
 
-def _study(work: Path, out: str, *flags: str) -> subprocess.Popen:
+def _study(work: Path, out: str, *flags: str, config: str = "two.toml") -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DPJAX_COMPILE_CACHE": str(work / "cache")}
-    command = [sys.executable, "-m", "dpjax.cli", "study", "--config", "two.toml", "--out", out, *flags]
+    command = [sys.executable, "-m", "dpjax.cli", "study", "--config", config, "--out", out, *flags]
     return subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
 
@@ -119,6 +119,38 @@ def test_sigint_then_sigkill_keep_every_finished_step_and_resume_gives_the_same_
     assert _files(stopped / "figures") == _files(reference / "figures")
     assert json.loads((stopped / "results.json").read_text())["record"]["status"] == "complete"
     assert not (stopped / ".checkpoint").exists() and not (workdir / ".stopped.partial").exists()
+
+
+WORKER_SIGNAL = """
+import signal, threading, time
+import jax.numpy as jnp
+from dpjax.additive import laplace_mechanism
+
+def mean(key, x, epsilon, k=1):
+    if k == 2:  # at trace time, in the study's worker thread: the kernel hands it the SIGINT
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        time.sleep(1.0)  # this step is still running when the main thread handles the signal
+    return laplace_mechanism(key, jnp.clip(x, 0, 1).mean() * k, epsilon, sensitivity=k / x.size)
+
+def truth(x, epsilon, k=1):
+    return jnp.clip(x, 0, 1).mean() * k
+"""
+
+
+def test_a_sigint_delivered_to_a_worker_thread_stops_the_study_at_the_next_step(tmp_path):
+    """Python runs a signal handler only in the main thread; the kernel may deliver the signal to
+    any thread. The main thread must wake while the studies run in worker threads, or the stop
+    waits for every study to finish."""
+    (tmp_path / "mech.py").write_text(WORKER_SIGNAL)
+    study = CONFIG.split("[studies.b_second]")[1].replace("[1, 2, 3, 4, 5]", "[1, 2, 3, 4]")
+    (tmp_path / "one.toml").write_text("trials = 16\njobs = 1\n[studies.worker]" + study)
+    process = _study(tmp_path, "out", config="one.toml")
+    log = process.stdout.read()
+    assert process.wait(timeout=120) == 130, log
+    record = json.loads((tmp_path / "out" / "results.json").read_text())["record"]
+    assert record["status"] == "interrupted" and record["unfinished_studies"] == ["worker"], log
+    studies = {r.split(",")[0] for r in (tmp_path / "out" / "results.csv").read_text().splitlines()[1:]}
+    assert studies == {"worker"} and "k=3" not in log and "k=4" not in log, log
 
 
 def test_out_is_checked_before_computing(tmp_path, capsys):
