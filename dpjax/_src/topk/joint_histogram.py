@@ -56,7 +56,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from dpjax._src import lanes, sharded
-from dpjax._src.topk.joint_head import NEGLIGIBLE, prefix_sequence
+from dpjax._src.topk.joint_head import NEGLIGIBLE, log_count, prefix_sequence
 
 __all__: list[str] = []
 
@@ -144,15 +144,10 @@ def _log_weights(hist: _Histogram, d: int, k: int, scale) -> tuple[jax.Array, ja
     dtype = scale.dtype
     window = hist.cum.shape[0] - 1
     e = jnp.arange(window, dtype=jnp.int32)
-    free = _eligible_all(hist, e) - jnp.arange(k, dtype=jnp.int32)[:, None]  # [k, W]
+    counts = log_count(_eligible_all(hist, e), k, dtype)  # log N(e), rows [k, W] summed
     with jax.numpy_dtype_promotion("standard"):
-        log_free = jnp.log(jnp.maximum(free, 1).astype(dtype))
-        # The sum over the rows as a product with ones (XLA's CPU reduction over the leading axis
-        # is many times slower).
-        log_count = jnp.matmul(jnp.ones(k, dtype), log_free, precision=lax.Precision.HIGHEST)
-        log_count = jnp.where(jnp.all(free > 0, axis=0), log_count, -jnp.inf)
         cell = jnp.where(e < window - 1, jnp.log(-jnp.expm1(-1 / scale)), jnp.zeros((), dtype))
-        logits = log_count - e.astype(dtype) / scale + cell
+        logits = counts - e.astype(dtype) / scale + cell
     # Every error below W: c_(1) - c_j = diffs[0, -1] + (c_(k) - c_j) < W for every item.
     span = jnp.maximum(window - hist.diffs[0, -1], 0)
     everything = hist.above + hist.cum[span] == d
